@@ -1,0 +1,3 @@
+module skein.dev/cmd/skein
+
+go 1.26.8

@@ -1,0 +1,82 @@
+// Package natstest runs a real nats-server with JetStream inside a test
+// process. Tests import it; services never do, so their binaries do not link
+// the server.
+package natstest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// Option changes the server options before the server starts.
+type Option func(*server.Options)
+
+// WithListen makes the server listen on a loopback TCP port (chosen by the
+// kernel), for tests that need a separate process to connect.
+func WithListen() Option {
+	return func(o *server.Options) {
+		o.DontListen = false
+		o.Host = "127.0.0.1"
+		o.Port = -1
+	}
+}
+
+// WithStoreDir sets the JetStream store directory, so a test can restart a
+// server on the same data.
+func WithStoreDir(dir string) Option {
+	return func(o *server.Options) { o.StoreDir = dir }
+}
+
+// Run starts a JetStream server with file storage in tb.TempDir(). By default
+// it listens on no port and traps no signals. It is shut down when the test
+// ends.
+func Run(tb testing.TB, opts ...Option) *server.Server {
+	tb.Helper()
+	o := &server.Options{
+		ServerName: "natstest",
+		JetStream:  true,
+		StoreDir:   tb.TempDir(),
+		DontListen: true,
+		Port:       -1,
+		NoLog:      true,
+		NoSigs:     true,
+	}
+	for _, opt := range opts {
+		opt(o)
+	}
+	ns, err := server.NewServer(o)
+	if err != nil {
+		tb.Fatalf("natstest: new server: %v", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		tb.Fatal("natstest: server not ready after 10s")
+	}
+	tb.Cleanup(func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	})
+	return ns
+}
+
+// Connect returns a client connection to ns (in-process unless ns listens),
+// closed when the test ends.
+func Connect(tb testing.TB, ns *server.Server, opts ...nats.Option) *nats.Conn {
+	tb.Helper()
+	url := ""
+	if ns.Addr() != nil {
+		url = ns.ClientURL()
+	} else {
+		opts = append(opts, nats.InProcessServer(ns))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		tb.Fatalf("natstest: connect: %v", err)
+	}
+	tb.Cleanup(nc.Close)
+	return nc
+}

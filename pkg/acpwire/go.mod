@@ -1,0 +1,3 @@
+module skein.dev/pkg/acpwire
+
+go 1.26.8

@@ -1,0 +1,100 @@
+package events
+
+import (
+	"context"
+	"errors"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// Errors travel in replies the nats micro way: the headers
+// Nats-Service-Error-Code (the Code) and Nats-Service-Error (the message),
+// and a body that is the Marshal form of AcpErrorResponse. A client turns
+// them back into an *Error with ReplyError, so errors.Is works across the
+// hop.
+
+// RespondError answers req with err. Anything that is not an *Error is
+// answered as CodeInternal with a fixed message: internals stay in the
+// caller's log, which is the caller's to write.
+func RespondError(req micro.Request, err error) error {
+	e := AsError(err)
+	if e.Code == CodeInternal {
+		e = ErrInternal
+	}
+	body, merr := Marshal(e.Response())
+	if merr != nil {
+		body = nil
+	}
+	return req.Error(string(e.Code), e.Message, body)
+}
+
+// Respond answers req with v.
+func Respond(req micro.Request, v Variant) error {
+	body, err := Marshal(v)
+	if err != nil {
+		return RespondError(req, err)
+	}
+	return req.Respond(body)
+}
+
+// ReplyError returns the *Error a reply carries, or nil when it carries none.
+func ReplyError(msg *nats.Msg) error {
+	code := msg.Header.Get(micro.ErrorCodeHeader)
+	if code == "" {
+		return nil
+	}
+	if er, err := Decode[AcpErrorResponse](msg.Data); err == nil {
+		return &Error{Code: Code(er.Code), Message: er.Message}
+	}
+	return &Error{Code: Code(code), Message: msg.Header.Get(micro.ErrorHeader)}
+}
+
+// Request sends req to subject and returns the decoded reply. Transport
+// failures become CodeUnavailable (nobody serves the subject) or CodeTimeout
+// (ctx ended first); an error reply becomes its *Error.
+func Request(ctx context.Context, nc *nats.Conn, subject string, req Variant, hdr nats.Header) (Variant, error) {
+	body, err := Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	msg := &nats.Msg{Subject: subject, Data: body, Header: hdr}
+	reply, err := nc.RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		return nil, transportError(subject, err)
+	}
+	if err := ReplyError(reply); err != nil {
+		return nil, err
+	}
+	return Unmarshal(reply.Data)
+}
+
+// Call is Request for a reply that must be a *T.
+func Call[T any, PT interface {
+	*T
+	Variant
+}](ctx context.Context, nc *nats.Conn, subject string, req Variant, hdr nats.Header) (PT, error) {
+	v, err := Request(ctx, nc, subject, req, hdr)
+	if err != nil {
+		return nil, err
+	}
+	t, ok := v.(PT)
+	if !ok {
+		var want PT = new(T)
+		return nil, Errorf(CodeInvalidPayload, "reply from %s is %s, want %s", subject, v.VariantName(), want.VariantName())
+	}
+	return t, nil
+}
+
+func transportError(subject string, err error) error {
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return Errorf(CodeUnavailable, "no service answers %s", subject)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return Errorf(CodeTimeout, "no reply from %s in time", subject)
+	case errors.Is(err, context.Canceled):
+		return err
+	default:
+		return Errorf(CodeUnavailable, "request %s: %v", subject, err)
+	}
+}

@@ -1,0 +1,175 @@
+package events
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// CodecVersion is the "v" of every payload Marshal writes. See the package
+// documentation for the format.
+const CodecVersion = 1
+
+// Variant is any type that travels on the bus: a member of one of the
+// protocol's unions, or one of Skein's log records. VariantName returns its
+// stable wire name, which is also the value of HeaderRecord.
+type Variant interface {
+	VariantName() string
+}
+
+// JSON holds JSON text exactly as received: the schema's JsonUtf8. It is
+// never re-encoded on its way through Skein, so unknown fields, _meta and key
+// order survive. It travels as msgpack bin.
+type JSON []byte
+
+// MarshalJSON returns j unchanged, or null when j is empty.
+func (j JSON) MarshalJSON() ([]byte, error) {
+	if len(j) == 0 {
+		return []byte("null"), nil
+	}
+	return j, nil
+}
+
+// UnmarshalJSON keeps a copy of data.
+func (j *JSON) UnmarshalJSON(data []byte) error {
+	*j = append((*j)[:0], data...)
+	return nil
+}
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]func() Variant{}
+)
+
+// register adds the variant that newV returns to the registry. Called from
+// init; a duplicate name is a programming error.
+func register(newV func() Variant) {
+	name := newV().VariantName()
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic("events: variant registered twice: " + name)
+	}
+	registry[name] = newV
+}
+
+// VariantNames returns every registered wire name.
+func VariantNames() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	return names
+}
+
+// NewVariant returns a new zero value of the named variant, or false.
+func NewVariant(name string) (Variant, bool) {
+	registryMu.RLock()
+	newV, ok := registry[name]
+	registryMu.RUnlock()
+	if !ok {
+		return nil, false
+	}
+	return newV(), true
+}
+
+type wireValue struct {
+	V    int                `msgpack:"v"`
+	Type string             `msgpack:"type"`
+	Body msgpack.RawMessage `msgpack:"body"`
+}
+
+var encPool = sync.Pool{New: func() any {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetCustomStructTag("msgpack")
+	return &pooledEncoder{buf: &buf, enc: enc}
+}}
+
+type pooledEncoder struct {
+	buf *bytes.Buffer
+	enc *msgpack.Encoder
+}
+
+// Marshal encodes v in the versioned union format.
+func Marshal(v Variant) ([]byte, error) {
+	if v == nil {
+		return nil, Errorf(CodeInternal, "marshal: nil variant")
+	}
+	pe := encPool.Get().(*pooledEncoder)
+	defer encPool.Put(pe)
+	pe.buf.Reset()
+	if err := pe.enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("marshal %s: %w", v.VariantName(), err)
+	}
+	body := pe.buf.Bytes()
+	// The envelope is written by hand: a fixmap of three entries.
+	name := v.VariantName()
+	out := make([]byte, 0, len(body)+len(name)+16)
+	out = append(out, 0x83)
+	out = appendStr(out, "v")
+	out = append(out, byte(CodecVersion)) // positive fixint
+	out = appendStr(out, "type")
+	out = appendStr(out, name)
+	out = appendStr(out, "body")
+	out = append(out, body...)
+	return out, nil
+}
+
+func appendStr(b []byte, s string) []byte {
+	switch n := len(s); {
+	case n < 32:
+		b = append(b, 0xa0|byte(n))
+	case n < 256:
+		b = append(b, 0xd9, byte(n))
+	default:
+		b = append(b, 0xda, byte(n>>8), byte(n))
+	}
+	return append(b, s...)
+}
+
+// Unmarshal decodes a payload written by Marshal into a new value of the
+// variant it names. An undecodable payload, an unknown version or an unknown
+// variant is an *Error with CodeInvalidPayload.
+func Unmarshal(data []byte) (Variant, error) {
+	var w wireValue
+	if err := msgpack.Unmarshal(data, &w); err != nil {
+		return nil, Errorf(CodeInvalidPayload, "decode envelope: %v", err)
+	}
+	if w.V != CodecVersion {
+		return nil, Errorf(CodeInvalidPayload, "codec version %d is not %d", w.V, CodecVersion)
+	}
+	v, ok := NewVariant(w.Type)
+	if !ok {
+		return nil, Errorf(CodeInvalidPayload, "unknown variant %q", truncate(w.Type, 80))
+	}
+	if len(w.Body) == 0 {
+		return nil, Errorf(CodeInvalidPayload, "%s: missing body", w.Type)
+	}
+	if err := msgpack.Unmarshal(w.Body, v); err != nil {
+		return nil, Errorf(CodeInvalidPayload, "decode %s: %v", w.Type, err)
+	}
+	return v, nil
+}
+
+// Decode is Unmarshal for a payload that must be a *T: any other variant is
+// an *Error with CodeInvalidPayload.
+func Decode[T any, PT interface {
+	*T
+	Variant
+}](data []byte) (PT, error) {
+	v, err := Unmarshal(data)
+	if err != nil {
+		return nil, err
+	}
+	t, ok := v.(PT)
+	if !ok {
+		var want PT = new(T)
+		return nil, Errorf(CodeInvalidPayload, "got %s, want %s", v.VariantName(), want.VariantName())
+	}
+	return t, nil
+}

@@ -1,0 +1,22 @@
+// Package events is the contract every Skein service shares: the names on
+// NATS (streams, KV buckets, subjects, headers), the identifiers that become
+// subject tokens, the protocol types of the AgentOS ACP extension schema, the
+// records of a session's log, the msgpack codec that carries all of them, and
+// the one registry of error codes.
+//
+// Nothing in this package does I/O except the small request helpers in
+// api.go, which only wrap nats.Conn. Wire names are declared here and nowhere
+// else: a service that spells "acp.log." inline is a bug.
+//
+// # Wire format
+//
+// Every payload on the bus is one msgpack value produced by [Marshal]: a map
+// {"v": 1, "type": <variant name>, "body": <the struct as a msgpack map>}.
+// The variant name is the schema's type name (AcpPromptRequest) or, for
+// Skein's own log records, the record name (TurnAccepted). Struct fields are
+// keyed by their schema names (camelCase); optional fields are omitted when
+// absent. Fields of schema type JsonUtf8 are carried as msgpack bin holding
+// the exact JSON bytes, never re-encoded. "v" is the codec version: a decoder
+// rejects any version it does not know with [CodeInvalidPayload]. A breaking
+// change to a variant is a new variant name, never a changed one.
+package events

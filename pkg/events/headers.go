@@ -1,0 +1,32 @@
+package events
+
+// Header names. NATS headers are case-sensitive: always use these constants.
+// JetStream's own headers (Nats-Msg-Id, Nats-Expected-Last-Subject-Sequence,
+// Nats-Sequence, ...) come from nats.go's jetstream package.
+const (
+	// HeaderRecord names the variant of the payload (AcpDurableSessionUpdate,
+	// TurnAccepted, ...) on every log and IO record, so `nats stream view`
+	// shows what a record is without decoding it.
+	HeaderRecord = "Acp-Record"
+	// HeaderEventNo is the contiguous per-session number of a public event
+	// (LogEvents records only), starting at 1. A reader that sees it jump
+	// knows history was pruned.
+	HeaderEventNo = "Acp-Event-No"
+	// HeaderTurnID names the turn a record belongs to.
+	HeaderTurnID = "Acp-Turn-Id"
+	// HeaderIOSeq is the ACP_IO stream sequence of the runner record whose
+	// handling produced a log record: where a new owner resumes ACP_IO.
+	HeaderIOSeq = "Acp-Io-Seq"
+	// HeaderNamespace and HeaderSessionID address a session on runner
+	// control requests.
+	HeaderNamespace = "Acp-Namespace"
+	HeaderSessionID = "Acp-Session-Id"
+	// HeaderCallID correlates a forwarded JSON-RPC request with its response
+	// on ACP_IO.
+	HeaderCallID = "Acp-Call-Id"
+	// HeaderProcessID names the adapter process a runner record came from.
+	HeaderProcessID = "Acp-Process-Id"
+	// HeaderAfterSequence is set on live deltas: the latest durable sequence
+	// of the session when the delta was published.
+	HeaderAfterSequence = "Acp-After-Sequence"
+)

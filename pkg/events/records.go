@@ -1,0 +1,123 @@
+package events
+
+// Skein's own records. The protocol's types (protocol.go) say what a client
+// sees; these say what happened to a session, on its LogControl subject, in
+// KV, and between the session service and the runners. They share the codec
+// and the variant registry with the protocol types.
+
+// SessionOpened is the first record of a session: the options it was opened
+// with, normalised (defaults applied), immutable afterwards.
+type SessionOpened struct {
+	Agent                  string  `msgpack:"agent"`
+	Cwd                    string  `msgpack:"cwd"`
+	AdditionalDirectories  JSON    `msgpack:"additionalDirectories,omitempty"`
+	Env                    JSON    `msgpack:"env,omitempty"`
+	McpServers             JSON    `msgpack:"mcpServers,omitempty"`
+	PermissionPolicy       string  `msgpack:"permissionPolicy"`
+	SkipOsInstructions     bool    `msgpack:"skipOsInstructions,omitempty"`
+	AdditionalInstructions *string `msgpack:"additionalInstructions,omitempty"`
+}
+
+// Permission policies (AcpOpenSessionRequest.permissionPolicy).
+const (
+	PolicyAllowAll  = "allow_all"
+	PolicyRejectAll = "reject_all"
+	PolicyAsk       = "ask"
+)
+
+// Restore tiers: how an adapter came to hold a session.
+const (
+	TierNew      = "new"      // session/new for a session with no native context yet
+	TierResume   = "resume"   // native session/resume
+	TierLoad     = "load"     // native session/load, its replay discarded
+	TierFallback = "fallback" // session/new plus the continuation preamble
+)
+
+// AdapterAttached records that an adapter process now serves the session.
+type AdapterAttached struct {
+	RunnerID          string  `msgpack:"runnerId"`
+	ProcessID         string  `msgpack:"processId"`
+	Pid               *uint32 `msgpack:"pid,omitempty"`
+	AcpSessionID      string  `msgpack:"acpSessionId"` // private: never in a public event
+	Tier              string  `msgpack:"tier"`
+	AgentCapabilities JSON    `msgpack:"agentCapabilities,omitempty"`
+	AgentInfo         JSON    `msgpack:"agentInfo,omitempty"`
+	Modes             JSON    `msgpack:"modes,omitempty"`
+	ConfigOptions     []JSON  `msgpack:"configOptions,omitempty"`
+	// IOStartSeq is the ACP_IO sequence from which the owner consumes this
+	// adapter's output.
+	IOStartSeq uint64 `msgpack:"ioStartSeq"`
+}
+
+// TurnAccepted opens a turn. It is appended in one atomic batch with the
+// user_message_chunk events of the prompt, so a turn is never half-accepted.
+type TurnAccepted struct {
+	TurnID         string  `msgpack:"turnId"`
+	IdempotencyKey *string `msgpack:"idempotencyKey,omitempty"`
+	// ContentHash is hex SHA-256 of the canonical prompt content; it decides
+	// whether a repeated idempotency key carries the same prompt.
+	ContentHash string `msgpack:"contentHash"`
+	Blocks      uint32 `msgpack:"blocks"`
+}
+
+// Turn outcomes. Exactly one TurnFinished closes every TurnAccepted.
+const (
+	OutcomeCompleted = "completed"
+	OutcomeFailed    = "failed"
+	OutcomeCancelled = "cancelled"
+)
+
+// TurnFinished closes a turn.
+type TurnFinished struct {
+	TurnID     string            `msgpack:"turnId"`
+	Outcome    string            `msgpack:"outcome"`
+	StopReason string            `msgpack:"stopReason,omitempty"`
+	Message    JSON              `msgpack:"message,omitempty"` // the turn's last completed agent message update
+	Error      *AcpErrorResponse `msgpack:"error,omitempty"`
+}
+
+// SessionMeta is the ACP_SESSIONS projection of a session, rebuilt from the
+// log whenever it is lost. Reads (getSession) come from here and from the
+// log, never from an adapter.
+type SessionMeta struct {
+	Namespace         string                `msgpack:"namespace"`
+	Info              AcpDurableSessionInfo `msgpack:"info"`
+	PermissionPolicy  string                `msgpack:"permissionPolicy"`
+	AgentCapabilities JSON                  `msgpack:"agentCapabilities,omitempty"`
+	AgentInfo         JSON                  `msgpack:"agentInfo,omitempty"`
+	ConfigRevision    uint64                `msgpack:"configRevision"`
+	ConfigOptions     []JSON                `msgpack:"configOptions,omitempty"`
+}
+
+// RunnerAck answers a runner control request that has no other result: the
+// runner did what was asked (for RunnerCall: the line is written to the
+// adapter's stdin).
+type RunnerAck struct {
+	ProcessID string `msgpack:"processId,omitempty"`
+}
+
+// RunnerInfo is a runner's heartbeat in BucketRunners.
+type RunnerInfo struct {
+	ID       string          `msgpack:"id"`
+	Agents   []AcpAgentEntry `msgpack:"agents"`
+	Capacity uint32          `msgpack:"capacity"`
+	Load     uint32          `msgpack:"load"`
+}
+
+func (SessionOpened) VariantName() string   { return "SessionOpened" }
+func (AdapterAttached) VariantName() string { return "AdapterAttached" }
+func (TurnAccepted) VariantName() string    { return "TurnAccepted" }
+func (TurnFinished) VariantName() string    { return "TurnFinished" }
+func (SessionMeta) VariantName() string     { return "SessionMeta" }
+func (RunnerAck) VariantName() string       { return "RunnerAck" }
+func (RunnerInfo) VariantName() string      { return "RunnerInfo" }
+
+func init() {
+	register(func() Variant { return new(SessionOpened) })
+	register(func() Variant { return new(AdapterAttached) })
+	register(func() Variant { return new(TurnAccepted) })
+	register(func() Variant { return new(TurnFinished) })
+	register(func() Variant { return new(SessionMeta) })
+	register(func() Variant { return new(RunnerAck) })
+	register(func() Variant { return new(RunnerInfo) })
+}

@@ -1,0 +1,163 @@
+package events
+
+import "strings"
+
+// Streams. ACP_LOG is the truth; ACP_IO is the private record of what an
+// adapter-runner observed. Both are created (idempotently, with the configs in
+// streams.go) by every service at start-up, so start order does not matter.
+const (
+	// StreamLog captures LogSubjectsAll: every session's public events (.ev)
+	// and lifecycle records (.ctl).
+	StreamLog = "ACP_LOG"
+	// StreamIO captures IOSubjectsAll: adapter output per session, written by
+	// the runner that hosts the adapter and consumed by the session owner.
+	StreamIO = "ACP_IO"
+)
+
+// KV buckets.
+const (
+	// BucketSessions maps SessionKey(ns, sid) to the SessionMeta projection.
+	BucketSessions = "ACP_SESSIONS"
+	// BucketOwners maps SessionKey(ns, sid) to the owner lease.
+	BucketOwners = "ACP_OWNERS"
+	// BucketRunners maps a RunnerID to its RunnerInfo heartbeat.
+	BucketRunners = "ACP_RUNNERS"
+)
+
+// LogKind is the last token of a log subject.
+type LogKind string
+
+const (
+	// LogEvents holds public durable events: AcpDurableEvent variants, each
+	// with a contiguous per-session HeaderEventNo.
+	LogEvents LogKind = "ev"
+	// LogControl holds lifecycle records (records.go). They are not public
+	// events and carry no event number.
+	LogControl LogKind = "ctl"
+)
+
+// Subject wildcards captured by the streams and used by subscribers.
+const (
+	LogSubjectsAll  = "acp.log.>"
+	TailSubjectsAll = "acp.tail.>"
+	IOSubjectsAll   = "acp.io.>"
+	LiveSubjectsAll = "acp.live.>"
+)
+
+// LogSubject returns "acp.log.<ns>.<sid>.<kind>". Never core-subscribe to it:
+// a core subscriber also sees appends the stream rejected. Read the stream,
+// or TailSubject.
+func LogSubject(ns Namespace, sid SessionID, kind LogKind) string {
+	return join("acp.log", string(ns), string(sid), string(kind))
+}
+
+// LogFilter returns "acp.log.<ns>.<sid>.*", every record of one session. It
+// is the subject of the single-writer compare-and-set
+// (Nats-Expected-Last-Subject-Sequence-Subject).
+func LogFilter(ns Namespace, sid SessionID) string {
+	return join("acp.log", string(ns), string(sid), "*")
+}
+
+// TailSubject returns "acp.tail.<ns>.<sid>.<kind>": the stream's RePublish of
+// every record stored on LogSubject, for cheap fan-out to live viewers. It
+// carries the Nats-Sequence and Nats-Last-Sequence headers.
+func TailSubject(ns Namespace, sid SessionID, kind LogKind) string {
+	return join("acp.tail", string(ns), string(sid), string(kind))
+}
+
+// LiveSubject returns "acp.live.<ns>.<sid>": ephemeral message and thought
+// deltas (AcpEphemeralSessionUpdateEvent) and adapter stderr. Core NATS only;
+// nothing here is stored.
+func LiveSubject(ns Namespace, sid SessionID) string {
+	return join("acp.live", string(ns), string(sid))
+}
+
+// IOSubject returns "acp.io.<ns>.<sid>".
+func IOSubject(ns Namespace, sid SessionID) string {
+	return join("acp.io", string(ns), string(sid))
+}
+
+// SessionKey returns "<ns>.<sid>", the key of a session in BucketSessions and
+// BucketOwners.
+func SessionKey(ns Namespace, sid SessionID) string {
+	return string(ns) + "." + string(sid)
+}
+
+// Op names one operation of the request API.
+type Op string
+
+// The request API, served as nats micro endpoints on APISubject(ns, op).
+// Each takes the protocol request struct named beside it and answers with
+// the response struct, or an error (see api.go).
+const (
+	OpOpenSession Op = "open_session" // AcpOpenSessionRequest → AcpOpenSessionResponse
+	OpPrompt      Op = "prompt"       // AcpPromptRequest → AcpPromptResponse
+	OpReadHistory Op = "read_history" // AcpReadHistoryRequest → AcpHistoryPageResponse
+	OpGetSession  Op = "get_session"  // AcpGetDurableSessionRequest → AcpGetDurableSessionResponse
+	OpListAgents  Op = "list_agents"  // AcpListAgentsRequest → AcpListAgentsResponse
+)
+
+// APIServiceSession and friends name the nats micro services, as shown by
+// `nats micro ls`.
+const (
+	APIServiceSession = "skein-session"
+	APIServiceHistory = "skein-history"
+	APIServiceRunner  = "skein-adapter-runner"
+)
+
+// APISubject returns "acp.api.<ns>.<op>".
+func APISubject(ns Namespace, op Op) string { return join("acp.api", string(ns), string(op)) }
+
+// APIWildcard returns "acp.api.*.<op>", the subject a service listens on to
+// serve op for every namespace.
+func APIWildcard(op Op) string { return join("acp.api", "*", string(op)) }
+
+// NamespaceFromAPISubject extracts <ns> from "acp.api.<ns>.<op>".
+func NamespaceFromAPISubject(subject string) (Namespace, error) {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 4 || parts[0] != "acp" || parts[1] != "api" {
+		return "", Errorf(CodeInvalidRequest, "not an API subject: %q", truncate(subject, 80))
+	}
+	return ParseNamespace(parts[2])
+}
+
+// RunnerOp names one control operation of an adapter-runner.
+type RunnerOp string
+
+// Runner control, request/reply on RunnerSubject(id, op). Requests carry the
+// session in HeaderNamespace and HeaderSessionID.
+const (
+	// RunnerCreate spawns an adapter and negotiates an ACP session:
+	// AcpCreateSessionRequest → AcpSessionCreatedResponse.
+	RunnerCreate RunnerOp = "create"
+	// RunnerCall writes one JSON-RPC request (HeaderCallID set) or
+	// notification (no HeaderCallID) to the adapter: AcpSessionRequest →
+	// RunnerAck. The adapter's response arrives later on ACP_IO as an
+	// AcpSessionRpcResponse with the same HeaderCallID.
+	RunnerCall RunnerOp = "call"
+	// RunnerReply answers an agent-to-client request seen on ACP_IO:
+	// AcpHostRequestCallbackResponse (the whole JSON-RPC response) → RunnerAck.
+	RunnerReply RunnerOp = "reply"
+	// RunnerStop stops the adapter: AcpCloseSessionRequest → RunnerAck.
+	RunnerStop RunnerOp = "stop"
+)
+
+// RunnerSubject returns "acp.runner.<id>.<op>".
+func RunnerSubject(id RunnerID, op RunnerOp) string {
+	return join("acp.runner", string(id), string(op))
+}
+
+func join(prefix string, tokens ...string) string {
+	n := len(prefix)
+	for _, t := range tokens {
+		n += 1 + len(t)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(prefix)
+	for _, t := range tokens {
+		b.WriteByte('.')
+		b.WriteString(t)
+	}
+	return b.String()
+}

@@ -1,0 +1,3 @@
+module skein.dev/services/adapter-runner
+
+go 1.26.8

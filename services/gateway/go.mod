@@ -1,0 +1,3 @@
+module skein.dev/services/gateway
+
+go 1.26.8

@@ -1,0 +1,3 @@
+module skein.dev/services/history
+
+go 1.26.8

@@ -1,0 +1,3 @@
+module skein.dev/services/session
+
+go 1.26.8

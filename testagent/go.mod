@@ -1,0 +1,3 @@
+module skein.dev/testagent
+
+go 1.26.8
