@@ -4,17 +4,28 @@ go 1.26.8
 
 require (
 	github.com/nats-io/nats.go v1.55.0
+	github.com/synadia-io/orbit.go/jetstreamext v0.3.2
 	github.com/vmihailenco/msgpack/v5 v5.4.1
 )
 
 require (
-	github.com/google/go-cmp v0.7.0 // indirect
-	github.com/klauspost/compress v1.20.0 // indirect
-	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
+	github.com/google/go-tpm v0.9.8 // indirect
+	github.com/minio/highwayhash v1.0.4 // indirect
+	github.com/nats-io/jwt/v2 v2.8.3 // indirect
+	github.com/nats-io/nats-server/v2 v2.15.3 // indirect
+	golang.org/x/time v0.16.0 // indirect
+)
+
+require (
+	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/nats-io/nkeys v0.4.17 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
-	github.com/synadia-io/orbit.go/jetstreamext v0.3.2 // indirect
 	github.com/synadia-io/orbit.go/natsext v0.1.3 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
-	golang.org/x/crypto v0.57.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	skein.dev/internal/natstest v0.0.0
 )
+
+replace skein.dev/internal/natstest => ../../internal/natstest

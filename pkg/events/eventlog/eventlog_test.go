@@ -1,0 +1,166 @@
+package eventlog_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"skein.dev/internal/natstest"
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
+)
+
+func setup(tb testing.TB) jetstream.JetStream {
+	tb.Helper()
+	ns := natstest.Run(tb)
+	js, err := jetstream.New(natstest.Connect(tb, ns))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := eventlog.Provision(tb.Context(), js, eventlog.Options{}); err != nil {
+		tb.Fatal(err)
+	}
+	return js
+}
+
+func update(text string) eventlog.Entry {
+	return eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{
+		Update: events.JSON(fmt.Sprintf(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":%q}}`, text)),
+	}}
+}
+
+func TestAppendSingleAndBatch(t *testing.T) {
+	js := setup(t)
+	ctx := t.Context()
+	w := eventlog.NewWriter(js, "default", "s1", eventlog.Position{}, "w1")
+
+	got, err := w.Append(ctx, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionOpened{Agent: "test", PermissionPolicy: events.PolicyAllowAll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Seq == 0 || got[0].EventNo != 0 {
+		t.Fatalf("Append(ctl) = %+v, want a sequence and no event number", got)
+	}
+	batch, err := w.Append(ctx, eventlog.Entry{Kind: events.LogControl, Value: &events.TurnAccepted{TurnID: "t1"}}, update("a"), update("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range batch {
+		if want := got[0].Seq + 1 + uint64(i); a.Seq != want {
+			t.Errorf("batch[%d].Seq = %d, want %d", i, a.Seq, want)
+		}
+	}
+	if batch[1].EventNo != 1 || batch[2].EventNo != 2 {
+		t.Errorf("event numbers = %d, %d, want 1, 2", batch[1].EventNo, batch[2].EventNo)
+	}
+
+	pos, last, err := eventlog.LoadPosition(ctx, js, "default", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos != w.Position() || last.Sequence != batch[2].Seq {
+		t.Errorf("LoadPosition = %+v (last %d), want %+v (last %d)", pos, last.Sequence, w.Position(), batch[2].Seq)
+	}
+}
+
+// A second writer that believes the log ends earlier must fail and store
+// nothing: the compare-and-set is the single-writer fence.
+func TestStaleWriterIsFenced(t *testing.T) {
+	js := setup(t)
+	ctx := t.Context()
+	a := eventlog.NewWriter(js, "default", "s1", eventlog.Position{}, "a")
+	if _, err := a.Append(ctx, update("first")); err != nil {
+		t.Fatal(err)
+	}
+	stale := eventlog.NewWriter(js, "default", "s1", eventlog.Position{}, "b")
+	for _, entries := range [][]eventlog.Entry{{update("x")}, {update("x"), update("y")}} {
+		_, err := stale.Append(ctx, entries...)
+		if e := events.AsError(err); e == nil || e.Code != events.CodeWriteConflict {
+			t.Fatalf("stale Append(%d entries) = %v, want %s", len(entries), err, events.CodeWriteConflict)
+		}
+	}
+	// A writer on another session is not affected.
+	other := eventlog.NewWriter(js, "default", "s2", eventlog.Position{}, "b")
+	if _, err := other.Append(ctx, update("other")); err != nil {
+		t.Fatalf("Append on another session: %v", err)
+	}
+	recs, err := eventlog.Forward(ctx, js, events.StreamLog, events.LogSubject("default", "s1", events.LogEvents), 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 {
+		t.Fatalf("s1 has %d events, want 1", len(recs))
+	}
+}
+
+// Republishing a message whose ID is already stored is acknowledged as a
+// duplicate: what makes a timed-out append safe to retry.
+func TestRetryIsStoredOnce(t *testing.T) {
+	js := setup(t)
+	ctx := t.Context()
+	msg := func() *nats.Msg {
+		m := nats.NewMsg(events.LogSubject("default", "s1", events.LogControl))
+		m.Header.Set(jetstream.MsgIDHeader, "default.s1.0.w.0")
+		m.Data = []byte("x")
+		return m
+	}
+	first, err := js.PublishMsg(ctx, msg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := js.PublishMsg(ctx, msg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Duplicate || again.Sequence != first.Sequence {
+		t.Errorf("retry ack = %+v, want duplicate of %d", again, first.Sequence)
+	}
+}
+
+func TestForwardAndBackward(t *testing.T) {
+	js := setup(t)
+	ctx := t.Context()
+	w := eventlog.NewWriter(js, "default", "s1", eventlog.Position{}, "w")
+	noise := eventlog.NewWriter(js, "default", "noise", eventlog.Position{}, "w")
+	var seqs []uint64
+	for i := range 20 {
+		a, err := w.Append(ctx, update(fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, a[0].Seq)
+		if _, err := noise.Append(ctx, update("n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	subj := events.LogSubject("default", "s1", events.LogEvents)
+	fwd, err := eventlog.Forward(ctx, js, events.StreamLog, subj, seqs[4], 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := eventlog.Backward(ctx, js, events.StreamLog, subj, seqs[10], 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		got  []*eventlog.Record
+		want []uint64
+	}{
+		"forward":  {fwd, seqs[5:10]},
+		"backward": {back, seqs[5:10]},
+	} {
+		if len(tc.got) != len(tc.want) {
+			t.Fatalf("%s: %d records, want %d", name, len(tc.got), len(tc.want))
+		}
+		for i, r := range tc.got {
+			if r.Sequence != tc.want[i] || eventlog.EventNo(r) != uint64(6+i) {
+				t.Errorf("%s[%d] = seq %d eventNo %d, want seq %d eventNo %d", name, i, r.Sequence, eventlog.EventNo(r), tc.want[i], 6+i)
+			}
+		}
+	}
+	if got, _ := eventlog.Backward(ctx, js, events.StreamLog, subj, seqs[0], 5); len(got) != 0 {
+		t.Errorf("Backward before the first event = %d records, want 0", len(got))
+	}
+}

@@ -1,0 +1,116 @@
+package eventlog
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"skein.dev/pkg/events"
+)
+
+// Limits of the streams, all configurable through Options.
+const (
+	// DefaultMaxEventsPerSession is the retention of a session's history:
+	// beyond it the oldest records of the subject are pruned (and a cursor
+	// into them is cursor_expired).
+	DefaultMaxEventsPerSession = 1_000_000
+	// DefaultIOMaxAge is how long runner output stays in ACP_IO. The owner
+	// applies it within milliseconds; the rest is a window for takeover.
+	DefaultIOMaxAge = 24 * time.Hour
+	// DefaultMaxConsumers is well above the server's default of 1,000 per
+	// stream: each loaded session has one ordered consumer on ACP_IO.
+	DefaultMaxConsumers = 100_000
+	// DefaultDuplicateWindow is the Nats-Msg-Id window.
+	DefaultDuplicateWindow = 2 * time.Minute
+	// DefaultRunnerTTL is how long a runner's heartbeat lives in ACP_RUNNERS.
+	DefaultRunnerTTL = 15 * time.Second
+	// DefaultOwnerTTL is the owner lease lifetime in ACP_OWNERS.
+	DefaultOwnerTTL = 15 * time.Second
+)
+
+// Options sets the replication and limits of what Provision creates. The zero
+// value means a single replica and the defaults above.
+type Options struct {
+	Replicas            int
+	MaxEventsPerSession int64
+	IOMaxAge            time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Replicas <= 0 {
+		o.Replicas = 1
+	}
+	if o.MaxEventsPerSession <= 0 {
+		o.MaxEventsPerSession = DefaultMaxEventsPerSession
+	}
+	if o.IOMaxAge <= 0 {
+		o.IOMaxAge = DefaultIOMaxAge
+	}
+	return o
+}
+
+// LogStreamConfig returns the ACP_LOG configuration.
+func LogStreamConfig(o Options) jetstream.StreamConfig {
+	o = o.withDefaults()
+	return jetstream.StreamConfig{
+		Name:               events.StreamLog,
+		Description:        "Skein session logs: public events (.ev) and lifecycle records (.ctl)",
+		Subjects:           []string{events.LogSubjectsAll},
+		Storage:            jetstream.FileStorage,
+		Replicas:           o.Replicas,
+		Retention:          jetstream.LimitsPolicy,
+		MaxMsgsPerSubject:  o.MaxEventsPerSession,
+		Duplicates:         DefaultDuplicateWindow,
+		AllowDirect:        true,
+		AllowAtomicPublish: true,
+		AllowRollup:        true,
+		AllowMsgTTL:        true,
+		MaxConsumers:       DefaultMaxConsumers,
+		RePublish: &jetstream.RePublish{
+			Source:      events.LogSubjectsAll,
+			Destination: events.TailSubjectsAll,
+		},
+	}
+}
+
+// IOStreamConfig returns the ACP_IO configuration.
+func IOStreamConfig(o Options) jetstream.StreamConfig {
+	o = o.withDefaults()
+	return jetstream.StreamConfig{
+		Name:         events.StreamIO,
+		Description:  "Skein adapter output, per session, as observed by adapter-runners",
+		Subjects:     []string{events.IOSubjectsAll},
+		Storage:      jetstream.FileStorage,
+		Replicas:     o.Replicas,
+		Retention:    jetstream.LimitsPolicy,
+		MaxAge:       o.IOMaxAge,
+		Duplicates:   DefaultDuplicateWindow,
+		AllowDirect:  true,
+		MaxConsumers: DefaultMaxConsumers,
+	}
+}
+
+// Provision creates or updates ACP_LOG, ACP_IO and the KV buckets. It is
+// idempotent, and every service calls it at start-up, so the services may
+// start in any order.
+func Provision(ctx context.Context, js jetstream.JetStream, o Options) error {
+	o = o.withDefaults()
+	for _, cfg := range []jetstream.StreamConfig{LogStreamConfig(o), IOStreamConfig(o)} {
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
+		}
+	}
+	buckets := []jetstream.KeyValueConfig{
+		{Bucket: events.BucketSessions, Description: "Skein session metadata projection", Storage: jetstream.FileStorage, Replicas: o.Replicas},
+		{Bucket: events.BucketOwners, Description: "Skein session owner leases", Storage: jetstream.FileStorage, Replicas: o.Replicas, TTL: DefaultOwnerTTL},
+		{Bucket: events.BucketRunners, Description: "Skein adapter-runner heartbeats", Storage: jetstream.MemoryStorage, Replicas: o.Replicas, TTL: DefaultRunnerTTL},
+	}
+	for _, cfg := range buckets {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+			return fmt.Errorf("provision bucket %s: %w", cfg.Bucket, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,244 @@
+package eventlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"skein.dev/pkg/events"
+)
+
+// MaxBatch is the most records one atomic append may hold (the server's
+// limit on an atomic batch).
+const MaxBatch = 1000
+
+// Entry is one record to append.
+type Entry struct {
+	Kind   events.LogKind
+	Value  events.Variant
+	Header nats.Header // extra headers (HeaderTurnID, HeaderIOSeq); may be nil
+}
+
+// Appended says where an entry landed.
+type Appended struct {
+	Seq     uint64 // ACP_LOG stream sequence
+	EventNo uint64 // per-session event number; 0 for LogControl records
+}
+
+// Position is where a session's log ends.
+type Position struct {
+	LastSeq     uint64 // stream sequence of the session's newest record; 0 when it has none
+	LastEventNo uint64 // event number of its newest public event
+}
+
+// LoadPosition reads where the log of (ns, sid) ends, and returns the newest
+// record too (nil for a session without records).
+func LoadPosition(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID) (Position, *Record, error) {
+	last, err := Last(ctx, js, events.StreamLog, events.LogFilter(ns, sid))
+	if err != nil || last == nil {
+		return Position{}, nil, err
+	}
+	pos := Position{LastSeq: last.Sequence}
+	lastEv := last
+	if last.Subject != events.LogSubject(ns, sid, events.LogEvents) {
+		if lastEv, err = Last(ctx, js, events.StreamLog, events.LogSubject(ns, sid, events.LogEvents)); err != nil {
+			return Position{}, nil, err
+		}
+	}
+	if lastEv != nil {
+		pos.LastEventNo = EventNo(lastEv)
+	}
+	return pos, last, nil
+}
+
+// Writer appends to one session's log. It is not safe for concurrent use: a
+// session has one writer, and the caller serialises its appends.
+type Writer struct {
+	js     jetstream.JetStream
+	ns     events.Namespace
+	sid    events.SessionID
+	filter string
+	evSubj string
+	ctlSub string
+	token  string
+	pos    Position
+}
+
+// NewWriter returns a writer that appends after pos. token identifies the
+// writer (an owner epoch, a process ID): it goes into every Nats-Msg-Id, so
+// two writers never dedupe against each other.
+func NewWriter(js jetstream.JetStream, ns events.Namespace, sid events.SessionID, pos Position, token string) *Writer {
+	return &Writer{
+		js:     js,
+		ns:     ns,
+		sid:    sid,
+		filter: events.LogFilter(ns, sid),
+		evSubj: events.LogSubject(ns, sid, events.LogEvents),
+		ctlSub: events.LogSubject(ns, sid, events.LogControl),
+		token:  token,
+		pos:    pos,
+	}
+}
+
+// Position returns where the log ends after the writer's last append.
+func (w *Writer) Position() Position { return w.pos }
+
+// Append stores entries as one atomic unit after the writer's position and
+// returns where each landed. A conflicting append (another writer moved the
+// log) is events.CodeWriteConflict and stores nothing; the writer must then
+// stop writing for the session. An append that timed out is retried with the
+// same message IDs, so it is stored at most once.
+func (w *Writer) Append(ctx context.Context, entries ...Entry) ([]Appended, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	if len(entries) > MaxBatch {
+		return nil, events.Errorf(events.CodePayloadTooLarge, "%d records in one append; at most %d", len(entries), MaxBatch)
+	}
+	msgs, out, err := w.build(entries)
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for attempt := range 3 {
+		lastSeq, err := w.publish(ctx, msgs)
+		if err == nil {
+			return w.commit(out, lastSeq), nil
+		}
+		lastErr = err
+		switch {
+		case isConflict(err) || isBatchDuplicate(err):
+			// On a retry, the conflict may be our own earlier attempt that
+			// was stored after all: then the log ends with our last message.
+			if attempt > 0 || isBatchDuplicate(err) {
+				if seq, ok := w.storedAlready(ctx, msgs[len(msgs)-1]); ok {
+					return w.commit(out, seq), nil
+				}
+			}
+			return nil, events.Errorf(events.CodeWriteConflict, "session %s/%s: log moved past %d: %v", w.ns, w.sid, w.pos.LastSeq, err)
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+			return nil, err
+		case isRetryable(err):
+			continue
+		default:
+			return nil, fmt.Errorf("append to %s/%s: %w", w.ns, w.sid, err)
+		}
+	}
+	return nil, events.Errorf(events.CodeUnavailable, "append to %s/%s: %v", w.ns, w.sid, lastErr)
+}
+
+func (w *Writer) build(entries []Entry) ([]*nats.Msg, []Appended, error) {
+	msgs := make([]*nats.Msg, len(entries))
+	out := make([]Appended, len(entries))
+	eventNo := w.pos.LastEventNo
+	base := string(w.ns) + "." + string(w.sid) + "." + strconv.FormatUint(w.pos.LastSeq, 10) + "." + w.token + "."
+	for i, e := range entries {
+		data, err := events.Marshal(e.Value)
+		if err != nil {
+			return nil, nil, err
+		}
+		hdr := nats.Header{}
+		for k, vs := range e.Header {
+			hdr[k] = vs
+		}
+		hdr.Set(events.HeaderRecord, e.Value.VariantName())
+		hdr.Set(jetstream.MsgIDHeader, base+strconv.Itoa(i))
+		subj := w.ctlSub
+		switch e.Kind {
+		case events.LogEvents:
+			if _, ok := e.Value.(events.AcpDurableEvent); !ok {
+				return nil, nil, fmt.Errorf("append: %s is not a durable event", e.Value.VariantName())
+			}
+			eventNo++
+			out[i].EventNo = eventNo
+			hdr.Set(events.HeaderEventNo, strconv.FormatUint(eventNo, 10))
+			subj = w.evSubj
+		case events.LogControl:
+		default:
+			return nil, nil, fmt.Errorf("append: unknown log kind %q", e.Kind)
+		}
+		msgs[i] = &nats.Msg{Subject: subj, Header: hdr, Data: data}
+	}
+	// The compare-and-set goes on the first message only: the server checks
+	// it against the log as it was before the batch.
+	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(w.pos.LastSeq, 10))
+	msgs[0].Header.Set(expectedLastSubjSeqSubjHeader, w.filter)
+	return msgs, out, nil
+}
+
+// expectedLastSubjSeqSubjHeader makes the compare-and-set cover every
+// subject of the session (a wildcard), not just the one written.
+const expectedLastSubjSeqSubjHeader = "Nats-Expected-Last-Subject-Sequence-Subject"
+
+func (w *Writer) publish(ctx context.Context, msgs []*nats.Msg) (uint64, error) {
+	if len(msgs) == 1 {
+		ack, err := w.js.PublishMsg(ctx, msgs[0])
+		if err != nil {
+			return 0, err
+		}
+		return ack.Sequence, nil
+	}
+	ack, err := jetstreamext.PublishMsgBatch(ctx, w.js, msgs)
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+func (w *Writer) commit(out []Appended, lastSeq uint64) []Appended {
+	first := lastSeq - uint64(len(out)) + 1
+	for i := range out {
+		out[i].Seq = first + uint64(i)
+		if out[i].EventNo != 0 {
+			w.pos.LastEventNo = out[i].EventNo
+		}
+	}
+	w.pos.LastSeq = lastSeq
+	return out
+}
+
+// storedAlready reports whether the session's newest record is last (same
+// Nats-Msg-Id), and its sequence.
+func (w *Writer) storedAlready(ctx context.Context, last *nats.Msg) (uint64, bool) {
+	rec, err := Last(ctx, w.js, events.StreamLog, w.filter)
+	if err != nil || rec == nil {
+		return 0, false
+	}
+	if rec.Header.Get(jetstream.MsgIDHeader) != last.Header.Get(jetstream.MsgIDHeader) {
+		return 0, false
+	}
+	return rec.Sequence, true
+}
+
+func apiErrorCode(err error) jetstream.ErrorCode {
+	if apiErr, ok := errors.AsType[*jetstream.APIError](err); ok {
+		return apiErr.ErrorCode
+	}
+	if jsErr, ok := errors.AsType[jetstream.JetStreamError](err); ok && jsErr.APIError() != nil {
+		return jsErr.APIError().ErrorCode
+	}
+	return 0
+}
+
+// isConflict reports a compare-and-set failure. 10071 and 10164 mean the same
+// thing (10164 is what a replicated stream says).
+func isConflict(err error) bool {
+	c := apiErrorCode(err)
+	return c == jetstream.JSErrCodeStreamWrongLastSequence || c == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// errCodeBatchDuplicate: "atomic publish batch contains duplicate message id":
+// the batch was stored by an earlier attempt.
+const errCodeBatchDuplicate jetstream.ErrorCode = 10201
+
+func isBatchDuplicate(err error) bool { return apiErrorCode(err) == errCodeBatchDuplicate }
+
+func isRetryable(err error) bool {
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)
+}
