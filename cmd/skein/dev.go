@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+)
+
+// devConfig holds the flags of skein dev beyond the services' own.
+type devConfig struct {
+	stack      stackConfig
+	dataDir    string
+	natsListen string
+	maxPayload int
+}
+
+func devCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "dev [flags]",
+		Short: "Run all services and a demo agent on an embedded NATS, for development",
+		Long: `skein dev runs an embedded nats-server (JetStream, file storage under --data),
+the gateway, session, adapter-runner and history services, and the built-in
+demo agent, all in one process, with the same code paths as production.
+
+Flags (single or double dash; every service flag also reads SKEIN_<NAME>):
+  --data DIR          state directory (default .skein)
+  --http ADDR         gateway HTTP address (default 127.0.0.1:8080)
+  --nats-listen ADDR  also serve NATS on ADDR (loopback), for the nats CLI
+  --agents FILE       agent registry file (env SKEIN_AGENTS)
+Run "skein dev -h" for every flag.`,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDev(cmd.Context(), args, getenv, stdout, stderr)
+		},
+	}
+}
+
+func runDev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var c devConfig
+	fs := flag.NewFlagSet("skein dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c.stack.registerFlags(fs)
+	fs.StringVar(&c.dataDir, "data", ".skein", "state directory: NATS storage and per-session agent directories")
+	fs.StringVar(&c.stack.Gateway.Addr, "http", "127.0.0.1:8080", "gateway HTTP address (same as --gateway.http-addr)")
+	fs.StringVar(&c.natsListen, "nats-listen", "", "also serve NATS on this loopback address, e.g. 127.0.0.1:4222")
+	fs.StringVar(&c.stack.Runner.AgentsFile, "agents", "", "agent registry file (same as --adapter-runner.agents; env SKEIN_AGENTS)")
+	fs.IntVar(&c.maxPayload, "nats-max-payload", 8<<20, "largest NATS message the embedded server accepts")
+	if err := applyEnv(fs, getenv); err != nil {
+		return err
+	}
+	if v := getenv("SKEIN_AGENTS"); v != "" {
+		c.stack.Runner.AgentsFile = v
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	lg, err := newLogger(c.stack.LogLevel, false)
+	if err != nil {
+		return err
+	}
+	dataDir, err := filepath.Abs(c.dataDir)
+	if err != nil {
+		return err
+	}
+	if c.stack.Runner.DataDir == "" || !isSet(fs, "adapter-runner.data-dir") {
+		c.stack.Runner.DataDir = filepath.Join(dataDir, "sessions")
+	}
+	if c.stack.Runner.Builtin, err = builtinAgents(); err != nil {
+		return err
+	}
+	if !isSet(fs, "adapter-runner.id") {
+		c.stack.Runner.ID = "dev"
+	}
+
+	ns, err := startEmbeddedNATS(filepath.Join(dataDir, "nats"), c.natsListen, c.maxPayload)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	}()
+	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("skein dev"))
+	if err != nil {
+		return fmt.Errorf("connect to embedded nats: %w", err)
+	}
+	defer nc.Close()
+
+	targets, _ := parseTargets(TargetAll)
+	st, err := newStack(&c.stack, targets, lg, nc)
+	if err != nil {
+		return err
+	}
+	err = st.run(ctx, lg, c.stack.MetricsAddr, func() {
+		printWelcome(stdout, "http://"+st.gateway.Addr(), ns, c.natsListen, dataDir)
+	})
+	_ = nc.Drain()
+	return err
+}
+
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// startEmbeddedNATS starts a JetStream server storing under dir. With listen
+// it also accepts TCP connections there (loopback), so the nats CLI works.
+func startEmbeddedNATS(dir, listen string, maxPayload int) (*server.Server, error) {
+	opts := &server.Options{
+		ServerName: "skein-dev",
+		JetStream:  true,
+		StoreDir:   dir,
+		DontListen: listen == "",
+		NoSigs:     true,
+		NoLog:      true,
+		MaxPayload: int32(maxPayload),
+	}
+	if listen != "" {
+		host, port, err := net.SplitHostPort(listen)
+		if err != nil {
+			return nil, fmt.Errorf("--nats-listen %q: %w", listen, err)
+		}
+		if opts.Port, err = strconv.Atoi(port); err != nil {
+			return nil, fmt.Errorf("--nats-listen %q: bad port", listen)
+		}
+		opts.Host = host
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		return nil, errors.New("embedded nats: not ready after 10s")
+	}
+	return ns, nil
+}
+
+func printWelcome(w io.Writer, url string, ns *server.Server, natsListen, dataDir string) {
+	fmt.Fprintf(w, "Skein is running.\n\n  HTTP   %s\n  data   %s\n", url, dataDir)
+	if natsListen != "" {
+		fmt.Fprintf(w, "  NATS   %s   (try: nats --server %s stream ls)\n", ns.ClientURL(), ns.ClientURL())
+	}
+	fmt.Fprintf(w, `
+Try it:
+
+  skein --server %[1]s prompt "hello"
+
+  curl -X PUT %[1]s/v1/sessions/main -d '{"agent":"demo"}'
+  curl -X POST %[1]s/v1/sessions/main/prompt -d '{"content":[{"type":"text","text":"hello"}]}'
+  curl '%[1]s/v1/sessions/main/history?after=0'
+  curl -N %[1]s/v1/sessions/main/events?after=0
+
+`, url)
+}

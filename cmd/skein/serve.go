@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+)
+
+func serveCommand(getenv func(string) string, stderr io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve -target=all|gateway,session,adapter-runner,history --nats URL [flags]",
+		Short: "Run Skein services against a NATS cluster",
+		Long: `skein serve runs the named services in this process, connected to an external
+NATS (JetStream enabled). Production runs each target as its own process.
+Flags take one or two dashes; every flag also reads SKEIN_<NAME>.
+Run "skein serve -h" for every flag.`,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runServe(cmd.Context(), args, getenv, stderr)
+		},
+	}
+}
+
+func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	var c stackConfig
+	var natsURL, credsFile string
+	fs := flag.NewFlagSet("skein serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c.registerFlags(fs)
+	fs.StringVar(&c.Targets, "target", TargetAll, "services to run: all, or a comma list of gateway, session, adapter-runner, history")
+	fs.StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s), comma separated (env NATS_URL)")
+	fs.StringVar(&credsFile, "nats-creds", "", "NATS credentials file")
+	if v := getenv("NATS_URL"); v != "" {
+		natsURL = v
+	}
+	if err := applyEnv(fs, getenv); err != nil {
+		return err
+	}
+	if v := getenv("SKEIN_AGENTS"); v != "" {
+		c.Runner.AgentsFile = v
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	targets, err := parseTargets(c.Targets)
+	if err != nil {
+		return err
+	}
+	lg, err := newLogger(c.LogLevel, true)
+	if err != nil {
+		return err
+	}
+	if c.Runner.Builtin, err = builtinAgents(); err != nil {
+		return err
+	}
+	opts := []nats.Option{nats.Name("skein " + c.Targets), nats.MaxReconnects(-1)}
+	if credsFile != "" {
+		opts = append(opts, nats.UserCredentials(credsFile))
+	}
+	nc, err := nats.Connect(natsURL, opts...)
+	if err != nil {
+		return fmt.Errorf("connect to nats %s: %w", natsURL, err)
+	}
+	defer nc.Close()
+	st, err := newStack(&c, targets, lg, nc)
+	if err != nil {
+		return err
+	}
+	err = st.run(ctx, lg, c.MetricsAddr, func() {
+		lg.Info("skein serving", "targets", targets, "nats", nc.ConnectedUrlRedacted())
+	})
+	_ = nc.Drain()
+	return err
+}

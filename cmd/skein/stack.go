@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+
+	adapterrunner "skein.dev/services/adapter-runner"
+	"skein.dev/services/gateway"
+	"skein.dev/services/history"
+	"skein.dev/services/session"
+)
+
+// Targets: the services skein can run. "all" is every one of them.
+const (
+	TargetGateway       = "gateway"
+	TargetSession       = "session"
+	TargetAdapterRunner = "adapter-runner"
+	TargetHistory       = "history"
+	TargetAll           = "all"
+)
+
+var allTargets = []string{TargetGateway, TargetSession, TargetAdapterRunner, TargetHistory}
+
+// testAgentCommand is the hidden subcommand that runs the built-in test agent.
+const testAgentCommand = "testagent"
+
+// stackConfig holds every service's configuration; one FlagSet carries them
+// all, each under its service's prefix.
+type stackConfig struct {
+	Gateway gateway.Config
+	Session session.Config
+	Runner  adapterrunner.Config
+	History history.Config
+
+	Targets     string
+	MetricsAddr string
+	LogLevel    string
+	Replicas    int
+}
+
+func (c *stackConfig) registerFlags(fs *flag.FlagSet) {
+	c.Gateway.RegisterFlags(fs)
+	c.Session.RegisterFlags(fs)
+	c.Runner.RegisterFlags(fs)
+	c.History.RegisterFlags(fs)
+	fs.StringVar(&c.MetricsAddr, "metrics", "", "serve Prometheus metrics on this address (off when empty)")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.IntVar(&c.Replicas, "replicas", 1, "replicas of the streams and buckets (3 in a cluster)")
+}
+
+// parseTargets turns "gateway,session" or "all" into a list.
+func parseTargets(s string) ([]string, error) {
+	var out []string
+	for _, t := range strings.Split(s, ",") {
+		t = strings.TrimSpace(t)
+		switch {
+		case t == TargetAll:
+			out = append(out, allTargets...)
+		case slices.Contains(allTargets, t):
+			out = append(out, t)
+		default:
+			return nil, fmt.Errorf("unknown target %q (want %s or %s)", t, strings.Join(allTargets, ", "), TargetAll)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// runnable is what every service is: Run blocks until ctx is done.
+type runnable interface {
+	Run(ctx context.Context) error
+	Ready() <-chan struct{}
+}
+
+// stack is a set of constructed services sharing one NATS connection.
+type stack struct {
+	services map[string]runnable
+	gateway  *gateway.Gateway
+	reg      *prometheus.Registry
+}
+
+// newStack constructs the services named by targets. It does no I/O.
+func newStack(cfg *stackConfig, targets []string, lg *slog.Logger, nc *nats.Conn) (*stack, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	st := &stack{services: map[string]runnable{}, reg: reg}
+	cfg.Session.Replicas, cfg.Runner.Replicas, cfg.History.Replicas = cfg.Replicas, cfg.Replicas, cfg.Replicas
+	for _, t := range targets {
+		var (
+			svc runnable
+			err error
+		)
+		switch t {
+		case TargetGateway:
+			st.gateway, err = gateway.New(cfg.Gateway, lg, nc, reg)
+			svc = st.gateway
+		case TargetSession:
+			svc, err = session.New(cfg.Session, lg, nc, reg)
+		case TargetAdapterRunner:
+			svc, err = adapterrunner.New(cfg.Runner, lg, nc, reg)
+		case TargetHistory:
+			svc, err = history.New(cfg.History, lg, nc, reg)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", t, err)
+		}
+		st.services[t] = svc
+	}
+	return st, nil
+}
+
+// run runs every service until ctx is done or one fails; the first failure
+// stops the others. ready is called once every service is ready.
+func (st *stack) run(ctx context.Context, lg *slog.Logger, metricsAddr string, ready func()) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for name, svc := range st.services {
+		g.Go(func() error {
+			if err := svc.Run(gctx); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	if metricsAddr != "" {
+		g.Go(func() error { return serveMetrics(gctx, metricsAddr, st.reg, lg) })
+	}
+	g.Go(func() error {
+		for _, svc := range st.services {
+			select {
+			case <-svc.Ready():
+			case <-gctx.Done():
+				return nil
+			}
+		}
+		if ready != nil {
+			ready()
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lg *slog.Logger) error {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	srv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	lg.Info("metrics listening", "addr", ln.Addr().String())
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// newLogger returns a text logger for a terminal, JSON otherwise.
+func newLogger(level string, json bool) (*slog.Logger, error) {
+	var lv slog.LevelVar
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: &lv}
+	if json {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+}
+
+// applyEnv sets each flag of fs whose variable SKEIN_<NAME> is set, NAME
+// being the flag name upper-cased with '.' and '-' as '_'
+// (session.default-cwd → SKEIN_SESSION_DEFAULT_CWD). Flags given on the
+// command line win, since they are parsed after.
+func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "SKEIN_" + strings.NewReplacer(".", "_", "-", "_").Replace(strings.ToUpper(f.Name))
+		if v := getenv(name); v != "" && err == nil {
+			if serr := fs.Set(f.Name, v); serr != nil {
+				err = fmt.Errorf("%s: %w", name, serr)
+			}
+		}
+	})
+	return err
+}
+
+// builtinAgents returns the test agent under the IDs "test" and "demo": this
+// binary run as "skein testagent".
+func builtinAgents() ([]adapterrunner.Agent, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("locate the skein binary for the built-in agents: %w", err)
+	}
+	return []adapterrunner.Agent{
+		{ID: "test", Command: exe, Args: []string{testAgentCommand}},
+		{ID: "demo", Command: exe, Args: []string{testAgentCommand}},
+	}, nil
+}

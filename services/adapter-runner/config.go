@@ -1,0 +1,178 @@
+package adapterrunner
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"skein.dev/pkg/events"
+)
+
+// Agent is one entry of the agent registry: how to start an ACP adapter.
+type Agent struct {
+	ID      string            `json:"id"`
+	Command string            `json:"command"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+}
+
+// Registry is the agents file: {"agents":[{"id":…,"command":…,"args":[…],"env":{…}}]}.
+type Registry struct {
+	Agents []Agent `json:"agents"`
+}
+
+// LoadRegistry reads an agents file. Unknown fields are errors, so a typo in
+// the file does not silently drop a setting.
+func LoadRegistry(path string) (Registry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Registry{}, fmt.Errorf("agents file: %w", err)
+	}
+	defer f.Close()
+	dec := json.NewDecoder(f)
+	dec.DisallowUnknownFields()
+	var r Registry
+	if err := dec.Decode(&r); err != nil {
+		return Registry{}, fmt.Errorf("agents file %s: %w", path, err)
+	}
+	return r, r.validate()
+}
+
+func (r Registry) validate() error {
+	seen := map[string]bool{}
+	for _, a := range r.Agents {
+		if !events.SessionID(a.ID).Valid() {
+			return fmt.Errorf("agent ID %q must match [A-Za-z0-9_-]{1,128}", a.ID)
+		}
+		if a.Command == "" {
+			return fmt.Errorf("agent %s: empty command", a.ID)
+		}
+		if seen[a.ID] {
+			return fmt.Errorf("agent %s listed twice", a.ID)
+		}
+		seen[a.ID] = true
+	}
+	return nil
+}
+
+// Config configures a Runner.
+type Config struct {
+	// ID names this runner on NATS; it must be unique among runners.
+	ID string
+	// AgentsFile is the registry file (flag adapter-runner.agents, env SKEIN_AGENTS).
+	AgentsFile string
+	// Builtin agents are known without a registry file; a file entry with
+	// the same ID wins. skein wires the test agent here as "test" and "demo".
+	Builtin []Agent
+	// DataDir holds a directory per session with its isolated HOME, TMPDIR
+	// and default working directory.
+	DataDir string
+	// Capacity is how many adapters this runner hosts at once.
+	Capacity int
+	// Heartbeat is how often the runner refreshes its ACP_RUNNERS entry.
+	Heartbeat time.Duration
+	// StopGrace bounds each step of stopping an adapter: stdin closed, then
+	// SIGTERM to its process group, then SIGKILL.
+	StopGrace time.Duration
+	// CreateTimeout bounds spawning an adapter and negotiating its session.
+	CreateTimeout time.Duration
+	// MaxLineBytes is the longest ACP line accepted from an adapter.
+	MaxLineBytes int
+	// MaxStderrBytes bounds the stderr forwarded per adapter (the rest is
+	// counted and dropped).
+	MaxStderrBytes int64
+	// Replicas of the streams this runner provisions.
+	Replicas int
+}
+
+// RegisterFlags registers the runner's flags in fs, prefixed "adapter-runner.".
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	host, _ := os.Hostname()
+	fs.StringVar(&c.ID, "adapter-runner.id", sanitizeID(host), "runner ID, unique among runners")
+	fs.StringVar(&c.AgentsFile, "adapter-runner.agents", "", "agent registry file (JSON: {\"agents\":[{\"id\",\"command\",\"args\",\"env\"}]}); env SKEIN_AGENTS")
+	fs.StringVar(&c.DataDir, "adapter-runner.data-dir", filepath.Join(os.TempDir(), "skein-runner"), "directory for per-session HOME, TMPDIR and working directories")
+	fs.IntVar(&c.Capacity, "adapter-runner.capacity", 64, "adapters hosted at once")
+	fs.DurationVar(&c.Heartbeat, "adapter-runner.heartbeat", 5*time.Second, "heartbeat interval in ACP_RUNNERS")
+	fs.DurationVar(&c.StopGrace, "adapter-runner.stop-grace", 2*time.Second, "grace for each step of stopping an adapter")
+	fs.DurationVar(&c.CreateTimeout, "adapter-runner.create-timeout", 60*time.Second, "bound on spawning an adapter and opening its ACP session")
+	fs.IntVar(&c.MaxLineBytes, "adapter-runner.max-line-bytes", 16<<20, "longest ACP line accepted from an adapter")
+	fs.Int64Var(&c.MaxStderrBytes, "adapter-runner.max-stderr-bytes", 1<<20, "stderr forwarded per adapter")
+}
+
+// Validate checks c and fills in what a zero Config leaves empty.
+func (c *Config) Validate() error {
+	if c.ID == "" {
+		c.ID = "runner"
+	}
+	if !events.RunnerID(c.ID).Valid() {
+		return fmt.Errorf("adapter-runner.id %q must match [A-Za-z0-9_-]{1,128}", c.ID)
+	}
+	if c.DataDir == "" {
+		return errors.New("adapter-runner.data-dir must be set")
+	}
+	if c.Capacity <= 0 {
+		c.Capacity = 64
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 5 * time.Second
+	}
+	if c.StopGrace <= 0 {
+		c.StopGrace = 2 * time.Second
+	}
+	if c.CreateTimeout <= 0 {
+		c.CreateTimeout = 60 * time.Second
+	}
+	if c.MaxLineBytes <= 0 {
+		c.MaxLineBytes = 16 << 20
+	}
+	if c.MaxStderrBytes <= 0 {
+		c.MaxStderrBytes = 1 << 20
+	}
+	return nil
+}
+
+// agents merges the built-in agents with the registry file.
+func (c *Config) agents() (map[string]Agent, error) {
+	out := map[string]Agent{}
+	for _, a := range c.Builtin {
+		out[a.ID] = a
+	}
+	if c.AgentsFile != "" {
+		r, err := LoadRegistry(c.AgentsFile)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range r.Agents {
+			out[a.ID] = a
+		}
+	}
+	return out, nil
+}
+
+// installed reports whether a's command resolves on this machine.
+func installed(a Agent) bool {
+	_, err := exec.LookPath(a.Command)
+	return err == nil
+}
+
+func sanitizeID(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		ok := c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !ok {
+			b[i] = '-'
+		}
+	}
+	if len(b) == 0 {
+		return "runner"
+	}
+	if len(b) > 128 {
+		b = b[:128]
+	}
+	return string(b)
+}

@@ -1,0 +1,361 @@
+package adapterrunner
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/events"
+)
+
+// clientCapabilities is what Skein advertises to adapters: no file system and
+// no terminals. Adapters then do their own I/O, inside the session's working
+// directory, and never route it through the client.
+const clientCapabilities = `{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}`
+
+// process is one adapter process serving one session. Everything it observes
+// on stdout (notifications, agent-to-client requests, responses to forwarded
+// calls) is published to ACP_IO from the single reader goroutine, so ACP_IO
+// holds it in stdout order; stderr and the exit follow.
+type process struct {
+	ns        events.Namespace
+	sid       events.SessionID
+	id        string // process ID, chosen by the session service
+	agent     Agent
+	lg        *slog.Logger
+	js        jetstream.JetStream
+	m         *metrics
+	cmd       *exec.Cmd
+	stdin     io.WriteCloser
+	conn      *acpwire.Conn
+	pid       uint32
+	subject   string
+	stopping  atomic.Bool
+	exited    chan struct{} // closed after the exit is handled
+	stderrMax int64
+	stopGrace time.Duration
+}
+
+// spawnSpec is what a create request asks for.
+type spawnSpec struct {
+	dataDir      string
+	cwd          string
+	args         []string
+	env          map[string]string
+	maxLineBytes int
+}
+
+func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events.Namespace, sid events.SessionID, id string, agent Agent, spec spawnSpec, stderrMax int64, stopGrace time.Duration) (*process, error) {
+	dir := filepath.Join(spec.dataDir, string(ns), string(sid))
+	home, tmp, work := filepath.Join(dir, "home"), filepath.Join(dir, "tmp"), filepath.Join(dir, "work")
+	for _, d := range []string{home, tmp, work} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("session directories: %w", err)
+		}
+	}
+	cwd := spec.cwd
+	if cwd == "" {
+		cwd = work
+	}
+	cmd := exec.Command(agent.Command, append(append([]string{}, agent.Args...), spec.args...)...)
+	cmd.Dir = cwd
+	cmd.Env = adapterEnv(home, tmp, agent.Env, spec.env)
+	// Its own process group, so that stopping it also stops what it spawned.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, events.Errorf(events.CodeAgentUnavailable, "start agent %s: %v", agent.ID, err)
+	}
+	p := &process{
+		ns: ns, sid: sid, id: id, agent: agent, js: js, m: m,
+		lg:        lg.With(events.LogKeySession, string(sid), events.LogKeyProcess, id, events.LogKeyAgent, agent.ID),
+		cmd:       cmd,
+		stdin:     stdin,
+		pid:       uint32(cmd.Process.Pid),
+		subject:   events.IOSubject(ns, sid),
+		exited:    make(chan struct{}),
+		stderrMax: stderrMax,
+		stopGrace: stopGrace,
+	}
+	p.conn = acpwire.NewConn(stdout, stdin, acpwire.Options{
+		MaxLineBytes:   spec.maxLineBytes,
+		OnNotification: p.onNotification,
+		OnRequest:      p.onRequest,
+		OnProtocolError: func(line []byte, err error) {
+			p.lg.Warn("adapter wrote a line that is not ACP", events.LogKeyErr, err)
+			p.m.protocolErrors.Inc()
+		},
+		Logger: p.lg,
+	})
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		p.pumpStderr(stderr)
+	}()
+	go p.wait(stderrDone)
+	return p, nil
+}
+
+// adapterEnv builds the adapter's environment: a minimal base, an isolated
+// HOME and TMPDIR (and XDG directories), then the registry entry's env, then
+// the session's. Later entries win.
+func adapterEnv(home, tmp string, agentEnv, sessionEnv map[string]string) []string {
+	env := map[string]string{
+		"HOME":            home,
+		"TMPDIR":          tmp,
+		"XDG_CONFIG_HOME": filepath.Join(home, ".config"),
+		"XDG_CACHE_HOME":  filepath.Join(home, ".cache"),
+		"XDG_DATA_HOME":   filepath.Join(home, ".local", "share"),
+		"XDG_STATE_HOME":  filepath.Join(home, ".local", "state"),
+	}
+	for _, k := range []string{"PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env[k] = v
+		}
+	}
+	for k, v := range agentEnv {
+		env[k] = v
+	}
+	for k, v := range sessionEnv {
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// handshake runs initialize and session/new and returns what the session
+// service records about the adapter.
+func (p *process) handshake(ctx context.Context, req *events.AcpCreateSessionRequest) (*events.AcpSessionCreatedResponse, error) {
+	caps := json.RawMessage(clientCapabilities)
+	if len(req.ClientCapabilities) > 0 {
+		caps = json.RawMessage(req.ClientCapabilities)
+	}
+	init, err := p.conn.Initialize(ctx, acpwire.InitializeParams{
+		ProtocolVersion:    acpwire.ProtocolVersion,
+		ClientCapabilities: caps,
+		ClientInfo:         &acpwire.Implementation{Name: "skein", Title: "Skein", Version: "0.1.0"},
+	})
+	if err != nil {
+		return nil, p.callError("initialize", err)
+	}
+	if init.ProtocolVersion != acpwire.ProtocolVersion {
+		return nil, events.Errorf(events.CodeAdapterProtocol, "agent %s speaks ACP version %d, not %d", p.agent.ID, init.ProtocolVersion, acpwire.ProtocolVersion)
+	}
+	sess, err := p.conn.NewSession(ctx, acpwire.NewSessionParams{
+		Cwd:                   p.cmd.Dir,
+		AdditionalDirectories: req.AdditionalDirectories,
+		McpServers:            json.RawMessage(req.McpServers),
+	})
+	if err != nil {
+		return nil, p.callError("session/new", err)
+	}
+	var opts []events.JSON
+	if len(sess.ConfigOptions) > 0 && string(sess.ConfigOptions) != "null" {
+		var list []json.RawMessage
+		if err := json.Unmarshal(sess.ConfigOptions, &list); err != nil {
+			return nil, events.Errorf(events.CodeAdapterProtocol, "session/new configOptions: %v", err)
+		}
+		for _, o := range list {
+			opts = append(opts, events.JSON(o))
+		}
+	}
+	pid := p.pid
+	return &events.AcpSessionCreatedResponse{
+		SessionID:         sess.SessionID,
+		Pid:               &pid,
+		Modes:             nullable(sess.Modes),
+		ConfigOptions:     opts,
+		AgentCapabilities: nullable(init.AgentCapabilities),
+		AgentInfo:         nullable(init.AgentInfo),
+	}, nil
+}
+
+func nullable(raw json.RawMessage) events.JSON {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	return events.JSON(raw)
+}
+
+// callError turns a failed call during the handshake into a typed error.
+func (p *process) callError(method string, err error) error {
+	select {
+	case <-p.conn.Done():
+		return events.Errorf(events.CodeAdapterExited, "agent %s exited during %s: %v", p.agent.ID, method, p.conn.Err())
+	default:
+	}
+	if rpcErr, ok := errors.AsType[*acpwire.RPCError](err); ok {
+		return events.Errorf(events.CodeAdapterError, "agent %s: %s: %d %s", p.agent.ID, method, rpcErr.Code, rpcErr.Message)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return events.Errorf(events.CodeTimeout, "agent %s did not answer %s in time", p.agent.ID, method)
+	}
+	return err
+}
+
+func (p *process) header(record string) nats.Header {
+	return nats.Header{
+		events.HeaderRecord:    []string{record},
+		events.HeaderProcessID: []string{p.id},
+	}
+}
+
+// publish appends v to the session's ACP_IO subject. It does not wait for
+// the acknowledgement, so the reader goroutine keeps reading; messages from
+// one connection are stored in the order they were sent.
+func (p *process) publish(v events.Variant, hdr nats.Header) {
+	data, err := events.Marshal(v)
+	if err != nil {
+		p.lg.Error("encode runner record", events.LogKeyRecord, v.VariantName(), events.LogKeyErr, err)
+		return
+	}
+	if hdr == nil {
+		hdr = p.header(v.VariantName())
+	}
+	fut, err := p.js.PublishMsgAsync(&nats.Msg{Subject: p.subject, Header: hdr, Data: data})
+	if err != nil {
+		p.m.ioPublishErrors.Inc()
+		p.lg.Error("publish runner record", events.LogKeyRecord, v.VariantName(), events.LogKeyErr, err)
+		return
+	}
+	p.m.ioRecords.Inc()
+	go func() {
+		select {
+		case <-fut.Ok():
+		case err := <-fut.Err():
+			p.m.ioPublishErrors.Inc()
+			p.lg.Error("runner record not stored", events.LogKeyRecord, v.VariantName(), events.LogKeyErr, err)
+		}
+	}()
+}
+
+func (p *process) onNotification(m *acpwire.Message) {
+	p.publish(&events.AcpSessionEvent{SessionID: string(p.sid), Notification: events.JSON(m.Raw)}, nil)
+}
+
+func (p *process) onRequest(m *acpwire.Message) {
+	p.publish(&events.AcpHostRequestCallback{SessionID: string(p.sid), Request: events.JSON(m.Raw)}, nil)
+}
+
+// forward writes one request (callID set) or notification to the adapter.
+// The response is published to ACP_IO with the same call ID, from the reader
+// goroutine, after every line the adapter wrote before it.
+func (p *process) forward(callID, method string, params events.JSON) error {
+	var err error
+	if callID == "" {
+		err = p.conn.Notify(method, json.RawMessage(params))
+	} else {
+		_, err = p.conn.CallAsync(method, json.RawMessage(params), func(m *acpwire.Message) {
+			hdr := p.header("AcpSessionRpcResponse")
+			hdr.Set(events.HeaderCallID, callID)
+			p.publish(&events.AcpSessionRpcResponse{SessionID: string(p.sid), Response: events.JSON(m.Raw)}, hdr)
+		})
+	}
+	if err != nil {
+		return events.Errorf(events.CodeAdapterExited, "write to agent %s: %v", p.agent.ID, err)
+	}
+	return nil
+}
+
+// reply writes a complete JSON-RPC response to an agent-to-client request.
+func (p *process) reply(response events.JSON) error {
+	if err := p.conn.WriteRaw(response); err != nil {
+		return events.Errorf(events.CodeAdapterExited, "write to agent %s: %v", p.agent.ID, err)
+	}
+	return nil
+}
+
+func (p *process) pumpStderr(r io.Reader) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var sent int64
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := br.Read(buf)
+		if n > 0 {
+			if sent < p.stderrMax {
+				chunk := buf[:min(int64(n), p.stderrMax-sent)]
+				sent += int64(len(chunk))
+				p.publish(&events.AcpAgentStderrEvent{
+					SessionID: string(p.sid), AgentType: p.agent.ID, ProcessID: p.id,
+					Chunk: append([]byte(nil), chunk...),
+				}, nil)
+			} else {
+				p.m.stderrDropped.Add(float64(n))
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// wait reaps the process once stdout and stderr are drained, and reports an
+// exit nobody asked for as AcpAgentExitedEvent, after everything the adapter
+// wrote.
+func (p *process) wait(stderrDone <-chan struct{}) {
+	<-p.conn.Done()
+	<-stderrDone
+	err := p.cmd.Wait()
+	var code *int32
+	if p.cmd.ProcessState != nil {
+		c := int32(p.cmd.ProcessState.ExitCode())
+		if c >= 0 {
+			code = &c
+		}
+	}
+	if !p.stopping.Load() {
+		pid := p.pid
+		p.publish(&events.AcpAgentExitedEvent{
+			SessionID: string(p.sid), AgentType: p.agent.ID, ProcessID: p.id,
+			Pid: &pid, ExitCode: code, Restart: events.RestartNotAttempted,
+		}, nil)
+		p.m.unexpectedExits.Inc()
+		p.lg.Warn("adapter exited", "exit_code", code, events.LogKeyErr, err)
+	}
+	close(p.exited)
+}
+
+// stop ends the adapter: stdin closed, then SIGTERM to its process group,
+// then SIGKILL, each after StopGrace. It returns once the process is reaped.
+func (p *process) stop() {
+	p.stopping.Store(true)
+	_ = p.stdin.Close()
+	steps := []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}
+	for _, sig := range steps {
+		select {
+		case <-p.exited:
+			return
+		case <-time.After(p.stopGrace):
+			_ = syscall.Kill(-int(p.pid), sig)
+		}
+	}
+	<-p.exited
+}

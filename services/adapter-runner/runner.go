@@ -1,0 +1,326 @@
+// Package adapterrunner owns adapter processes. It spawns ACP agents from its
+// registry with an isolated HOME and TMPDIR per session, speaks ACP to them
+// on stdio (pkg/acpwire), and publishes everything they say to the session's
+// ACP_IO subject. It decides no policy and never writes a session log: the
+// session service tells it what to send, over runner control subjects
+// (events.RunnerSubject), and reads what came back from ACP_IO.
+package adapterrunner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
+)
+
+// Runner hosts adapter processes.
+type Runner struct {
+	cfg    Config
+	lg     *slog.Logger
+	nc     *nats.Conn
+	m      *metrics
+	agents map[string]Agent
+	ready  chan struct{}
+
+	mu    sync.Mutex
+	procs map[string]*process // by events.SessionKey
+}
+
+// New returns a Runner; it does no I/O except reading the agents file.
+func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) (*Runner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	agents, err := cfg.agents()
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{
+		cfg:    cfg,
+		lg:     lg.With("svc", "adapter-runner", events.LogKeyRunner, cfg.ID),
+		nc:     nc,
+		m:      newMetrics(reg),
+		agents: agents,
+		ready:  make(chan struct{}),
+		procs:  map[string]*process{},
+	}, nil
+}
+
+// Ready is closed once Run serves control requests and has announced itself.
+func (r *Runner) Ready() <-chan struct{} { return r.ready }
+
+// ID returns the runner's ID.
+func (r *Runner) ID() events.RunnerID { return events.RunnerID(r.cfg.ID) }
+
+// Run serves until ctx is done, then stops every adapter it hosts and
+// removes its heartbeat.
+func (r *Runner) Run(ctx context.Context) error {
+	js, err := jetstream.New(r.nc)
+	if err != nil {
+		return err
+	}
+	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: r.cfg.Replicas}); err != nil {
+		return err
+	}
+	kv, err := js.KeyValue(ctx, events.BucketRunners)
+	if err != nil {
+		return fmt.Errorf("runner bucket: %w", err)
+	}
+	svc, err := micro.AddService(r.nc, micro.Config{
+		Name:        events.APIServiceRunner,
+		Version:     "0.1.0",
+		Description: "Skein adapter-runner: hosts ACP adapter processes",
+		Metadata:    map[string]string{"runner_id": r.cfg.ID},
+	})
+	if err != nil {
+		return fmt.Errorf("runner service: %w", err)
+	}
+	id := events.RunnerID(r.cfg.ID)
+	endpoints := []struct {
+		op events.RunnerOp
+		h  micro.HandlerFunc
+	}{
+		// create takes seconds (process start, handshake): it runs in its
+		// own goroutine. The others are quick and keep their order.
+		{events.RunnerCreate, func(req micro.Request) { go r.handleCreate(ctx, js, req) }},
+		{events.RunnerCall, r.handleCall},
+		{events.RunnerReply, r.handleReply},
+		{events.RunnerStop, func(req micro.Request) { go r.handleStop(req) }},
+	}
+	for _, e := range endpoints {
+		if err := svc.AddEndpoint(string(e.op), e.h, micro.WithEndpointSubject(events.RunnerSubject(id, e.op))); err != nil {
+			_ = svc.Stop()
+			return fmt.Errorf("runner endpoint %s: %w", e.op, err)
+		}
+	}
+	if err := r.heartbeat(ctx, kv); err != nil {
+		_ = svc.Stop()
+		return err
+	}
+	close(r.ready)
+	r.lg.Info("adapter-runner ready", "agents", len(r.agents), "capacity", r.cfg.Capacity)
+
+	t := time.NewTicker(r.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if err := r.heartbeat(ctx, kv); err != nil && ctx.Err() == nil {
+				r.lg.Warn("heartbeat failed", events.LogKeyErr, err)
+			}
+		case <-ctx.Done():
+			_ = svc.Stop()
+			r.stopAll()
+			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			_ = kv.Delete(cleanup, r.cfg.ID)
+			return nil
+		}
+	}
+}
+
+// Info returns what the runner announces in ACP_RUNNERS.
+func (r *Runner) Info() *events.RunnerInfo {
+	r.mu.Lock()
+	load := len(r.procs)
+	r.mu.Unlock()
+	info := &events.RunnerInfo{ID: r.cfg.ID, Capacity: uint32(r.cfg.Capacity), Load: uint32(load)}
+	for _, a := range r.agents {
+		info.Agents = append(info.Agents, events.AcpAgentEntry{ID: a.ID, Installed: installed(a), AdapterEntrypoint: a.Command})
+	}
+	sort.Slice(info.Agents, func(i, j int) bool { return info.Agents[i].ID < info.Agents[j].ID })
+	return info
+}
+
+func (r *Runner) heartbeat(ctx context.Context, kv jetstream.KeyValue) error {
+	data, err := events.Marshal(r.Info())
+	if err != nil {
+		return err
+	}
+	_, err = kv.Put(ctx, r.cfg.ID, data)
+	return err
+}
+
+func sessionOf(req micro.Request) (events.Namespace, events.SessionID, error) {
+	ns, err := events.ParseNamespace(req.Headers().Get(events.HeaderNamespace))
+	if err != nil {
+		return "", "", err
+	}
+	if req.Headers().Get(events.HeaderSessionID) == "" {
+		return "", "", events.Errorf(events.CodeInvalidRequest, "runner request without %s", events.HeaderSessionID)
+	}
+	sid, err := events.ParseSessionID(req.Headers().Get(events.HeaderSessionID))
+	return ns, sid, err
+}
+
+func (r *Runner) handleCreate(ctx context.Context, js jetstream.JetStream, req micro.Request) {
+	ns, sid, err := sessionOf(req)
+	if err != nil {
+		_ = events.RespondError(req, err)
+		return
+	}
+	create, err := events.Decode[events.AcpCreateSessionRequest](req.Data())
+	if err != nil {
+		_ = events.RespondError(req, err)
+		return
+	}
+	processID := req.Headers().Get(events.HeaderProcessID)
+	if processID == "" {
+		_ = events.RespondError(req, events.Errorf(events.CodeInvalidRequest, "create without %s", events.HeaderProcessID))
+		return
+	}
+	resp, err := r.create(ctx, js, ns, sid, processID, create)
+	if err != nil {
+		r.lg.Warn("create failed", events.LogKeySession, string(sid), events.LogKeyErr, err)
+		_ = events.RespondError(req, err)
+		return
+	}
+	_ = events.Respond(req, resp)
+}
+
+func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID, processID string, req *events.AcpCreateSessionRequest) (*events.AcpSessionCreatedResponse, error) {
+	agent, ok := r.agents[req.AgentType]
+	if !ok {
+		return nil, events.Errorf(events.CodeUnknownAgent, "runner %s has no agent %q", r.cfg.ID, req.AgentType)
+	}
+	key := events.SessionKey(ns, sid)
+	r.mu.Lock()
+	old := r.procs[key]
+	if old == nil && len(r.procs) >= r.cfg.Capacity {
+		r.mu.Unlock()
+		return nil, events.Errorf(events.CodeAgentUnavailable, "runner %s is at capacity (%d)", r.cfg.ID, r.cfg.Capacity)
+	}
+	r.mu.Unlock()
+	if old != nil {
+		// The session service asks for a new adapter only when it has none:
+		// this one is a leftover of an earlier owner.
+		old.stop()
+	}
+	p, err := startProcess(r.lg, js, r.m, ns, sid, processID, agent, spawnSpec{
+		dataDir:      r.cfg.DataDir,
+		cwd:          req.Cwd,
+		args:         req.Args,
+		env:          req.Env,
+		maxLineBytes: r.cfg.MaxLineBytes,
+	}, r.cfg.MaxStderrBytes, r.cfg.StopGrace)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.procs[key] = p
+	r.m.adapters.Set(float64(len(r.procs)))
+	r.mu.Unlock()
+	go func() {
+		<-p.exited
+		r.mu.Lock()
+		if r.procs[key] == p {
+			delete(r.procs, key)
+		}
+		r.m.adapters.Set(float64(len(r.procs)))
+		r.mu.Unlock()
+	}()
+
+	hctx, cancel := context.WithTimeout(ctx, r.cfg.CreateTimeout)
+	defer cancel()
+	start := time.Now()
+	resp, err := p.handshake(hctx, req)
+	if err != nil {
+		p.stop()
+		return nil, err
+	}
+	r.m.createSeconds.Observe(time.Since(start).Seconds())
+	return resp, nil
+}
+
+func (r *Runner) lookup(req micro.Request) (*process, error) {
+	ns, sid, err := sessionOf(req)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	p := r.procs[events.SessionKey(ns, sid)]
+	r.mu.Unlock()
+	if p == nil {
+		return nil, events.Errorf(events.CodeAdapterExited, "runner %s hosts no adapter for %s", r.cfg.ID, sid)
+	}
+	if want := req.Headers().Get(events.HeaderProcessID); want != "" && want != p.id {
+		return nil, events.Errorf(events.CodeAdapterExited, "adapter process %s is gone", want)
+	}
+	return p, nil
+}
+
+func (r *Runner) handleCall(req micro.Request) {
+	p, err := r.lookup(req)
+	if err != nil {
+		_ = events.RespondError(req, err)
+		return
+	}
+	call, err := events.Decode[events.AcpSessionRequest](req.Data())
+	if err != nil {
+		_ = events.RespondError(req, err)
+		return
+	}
+	if !json.Valid(call.Params) && len(call.Params) > 0 {
+		_ = events.RespondError(req, events.Errorf(events.CodeInvalidRequest, "params of %s are not JSON", call.Method))
+		return
+	}
+	if err := p.forward(req.Headers().Get(events.HeaderCallID), call.Method, call.Params); err != nil {
+		_ = events.RespondError(req, err)
+		return
+	}
+	_ = events.Respond(req, &events.RunnerAck{ProcessID: p.id})
+}
+
+func (r *Runner) handleReply(req micro.Request) {
+	p, err := r.lookup(req)
+	if err != nil {
+		_ = events.RespondError(req, err)
+		return
+	}
+	resp, err := events.Decode[events.AcpHostRequestCallbackResponse](req.Data())
+	if err != nil {
+		_ = events.RespondError(req, err)
+		return
+	}
+	if err := p.reply(resp.Response); err != nil {
+		_ = events.RespondError(req, err)
+		return
+	}
+	_ = events.Respond(req, &events.RunnerAck{ProcessID: p.id})
+}
+
+func (r *Runner) handleStop(req micro.Request) {
+	p, err := r.lookup(req)
+	if err != nil {
+		// Stopping what is not running is done already.
+		_ = events.Respond(req, &events.RunnerAck{})
+		return
+	}
+	p.stop()
+	_ = events.Respond(req, &events.RunnerAck{ProcessID: p.id})
+}
+
+func (r *Runner) stopAll() {
+	r.mu.Lock()
+	procs := make([]*process, 0, len(r.procs))
+	for _, p := range r.procs {
+		procs = append(procs, p)
+	}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Go(p.stop)
+	}
+	wg.Wait()
+}

@@ -1,0 +1,267 @@
+// Package history serves storage-only reads of sessions: history pages and
+// session metadata. It reads ACP_LOG (direct gets) and ACP_SESSIONS, never
+// starts, restores or queries an adapter, and writes nothing.
+package history
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
+)
+
+// Config configures the history service.
+type Config struct {
+	Replicas     int
+	DefaultLimit int // page size when a request names none
+	MaxLimit     int // largest page
+}
+
+// RegisterFlags registers the service's flags in fs, prefixed "history.".
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.IntVar(&c.DefaultLimit, "history.default-limit", 100, "history page size when the request names none")
+	fs.IntVar(&c.MaxLimit, "history.max-limit", 10000, "largest history page")
+}
+
+// Validate fills in defaults.
+func (c *Config) Validate() error {
+	if c.DefaultLimit <= 0 {
+		c.DefaultLimit = 100
+	}
+	if c.MaxLimit <= 0 {
+		c.MaxLimit = 10000
+	}
+	if c.DefaultLimit > c.MaxLimit {
+		return fmt.Errorf("history.default-limit %d exceeds history.max-limit %d", c.DefaultLimit, c.MaxLimit)
+	}
+	return nil
+}
+
+// Service is the history service.
+type Service struct {
+	cfg   Config
+	lg    *slog.Logger
+	nc    *nats.Conn
+	ready chan struct{}
+	pages *prometheus.HistogramVec
+
+	js   jetstream.JetStream
+	meta jetstream.KeyValue
+}
+
+// New returns a Service; it does no I/O.
+func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Service{
+		cfg:   cfg,
+		lg:    lg.With("svc", "history"),
+		nc:    nc,
+		ready: make(chan struct{}),
+		pages: promauto.With(reg).NewHistogramVec(prometheus.HistogramOpts{
+			Name: "acp_history_page_seconds", Help: "Latency of one history page, by direction.",
+			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 14),
+		}, []string{"direction"}),
+	}, nil
+}
+
+// Ready is closed once Run serves requests.
+func (s *Service) Ready() <-chan struct{} { return s.ready }
+
+// Run serves until ctx is done.
+func (s *Service) Run(ctx context.Context) error {
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		return err
+	}
+	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: s.cfg.Replicas}); err != nil {
+		return err
+	}
+	s.js = js
+	if s.meta, err = js.KeyValue(ctx, events.BucketSessions); err != nil {
+		return fmt.Errorf("sessions bucket: %w", err)
+	}
+	svc, err := micro.AddService(s.nc, micro.Config{
+		Name:        events.APIServiceHistory,
+		Version:     "0.1.0",
+		Description: "Skein history service: storage-only reads",
+		QueueGroup:  events.APIServiceHistory,
+	})
+	if err != nil {
+		return fmt.Errorf("history service: %w", err)
+	}
+	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	endpoints := map[events.Op]func(context.Context, events.Namespace, []byte) (events.Variant, error){
+		events.OpReadHistory: s.readHistory,
+		events.OpGetSession:  s.getSession,
+	}
+	for op, h := range endpoints {
+		handler := func(req micro.Request) {
+			ns, err := events.NamespaceFromAPISubject(req.Subject())
+			if err == nil {
+				var resp events.Variant
+				if resp, err = h(reqCtx, ns, req.Data()); err == nil {
+					_ = events.Respond(req, resp)
+					return
+				}
+			}
+			if events.AsError(err).Code == events.CodeInternal {
+				s.lg.Error("request failed", events.LogKeyOp, string(op), events.LogKeyErr, err)
+			}
+			_ = events.RespondError(req, err)
+		}
+		if err := svc.AddEndpoint(string(op), micro.HandlerFunc(handler), micro.WithEndpointSubject(events.APIWildcard(op))); err != nil {
+			_ = svc.Stop()
+			return fmt.Errorf("endpoint %s: %w", op, err)
+		}
+	}
+	close(s.ready)
+	s.lg.Info("history service ready")
+	<-ctx.Done()
+	return svc.Stop()
+}
+
+func (s *Service) readHistory(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+	req, err := events.Decode[events.AcpReadHistoryRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	sid, err := events.OptionalSessionID(req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if req.Before != nil && req.After != nil {
+		return nil, events.Errorf(events.CodeInvalidCursor, "before and after are mutually exclusive")
+	}
+	limit := s.cfg.DefaultLimit
+	if req.Limit != nil {
+		if *req.Limit == 0 || int(*req.Limit) > s.cfg.MaxLimit {
+			return nil, events.Errorf(events.CodeInvalidRequest, "limit must be between 1 and %d", s.cfg.MaxLimit)
+		}
+		limit = int(*req.Limit)
+	}
+	start := time.Now()
+	page, dir, err := s.page(ctx, ns, sid, req.Before, req.After, limit)
+	if err != nil {
+		return nil, err
+	}
+	s.pages.WithLabelValues(dir).Observe(time.Since(start).Seconds())
+	return page, nil
+}
+
+// page reads one page. Each costs O(limit) JetStream reads plus two to find
+// the session's bounds, whatever the session's length.
+func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.SessionID, before, after *uint64, limit int) (*events.AcpHistoryPageResponse, string, error) {
+	subject := events.LogSubject(ns, sid, events.LogEvents)
+	last, err := eventlog.Last(ctx, s.js, events.StreamLog, events.LogFilter(ns, sid))
+	if err != nil {
+		return nil, "", unavailable(err)
+	}
+	if last == nil {
+		return nil, "", events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sid)
+	}
+	oldest, err := eventlog.Forward(ctx, s.js, events.StreamLog, subject, 0, 1)
+	if err != nil {
+		return nil, "", unavailable(err)
+	}
+	page := &events.AcpHistoryPageResponse{Events: []events.AcpDurableHistoryEntry{}}
+	if len(oldest) == 0 {
+		return page, "empty", nil
+	}
+	first := oldest[0]
+	pruned := eventlog.EventNo(first) > 1
+	var recs []*eventlog.Record
+	dir := "forward"
+	switch {
+	case after != nil:
+		if pruned && *after > 0 && *after < first.Sequence {
+			return nil, "", events.Errorf(events.CodeCursorExpired, "events after %d are no longer retained; the oldest is %d", *after, first.Sequence)
+		}
+		if recs, err = eventlog.Forward(ctx, s.js, events.StreamLog, subject, *after, limit+1); err != nil {
+			return nil, "", unavailable(err)
+		}
+		page.HasMoreAfter = len(recs) > limit
+		if page.HasMoreAfter {
+			recs = recs[:limit]
+		}
+		page.HasMoreBefore = len(recs) > 0 && recs[0].Sequence > first.Sequence || len(recs) == 0 && *after >= first.Sequence
+	default:
+		dir = "backward"
+		cursor := last.Sequence + 1
+		if before != nil {
+			if pruned && *before <= first.Sequence {
+				return nil, "", events.Errorf(events.CodeCursorExpired, "events before %d are no longer retained; the oldest is %d", *before, first.Sequence)
+			}
+			cursor = *before
+		}
+		if recs, err = eventlog.Backward(ctx, s.js, events.StreamLog, subject, cursor, limit+1); err != nil {
+			return nil, "", unavailable(err)
+		}
+		page.HasMoreBefore = len(recs) > limit
+		if page.HasMoreBefore {
+			recs = recs[1:]
+		}
+		page.HasMoreAfter = before != nil && *before <= last.Sequence
+	}
+	page.Events = make([]events.AcpDurableHistoryEntry, 0, len(recs))
+	for _, r := range recs {
+		e, err := events.Entry(sid, r.Sequence, r.Time, r.Header, r.Data)
+		if err != nil {
+			return nil, "", fmt.Errorf("session %s record %d: %w", sid, r.Sequence, err)
+		}
+		page.Events = append(page.Events, *e)
+	}
+	return page, dir, nil
+}
+
+func (s *Service) getSession(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+	req, err := events.Decode[events.AcpGetDurableSessionRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	sid, err := events.OptionalSessionID(req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	lastEv, err := eventlog.Last(ctx, s.js, events.StreamLog, events.LogSubject(ns, sid, events.LogEvents))
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	entry, err := s.meta.Get(ctx, events.SessionKey(ns, sid))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sid)
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	meta, err := events.Decode[events.SessionMeta](entry.Value())
+	if err != nil {
+		return nil, err
+	}
+	info := meta.Info
+	info.LatestSequence = 0
+	if lastEv != nil {
+		info.LatestSequence = lastEv.Sequence
+	}
+	return &events.AcpGetDurableSessionResponse{Session: info}, nil
+}
+
+func unavailable(err error) error {
+	if e, ok := errors.AsType[*events.Error](err); ok {
+		return e
+	}
+	return events.Errorf(events.CodeUnavailable, "read log: %v", err)
+}

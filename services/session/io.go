@@ -1,0 +1,220 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
+)
+
+// onIO applies one ACP_IO record, in the order the runner observed it. It is
+// the ordered consumer's callback for route r.
+func (sess *session) onIO(r *route, m jetstream.Msg) {
+	md, err := m.Metadata()
+	if err != nil {
+		return
+	}
+	ioSeq := md.Sequence.Stream
+	v, err := events.Unmarshal(m.Data())
+	if err != nil {
+		sess.lg.Warn("undecodable runner record", events.LogKeySeq, ioSeq, events.LogKeyErr, err)
+		return
+	}
+	ctx := sess.svc.runCtx
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.adapter != r || m.Headers().Get(events.HeaderProcessID) != r.processID {
+		return // output of an adapter this session no longer uses
+	}
+	sess.svc.m.ioRecords.WithLabelValues(v.VariantName()).Inc()
+	switch v := v.(type) {
+	case *events.AcpSessionEvent:
+		sess.onNotification(ctx, ioSeq, v.Notification)
+	case *events.AcpHostRequestCallback:
+		sess.onAgentRequest(ctx, r, v.Request)
+	case *events.AcpSessionRpcResponse:
+		sess.onResponse(ctx, ioSeq, m.Headers().Get(events.HeaderCallID), v.Response)
+	case *events.AcpAgentStderrEvent:
+		sess.publishLive(v, nil)
+	case *events.AcpAgentExitedEvent:
+		sess.onExit(ctx, ioSeq, v)
+	default:
+		sess.lg.Warn("unexpected runner record", events.LogKeyRecord, v.VariantName())
+	}
+}
+
+func (sess *session) onNotification(ctx context.Context, ioSeq uint64, raw events.JSON) {
+	msg, err := acpwire.Parse(raw)
+	if err != nil || msg.Method != acpwire.MethodSessionUpdate {
+		return // other notifications (_auth/status_update, ...) are not session history
+	}
+	upd, err := acpwire.ParseSessionUpdate(msg.Params)
+	if err != nil {
+		sess.lg.Warn("malformed session/update", events.LogKeyErr, err)
+		return
+	}
+	switch upd.Kind {
+	case kindMessageChunk, kindThoughtChunk:
+		if !sess.buf.continues(upd.Kind, upd.MessageID) {
+			if err := sess.flush(ctx, ioSeq); err != nil {
+				return
+			}
+		}
+		sess.buf.add(upd.Kind, upd.MessageID, upd.Update)
+		sess.publishLive(&events.AcpEphemeralSessionUpdateEvent{
+			SessionID:     string(sess.sid),
+			AfterSequence: sess.w.Position().LastSeq,
+			Update:        events.JSON(upd.Update),
+		}, nil)
+		sess.svc.m.liveDeltas.Inc()
+	default:
+		// Any other update ends the message in progress, then is durable
+		// at once, in arrival order.
+		if err := sess.flush(ctx, ioSeq); err != nil {
+			return
+		}
+		_, _ = sess.append(ctx, ioSeq, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{Update: events.JSON(upd.Update)}})
+	}
+}
+
+// flush makes the buffered message durable, coalesced.
+func (sess *session) flush(ctx context.Context, ioSeq uint64) error {
+	updates := sess.buf.take()
+	if len(updates) == 0 {
+		return nil
+	}
+	entries := make([]eventlog.Entry, len(updates))
+	for i, u := range updates {
+		entries[i] = eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{Update: events.JSON(u)}}
+	}
+	if _, err := sess.append(ctx, ioSeq, entries...); err != nil {
+		return err
+	}
+	if sess.turn != nil && sess.buf.lastKind == kindMessageChunk {
+		sess.turn.lastMessage = events.JSON(updates[len(updates)-1])
+	}
+	return nil
+}
+
+func (sess *session) publishLive(v events.Variant, hdr nats.Header) {
+	data, err := events.Marshal(v)
+	if err != nil {
+		return
+	}
+	if hdr == nil {
+		hdr = nats.Header{}
+	}
+	hdr.Set(events.HeaderRecord, v.VariantName())
+	if e, ok := v.(*events.AcpEphemeralSessionUpdateEvent); ok {
+		hdr.Set(events.HeaderAfterSequence, strconv.FormatUint(e.AfterSequence, 10))
+	}
+	_ = sess.svc.nc.PublishMsg(&nats.Msg{Subject: events.LiveSubject(sess.ns, sess.sid), Header: hdr, Data: data})
+}
+
+// onResponse ends the turn whose session/prompt this answers.
+func (sess *session) onResponse(ctx context.Context, ioSeq uint64, callID string, raw events.JSON) {
+	t := sess.turn
+	if t == nil || callID != t.callID {
+		return
+	}
+	msg, err := acpwire.Parse(raw)
+	if err != nil {
+		sess.endTurn(ctx, ioSeq, events.OutcomeFailed, "", events.Errorf(events.CodeAdapterProtocol, "prompt response: %v", err))
+		return
+	}
+	if msg.Error != nil {
+		sess.endTurn(ctx, ioSeq, events.OutcomeFailed, "", events.Errorf(events.CodeAdapterError, "agent answered the prompt with error %d: %s", msg.Error.Code, msg.Error.Message))
+		return
+	}
+	var res struct {
+		StopReason string `json:"stopReason"`
+	}
+	if err := json.Unmarshal(msg.Result, &res); err != nil || res.StopReason == "" {
+		sess.endTurn(ctx, ioSeq, events.OutcomeFailed, "", events.Errorf(events.CodeAdapterProtocol, "prompt response without stopReason"))
+		return
+	}
+	outcome := events.OutcomeCompleted
+	if res.StopReason == "cancelled" {
+		outcome = events.OutcomeCancelled
+	}
+	sess.endTurn(ctx, ioSeq, outcome, res.StopReason, nil)
+}
+
+// onAgentRequest answers an agent-to-client request. Permission requests are
+// resolved by the session's policy; Skein advertises no file system or
+// terminal capability, so anything else is "method not found".
+func (sess *session) onAgentRequest(ctx context.Context, r *route, raw events.JSON) {
+	msg, err := acpwire.Parse(raw)
+	if err != nil || msg.ID == nil {
+		return
+	}
+	var reply []byte
+	if msg.Method == acpwire.MethodRequestPermission {
+		reply, err = sess.decidePermission(msg)
+	} else {
+		reply = rpcError(msg.ID, acpwire.CodeMethodNotFound, "method not found: "+msg.Method)
+	}
+	if err != nil {
+		// The policy cannot answer: the turn fails, and the adapter is told
+		// the request was cancelled so it does not wait forever.
+		reply = rpcResult(msg.ID, `{"outcome":{"outcome":"cancelled"}}`)
+		defer sess.endTurn(ctx, 0, events.OutcomeFailed, "", events.AsError(err))
+	}
+	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
+	defer cancel()
+	if _, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerReply),
+		&events.AcpHostRequestCallbackResponse{Response: reply}, sess.runnerHeader(r)); err != nil {
+		sess.lg.Warn("answer agent request", "method", msg.Method, events.LogKeyErr, err)
+	}
+}
+
+// decidePermission applies an automatic policy: allow_all picks allow_once,
+// else allow_always; reject_all picks reject_once, else reject_always, and
+// with neither on offer fails the turn. The request is neither persisted nor
+// shown: the policy answered it.
+func (sess *session) decidePermission(msg *acpwire.Message) ([]byte, error) {
+	req, err := acpwire.ParsePermissionRequest(msg.Params)
+	if err != nil {
+		return nil, events.Errorf(events.CodeAdapterProtocol, "permission request: %v", err)
+	}
+	prefs := []string{"allow_once", "allow_always"}
+	if sess.opened.PermissionPolicy == events.PolicyRejectAll {
+		prefs = []string{"reject_once", "reject_always"}
+	}
+	for _, kind := range prefs {
+		for _, o := range req.Options {
+			if o.Kind == kind {
+				id, _ := json.Marshal(o.OptionID)
+				return rpcResult(msg.ID, `{"outcome":{"outcome":"selected","optionId":`+string(id)+`}}`), nil
+			}
+		}
+	}
+	return nil, events.Errorf(events.CodePermissionPolicyUnsatisfied, "policy %s: the agent offered no %s option", sess.opened.PermissionPolicy, prefs[0])
+}
+
+func rpcResult(id json.RawMessage, result string) []byte {
+	return []byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":` + result + `}`)
+}
+
+func rpcError(id json.RawMessage, code int, message string) []byte {
+	m, _ := json.Marshal(message)
+	return []byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":{"code":` + strconv.Itoa(code) + `,"message":` + string(m) + `}}`)
+}
+
+// onExit records an adapter exit nobody asked for, fails the active turn
+// and evicts the route. There is no respawn: the next prompt attaches anew.
+func (sess *session) onExit(ctx context.Context, ioSeq uint64, ev *events.AcpAgentExitedEvent) {
+	sess.buf.reset()
+	_, _ = sess.append(ctx, ioSeq, eventlog.Entry{Kind: events.LogControl, Value: ev})
+	if sess.turn != nil {
+		sess.endTurn(ctx, ioSeq, events.OutcomeFailed, "", events.Errorf(events.CodeAdapterExited, "the agent exited during the turn"))
+	}
+	sess.detach()
+	sess.project(ctx)
+}

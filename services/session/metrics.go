@@ -1,0 +1,32 @@
+package session
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// metrics are the session service's instruments.
+type metrics struct {
+	sessionsLoaded prometheus.Gauge
+	turnsStarted   prometheus.Counter
+	turnsFinished  *prometheus.CounterVec // by outcome
+	appends        *prometheus.CounterVec // by result
+	appendSeconds  prometheus.Histogram
+	liveDeltas     prometheus.Counter
+	attachSeconds  *prometheus.HistogramVec // by tier
+	ioRecords      *prometheus.CounterVec   // by record
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
+	return &metrics{
+		sessionsLoaded: f.NewGauge(prometheus.GaugeOpts{Name: "acp_session_sessions_loaded", Help: "Sessions held in memory by this replica."}),
+		turnsStarted:   f.NewCounter(prometheus.CounterOpts{Name: "acp_session_turns_started_total", Help: "Prompts accepted."}),
+		turnsFinished:  f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_turns_finished_total", Help: "Turns finished, by outcome."}, []string{"outcome"}),
+		appends:        f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_appends_total", Help: "Log appends, by result."}, []string{"result"}),
+		appendSeconds:  f.NewHistogram(prometheus.HistogramOpts{Name: "acp_session_append_seconds", Help: "Latency of one log append (one record or one atomic batch).", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 14)}),
+		liveDeltas:     f.NewCounter(prometheus.CounterOpts{Name: "acp_session_live_deltas_total", Help: "Ephemeral deltas published on acp.live."}),
+		attachSeconds:  f.NewHistogramVec(prometheus.HistogramOpts{Name: "acp_session_attach_seconds", Help: "Time to attach an adapter, by tier.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"tier"}),
+		ioRecords:      f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_io_records_total", Help: "ACP_IO records applied, by record."}, []string{"record"}),
+	}
+}

@@ -1,0 +1,128 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"skein.dev/pkg/events"
+)
+
+// runnerDirectory mirrors ACP_RUNNERS: which runners are alive, what agents
+// they have and how loaded they are. A watch keeps it current; a miss
+// re-reads the bucket before giving up, so a runner that has just started is
+// found.
+type runnerDirectory struct {
+	kv jetstream.KeyValue
+	lg *slog.Logger
+
+	mu      sync.Mutex
+	runners map[string]*events.RunnerInfo
+}
+
+func watchRunners(ctx context.Context, kv jetstream.KeyValue, lg *slog.Logger) (*runnerDirectory, error) {
+	d := &runnerDirectory{kv: kv, lg: lg, runners: map[string]*events.RunnerInfo{}}
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("watch runners: %w", err)
+	}
+	go func() {
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e != nil {
+					d.apply(e)
+				}
+			}
+		}
+	}()
+	return d, nil
+}
+
+func (d *runnerDirectory) apply(e jetstream.KeyValueEntry) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(d.runners, e.Key())
+		return
+	}
+	info, err := events.Decode[events.RunnerInfo](e.Value())
+	if err != nil {
+		d.lg.Warn("undecodable runner heartbeat", "key", e.Key(), events.LogKeyErr, err)
+		return
+	}
+	d.runners[e.Key()] = info
+}
+
+func (d *runnerDirectory) refresh(ctx context.Context) error {
+	keys, err := d.kv.ListKeys(ctx)
+	if err != nil {
+		return err
+	}
+	for k := range keys.Keys() {
+		e, err := d.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		d.apply(e)
+	}
+	return nil
+}
+
+// place picks the least-loaded runner that has agent installed and room for
+// one more adapter.
+func (d *runnerDirectory) place(ctx context.Context, agent string) (events.RunnerID, error) {
+	id, err := d.pick(agent)
+	if err == nil {
+		return id, nil
+	}
+	if rerr := d.refresh(ctx); rerr != nil {
+		return "", events.Errorf(events.CodeUnavailable, "read runners: %v", rerr)
+	}
+	return d.pick(agent)
+}
+
+func (d *runnerDirectory) pick(agent string) (events.RunnerID, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var best *events.RunnerInfo
+	known := false
+	for _, r := range d.runners {
+		for _, a := range r.Agents {
+			if a.ID != agent {
+				continue
+			}
+			known = true
+			if !a.Installed || r.Load >= r.Capacity {
+				continue
+			}
+			if best == nil || float64(r.Load)/float64(r.Capacity) < float64(best.Load)/float64(best.Capacity) {
+				best = r
+			}
+		}
+	}
+	switch {
+	case best != nil:
+		best.Load++ // until its next heartbeat says otherwise
+		return events.RunnerID(best.ID), nil
+	case known:
+		return "", events.Errorf(events.CodeAgentUnavailable, "no runner with agent %q has room", agent)
+	case len(d.runners) == 0:
+		return "", events.Errorf(events.CodeAgentUnavailable, "no adapter-runner is alive")
+	default:
+		return "", events.Errorf(events.CodeUnknownAgent, "no runner knows agent %q", agent)
+	}
+}

@@ -1,0 +1,246 @@
+// Package session owns session policy and the per-session state machine. It
+// is the only writer of a session's log (ACP_LOG): it opens sessions, accepts
+// prompts, attaches adapters through the adapter-runners, applies what the
+// adapters said (ACP_IO) to the log, and publishes live deltas.
+//
+// A session's state lives in memory only as a projection of its log; any
+// replica can rebuild it by reading the log.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
+)
+
+// Service is the session service.
+type Service struct {
+	cfg   Config
+	lg    *slog.Logger
+	nc    *nats.Conn
+	m     *metrics
+	token string // this replica's writer identity, in every Nats-Msg-Id
+	ready chan struct{}
+
+	// Set by Run.
+	js       jetstream.JetStream
+	ioStream jetstream.Stream
+	meta     jetstream.KeyValue
+	runners  *runnerDirectory
+	runCtx   context.Context
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	inflight sync.WaitGroup
+}
+
+// New returns a Service; it does no I/O. Call Run to start it.
+func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Service{
+		cfg:      cfg,
+		lg:       lg.With("svc", "session"),
+		nc:       nc,
+		m:        newMetrics(reg),
+		token:    nuid.Next(),
+		ready:    make(chan struct{}),
+		sessions: map[string]*session{},
+	}, nil
+}
+
+// Ready is closed once Run serves requests.
+func (s *Service) Ready() <-chan struct{} { return s.ready }
+
+// Run serves the session API until ctx is done. Then it stops taking
+// requests, waits up to DrainWait for requests in flight, releases every
+// session it holds, and returns nil.
+func (s *Service) Run(ctx context.Context) error {
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		return err
+	}
+	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: s.cfg.Replicas}); err != nil {
+		return err
+	}
+	s.js = js
+	if s.ioStream, err = js.Stream(ctx, events.StreamIO); err != nil {
+		return fmt.Errorf("io stream: %w", err)
+	}
+	if s.meta, err = js.KeyValue(ctx, events.BucketSessions); err != nil {
+		return fmt.Errorf("sessions bucket: %w", err)
+	}
+	runnersKV, err := js.KeyValue(ctx, events.BucketRunners)
+	if err != nil {
+		return fmt.Errorf("runners bucket: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	s.runCtx = runCtx
+	if s.runners, err = watchRunners(runCtx, runnersKV, s.lg); err != nil {
+		return err
+	}
+
+	svc, err := micro.AddService(s.nc, micro.Config{
+		Name:        events.APIServiceSession,
+		Version:     "0.1.0",
+		Description: "Skein session service: the single writer of session logs",
+		QueueGroup:  events.APIServiceSession,
+	})
+	if err != nil {
+		return fmt.Errorf("session service: %w", err)
+	}
+	handlers := map[events.Op]func(context.Context, events.Namespace, []byte) (events.Variant, error){
+		events.OpOpenSession: s.handleOpen,
+		events.OpPrompt:      s.handlePrompt,
+	}
+	for op, h := range handlers {
+		if err := svc.AddEndpoint(string(op), s.serve(runCtx, op, h), micro.WithEndpointSubject(events.APIWildcard(op))); err != nil {
+			_ = svc.Stop()
+			return fmt.Errorf("endpoint %s: %w", op, err)
+		}
+	}
+	close(s.ready)
+	s.lg.Info("session service ready")
+
+	<-ctx.Done()
+	_ = svc.Stop()
+	drained := make(chan struct{})
+	go func() { s.inflight.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(s.cfg.DrainWait):
+		s.lg.Warn("requests still in flight at shutdown")
+	}
+	cancel()
+	s.releaseAll()
+	return nil
+}
+
+// serve adapts an op handler to nats micro. Each request runs in its own
+// goroutine: a prompt blocks through its turn, and must not hold up others.
+func (s *Service) serve(ctx context.Context, op events.Op, h func(context.Context, events.Namespace, []byte) (events.Variant, error)) micro.HandlerFunc {
+	return func(req micro.Request) {
+		s.inflight.Add(1)
+		go func() {
+			defer s.inflight.Done()
+			ns, err := events.NamespaceFromAPISubject(req.Subject())
+			if err == nil {
+				var resp events.Variant
+				if resp, err = h(ctx, ns, req.Data()); err == nil {
+					_ = events.Respond(req, resp)
+					return
+				}
+			}
+			e := events.AsError(err)
+			if e.Code == events.CodeInternal {
+				s.lg.Error("request failed", events.LogKeyOp, string(op), events.LogKeyErr, err)
+			}
+			_ = events.RespondError(req, err)
+		}()
+	}
+}
+
+// session returns the in-memory holder of (ns, sid), creating an empty one.
+func (s *Service) session(ns events.Namespace, sid events.SessionID) *session {
+	key := events.SessionKey(ns, sid)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[key]
+	if sess == nil {
+		sess = newSession(s, ns, sid)
+		s.sessions[key] = sess
+		s.m.sessionsLoaded.Set(float64(len(s.sessions)))
+	}
+	return sess
+}
+
+// forget drops sess from memory, so the next request rebuilds it from the
+// log. The caller holds sess.mu.
+func (s *Service) forget(sess *session) {
+	key := events.SessionKey(sess.ns, sess.sid)
+	s.mu.Lock()
+	if s.sessions[key] == sess {
+		delete(s.sessions, key)
+	}
+	s.m.sessionsLoaded.Set(float64(len(s.sessions)))
+	s.mu.Unlock()
+}
+
+func (s *Service) releaseAll() {
+	s.mu.Lock()
+	all := make([]*session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		all = append(all, sess)
+	}
+	s.mu.Unlock()
+	for _, sess := range all {
+		sess.mu.Lock()
+		sess.release(events.Errorf(events.CodeUnavailable, "session service shutting down"))
+		sess.mu.Unlock()
+	}
+}
+
+func (s *Service) handleOpen(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+	req, err := events.Decode[events.AcpOpenSessionRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	sid, err := events.OptionalSessionID(req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	opened, err := s.normalizeOpen(req)
+	if err != nil {
+		return nil, err
+	}
+	sess := s.session(ns, sid)
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if err := sess.open(ctx, opened); err != nil {
+		return nil, err
+	}
+	return &events.AcpOpenSessionResponse{}, nil
+}
+
+func (s *Service) handlePrompt(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+	req, err := events.Decode[events.AcpPromptRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	sid, err := events.OptionalSessionID(req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	blocks, err := s.validatePrompt(req.Content)
+	if err != nil {
+		return nil, err
+	}
+	sess := s.session(ns, sid)
+	t, err := sess.prompt(ctx, req, blocks)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-t.done:
+		return t.result, t.err
+	case <-ctx.Done():
+		return nil, events.Errorf(events.CodeUnavailable, "session service shutting down")
+	}
+}
+
+// errStale marks IO from an adapter process the session no longer uses.
+var errStale = errors.New("stale adapter record")

@@ -1,0 +1,345 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
+)
+
+// session is one session's state, derived from its log. Every field is
+// guarded by mu; the IO consumer and the API handlers take it in turn.
+type session struct {
+	svc *Service
+	ns  events.Namespace
+	sid events.SessionID
+	lg  *slog.Logger
+
+	mu        sync.Mutex
+	loaded    bool
+	w         *eventlog.Writer
+	opened    *events.SessionOpened // nil: no such session
+	createdAt time.Time
+	updatedAt time.Time
+	adapter   *route // nil: no adapter attached
+	turn      *turn  // nil: idle
+	buf       coalescer
+	failure   *events.AcpErrorResponse // the last turn's error, while the session is failed
+	meta      events.SessionMeta
+}
+
+// route is the attached adapter.
+type route struct {
+	runner       events.RunnerID
+	processID    string
+	acpSessionID string
+	cc           jetstream.ConsumeContext
+}
+
+func newSession(svc *Service, ns events.Namespace, sid events.SessionID) *session {
+	return &session{
+		svc: svc, ns: ns, sid: sid,
+		lg: svc.lg.With(events.LogKeyNamespace, string(ns), events.LogKeySession, string(sid)),
+	}
+}
+
+// load rebuilds the session from its log, once.
+func (sess *session) load(ctx context.Context) error {
+	if sess.loaded {
+		return nil
+	}
+	js := sess.svc.js
+	pos, last, err := eventlog.LoadPosition(ctx, js, sess.ns, sess.sid)
+	if err != nil {
+		return events.Errorf(events.CodeUnavailable, "read log of %s: %v", sess.sid, err)
+	}
+	sess.w = eventlog.NewWriter(js, sess.ns, sess.sid, pos, sess.svc.token)
+	if last != nil {
+		first, err := eventlog.Forward(ctx, js, events.StreamLog, events.LogSubject(sess.ns, sess.sid, events.LogControl), 0, 1)
+		if err != nil {
+			return events.Errorf(events.CodeUnavailable, "read log of %s: %v", sess.sid, err)
+		}
+		if len(first) == 1 {
+			if opened, err := events.Decode[events.SessionOpened](first[0].Data); err == nil {
+				sess.opened = opened
+				sess.createdAt = first[0].Time
+			}
+		}
+		sess.updatedAt = last.Time
+		if err := sess.reconcile(ctx); err != nil {
+			return err
+		}
+	}
+	sess.loaded = true
+	return nil
+}
+
+// reconcile closes a turn that an earlier owner accepted and never finished:
+// nothing proves the adapter received it, and Skein never replays a prompt.
+func (sess *session) reconcile(ctx context.Context) error {
+	rec, err := eventlog.Last(ctx, sess.svc.js, events.StreamLog, events.LogSubject(sess.ns, sess.sid, events.LogControl))
+	if err != nil || rec == nil {
+		return err
+	}
+	accepted, err := events.Decode[events.TurnAccepted](rec.Data)
+	if err != nil {
+		return nil // the last control record is not an open turn
+	}
+	_, err = sess.append(ctx, 0, eventlog.Entry{
+		Kind:   events.LogControl,
+		Value:  &events.TurnFinished{TurnID: accepted.TurnID, Outcome: events.OutcomeFailed, Error: events.ErrDeliveryUncertain.Response()},
+		Header: nats.Header{events.HeaderTurnID: []string{accepted.TurnID}},
+	})
+	if err == nil {
+		sess.failure = events.ErrDeliveryUncertain.Response()
+	}
+	return err
+}
+
+// append writes entries to the log. ioSeq, when not zero, is the ACP_IO
+// record they came from. A write conflict means another replica owns the
+// session now: this one forgets it.
+func (sess *session) append(ctx context.Context, ioSeq uint64, entries ...eventlog.Entry) ([]eventlog.Appended, error) {
+	if ioSeq != 0 {
+		for i := range entries {
+			if entries[i].Header == nil {
+				entries[i].Header = nats.Header{}
+			}
+			entries[i].Header.Set(events.HeaderIOSeq, fmt.Sprint(ioSeq))
+		}
+	}
+	start := time.Now()
+	out, err := sess.w.Append(ctx, entries...)
+	sess.svc.m.appendSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		code := events.AsError(err).Code
+		sess.svc.m.appends.WithLabelValues(string(code)).Inc()
+		if code == events.CodeWriteConflict {
+			sess.lg.Warn("log moved under this replica; forgetting the session", events.LogKeyErr, err)
+			sess.release(err)
+		}
+		return nil, err
+	}
+	sess.svc.m.appends.WithLabelValues("ok").Inc()
+	sess.updatedAt = time.Now()
+	return out, nil
+}
+
+// open records a new session, or checks that an existing one was opened with
+// the same options, and attaches an adapter when none is.
+func (sess *session) open(ctx context.Context, o *events.SessionOpened) error {
+	if err := sess.load(ctx); err != nil {
+		return err
+	}
+	if sess.opened == nil {
+		if _, err := sess.append(ctx, 0, eventlog.Entry{Kind: events.LogControl, Value: o}); err != nil {
+			return err
+		}
+		sess.opened = o
+		sess.createdAt = time.Now()
+		sess.lg.Info("session opened", events.LogKeyAgent, o.Agent)
+	} else if !sameOptions(sess.opened, o) {
+		return events.Errorf(events.CodeSessionConflict, "session %s exists with other options; delete it or open it with the same ones", sess.sid)
+	}
+	if sess.adapter == nil {
+		if err := sess.attach(ctx); err != nil {
+			sess.project(ctx)
+			return err
+		}
+	}
+	sess.project(ctx)
+	return nil
+}
+
+func sameOptions(a, b *events.SessionOpened) bool {
+	return a.Agent == b.Agent && a.Cwd == b.Cwd && a.PermissionPolicy == b.PermissionPolicy &&
+		a.SkipOsInstructions == b.SkipOsInstructions &&
+		string(a.AdditionalDirectories) == string(b.AdditionalDirectories) &&
+		string(a.Env) == string(b.Env) && string(a.McpServers) == string(b.McpServers) &&
+		((a.AdditionalInstructions == nil) == (b.AdditionalInstructions == nil)) &&
+		(a.AdditionalInstructions == nil || *a.AdditionalInstructions == *b.AdditionalInstructions)
+}
+
+// attach starts an adapter for the session on a runner and records it. Until
+// the restore ladder is built, every attach negotiates a new ACP session.
+func (sess *session) attach(ctx context.Context) error {
+	svc := sess.svc
+	start := time.Now()
+	runner, err := svc.runners.place(ctx, sess.opened.Agent)
+	if err != nil {
+		return err
+	}
+	info, err := svc.ioStream.Info(ctx)
+	if err != nil {
+		return events.Errorf(events.CodeUnavailable, "io stream: %v", err)
+	}
+	r := &route{runner: runner, processID: nuid.Next()}
+	ioStart := info.State.LastSeq + 1
+	// Consume before the adapter exists, so nothing it says is missed.
+	cons, err := svc.js.OrderedConsumer(ctx, events.StreamIO, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{events.IOSubject(sess.ns, sess.sid)},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    ioStart,
+	})
+	if err != nil {
+		return events.Errorf(events.CodeUnavailable, "io consumer: %v", err)
+	}
+	if r.cc, err = cons.Consume(func(m jetstream.Msg) { sess.onIO(r, m) }); err != nil {
+		return events.Errorf(events.CodeUnavailable, "io consumer: %v", err)
+	}
+	sess.adapter = r
+
+	create := &events.AcpCreateSessionRequest{
+		AgentType:              sess.opened.Agent,
+		Cwd:                    sess.opened.Cwd,
+		ProtocolVersion:        1,
+		McpServers:             sess.opened.McpServers,
+		SkipOsInstructions:     sess.opened.SkipOsInstructions,
+		AdditionalInstructions: sess.opened.AdditionalInstructions,
+	}
+	if len(create.McpServers) == 0 {
+		create.McpServers = events.JSON("[]")
+	}
+	if len(sess.opened.AdditionalDirectories) > 0 {
+		_ = json.Unmarshal(sess.opened.AdditionalDirectories, &create.AdditionalDirectories)
+	}
+	if len(sess.opened.Env) > 0 {
+		_ = json.Unmarshal(sess.opened.Env, &create.Env)
+	}
+	cctx, cancel := context.WithTimeout(ctx, svc.cfg.AttachTimeout)
+	defer cancel()
+	created, err := events.Call[events.AcpSessionCreatedResponse](cctx, svc.nc, events.RunnerSubject(runner, events.RunnerCreate), create, sess.runnerHeader(r))
+	if err != nil {
+		sess.detach()
+		return err
+	}
+	r.acpSessionID = created.SessionID
+	attached := &events.AdapterAttached{
+		RunnerID:          string(runner),
+		ProcessID:         r.processID,
+		Pid:               created.Pid,
+		AcpSessionID:      created.SessionID,
+		Tier:              events.TierNew,
+		AgentCapabilities: created.AgentCapabilities,
+		AgentInfo:         created.AgentInfo,
+		Modes:             created.Modes,
+		ConfigOptions:     created.ConfigOptions,
+		IOStartSeq:        ioStart,
+	}
+	if _, err := sess.append(ctx, 0, eventlog.Entry{Kind: events.LogControl, Value: attached}); err != nil {
+		sess.stopAdapter(r)
+		return err
+	}
+	sess.meta.AgentCapabilities = created.AgentCapabilities
+	sess.meta.AgentInfo = created.AgentInfo
+	if !slices.EqualFunc(sess.meta.ConfigOptions, created.ConfigOptions, func(a, b events.JSON) bool { return string(a) == string(b) }) {
+		sess.meta.ConfigOptions = created.ConfigOptions
+		sess.meta.ConfigRevision++
+	}
+	svc.m.attachSeconds.WithLabelValues(events.TierNew).Observe(time.Since(start).Seconds())
+	sess.lg.Info("adapter attached", events.LogKeyRunner, string(runner), events.LogKeyProcess, r.processID)
+	return nil
+}
+
+func (sess *session) runnerHeader(r *route) nats.Header {
+	return nats.Header{
+		events.HeaderNamespace: []string{string(sess.ns)},
+		events.HeaderSessionID: []string{string(sess.sid)},
+		events.HeaderProcessID: []string{r.processID},
+	}
+}
+
+// detach forgets the adapter route and stops consuming its output.
+func (sess *session) detach() {
+	if sess.adapter == nil {
+		return
+	}
+	sess.adapter.cc.Stop()
+	sess.adapter = nil
+}
+
+// stopAdapter detaches and asks the runner to stop the process.
+func (sess *session) stopAdapter(r *route) {
+	sess.detach()
+	ctx, cancel := context.WithTimeout(sess.svc.runCtx, sess.svc.cfg.CallTimeout)
+	defer cancel()
+	if _, err := events.Call[events.RunnerAck](ctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerStop), &events.AcpCloseSessionRequest{SessionID: r.acpSessionID}, sess.runnerHeader(r)); err != nil {
+		sess.lg.Warn("stop adapter", events.LogKeyErr, err)
+	}
+}
+
+// release drops the session from this replica: waiters get err, the IO
+// consumer stops, the state is forgotten. The adapter keeps running; the
+// next owner decides what to do with it.
+func (sess *session) release(err error) {
+	sess.detach()
+	if sess.turn != nil {
+		sess.turn.finish(nil, err)
+		sess.turn = nil
+	}
+	sess.loaded = false
+	sess.svc.forget(sess)
+}
+
+// project writes the ACP_SESSIONS projection. It is best effort: the log is
+// the truth and the projection is rebuilt from it.
+func (sess *session) project(ctx context.Context) {
+	if sess.opened == nil {
+		return
+	}
+	state := map[string]any{"status": sess.status()}
+	if sess.turn != nil {
+		state["turnId"] = sess.turn.id
+	}
+	if sess.failure != nil && sess.turn == nil {
+		state["error"] = map[string]string{"code": sess.failure.Code, "message": sess.failure.Message}
+	}
+	stateJSON, _ := json.Marshal(state)
+	dirs := sess.opened.AdditionalDirectories
+	if len(dirs) == 0 {
+		dirs = events.JSON("[]")
+	}
+	m := sess.meta
+	m.Namespace = string(sess.ns)
+	m.PermissionPolicy = sess.opened.PermissionPolicy
+	m.Info = events.AcpDurableSessionInfo{
+		SessionID:             string(sess.sid),
+		Agent:                 sess.opened.Agent,
+		Cwd:                   sess.opened.Cwd,
+		AdditionalDirectories: dirs,
+		State:                 stateJSON,
+		LatestSequence:        sess.w.Position().LastSeq,
+		CreatedAt:             sess.createdAt.UTC().Format(events.TimestampFormat),
+		UpdatedAt:             sess.updatedAt.UTC().Format(events.TimestampFormat),
+	}
+	data, err := events.Marshal(&m)
+	if err == nil {
+		_, err = sess.svc.meta.Put(ctx, events.SessionKey(sess.ns, sess.sid), data)
+	}
+	if err != nil {
+		sess.lg.Warn("write session projection", events.LogKeyErr, err)
+	}
+}
+
+// status is the session state derived from the log: running while a turn is
+// open, failed after a failed turn, idle otherwise.
+func (sess *session) status() string {
+	switch {
+	case sess.turn != nil:
+		return "running"
+	case sess.failure != nil:
+		return "failed"
+	default:
+		return "idle"
+	}
+}
