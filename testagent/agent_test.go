@@ -1,0 +1,80 @@
+package testagent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// FuzzHandleLine feeds arbitrary lines to the dispatcher: it must never
+// panic, and everything it writes must be one JSON-RPC message per line.
+func FuzzHandleLine(f *testing.F) {
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`,
+		`{"jsonrpc":"2.0","id":"s","method":"session/load","params":{"sessionId":"x","cwd":"/tmp","mcpServers":[]}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"x","prompt":[{"type":"text","text":"say hi"}]}}`,
+		`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"x"}}`,
+		`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":2}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"session/set_config_option","params":{"sessionId":"x","configId":"mode","value":true}}`,
+		`{"jsonrpc":"2.0","id":0,"result":{"outcome":{"outcome":"cancelled"}}}`,
+		`{"jsonrpc":"2.0","id":0,"error":{"code":-32601,"message":"x"}}`,
+		`not json`, `[]`, `{}`, `null`, `{"jsonrpc":"2.0","id":{},"method":"x"}`, `{"jsonrpc":"2.0","id":1,"error":5}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		var out bytes.Buffer
+		cfg := config{LoadSession: true, Resume: true, Close: true, LegacyModes: true, ConfigOptions: []string{configMode, configModel}, ExitOnEOF: true}
+		a := newAgent(cfg, slog.New(slog.DiscardHandler), &out, &lockedWriter{w: io.Discard})
+		ctx, cancel := context.WithCancel(t.Context())
+		for line := range strings.SplitSeq(in, "\n") {
+			a.handleLine(ctx, readResult{line: []byte(line)})
+		}
+		a.shutdown(cancel, 0)
+		sc := bufio.NewScanner(&out)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil || string(m["jsonrpc"]) != `"2.0"` {
+				t.Fatalf("input %q: agent wrote %q", in, sc.Bytes())
+			}
+		}
+	})
+}
+
+func TestEnvNames(t *testing.T) {
+	exported := []string{EnvLoadSession, EnvResume, EnvClose, EnvConfigOptions, EnvLegacyModes, EnvLegacyModels,
+		EnvCommands, EnvStateDir, EnvControlDir, EnvExitOnEOF, EnvLogLevel}
+	var c config
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	c.registerFlags(fs)
+	var derived []string
+	fs.VisitAll(func(f *flag.Flag) { derived = append(derived, envName(f.Name)) })
+	slices.Sort(exported)
+	slices.Sort(derived)
+	if !slices.Equal(exported, derived) {
+		t.Errorf("exported env names %v, flags derive %v", exported, derived)
+	}
+}
+
+func TestParseConfig(t *testing.T) {
+	env := map[string]string{EnvExitOnEOF: "0", EnvConfigOptions: "mode", EnvLogLevel: "debug", EnvResume: "1"}
+	c, err := parseConfig([]string{"-config-options=model,mode,model", "--resume=false"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ExitOnEOF || c.Resume || c.LogLevel != slog.LevelDebug || !slices.Equal(c.ConfigOptions, []string{"model", "mode"}) {
+		t.Errorf("parseConfig = %+v, want exit-on-eof off (env), resume off (flag beats env), debug, [model mode]", c)
+	}
+	if c, err := parseConfig(nil, func(string) string { return "" }, io.Discard); err != nil || !c.ExitOnEOF {
+		t.Errorf("default config = %+v, %v; want exit-on-eof on", c, err)
+	}
+}
