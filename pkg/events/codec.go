@@ -2,7 +2,9 @@ package events
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -87,6 +89,8 @@ var encPool = sync.Pool{New: func() any {
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)
 	enc.SetCustomStructTag("msgpack")
+	// Sorted map keys make Marshal deterministic: equal values, equal bytes.
+	enc.SetSortMapKeys(true)
 	return &pooledEncoder{buf: &buf, enc: enc}
 }}
 
@@ -95,13 +99,19 @@ type pooledEncoder struct {
 	enc *msgpack.Encoder
 }
 
-// Marshal encodes v in the versioned union format.
+// Marshal encodes v in the versioned union format. A nil v, or a nil
+// pointer in v, is an *Error with CodeInternal: it is a bug in the caller,
+// and encoding it as an empty body would store a record that says nothing.
 func Marshal(v Variant) ([]byte, error) {
 	if v == nil {
 		return nil, Errorf(CodeInternal, "marshal: nil variant")
 	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+		// VariantName has a value receiver: calling it would panic.
+		return nil, Errorf(CodeInternal, "marshal: nil %s", rv.Type())
+	}
 	pe := encPool.Get().(*pooledEncoder)
-	defer encPool.Put(pe)
+	defer pe.free()
 	pe.buf.Reset()
 	if err := pe.enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("marshal %s: %w", v.VariantName(), err)
@@ -120,6 +130,18 @@ func Marshal(v Variant) ([]byte, error) {
 	return out, nil
 }
 
+// maxPooledBuffer bounds the buffers kept in encPool, so that one large
+// prompt does not pin its buffer for the life of the process (the fmt
+// package does the same with its printers).
+const maxPooledBuffer = 1 << 20
+
+func (pe *pooledEncoder) free() {
+	if pe.buf.Cap() > maxPooledBuffer {
+		return
+	}
+	encPool.Put(pe)
+}
+
 func appendStr(b []byte, s string) []byte {
 	switch n := len(s); {
 	case n < 32:
@@ -135,7 +157,23 @@ func appendStr(b []byte, s string) []byte {
 // Unmarshal decodes a payload written by Marshal into a new value of the
 // variant it names. An undecodable payload, an unknown version or an unknown
 // variant is an *Error with CodeInvalidPayload.
+//
+// The payload must be exactly one msgpack value, with containers nested at
+// most maxDepth deep (see checkMsgpack). Unmarshal checks that before
+// decoding, because the msgpack library decodes recursively: without the
+// check, an 8 MiB payload of nested arrays overflows the goroutine stack,
+// which kills the process, and each MiB below that costs half a second.
 func Unmarshal(data []byte) (Variant, error) {
+	return unmarshal(data, nil)
+}
+
+// unmarshal is Unmarshal. If member is not nil, it vets the named variant
+// before its body is decoded, so that a union field never decodes (and never
+// recurses into) a variant that it would then reject.
+func unmarshal(data []byte, member func(Variant) error) (Variant, error) {
+	if err := checkMsgpack(data); err != nil {
+		return nil, Errorf(CodeInvalidPayload, "decode envelope: %v", err)
+	}
 	var w wireValue
 	if err := msgpack.Unmarshal(data, &w); err != nil {
 		return nil, Errorf(CodeInvalidPayload, "decode envelope: %v", err)
@@ -147,10 +185,19 @@ func Unmarshal(data []byte) (Variant, error) {
 	if !ok {
 		return nil, Errorf(CodeInvalidPayload, "unknown variant %q", truncate(w.Type, 80))
 	}
+	if member != nil {
+		if err := member(v); err != nil {
+			return nil, err
+		}
+	}
 	if len(w.Body) == 0 {
 		return nil, Errorf(CodeInvalidPayload, "%s: missing body", w.Type)
 	}
 	if err := msgpack.Unmarshal(w.Body, v); err != nil {
+		if e, ok := errors.AsType[*Error](err); ok {
+			// A nested union already said what is wrong.
+			return nil, Errorf(CodeInvalidPayload, "decode %s: %s", w.Type, e.Message)
+		}
 		return nil, Errorf(CodeInvalidPayload, "decode %s: %v", w.Type, err)
 	}
 	return v, nil

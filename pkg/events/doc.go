@@ -13,7 +13,7 @@
 // Every payload on the bus is one msgpack value produced by [Marshal]: a map
 // {"v": 1, "type": <variant name>, "body": <the struct as a msgpack map>}.
 // The variant name is the schema's type name (AcpPromptRequest) or, for
-// Skein's own log records, the record name (TurnAccepted). Struct fields are
+// Skein's own log records, the record name (TurnFinished). Struct fields are
 // keyed by their schema names (camelCase); optional fields are omitted when
 // absent. Fields of schema type JsonUtf8 are carried as msgpack bin holding
 // the exact JSON bytes, never re-encoded. "v" is the codec version: a decoder

@@ -3,6 +3,7 @@ package events
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Code is a stable, wire-visible error code. Codes are append-only: never
@@ -60,12 +61,7 @@ var Codes = []Code{
 
 // Known reports whether c is in the registry.
 func (c Code) Known() bool {
-	for _, k := range Codes {
-		if k == c {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(Codes, c)
 }
 
 // Error is the wire form of a failure. It travels as AcpErrorResponse in

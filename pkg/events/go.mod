@@ -18,6 +18,7 @@ require (
 )
 
 require (
+	github.com/google/go-cmp v0.7.0
 	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/nats-io/nkeys v0.4.17 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect

@@ -5,15 +5,25 @@ package events
 // Nats-Sequence, ...) come from nats.go's jetstream package.
 const (
 	// HeaderRecord names the variant of the payload (AcpDurableSessionUpdate,
-	// TurnAccepted, ...) on every log and IO record, so `nats stream view`
+	// TurnFinished, ...) on every log and IO record, so `nats stream view`
 	// shows what a record is without decoding it.
 	HeaderRecord = "Acp-Record"
 	// HeaderEventNo is the contiguous per-session number of a public event
 	// (LogEvents records only), starting at 1. A reader that sees it jump
 	// knows history was pruned.
 	HeaderEventNo = "Acp-Event-No"
-	// HeaderTurnID names the turn a record belongs to.
+	// HeaderTurnID names the turn a record belongs to. Every record
+	// appended while a turn runs carries it.
 	HeaderTurnID = "Acp-Turn-Id"
+	// HeaderTurnAccepted marks the record that accepts a turn: the first
+	// user-message event of the prompt. Its value is the prompt's number of
+	// content blocks; the other blocks' events follow in the same atomic
+	// append, so acceptance is never partial.
+	HeaderTurnAccepted = "Acp-Turn-Accepted"
+	// HeaderContentHash (hex SHA-256 of the canonical prompt content) and
+	// HeaderIdempotencyKey ride on the accepting record.
+	HeaderContentHash    = "Acp-Content-Hash"
+	HeaderIdempotencyKey = "Acp-Idempotency-Key"
 	// HeaderIOSeq is the ACP_IO stream sequence of the runner record whose
 	// handling produced a log record: where a new owner resumes ACP_IO.
 	HeaderIOSeq = "Acp-Io-Seq"

@@ -49,31 +49,31 @@ type AdapterAttached struct {
 	IOStartSeq uint64 `msgpack:"ioStartSeq"`
 }
 
-// TurnAccepted opens a turn. It is appended in one atomic batch with the
-// user_message_chunk events of the prompt, so a turn is never half-accepted.
-type TurnAccepted struct {
-	TurnID         string  `msgpack:"turnId"`
-	IdempotencyKey *string `msgpack:"idempotencyKey,omitempty"`
-	// ContentHash is hex SHA-256 of the canonical prompt content; it decides
-	// whether a repeated idempotency key carries the same prompt.
-	ContentHash string `msgpack:"contentHash"`
-	Blocks      uint32 `msgpack:"blocks"`
-}
-
-// Turn outcomes. Exactly one TurnFinished closes every TurnAccepted.
+// Turn outcomes. Exactly one TurnFinished closes every accepted turn.
 const (
 	OutcomeCompleted = "completed"
 	OutcomeFailed    = "failed"
 	OutcomeCancelled = "cancelled"
 )
 
+// A turn is opened by the record that carries HeaderTurnAccepted: the first
+// user-message event of the prompt (the prompt's other blocks follow in the
+// same atomic append). Every record appended while the turn runs carries
+// HeaderTurnID, and TurnFinished closes it. So a session has an open turn
+// exactly when its newest record carries HeaderTurnID and is not a
+// TurnFinished: one read tells.
+
 // TurnFinished closes a turn.
 type TurnFinished struct {
-	TurnID     string            `msgpack:"turnId"`
-	Outcome    string            `msgpack:"outcome"`
-	StopReason string            `msgpack:"stopReason,omitempty"`
-	Message    JSON              `msgpack:"message,omitempty"` // the turn's last completed agent message update
-	Error      *AcpErrorResponse `msgpack:"error,omitempty"`
+	TurnID string `msgpack:"turnId"`
+	// IdempotencyKey and ContentHash repeat the acceptance headers, so that
+	// the outcome of a keyed prompt can be found from its finish record.
+	IdempotencyKey *string           `msgpack:"idempotencyKey,omitempty"`
+	ContentHash    string            `msgpack:"contentHash,omitempty"`
+	Outcome        string            `msgpack:"outcome"`
+	StopReason     string            `msgpack:"stopReason,omitempty"`
+	Message        JSON              `msgpack:"message,omitempty"` // the turn's last completed agent message update
+	Error          *AcpErrorResponse `msgpack:"error,omitempty"`
 }
 
 // SessionMeta is the ACP_SESSIONS projection of a session, rebuilt from the
@@ -106,7 +106,6 @@ type RunnerInfo struct {
 
 func (SessionOpened) VariantName() string   { return "SessionOpened" }
 func (AdapterAttached) VariantName() string { return "AdapterAttached" }
-func (TurnAccepted) VariantName() string    { return "TurnAccepted" }
 func (TurnFinished) VariantName() string    { return "TurnFinished" }
 func (SessionMeta) VariantName() string     { return "SessionMeta" }
 func (RunnerAck) VariantName() string       { return "RunnerAck" }
@@ -115,7 +114,6 @@ func (RunnerInfo) VariantName() string      { return "RunnerInfo" }
 func init() {
 	register(func() Variant { return new(SessionOpened) })
 	register(func() Variant { return new(AdapterAttached) })
-	register(func() Variant { return new(TurnAccepted) })
 	register(func() Variant { return new(TurnFinished) })
 	register(func() Variant { return new(SessionMeta) })
 	register(func() Variant { return new(RunnerAck) })

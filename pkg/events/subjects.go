@@ -41,6 +41,7 @@ const (
 	LogSubjectsAll  = "acp.log.>"
 	TailSubjectsAll = "acp.tail.>"
 	IOSubjectsAll   = "acp.io.>"
+	IOTailAll       = "acp.iotail.>"
 	LiveSubjectsAll = "acp.live.>"
 )
 
@@ -75,6 +76,14 @@ func LiveSubject(ns Namespace, sid SessionID) string {
 // IOSubject returns "acp.io.<ns>.<sid>".
 func IOSubject(ns Namespace, sid SessionID) string {
 	return join("acp.io", string(ns), string(sid))
+}
+
+// IOTailSubject returns "acp.iotail.<ns>.<sid>": ACP_IO's RePublish of every
+// record stored on IOSubject, with Nats-Sequence and Nats-Last-Sequence (the
+// previous record of the session), so the session owner applies runner
+// output as soon as it is stored and fills any gap from the stream.
+func IOTailSubject(ns Namespace, sid SessionID) string {
+	return join("acp.iotail", string(ns), string(sid))
 }
 
 // SessionKey returns "<ns>.<sid>", the key of a session in BucketSessions and
@@ -112,13 +121,19 @@ func APISubject(ns Namespace, op Op) string { return join("acp.api", string(ns),
 // serve op for every namespace.
 func APIWildcard(op Op) string { return join("acp.api", "*", string(op)) }
 
-// NamespaceFromAPISubject extracts <ns> from "acp.api.<ns>.<op>".
+// NamespaceFromAPISubject extracts <ns> from "acp.api.<ns>.<op>". The
+// token must be a valid namespace: unlike ParseNamespace, an empty token is
+// an error, never DefaultNamespace, so that a malformed subject cannot land
+// a request in the default tenant.
 func NamespaceFromAPISubject(subject string) (Namespace, error) {
 	parts := strings.Split(subject, ".")
 	if len(parts) != 4 || parts[0] != "acp" || parts[1] != "api" {
 		return "", Errorf(CodeInvalidRequest, "not an API subject: %q", truncate(subject, 80))
 	}
-	return ParseNamespace(parts[2])
+	if ns := Namespace(parts[2]); ns.Valid() {
+		return ns, nil
+	}
+	return "", Errorf(CodeInvalidNamespace, "namespace %q must match [a-z0-9][a-z0-9_-]{0,62}", truncate(parts[2], 80))
 }
 
 // RunnerOp names one control operation of an adapter-runner.

@@ -1,20 +1,22 @@
 package events
 
 import (
+	"reflect"
+
 	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Union holds a union-typed field inside a struct (AcpDurableHistoryEntry's
 // event). It encodes as a nested payload in the Marshal format, so the
-// variant's name travels with it.
+// variant's name travels with it. A nil V encodes as msgpack nil and decodes
+// back to a nil V; a V holding a nil pointer does not encode (see Marshal).
 type Union[U Variant] struct {
 	V U
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (u Union[U]) EncodeMsgpack(enc *msgpack.Encoder) error {
-	var zero U
-	if any(u.V) == any(zero) {
+	if any(u.V) == nil {
 		return enc.EncodeNil()
 	}
 	b, err := Marshal(u.V)
@@ -24,7 +26,9 @@ func (u Union[U]) EncodeMsgpack(enc *msgpack.Encoder) error {
 	return enc.Encode(msgpack.RawMessage(b))
 }
 
-// DecodeMsgpack implements msgpack.CustomDecoder.
+// DecodeMsgpack implements msgpack.CustomDecoder. A payload naming a variant
+// that is not a member of U is an *Error with CodeInvalidPayload; its body
+// is not decoded.
 func (u *Union[U]) DecodeMsgpack(dec *msgpack.Decoder) error {
 	raw, err := dec.DecodeRaw()
 	if err != nil {
@@ -35,15 +39,16 @@ func (u *Union[U]) DecodeMsgpack(dec *msgpack.Decoder) error {
 		u.V = zero
 		return nil
 	}
-	v, err := Unmarshal(raw)
+	v, err := unmarshal(raw, func(v Variant) error {
+		if _, ok := v.(U); !ok {
+			return Errorf(CodeInvalidPayload, "%s is not a member of %s", v.VariantName(), reflect.TypeFor[U]().Name())
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	m, ok := v.(U)
-	if !ok {
-		return Errorf(CodeInvalidPayload, "%s is not a member of this union", v.VariantName())
-	}
-	u.V = m
+	u.V = v.(U)
 	return nil
 }
 

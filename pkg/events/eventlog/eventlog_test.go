@@ -19,7 +19,7 @@ func setup(tb testing.TB) jetstream.JetStream {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := eventlog.Provision(tb.Context(), js, eventlog.Options{}); err != nil {
+	if err := eventlog.Provision(tb.Context(), js, eventlog.Options{}, true); err != nil {
 		tb.Fatal(err)
 	}
 	return js
@@ -43,7 +43,7 @@ func TestAppendSingleAndBatch(t *testing.T) {
 	if got[0].Seq == 0 || got[0].EventNo != 0 {
 		t.Fatalf("Append(ctl) = %+v, want a sequence and no event number", got)
 	}
-	batch, err := w.Append(ctx, eventlog.Entry{Kind: events.LogControl, Value: &events.TurnAccepted{TurnID: "t1"}}, update("a"), update("b"))
+	batch, err := w.Append(ctx, eventlog.Entry{Kind: events.LogControl, Value: &events.TurnFinished{TurnID: "t1", Outcome: events.OutcomeCompleted}}, update("a"), update("b"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -89,16 +90,28 @@ func IOStreamConfig(o Options) jetstream.StreamConfig {
 		Duplicates:   DefaultDuplicateWindow,
 		AllowDirect:  true,
 		MaxConsumers: DefaultMaxConsumers,
+		RePublish: &jetstream.RePublish{
+			Source:      events.IOSubjectsAll,
+			Destination: events.IOTailAll,
+		},
 	}
 }
 
-// Provision creates or updates ACP_LOG, ACP_IO and the KV buckets. It is
-// idempotent, and every service calls it at start-up, so the services may
-// start in any order.
-func Provision(ctx context.Context, js jetstream.JetStream, o Options) error {
+// Provision creates ACP_LOG, ACP_IO and the KV buckets where they are
+// missing, and leaves existing ones as they are: the operator owns a running
+// cluster's limits. With update set, existing ones are brought to o (the
+// session service, which owns the streams, does this at start-up). Every
+// service calls it, so the services may start in any order.
+func Provision(ctx context.Context, js jetstream.JetStream, o Options, update bool) error {
 	o = o.withDefaults()
 	for _, cfg := range []jetstream.StreamConfig{LogStreamConfig(o), IOStreamConfig(o)} {
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		var err error
+		if update {
+			_, err = js.CreateOrUpdateStream(ctx, cfg)
+		} else if _, err = js.CreateStream(ctx, cfg); errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			err = nil
+		}
+		if err != nil {
 			return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
 		}
 	}
@@ -108,7 +121,13 @@ func Provision(ctx context.Context, js jetstream.JetStream, o Options) error {
 		{Bucket: events.BucketRunners, Description: "Skein adapter-runner heartbeats", Storage: jetstream.MemoryStorage, Replicas: o.Replicas, TTL: DefaultRunnerTTL},
 	}
 	for _, cfg := range buckets {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+		var err error
+		if update {
+			_, err = js.CreateOrUpdateKeyValue(ctx, cfg)
+		} else if _, err = js.CreateKeyValue(ctx, cfg); errors.Is(err, jetstream.ErrBucketExists) {
+			err = nil
+		}
+		if err != nil {
 			return fmt.Errorf("provision bucket %s: %w", cfg.Bucket, err)
 		}
 	}

@@ -1,0 +1,466 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+)
+
+// The public JSON form of events. The gateway, the CLI and the SSE stream
+// show events to clients as one flat JSON object per event: Skein's
+// envelope (identity, sequence, durability, type), then the native ACP
+// fields. The internal wrappers of the schema (AcpDurableSessionUpdate's
+// update, the permission request and response objects) never appear, as
+// the schema's comment on AcpDurableEvent requires.
+//
+// Native field values are copied byte for byte, never re-encoded, so
+// unknown fields, _meta, number spellings and key order survive exactly as
+// the adapter wrote them.
+
+// Durability values of the public JSON.
+const (
+	DurabilityDurable   = "durable"
+	DurabilityEphemeral = "ephemeral"
+)
+
+// Public types of the permission events. A session update's public type is
+// its own sessionUpdate value (agent_message_chunk, tool_call, ...).
+const (
+	PublicTypePermissionRequest  = "permission_request"
+	PublicTypePermissionResponse = "permission_response"
+)
+
+// The envelope keys of each public object, in the order they are written.
+// A native key equal to one of them is dropped: the envelope wins.
+var (
+	durableUpdateKeys     = []string{"sessionId", "sequence", "eventNo", "timestamp", "durability", "type"}
+	durableRequestKeys    = []string{"sessionId", "sequence", "eventNo", "timestamp", "durability", "type", "requestId"}
+	durableResponseKeys   = []string{"sessionId", "sequence", "eventNo", "timestamp", "durability", "type", "requestId", "status", "reason"}
+	ephemeralEnvelopeKeys = []string{"sessionId", "afterSequence", "durability", "type"}
+)
+
+// sessionUpdateTypeField is the ACP discriminator of a session update; it
+// becomes the public "type".
+const sessionUpdateTypeField = "sessionUpdate"
+
+// PublicDurableJSON renders one durable history entry as the public JSON
+// object:
+//
+//	{"sessionId", "sequence", "eventNo", "timestamp", "durability": "durable", "type", ...native fields}
+//
+// eventNo is omitted when it is zero (unknown: event numbers start at 1).
+// timestamp is passed through as given. The rest depends on the event:
+//
+//   - AcpDurableSessionUpdate: type is the update's sessionUpdate value,
+//     which must be a non-empty string; every other member of the update
+//     follows in its original order.
+//   - AcpDurablePermissionRequest: type "permission_request", "requestId",
+//     then the members of the request object (the ACP request params, such
+//     as toolCall and options).
+//   - AcpDurablePermissionResponse: type "permission_response",
+//     "requestId", "status", "reason" (only if set), then the members of the
+//     response object (such as outcome).
+//
+// Envelope keys come first and win. A native member whose name is one of
+// that object's envelope keys is dropped; for a permission request that
+// includes the private ACP "sessionId" of the params. The envelope keys are
+// sessionId, sequence, eventNo, timestamp, durability and type for every
+// durable event, plus requestId for a permission request, plus requestId,
+// status and reason for a permission response. (A session update keeps its
+// own "status", as tool_call_update has one.) A key is compared after JSON
+// unescaping. If the native object repeats a key, the first one wins.
+//
+// The native object must be a valid JSON object; anything else is an
+// *Error with CodeInvalidPayload, as is an entry without an event.
+func PublicDurableJSON(e *AcpDurableHistoryEntry) ([]byte, error) {
+	if e == nil {
+		return nil, Errorf(CodeInvalidPayload, "public json: nil history entry")
+	}
+	// Members of the union may be stored by value; look at pointers only.
+	ev := e.Event.V
+	switch v := ev.(type) {
+	case AcpDurableSessionUpdate:
+		ev = &v
+	case AcpDurablePermissionRequest:
+		ev = &v
+	case AcpDurablePermissionResponse:
+		ev = &v
+	}
+	if rv := reflect.ValueOf(ev); ev == nil || rv.Kind() == reflect.Pointer && rv.IsNil() {
+		return nil, Errorf(CodeInvalidPayload, "public json: history entry %d has no event", e.Sequence)
+	}
+
+	var (
+		native   JSON
+		reserved []string
+		typ      []byte // the raw JSON string of "type"
+	)
+	switch v := ev.(type) {
+	case *AcpDurableSessionUpdate:
+		native, reserved = v.Update, durableUpdateKeys
+	case *AcpDurablePermissionRequest:
+		native, reserved = v.Request, durableRequestKeys
+		typ = []byte(`"` + PublicTypePermissionRequest + `"`)
+	case *AcpDurablePermissionResponse:
+		native, reserved = v.Response, durableResponseKeys
+		typ = []byte(`"` + PublicTypePermissionResponse + `"`)
+	default:
+		return nil, Errorf(CodeInternal, "public json: unhandled durable event %s", ev.VariantName())
+	}
+	if err := checkObject(native); err != nil {
+		return nil, err
+	}
+	isUpdate := typ == nil
+	if isUpdate {
+		var err error
+		if typ, err = updateType(native); err != nil {
+			return nil, err
+		}
+	}
+
+	b := make([]byte, 0, len(native)+len(e.SessionID)+len(e.Timestamp)+160)
+	b = append(b, `{"sessionId":`...)
+	b = appendJSONString(b, e.SessionID)
+	b = append(b, `,"sequence":`...)
+	b = strconv.AppendUint(b, e.Sequence, 10)
+	if e.EventNo != 0 {
+		b = append(b, `,"eventNo":`...)
+		b = strconv.AppendUint(b, e.EventNo, 10)
+	}
+	b = append(b, `,"timestamp":`...)
+	b = appendJSONString(b, e.Timestamp)
+	b = append(b, `,"durability":"`+DurabilityDurable+`","type":`...)
+	b = append(b, typ...)
+	switch v := ev.(type) {
+	case *AcpDurablePermissionRequest:
+		b = append(b, `,"requestId":`...)
+		b = appendJSONString(b, v.RequestID)
+	case *AcpDurablePermissionResponse:
+		b = append(b, `,"requestId":`...)
+		b = appendJSONString(b, v.RequestID)
+		b = append(b, `,"status":`...)
+		b = appendJSONString(b, v.Status)
+		if v.Reason != nil {
+			b = append(b, `,"reason":`...)
+			b = appendJSONString(b, *v.Reason)
+		}
+	}
+	b = appendMembers(b, native, reserved, isUpdate)
+	return append(b, '}'), nil
+}
+
+// PublicEphemeralJSON renders a live delta as the public JSON object:
+//
+//	{"sessionId", "afterSequence", "durability": "ephemeral", "type", ...update fields}
+//
+// type is the update's sessionUpdate value and the other members of the
+// update follow, exactly as for a durable session update (see
+// PublicDurableJSON). A member named sessionId, afterSequence, durability or
+// type is dropped.
+func PublicEphemeralJSON(e *AcpEphemeralSessionUpdateEvent) ([]byte, error) {
+	if e == nil {
+		return nil, Errorf(CodeInvalidPayload, "public json: nil ephemeral event")
+	}
+	if err := checkObject(e.Update); err != nil {
+		return nil, err
+	}
+	typ, err := updateType(e.Update)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(e.Update)+len(e.SessionID)+96)
+	b = append(b, `{"sessionId":`...)
+	b = appendJSONString(b, e.SessionID)
+	b = append(b, `,"afterSequence":`...)
+	b = strconv.AppendUint(b, e.AfterSequence, 10)
+	b = append(b, `,"durability":"`+DurabilityEphemeral+`","type":`...)
+	b = append(b, typ...)
+	b = appendMembers(b, e.Update, ephemeralEnvelopeKeys, true)
+	return append(b, '}'), nil
+}
+
+// PublicJSONType returns the sessionUpdate value of an ACP session update:
+// its public type. It scans the top level of the object without decoding
+// it, so it is cheap enough to classify every update (a live delta or a
+// durable one) before anything else is done with it. update must be a valid
+// JSON object whose first sessionUpdate member is a non-empty string, else
+// the error is an *Error with CodeInvalidPayload.
+func PublicJSONType(update JSON) (string, error) {
+	if err := checkObject(update); err != nil {
+		return "", err
+	}
+	raw, err := updateType(update)
+	if err != nil {
+		return "", err
+	}
+	return unquote(raw), nil
+}
+
+// checkObject reports whether data is one valid JSON object.
+func checkObject(data []byte) error {
+	if !json.Valid(data) {
+		return Errorf(CodeInvalidPayload, "public json: not valid JSON")
+	}
+	if i := skipSpace(data, 0); data[i] != '{' {
+		return Errorf(CodeInvalidPayload, "public json: not a JSON object")
+	}
+	return nil
+}
+
+// updateType returns the raw JSON string of the first sessionUpdate member
+// of obj, which checkObject accepted.
+func updateType(obj []byte) ([]byte, error) {
+	var typ []byte
+	eachMember(obj, func(key, value []byte) bool {
+		if !keyIs(key, sessionUpdateTypeField) {
+			return true
+		}
+		typ = value
+		return false
+	})
+	switch {
+	case typ == nil:
+		return nil, Errorf(CodeInvalidPayload, "public json: update has no sessionUpdate")
+	case typ[0] != '"':
+		return nil, Errorf(CodeInvalidPayload, "public json: sessionUpdate is not a string")
+	case len(typ) == 2:
+		return nil, Errorf(CodeInvalidPayload, "public json: sessionUpdate is empty")
+	}
+	return typ, nil
+}
+
+// appendMembers appends ,key:value for every member of obj (which
+// checkObject accepted) in order, except members named in reserved, the
+// sessionUpdate member if consumeType, and repeats of an earlier key. Keys
+// and values are copied verbatim.
+func appendMembers(b, obj []byte, reserved []string, consumeType bool) []byte {
+	var (
+		seenArr [16][]byte
+		seen    = seenArr[:0]
+		seenMap map[string]struct{}
+	)
+	eachMember(obj, func(key, value []byte) bool {
+		name := keyName(key)
+		if slices.Contains(reserved, string(name)) {
+			return true
+		}
+		if consumeType && string(name) == sessionUpdateTypeField {
+			return true
+		}
+		// First wins. A linear scan is cheapest for the usual dozen keys;
+		// a map takes over for objects with many.
+		if seenMap != nil {
+			if _, dup := seenMap[string(name)]; dup {
+				return true
+			}
+			seenMap[string(name)] = struct{}{}
+		} else {
+			for _, s := range seen {
+				if string(s) == string(name) {
+					return true
+				}
+			}
+			if len(seen) < len(seenArr) {
+				seen = append(seen, name)
+			} else {
+				seenMap = make(map[string]struct{}, 2*len(seen))
+				for _, s := range seen {
+					seenMap[string(s)] = struct{}{}
+				}
+				seenMap[string(name)] = struct{}{}
+			}
+		}
+		b = append(b, ',')
+		b = append(b, key...)
+		b = append(b, ':')
+		b = append(b, value...)
+		return true
+	})
+	return b
+}
+
+// eachMember calls fn with the raw key (a JSON string, quotes included) and
+// the raw value of each member of obj, in order, until fn returns false. obj
+// must be valid JSON (json.Valid); the scan then only tracks strings and
+// nesting, and stays in bounds whatever obj holds.
+func eachMember(obj []byte, fn func(key, value []byte) bool) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return
+	}
+	i++
+	for {
+		i = skipSpace(obj, i)
+		if i >= len(obj) || obj[i] != '"' {
+			return // '}' or malformed
+		}
+		kEnd := skipString(obj, i)
+		key := obj[i:kEnd]
+		i = skipSpace(obj, kEnd)
+		if i >= len(obj) || obj[i] != ':' {
+			return
+		}
+		i = skipSpace(obj, i+1)
+		vEnd := skipValue(obj, i)
+		if vEnd <= i || !fn(key, obj[i:vEnd]) {
+			return
+		}
+		i = skipSpace(obj, vEnd)
+		if i >= len(obj) || obj[i] != ',' {
+			return
+		}
+		i++
+	}
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipString returns the index after the JSON string starting at data[i].
+func skipString(data []byte, i int) int {
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(data)
+}
+
+// skipValue returns the index after the JSON value starting at data[i].
+func skipValue(data []byte, i int) int {
+	if i >= len(data) {
+		return i
+	}
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(data); j++ {
+			switch data[j] {
+			case '"':
+				j = skipString(data, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(data)
+	default: // number, true, false, null
+		j := i
+		for j < len(data) {
+			switch data[j] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return j
+			}
+			j++
+		}
+		return j
+	}
+}
+
+// keyName returns the name of a raw JSON key as encoding/json reads it.
+// Keys without escapes or invalid UTF-8, nearly all of them, are returned
+// without copying.
+func keyName(key []byte) []byte {
+	inner := key[1 : len(key)-1]
+	ascii := true
+	for _, c := range inner {
+		if c == '\\' {
+			return []byte(unquote(key))
+		}
+		ascii = ascii && c < utf8.RuneSelf
+	}
+	if !ascii && !utf8.Valid(inner) {
+		return []byte(unquote(key)) // invalid bytes read as U+FFFD
+	}
+	return inner
+}
+
+// keyIs reports whether the raw JSON key names name.
+func keyIs(key []byte, name string) bool {
+	return string(keyName(key)) == name
+}
+
+// unquote returns the value of a valid raw JSON string.
+func unquote(raw []byte) string {
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner)
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		// raw passed json.Valid, so this cannot happen; keep the bytes.
+		return string(raw)
+	}
+	return s
+}
+
+// appendJSONString appends s as a JSON string, escaped as encoding/json
+// escapes it but without the HTML escapes: a quote, a backslash, control
+// characters, U+2028 and U+2029 are escaped; invalid UTF-8 becomes U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
