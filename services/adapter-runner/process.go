@@ -274,6 +274,11 @@ func (p *process) forward(callID, method string, params events.JSON) error {
 		err = p.conn.Notify(method, json.RawMessage(params))
 	} else {
 		_, err = p.conn.CallAsync(method, json.RawMessage(params), func(m *acpwire.Message) {
+			if m.Raw == nil {
+				// The adapter ended without answering: its exit, reported
+				// next, is the outcome.
+				return
+			}
 			hdr := p.header("AcpSessionRpcResponse")
 			hdr.Set(events.HeaderCallID, callID)
 			p.publish(&events.AcpSessionRpcResponse{SessionID: string(p.sid), Response: events.JSON(m.Raw)}, hdr)

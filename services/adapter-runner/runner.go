@@ -70,7 +70,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: r.cfg.Replicas}); err != nil {
+	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: r.cfg.Replicas}, false); err != nil {
 		return err
 	}
 	kv, err := js.KeyValue(ctx, events.BucketRunners)

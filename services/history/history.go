@@ -86,7 +86,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: s.cfg.Replicas}); err != nil {
+	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: s.cfg.Replicas}, false); err != nil {
 		return err
 	}
 	s.js = js

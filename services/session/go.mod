@@ -6,8 +6,18 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/nats-io/nuid v1.0.1
 	github.com/prometheus/client_golang v1.25.0
+	skein.dev/internal/natstest v0.0.0
 	skein.dev/pkg/acpwire v0.0.0
 	skein.dev/pkg/events v0.0.0
+)
+
+require (
+	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
+	github.com/google/go-tpm v0.9.8 // indirect
+	github.com/minio/highwayhash v1.0.4 // indirect
+	github.com/nats-io/jwt/v2 v2.8.3 // indirect
+	github.com/nats-io/nats-server/v2 v2.15.3 // indirect
+	golang.org/x/time v0.16.0 // indirect
 )
 
 require (
@@ -26,6 +36,8 @@ require (
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	skein.dev/services/adapter-runner v0.0.0
+	skein.dev/testagent v0.0.0
 )
 
 replace skein.dev/pkg/events => ../../pkg/events
@@ -33,3 +45,7 @@ replace skein.dev/pkg/events => ../../pkg/events
 replace skein.dev/pkg/acpwire => ../../pkg/acpwire
 
 replace skein.dev/internal/natstest => ../../internal/natstest
+
+replace skein.dev/services/adapter-runner => ../adapter-runner
+
+replace skein.dev/testagent => ../../testagent

@@ -13,25 +13,65 @@ import (
 	"skein.dev/pkg/events/eventlog"
 )
 
-// onIO applies one ACP_IO record, in the order the runner observed it. It is
-// the ordered consumer's callback for route r.
-func (sess *session) onIO(r *route, m jetstream.Msg) {
-	md, err := m.Metadata()
+// onTail receives one record of the session's ACP_IO, republished as it was
+// stored. Records are applied strictly in stream order: a record whose
+// predecessor (Nats-Last-Sequence) was not applied first has the gap filled
+// from the stream.
+func (sess *session) onTail(r *route, m *nats.Msg) {
+	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 	if err != nil {
 		return
 	}
-	ioSeq := md.Sequence.Stream
-	v, err := events.Unmarshal(m.Data())
+	prev, _ := strconv.ParseUint(m.Header.Get(jetstream.LastSequenceHeader), 10, 64)
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.adapter != r || seq <= r.applied {
+		return
+	}
+	if prev > r.applied {
+		sess.catchUp(r, prev)
+	}
+	if sess.adapter == r && prev <= r.applied {
+		sess.applyIO(r, seq, m.Header, m.Data)
+	}
+}
+
+// catchUp applies the records of the session's ACP_IO after the last one
+// applied, up to and including seq (0: up to the newest). The caller holds
+// sess.mu.
+func (sess *session) catchUp(r *route, upTo uint64) {
+	ctx := sess.svc.runCtx
+	for sess.adapter == r && (upTo == 0 || r.applied < upTo) {
+		recs, err := eventlog.Forward(ctx, sess.svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid), r.applied, 256)
+		if err != nil {
+			sess.lg.Warn("read io gap", events.LogKeyErr, err)
+			return
+		}
+		if len(recs) == 0 {
+			return
+		}
+		for _, rec := range recs {
+			if upTo != 0 && rec.Sequence > upTo || sess.adapter != r {
+				return
+			}
+			sess.svc.m.ioGapRecords.Inc()
+			sess.applyIO(r, rec.Sequence, rec.Header, rec.Data)
+		}
+	}
+}
+
+// applyIO applies one ACP_IO record, in the order the runner observed it.
+func (sess *session) applyIO(r *route, ioSeq uint64, hdr nats.Header, data []byte) {
+	r.applied = ioSeq
+	if hdr.Get(events.HeaderProcessID) != r.processID {
+		return // output of an adapter process this session no longer uses
+	}
+	v, err := events.Unmarshal(data)
 	if err != nil {
 		sess.lg.Warn("undecodable runner record", events.LogKeySeq, ioSeq, events.LogKeyErr, err)
 		return
 	}
 	ctx := sess.svc.runCtx
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	if sess.adapter != r || m.Headers().Get(events.HeaderProcessID) != r.processID {
-		return // output of an adapter this session no longer uses
-	}
 	sess.svc.m.ioRecords.WithLabelValues(v.VariantName()).Inc()
 	switch v := v.(type) {
 	case *events.AcpSessionEvent:
@@ -39,7 +79,7 @@ func (sess *session) onIO(r *route, m jetstream.Msg) {
 	case *events.AcpHostRequestCallback:
 		sess.onAgentRequest(ctx, r, v.Request)
 	case *events.AcpSessionRpcResponse:
-		sess.onResponse(ctx, ioSeq, m.Headers().Get(events.HeaderCallID), v.Response)
+		sess.onResponse(ctx, ioSeq, hdr.Get(events.HeaderCallID), v.Response)
 	case *events.AcpAgentStderrEvent:
 		sess.publishLive(v, nil)
 	case *events.AcpAgentExitedEvent:

@@ -15,6 +15,7 @@ type metrics struct {
 	liveDeltas     prometheus.Counter
 	attachSeconds  *prometheus.HistogramVec // by tier
 	ioRecords      *prometheus.CounterVec   // by record
+	ioGapRecords   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -28,5 +29,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		liveDeltas:     f.NewCounter(prometheus.CounterOpts{Name: "acp_session_live_deltas_total", Help: "Ephemeral deltas published on acp.live."}),
 		attachSeconds:  f.NewHistogramVec(prometheus.HistogramOpts{Name: "acp_session_attach_seconds", Help: "Time to attach an adapter, by tier.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"tier"}),
 		ioRecords:      f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_io_records_total", Help: "ACP_IO records applied, by record."}, []string{"record"}),
+		ioGapRecords:   f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_gap_records_total", Help: "ACP_IO records read from the stream to fill a gap in the live tail."}),
 	}
 }

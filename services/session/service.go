@@ -36,7 +36,6 @@ type Service struct {
 
 	// Set by Run.
 	js       jetstream.JetStream
-	ioStream jetstream.Stream
 	meta     jetstream.KeyValue
 	runners  *runnerDirectory
 	runCtx   context.Context
@@ -73,13 +72,10 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: s.cfg.Replicas}); err != nil {
+	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: s.cfg.Replicas}, true); err != nil {
 		return err
 	}
 	s.js = js
-	if s.ioStream, err = js.Stream(ctx, events.StreamIO); err != nil {
-		return fmt.Errorf("io stream: %w", err)
-	}
 	if s.meta, err = js.KeyValue(ctx, events.BucketSessions); err != nil {
 		return fmt.Errorf("sessions bucket: %w", err)
 	}
@@ -116,6 +112,7 @@ func (s *Service) Run(ctx context.Context) error {
 	close(s.ready)
 	s.lg.Info("session service ready")
 
+	go s.sweep(runCtx)
 	<-ctx.Done()
 	_ = svc.Stop()
 	drained := make(chan struct{})
@@ -151,6 +148,37 @@ func (s *Service) serve(ctx context.Context, op events.Op, h func(context.Contex
 			}
 			_ = events.RespondError(req, err)
 		}()
+	}
+}
+
+// sweepInterval is how often running sessions check ACP_IO for records the
+// live tail did not bring (a core message lost in a reconnect).
+const sweepInterval = 2 * time.Second
+
+// sweep is the safety net of the live tail: while a turn runs, records that
+// a lost core message left unseen are read from the stream.
+func (s *Service) sweep(ctx context.Context) {
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		running := make([]*session, 0)
+		for _, sess := range s.sessions {
+			running = append(running, sess)
+		}
+		s.mu.Unlock()
+		for _, sess := range running {
+			sess.mu.Lock()
+			if r := sess.adapter; r != nil && sess.turn != nil {
+				sess.catchUp(r, 0)
+			}
+			sess.mu.Unlock()
+		}
 	}
 }
 
@@ -227,6 +255,9 @@ func (s *Service) handlePrompt(ctx context.Context, ns events.Namespace, data []
 	}
 	blocks, err := s.validatePrompt(req.Content)
 	if err != nil {
+		return nil, err
+	}
+	if err := validateIdempotencyKey(req.IdempotencyKey); err != nil {
 		return nil, err
 	}
 	sess := s.session(ns, sid)

@@ -3,14 +3,13 @@ package session
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"strconv"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"skein.dev/pkg/events"
@@ -43,7 +42,8 @@ type route struct {
 	runner       events.RunnerID
 	processID    string
 	acpSessionID string
-	cc           jetstream.ConsumeContext
+	sub          *nats.Subscription // the session's IOTailSubject
+	applied      uint64             // ACP_IO sequence of the last record applied
 }
 
 func newSession(svc *Service, ns events.Namespace, sid events.SessionID) *session {
@@ -76,7 +76,7 @@ func (sess *session) load(ctx context.Context) error {
 			}
 		}
 		sess.updatedAt = last.Time
-		if err := sess.reconcile(ctx); err != nil {
+		if err := sess.reconcile(ctx, last); err != nil {
 			return err
 		}
 	}
@@ -86,19 +86,17 @@ func (sess *session) load(ctx context.Context) error {
 
 // reconcile closes a turn that an earlier owner accepted and never finished:
 // nothing proves the adapter received it, and Skein never replays a prompt.
-func (sess *session) reconcile(ctx context.Context) error {
-	rec, err := eventlog.Last(ctx, sess.svc.js, events.StreamLog, events.LogSubject(sess.ns, sess.sid, events.LogControl))
-	if err != nil || rec == nil {
-		return err
+// The turn is open when the newest record belongs to a turn and is not the
+// record that finished it.
+func (sess *session) reconcile(ctx context.Context, last *eventlog.Record) error {
+	turnID := last.Header.Get(events.HeaderTurnID)
+	if turnID == "" || last.Header.Get(events.HeaderRecord) == "TurnFinished" {
+		return nil
 	}
-	accepted, err := events.Decode[events.TurnAccepted](rec.Data)
-	if err != nil {
-		return nil // the last control record is not an open turn
-	}
-	_, err = sess.append(ctx, 0, eventlog.Entry{
+	_, err := sess.append(ctx, 0, eventlog.Entry{
 		Kind:   events.LogControl,
-		Value:  &events.TurnFinished{TurnID: accepted.TurnID, Outcome: events.OutcomeFailed, Error: events.ErrDeliveryUncertain.Response()},
-		Header: nats.Header{events.HeaderTurnID: []string{accepted.TurnID}},
+		Header: nats.Header{events.HeaderTurnID: []string{turnID}},
+		Value:  &events.TurnFinished{TurnID: turnID, Outcome: events.OutcomeFailed, Error: events.ErrDeliveryUncertain.Response()},
 	})
 	if err == nil {
 		sess.failure = events.ErrDeliveryUncertain.Response()
@@ -110,12 +108,18 @@ func (sess *session) reconcile(ctx context.Context) error {
 // record they came from. A write conflict means another replica owns the
 // session now: this one forgets it.
 func (sess *session) append(ctx context.Context, ioSeq uint64, entries ...eventlog.Entry) ([]eventlog.Appended, error) {
-	if ioSeq != 0 {
-		for i := range entries {
-			if entries[i].Header == nil {
-				entries[i].Header = nats.Header{}
-			}
-			entries[i].Header.Set(events.HeaderIOSeq, fmt.Sprint(ioSeq))
+	for i := range entries {
+		if ioSeq == 0 && sess.turn == nil {
+			break
+		}
+		if entries[i].Header == nil {
+			entries[i].Header = nats.Header{}
+		}
+		if ioSeq != 0 {
+			entries[i].Header.Set(events.HeaderIOSeq, strconv.FormatUint(ioSeq, 10))
+		}
+		if sess.turn != nil {
+			entries[i].Header.Set(events.HeaderTurnID, sess.turn.id)
 		}
 	}
 	start := time.Now()
@@ -179,24 +183,23 @@ func (sess *session) attach(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	info, err := svc.ioStream.Info(ctx)
+	r := &route{runner: runner, processID: nuid.Next()}
+	// Follow the session's ACP_IO before the adapter exists, so nothing it
+	// says is missed: from the newest record there now.
+	last, err := eventlog.Last(ctx, svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid))
 	if err != nil {
 		return events.Errorf(events.CodeUnavailable, "io stream: %v", err)
 	}
-	r := &route{runner: runner, processID: nuid.Next()}
-	ioStart := info.State.LastSeq + 1
-	// Consume before the adapter exists, so nothing it says is missed.
-	cons, err := svc.js.OrderedConsumer(ctx, events.StreamIO, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.IOSubject(sess.ns, sess.sid)},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    ioStart,
-	})
-	if err != nil {
-		return events.Errorf(events.CodeUnavailable, "io consumer: %v", err)
+	if last != nil {
+		r.applied = last.Sequence
 	}
-	if r.cc, err = cons.Consume(func(m jetstream.Msg) { sess.onIO(r, m) }); err != nil {
-		return events.Errorf(events.CodeUnavailable, "io consumer: %v", err)
+	ioStart := r.applied + 1
+	if r.sub, err = svc.nc.Subscribe(events.IOTailSubject(sess.ns, sess.sid), func(m *nats.Msg) { sess.onTail(r, m) }); err != nil {
+		return events.Errorf(events.CodeUnavailable, "follow io: %v", err)
 	}
+	// A slow owner must not lose records on the core subscription; a gap
+	// would be filled from the stream anyway.
+	_ = r.sub.SetPendingLimits(-1, -1)
 	sess.adapter = r
 
 	create := &events.AcpCreateSessionRequest{
@@ -264,7 +267,7 @@ func (sess *session) detach() {
 	if sess.adapter == nil {
 		return
 	}
-	sess.adapter.cc.Stop()
+	_ = sess.adapter.sub.Unsubscribe()
 	sess.adapter = nil
 }
 

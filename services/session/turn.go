@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"strconv"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -84,21 +85,26 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 	t := &turn{id: nuid.Next(), key: req.IdempotencyKey, hash: hash, done: make(chan struct{})}
 	t.callID = t.id
 
-	// The turn-accepted record and the user message are one atomic append.
-	entries := make([]eventlog.Entry, 0, 1+len(blocks))
-	th := nats.Header{events.HeaderTurnID: []string{t.id}}
-	entries = append(entries, eventlog.Entry{Kind: events.LogControl, Header: th, Value: &events.TurnAccepted{
-		TurnID: t.id, IdempotencyKey: req.IdempotencyKey, ContentHash: hash, Blocks: uint32(len(blocks)),
-	}})
+	// The user message is the acceptance: its first event carries the
+	// acceptance headers, and all of its events are one atomic append.
+	entries := make([]eventlog.Entry, 0, len(blocks))
 	messageID, _ := json.Marshal("user_" + t.id)
-	for _, b := range blocks {
+	for i, b := range blocks {
 		upd := make([]byte, 0, len(b)+80)
 		upd = append(upd, `{"sessionUpdate":"user_message_chunk","content":`...)
 		upd = append(upd, b...)
 		upd = append(upd, `,"messageId":`...)
 		upd = append(upd, messageID...)
 		upd = append(upd, '}')
-		entries = append(entries, eventlog.Entry{Kind: events.LogEvents, Header: th, Value: &events.AcpDurableSessionUpdate{Update: upd}})
+		hdr := nats.Header{events.HeaderTurnID: []string{t.id}}
+		if i == 0 {
+			hdr.Set(events.HeaderTurnAccepted, strconv.Itoa(len(blocks)))
+			hdr.Set(events.HeaderContentHash, hash)
+			if t.key != nil {
+				hdr.Set(events.HeaderIdempotencyKey, *t.key)
+			}
+		}
+		entries = append(entries, eventlog.Entry{Kind: events.LogEvents, Header: hdr, Value: &events.AcpDurableSessionUpdate{Update: upd}})
 	}
 	if _, err := sess.append(ctx, 0, entries...); err != nil {
 		return nil, err
@@ -149,13 +155,13 @@ func (sess *session) endTurn(ctx context.Context, ioSeq uint64, outcome, stopRea
 	} else if err := sess.flush(ctx, ioSeq); err != nil {
 		outcome, failure = events.OutcomeFailed, events.AsError(err)
 	}
-	rec := &events.TurnFinished{TurnID: t.id, Outcome: outcome, StopReason: stopReason}
+	rec := &events.TurnFinished{TurnID: t.id, Outcome: outcome, StopReason: stopReason, IdempotencyKey: t.key, ContentHash: t.hash}
 	if failure != nil {
 		rec.Error = failure.Response()
 	} else {
 		rec.Message = t.lastMessage
 	}
-	_, err := sess.append(ctx, ioSeq, eventlog.Entry{Kind: events.LogControl, Header: nats.Header{events.HeaderTurnID: []string{t.id}}, Value: rec})
+	_, err := sess.append(ctx, ioSeq, eventlog.Entry{Kind: events.LogControl, Value: rec})
 	if sess.turn != t {
 		return // the append failed and released the session
 	}

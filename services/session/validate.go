@@ -122,3 +122,21 @@ func truncate(s string) string {
 	}
 	return s
 }
+
+// validateIdempotencyKey accepts 1 to 256 printable ASCII characters without
+// spaces: the key travels in a NATS header.
+func validateIdempotencyKey(key *string) error {
+	if key == nil {
+		return nil
+	}
+	k := *key
+	if len(k) == 0 || len(k) > 256 {
+		return events.Errorf(events.CodeInvalidRequest, "idempotencyKey must be 1 to 256 characters")
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return events.Errorf(events.CodeInvalidRequest, "idempotencyKey must be printable ASCII without spaces")
+		}
+	}
+	return nil
+}

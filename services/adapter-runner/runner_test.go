@@ -1,0 +1,303 @@
+package adapterrunner_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"skein.dev/internal/natstest"
+	"skein.dev/pkg/events"
+	adapterrunner "skein.dev/services/adapter-runner"
+)
+
+// testAgent is the skein-testagent binary, built once for the package.
+var testAgent string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "runner-test")
+	if err != nil {
+		panic(err)
+	}
+	testAgent = filepath.Join(dir, "skein-testagent")
+	out, err := exec.Command("go", "build", "-o", testAgent, "skein.dev/testagent/cmd/skein-testagent").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build skein-testagent: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// harness is a runner on an embedded NATS, and a subscription to everything
+// it publishes to ACP_IO.
+type harness struct {
+	nc      *nats.Conn
+	runner  *adapterrunner.Runner
+	dataDir string
+	io      chan *nats.Msg
+}
+
+func start(t *testing.T, agents ...adapterrunner.Agent) *harness {
+	t.Helper()
+	ns := natstest.Run(t)
+	nc := natstest.Connect(t, ns)
+	h := &harness{nc: nc, dataDir: t.TempDir(), io: make(chan *nats.Msg, 1024)}
+	if len(agents) == 0 {
+		agents = []adapterrunner.Agent{{ID: "test", Command: testAgent}}
+	}
+	r, err := adapterrunner.New(adapterrunner.Config{
+		ID: "r1", DataDir: h.dataDir, Builtin: agents, StopGrace: 200 * time.Millisecond,
+	}, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), nc, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.runner = r
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	select {
+	case <-r.Ready():
+	case err := <-done:
+		t.Fatalf("runner stopped: %v", err)
+	}
+	// The stream's RePublish of ACP_IO is the cheapest way to watch it.
+	sub, err := nc.ChanSubscribe(events.IOTailAll, h.io)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return h
+}
+
+func header(sid, processID string) nats.Header {
+	return nats.Header{
+		events.HeaderNamespace: []string{"default"},
+		events.HeaderSessionID: []string{sid},
+		events.HeaderProcessID: []string{processID},
+	}
+}
+
+func (h *harness) create(t *testing.T, sid, processID, agent string) *events.AcpSessionCreatedResponse {
+	t.Helper()
+	resp, err := events.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
+		&events.AcpCreateSessionRequest{AgentType: agent, ProtocolVersion: 1, McpServers: events.JSON("[]")}, header(sid, processID))
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	return resp
+}
+
+func (h *harness) prompt(t *testing.T, sid, processID, acpSession, callID, text string) {
+	t.Helper()
+	content, _ := json.Marshal([]map[string]string{{"type": "text", "text": text}})
+	params, _ := json.Marshal(map[string]any{"sessionId": acpSession, "prompt": json.RawMessage(content)})
+	hdr := header(sid, processID)
+	hdr.Set(events.HeaderCallID, callID)
+	if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCall),
+		&events.AcpSessionRequest{SessionID: acpSession, Method: "session/prompt", Params: params}, hdr); err != nil {
+		t.Fatalf("call: %v", err)
+	}
+}
+
+// next returns the next ACP_IO record, decoded.
+func (h *harness) next(t *testing.T) (events.Variant, nats.Header) {
+	t.Helper()
+	select {
+	case m := <-h.io:
+		v, err := events.Unmarshal(m.Data)
+		if err != nil {
+			t.Fatalf("undecodable IO record: %v", err)
+		}
+		return v, m.Header
+	case <-time.After(20 * time.Second):
+		t.Fatal("no IO record in 20s")
+		return nil, nil
+	}
+}
+
+// until returns the first record of type T, and the records before it.
+func until[T events.Variant](t *testing.T, h *harness) (T, []events.Variant) {
+	t.Helper()
+	var before []events.Variant
+	for {
+		v, _ := h.next(t)
+		if x, ok := v.(T); ok {
+			return x, before
+		}
+		before = append(before, v)
+	}
+}
+
+func TestCreatePromptAndResponseOrder(t *testing.T) {
+	h := start(t)
+	created := h.create(t, "s1", "p1", "test")
+	if created.SessionID == "" || created.Pid == nil || len(created.AgentInfo) == 0 {
+		t.Fatalf("create = %+v, want an ACP session, a pid and agent info", created)
+	}
+	h.prompt(t, "s1", "p1", created.SessionID, "call-1", "say one\nsay two\nstop max_tokens")
+	resp, before := until[*events.AcpSessionRpcResponse](t, h)
+	var texts []string
+	for _, v := range before {
+		if ev, ok := v.(*events.AcpSessionEvent); ok {
+			var n struct {
+				Params struct {
+					Update struct {
+						Content struct{ Text string } `json:"content"`
+					} `json:"update"`
+				} `json:"params"`
+			}
+			_ = json.Unmarshal(ev.Notification, &n)
+			texts = append(texts, n.Params.Update.Content.Text)
+		}
+	}
+	if got := strings.Join(texts, "|"); got != "one|two" {
+		t.Errorf("notifications before the response = %q, want one|two", got)
+	}
+	if !strings.Contains(string(resp.Response), `"stopReason":"max_tokens"`) {
+		t.Errorf("response = %s, want stopReason max_tokens", resp.Response)
+	}
+}
+
+func TestAdapterEnvironmentIsIsolated(t *testing.T) {
+	script := fmt.Sprintf(`echo "home=$HOME tmp=$TMPDIR" >&2; exec %q`, testAgent)
+	h := start(t, adapterrunner.Agent{ID: "sh", Command: "/bin/sh", Args: []string{"-c", script}})
+	h.create(t, "iso", "p1", "sh")
+	stderr, _ := until[*events.AcpAgentStderrEvent](t, h)
+	want := fmt.Sprintf("home=%s tmp=%s", filepath.Join(h.dataDir, "default", "iso", "home"), filepath.Join(h.dataDir, "default", "iso", "tmp"))
+	if !strings.Contains(string(stderr.Chunk), want) {
+		t.Errorf("adapter stderr = %q, want %q", stderr.Chunk, want)
+	}
+}
+
+func TestCrashIsReportedAfterOutput(t *testing.T) {
+	h := start(t)
+	created := h.create(t, "s1", "p1", "test")
+	h.prompt(t, "s1", "p1", created.SessionID, "c1", "say bye\ncrash 3")
+	exited, before := until[*events.AcpAgentExitedEvent](t, h)
+	if exited.ExitCode == nil || *exited.ExitCode != 3 || exited.Restart != events.RestartNotAttempted || exited.ProcessID != "p1" {
+		t.Errorf("exit = %+v, want code 3, restart not_attempted, process p1", exited)
+	}
+	sawBye := false
+	for _, v := range before {
+		if ev, ok := v.(*events.AcpSessionEvent); ok && strings.Contains(string(ev.Notification), "bye") {
+			sawBye = true
+		}
+		if _, ok := v.(*events.AcpSessionRpcResponse); ok {
+			t.Errorf("a crashed prompt got a response")
+		}
+	}
+	if !sawBye {
+		t.Errorf("the output before the crash is missing")
+	}
+	// The process is gone: calls now fail typed.
+	_, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCall),
+		&events.AcpSessionRequest{Method: "session/cancel"}, header("s1", "p1"))
+	if e := events.AsError(err); e == nil || e.Code != events.CodeAdapterExited {
+		t.Errorf("call after exit = %v, want %s", err, events.CodeAdapterExited)
+	}
+}
+
+func TestGarbageOnStdoutIsSkipped(t *testing.T) {
+	h := start(t)
+	created := h.create(t, "s1", "p1", "test")
+	h.prompt(t, "s1", "p1", created.SessionID, "c1", "garbage\nsay still here")
+	resp, before := until[*events.AcpSessionRpcResponse](t, h)
+	if !strings.Contains(string(resp.Response), "end_turn") {
+		t.Errorf("response = %s", resp.Response)
+	}
+	found := false
+	for _, v := range before {
+		if ev, ok := v.(*events.AcpSessionEvent); ok && strings.Contains(string(ev.Notification), "still here") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the update after the garbage line is missing")
+	}
+}
+
+func TestStopIsNotAnExit(t *testing.T) {
+	h := start(t)
+	h.create(t, "s1", "p1", "test")
+	if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
+		&events.AcpCloseSessionRequest{}, header("s1", "p1")); err != nil {
+		t.Fatal(err)
+	}
+	// A stopped adapter reports no exit; the next record on ACP_IO is the
+	// next session's.
+	h.create(t, "s2", "p2", "test")
+	h.prompt(t, "s2", "p2", h.create(t, "s3", "p3", "test").SessionID, "c", "say x")
+	for {
+		v, hdr := h.next(t)
+		if _, ok := v.(*events.AcpAgentExitedEvent); ok && hdr.Get(events.HeaderProcessID) == "p1" {
+			t.Fatal("a stopped adapter was reported as exited")
+		}
+		if _, ok := v.(*events.AcpSessionRpcResponse); ok {
+			return
+		}
+	}
+}
+
+func TestCreateErrors(t *testing.T) {
+	h := start(t, adapterrunner.Agent{ID: "test", Command: testAgent}, adapterrunner.Agent{ID: "missing", Command: "/nonexistent/agent"})
+	for _, tc := range []struct {
+		agent string
+		want  events.Code
+	}{
+		{"nope", events.CodeUnknownAgent},
+		{"missing", events.CodeAgentUnavailable},
+	} {
+		_, err := events.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
+			&events.AcpCreateSessionRequest{AgentType: tc.agent, McpServers: events.JSON("[]")}, header("s1", "p1"))
+		if e := events.AsError(err); e == nil || e.Code != tc.want {
+			t.Errorf("create %s = %v, want %s", tc.agent, err, tc.want)
+		}
+	}
+	info := h.runner.Info()
+	for _, a := range info.Agents {
+		if a.ID == "missing" && a.Installed {
+			t.Errorf("an agent whose command does not resolve is listed as installed")
+		}
+	}
+}
+
+func TestRegistryFile(t *testing.T) {
+	dir := t.TempDir()
+	for name, tc := range map[string]struct {
+		body    string
+		wantErr bool
+	}{
+		"valid":         {`{"agents":[{"id":"claude","command":"claude-agent-acp","env":{"K":"V"}}]}`, false},
+		"unknown field": {`{"agents":[{"id":"x","command":"y","cmd":"z"}]}`, true},
+		"bad id":        {`{"agents":[{"id":"a.b","command":"y"}]}`, true},
+		"no command":    {`{"agents":[{"id":"a"}]}`, true},
+		"duplicate":     {`{"agents":[{"id":"a","command":"y"},{"id":"a","command":"z"}]}`, true},
+		"not json":      {`agents: []`, true},
+	} {
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".json")
+		if err := os.WriteFile(p, []byte(tc.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := adapterrunner.LoadRegistry(p)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("LoadRegistry(%s) = %v, want error %v", name, err, tc.wantErr)
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package history_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"skein.dev/internal/natstest"
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
+	"skein.dev/services/history"
+)
+
+type harness struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+// start runs the history service on an embedded NATS whose streams keep at
+// most maxEvents records per subject.
+func start(t *testing.T, maxEvents int64) *harness {
+	t.Helper()
+	ns := natstest.Run(t)
+	nc := natstest.Connect(t, ns)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eventlog.Provision(t.Context(), js, eventlog.Options{MaxEventsPerSession: maxEvents}, true); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := history.New(history.Config{DefaultLimit: 5, MaxLimit: 50}, slog.New(slog.NewTextHandler(t.Output(), nil)), nc, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	<-svc.Ready()
+	return &harness{nc: nc, js: js}
+}
+
+// write appends n public events to sid, interleaved with another session's
+// and with a control record, and returns their sequences.
+func (h *harness) write(t *testing.T, sid events.SessionID, n int) []uint64 {
+	t.Helper()
+	w := eventlog.NewWriter(h.js, "default", sid, eventlog.Position{}, "w")
+	other := eventlog.NewWriter(h.js, "default", "other-"+sid, eventlog.Position{}, "w")
+	if _, err := w.Append(t.Context(), eventlog.Entry{Kind: events.LogControl, Value: &events.SessionOpened{Agent: "test"}}); err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	for i := range n {
+		a, err := w.Append(t.Context(), eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{
+			Update: events.JSON(fmt.Sprintf(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"m%d"}}`, i)),
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, a[0].Seq)
+		if _, err := other.Append(t.Context(), eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{Update: events.JSON(`{"sessionUpdate":"plan","entries":[]}`)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return seqs
+}
+
+func (h *harness) read(t *testing.T, req *events.AcpReadHistoryRequest) (*events.AcpHistoryPageResponse, error) {
+	t.Helper()
+	return events.Call[events.AcpHistoryPageResponse](t.Context(), h.nc, events.APISubject("default", events.OpReadHistory), req, nil)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func seqsOf(p *events.AcpHistoryPageResponse) []uint64 {
+	var out []uint64
+	for _, e := range p.Events {
+		out = append(out, e.Sequence)
+	}
+	return out
+}
+
+func TestPages(t *testing.T) {
+	h := start(t, 0)
+	seqs := h.write(t, "s1", 12)
+	sid := ptr("s1")
+	for _, tc := range []struct {
+		name                string
+		req                 events.AcpReadHistoryRequest
+		want                []uint64
+		moreBefore, moreAft bool
+	}{
+		{"newest page", events.AcpReadHistoryRequest{SessionID: sid}, seqs[7:], true, false},
+		{"from the start", events.AcpReadHistoryRequest{SessionID: sid, After: ptr[uint64](0)}, seqs[:5], false, true},
+		{"after a cursor", events.AcpReadHistoryRequest{SessionID: sid, After: &seqs[4], Limit: ptr[uint32](3)}, seqs[5:8], true, true},
+		{"the last page", events.AcpReadHistoryRequest{SessionID: sid, After: &seqs[8], Limit: ptr[uint32](10)}, seqs[9:], true, false},
+		{"after the end", events.AcpReadHistoryRequest{SessionID: sid, After: &seqs[11]}, nil, true, false},
+		{"before a cursor", events.AcpReadHistoryRequest{SessionID: sid, Before: &seqs[6], Limit: ptr[uint32](3)}, seqs[3:6], true, true},
+		{"before the start", events.AcpReadHistoryRequest{SessionID: sid, Before: &seqs[2], Limit: ptr[uint32](10)}, seqs[:2], false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			page, err := h.read(t, &tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := seqsOf(page); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("sequences = %v, want %v", got, tc.want)
+			}
+			if page.HasMoreBefore != tc.moreBefore || page.HasMoreAfter != tc.moreAft {
+				t.Errorf("hasMoreBefore, hasMoreAfter = %v, %v, want %v, %v", page.HasMoreBefore, page.HasMoreAfter, tc.moreBefore, tc.moreAft)
+			}
+			for _, e := range page.Events {
+				if e.SessionID != "s1" || e.Timestamp == "" || e.EventNo == 0 {
+					t.Errorf("entry %+v lacks its envelope", e)
+				}
+			}
+		})
+	}
+}
+
+func TestErrors(t *testing.T) {
+	h := start(t, 0)
+	h.write(t, "s1", 3)
+	for _, tc := range []struct {
+		name string
+		req  events.Variant
+		want events.Code
+	}{
+		{"unknown session", &events.AcpReadHistoryRequest{SessionID: ptr("nope")}, events.CodeSessionNotFound},
+		{"invalid session ID", &events.AcpReadHistoryRequest{SessionID: ptr("a.b")}, events.CodeInvalidSessionID},
+		{"before and after", &events.AcpReadHistoryRequest{SessionID: ptr("s1"), Before: ptr[uint64](9), After: ptr[uint64](1)}, events.CodeInvalidCursor},
+		{"limit zero", &events.AcpReadHistoryRequest{SessionID: ptr("s1"), Limit: ptr[uint32](0)}, events.CodeInvalidRequest},
+		{"limit too large", &events.AcpReadHistoryRequest{SessionID: ptr("s1"), Limit: ptr[uint32](51)}, events.CodeInvalidRequest},
+		{"wrong request type", &events.AcpPromptRequest{Content: events.JSON("[]")}, events.CodeInvalidPayload},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := events.Request(t.Context(), h.nc, events.APISubject("default", events.OpReadHistory), tc.req, nil)
+			if e := events.AsError(err); e == nil || e.Code != tc.want {
+				t.Errorf("readHistory = %v, want %s", err, tc.want)
+			}
+		})
+	}
+	msg, err := h.nc.RequestWithContext(t.Context(), events.APISubject("default", events.OpReadHistory), []byte("garbage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := events.AsError(events.ReplyError(msg)); e == nil || e.Code != events.CodeInvalidPayload {
+		t.Errorf("garbage request = %v, want %s", e, events.CodeInvalidPayload)
+	}
+}
+
+// A cursor into pruned history is cursor_expired, never a silent skip.
+func TestCursorExpired(t *testing.T) {
+	h := start(t, 5)
+	seqs := h.write(t, "s1", 12) // keeps the last 5
+	if _, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: ptr("s1"), After: &seqs[2]}); events.AsError(err).Code != events.CodeCursorExpired {
+		t.Errorf("after a pruned event = %v, want %s", err, events.CodeCursorExpired)
+	}
+	if _, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: ptr("s1"), Before: &seqs[7]}); events.AsError(err).Code != events.CodeCursorExpired {
+		t.Errorf("before the oldest retained event = %v, want %s", err, events.CodeCursorExpired)
+	}
+	page, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: ptr("s1"), After: ptr[uint64](0), Limit: ptr[uint32](50)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := seqsOf(page); fmt.Sprint(got) != fmt.Sprint(seqs[7:]) {
+		t.Errorf("after=0 = %v, want the retained %v", got, seqs[7:])
+	}
+	if page.Events[0].EventNo != 8 {
+		t.Errorf("oldest retained eventNo = %d, want 8: the gap shows the pruning", page.Events[0].EventNo)
+	}
+}
+
+func TestGetSession(t *testing.T) {
+	h := start(t, 0)
+	seqs := h.write(t, "s1", 2)
+	kv, err := h.js.KeyValue(t.Context(), events.BucketSessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := &events.SessionMeta{Namespace: "default", Info: events.AcpDurableSessionInfo{SessionID: "s1", Agent: "test", State: events.JSON(`{"status":"idle"}`), AdditionalDirectories: events.JSON("[]")}}
+	data, _ := events.Marshal(meta)
+	if _, err := kv.Put(t.Context(), events.SessionKey("default", "s1"), data); err != nil {
+		t.Fatal(err)
+	}
+	got, err := events.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession), &events.AcpGetDurableSessionRequest{SessionID: ptr("s1")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Session.Agent != "test" || got.Session.LatestSequence != seqs[1] {
+		t.Errorf("getSession = %+v, want agent test and latestSequence %d", got.Session, seqs[1])
+	}
+	_, err = events.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession), &events.AcpGetDurableSessionRequest{SessionID: ptr("nope")}, nil)
+	if events.AsError(err).Code != events.CodeSessionNotFound {
+		t.Errorf("getSession(nope) = %v, want %s", err, events.CodeSessionNotFound)
+	}
+}
