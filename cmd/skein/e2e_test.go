@@ -38,6 +38,10 @@ type testStack struct {
 }
 
 func startStack(t *testing.T, ns *server.Server, dataDir string) *testStack {
+	return startStackTB(t, ns, dataDir)
+}
+
+func startStackTB(t testing.TB, ns *server.Server, dataDir string) *testStack {
 	t.Helper()
 	var cfg stackConfig
 	cfg.registerFlags(flag.NewFlagSet("test", flag.ContinueOnError))

@@ -7,8 +7,11 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/spf13/cobra v1.10.2
+	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.25.0
 	skein.dev/internal/natstest v0.0.0
+	skein.dev/pkg/acpwire v0.0.0
+	skein.dev/pkg/events v0.0.0
 	skein.dev/services/adapter-runner v0.0.0
 	skein.dev/services/gateway v0.0.0
 	skein.dev/services/history v0.0.0
@@ -40,8 +43,6 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-	skein.dev/pkg/acpwire v0.0.0 // indirect
-	skein.dev/pkg/events v0.0.0 // indirect
 )
 
 replace skein.dev/pkg/events => ../../pkg/events

@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	// "skein.dev/cmd/skein/internal/cli"
+	"skein.dev/cmd/skein/internal/cli"
 	"skein.dev/testagent"
 )
 
@@ -41,7 +41,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(devCommand(getenv, stdout, stderr), serveCommand(getenv, stderr))
-	// root.AddCommand(cli.Commands(getenv, stdout, stderr)...)
+	root.AddCommand(cli.Commands(getenv, stdout, stderr)...)
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "skein:", err)
 		return 1

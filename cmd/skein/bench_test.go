@@ -1,0 +1,183 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"skein.dev/internal/natstest"
+	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/events"
+)
+
+// Benchmarks of the whole path, each beside its baseline in the same run:
+//
+//	BenchmarkDurableUpdates/path=session: an agent writes N updates of a given
+//	size; each goes runner → ACP_IO → session → ACP_LOG (one compare-and-set
+//	append each). Baseline path=raw: N JetStream async publishes of the same
+//	payload size to a plain stream.
+//
+//	BenchmarkPromptRoundTrip/via=nats|http: one prompt the test agent answers
+//	at once, through the whole stack. Baseline via=stdio: the same prompt to
+//	the same agent binary over its stdio, no Skein in between.
+
+// updateScript returns a test-agent script that writes n durable updates
+// whose JSON is about size bytes.
+func updateScript(n, size int) string {
+	pad := strings.Repeat("x", max(size-60, 1))
+	line := fmt.Sprintf(`update {"sessionUpdate":"x_bench","data":%q}`, pad)
+	return strings.Repeat(line+"\n", n)
+}
+
+func promptBody(text string) string {
+	b, _ := json.Marshal(map[string]any{"content": []map[string]string{{"type": "text", "text": text}}})
+	return string(b)
+}
+
+func BenchmarkDurableUpdates(b *testing.B) {
+	const perPrompt = 500
+	for _, size := range []int{256, 1024} {
+		for _, sessions := range []int{1, 4} {
+			b.Run(fmt.Sprintf("path=session,size=%d,sessions=%d", size, sessions), func(b *testing.B) {
+				st := startStackTB(b, natstest.Run(b), b.TempDir())
+				body := promptBody(updateScript(perPrompt, size))
+				bases := make([]string, sessions)
+				for i := range bases {
+					bases[i] = fmt.Sprintf("%s/v1/sessions/bench%d", st.url, i)
+					mustDo(b, http.MethodPut, bases[i], `{"agent":"test"}`)
+					mustDo(b, http.MethodPost, bases[i]+"/prompt", body) // warm up
+				}
+				start := time.Now()
+				for b.Loop() {
+					var wg sync.WaitGroup
+					for _, base := range bases {
+						wg.Go(func() { mustDo(b, http.MethodPost, base+"/prompt", body) })
+					}
+					wg.Wait()
+				}
+				b.ReportMetric(float64(perPrompt*sessions*b.N)/time.Since(start).Seconds(), "updates/s")
+				b.SetBytes(int64(size * perPrompt * sessions))
+			})
+		}
+		b.Run(fmt.Sprintf("path=raw,size=%d", size), func(b *testing.B) {
+			ns := natstest.Run(b)
+			js, err := jetstream.New(natstest.Connect(b, ns))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := js.CreateStream(b.Context(), jetstream.StreamConfig{Name: "RAW", Subjects: []string{"raw.>"}, Storage: jetstream.FileStorage}); err != nil {
+				b.Fatal(err)
+			}
+			payload := make([]byte, size)
+			start := time.Now()
+			for b.Loop() {
+				for range perPrompt {
+					if _, err := js.PublishAsync("raw.bench", payload); err != nil {
+						b.Fatal(err)
+					}
+				}
+				select {
+				case <-js.PublishAsyncComplete():
+				case <-time.After(30 * time.Second):
+					b.Fatal("async publishes not acknowledged")
+				}
+			}
+			b.ReportMetric(float64(perPrompt*b.N)/time.Since(start).Seconds(), "updates/s")
+			b.SetBytes(int64(size * perPrompt))
+		})
+	}
+}
+
+func BenchmarkPromptRoundTrip(b *testing.B) {
+	const script = "say hi"
+	b.Run("via=http", func(b *testing.B) {
+		st := startStackTB(b, natstest.Run(b), b.TempDir())
+		base := st.url + "/v1/sessions/rt"
+		mustDo(b, http.MethodPut, base, `{"agent":"test"}`)
+		body := promptBody(script)
+		measure(b, func() { mustDo(b, http.MethodPost, base+"/prompt", body) })
+	})
+	b.Run("via=nats", func(b *testing.B) {
+		ns := natstest.Run(b)
+		st := startStackTB(b, ns, b.TempDir())
+		mustDo(b, http.MethodPut, st.url+"/v1/sessions/rt", `{"agent":"test"}`)
+		nc := natstest.Connect(b, ns)
+		sid := "rt"
+		req := &events.AcpPromptRequest{SessionID: &sid, Content: events.JSON(`[{"type":"text","text":"` + script + `"}]`)}
+		subj := events.APISubject(events.DefaultNamespace, events.OpPrompt)
+		measure(b, func() {
+			if _, err := events.Call[events.AcpPromptResponse](b.Context(), nc, subj, req, nil); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("via=stdio", func(b *testing.B) {
+		exe, err := os.Executable()
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.CommandContext(b.Context(), exe, testAgentCommand)
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
+		conn := acpwire.NewConn(stdout, stdin, acpwire.Options{})
+		ctx := b.Context()
+		if _, err := conn.Initialize(ctx, acpwire.InitializeParams{}); err != nil {
+			b.Fatal(err)
+		}
+		sess, err := conn.NewSession(ctx, acpwire.NewSessionParams{Cwd: b.TempDir()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		prompt := json.RawMessage(`[{"type":"text","text":"` + script + `"}]`)
+		measure(b, func() {
+			if _, err := conn.Prompt(ctx, sess.SessionID, prompt); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+}
+
+// measure runs op in b.Loop and reports the p50 and p99 latency.
+func measure(b *testing.B, op func()) {
+	op() // warm up
+	var lat []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		op()
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+func mustDo(tb testing.TB, method, url, body string) {
+	tb.Helper()
+	req, err := http.NewRequestWithContext(tb.Context(), method, url, strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("%s %s = %d %s", method, url, resp.StatusCode, b)
+	}
+}

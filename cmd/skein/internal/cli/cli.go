@@ -1,0 +1,324 @@
+// Package cli implements the client commands of the skein binary: open,
+// prompt, history and events. They talk to a gateway over its HTTP API
+// (services/gateway), never to NATS, so they work against any deployment.
+//
+// The gateway is the --server flag, else the SKEIN_URL environment
+// variable, else DefaultServer. The session is --session (-s), default
+// "main".
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// DefaultServer is the gateway the commands use when neither --server nor
+// SKEIN_URL names one: where `skein dev` listens.
+const DefaultServer = "http://127.0.0.1:8080"
+
+// EnvServer names the environment variable that holds the gateway URL.
+const EnvServer = "SKEIN_URL"
+
+// DefaultAgent is the agent `skein open` and `skein prompt` open a session
+// with when --agent is not given.
+const DefaultAgent = "demo"
+
+// stopEndTurn is the stop reason of a turn that ended normally.
+const stopEndTurn = "end_turn"
+
+// Commands returns the client commands: open, prompt, history and events.
+// getenv supplies SKEIN_URL; stdout gets the commands' output and stderr
+// their diagnostics (a turn's stop reason). Standard input is the
+// command's (cobra's InOrStdin). Every command returns an *APIError when the
+// gateway refused it.
+func Commands(getenv func(string) string, stdout, stderr io.Writer) []*cobra.Command {
+	a := &app{getenv: getenv, stdout: stdout, stderr: stderr}
+	return []*cobra.Command{a.openCommand(), a.promptCommand(), a.historyCommand(), a.eventsCommand()}
+}
+
+// app holds what every command shares.
+type app struct {
+	getenv         func(string) string
+	stdout, stderr io.Writer
+}
+
+// common are the flags of every command.
+type common struct {
+	server  string
+	session string
+}
+
+func (c *common) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&c.server, "server", "", "gateway URL (default $"+EnvServer+", else "+DefaultServer+")")
+	cmd.Flags().StringVarP(&c.session, "session", "s", "main", "session ID")
+}
+
+// client returns a client for the gateway the flags and environment name,
+// and a function that releases its connections.
+func (a *app) client(c *common) (*client, func()) {
+	base := c.server
+	if base == "" {
+		base = a.getenv(EnvServer)
+	}
+	if base == "" {
+		base = DefaultServer
+	}
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       30 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	// No overall timeout: a prompt blocks through its turn and an event
+	// stream lasts until interrupted.
+	return &client{base: strings.TrimRight(base, "/"), http: &http.Client{Transport: tr}}, tr.CloseIdleConnections
+}
+
+func (a *app) openCommand() *cobra.Command {
+	var (
+		c      common
+		agent  string
+		cwd    string
+		policy string
+	)
+	cmd := &cobra.Command{
+		Use:   "open",
+		Short: "Open a session (idempotent)",
+		Long: `Open the session, creating it with the given agent and options, or restoring
+its adapter if it exists. Opening an existing session with different options
+fails with session_conflict.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, done := a.client(&c)
+			defer done()
+			req := openRequest{Agent: agent}
+			if cmd.Flags().Changed("cwd") {
+				req.Cwd = &cwd
+			}
+			if cmd.Flags().Changed("permission-policy") {
+				req.PermissionPolicy = &policy
+			}
+			if err := cl.open(cmd.Context(), c.session, req); err != nil {
+				return fmt.Errorf("open %s: %w", c.session, err)
+			}
+			_, err := fmt.Fprintf(a.stdout, "session %s is open\n", c.session)
+			return err
+		},
+	}
+	c.register(cmd)
+	cmd.Flags().StringVar(&agent, "agent", DefaultAgent, "agent ID")
+	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the agent (default: the agent's home)")
+	cmd.Flags().StringVar(&policy, "permission-policy", "", "allow_all (default), reject_all or ask")
+	return cmd
+}
+
+func (a *app) promptCommand() *cobra.Command {
+	var (
+		c     common
+		agent string
+		key   string
+	)
+	cmd := &cobra.Command{
+		Use:   "prompt TEXT... | prompt -",
+		Short: "Send a prompt and print the reply as it streams",
+		Long: `Send a prompt (the arguments joined by spaces, or standard input when the only
+argument is "-") and print the agent's reply live: message text as it streams,
+tool calls and plans as lines of their own. The session is opened with --agent
+first if it does not exist. A stop reason other than end_turn is printed on
+standard error.`,
+		Args:         cobra.MinimumNArgs(1),
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			text := strings.Join(args, " ")
+			if len(args) == 1 && args[0] == "-" {
+				b, err := io.ReadAll(cmd.InOrStdin())
+				if err != nil {
+					return fmt.Errorf("read prompt from standard input: %w", err)
+				}
+				text = string(b)
+			}
+			if strings.TrimSpace(text) == "" {
+				return errors.New("the prompt is empty")
+			}
+			cl, done := a.client(&c)
+			defer done()
+			t := turn{app: a, cl: cl, session: c.session, agent: agent}
+			if cmd.Flags().Changed("idempotency-key") {
+				t.key = &key
+			}
+			return t.run(cmd.Context(), text)
+		},
+	}
+	c.register(cmd)
+	cmd.Flags().StringVar(&agent, "agent", DefaultAgent, "agent to open the session with if it does not exist")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "retry-safe key: the same key and prompt run one turn")
+	return cmd
+}
+
+func (a *app) historyCommand() *cobra.Command {
+	var (
+		c             common
+		after, before uint64
+		limit         uint32
+		asJSON        bool
+	)
+	cmd := &cobra.Command{
+		Use:          "history",
+		Short:        "Print a page of a session's durable events",
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var q historyQuery
+			if cmd.Flags().Changed("after") {
+				q.After = &after
+			}
+			if cmd.Flags().Changed("before") {
+				q.Before = &before
+			}
+			if cmd.Flags().Changed("limit") {
+				q.Limit = &limit
+			}
+			cl, done := a.client(&c)
+			defer done()
+			page, err := cl.history(cmd.Context(), c.session, q)
+			if err != nil {
+				return fmt.Errorf("history of %s: %w", c.session, err)
+			}
+			for _, raw := range page.Events {
+				if err := a.printEvent(raw, asJSON); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	c.register(cmd)
+	cmd.Flags().Uint64Var(&after, "after", 0, "events after this sequence")
+	cmd.Flags().Uint64Var(&before, "before", 0, "events before this sequence")
+	cmd.Flags().Uint32Var(&limit, "limit", 0, "at most this many events (default: the server's page size)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print each event's public JSON on a line")
+	cmd.MarkFlagsMutuallyExclusive("after", "before")
+	return cmd
+}
+
+// printEvent prints one public event: as a JSON line, or in its readable
+// one-line form.
+func (a *app) printEvent(raw []byte, asJSON bool) error {
+	if asJSON {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw); err != nil {
+			return fmt.Errorf("event is not JSON: %w", err)
+		}
+		buf.WriteByte('\n')
+		_, err := a.stdout.Write(buf.Bytes())
+		return err
+	}
+	var e event
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return fmt.Errorf("decode event: %w", err)
+	}
+	_, err := fmt.Fprintln(a.stdout, oneLine(&e))
+	return err
+}
+
+// maxResumes bounds how often `skein events` resumes in a row without
+// receiving anything.
+const maxResumes = 5
+
+func (a *app) eventsCommand() *cobra.Command {
+	var (
+		c     common
+		after uint64
+	)
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "Follow a session's events, one JSON object a line",
+		Long: `Follow the session's event stream and print each event's public JSON on a
+line, durable and ephemeral, until interrupted. When the gateway ends the
+stream with "unavailable" (it is stopping, or this client fell behind), the
+command resumes after the last durable event it printed.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, done := a.client(&c)
+			defer done()
+			err := a.follow(cmd.Context(), cl, c.session, after)
+			if cmd.Context().Err() != nil {
+				return nil // interrupted: the normal end
+			}
+			return err
+		},
+	}
+	c.register(cmd)
+	cmd.Flags().Uint64Var(&after, "after", 0, "start after this durable sequence (default: from the beginning)")
+	return cmd
+}
+
+// follow prints the stream's events until ctx ends or the stream fails.
+func (a *app) follow(ctx context.Context, cl *client, sid string, after uint64) error {
+	for resumes := 0; ; {
+		stream, err := cl.events(ctx, sid, after)
+		if err != nil {
+			return fmt.Errorf("events of %s: %w", sid, err)
+		}
+		progressed, err := a.printStream(stream, &after)
+		stream.Close() // the stream has ended; nothing to report
+		if !isCode(err, "unavailable") {
+			return err
+		}
+		if progressed {
+			resumes = 0
+		}
+		if resumes++; resumes > maxResumes {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Duration(resumes) * 200 * time.Millisecond):
+		}
+	}
+}
+
+// printStream prints a stream's events as JSON lines and keeps *after at
+// the last durable sequence printed. It returns whether it printed
+// anything, and why the stream ended.
+func (a *app) printStream(s *eventStream, after *uint64) (bool, error) {
+	progressed := false
+	for {
+		ev, err := s.Next()
+		if errors.Is(err, io.EOF) {
+			return progressed, errors.New("the gateway ended the event stream")
+		}
+		if err != nil {
+			return progressed, err
+		}
+		switch ev.Name {
+		case "error":
+			return progressed, streamError(ev)
+		case "durable", "ephemeral":
+			if err := a.printEvent(ev.Data, true); err != nil {
+				return progressed, err
+			}
+			progressed = true
+			if ev.Name == "durable" {
+				if _, err := fmt.Sscan(ev.ID, after); err != nil {
+					return progressed, fmt.Errorf("durable event with id %q: %w", ev.ID, err)
+				}
+			}
+		}
+	}
+}

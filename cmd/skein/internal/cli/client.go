@@ -1,0 +1,275 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// APIError is a failure the gateway reported: the error body of its HTTP
+// API, or the error event that ended an event stream.
+type APIError struct {
+	// Status is the HTTP status, or 0 for an error event.
+	Status    int
+	Code      string
+	Message   string
+	RequestID string
+}
+
+// Error returns "code: message", and the request ID when there is one, so
+// that a masked internal error can be found in the gateway's log.
+func (e *APIError) Error() string {
+	msg := e.Code + ": " + e.Message
+	if e.RequestID != "" {
+		msg += " (request " + e.RequestID + ")"
+	}
+	return msg
+}
+
+// errorBody is the gateway's error JSON.
+type errorBody struct {
+	Error struct {
+		Code      string `json:"code"`
+		Message   string `json:"message"`
+		RequestID string `json:"requestId"`
+	} `json:"error"`
+}
+
+// isCode reports whether err is an *APIError with code.
+func isCode(err error, code string) bool {
+	e, ok := errors.AsType[*APIError](err)
+	return ok && e.Code == code
+}
+
+// client speaks the gateway's HTTP API.
+type client struct {
+	base string // without a trailing slash
+	http *http.Client
+}
+
+// sessionPath returns the URL of a session's resource, plus suffix.
+func (c *client) sessionPath(sid, suffix string) string {
+	return c.base + "/v1/sessions/" + url.PathEscape(sid) + suffix
+}
+
+// do sends a JSON request and decodes a JSON reply into out (if not nil).
+func (c *client) do(ctx context.Context, method, u string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, u, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return responseError(resp)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: decode response: %w", method, u, err)
+	}
+	return nil
+}
+
+// responseError turns a non-200 response into an *APIError.
+func responseError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10)) // the error is in what was read, if anything
+	var eb errorBody
+	if json.Unmarshal(b, &eb) != nil || eb.Error.Code == "" {
+		return &APIError{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(b))}
+	}
+	return &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, RequestID: eb.Error.RequestID}
+}
+
+// openRequest is the body of PUT /v1/sessions/{id}.
+type openRequest struct {
+	Agent            string  `json:"agent"`
+	Cwd              *string `json:"cwd,omitempty"`
+	PermissionPolicy *string `json:"permissionPolicy,omitempty"`
+}
+
+func (c *client) open(ctx context.Context, sid string, req openRequest) error {
+	return c.do(ctx, http.MethodPut, c.sessionPath(sid, ""), req, nil)
+}
+
+// sessionInfo is the part of GET /v1/sessions/{id} the commands use.
+type sessionInfo struct {
+	SessionID      string `json:"sessionId"`
+	Agent          string `json:"agent"`
+	LatestSequence uint64 `json:"latestSequence"`
+}
+
+func (c *client) session(ctx context.Context, sid string) (*sessionInfo, error) {
+	var info sessionInfo
+	if err := c.do(ctx, http.MethodGet, c.sessionPath(sid, ""), nil, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
+// promptRequest is the body of POST /v1/sessions/{id}/prompt.
+type promptRequest struct {
+	IdempotencyKey *string         `json:"idempotencyKey,omitempty"`
+	Content        json.RawMessage `json:"content"`
+}
+
+// promptResponse is the reply to a prompt.
+type promptResponse struct {
+	SessionID  string          `json:"sessionId"`
+	Message    json.RawMessage `json:"message"`
+	StopReason string          `json:"stopReason"`
+}
+
+func (c *client) prompt(ctx context.Context, sid string, req promptRequest) (*promptResponse, error) {
+	var resp promptResponse
+	if err := c.do(ctx, http.MethodPost, c.sessionPath(sid, "/prompt"), req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// historyQuery selects a history page; nil fields are left out.
+type historyQuery struct {
+	After, Before *uint64
+	Limit         *uint32
+}
+
+// historyPage is one page of history, each event in its public JSON.
+type historyPage struct {
+	Events        []json.RawMessage `json:"events"`
+	HasMoreBefore bool              `json:"hasMoreBefore"`
+	HasMoreAfter  bool              `json:"hasMoreAfter"`
+}
+
+func (c *client) history(ctx context.Context, sid string, q historyQuery) (*historyPage, error) {
+	v := url.Values{}
+	if q.After != nil {
+		v.Set("after", strconv.FormatUint(*q.After, 10))
+	}
+	if q.Before != nil {
+		v.Set("before", strconv.FormatUint(*q.Before, 10))
+	}
+	if q.Limit != nil {
+		v.Set("limit", strconv.FormatUint(uint64(*q.Limit), 10))
+	}
+	u := c.sessionPath(sid, "/history")
+	if len(v) > 0 {
+		u += "?" + v.Encode()
+	}
+	var page historyPage
+	if err := c.do(ctx, http.MethodGet, u, nil, &page); err != nil {
+		return nil, err
+	}
+	return &page, nil
+}
+
+// events opens the session's event stream after the durable sequence
+// after. It returns once the gateway answered: from then on, nothing the
+// session does is missed.
+func (c *client) events(ctx context.Context, sid string, after uint64) (*eventStream, error) {
+	u := c.sessionPath(sid, "/events")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", strconv.FormatUint(after, 10))
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", u, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, responseError(resp)
+	}
+	return &eventStream{body: resp.Body, r: bufio.NewReader(resp.Body)}, nil
+}
+
+// sseEvent is one event of a stream.
+type sseEvent struct {
+	ID   string // the durable sequence, or "" for ephemeral and error events
+	Name string // durable, ephemeral or error
+	Data []byte
+}
+
+// eventStream reads Server-Sent Events. Lines end in LF or CRLF (the
+// gateway writes LF); comments and unknown fields are skipped.
+type eventStream struct {
+	body io.ReadCloser
+	r    *bufio.Reader
+}
+
+// Next returns the next event, or io.EOF when the stream ended cleanly.
+func (s *eventStream) Next() (sseEvent, error) {
+	var (
+		ev   sseEvent
+		data [][]byte
+		has  bool
+	)
+	for {
+		line, err := s.r.ReadBytes('\n')
+		if err != nil {
+			if errors.Is(err, io.EOF) && len(line) == 0 {
+				return sseEvent{}, io.EOF
+			}
+			return sseEvent{}, fmt.Errorf("read event stream: %w", err)
+		}
+		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+		if len(line) == 0 {
+			if has {
+				ev.Data = bytes.Join(data, []byte("\n"))
+				return ev, nil
+			}
+			continue
+		}
+		if line[0] == ':' {
+			continue // a comment: keepalive
+		}
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		has = true
+		switch string(field) {
+		case "id":
+			ev.ID = string(value)
+		case "event":
+			ev.Name = string(value)
+		case "data":
+			data = append(data, value)
+		}
+	}
+}
+
+// Close ends the stream.
+func (s *eventStream) Close() error { return s.body.Close() }
+
+// streamError returns the *APIError an error event carries.
+func streamError(ev sseEvent) error {
+	var eb errorBody
+	if json.Unmarshal(ev.Data, &eb) != nil || eb.Error.Code == "" {
+		return &APIError{Code: "stream_error", Message: string(ev.Data)}
+	}
+	return &APIError{Code: eb.Error.Code, Message: eb.Error.Message, RequestID: eb.Error.RequestID}
+}

@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestPrinter(t *testing.T) {
+	tests := []struct {
+		name   string
+		events []string
+		want   string
+	}{
+		{
+			name: "deltas then the durable message print once",
+			events: []string{
+				`{"durability":"ephemeral","type":"agent_message_chunk","content":{"type":"text","text":"Hel"}}`,
+				`{"durability":"ephemeral","type":"agent_message_chunk","content":{"type":"text","text":"lo"}}`,
+				`{"durability":"durable","type":"agent_message_chunk","content":{"type":"text","text":"Hello"}}`,
+			},
+			want: "Hello\n",
+		},
+		{
+			name: "missed deltas are completed from the durable message",
+			events: []string{
+				`{"durability":"ephemeral","type":"agent_message_chunk","content":{"type":"text","text":"Hel"}}`,
+				`{"durability":"durable","type":"agent_message_chunk","content":{"type":"text","text":"Hello!"}}`,
+			},
+			want: "Hello!\n",
+		},
+		{
+			name: "a durable message without deltas prints whole",
+			events: []string{
+				`{"durability":"durable","type":"agent_message_chunk","content":{"type":"text","text":"Hi."}}`,
+				`{"durability":"durable","type":"agent_message_chunk","content":{"type":"text","text":" Bye."}}`,
+			},
+			want: "Hi. Bye.\n",
+		},
+		{
+			name: "tool calls and plans get lines of their own",
+			events: []string{
+				`{"durability":"ephemeral","type":"agent_message_chunk","content":{"type":"text","text":"Let me look"}}`,
+				`{"durability":"durable","type":"tool_call","toolCallId":"c1","title":"Read a.go","status":"pending"}`,
+				`{"durability":"durable","type":"tool_call_update","toolCallId":"c1","content":[]}`,
+				`{"durability":"durable","type":"tool_call_update","toolCallId":"c1","status":"failed"}`,
+				`{"durability":"durable","type":"tool_call","toolCallId":"c2"}`,
+				`{"durability":"durable","type":"plan","entries":[{"content":"a","status":"completed"},{"content":"b","status":"in_progress"},{"content":"c","status":"pending"}]}`,
+			},
+			want: "Let me look\n[tool] Read a.go: pending\n[tool] Read a.go: failed\n[tool] c2: pending\n[plan]\n  [x] a\n  [~] b\n  [ ] c\n",
+		},
+		{
+			name: "permissions",
+			events: []string{
+				`{"durability":"durable","type":"permission_request","requestId":"r1","toolCall":{"title":"rm -rf build"},"options":[]}`,
+				`{"durability":"durable","type":"permission_response","requestId":"r1","status":"accepted"}`,
+			},
+			want: "[permission] rm -rf build: waiting for a decision (request r1)\n[permission] request r1: accepted\n",
+		},
+		{
+			name: "the prompt, thoughts and other updates are not the reply",
+			events: []string{
+				`{"durability":"durable","type":"user_message_chunk","content":{"type":"text","text":"hi"}}`,
+				`{"durability":"ephemeral","type":"agent_thought_chunk","content":{"type":"text","text":"hmm"}}`,
+				`{"durability":"durable","type":"available_commands_update","availableCommands":[]}`,
+				`{"durability":"ephemeral","type":"agent_message_chunk","content":{"type":"image","data":"AA=="}}`,
+			},
+			want: "",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			p := newPrinter(&out)
+			for _, raw := range tt.events {
+				var e event
+				if err := json.Unmarshal([]byte(raw), &e); err != nil {
+					t.Fatalf("event %s: %v", raw, err)
+				}
+				p.render(&e)
+			}
+			if err := p.finish(); err != nil {
+				t.Fatal(err)
+			}
+			if got := out.String(); got != tt.want {
+				t.Errorf("printed %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestOneLine(t *testing.T) {
+	tests := []struct{ raw, want string }{
+		{`{"sequence":3,"timestamp":"T","type":"agent_message_chunk","content":{"type":"text","text":"a\nb"}}`, `3 T agent_message_chunk "a\nb"`},
+		{`{"sequence":4,"timestamp":"T","type":"user_message_chunk","content":{"type":"image"}}`, `4 T user_message_chunk <image>`},
+		{`{"sequence":5,"timestamp":"T","type":"tool_call","toolCallId":"c1","title":"Run","status":"in_progress"}`, `5 T tool_call c1 "Run" in_progress`},
+		{`{"sequence":6,"timestamp":"T","type":"tool_call_update","toolCallId":"c1"}`, `6 T tool_call_update c1`},
+		{`{"sequence":7,"timestamp":"T","type":"plan","entries":[{"content":"x","status":"completed"}]}`, `7 T plan [x] "x"`},
+		{`{"sequence":8,"timestamp":"T","type":"permission_request","requestId":"r1","toolCall":{"title":"rm"}}`, `8 T permission_request r1 "rm"`},
+		{`{"sequence":9,"timestamp":"T","type":"current_mode_update","currentModeId":"ask"}`, `9 T current_mode_update`},
+	}
+	for _, tt := range tests {
+		var e event
+		if err := json.Unmarshal([]byte(tt.raw), &e); err != nil {
+			t.Fatal(err)
+		}
+		if got := oneLine(&e); got != tt.want {
+			t.Errorf("oneLine(%s) = %q, want %q", tt.raw, got, tt.want)
+		}
+	}
+}
+
+// FuzzEventStream: the SSE reader never panics on what a server sends, and
+// no field it returns spans a line end. (Lone CR line ends, which the
+// gateway never writes, are not supported: they stay in the value.)
+func FuzzEventStream(f *testing.F) {
+	for _, seed := range []string{
+		"id: 1\nevent: durable\ndata: {}\n\n",
+		": keepalive\n\nevent: ephemeral\ndata: a\ndata: b\n\n",
+		"data: x\r\n\r\n",
+		"event: error\ndata: {\"error\":{\"code\":\"unavailable\"}}\n\n",
+		"data",
+		"\n\n\n",
+		"data: x\r\r\n\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		s := &eventStream{body: io.NopCloser(nil), r: newReader(in)}
+		for range 1000 {
+			ev, err := s.Next()
+			if err != nil {
+				if !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "read event stream") {
+					t.Fatalf("Next() = %v", err)
+				}
+				return
+			}
+			if strings.Contains(ev.ID+ev.Name, "\n") {
+				t.Fatalf("Next() id %q event %q span lines", ev.ID, ev.Name)
+			}
+			if ev.Name == "error" {
+				_ = streamError(ev) // must not panic
+			}
+		}
+	})
+}
+
+func newReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }

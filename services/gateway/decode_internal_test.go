@@ -1,0 +1,212 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"skein.dev/pkg/events"
+)
+
+// The decoders of untrusted input must never panic, and what they accept
+// must be what the session service is promised (STYLE R18).
+
+func FuzzDecodePrompt(f *testing.F) {
+	for _, seed := range []string{
+		`{"content":[{"type":"text","text":"hi"}]}`,
+		`{"idempotencyKey":"k","content":[ {"type":"text","text":"hi"} , {"type":"image","data":"AA=="} ]}`,
+		`{"content":[]}`,
+		`{"content":["x"]}`,
+		`{"content":null}`,
+		`{"content":[{"type":""}]}`,
+		`{"content":[{"type":"text"}]} trailing`,
+		`[]`,
+		``,
+		`{"content":[{"type":"text"}],"extra":1}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := decodePrompt(body, 4)
+		if err != nil {
+			if _, ok := asEventsError(err); !ok {
+				t.Fatalf("decodePrompt(%q) = %v, want an *events.Error", body, err)
+			}
+			return
+		}
+		var blocks []json.RawMessage
+		if json.Unmarshal(req.Content, &blocks) != nil || len(blocks) == 0 || len(blocks) > 4 {
+			t.Fatalf("decodePrompt(%q) accepted content %q, want an array of 1 to 4 blocks", body, req.Content)
+		}
+		if !bytes.Contains(body, req.Content) {
+			t.Fatalf("decodePrompt(%q) content %q is not the bytes the client sent", body, req.Content)
+		}
+		if req.IdempotencyKey != nil && (*req.IdempotencyKey == "" || len(*req.IdempotencyKey) > maxIdempotencyKey) {
+			t.Fatalf("decodePrompt(%q) accepted idempotency key %q", body, *req.IdempotencyKey)
+		}
+	})
+}
+
+func FuzzDecodeOpen(f *testing.F) {
+	for _, seed := range []string{
+		`{"agent":"demo"}`,
+		`{"agent":"demo","cwd":"/w","additionalDirectories":["/a"],"env":{"A":"1"},"mcpServers":[{"name":"x"}],"permissionPolicy":"ask","skipOsInstructions":false,"additionalInstructions":"x"}`,
+		`{"agent":""}`,
+		`{"agent":"demo","env":null}`,
+		`{"agent":"demo","env":{"A":1}}`,
+		`{"agent":"demo","permissionPolicy":"nope"}`,
+		`{}`,
+		`null`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := decodeOpen(body)
+		if err != nil {
+			if _, ok := asEventsError(err); !ok {
+				t.Fatalf("decodeOpen(%q) = %v, want an *events.Error", body, err)
+			}
+			return
+		}
+		if req.Agent == "" {
+			t.Fatalf("decodeOpen(%q) accepted an empty agent", body)
+		}
+		for name, raw := range map[string]events.JSON{"additionalDirectories": req.AdditionalDirectories, "env": req.Env, "mcpServers": req.McpServers} {
+			if len(raw) > 0 && (!json.Valid(raw) || !bytes.Contains(body, raw)) {
+				t.Fatalf("decodeOpen(%q) %s = %q, want valid JSON the client sent", body, name, raw)
+			}
+		}
+		if req.SessionID != nil {
+			t.Fatalf("decodeOpen(%q) set a session ID", body)
+		}
+	})
+}
+
+func FuzzParseHistoryQuery(f *testing.F) {
+	for _, seed := range []string{"after=1", "before=9&limit=10", "after=1&before=2", "limit=0", "after=%2B1", "after=1&after=1", "x=1", ""} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		req, err := parseHistoryQuery(q)
+		if err != nil {
+			if _, ok := asEventsError(err); !ok {
+				t.Fatalf("parseHistoryQuery(%q) = %v, want an *events.Error", raw, err)
+			}
+			return
+		}
+		if req.After != nil && req.Before != nil {
+			t.Fatalf("parseHistoryQuery(%q) accepted both after and before", raw)
+		}
+		if req.Limit != nil && *req.Limit == 0 {
+			t.Fatalf("parseHistoryQuery(%q) accepted limit 0", raw)
+		}
+		for k := range q {
+			if k != "after" && k != "before" && k != "limit" {
+				t.Fatalf("parseHistoryQuery(%q) accepted parameter %q", raw, k)
+			}
+		}
+	})
+}
+
+func FuzzParseStreamCursor(f *testing.F) {
+	f.Add("", "after=5")
+	f.Add("7", "after=5")
+	f.Add("x", "")
+	f.Add("", "after=1&after=2")
+	f.Fuzz(func(t *testing.T, lastEventID, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		h := http.Header{}
+		h.Set("Last-Event-ID", lastEventID)
+		if _, err := parseStreamCursor(h, q); err != nil {
+			return
+		}
+		// Whatever was accepted is plain decimal digits: the cursor came
+		// from the header when it is set, else from ?after.
+		used := h.Get("Last-Event-ID")
+		if used == "" {
+			used = q.Get("after")
+		}
+		if strings.Trim(used, "0123456789") != "" {
+			t.Fatalf("parseStreamCursor(%q, %q) accepted %q", lastEventID, raw, used)
+		}
+	})
+}
+
+// FuzzAppendData: every line appendData writes is a data field without a
+// line break inside, and an SSE client joining them gets data back with
+// line ends normalised to LF.
+func FuzzAppendData(f *testing.F) {
+	for _, seed := range []string{"", "{}", "a\nb", "a\r\nb", "a\rb", "\n", "\r\n\r\n", "a\n"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		out := appendData(nil, data)
+		if !bytes.HasSuffix(out, []byte("\n")) {
+			t.Fatalf("appendData(%q) = %q, want a final LF", data, out)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+		var values []string
+		for _, l := range lines {
+			v, ok := strings.CutPrefix(l, "data: ")
+			if !ok || strings.ContainsAny(v, "\r\n") {
+				t.Fatalf("appendData(%q) line %q, want a data field on one line", data, l)
+			}
+			values = append(values, v)
+		}
+		want := strings.ReplaceAll(strings.ReplaceAll(string(data), "\r\n", "\n"), "\r", "\n")
+		if got := strings.Join(values, "\n"); got != want {
+			t.Fatalf("appendData(%q) joins to %q, want %q", data, got, want)
+		}
+	})
+}
+
+// asEventsError reports whether err is an *events.Error itself, not
+// wrapped: the decoders return codes, never bare Go errors.
+func asEventsError(err error) (*events.Error, bool) {
+	e, ok := err.(*events.Error)
+	return e, ok
+}
+
+// BenchmarkRenderHistory measures the JSON of one history page.
+func BenchmarkRenderHistory(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		for _, size := range []int{64, 4096} {
+			b.Run(fmt.Sprintf("events=%d/text=%d", n, size), func(b *testing.B) {
+				update := events.JSON(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + strings.Repeat("x", size) + `"},"_meta":{"k":1}}`)
+				page := &events.AcpHistoryPageResponse{HasMoreAfter: true}
+				for i := range n {
+					page.Events = append(page.Events, events.AcpDurableHistoryEntry{
+						SessionID: "main",
+						Sequence:  uint64(1000 + 3*i),
+						EventNo:   uint64(1 + i),
+						Timestamp: "2026-01-02T03:04:05.123456789Z",
+						Event:     events.Union[events.AcpDurableEvent]{V: &events.AcpDurableSessionUpdate{Update: update}},
+					})
+				}
+				out, err := renderHistory(page)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(len(out)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := renderHistory(page); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(n), "events/op")
+			})
+		}
+	}
+}

@@ -1,0 +1,198 @@
+// Package gateway is Skein's public edge: an HTTP/JSON API and a
+// Server-Sent Events stream in front of the request API on NATS. It holds no
+// session state. Every operation is one request to the session or history
+// service (events.Call on events.APISubject), and the live stream is a
+// subscription to the session log's RePublish (events.TailSubject) and to
+// the ephemeral deltas (events.LiveSubject), backfilled and gap-filled from
+// history.
+//
+// The gateway validates and bounds input (IDs, cursors, body size, JSON
+// shape) so that bad input never reaches NATS, maps error codes to HTTP
+// statuses in one table (internal/errmap), and masks internal errors: the
+// client gets a request ID, the log gets the full error.
+//
+// # Routes
+//
+//	PUT  /v1/sessions/{id}               open (idempotent): AcpOpenSessionRequest fields as JSON → 200 {}
+//	GET  /v1/sessions/{id}               AcpDurableSessionInfo as JSON
+//	POST /v1/sessions/{id}/prompt        {"idempotencyKey"?, "content": [...]} → blocks through the turn
+//	GET  /v1/sessions/{id}/history       ?after=N | ?before=N, &limit=N → a page of public events
+//	GET  /v1/sessions/{id}/events        SSE, resumable with Last-Event-ID or ?after=N
+//	GET  /healthz, /readyz
+//
+// Errors are {"error":{"code","message","requestId"}} with the status of the
+// code (internal/errmap). Every response carries the X-Request-Id header.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"skein.dev/pkg/events"
+)
+
+// readHeaderTimeout bounds how long a client may take to send its request
+// headers. There is no overall read or write timeout: prompts block through
+// a turn and event streams last as long as the client stays.
+const readHeaderTimeout = 10 * time.Second
+
+// Gateway serves the HTTP API. Create it with New and start it with Run.
+type Gateway struct {
+	cfg     Config
+	lg      *slog.Logger
+	nc      *nats.Conn
+	metrics *metrics
+	handler http.Handler
+
+	ready    chan struct{}
+	stopping chan struct{} // closed when Run begins shutting down
+	stopOnce sync.Once
+
+	mu   sync.Mutex
+	addr string
+}
+
+// New returns a Gateway. It validates cfg and does no I/O. reg receives the
+// gateway's metrics; it may be nil.
+func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("gateway config: %w", err)
+	}
+	if lg == nil {
+		return nil, errors.New("gateway: nil logger")
+	}
+	if nc == nil {
+		return nil, errors.New("gateway: nil NATS connection")
+	}
+	g := &Gateway{
+		cfg:      cfg,
+		lg:       lg.With("svc", "gateway"),
+		nc:       nc,
+		metrics:  newMetrics(reg),
+		ready:    make(chan struct{}),
+		stopping: make(chan struct{}),
+	}
+	g.handler = g.instrument(g.routes())
+	return g, nil
+}
+
+// Handler returns the gateway's HTTP handler, for serving it in-process
+// (httptest) without Run. Event streams served this way end only when their
+// client goes away.
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Ready is closed once Run listens; Addr is then valid.
+func (g *Gateway) Ready() <-chan struct{} { return g.ready }
+
+// Addr returns the address Run listens on, or "" before Ready is closed.
+func (g *Gateway) Addr() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.addr
+}
+
+// Run listens on cfg.Addr and serves until ctx is done. Then it fails
+// /readyz, ends every event stream (their clients resume with
+// Last-Event-ID), stops accepting connections and waits up to
+// cfg.ShutdownTimeout for in-flight requests before closing the rest. It
+// returns nil after a clean shutdown, or the error that stopped it. Call it
+// once.
+func (g *Gateway) Run(ctx context.Context) error {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", g.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("gateway: listen %s: %w", g.cfg.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           g.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ErrorLog:          slog.NewLogLogger(g.lg.Handler(), slog.LevelWarn),
+		// Request contexts descend from ctx's values but not its
+		// cancellation: a prompt in flight survives the start of shutdown
+		// and gets ShutdownTimeout to finish.
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	g.mu.Lock()
+	g.addr = ln.Addr().String()
+	g.mu.Unlock()
+	close(g.ready)
+	g.lg.Info("gateway listening", logKeyAddr, ln.Addr().String())
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	select {
+	case err := <-serveErr:
+		g.stop()
+		return fmt.Errorf("gateway: serve: %w", err)
+	case <-ctx.Done():
+	}
+	g.lg.Info("gateway shutting down", logKeyCause, context.Cause(ctx))
+	g.stop()
+	// A fresh context: ctx is already done (STYLE R12, R14).
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.ShutdownTimeout)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if err != nil {
+		g.lg.Warn("gateway shutdown incomplete, closing connections", events.LogKeyErr, err)
+		err = srv.Close()
+	}
+	if serr := <-serveErr; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		return fmt.Errorf("gateway: serve: %w", serr)
+	}
+	if err != nil {
+		return fmt.Errorf("gateway: close: %w", err)
+	}
+	return nil
+}
+
+// stop marks the gateway as stopping: /readyz fails and event streams end.
+func (g *Gateway) stop() { g.stopOnce.Do(func() { close(g.stopping) }) }
+
+// namespace maps a request to the namespace it may act in. There is no
+// authentication yet, so every request acts in events.DefaultNamespace;
+// this is where a bearer token's principal will be resolved.
+func (g *Gateway) namespace(*http.Request) (events.Namespace, error) {
+	return events.DefaultNamespace, nil
+}
+
+// routes returns the API's ServeMux.
+func (g *Gateway) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("PUT /v1/sessions/{id}", g.handleOpen)
+	mux.HandleFunc("GET /v1/sessions/{id}", g.handleGetSession)
+	mux.HandleFunc("POST /v1/sessions/{id}/prompt", g.handlePrompt)
+	mux.HandleFunc("GET /v1/sessions/{id}/history", g.handleHistory)
+	mux.HandleFunc("GET /v1/sessions/{id}/events", g.handleEvents)
+	mux.HandleFunc("GET /healthz", g.handleHealthz)
+	mux.HandleFunc("GET /readyz", g.handleReadyz)
+	return mux
+}
+
+func (g *Gateway) handleHealthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`))
+}
+
+// handleReadyz reports whether the gateway should receive traffic: it is
+// not stopping and its NATS connection is up.
+func (g *Gateway) handleReadyz(w http.ResponseWriter, _ *http.Request) {
+	select {
+	case <-g.stopping:
+		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"status":"stopping"}`))
+		return
+	default:
+	}
+	if !g.nc.IsConnected() {
+		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"status":"nats disconnected"}`))
+		return
+	}
+	writeJSON(w, http.StatusOK, []byte(`{"status":"ready"}`))
+}

@@ -1,0 +1,238 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"skein.dev/pkg/events"
+)
+
+// target resolves the namespace and the session a request addresses. An
+// invalid session ID is invalid_session_id and never becomes a subject.
+func (g *Gateway) target(r *http.Request) (events.Namespace, events.SessionID, error) {
+	ns, err := g.namespace(r)
+	if err != nil {
+		return "", "", err
+	}
+	sid, err := events.ParseSessionID(r.PathValue("id"))
+	if err != nil {
+		return "", "", err
+	}
+	return ns, sid, nil
+}
+
+// callContext bounds a request-API call other than prompt.
+func (g *Gateway) callContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
+}
+
+// handleOpen serves PUT /v1/sessions/{id}: open the session, idempotently.
+func (g *Gateway) handleOpen(w http.ResponseWriter, r *http.Request) {
+	ns, sid, err := g.target(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	req, err := decodeOpen(body)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	req.SessionID = new(string(sid))
+	ctx, cancel := g.callContext(r)
+	defer cancel()
+	if _, err := events.Call[events.AcpOpenSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpOpenSession), req, nil); err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, []byte(`{}`))
+}
+
+// handleGetSession serves GET /v1/sessions/{id}: the durable metadata.
+func (g *Gateway) handleGetSession(w http.ResponseWriter, r *http.Request) {
+	ns, sid, err := g.target(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := g.callContext(r)
+	defer cancel()
+	req := &events.AcpGetDurableSessionRequest{SessionID: new(string(sid))}
+	resp, err := events.Call[events.AcpGetDurableSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpGetSession), req, nil)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	b, err := renderSession(&resp.Session)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
+// handlePrompt serves POST /v1/sessions/{id}/prompt. It blocks through the
+// turn, for as long as the client waits: there is no deadline of its own.
+// A client that goes away does not cancel the turn (the session service
+// owns it); it only stops waiting.
+func (g *Gateway) handlePrompt(w http.ResponseWriter, r *http.Request) {
+	ns, sid, err := g.target(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	req, err := decodePrompt(body, g.cfg.MaxPromptBlocks)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	req.SessionID = new(string(sid))
+	resp, err := events.Call[events.AcpPromptResponse](r.Context(), g.nc, events.APISubject(ns, events.OpPrompt), req, nil)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	b, err := renderPrompt(resp)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
+// handleHistory serves GET /v1/sessions/{id}/history: one page.
+func (g *Gateway) handleHistory(w http.ResponseWriter, r *http.Request) {
+	ns, sid, err := g.target(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	req, err := parseHistoryQuery(r.URL.Query())
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	req.SessionID = new(string(sid))
+	ctx, cancel := g.callContext(r)
+	defer cancel()
+	page, err := g.readHistory(ctx, ns, req)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	b, err := renderHistory(page)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
+// readHistory asks the history service for one page.
+func (g *Gateway) readHistory(ctx context.Context, ns events.Namespace, req *events.AcpReadHistoryRequest) (*events.AcpHistoryPageResponse, error) {
+	return events.Call[events.AcpHistoryPageResponse](ctx, g.nc, events.APISubject(ns, events.OpReadHistory), req, nil)
+}
+
+// sessionJSON is AcpDurableSessionInfo in JSON, JsonUtf8 fields embedded.
+type sessionJSON struct {
+	SessionID             string      `json:"sessionId"`
+	Agent                 string      `json:"agent"`
+	Cwd                   string      `json:"cwd"`
+	AdditionalDirectories events.JSON `json:"additionalDirectories"`
+	State                 events.JSON `json:"state"`
+	LatestSequence        uint64      `json:"latestSequence"`
+	Title                 *string     `json:"title,omitempty"`
+	Metadata              events.JSON `json:"metadata,omitempty"`
+	CreatedAt             string      `json:"createdAt"`
+	UpdatedAt             string      `json:"updatedAt"`
+}
+
+// renderSession returns the JSON of a session. A JsonUtf8 field that is not
+// valid JSON is an internal error (the history service stored garbage),
+// never a broken response.
+func renderSession(s *events.AcpDurableSessionInfo) ([]byte, error) {
+	b, err := json.Marshal(sessionJSON{
+		SessionID:             s.SessionID,
+		Agent:                 s.Agent,
+		Cwd:                   s.Cwd,
+		AdditionalDirectories: s.AdditionalDirectories,
+		State:                 s.State,
+		LatestSequence:        s.LatestSequence,
+		Title:                 s.Title,
+		Metadata:              s.Metadata,
+		CreatedAt:             s.CreatedAt,
+		UpdatedAt:             s.UpdatedAt,
+	})
+	if err != nil {
+		return nil, events.Errorf(events.CodeInternal, "render session %s: %v", s.SessionID, err)
+	}
+	return b, nil
+}
+
+// promptJSON is AcpPromptResponse in JSON.
+type promptJSON struct {
+	SessionID  string      `json:"sessionId"`
+	Message    events.JSON `json:"message,omitempty"`
+	StopReason string      `json:"stopReason"`
+}
+
+func renderPrompt(p *events.AcpPromptResponse) ([]byte, error) {
+	b, err := json.Marshal(promptJSON{SessionID: p.SessionID, Message: p.Message, StopReason: p.StopReason})
+	if err != nil {
+		return nil, events.Errorf(events.CodeInternal, "render prompt response of %s: %v", p.SessionID, err)
+	}
+	return b, nil
+}
+
+// publicSize estimates the length of an entry's public JSON: its native
+// JSON plus the envelope.
+func publicSize(e *events.AcpDurableHistoryEntry) int {
+	n := 128 + len(e.SessionID) + len(e.Timestamp)
+	switch v := e.Event.V.(type) {
+	case *events.AcpDurableSessionUpdate:
+		n += len(v.Update)
+	case *events.AcpDurablePermissionRequest:
+		n += len(v.Request) + len(v.RequestID)
+	case *events.AcpDurablePermissionResponse:
+		n += len(v.Response) + len(v.RequestID) + len(v.Status)
+	}
+	return n
+}
+
+// renderHistory returns {"events":[...],"hasMoreBefore":b,"hasMoreAfter":b},
+// each event in its public JSON form.
+func renderHistory(page *events.AcpHistoryPageResponse) ([]byte, error) {
+	size := 64
+	for i := range page.Events {
+		size += publicSize(&page.Events[i])
+	}
+	b := make([]byte, 0, size)
+	b = append(b, `{"events":[`...)
+	for i := range page.Events {
+		ev, err := events.PublicDurableJSON(&page.Events[i])
+		if err != nil {
+			return nil, events.Errorf(events.CodeInternal, "render history event %d: %v", page.Events[i].Sequence, err)
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, ev...)
+	}
+	b = append(b, `],"hasMoreBefore":`...)
+	b = strconv.AppendBool(b, page.HasMoreBefore)
+	b = append(b, `,"hasMoreAfter":`...)
+	b = strconv.AppendBool(b, page.HasMoreAfter)
+	return append(b, '}'), nil
+}

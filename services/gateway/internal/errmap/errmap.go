@@ -1,0 +1,111 @@
+// Package errmap is the one place that turns an error code of the events
+// registry into what an HTTP client sees: a status and a body. Nothing else
+// in the gateway maps codes (DESIGN invariant 10, STYLE R8).
+//
+// Codes whose message may carry internals (a stack of wrapped Go errors, a
+// subject, a decoding failure) are masked: the client sees code "internal"
+// and a fixed message, and the caller logs the full error with the request
+// ID that the client also sees.
+package errmap
+
+import (
+	"errors"
+	"net/http"
+
+	"skein.dev/pkg/events"
+)
+
+// Entry says how the edge presents one code.
+type Entry struct {
+	// Status is the HTTP status of a response that fails with the code.
+	Status int
+	// Mask replaces the code and message with CodeInternal and
+	// MaskedMessage, because the message is not meant for clients.
+	Mask bool
+}
+
+// MaskedMessage is the message of every masked error.
+const MaskedMessage = "internal error"
+
+// table maps every code in events.Codes. TestTableCoversRegistry fails when
+// a code is added to the registry without a row here.
+var table = map[events.Code]Entry{
+	// Bad input: nothing was changed, the caller must fix the request.
+	events.CodeInvalidRequest:      {Status: http.StatusBadRequest},
+	events.CodeInvalidNamespace:    {Status: http.StatusBadRequest},
+	events.CodeInvalidSessionID:    {Status: http.StatusBadRequest},
+	events.CodeInvalidCursor:       {Status: http.StatusBadRequest},
+	events.CodePayloadTooLarge:     {Status: http.StatusRequestEntityTooLarge},
+	events.CodeUnknownAgent:        {Status: http.StatusNotFound},
+	events.CodeIdempotencyConflict: {Status: http.StatusConflict},
+	// A bus payload that does not decode is a bug or version skew between
+	// services: the gateway encodes every request itself.
+	events.CodeInvalidPayload: {Status: http.StatusInternalServerError, Mask: true},
+
+	// State.
+	events.CodeSessionNotFound: {Status: http.StatusNotFound},
+	events.CodeSessionConflict: {Status: http.StatusConflict},
+	events.CodeSessionBusy:     {Status: http.StatusConflict},
+	events.CodeCursorExpired:   {Status: http.StatusGone},
+
+	// Turns and adapters. The adapter is the upstream the gateway fronts,
+	// so its failures are 502; a policy the adapter cannot satisfy and an
+	// option it does not offer are the caller's to resolve.
+	events.CodePromptDeliveryUncertain:     {Status: http.StatusBadGateway},
+	events.CodeAgentUnavailable:            {Status: http.StatusServiceUnavailable},
+	events.CodeAdapterExited:               {Status: http.StatusBadGateway},
+	events.CodeAdapterError:                {Status: http.StatusBadGateway},
+	events.CodeAdapterProtocol:             {Status: http.StatusBadGateway},
+	events.CodeLineTooLong:                 {Status: http.StatusBadGateway},
+	events.CodePermissionPolicyUnsatisfied: {Status: http.StatusConflict},
+	events.CodeInvalidPermissionOption:     {Status: http.StatusBadRequest},
+	events.CodeMessageTooLarge:             {Status: http.StatusBadGateway},
+	events.CodeTurnOutputTooLarge:          {Status: http.StatusBadGateway},
+
+	// The system. A write conflict means the writer lost ownership; the
+	// next attempt reaches the new owner, so it is a retryable 503.
+	events.CodeWriteConflict: {Status: http.StatusServiceUnavailable},
+	events.CodeUnavailable:   {Status: http.StatusServiceUnavailable},
+	events.CodeTimeout:       {Status: http.StatusGatewayTimeout},
+	events.CodeInternal:      {Status: http.StatusInternalServerError, Mask: true},
+}
+
+// Lookup returns the entry of c, or false when c is not in the table.
+func Lookup(c events.Code) (Entry, bool) {
+	e, ok := table[c]
+	return e, ok
+}
+
+// Public is what a client is told about a failure.
+type Public struct {
+	Status  int
+	Code    events.Code
+	Message string
+	// Masked reports that Code and Message replace the real error, which
+	// the caller must log in full.
+	Masked bool
+}
+
+// Map returns what a client sees for err. An error that is not an
+// *events.Error, or whose code the table does not know (a newer service
+// speaking a newer registry), is masked as CodeInternal.
+func Map(err error) Public {
+	e, ok := errors.AsType[*events.Error](err)
+	if !ok {
+		return masked()
+	}
+	entry, known := table[e.Code]
+	if !known || entry.Mask {
+		return masked()
+	}
+	return Public{Status: entry.Status, Code: e.Code, Message: e.Message}
+}
+
+func masked() Public {
+	return Public{
+		Status:  http.StatusInternalServerError,
+		Code:    events.CodeInternal,
+		Message: MaskedMessage,
+		Masked:  true,
+	}
+}

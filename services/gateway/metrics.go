@@ -1,0 +1,59 @@
+package gateway
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// Reasons an event stream ends: the values of the reason label of
+// acp_gateway_sse_stream_ends_total.
+const (
+	endClientGone = "client_gone" // the client disconnected or a write to it failed
+	endOverflow   = "overflow"    // the client fell further behind than StreamBuffer
+	endShutdown   = "shutdown"    // the gateway is stopping
+	endError      = "error"       // a history read or decode failed
+)
+
+// metrics holds every instrument of the gateway. Labels come from closed
+// sets: route patterns, status codes, durability, end reasons; never
+// session IDs.
+type metrics struct {
+	requests     *prometheus.CounterVec
+	streams      prometheus.Gauge
+	streamEvents *prometheus.CounterVec
+	streamEnds   *prometheus.CounterVec
+	gapFills     prometheus.Counter
+	overflows    prometheus.Counter
+}
+
+// newMetrics builds the instruments and registers them with reg. A nil reg
+// registers nothing, which suits tests that do not look.
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
+	return &metrics{
+		requests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "acp_gateway_requests_total",
+			Help: "HTTP requests by route pattern and response status code.",
+		}, []string{"route", "code"}),
+		streams: f.NewGauge(prometheus.GaugeOpts{
+			Name: "acp_gateway_sse_streams",
+			Help: "Event streams (SSE) currently open.",
+		}),
+		streamEvents: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "acp_gateway_sse_events_total",
+			Help: "Events written to event streams, by durability.",
+		}, []string{"durability"}),
+		streamEnds: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "acp_gateway_sse_stream_ends_total",
+			Help: "Event streams ended, by reason.",
+		}, []string{"reason"}),
+		gapFills: f.NewCounter(prometheus.CounterOpts{
+			Name: "acp_gateway_sse_gap_fills_total",
+			Help: "History reads an event stream made because its live tail skipped an event.",
+		}),
+		overflows: f.NewCounter(prometheus.CounterOpts{
+			Name: "acp_gateway_sse_overflows_total",
+			Help: "Event streams whose live buffer overflowed because the client was too slow.",
+		}),
+	}
+}

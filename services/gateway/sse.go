@@ -1,0 +1,447 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"skein.dev/pkg/events"
+)
+
+// The event stream, GET /v1/sessions/{id}/events (DESIGN "Live tail").
+//
+// # Wire format (text/event-stream)
+//
+// A durable event names its sequence, so that a reconnecting client's
+// Last-Event-ID is always the last durable sequence it saw:
+//
+//	id: <sequence>
+//	event: durable
+//	data: <events.PublicDurableJSON>
+//
+// An ephemeral delta (agent_message_chunk / agent_thought_chunk) has no id:
+//
+//	event: ephemeral
+//	data: <events.PublicEphemeralJSON>
+//
+// A failure after the stream started ends it with one error event, whose
+// data is the error body of every other route:
+//
+//	event: error
+//	data: {"error":{"code":"unavailable","message":"...","requestId":"..."}}
+//
+// An idle stream carries a ": keepalive" comment every Config.Keepalive.
+// JSON that spans lines (native ACP bytes are passed through) is split over
+// several data lines, which an SSE client joins with "\n".
+//
+// # Algorithm
+//
+//  1. Subscribe to the stream's RePublish of the session's public events
+//     (events.TailSubject) and to its live deltas (events.LiveSubject), and
+//     flush, so the server holds both subscriptions before anything is read.
+//  2. Backfill from history after the cursor until hasMoreAfter is false.
+//     Until the first page arrives nothing is written, so a bad session or
+//     an expired cursor is an ordinary HTTP error (404, 410), not an event.
+//  3. Stream what arrived meanwhile and what follows, deduplicated by
+//     sequence: a durable event at or below the last sequence sent is
+//     dropped.
+//  4. Gaps. A tail message names the previous sequence on its subject
+//     (Nats-Last-Sequence). When that is above the last sequence sent,
+//     something was missed (a record stored between the subscription and
+//     the history read, a message lost in transit), and the stream reads
+//     history after the last sequence sent before it emits the message.
+//     A delta whose afterSequence is above everything known sent proves
+//     that a durable event it follows exists, so it triggers the same fill
+//     first. (afterSequence may name a lifecycle record, which history
+//     never returns; the fill then finds nothing and is not repeated for
+//     that sequence.)
+//  5. Stale deltas. A delta whose afterSequence is below the last durable
+//     sequence sent was published before that event, so in this stream it
+//     would arrive out of order, and when that event is the completed
+//     message it would duplicate text the client already has. It is
+//     dropped: deltas are live-only, and the durable message is
+//     authoritative. A delta whose afterSequence equals the last sequence
+//     sent belongs to the message being streamed and is emitted.
+//  6. Back-pressure. Live messages wait in a buffer of Config.StreamBuffer
+//     messages and Config.StreamBufferBytes while the client is slow. When it overflows, the stream ends with an
+//     error event (code unavailable) instead of dropping anything silently;
+//     the client resumes with Last-Event-ID and catches up from history.
+//
+// The stream ends when the client goes away or the gateway stops (an error
+// event, code unavailable: resume with Last-Event-ID).
+
+// errClientGone marks a failure to write to the client: there is nobody
+// left to tell.
+var errClientGone = errors.New("event stream client gone")
+
+// stream is one event stream. It lives in its handler's goroutine; only
+// push runs elsewhere (in the NATS subscriptions' goroutines).
+type stream struct {
+	g   *Gateway
+	lg  *slog.Logger
+	r   *http.Request
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	ns  events.Namespace
+	sid events.SessionID
+
+	tailSubject string
+	liveSubject string
+
+	// last is the highest durable sequence sent, or the client's cursor.
+	last uint64
+	// known is a sequence at or below which every durable event has been
+	// sent: the end of the last fill that found no more.
+	known   uint64
+	started bool
+	buf     []byte
+
+	inbox    chan *nats.Msg
+	queued   atomic.Int64 // payload bytes in inbox
+	overflow chan struct{}
+	overOnce sync.Once
+}
+
+// handleEvents serves GET /v1/sessions/{id}/events.
+func (g *Gateway) handleEvents(w http.ResponseWriter, r *http.Request) {
+	ns, sid, err := g.target(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	cursor, err := parseStreamCursor(r.Header, r.URL.Query())
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	s := &stream{
+		g:           g,
+		r:           r,
+		w:           w,
+		rc:          http.NewResponseController(w),
+		ns:          ns,
+		sid:         sid,
+		tailSubject: events.TailSubject(ns, sid, events.LogEvents),
+		liveSubject: events.LiveSubject(ns, sid),
+		last:        cursor,
+		known:       cursor,
+		inbox:       make(chan *nats.Msg, g.cfg.StreamBuffer),
+		overflow:    make(chan struct{}),
+	}
+	s.lg = g.lg.With(logKeyRequestID, requestID(r), events.LogKeyNamespace, ns, events.LogKeySession, sid)
+	g.metrics.streams.Inc()
+	defer g.metrics.streams.Dec()
+	s.lg.Debug("event stream started", events.LogKeySeq, cursor)
+	reason := s.serve(r.Context())
+	g.metrics.streamEnds.WithLabelValues(reason).Inc()
+	s.lg.Debug("event stream ended", logKeyReason, reason, events.LogKeySeq, s.last)
+}
+
+// logKeyReason names why an event stream ended.
+const logKeyReason = "reason"
+
+// push queues a live message; it runs in a subscription's goroutine and
+// never blocks. Once the buffer overflowed it drops everything: the stream
+// is ending and its client will catch up from history.
+func (s *stream) push(m *nats.Msg) {
+	select {
+	case <-s.overflow:
+		return
+	default:
+	}
+	size := int64(len(m.Data))
+	if s.queued.Add(size) <= s.g.cfg.StreamBufferBytes {
+		select {
+		case s.inbox <- m:
+			return
+		default:
+		}
+	}
+	s.queued.Add(-size)
+	s.overOnce.Do(func() {
+		s.g.metrics.overflows.Inc()
+		close(s.overflow)
+	})
+}
+
+// serve runs the stream and returns why it ended.
+func (s *stream) serve(ctx context.Context) string {
+	for _, subject := range []string{s.tailSubject, s.liveSubject} {
+		sub, err := s.g.nc.Subscribe(subject, s.push)
+		if err != nil {
+			return s.fail(ctx, events.Errorf(events.CodeUnavailable, "subscribe %s: %v", subject, err), endError)
+		}
+		defer func() { _ = sub.Unsubscribe() }() // the connection may be closing; nothing to do
+	}
+	fctx, cancel := context.WithTimeout(ctx, s.g.cfg.RequestTimeout)
+	err := s.g.nc.FlushWithContext(fctx)
+	cancel()
+	if err != nil {
+		return s.fail(ctx, events.Errorf(events.CodeUnavailable, "flush subscriptions: %v", err), endError)
+	}
+	// fill starts the response once the first page is in.
+	if err := s.fill(ctx); err != nil {
+		return s.fail(ctx, err, endError)
+	}
+
+	keepalive := time.NewTicker(s.g.cfg.Keepalive)
+	defer keepalive.Stop()
+	for {
+		// Overflow first: past it the buffer no longer holds everything.
+		select {
+		case <-s.overflow:
+			return s.fail(ctx, events.Errorf(events.CodeUnavailable,
+				"client fell too far behind the live events; resume with Last-Event-ID"), endOverflow)
+		default:
+		}
+		select {
+		case <-ctx.Done():
+			return endClientGone
+		case <-s.g.stopping:
+			return s.fail(ctx, events.Errorf(events.CodeUnavailable, "gateway is shutting down; resume with Last-Event-ID"), endShutdown)
+		case <-s.overflow:
+			// Handled at the top of the loop.
+		case <-keepalive.C:
+			if err := s.write([]byte(": keepalive\n\n")); err != nil {
+				return endClientGone
+			}
+		case m := <-s.inbox:
+			s.queued.Add(-int64(len(m.Data)))
+			if err := s.handle(ctx, m); err != nil {
+				return s.fail(ctx, err, endError)
+			}
+		}
+	}
+}
+
+// fail ends the stream with err and returns the end reason: reason, or
+// endClientGone when err is the client's absence. Before the stream
+// started, err is an ordinary HTTP error response; after, it is an error
+// event.
+func (s *stream) fail(ctx context.Context, err error, reason string) string {
+	if errors.Is(err, errClientGone) || (ctx.Err() != nil && errors.Is(err, context.Canceled)) {
+		return endClientGone
+	}
+	if !s.started {
+		s.g.writeError(s.w, s.r, err)
+		return reason
+	}
+	_, body := s.g.publicError(s.r, err)
+	data, merr := json.Marshal(body)
+	if merr != nil {
+		return endError
+	}
+	_ = s.event("", "error", data) // the stream ends either way
+	return reason
+}
+
+// handle processes one live message.
+func (s *stream) handle(ctx context.Context, m *nats.Msg) error {
+	switch m.Subject {
+	case s.tailSubject:
+		entry, prev, err := events.TailEntry(s.sid, m)
+		if err != nil {
+			s.lg.Error("undecodable tail record", events.LogKeySubject, m.Subject,
+				events.LogKeySeq, m.Header.Get("Nats-Sequence"), events.LogKeyErr, err)
+			return nil
+		}
+		if entry.Sequence <= s.last {
+			return nil // already sent, by the backfill or a fill
+		}
+		if prev > s.last {
+			if err := s.gapFill(ctx, "tail", prev); err != nil {
+				return err
+			}
+			if entry.Sequence <= s.last {
+				return nil
+			}
+		}
+		return s.durable(entry)
+	case s.liveSubject:
+		v, err := events.Unmarshal(m.Data)
+		if err != nil {
+			s.lg.Warn("undecodable live message", events.LogKeySubject, m.Subject, events.LogKeyErr, err)
+			return nil
+		}
+		delta, ok := v.(*events.AcpEphemeralSessionUpdateEvent)
+		if !ok {
+			return nil // stderr and other live traffic are not for clients
+		}
+		if delta.AfterSequence > max(s.last, s.known) {
+			if err := s.gapFill(ctx, "delta", delta.AfterSequence); err != nil {
+				return err
+			}
+			s.known = max(s.known, delta.AfterSequence)
+		}
+		if delta.AfterSequence < s.last {
+			return nil // stale: see step 5 of the algorithm
+		}
+		return s.ephemeral(delta)
+	}
+	return nil
+}
+
+// gapFill reads history after the last sequence sent because a live
+// message proved that the stream missed something up to seq.
+func (s *stream) gapFill(ctx context.Context, cause string, seq uint64) error {
+	s.g.metrics.gapFills.Inc()
+	s.lg.Debug("event stream gap", logKeyReason, cause,
+		events.LogKeySeq, seq, logKeyLastSent, s.last)
+	return s.fill(ctx)
+}
+
+// logKeyLastSent is the last durable sequence an event stream sent.
+const logKeyLastSent = "last_sent"
+
+// fill emits every durable event after s.last that history holds.
+func (s *stream) fill(ctx context.Context) error {
+	limit := uint32(s.g.cfg.BackfillPage)
+	for {
+		after := s.last
+		req := &events.AcpReadHistoryRequest{SessionID: new(string(s.sid)), After: &after, Limit: &limit}
+		cctx, cancel := context.WithTimeout(ctx, s.g.cfg.RequestTimeout)
+		page, err := s.g.readHistory(cctx, s.ns, req)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%w: %w", errClientGone, ctx.Err())
+			}
+			return fmt.Errorf("read history after %d: %w", after, err)
+		}
+		if !s.started {
+			if err := s.start(); err != nil {
+				return err
+			}
+		}
+		for i := range page.Events {
+			if page.Events[i].Sequence <= s.last {
+				continue
+			}
+			if err := s.durable(&page.Events[i]); err != nil {
+				return err
+			}
+		}
+		if !page.HasMoreAfter {
+			s.known = max(s.known, s.last)
+			return nil
+		}
+		if s.last == after {
+			return events.Errorf(events.CodeInternal, "history after %d has more but returned no newer event", after)
+		}
+	}
+}
+
+// durable emits one durable event and advances s.last. An event that has
+// no public form (a writer bug) is logged and skipped rather than ending
+// every stream of the session on it forever.
+func (s *stream) durable(e *events.AcpDurableHistoryEntry) error {
+	data, err := events.PublicDurableJSON(e)
+	if err != nil {
+		s.lg.Error("durable event has no public form", events.LogKeySeq, e.Sequence, events.LogKeyErr, err)
+		s.last = e.Sequence
+		return nil
+	}
+	if err := s.event(strconv.FormatUint(e.Sequence, 10), "durable", data); err != nil {
+		return err
+	}
+	s.last = e.Sequence
+	s.g.metrics.streamEvents.WithLabelValues(events.DurabilityDurable).Inc()
+	return nil
+}
+
+// ephemeral emits one delta.
+func (s *stream) ephemeral(d *events.AcpEphemeralSessionUpdateEvent) error {
+	data, err := events.PublicEphemeralJSON(d)
+	if err != nil {
+		s.lg.Warn("live delta has no public form", events.LogKeySeq, d.AfterSequence, events.LogKeyErr, err)
+		return nil
+	}
+	if err := s.event("", "ephemeral", data); err != nil {
+		return err
+	}
+	s.g.metrics.streamEvents.WithLabelValues(events.DurabilityEphemeral).Inc()
+	return nil
+}
+
+// start writes the response headers.
+func (s *stream) start() error {
+	s.started = true
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	s.w.WriteHeader(http.StatusOK)
+	return s.flush()
+}
+
+// event writes one SSE event. data is split at line ends, each part its own
+// data line, since a raw line break would end the field.
+func (s *stream) event(id, name string, data []byte) error {
+	b := s.buf[:0]
+	if id != "" {
+		b = append(b, "id: "...)
+		b = append(b, id...)
+		b = append(b, '\n')
+	}
+	b = append(b, "event: "...)
+	b = append(b, name...)
+	b = append(b, '\n')
+	b = appendData(b, data)
+	b = append(b, '\n')
+	err := s.write(b)
+	if cap(b) <= maxKeptBuffer {
+		s.buf = b[:0]
+	}
+	return err
+}
+
+// maxKeptBuffer bounds the scratch buffer a stream keeps between events, so
+// one huge event does not pin its memory for the stream's lifetime.
+const maxKeptBuffer = 64 << 10
+
+// appendData appends data as "data: " lines, splitting at CR, LF and CRLF.
+func appendData(b, data []byte) []byte {
+	for {
+		b = append(b, "data: "...)
+		i := 0
+		for i < len(data) && data[i] != '\n' && data[i] != '\r' {
+			i++
+		}
+		b = append(b, data[:i]...)
+		b = append(b, '\n')
+		if i == len(data) {
+			return b
+		}
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		data = data[i+1:]
+	}
+}
+
+// write sends b and flushes it, within Config.StreamWriteTimeout.
+func (s *stream) write(b []byte) error {
+	if err := s.rc.SetWriteDeadline(time.Now().Add(s.g.cfg.StreamWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return fmt.Errorf("%w: %w", errClientGone, err)
+	}
+	if _, err := s.w.Write(b); err != nil {
+		return fmt.Errorf("%w: %w", errClientGone, err)
+	}
+	return s.flush()
+}
+
+func (s *stream) flush() error {
+	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return fmt.Errorf("%w: %w", errClientGone, err)
+	}
+	return nil
+}
