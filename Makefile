@@ -1,0 +1,66 @@
+# Skein. `make help` lists the targets.
+#
+# The repository is a go.work workspace with no root module: packages are
+# named with the `work` pattern, not ./... .
+
+GO        ?= go
+BIN       ?= bin
+DATA      ?= .skein
+HTTP      ?= 127.0.0.1:8080
+TEST_FLAGS ?= -race -shuffle=on -count=1 -timeout=15m
+BENCH     ?= .
+BENCH_TIME ?= 2s
+BENCH_COUNT ?= 3
+FUZZ_TIME ?= 20s
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## build bin/skein and bin/skein-testagent
+	$(GO) build -o $(BIN)/skein ./cmd/skein
+	$(GO) build -o $(BIN)/skein-testagent ./testagent/cmd/skein-testagent
+
+.PHONY: run
+run: build ## run Skein: embedded NATS, all services and the demo agent (skein dev)
+	$(BIN)/skein dev --data $(DATA) --http $(HTTP)
+
+.PHONY: test
+test: ## unit, embedded-NATS and end-to-end tests, race detector on
+	$(GO) test $(TEST_FLAGS) work
+
+.PHONY: test-long
+test-long: ## the long soak, load and fault runs as well
+	SKEIN_LONG=1 $(GO) test $(TEST_FLAGS) -timeout=60m work
+
+.PHONY: bench
+bench: ## run the benchmarks and print the issue figures beside their baselines
+	$(GO) test -run='^$$' -bench='$(BENCH)' -benchtime=$(BENCH_TIME) -count=$(BENCH_COUNT) work | tee bench.txt
+	@echo
+	@$(GO) run ./ops/tools/benchtable bench.txt
+
+.PHONY: bench-smoke
+bench-smoke: ## every benchmark once, so none rots
+	$(GO) test -run='^$$' -bench=. -benchtime=1x work
+
+.PHONY: fuzz
+fuzz: ## a short run of every fuzz target ($(FUZZ_TIME) each)
+	@set -e; for pkg in $$($(GO) list -f '{{.Dir}}' work); do \
+	  for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$pkg/*_test.go 2>/dev/null | sed 's/func //'); do \
+	    echo "== $$t ($$pkg)"; \
+	    (cd $$pkg && $(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZ_TIME) .); \
+	  done; \
+	done
+
+.PHONY: lint
+lint: ## gofmt, go vet and staticcheck must be clean
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
+	$(GO) vet work
+	$(GO) tool staticcheck work
+
+.PHONY: clean
+clean: ## remove build output and the dev data directory
+	rm -rf $(BIN) $(DATA) bench.txt

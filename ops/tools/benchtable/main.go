@@ -1,0 +1,121 @@
+// Command benchtable prints the figures the issues name, each beside its
+// baseline from the same benchmark run. It reads `go test -bench` output on
+// standard input (or the files named) and writes a table.
+//
+//	go test -run='^$' -bench=. work | go run ./ops/tools/benchtable
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// row is one figure: a metric of one benchmark, beside the same (or another)
+// metric of its baseline.
+type row struct {
+	figure   string
+	bench    string // sub-benchmark name without the -GOMAXPROCS suffix
+	metric   string
+	baseline string
+	baseMet  string
+	target   string
+}
+
+var rows = []row{
+	{"durable updates, 1 session, 256 B", "BenchmarkDurableUpdates/path=session,size=256,sessions=1", "updates/s", "BenchmarkDurableUpdates/path=raw,size=256", "updates/s", ">= 30% of raw"},
+	{"durable updates, 4 sessions, 256 B", "BenchmarkDurableUpdates/path=session,size=256,sessions=4", "updates/s", "BenchmarkDurableUpdates/path=raw,size=256", "updates/s", ">= 30% of raw"},
+	{"durable updates, 1 session, 1 KiB", "BenchmarkDurableUpdates/path=session,size=1024,sessions=1", "updates/s", "BenchmarkDurableUpdates/path=raw,size=1024", "updates/s", ">= 30% of raw"},
+	{"durable updates, 4 sessions, 1 KiB", "BenchmarkDurableUpdates/path=session,size=1024,sessions=4", "updates/s", "BenchmarkDurableUpdates/path=raw,size=1024", "updates/s", ">= 30% of raw"},
+	{"log writer appends, 1 session, 256 B", "BenchmarkAppend/batch=1,size=256,sessions=1", "records/s", "BenchmarkAppend/raw,size=256", "records/s", ""},
+	{"log writer appends, 16 sessions, 256 B", "BenchmarkAppend/batch=1,size=256,sessions=16", "records/s", "BenchmarkAppend/raw,size=256", "records/s", ""},
+	{"prompt round trip p50, HTTP", "BenchmarkPromptRoundTrip/via=http", "p50-ms", "BenchmarkPromptRoundTrip/via=stdio", "p50-ms", "< 2 ms"},
+	{"prompt round trip p99, HTTP", "BenchmarkPromptRoundTrip/via=http", "p99-ms", "BenchmarkPromptRoundTrip/via=stdio", "p99-ms", ""},
+	{"prompt round trip p50, NATS", "BenchmarkPromptRoundTrip/via=nats", "p50-ms", "BenchmarkPromptRoundTrip/via=stdio", "p50-ms", ""},
+	{"prompt round trip p99, NATS", "BenchmarkPromptRoundTrip/via=nats", "p99-ms", "BenchmarkPromptRoundTrip/via=stdio", "p99-ms", ""},
+}
+
+var procSuffix = regexp.MustCompile(`-\d+$`)
+
+// parse reads benchmark result lines into name → metric → value. A name
+// seen more than once (-count) keeps the mean.
+func parse(r io.Reader) (map[string]map[string]float64, error) {
+	sums := map[string]map[string][]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := procSuffix.ReplaceAllString(f[0], "")
+		if sums[name] == nil {
+			sums[name] = map[string][]float64{}
+		}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			sums[name][f[i+1]] = append(sums[name][f[i+1]], v)
+		}
+	}
+	out := map[string]map[string]float64{}
+	for name, ms := range sums {
+		out[name] = map[string]float64{}
+		for m, vs := range ms {
+			var s float64
+			for _, v := range vs {
+				s += v
+			}
+			out[name][m] = s / float64(len(vs))
+		}
+	}
+	return out, sc.Err()
+}
+
+func main() {
+	var in io.Reader = os.Stdin
+	if len(os.Args) > 1 {
+		var rs []io.Reader
+		for _, p := range os.Args[1:] {
+			f, err := os.Open(p)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "benchtable:", err)
+				os.Exit(1)
+			}
+			defer f.Close()
+			rs = append(rs, f)
+		}
+		in = io.MultiReader(rs...)
+	}
+	res, err := parse(in)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		os.Exit(1)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "figure\tvalue\tbaseline\tratio\ttarget")
+	for _, r := range rows {
+		v, ok := res[r.bench][r.metric]
+		b, bok := res[r.baseline][r.baseMet]
+		if !ok {
+			fmt.Fprintf(tw, "%s\t(not run)\t\t\t%s\n", r.figure, r.target)
+			continue
+		}
+		ratio, base := "", "(not run)"
+		if bok {
+			base = fmt.Sprintf("%.4g %s", b, r.baseMet)
+			if b != 0 {
+				ratio = fmt.Sprintf("%.1f%%", 100*v/b)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%.4g %s\t%s\t%s\t%s\n", r.figure, v, r.metric, base, ratio, r.target)
+	}
+	_ = tw.Flush()
+}
