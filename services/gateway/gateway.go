@@ -165,15 +165,28 @@ func (g *Gateway) namespace(*http.Request) (events.Namespace, error) {
 }
 
 // routes returns the API's ServeMux.
+// route is one HTTP route. docs/openapi.json describes the same set;
+// TestOpenAPIMatchesRoutes keeps them equal.
+type route struct {
+	method, path string
+	handler      func(*Gateway) http.HandlerFunc
+}
+
+var routeTable = []route{
+	{http.MethodPut, "/v1/sessions/{id}", func(g *Gateway) http.HandlerFunc { return g.handleOpen }},
+	{http.MethodGet, "/v1/sessions/{id}", func(g *Gateway) http.HandlerFunc { return g.handleGetSession }},
+	{http.MethodPost, "/v1/sessions/{id}/prompt", func(g *Gateway) http.HandlerFunc { return g.handlePrompt }},
+	{http.MethodGet, "/v1/sessions/{id}/history", func(g *Gateway) http.HandlerFunc { return g.handleHistory }},
+	{http.MethodGet, "/v1/sessions/{id}/events", func(g *Gateway) http.HandlerFunc { return g.handleEvents }},
+	{http.MethodGet, "/healthz", func(g *Gateway) http.HandlerFunc { return g.handleHealthz }},
+	{http.MethodGet, "/readyz", func(g *Gateway) http.HandlerFunc { return g.handleReadyz }},
+}
+
 func (g *Gateway) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("PUT /v1/sessions/{id}", g.handleOpen)
-	mux.HandleFunc("GET /v1/sessions/{id}", g.handleGetSession)
-	mux.HandleFunc("POST /v1/sessions/{id}/prompt", g.handlePrompt)
-	mux.HandleFunc("GET /v1/sessions/{id}/history", g.handleHistory)
-	mux.HandleFunc("GET /v1/sessions/{id}/events", g.handleEvents)
-	mux.HandleFunc("GET /healthz", g.handleHealthz)
-	mux.HandleFunc("GET /readyz", g.handleReadyz)
+	for _, r := range routeTable {
+		mux.HandleFunc(r.method+" "+r.path, r.handler(g))
+	}
 	return mux
 }
 
