@@ -9,7 +9,6 @@ package session
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -35,10 +34,10 @@ type Service struct {
 	ready chan struct{}
 
 	// Set by Run.
-	js       jetstream.JetStream
-	meta     jetstream.KeyValue
-	runners  *runnerDirectory
-	runCtx   context.Context
+	js      jetstream.JetStream
+	meta    jetstream.KeyValue
+	runners *runnerDirectory
+	runCtx  context.Context
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -272,6 +271,3 @@ func (s *Service) handlePrompt(ctx context.Context, ns events.Namespace, data []
 		return nil, events.Errorf(events.CodeUnavailable, "session service shutting down")
 	}
 }
-
-// errStale marks IO from an adapter process the session no longer uses.
-var errStale = errors.New("stale adapter record")

@@ -3,9 +3,9 @@ package session
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 

@@ -158,14 +158,14 @@ func TestOpenIsIdempotent(t *testing.T) {
 		t.Errorf("reopen with another cwd = %v, want %s", err, events.CodeSessionConflict)
 	}
 	for name, req := range map[string]events.AcpOpenSessionRequest{
-		"no agent":        {Agent: "-"},
-		"relative cwd":    {Cwd: ptr("rel")},
-		"bad policy":      {PermissionPolicy: ptr("sometimes")},
-		"env not object":  {Env: events.JSON(`["A=1"]`)},
-		"dirs not array":  {AdditionalDirectories: events.JSON(`"/tmp"`)},
-		"mcp not JSON":    {McpServers: events.JSON(`[`)},
-		"unknown agent":   {Agent: "nope"},
-		"bad session ID":  {},
+		"no agent":       {Agent: "-"},
+		"relative cwd":   {Cwd: ptr("rel")},
+		"bad policy":     {PermissionPolicy: ptr("sometimes")},
+		"env not object": {Env: events.JSON(`["A=1"]`)},
+		"dirs not array": {AdditionalDirectories: events.JSON(`"/tmp"`)},
+		"mcp not JSON":   {McpServers: events.JSON(`[`)},
+		"unknown agent":  {Agent: "nope"},
+		"bad session ID": {},
 	} {
 		sid := "s2"
 		if name == "bad session ID" {

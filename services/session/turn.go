@@ -2,10 +2,10 @@ package session
 
 import (
 	"context"
-	"strconv"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strconv"
 	"sync"
 
 	"github.com/nats-io/nats.go"
