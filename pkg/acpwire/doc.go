@@ -1,0 +1,69 @@
+// Package acpwire is Skein's wire layer for the Agent Client Protocol: JSON-RPC
+// 2.0 messages, one per '\n'-terminated line, exchanged with an ACP adapter
+// process over its stdin and stdout. It owns the framing, the message
+// codec, the JSON-RPC/ACP error codes and method names, and thin typed
+// helpers for the client->agent methods. It knows nothing of NATS or of
+// sessions as Skein stores them.
+//
+// # Raw bytes are the payload
+//
+// ACP payloads travel through Skein as the exact bytes the adapter wrote.
+// [Parse] decodes only the JSON-RPC envelope and hands out sub-slices of the
+// line ([Message.Raw], ID, Params, Result, [RPCError.Data]); the typed
+// helpers decode only routing fields ([ParseSessionUpdate],
+// [ParsePermissionRequest], [SessionResult]) and keep the rest raw. Nothing
+// is ever unmarshalled and marshalled again, so unknown fields, unknown
+// sessionUpdate variants, unknown content types and _meta survive byte for
+// byte. This is the point of the package: coder/acp-go-sdk drops unknown
+// fields and mis-decodes unknown variants (REFERENCE.md §14).
+//
+// # Strict envelope, lenient contents
+//
+// The envelope must be JSON-RPC 2.0 ([Parse] lists what it rejects, with a
+// CodeAdapterProtocol *events.Error). Inside params and results anything
+// goes: unknown members and values are the normal case, not an error.
+//
+// # The connection contract
+//
+// A [Conn] has one reader goroutine, which is the only goroutine that runs
+// callbacks, in stream order:
+//
+//   - notifications go to Options.OnNotification;
+//   - agent->client requests go to Options.OnRequest, whose handler answers
+//     later, from any goroutine, with [Conn.Respond] or [Conn.RespondError]
+//     (without a handler, the reader answers -32601 itself);
+//   - responses go to Options.OnResponse, then complete the matching call:
+//     a blocked [Conn.Call] returns, or [Conn.CallAsync]'s done runs;
+//   - lines that are not JSON-RPC go to Options.OnProtocolError and reading
+//     continues.
+//
+// Because one goroutine handles lines in order, everything the agent wrote
+// before a response (a prompt turn's session/update stream) has been
+// handled when that response completes its call.
+//
+// Writes from any number of goroutines are serialized by one mutex; each
+// message is a single '\n'-terminated line written with one Write.
+//
+// The connection ends at EOF, on a read error, on a line longer than
+// Options.MaxLineBytes (CodeLineTooLong), or on [Conn.Close]. [Conn.Err]
+// then says why (CodeAdapterExited or CodeLineTooLong), writes fail, calls
+// still pending fail, and [Conn.Done] is closed once the reader has stopped.
+//
+// # Errors
+//
+// Failures are *events.Error values from skein.dev/pkg/events:
+// CodeAdapterProtocol (the adapter wrote something that is not ACP),
+// CodeLineTooLong, CodeAdapterExited (the connection is gone), and
+// CodeInvalidRequest (the caller passed a raw value that is not valid JSON,
+// so nothing was sent). An agent's JSON-RPC error is an [*RPCError], which
+// errors.Is and errors.As treat as CodeAdapterError. [IsUnknownSession]
+// recognises the shapes real agents use to say a session does not exist.
+//
+// # Testing
+//
+// testdata/transcripts holds recorded traffic of real adapters (a copy of
+// shared/acp/transcripts; the recorder cut some long lines short, and the
+// golden file testdata/transcripts.golden records which). The tests replay
+// it through Parse and through a real Conn; the fuzz targets are seeded from
+// it.
+package acpwire

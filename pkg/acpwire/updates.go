@@ -1,0 +1,148 @@
+package acpwire
+
+import "encoding/json"
+
+// SessionUpdate is the routing view of the params of a session/update
+// notification. It decodes only what a client routes on; the update itself
+// stays raw, so unknown variants, unknown fields, unknown content types and
+// _meta survive byte for byte.
+type SessionUpdate struct {
+	SessionID string
+	// Kind is update.sessionUpdate: one of the Update constants or a value
+	// this package does not know (keep it; do not fail).
+	Kind string
+	// MessageID is update.messageId, or nil when it is absent or null (it is
+	// optional in v1; codex-acp and claude-code-acp never send it).
+	MessageID *string
+	// Update is the raw "update" object, a sub-slice of the params.
+	Update json.RawMessage
+}
+
+// ParseSessionUpdate decodes the params of a session/update notification
+// (Message.Params). It returns a CodeAdapterProtocol *events.Error when
+// params are not an object, sessionId is not a string, update is not an
+// object, update.sessionUpdate is not a string, or update.messageId is
+// neither a string nor null. Unknown members anywhere are ignored.
+func ParseSessionUpdate(params json.RawMessage) (*SessionUpdate, error) {
+	if !json.Valid(params) {
+		return nil, protocolError("session/update params are not JSON")
+	}
+	var sid, update []byte
+	if err := getFields(params, field{"sessionId", &sid}, field{"update", &update}); err != nil {
+		return nil, protocolError("session/update params: %v", err)
+	}
+	u := &SessionUpdate{Update: update}
+	var ok bool
+	if u.SessionID, ok = unquote(sid); !ok {
+		return nil, protocolError("session/update: sessionId is %s, want a string", describe(sid))
+	}
+	if valueType(update) != "object" {
+		return nil, protocolError("session/update: update is %s, want an object", describe(update))
+	}
+	var kind, msgID []byte
+	if err := getFields(update, field{"sessionUpdate", &kind}, field{"messageId", &msgID}); err != nil {
+		return nil, protocolError("session/update: update: %v", err)
+	}
+	if u.Kind, ok = unquote(kind); !ok {
+		return nil, protocolError("session/update: sessionUpdate is %s, want a string", describe(kind))
+	}
+	if !isNull(msgID) {
+		id, ok := unquote(msgID)
+		if !ok {
+			return nil, protocolError("session/update: messageId is %s, want a string or null", describe(msgID))
+		}
+		u.MessageID = &id
+	}
+	return u, nil
+}
+
+// PermissionRequest is the decoded params of a session/request_permission
+// request. The client must answer it (Conn.Respond with PermissionSelected
+// or PermissionCancelled), also after session/cancel, where the answer is
+// PermissionCancelled.
+type PermissionRequest struct {
+	SessionID string
+	// ToolCall is the raw tool call (a ToolCallUpdate). codex-acp asks about
+	// tool calls it has not announced yet: create the entry from it if
+	// unknown.
+	ToolCall json.RawMessage
+	Options  []PermissionOption
+	Raw      json.RawMessage // the params exactly as sent
+}
+
+// PermissionOption is one choice offered in a permission request. Choose by
+// Kind (a Permission constant, or an unknown value), answer with OptionID.
+type PermissionOption struct {
+	OptionID string
+	Name     string // for display; "" when the agent omitted it
+	Kind     string
+	Raw      json.RawMessage
+}
+
+// ParsePermissionRequest decodes the params of a session/request_permission
+// request (Message.Params). It returns a CodeAdapterProtocol *events.Error
+// unless sessionId is a string, toolCall an object, and options an array of
+// objects each with a string optionId and a string kind. name may be absent
+// (it is only shown to people) but must be a string when present.
+func ParsePermissionRequest(params json.RawMessage) (*PermissionRequest, error) {
+	if !json.Valid(params) {
+		return nil, protocolError("session/request_permission params are not JSON")
+	}
+	var sid, toolCall, options []byte
+	if err := getFields(params, field{"sessionId", &sid}, field{"toolCall", &toolCall}, field{"options", &options}); err != nil {
+		return nil, protocolError("session/request_permission params: %v", err)
+	}
+	req := &PermissionRequest{ToolCall: toolCall, Raw: params}
+	var ok bool
+	if req.SessionID, ok = unquote(sid); !ok {
+		return nil, protocolError("session/request_permission: sessionId is %s, want a string", describe(sid))
+	}
+	if valueType(toolCall) != "object" {
+		return nil, protocolError("session/request_permission: toolCall is %s, want an object", describe(toolCall))
+	}
+	if valueType(options) != "array" {
+		return nil, protocolError("session/request_permission: options is %s, want an array", describe(options))
+	}
+	err := eachElement(options, func(v []byte) error {
+		var id, name, kind []byte
+		if valueType(v) != "object" {
+			return protocolError("session/request_permission: an option is %s, want an object", describe(v))
+		}
+		if err := getFields(v, field{"optionId", &id}, field{"name", &name}, field{"kind", &kind}); err != nil {
+			return protocolError("session/request_permission: option: %v", err)
+		}
+		o := PermissionOption{Raw: v}
+		var ok bool
+		if o.OptionID, ok = unquote(id); !ok {
+			return protocolError("session/request_permission: optionId is %s, want a string", describe(id))
+		}
+		if o.Kind, ok = unquote(kind); !ok {
+			return protocolError("session/request_permission: option kind is %s, want a string", describe(kind))
+		}
+		if name != nil {
+			if o.Name, ok = unquote(name); !ok {
+				return protocolError("session/request_permission: option name is %s, want a string", describe(name))
+			}
+		}
+		req.Options = append(req.Options, o)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// PermissionCancelled returns the result that answers a permission request
+// after session/cancel (or when the turn is otherwise over), ready for
+// Conn.Respond.
+func PermissionCancelled() json.RawMessage {
+	return json.RawMessage(`{"outcome":{"outcome":"cancelled"}}`)
+}
+
+// PermissionSelected returns the result that selects the option optionID,
+// ready for Conn.Respond.
+func PermissionSelected(optionID string) json.RawMessage {
+	b := append([]byte(`{"outcome":{"outcome":"selected","optionId":`), appendString(nil, optionID)...)
+	return append(b, "}}"...)
+}
