@@ -76,6 +76,34 @@ type TurnFinished struct {
 	Error          *AcpErrorResponse `msgpack:"error,omitempty"`
 }
 
+// ConfigChanged records the session's complete configuration options after
+// a change (the ACP session/set_config_option answer, or a mode/model change
+// the agent announced), with the cache revision it makes current.
+type ConfigChanged struct {
+	Revision      uint64 `msgpack:"revision"`
+	ConfigOptions []JSON `msgpack:"configOptions"`
+}
+
+// SessionUnloaded records that the adapter was stopped on purpose (unload,
+// idle reclaim); the session and its history stay.
+type SessionUnloaded struct {
+	Reason string `msgpack:"reason"`
+}
+
+// OwnerChanged is the fence a session service replica appends when it takes
+// ownership of a session: conditioned on the last sequence it read, so any
+// earlier owner's next append fails.
+type OwnerChanged struct {
+	Owner         string `msgpack:"owner"`
+	LeaseRevision uint64 `msgpack:"leaseRevision"`
+}
+
+// SessionDeleted is the tombstone a deletion leaves (a rollup of the
+// session's subject), so that no stale writer can resurrect the session.
+type SessionDeleted struct {
+	Reason string `msgpack:"reason,omitempty"`
+}
+
 // SessionMeta is the ACP_SESSIONS projection of a session, rebuilt from the
 // log whenever it is lost. Reads (getSession) come from here and from the
 // log, never from an adapter.
@@ -107,6 +135,10 @@ type RunnerInfo struct {
 func (SessionOpened) VariantName() string   { return "SessionOpened" }
 func (AdapterAttached) VariantName() string { return "AdapterAttached" }
 func (TurnFinished) VariantName() string    { return "TurnFinished" }
+func (ConfigChanged) VariantName() string   { return "ConfigChanged" }
+func (SessionUnloaded) VariantName() string { return "SessionUnloaded" }
+func (OwnerChanged) VariantName() string    { return "OwnerChanged" }
+func (SessionDeleted) VariantName() string  { return "SessionDeleted" }
 func (SessionMeta) VariantName() string     { return "SessionMeta" }
 func (RunnerAck) VariantName() string       { return "RunnerAck" }
 func (RunnerInfo) VariantName() string      { return "RunnerInfo" }
@@ -115,6 +147,10 @@ func init() {
 	register(func() Variant { return new(SessionOpened) })
 	register(func() Variant { return new(AdapterAttached) })
 	register(func() Variant { return new(TurnFinished) })
+	register(func() Variant { return new(ConfigChanged) })
+	register(func() Variant { return new(SessionUnloaded) })
+	register(func() Variant { return new(OwnerChanged) })
+	register(func() Variant { return new(SessionDeleted) })
 	register(func() Variant { return new(SessionMeta) })
 	register(func() Variant { return new(RunnerAck) })
 	register(func() Variant { return new(RunnerInfo) })
