@@ -488,3 +488,22 @@ func TestRawOutputCommands(t *testing.T) {
 		eventually(t, "stderr line", func() bool { return strings.Contains(p.stderr.String(), "hello-stderr\n") })
 	})
 }
+
+func TestFlood(t *testing.T) {
+	forEachMode(t, func(t *testing.T, start startFunc) {
+		p := start(t, opts{})
+		sid, _ := p.newSession()
+		ups, stop := p.turn(sid, "flood 50 100")
+		if stop != "end_turn" {
+			t.Errorf("stopReason = %q, want end_turn", stop)
+		}
+		if len(ups) != 50 {
+			t.Fatalf("flood 50 sent %d updates", len(ups))
+		}
+		for i, u := range ups {
+			if u["sessionUpdate"] != "x_flood" || u["n"] != float64(i+1) || len(u["data"].(string)) != 100 {
+				t.Errorf("update %d = %v, want x_flood number %d with 100 bytes", i, u, i+1)
+			}
+		}
+	})
+}

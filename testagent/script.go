@@ -33,6 +33,7 @@ const (
 	opGarbage    opKind = "garbage"
 	opBig        opKind = "big"
 	opUpdate     opKind = "update"
+	opFlood      opKind = "flood"
 	opNotify     opKind = "notify"
 	opUsage      opKind = "usage"
 	opTitle      opKind = "title"
@@ -59,6 +60,7 @@ var keywords = map[opKind]func(op *op, args string) error{
 	opGarbage:    parseGarbage,
 	opBig:        parseBig,
 	opUpdate:     parseUpdate,
+	opFlood:      parseFlood,
 	opNotify:     parseNotify,
 	opUsage:      parseUsage,
 	opTitle:      parseText,
@@ -352,6 +354,25 @@ func parseBig(o *op, args string) error {
 		return fmt.Errorf("size must be an integer in [0, %d], got %q", maxBigBytes, args)
 	}
 	o.N = n
+	return nil
+}
+
+// maxFlood bounds "flood": enough for any benchmark, small enough that a
+// typo cannot wedge a test.
+const maxFlood = 1_000_000
+
+// parseFlood reads "flood <count> <bytes>".
+func parseFlood(o *op, args string) error {
+	f := strings.Fields(args)
+	if len(f) != 2 {
+		return fmt.Errorf("want flood <count> <bytes>, got %q", args)
+	}
+	n, err1 := strconv.ParseInt(f[0], 10, 64)
+	size, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err1 != nil || err2 != nil || n < 1 || n > maxFlood || size > maxBigBytes {
+		return fmt.Errorf("want flood <count in [1, %d]> <bytes in [0, %d]>, got %q", maxFlood, maxBigBytes, args)
+	}
+	o.N, o.Size = n, size
 	return nil
 }
 

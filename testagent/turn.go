@@ -261,6 +261,13 @@ func (t *turn) exec(ctx context.Context, o op) (*outcome, error) {
 		}
 	case opUpdate:
 		t.emitRaw(o.Raw)
+	case opFlood:
+		// n updates of an unknown kind ("x_flood"), each about size bytes:
+		// durable one by one on the client side, for throughput tests.
+		pad, _ := json.Marshal(strings.Repeat("x", int(o.Size)))
+		for i := range o.N {
+			t.emitRaw(json.RawMessage(fmt.Sprintf(`{"sessionUpdate":"x_flood","n":%d,"data":%s}`, i+1, pad)))
+		}
 	case opNotify:
 		if err := a.out.writeJSON(outNotification{JSONRPC: "2.0", Method: o.ID, Params: o.Raw}); err != nil {
 			a.lg.Debug("write notification failed", "err", err)

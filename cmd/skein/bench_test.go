@@ -34,9 +34,7 @@ import (
 // updateScript returns a test-agent script that writes n durable updates
 // whose JSON is about size bytes.
 func updateScript(n, size int) string {
-	pad := strings.Repeat("x", max(size-60, 1))
-	line := fmt.Sprintf(`update {"sessionUpdate":"x_bench","data":%q}`, pad)
-	return strings.Repeat(line+"\n", n)
+	return fmt.Sprintf("flood %d %d", n, max(size-40, 0))
 }
 
 func promptBody(text string) string {

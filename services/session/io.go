@@ -34,6 +34,21 @@ func (sess *session) onTail(r *route, m *nats.Msg) {
 	if sess.adapter == r && prev <= r.applied {
 		sess.applyIO(r, seq, m.Header, m.Data)
 	}
+	sess.commitUnlessMore(r)
+}
+
+// commitUnlessMore commits queued output unless more of the adapter's
+// output is already waiting to be applied (and the group has room).
+func (sess *session) commitUnlessMore(r *route) {
+	if len(sess.pending) == 0 {
+		return
+	}
+	if waiting, _, err := r.sub.Pending(); err == nil && waiting > 0 && len(sess.pending) < eventlog.MaxBatch && sess.adapter == r {
+		return
+	}
+	if err := sess.commit(sess.svc.runCtx); err != nil {
+		sess.lg.Warn("append adapter output", events.LogKeyErr, err)
+	}
 }
 
 // catchUp applies the records of the session's ACP_IO after the last one
@@ -56,6 +71,10 @@ func (sess *session) catchUp(r *route, upTo uint64) {
 			}
 			sess.svc.m.ioGapRecords.Inc()
 			sess.applyIO(r, rec.Sequence, rec.Header, rec.Data)
+		}
+		if err := sess.commit(ctx); err != nil {
+			sess.lg.Warn("append adapter output", events.LogKeyErr, err)
+			return
 		}
 	}
 }
@@ -107,6 +126,11 @@ func (sess *session) onNotification(ctx context.Context, ioSeq uint64, raw event
 			}
 		}
 		sess.buf.add(upd.Kind, upd.MessageID, upd.Update)
+		// The delta is placed after the log's end: everything before it
+		// must be in the log first.
+		if err := sess.commit(ctx); err != nil {
+			return
+		}
 		sess.publishLive(&events.AcpEphemeralSessionUpdateEvent{
 			SessionID:     string(sess.sid),
 			AfterSequence: sess.w.Position().LastSeq,
@@ -119,7 +143,7 @@ func (sess *session) onNotification(ctx context.Context, ioSeq uint64, raw event
 		if err := sess.flush(ctx, ioSeq); err != nil {
 			return
 		}
-		_, _ = sess.append(ctx, ioSeq, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{Update: events.JSON(upd.Update)}})
+		sess.queue(ioSeq, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{Update: events.JSON(upd.Update)}})
 	}
 }
 
@@ -133,9 +157,7 @@ func (sess *session) flush(ctx context.Context, ioSeq uint64) error {
 	for i, u := range updates {
 		entries[i] = eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{Update: events.JSON(u)}}
 	}
-	if _, err := sess.append(ctx, ioSeq, entries...); err != nil {
-		return err
-	}
+	sess.queue(ioSeq, entries...)
 	if sess.turn != nil && sess.buf.lastKind == kindMessageChunk {
 		sess.turn.lastMessage = events.JSON(updates[len(updates)-1])
 	}

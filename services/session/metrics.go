@@ -12,6 +12,7 @@ type metrics struct {
 	turnsFinished  *prometheus.CounterVec // by outcome
 	appends        *prometheus.CounterVec // by result
 	appendSeconds  prometheus.Histogram
+	appendRecords  prometheus.Counter
 	liveDeltas     prometheus.Counter
 	attachSeconds  *prometheus.HistogramVec // by tier
 	ioRecords      *prometheus.CounterVec   // by record
@@ -26,6 +27,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		turnsFinished:  f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_turns_finished_total", Help: "Turns finished, by outcome."}, []string{"outcome"}),
 		appends:        f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_appends_total", Help: "Log appends, by result."}, []string{"result"}),
 		appendSeconds:  f.NewHistogram(prometheus.HistogramOpts{Name: "acp_session_append_seconds", Help: "Latency of one log append (one record or one atomic batch).", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 14)}),
+		appendRecords:  f.NewCounter(prometheus.CounterOpts{Name: "acp_session_append_records_total", Help: "Records appended to session logs."}),
 		liveDeltas:     f.NewCounter(prometheus.CounterOpts{Name: "acp_session_live_deltas_total", Help: "Ephemeral deltas published on acp.live."}),
 		attachSeconds:  f.NewHistogramVec(prometheus.HistogramOpts{Name: "acp_session_attach_seconds", Help: "Time to attach an adapter, by tier.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"tier"}),
 		ioRecords:      f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_io_records_total", Help: "ACP_IO records applied, by record."}, []string{"record"}),

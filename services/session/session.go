@@ -33,6 +33,7 @@ type session struct {
 	adapter   *route // nil: no adapter attached
 	turn      *turn  // nil: idle
 	buf       coalescer
+	pending   []eventlog.Entry         // queued adapter output, see queue
 	failure   *events.AcpErrorResponse // the last turn's error, while the session is failed
 	meta      events.SessionMeta
 }
@@ -104,14 +105,13 @@ func (sess *session) reconcile(ctx context.Context, last *eventlog.Record) error
 	return err
 }
 
-// append writes entries to the log. ioSeq, when not zero, is the ACP_IO
-// record they came from. A write conflict means another replica owns the
-// session now: this one forgets it.
-func (sess *session) append(ctx context.Context, ioSeq uint64, entries ...eventlog.Entry) ([]eventlog.Appended, error) {
+// stamp sets the headers every record carries: the ACP_IO record it came
+// from (ioSeq, when not zero) and the turn running when it was made.
+func (sess *session) stamp(ioSeq uint64, entries []eventlog.Entry) {
+	if ioSeq == 0 && sess.turn == nil {
+		return
+	}
 	for i := range entries {
-		if ioSeq == 0 && sess.turn == nil {
-			break
-		}
 		if entries[i].Header == nil {
 			entries[i].Header = nats.Header{}
 		}
@@ -122,6 +122,52 @@ func (sess *session) append(ctx context.Context, ioSeq uint64, entries ...eventl
 			entries[i].Header.Set(events.HeaderTurnID, sess.turn.id)
 		}
 	}
+}
+
+// append writes entries to the log, as one atomic append, after whatever
+// is queued. ioSeq, when not zero, is the ACP_IO record they came from.
+func (sess *session) append(ctx context.Context, ioSeq uint64, entries ...eventlog.Entry) ([]eventlog.Appended, error) {
+	sess.stamp(ioSeq, entries)
+	if err := sess.commit(ctx); err != nil {
+		return nil, err
+	}
+	return sess.write(ctx, entries)
+}
+
+// queue holds entries for the next commit. Adapter output is queued while
+// more of it is waiting to be applied, so that a burst is written in few
+// appends (group commit); commit happens before anything that must observe
+// the log's end (a live delta's afterSequence, a turn's end, a request's
+// answer) and whenever nothing more is waiting.
+func (sess *session) queue(ioSeq uint64, entries ...eventlog.Entry) {
+	sess.stamp(ioSeq, entries)
+	sess.pending = append(sess.pending, entries...)
+}
+
+// commit writes the queued entries: a group of at least GroupCommitMin as
+// atomic batches, a smaller one record by record (on a single-replica file
+// store an atomic batch costs a staged on-disk commit, worth it only for
+// large groups).
+func (sess *session) commit(ctx context.Context) error {
+	for len(sess.pending) > 0 {
+		n := 1
+		if len(sess.pending) >= sess.svc.cfg.GroupCommitMin {
+			n = min(len(sess.pending), eventlog.MaxBatch)
+		}
+		group := sess.pending[:n]
+		sess.pending = sess.pending[n:]
+		if _, err := sess.write(ctx, group); err != nil {
+			sess.pending = nil
+			return err
+		}
+	}
+	sess.pending = nil
+	return nil
+}
+
+// write appends entries now. A write conflict means another replica owns
+// the session now: this one forgets it.
+func (sess *session) write(ctx context.Context, entries []eventlog.Entry) ([]eventlog.Appended, error) {
 	start := time.Now()
 	out, err := sess.w.Append(ctx, entries...)
 	sess.svc.m.appendSeconds.Observe(time.Since(start).Seconds())
@@ -135,6 +181,7 @@ func (sess *session) append(ctx context.Context, ioSeq uint64, entries ...eventl
 		return nil, err
 	}
 	sess.svc.m.appends.WithLabelValues("ok").Inc()
+	sess.svc.m.appendRecords.Add(float64(len(entries)))
 	sess.updatedAt = time.Now()
 	return out, nil
 }
@@ -290,6 +337,7 @@ func (sess *session) release(err error) {
 		sess.turn.finish(nil, err)
 		sess.turn = nil
 	}
+	sess.pending = nil
 	sess.loaded = false
 	sess.svc.forget(sess)
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 )
@@ -51,13 +53,17 @@ func BenchmarkAppend(b *testing.B) {
 	for _, size := range []int{256, 1024} {
 		b.Run(fmt.Sprintf("raw,size=%d", size), func(b *testing.B) {
 			js := setup(b)
+			// A plain stream: what JetStream does with no Skein on top.
+			if _, err := js.CreateStream(b.Context(), jetstream.StreamConfig{Name: "RAW", Subjects: []string{"raw.>"}, Storage: jetstream.FileStorage}); err != nil {
+				b.Fatal(err)
+			}
 			payload := make([]byte, size)
 			const perOp = 100
 			b.SetBytes(int64(size * perOp))
 			start := time.Now()
 			for b.Loop() {
 				for range perOp {
-					if _, err := js.PublishAsync("acp.log.default.raw.ev", payload); err != nil {
+					if _, err := js.PublishAsync("raw.bench", payload); err != nil {
 						b.Fatal(err)
 					}
 				}
