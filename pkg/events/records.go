@@ -104,6 +104,32 @@ type SessionDeleted struct {
 	Reason string `msgpack:"reason,omitempty"`
 }
 
+// Statuses of AcpCancelPromptResponse. When the turn a cancel aimed at had
+// already ended by the time the cancel was applied, the status is that
+// turn's outcome (OutcomeCompleted, OutcomeFailed, OutcomeCancelled).
+const (
+	CancelCancelled      = "cancelled"
+	CancelNoActivePrompt = "no_active_prompt"
+)
+
+// Statuses and reasons of permission resolutions. A respondPermission call
+// answers PermissionAccepted (its decision won and reached the adapter) or
+// PermissionNotPending with the reason naming what won instead. A durable
+// AcpDurablePermissionResponse has PermissionAccepted, or
+// PermissionTerminal with the reason the request ended unanswered.
+const (
+	PermissionAccepted   = "accepted"
+	PermissionNotPending = "not_pending"
+	PermissionTerminal   = "terminal"
+
+	ReasonAlreadyResolved = "already_resolved"
+	ReasonPromptCancelled = "prompt_cancelled"
+	ReasonAdapterExited   = "adapter_exited"
+	ReasonSessionDeleted  = "session_deleted"
+	ReasonTurnFailed      = "turn_failed"
+	ReasonUnknownRequest  = "unknown_request"
+)
+
 // SessionMeta is the ACP_SESSIONS projection of a session, rebuilt from the
 // log whenever it is lost. Reads (getSession) come from here and from the
 // log, never from an adapter.

@@ -1,6 +1,10 @@
 package events
 
-import "strings"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+)
 
 // Streams. ACP_LOG is the truth; ACP_IO is the private record of what an
 // adapter-runner observed. Both are created (idempotently, with the configs in
@@ -52,11 +56,20 @@ func LogSubject(ns Namespace, sid SessionID, kind LogKind) string {
 	return join("acp.log", string(ns), string(sid), string(kind))
 }
 
-// LogFilter returns "acp.log.<ns>.<sid>.*", every record of one session. It
+// LogFilter returns "acp.log.<ns>.<sid>.>", every record of one session. It
 // is the subject of the single-writer compare-and-set
 // (Nats-Expected-Last-Subject-Sequence-Subject).
 func LogFilter(ns Namespace, sid SessionID) string {
-	return join("acp.log", string(ns), string(sid), "*")
+	return join("acp.log", string(ns), string(sid), ">")
+}
+
+// KeySubject returns "acp.log.<ns>.<sid>.key.<h>", where <h> is the first
+// 32 hex digits of the SHA-256 of an idempotency key. The TurnFinished of a
+// prompt sent with that key is stored there instead of on LogControl, so
+// one direct get finds the outcome of a keyed prompt, however old.
+func KeySubject(ns Namespace, sid SessionID, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return join("acp.log", string(ns), string(sid), "key", hex.EncodeToString(sum[:16]))
 }
 
 // TailSubject returns "acp.tail.<ns>.<sid>.<kind>": the stream's RePublish of
@@ -104,6 +117,10 @@ const (
 	OpReadHistory Op = "read_history" // AcpReadHistoryRequest → AcpHistoryPageResponse
 	OpGetSession  Op = "get_session"  // AcpGetDurableSessionRequest → AcpGetDurableSessionResponse
 	OpListAgents  Op = "list_agents"  // AcpListAgentsRequest → AcpListAgentsResponse
+	// OpCancelPrompt: AcpCancelPromptRequest → AcpCancelPromptResponse.
+	OpCancelPrompt Op = "cancel_prompt"
+	// OpRespondPermission: AcpRespondPermissionRequest → AcpRespondPermissionResponse.
+	OpRespondPermission Op = "respond_permission"
 )
 
 // APIServiceSession and friends name the nats micro services, as shown by

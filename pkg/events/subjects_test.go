@@ -20,7 +20,8 @@ func TestSubjects(t *testing.T) {
 	}{
 		{"LogSubject ev", events.LogSubject(ns, sid, events.LogEvents), "acp.log.team-a.Main_1.ev"},
 		{"LogSubject ctl", events.LogSubject(ns, sid, events.LogControl), "acp.log.team-a.Main_1.ctl"},
-		{"LogFilter", events.LogFilter(ns, sid), "acp.log.team-a.Main_1.*"},
+		{"LogFilter", events.LogFilter(ns, sid), "acp.log.team-a.Main_1.>"},
+		{"KeySubject", events.KeySubject(ns, sid, "k1"), "acp.log.team-a.Main_1.key.6ab9f1eb8f7d3388f4f9d586f66e99fd"},
 		{"TailSubject", events.TailSubject(ns, sid, events.LogEvents), "acp.tail.team-a.Main_1.ev"},
 		{"LiveSubject", events.LiveSubject(ns, sid), "acp.live.team-a.Main_1"},
 		{"IOSubject", events.IOSubject(ns, sid), "acp.io.team-a.Main_1"},
@@ -129,7 +130,8 @@ func checkSubjectTokens(t *testing.T, ns, sid string) {
 	}{
 		{"LogSubject", events.LogSubject(n, s, events.LogEvents), []string{"acp", "log", ns, sid, "ev"}, -1, events.LogSubjectsAll},
 		{"LogSubject", events.LogSubject(n, s, events.LogControl), []string{"acp", "log", ns, sid, "ctl"}, -1, events.LogFilter(n, s)},
-		{"LogFilter", events.LogFilter(n, s), []string{"acp", "log", ns, sid, "*"}, 4, events.LogSubjectsAll},
+		{"LogFilter", events.LogFilter(n, s), []string{"acp", "log", ns, sid, ">"}, 4, events.LogSubjectsAll},
+		{"KeySubject", events.KeySubject(n, s, "a key"), []string{"acp", "log", ns, sid, "key", ""}, -1, events.LogFilter(n, s)},
 		{"TailSubject", events.TailSubject(n, s, events.LogEvents), []string{"acp", "tail", ns, sid, "ev"}, -1, events.TailSubjectsAll},
 		{"LiveSubject", events.LiveSubject(n, s), []string{"acp", "live", ns, sid}, -1, events.LiveSubjectsAll},
 		{"IOSubject", events.IOSubject(n, s), []string{"acp", "io", ns, sid}, -1, events.IOSubjectsAll},
@@ -143,7 +145,7 @@ func checkSubjectTokens(t *testing.T, ns, sid string) {
 			t.Fatalf("%s(%q, %q) = %q: %d tokens, want %d", x.name, ns, sid, x.subject, len(got), len(x.tokens))
 		}
 		for i, tok := range got {
-			if tok != x.tokens[i] {
+			if x.tokens[i] != "" && tok != x.tokens[i] {
 				t.Fatalf("%s(%q, %q) = %q: token %d is %q, want %q", x.name, ns, sid, x.subject, i, tok, x.tokens[i])
 			}
 			if i != x.wildcard && strings.ContainsAny(tok, "*>") {

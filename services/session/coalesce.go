@@ -4,25 +4,23 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
-)
+	"unicode/utf8"
 
-// The two update kinds that stream as deltas.
-const (
-	kindMessageChunk = "agent_message_chunk"
-	kindThoughtChunk = "agent_thought_chunk"
+	"skein.dev/pkg/events"
 )
 
 // coalescer holds the chunks of the message in progress. A message ends when
 // its messageId changes, the kind changes, another update arrives or the turn
 // ends; it then becomes durable as few updates as possible: each run of text
 // chunks is one update whose text is the run's texts joined, and every other
-// chunk (an image, a resource) stays as it came.
+// chunk (an image, a resource) stays as it came. A joined text larger than a
+// log record may be is split into several updates of the same message.
 type coalescer struct {
 	active    bool
 	kind      string
 	messageID *string
 	chunks    []json.RawMessage
-	lastKind  string // kind of the message last taken
+	bytes     int64
 }
 
 func (c *coalescer) continues(kind string, messageID *string) bool {
@@ -40,35 +38,37 @@ func (c *coalescer) add(kind string, messageID *string, update json.RawMessage) 
 		c.active, c.kind, c.messageID = true, kind, messageID
 	}
 	c.chunks = append(c.chunks, update)
+	c.bytes += int64(len(update))
 }
 
-func (c *coalescer) reset() { *c = coalescer{lastKind: c.lastKind} }
+func (c *coalescer) reset() { *c = coalescer{} }
 
-// take returns the coalesced updates of the message and empties the buffer.
-func (c *coalescer) take() []json.RawMessage {
+// take returns the coalesced updates of the message, none larger than
+// maxRecord bytes, and empties the buffer.
+func (c *coalescer) take(maxRecord int) ([]json.RawMessage, error) {
 	if !c.active {
-		return nil
+		return nil, nil
 	}
-	chunks, kind := c.chunks, c.kind
+	chunks := c.chunks
 	c.reset()
-	c.lastKind = kind
-	return coalesce(chunks)
+	return coalesce(chunks, maxRecord)
 }
 
 // coalesce merges each run of text chunks into one update. A run of one
 // chunk is kept byte for byte; a longer run keeps the first chunk's fields
 // (messageId, _meta, the content's annotations) with the joined text.
-func coalesce(chunks []json.RawMessage) []json.RawMessage {
+func coalesce(chunks []json.RawMessage, maxRecord int) ([]json.RawMessage, error) {
 	var out []json.RawMessage
 	var run []json.RawMessage
 	var text strings.Builder
+	var err error
 	end := func() {
-		switch len(run) {
-		case 0:
-		case 1:
+		switch {
+		case len(run) == 0:
+		case len(run) == 1 && len(run[0]) <= maxRecord:
 			out = append(out, run[0])
 		default:
-			out = append(out, withText(run[0], text.String()))
+			out, err = appendText(out, run[0], text.String(), maxRecord, err)
 		}
 		run = run[:0]
 		text.Reset()
@@ -77,6 +77,9 @@ func coalesce(chunks []json.RawMessage) []json.RawMessage {
 		t, ok := chunkText(ch)
 		if !ok {
 			end()
+			if len(ch) > maxRecord && err == nil {
+				err = events.Errorf(events.CodePayloadTooLarge, "a chunk of %d bytes is larger than a log record may be (%d)", len(ch), maxRecord)
+			}
 			out = append(out, ch)
 			continue
 		}
@@ -84,7 +87,30 @@ func coalesce(chunks []json.RawMessage) []json.RawMessage {
 		text.WriteString(t)
 	}
 	end()
-	return out
+	return out, err
+}
+
+// appendText appends the updates carrying text, shaped like first: one if
+// it fits in maxRecord, else as many as it takes, cut at rune boundaries.
+func appendText(out []json.RawMessage, first json.RawMessage, text string, maxRecord int, err error) ([]json.RawMessage, error) {
+	whole := withText(first, text)
+	if len(whole) <= maxRecord {
+		return append(out, whole), err
+	}
+	// The frame around the text, and JSON escaping at worst 6 bytes a byte.
+	room := (maxRecord - (len(whole) - len(text)) - 64) / 6
+	if room < utf8.UTFMax {
+		return out, events.Errorf(events.CodePayloadTooLarge, "log records are too small (%d bytes) for a message", maxRecord)
+	}
+	for len(text) > 0 {
+		n := min(room, len(text))
+		for n < len(text) && !utf8.RuneStart(text[n]) {
+			n--
+		}
+		out = append(out, withText(first, text[:n]))
+		text = text[n:]
+	}
+	return out, err
 }
 
 // chunkText returns the text of a chunk whose content is a text block.
@@ -113,11 +139,15 @@ func withText(update json.RawMessage, text string) json.RawMessage {
 	if !ok {
 		return update
 	}
-	quoted, _ := json.Marshal(text)
+	var quoted bytes.Buffer
+	enc := json.NewEncoder(&quoted)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(text)
+	q := bytes.TrimSuffix(quoted.Bytes(), []byte("\n"))
 	var b bytes.Buffer
-	b.Grow(len(update) + len(quoted))
+	b.Grow(len(update) + len(q))
 	b.Write(update[:content[0]+span[0]])
-	b.Write(quoted)
+	b.Write(q)
 	b.Write(update[content[0]+span[1]:])
 	return b.Bytes()
 }

@@ -29,6 +29,19 @@ type Config struct {
 	// disk (about 10 ms), so only large groups gain; on three it is staged
 	// in memory.
 	GroupCommitMin int
+	// CancelGrace bounds how long an adapter may take to answer a prompt
+	// that was cancelled (or failed a cap) before it is evicted.
+	CancelGrace time.Duration
+	// MaxMessageBytes and MaxTurnOutputBytes bound one completed message
+	// and everything one turn outputs; past either, the turn fails.
+	MaxMessageBytes    int64
+	MaxTurnOutputBytes int64
+	// MaxPendingPermissions bounds the permission requests waiting for an
+	// answer in one session.
+	MaxPendingPermissions int
+	// MaxRecordBytes is the largest log record; 0 takes the NATS server's
+	// max payload less room for headers. Larger messages are split.
+	MaxRecordBytes int
 }
 
 // RegisterFlags registers the service's flags in fs, prefixed "session.".
@@ -39,6 +52,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxPromptBytes, "session.max-prompt-bytes", 64<<20, "largest prompt content in bytes")
 	fs.IntVar(&c.MaxPromptBlocks, "session.max-prompt-blocks", 16384, "most content blocks in one prompt")
 	fs.DurationVar(&c.DrainWait, "session.drain-wait", 5*time.Second, "on shutdown, how long to wait for turns in flight")
+	fs.DurationVar(&c.CancelGrace, "session.cancel-grace", 10*time.Second, "how long an adapter may take to answer a cancelled prompt before it is evicted")
+	fs.Int64Var(&c.MaxMessageBytes, "session.max-message-bytes", 64<<20, "largest completed message; a turn that writes a larger one fails")
+	fs.Int64Var(&c.MaxTurnOutputBytes, "session.max-turn-output-bytes", 256<<20, "most output one turn may write")
+	fs.IntVar(&c.MaxPendingPermissions, "session.max-pending-permissions", 1000, "most permission requests waiting in one session")
+	fs.IntVar(&c.MaxRecordBytes, "session.max-record-bytes", 0, "largest log record (0: the NATS max payload less header room)")
 	fs.IntVar(&c.GroupCommitMin, "session.group-commit-min", 0, "smallest group of queued adapter output written as one atomic batch (0: 256 on one replica, 8 on more)")
 }
 
@@ -58,6 +76,18 @@ func (c *Config) Validate() error {
 	}
 	if c.DrainWait <= 0 {
 		c.DrainWait = 5 * time.Second
+	}
+	if c.CancelGrace <= 0 {
+		c.CancelGrace = 10 * time.Second
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = 64 << 20
+	}
+	if c.MaxTurnOutputBytes <= 0 {
+		c.MaxTurnOutputBytes = 256 << 20
+	}
+	if c.MaxPendingPermissions <= 0 {
+		c.MaxPendingPermissions = 1000
 	}
 	if c.GroupCommitMin <= 0 {
 		c.GroupCommitMin = 256

@@ -46,9 +46,21 @@ func (sess *session) commitUnlessMore(r *route) {
 	if waiting, _, err := r.sub.Pending(); err == nil && waiting > 0 && len(sess.pending) < eventlog.MaxBatch && sess.adapter == r {
 		return
 	}
-	if err := sess.commit(sess.svc.runCtx); err != nil {
-		sess.lg.Warn("append adapter output", events.LogKeyErr, err)
+	sess.commitOrFail(sess.svc.runCtx)
+}
+
+// commitOrFail commits queued output; if that fails, the running turn fails
+// with the error: its output is not safe in the log.
+func (sess *session) commitOrFail(ctx context.Context) bool {
+	err := sess.commit(ctx)
+	if err == nil {
+		return true
 	}
+	sess.lg.Warn("append adapter output", events.LogKeyErr, err)
+	if sess.turn != nil {
+		sess.abortTurn(ctx, 0, events.OutcomeFailed, events.AsError(err))
+	}
+	return false
 }
 
 // catchUp applies the records of the session's ACP_IO after the last one
@@ -72,8 +84,7 @@ func (sess *session) catchUp(r *route, upTo uint64) {
 			sess.svc.m.ioGapRecords.Inc()
 			sess.applyIO(r, rec.Sequence, rec.Header, rec.Data)
 		}
-		if err := sess.commit(ctx); err != nil {
-			sess.lg.Warn("append adapter output", events.LogKeyErr, err)
+		if !sess.commitOrFail(ctx) {
 			return
 		}
 	}
@@ -94,21 +105,24 @@ func (sess *session) applyIO(r *route, ioSeq uint64, hdr nats.Header, data []byt
 	sess.svc.m.ioRecords.WithLabelValues(v.VariantName()).Inc()
 	switch v := v.(type) {
 	case *events.AcpSessionEvent:
-		sess.onNotification(ctx, ioSeq, v.Notification)
+		sess.onNotification(ctx, ioSeq, r, v.Notification)
 	case *events.AcpHostRequestCallback:
-		sess.onAgentRequest(ctx, r, v.Request)
+		sess.onAgentRequest(ctx, ioSeq, r, v.Request)
 	case *events.AcpSessionRpcResponse:
-		sess.onResponse(ctx, ioSeq, hdr.Get(events.HeaderCallID), v.Response)
+		sess.onResponse(ctx, ioSeq, r, hdr.Get(events.HeaderCallID), v.Response)
 	case *events.AcpAgentStderrEvent:
 		sess.publishLive(v, nil)
 	case *events.AcpAgentExitedEvent:
-		sess.onExit(ctx, ioSeq, v)
+		sess.onExit(ctx, ioSeq, r, v)
 	default:
 		sess.lg.Warn("unexpected runner record", events.LogKeyRecord, v.VariantName())
 	}
 }
 
-func (sess *session) onNotification(ctx context.Context, ioSeq uint64, raw events.JSON) {
+func (sess *session) onNotification(ctx context.Context, ioSeq uint64, r *route, raw events.JSON) {
+	if r.drain != nil {
+		return // output of a turn already ended; the adapter is winding it down
+	}
 	msg, err := acpwire.Parse(raw)
 	if err != nil || msg.Method != acpwire.MethodSessionUpdate {
 		return // other notifications (_auth/status_update, ...) are not session history
@@ -118,17 +132,34 @@ func (sess *session) onNotification(ctx context.Context, ioSeq uint64, raw event
 		sess.lg.Warn("malformed session/update", events.LogKeyErr, err)
 		return
 	}
+	cfg := &sess.svc.cfg
+	if t := sess.turn; t != nil {
+		t.outputBytes += int64(len(upd.Update))
+		if t.outputBytes > cfg.MaxTurnOutputBytes {
+			sess.abortTurn(ctx, ioSeq, events.OutcomeFailed, events.Errorf(events.CodeTurnOutputTooLarge,
+				"the turn's output passed %d bytes", cfg.MaxTurnOutputBytes))
+			return
+		}
+	}
 	switch upd.Kind {
-	case kindMessageChunk, kindThoughtChunk:
+	case acpwire.UpdateAgentMessageChunk, acpwire.UpdateAgentThoughtChunk:
 		if !sess.buf.continues(upd.Kind, upd.MessageID) {
 			if err := sess.flush(ctx, ioSeq); err != nil {
 				return
 			}
 		}
 		sess.buf.add(upd.Kind, upd.MessageID, upd.Update)
+		if sess.buf.bytes > cfg.MaxMessageBytes {
+			sess.buf.reset()
+			if sess.turn != nil {
+				sess.abortTurn(ctx, ioSeq, events.OutcomeFailed, events.Errorf(events.CodeMessageTooLarge,
+					"a message passed %d bytes", cfg.MaxMessageBytes))
+			}
+			return
+		}
 		// The delta is placed after the log's end: everything before it
 		// must be in the log first.
-		if err := sess.commit(ctx); err != nil {
+		if !sess.commitOrFail(ctx) {
 			return
 		}
 		sess.publishLive(&events.AcpEphemeralSessionUpdateEvent{
@@ -143,13 +174,27 @@ func (sess *session) onNotification(ctx context.Context, ioSeq uint64, raw event
 		if err := sess.flush(ctx, ioSeq); err != nil {
 			return
 		}
+		if len(upd.Update) > sess.svc.maxRecord {
+			if sess.turn != nil {
+				sess.abortTurn(ctx, ioSeq, events.OutcomeFailed, events.Errorf(events.CodePayloadTooLarge,
+					"a %s update of %d bytes is larger than a log record may be (%d)", upd.Kind, len(upd.Update), sess.svc.maxRecord))
+			}
+			return
+		}
 		sess.queue(ioSeq, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{Update: events.JSON(upd.Update)}})
 	}
 }
 
 // flush makes the buffered message durable, coalesced.
 func (sess *session) flush(ctx context.Context, ioSeq uint64) error {
-	updates := sess.buf.take()
+	kind := sess.buf.kind
+	updates, err := sess.buf.take(sess.svc.maxRecord)
+	if err != nil {
+		if sess.turn != nil {
+			sess.abortTurn(ctx, ioSeq, events.OutcomeFailed, events.AsError(err))
+		}
+		return err
+	}
 	if len(updates) == 0 {
 		return nil
 	}
@@ -158,7 +203,7 @@ func (sess *session) flush(ctx context.Context, ioSeq uint64) error {
 		entries[i] = eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{Update: events.JSON(u)}}
 	}
 	sess.queue(ioSeq, entries...)
-	if sess.turn != nil && sess.buf.lastKind == kindMessageChunk {
+	if sess.turn != nil && kind == acpwire.UpdateAgentMessageChunk {
 		sess.turn.lastMessage = events.JSON(updates[len(updates)-1])
 	}
 	return nil
@@ -179,8 +224,13 @@ func (sess *session) publishLive(v events.Variant, hdr nats.Header) {
 	_ = sess.svc.nc.PublishMsg(&nats.Msg{Subject: events.LiveSubject(sess.ns, sess.sid), Header: hdr, Data: data})
 }
 
-// onResponse ends the turn whose session/prompt this answers.
-func (sess *session) onResponse(ctx context.Context, ioSeq uint64, callID string, raw events.JSON) {
+// onResponse ends the turn whose session/prompt this answers, or the drain
+// of a turn that already ended.
+func (sess *session) onResponse(ctx context.Context, ioSeq uint64, r *route, callID string, raw events.JSON) {
+	if d := r.drain; d != nil && callID == d.callID {
+		sess.endDrain(r)
+		return
+	}
 	t := sess.turn
 	if t == nil || callID != t.callID {
 		return
@@ -202,62 +252,30 @@ func (sess *session) onResponse(ctx context.Context, ioSeq uint64, callID string
 		return
 	}
 	outcome := events.OutcomeCompleted
-	if res.StopReason == "cancelled" {
+	if res.StopReason == acpwire.StopReasonCancelled {
+		// The agent stopped on its own account (a rejected tool, say):
+		// the turn is cancelled, and its buffered chunks are dropped.
 		outcome = events.OutcomeCancelled
 	}
 	sess.endTurn(ctx, ioSeq, outcome, res.StopReason, nil)
 }
 
-// onAgentRequest answers an agent-to-client request. Permission requests are
-// resolved by the session's policy; Skein advertises no file system or
-// terminal capability, so anything else is "method not found".
-func (sess *session) onAgentRequest(ctx context.Context, r *route, raw events.JSON) {
+// onAgentRequest answers an agent-to-client request. Permission requests go
+// to the session's policy; Skein advertises no file system or terminal
+// capability, so anything else is "method not found".
+func (sess *session) onAgentRequest(ctx context.Context, ioSeq uint64, r *route, raw events.JSON) {
 	msg, err := acpwire.Parse(raw)
 	if err != nil || msg.ID == nil {
 		return
 	}
-	var reply []byte
+	if !sess.commitOrFail(ctx) {
+		return
+	}
 	if msg.Method == acpwire.MethodRequestPermission {
-		reply, err = sess.decidePermission(msg)
-	} else {
-		reply = rpcError(msg.ID, acpwire.CodeMethodNotFound, "method not found: "+msg.Method)
+		sess.onPermissionRequest(ctx, ioSeq, r, msg)
+		return
 	}
-	if err != nil {
-		// The policy cannot answer: the turn fails, and the adapter is told
-		// the request was cancelled so it does not wait forever.
-		reply = rpcResult(msg.ID, `{"outcome":{"outcome":"cancelled"}}`)
-		defer sess.endTurn(ctx, 0, events.OutcomeFailed, "", events.AsError(err))
-	}
-	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
-	defer cancel()
-	if _, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerReply),
-		&events.AcpHostRequestCallbackResponse{Response: reply}, sess.runnerHeader(r)); err != nil {
-		sess.lg.Warn("answer agent request", "method", msg.Method, events.LogKeyErr, err)
-	}
-}
-
-// decidePermission applies an automatic policy: allow_all picks allow_once,
-// else allow_always; reject_all picks reject_once, else reject_always, and
-// with neither on offer fails the turn. The request is neither persisted nor
-// shown: the policy answered it.
-func (sess *session) decidePermission(msg *acpwire.Message) ([]byte, error) {
-	req, err := acpwire.ParsePermissionRequest(msg.Params)
-	if err != nil {
-		return nil, events.Errorf(events.CodeAdapterProtocol, "permission request: %v", err)
-	}
-	prefs := []string{"allow_once", "allow_always"}
-	if sess.opened.PermissionPolicy == events.PolicyRejectAll {
-		prefs = []string{"reject_once", "reject_always"}
-	}
-	for _, kind := range prefs {
-		for _, o := range req.Options {
-			if o.Kind == kind {
-				id, _ := json.Marshal(o.OptionID)
-				return rpcResult(msg.ID, `{"outcome":{"outcome":"selected","optionId":`+string(id)+`}}`), nil
-			}
-		}
-	}
-	return nil, events.Errorf(events.CodePermissionPolicyUnsatisfied, "policy %s: the agent offered no %s option", sess.opened.PermissionPolicy, prefs[0])
+	_ = sess.reply(ctx, r, rpcError(msg.ID, acpwire.CodeMethodNotFound, "method not found: "+msg.Method))
 }
 
 func rpcResult(id json.RawMessage, result string) []byte {
@@ -270,13 +288,15 @@ func rpcError(id json.RawMessage, code int, message string) []byte {
 }
 
 // onExit records an adapter exit nobody asked for, fails the active turn
-// and evicts the route. There is no respawn: the next prompt attaches anew.
-func (sess *session) onExit(ctx context.Context, ioSeq uint64, ev *events.AcpAgentExitedEvent) {
+// (its pending permission requests become terminal) and evicts the route.
+// There is no respawn: the next prompt attaches anew.
+func (sess *session) onExit(ctx context.Context, ioSeq uint64, r *route, ev *events.AcpAgentExitedEvent) {
 	sess.buf.reset()
+	sess.endDrain(r)
+	sess.detach() // first: nothing is sent to the dead adapter any more
 	_, _ = sess.append(ctx, ioSeq, eventlog.Entry{Kind: events.LogControl, Value: ev})
 	if sess.turn != nil {
 		sess.endTurn(ctx, ioSeq, events.OutcomeFailed, "", events.Errorf(events.CodeAdapterExited, "the agent exited during the turn"))
 	}
-	sess.detach()
 	sess.project(ctx)
 }

@@ -9,6 +9,7 @@ import (
 type metrics struct {
 	sessionsLoaded prometheus.Gauge
 	turnsStarted   prometheus.Counter
+	dispatches     prometheus.Counter
 	turnsFinished  *prometheus.CounterVec // by outcome
 	appends        *prometheus.CounterVec // by result
 	appendSeconds  prometheus.Histogram
@@ -24,6 +25,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return &metrics{
 		sessionsLoaded: f.NewGauge(prometheus.GaugeOpts{Name: "acp_session_sessions_loaded", Help: "Sessions held in memory by this replica."}),
 		turnsStarted:   f.NewCounter(prometheus.CounterOpts{Name: "acp_session_turns_started_total", Help: "Prompts accepted."}),
+		dispatches:     f.NewCounter(prometheus.CounterOpts{Name: "acp_session_prompt_dispatches_total", Help: "session/prompt requests sent to adapters."}),
 		turnsFinished:  f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_turns_finished_total", Help: "Turns finished, by outcome."}, []string{"outcome"}),
 		appends:        f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_appends_total", Help: "Log appends, by result."}, []string{"result"}),
 		appendSeconds:  f.NewHistogram(prometheus.HistogramOpts{Name: "acp_session_append_seconds", Help: "Latency of one log append (one record or one atomic batch).", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 14)}),

@@ -38,6 +38,9 @@ type Service struct {
 	meta    jetstream.KeyValue
 	runners *runnerDirectory
 	runCtx  context.Context
+	// maxRecord is the largest log record (Config.MaxRecordBytes, or the
+	// server's max payload less room for the envelope and headers).
+	maxRecord int
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -82,6 +85,10 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runners bucket: %w", err)
 	}
+	s.maxRecord = s.cfg.MaxRecordBytes
+	if s.maxRecord <= 0 {
+		s.maxRecord = int(s.nc.MaxPayload()) - recordHeadroom
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	s.runCtx = runCtx
@@ -99,8 +106,10 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("session service: %w", err)
 	}
 	handlers := map[events.Op]func(context.Context, events.Namespace, []byte) (events.Variant, error){
-		events.OpOpenSession: s.handleOpen,
-		events.OpPrompt:      s.handlePrompt,
+		events.OpOpenSession:       s.handleOpen,
+		events.OpPrompt:            s.handlePrompt,
+		events.OpCancelPrompt:      s.handleCancel,
+		events.OpRespondPermission: s.handleRespond,
 	}
 	for op, h := range handlers {
 		if err := svc.AddEndpoint(string(op), s.serve(runCtx, op, h), micro.WithEndpointSubject(events.APIWildcard(op))); err != nil {
@@ -149,6 +158,10 @@ func (s *Service) serve(ctx context.Context, op events.Op, h func(context.Contex
 		}()
 	}
 }
+
+// recordHeadroom is what a log record needs beyond its update's JSON: the
+// msgpack envelope and the headers.
+const recordHeadroom = 16 << 10
 
 // sweepInterval is how often running sessions check ACP_IO for records the
 // live tail did not bring (a core message lost in a reconnect).
@@ -270,4 +283,36 @@ func (s *Service) handlePrompt(ctx context.Context, ns events.Namespace, data []
 	case <-ctx.Done():
 		return nil, events.Errorf(events.CodeUnavailable, "session service shutting down")
 	}
+}
+
+func (s *Service) handleCancel(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+	arrived := time.Now()
+	req, err := events.Decode[events.AcpCancelPromptRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	sid, err := events.OptionalSessionID(req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	return s.session(ns, sid).cancel(ctx, arrived)
+}
+
+func (s *Service) handleRespond(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+	req, err := events.Decode[events.AcpRespondPermissionRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	// respondPermission names its session explicitly: it never defaults to main.
+	if req.SessionID == "" {
+		return nil, events.Errorf(events.CodeInvalidSessionID, "respondPermission needs a session ID")
+	}
+	sid, err := events.ParseSessionID(req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if req.RequestID == "" || req.OptionID == "" {
+		return nil, events.Errorf(events.CodeInvalidRequest, "requestId and optionId are required")
+	}
+	return s.session(ns, sid).respond(ctx, req.RequestID, req.OptionID)
 }

@@ -35,7 +35,13 @@ type session struct {
 	buf       coalescer
 	pending   []eventlog.Entry         // queued adapter output, see queue
 	failure   *events.AcpErrorResponse // the last turn's error, while the session is failed
+	last      *finishedTurn            // the last turn that ended here
 	meta      events.SessionMeta
+
+	// resolved remembers, for recently resolved permission requests, what
+	// resolved them (bounded by maxResolved, oldest first out).
+	resolved      map[string]string
+	resolvedOrder []string
 }
 
 // route is the attached adapter.
@@ -45,6 +51,7 @@ type route struct {
 	acpSessionID string
 	sub          *nats.Subscription // the session's IOTailSubject
 	applied      uint64             // ACP_IO sequence of the last record applied
+	drain        *drain             // a turn that ended before the adapter answered it
 }
 
 func newSession(svc *Service, ns events.Namespace, sid events.SessionID) *session {
@@ -314,6 +321,7 @@ func (sess *session) detach() {
 	if sess.adapter == nil {
 		return
 	}
+	sess.endDrain(sess.adapter)
 	_ = sess.adapter.sub.Unsubscribe()
 	sess.adapter = nil
 }
@@ -351,6 +359,13 @@ func (sess *session) project(ctx context.Context) {
 	state := map[string]any{"status": sess.status()}
 	if sess.turn != nil {
 		state["turnId"] = sess.turn.id
+		if len(sess.turn.perms) > 0 {
+			requests := make([]map[string]any, len(sess.turn.perms))
+			for i, p := range sess.turn.perms {
+				requests[i] = map[string]any{"requestId": p.id, "request": json.RawMessage(p.request)}
+			}
+			state["requests"] = requests
+		}
 	}
 	if sess.failure != nil && sess.turn == nil {
 		state["error"] = map[string]string{"code": sess.failure.Code, "message": sess.failure.Message}
@@ -382,10 +397,13 @@ func (sess *session) project(ctx context.Context) {
 	}
 }
 
-// status is the session state derived from the log: running while a turn is
-// open, failed after a failed turn, idle otherwise.
+// status is the session state derived from the log: waiting while a turn
+// waits for permission answers, running while a turn is open, failed after
+// a failed turn, idle otherwise.
 func (sess *session) status() string {
 	switch {
+	case sess.turn != nil && len(sess.turn.perms) > 0:
+		return "waiting"
 	case sess.turn != nil:
 		return "running"
 	case sess.failure != nil:

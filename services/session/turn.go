@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
@@ -16,7 +17,8 @@ import (
 	"skein.dev/pkg/events/eventlog"
 )
 
-// turn is a prompt in flight. It ends exactly once, through finish.
+// turn is a prompt in flight. It ends exactly once, through endTurn, which
+// appends its TurnFinished and then calls finish.
 type turn struct {
 	id     string
 	key    *string
@@ -29,6 +31,8 @@ type turn struct {
 	err    error
 
 	lastMessage events.JSON // the last completed agent message, for the result
+	outputBytes int64       // every update of the turn, for MaxTurnOutputBytes
+	perms       []*permission
 }
 
 func (t *turn) finish(result *events.AcpPromptResponse, err error) {
@@ -36,6 +40,25 @@ func (t *turn) finish(result *events.AcpPromptResponse, err error) {
 		t.result, t.err = result, err
 		close(t.done)
 	})
+}
+
+// finishedTurn is what a session remembers of its last turn, to tell a
+// cancel that arrived while the turn was ending which of the two won.
+type finishedTurn struct {
+	id      string
+	outcome string
+	at      time.Time
+}
+
+// drain is a turn that ended while the adapter was still working on it (it
+// was cancelled, or failed a cap): the adapter has been sent session/cancel
+// and owes the answer to its session/prompt. Until it answers, its output
+// for that turn is dropped and a new prompt waits; if it does not answer
+// within CancelGrace it is evicted.
+type drain struct {
+	callID string
+	done   chan struct{}
+	timer  *time.Timer
 }
 
 // contentHash is the hex SHA-256 of the canonical prompt: a repeated
@@ -57,25 +80,48 @@ func contentHash(blocks []json.RawMessage) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// prompt accepts a prompt and dispatches it. It returns the turn to wait on.
+// prompt accepts a prompt and dispatches it. It returns the turn to wait
+// on: a new one, the running one (the same keyed prompt, retried), or a
+// finished one whose stored outcome answers a keyed retry.
 func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, blocks []json.RawMessage) (*turn, error) {
+	hash := contentHash(blocks)
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	if err := sess.load(ctx); err != nil {
-		return nil, err
-	}
-	if sess.opened == nil {
-		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sess.sid)
-	}
-	hash := contentHash(blocks)
-	if t := sess.turn; t != nil {
-		if req.IdempotencyKey != nil && t.key != nil && *t.key == *req.IdempotencyKey {
-			if t.hash != hash {
-				return nil, events.Errorf(events.CodeIdempotencyConflict, "idempotency key %q was used for another prompt", *req.IdempotencyKey)
-			}
-			return t, nil // the same prompt, retried: wait for the same turn
+	for {
+		if err := sess.load(ctx); err != nil {
+			return nil, err
 		}
-		return nil, events.Errorf(events.CodeSessionBusy, "session %s is running turn %s", sess.sid, t.id)
+		if sess.opened == nil {
+			return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sess.sid)
+		}
+		if t := sess.turn; t != nil {
+			if req.IdempotencyKey != nil && t.key != nil && *t.key == *req.IdempotencyKey {
+				if t.hash != hash {
+					return nil, idempotencyConflict(*req.IdempotencyKey)
+				}
+				return t, nil // the same prompt, retried: wait for the same turn
+			}
+			return nil, events.Errorf(events.CodeSessionBusy, "session %s is running turn %s", sess.sid, t.id)
+		}
+		if req.IdempotencyKey != nil {
+			if t, err := sess.keyedOutcome(ctx, *req.IdempotencyKey, hash); t != nil || err != nil {
+				return t, err
+			}
+		}
+		d := sess.draining()
+		if d == nil {
+			break
+		}
+		// The adapter still owes the answer to a cancelled prompt; it takes
+		// no other until then. Wait for it (bounded by CancelGrace).
+		sess.mu.Unlock()
+		select {
+		case <-d.done:
+		case <-ctx.Done():
+			sess.mu.Lock()
+			return nil, events.Errorf(events.CodeUnavailable, "session service shutting down")
+		}
+		sess.mu.Lock()
 	}
 	if sess.adapter == nil {
 		if err := sess.attach(ctx); err != nil {
@@ -124,6 +170,7 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 	}{sess.adapter.acpSessionID, json.RawMessage(req.Content)})
 	hdr := sess.runnerHeader(sess.adapter)
 	hdr.Set(events.HeaderCallID, t.callID)
+	sess.svc.m.dispatches.Inc()
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
 	_, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(sess.adapter.runner, events.RunnerCall),
@@ -142,30 +189,85 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 	return t, nil
 }
 
+func idempotencyConflict(key string) error {
+	return events.Errorf(events.CodeIdempotencyConflict, "idempotency key %q was used for another prompt", key)
+}
+
+// keyedOutcome looks up the finished turn of an earlier prompt with the same
+// idempotency key: its TurnFinished lives on the key's own subject. It
+// returns a finished turn carrying the stored outcome, nil when the key was
+// never used, or idempotency_conflict when it was used for other content.
+func (sess *session) keyedOutcome(ctx context.Context, key, hash string) (*turn, error) {
+	rec, err := eventlog.Last(ctx, sess.svc.js, events.StreamLog, events.KeySubject(sess.ns, sess.sid, key))
+	if err != nil {
+		return nil, events.Errorf(events.CodeUnavailable, "look up idempotency key: %v", err)
+	}
+	if rec == nil {
+		return nil, nil
+	}
+	f, err := events.Decode[events.TurnFinished](rec.Data)
+	if err != nil {
+		return nil, err
+	}
+	if f.IdempotencyKey == nil || *f.IdempotencyKey != key {
+		return nil, nil // a hash collision of two keys: treat as unused
+	}
+	if f.ContentHash != hash {
+		return nil, idempotencyConflict(key)
+	}
+	t := &turn{id: f.TurnID, key: f.IdempotencyKey, hash: f.ContentHash, done: make(chan struct{})}
+	if f.Error != nil {
+		t.finish(nil, &events.Error{Code: events.Code(f.Error.Code), Message: f.Error.Message})
+	} else {
+		t.finish(&events.AcpPromptResponse{SessionID: string(sess.sid), Message: f.Message, StopReason: f.StopReason}, nil)
+	}
+	return t, nil
+}
+
 // endTurn appends the record that closes the active turn and wakes its
-// waiters. A failed turn's buffered chunks are dropped: only output of a
-// turn the adapter completed becomes durable.
+// waiters. Only a turn the adapter completed makes its buffered message
+// durable: a failed or cancelled turn's chunks are dropped (clients saw them
+// live, as ephemeral events, and the turn's end tells them to let go).
+// Permission requests still pending become terminal with permReason.
 func (sess *session) endTurn(ctx context.Context, ioSeq uint64, outcome, stopReason string, failure *events.Error) {
 	t := sess.turn
 	if t == nil {
 		return
 	}
-	if outcome == events.OutcomeFailed {
+	if outcome == events.OutcomeCompleted {
+		if err := sess.flush(ctx, ioSeq); err != nil {
+			outcome, failure = events.OutcomeFailed, events.AsError(err)
+		}
+	} else {
 		sess.buf.reset()
-	} else if err := sess.flush(ctx, ioSeq); err != nil {
-		outcome, failure = events.OutcomeFailed, events.AsError(err)
 	}
+	reason := events.ReasonTurnFailed
+	switch {
+	case outcome == events.OutcomeCancelled:
+		reason = events.ReasonPromptCancelled
+	case failure != nil && failure.Code == events.CodeAdapterExited:
+		reason = events.ReasonAdapterExited
+	}
+	sess.terminatePermissions(ctx, ioSeq, reason)
 	rec := &events.TurnFinished{TurnID: t.id, Outcome: outcome, StopReason: stopReason, IdempotencyKey: t.key, ContentHash: t.hash}
 	if failure != nil {
 		rec.Error = failure.Response()
 	} else {
 		rec.Message = t.lastMessage
 	}
-	_, err := sess.append(ctx, ioSeq, eventlog.Entry{Kind: events.LogControl, Value: rec})
+	entry := eventlog.Entry{Kind: events.LogControl, Value: rec}
+	if t.key != nil {
+		entry.Subject = events.KeySubject(sess.ns, sess.sid, *t.key)
+	}
+	_, err := sess.append(ctx, ioSeq, entry)
 	if sess.turn != t {
 		return // the append failed and released the session
 	}
 	sess.turn = nil
+	sess.last = &finishedTurn{id: t.id, outcome: outcome, at: time.Now()}
+	if err != nil {
+		outcome = events.OutcomeFailed
+	}
 	sess.svc.m.turnsFinished.WithLabelValues(outcome).Inc()
 	switch {
 	case err != nil:
@@ -177,4 +279,93 @@ func (sess *session) endTurn(ctx context.Context, ioSeq uint64, outcome, stopRea
 		t.finish(&events.AcpPromptResponse{SessionID: string(sess.sid), Message: rec.Message, StopReason: stopReason}, nil)
 	}
 	sess.project(ctx)
+}
+
+// abortTurn ends the running turn before the adapter answered it: the turn
+// is recorded with outcome (cancelled, or failed with failure), the adapter
+// is sent session/cancel, and the route drains until the adapter answers.
+func (sess *session) abortTurn(ctx context.Context, ioSeq uint64, outcome string, failure *events.Error) {
+	t := sess.turn
+	if t == nil {
+		return
+	}
+	r := sess.adapter
+	stopReason := ""
+	if outcome == events.OutcomeCancelled {
+		stopReason = acpwire.StopReasonCancelled
+	}
+	sess.endTurn(ctx, ioSeq, outcome, stopReason, failure)
+	if r == nil || sess.adapter != r || r.drain != nil {
+		return
+	}
+	d := &drain{callID: t.callID, done: make(chan struct{})}
+	r.drain = d
+	d.timer = time.AfterFunc(sess.svc.cfg.CancelGrace, func() { sess.evictDrained(r, d) })
+	params, _ := json.Marshal(map[string]string{"sessionId": r.acpSessionID})
+	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
+	defer cancel()
+	if _, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerCall),
+		&events.AcpSessionRequest{SessionID: r.acpSessionID, Method: acpwire.MethodSessionCancel, Params: params}, sess.runnerHeader(r)); err != nil {
+		sess.lg.Warn("send session/cancel", events.LogKeyErr, err)
+	}
+}
+
+// draining returns the drain in progress, if any.
+func (sess *session) draining() *drain {
+	if sess.adapter == nil {
+		return nil
+	}
+	return sess.adapter.drain
+}
+
+// endDrain ends r's drain: the adapter answered, exited or was evicted.
+func (sess *session) endDrain(r *route) {
+	if d := r.drain; d != nil {
+		d.timer.Stop()
+		close(d.done)
+		r.drain = nil
+	}
+}
+
+// evictDrained stops an adapter that did not answer a cancelled prompt
+// within CancelGrace. The turn was already recorded as ended.
+func (sess *session) evictDrained(r *route, d *drain) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.adapter != r || r.drain != d {
+		return
+	}
+	sess.lg.Warn("adapter ignored session/cancel; evicting it", events.LogKeyProcess, r.processID)
+	sess.endDrain(r)
+	sess.stopAdapter(r)
+	ctx := sess.svc.runCtx
+	_, _ = sess.append(ctx, 0, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: "cancel_ignored"}})
+	sess.project(ctx)
+}
+
+// cancel is cancelPrompt: first writer wins against the turn's completion,
+// decided by which TurnFinished reaches the log first.
+func (sess *session) cancel(ctx context.Context, arrived time.Time) (*events.AcpCancelPromptResponse, error) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if err := sess.load(ctx); err != nil {
+		return nil, err
+	}
+	if sess.opened == nil {
+		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sess.sid)
+	}
+	if sess.turn == nil {
+		// The turn this cancel aimed at ended while the cancel waited for
+		// the session: the turn's outcome won, and is the answer.
+		if l := sess.last; l != nil && l.at.After(arrived) {
+			return &events.AcpCancelPromptResponse{Status: l.outcome}, nil
+		}
+		return &events.AcpCancelPromptResponse{Status: events.CancelNoActivePrompt}, nil
+	}
+	t := sess.turn
+	sess.abortTurn(ctx, 0, events.OutcomeCancelled, nil)
+	if l := sess.last; l == nil || l.id != t.id {
+		return nil, events.Errorf(events.CodeUnavailable, "the cancellation of turn %s could not be recorded", t.id)
+	}
+	return &events.AcpCancelPromptResponse{Status: events.CancelCancelled}, nil
 }

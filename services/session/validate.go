@@ -33,10 +33,8 @@ func (s *Service) normalizeOpen(req *events.AcpOpenSessionRequest) (*events.Sess
 	}
 	if req.PermissionPolicy != nil {
 		switch *req.PermissionPolicy {
-		case events.PolicyAllowAll, events.PolicyRejectAll:
+		case events.PolicyAllowAll, events.PolicyRejectAll, events.PolicyAsk:
 			o.PermissionPolicy = *req.PermissionPolicy
-		case events.PolicyAsk:
-			return nil, events.Errorf(events.CodeInvalidRequest, "permissionPolicy %q is not served yet; use allow_all or reject_all", events.PolicyAsk)
 		default:
 			return nil, events.Errorf(events.CodeInvalidRequest, "permissionPolicy must be allow_all, reject_all or ask")
 		}

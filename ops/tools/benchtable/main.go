@@ -110,12 +110,21 @@ func main() {
 		}
 		ratio, base := "", "(not run)"
 		if bok {
-			base = fmt.Sprintf("%.4g %s", b, r.baseMet)
+			base = num(b) + " " + r.baseMet
 			if b != 0 {
 				ratio = fmt.Sprintf("%.1f%%", 100*v/b)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%.4g %s\t%s\t%s\t%s\n", r.figure, v, r.metric, base, ratio, r.target)
+		fmt.Fprintf(tw, "%s\t%s %s\t%s\t%s\t%s\n", r.figure, num(v), r.metric, base, ratio, r.target)
 	}
 	_ = tw.Flush()
+}
+
+// num formats a figure: whole numbers from 100 up, three significant
+// digits below.
+func num(v float64) string {
+	if v >= 100 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
 }

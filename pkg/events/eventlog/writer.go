@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,6 +23,9 @@ type Entry struct {
 	Kind   events.LogKind
 	Value  events.Variant
 	Header nats.Header // extra headers (HeaderTurnID, HeaderIOSeq); may be nil
+	// Subject, when set, stores a LogControl record on another subject of
+	// the session (events.KeySubject) instead of LogControl's.
+	Subject string
 }
 
 // Appended says where an entry landed.
@@ -65,6 +69,7 @@ type Writer struct {
 	filter string
 	evSubj string
 	ctlSub string
+	prefix string // "acp.log.<ns>.<sid>."
 	token  string
 	pos    Position
 }
@@ -80,6 +85,7 @@ func NewWriter(js jetstream.JetStream, ns events.Namespace, sid events.SessionID
 		filter: events.LogFilter(ns, sid),
 		evSubj: events.LogSubject(ns, sid, events.LogEvents),
 		ctlSub: events.LogSubject(ns, sid, events.LogControl),
+		prefix: strings.TrimSuffix(events.LogFilter(ns, sid), ">"),
 		token:  token,
 		pos:    pos,
 	}
@@ -159,6 +165,12 @@ func (w *Writer) build(entries []Entry) ([]*nats.Msg, []Appended, error) {
 			hdr.Set(events.HeaderEventNo, strconv.FormatUint(eventNo, 10))
 			subj = w.evSubj
 		case events.LogControl:
+			if e.Subject != "" {
+				if !strings.HasPrefix(e.Subject, w.prefix) {
+					return nil, nil, fmt.Errorf("append: %s is not a subject of session %s/%s", e.Subject, w.ns, w.sid)
+				}
+				subj = e.Subject
+			}
 		default:
 			return nil, nil, fmt.Errorf("append: unknown log kind %q", e.Kind)
 		}
