@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/pkg/events/eventlog/eventlogtest"
 	"skein.dev/testagent"
 )
 
@@ -254,6 +256,13 @@ func TestEndToEnd(t *testing.T) {
 	}
 	if !bytes.Equal(body, again) {
 		t.Errorf("history after restart differs:\nbefore: %s\nafter:  %s", body, again)
+	}
+	js, err := jetstream.New(natstest.Connect(t, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if log := eventlogtest.Audit(t, js, "default", "e2e"); len(log.Turns) != 1 || log.Turns[0].Finish == nil || log.Turns[0].Finish.Outcome != "completed" {
+		t.Errorf("the log holds turns %v, want one completed", log.Outcomes())
 	}
 }
 
