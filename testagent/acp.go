@@ -125,7 +125,8 @@ type setConfigOptionResult struct {
 }
 
 type promptResult struct {
-	StopReason string `json:"stopReason"`
+	StopReason string          `json:"stopReason"`
+	Meta       json.RawMessage `json:"_meta,omitempty"`
 }
 
 // sessionNotification is the params of session/update.

@@ -507,3 +507,30 @@ func TestFlood(t *testing.T) {
 		}
 	})
 }
+
+func TestStamp(t *testing.T) {
+	forEachMode(t, func(t *testing.T, start startFunc) {
+		p := start(t, opts{})
+		sid, _ := p.newSession()
+		ups, stop := p.turn(sid, "stamp 3 chunk\nstamp 2 update 1ms\nstampend")
+		if stop != "end_turn" {
+			t.Errorf("stopReason = %q, want end_turn", stop)
+		}
+		if len(ups) != 5 {
+			t.Fatalf("stamp sent %d updates, want 5", len(ups))
+		}
+		var last float64
+		for i, u := range ups {
+			meta, _ := u["_meta"].(map[string]any)
+			skein, _ := meta["skein"].(map[string]any)
+			at, ok := skein["sentAt"].(float64)
+			if !ok || at < last {
+				t.Errorf("update %d: _meta %v, want an increasing skein.sentAt", i, u["_meta"])
+			}
+			last = at
+		}
+		if ups[0]["sessionUpdate"] != "agent_message_chunk" || ups[4]["sessionUpdate"] != "x_stamp" {
+			t.Errorf("kinds = %v … %v", ups[0]["sessionUpdate"], ups[4]["sessionUpdate"])
+		}
+	})
+}

@@ -34,6 +34,8 @@ const (
 	opBig        opKind = "big"
 	opUpdate     opKind = "update"
 	opFlood      opKind = "flood"
+	opStamp      opKind = "stamp"
+	opStampEnd   opKind = "stampend"
 	opNotify     opKind = "notify"
 	opUsage      opKind = "usage"
 	opTitle      opKind = "title"
@@ -61,6 +63,8 @@ var keywords = map[opKind]func(op *op, args string) error{
 	opBig:        parseBig,
 	opUpdate:     parseUpdate,
 	opFlood:      parseFlood,
+	opStamp:      parseStamp,
+	opStampEnd:   parseNoArgs,
 	opNotify:     parseNotify,
 	opUsage:      parseUsage,
 	opTitle:      parseText,
@@ -373,6 +377,23 @@ func parseFlood(o *op, args string) error {
 		return fmt.Errorf("want flood <count in [1, %d]> <bytes in [0, %d]>, got %q", maxFlood, maxBigBytes, args)
 	}
 	o.N, o.Size = n, size
+	return nil
+}
+
+// parseStamp reads "stamp <count> <chunk|update> [interval]".
+func parseStamp(o *op, args string) error {
+	f := strings.Fields(args)
+	if len(f) < 2 || len(f) > 3 || (f[1] != "chunk" && f[1] != "update") {
+		return fmt.Errorf("want stamp <count> <chunk|update> [interval], got %q", args)
+	}
+	n, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil || n < 1 || n > maxFlood {
+		return fmt.Errorf("stamp count must be in [1, %d], got %q", maxFlood, f[0])
+	}
+	o.N, o.ID = n, f[1]
+	if len(f) == 3 {
+		return parseSleep(o, f[2])
+	}
 	return nil
 }
 

@@ -31,6 +31,8 @@ type turn struct {
 	// next chunk of that kind starts a new message. Only the turn goroutine
 	// touches them.
 	msgID, thoughtID string
+
+	stampEnd bool // "stampend": the prompt response carries _meta.skein.sentAt
 }
 
 func (t *turn) cancel() { t.once.Do(func() { close(t.cancelled) }) }
@@ -172,7 +174,17 @@ func (t *turn) finish(o outcome) {
 		a.respondErr(t.reqID, o.err)
 		return
 	}
-	a.respond(t.reqID, promptResult{StopReason: o.stopReason})
+	res := promptResult{StopReason: o.stopReason}
+	if t.stampEnd {
+		res.Meta = stampMeta()
+	}
+	a.respond(t.reqID, res)
+}
+
+// stampMeta returns the _meta that "stamp" and "stampend" put on what they
+// write: the time just before the write, so a reader can measure latency.
+func stampMeta() json.RawMessage {
+	return json.RawMessage(`{"skein":{"sentAt":` + strconv.FormatInt(time.Now().UnixNano(), 10) + `}}`)
 }
 
 // exec runs one op. A non-nil outcome ends the turn with it.
@@ -261,6 +273,35 @@ func (t *turn) exec(ctx context.Context, o op) (*outcome, error) {
 		}
 	case opUpdate:
 		t.emitRaw(o.Raw)
+	case opStamp:
+		for i := range o.N {
+			if i > 0 && o.Delay > 0 {
+				timer := time.NewTimer(o.Delay)
+				select {
+				case <-timer.C:
+				case <-t.cancelled:
+					timer.Stop()
+					return nil, errTurnCancelled
+				case <-ctx.Done():
+					timer.Stop()
+					return nil, errTurnCancelled
+				}
+			}
+			if o.ID == "chunk" {
+				if t.msgID == "" {
+					t.a.mu.Lock()
+					t.sess.nextMsg++
+					t.msgID = "msg_" + strconv.Itoa(t.sess.nextMsg)
+					t.a.mu.Unlock()
+				}
+				id, _ := json.Marshal(t.msgID)
+				t.emitRaw(json.RawMessage(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"."},"messageId":` + string(id) + `,"_meta":` + string(stampMeta()) + `}`))
+			} else {
+				t.emitRaw(json.RawMessage(`{"sessionUpdate":"x_stamp","n":` + strconv.FormatInt(i+1, 10) + `,"_meta":` + string(stampMeta()) + `}`))
+			}
+		}
+	case opStampEnd:
+		t.stampEnd = true
 	case opFlood:
 		// n updates of an unknown kind ("x_flood"), each about size bytes:
 		// durable one by one on the client side, for throughput tests.
