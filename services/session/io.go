@@ -43,7 +43,9 @@ func (sess *session) commitUnlessMore(r *route) {
 	if len(sess.pending) == 0 {
 		return
 	}
-	if waiting, _, err := r.sub.Pending(); err == nil && waiting > 0 && len(sess.pending) < eventlog.MaxBatch && sess.adapter == r {
+	// The message being delivered counts as pending until its callback
+	// returns: more is waiting only beyond it.
+	if waiting, _, err := r.sub.Pending(); err == nil && waiting > 1 && len(sess.pending) < eventlog.MaxBatch && sess.adapter == r {
 		return
 	}
 	sess.commitOrFail(sess.svc.runCtx)

@@ -38,6 +38,12 @@ var rows = []row{
 	{"prompt round trip p99, HTTP", "BenchmarkPromptRoundTrip/via=http", "p99-ms", "BenchmarkPromptRoundTrip/via=stdio", "p99-ms", ""},
 	{"prompt round trip p50, NATS", "BenchmarkPromptRoundTrip/via=nats", "p50-ms", "BenchmarkPromptRoundTrip/via=stdio", "p50-ms", ""},
 	{"prompt round trip p99, NATS", "BenchmarkPromptRoundTrip/via=nats", "p99-ms", "BenchmarkPromptRoundTrip/via=stdio", "p99-ms", ""},
+	{"delta latency p50, adapter to acp.live", "BenchmarkUpdateLatency/path=live,kind=chunk", "p50-ms", "BenchmarkUpdateLatency/path=stdio,kind=chunk", "p50-ms", "< 0.5 ms"},
+	{"delta latency p99, adapter to acp.live", "BenchmarkUpdateLatency/path=live,kind=chunk", "p99-ms", "BenchmarkUpdateLatency/path=stdio,kind=chunk", "p99-ms", "< 3 ms"},
+	{"durable update latency p50, to a log subscriber", "BenchmarkUpdateLatency/path=durable,kind=update", "p50-ms", "BenchmarkUpdateLatency/path=stdio,kind=update", "p50-ms", "< 2 ms"},
+	{"durable update latency p99, to a log subscriber", "BenchmarkUpdateLatency/path=durable,kind=update", "p99-ms", "BenchmarkUpdateLatency/path=stdio,kind=update", "p99-ms", ""},
+	{"turn of 1,000 updates: final response to TurnFinished p50", "BenchmarkTurnEnd/path=session,updates=1000", "p50-ms", "BenchmarkTurnEnd/path=stdio,updates=1000", "p50-ms", ""},
+	{"turn of 1,000 updates: final response to TurnFinished p99", "BenchmarkTurnEnd/path=session,updates=1000", "p99-ms", "BenchmarkTurnEnd/path=stdio,updates=1000", "p99-ms", ""},
 }
 
 var procSuffix = regexp.MustCompile(`-\d+$`)

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"skein.dev/internal/natstest"
+	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/events"
+)
+
+// Latency benchmarks of one update's way from the adapter to a reader. The
+// test agent stamps each update with the time just before it writes the
+// line (_meta.skein.sentAt); a reader subtracts it from the time it got the
+// update. Baseline path=stdio: the same updates read straight from the
+// agent's stdout, no Skein in between.
+//
+//	BenchmarkUpdateLatency/path=live,kind=chunk: delta → acp.live subscriber
+//	BenchmarkUpdateLatency/path=durable,kind=update: update → acp.tail subscriber (stored)
+//	BenchmarkTurnEnd/updates=1000: the agent's final response → TurnFinished stored and seen
+
+// sentAt extracts _meta.skein.sentAt from an update or response object.
+func sentAt(raw []byte) (time.Time, bool) {
+	var v struct {
+		Meta struct {
+			Skein struct {
+				SentAt int64 `json:"sentAt"`
+			} `json:"skein"`
+		} `json:"_meta"`
+	}
+	if json.Unmarshal(raw, &v) != nil || v.Meta.Skein.SentAt == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, v.Meta.Skein.SentAt), true
+}
+
+// samples collects latencies from subscriber goroutines.
+type samples struct {
+	mu  sync.Mutex
+	lat []time.Duration
+}
+
+func (s *samples) add(d time.Duration) {
+	s.mu.Lock()
+	s.lat = append(s.lat, d)
+	s.mu.Unlock()
+}
+
+func (s *samples) report(b *testing.B) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.lat) == 0 {
+		b.Fatal("no samples")
+	}
+	slices.Sort(s.lat)
+	b.ReportMetric(float64(s.lat[len(s.lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(s.lat[len(s.lat)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(len(s.lat))/float64(b.N), "samples/op")
+}
+
+const stampsPerPrompt = 50
+
+func BenchmarkUpdateLatency(b *testing.B) {
+	for _, kind := range []string{"chunk", "update"} {
+		path := map[string]string{"chunk": "live", "update": "durable"}[kind]
+		script := fmt.Sprintf("stamp %d %s 2ms", stampsPerPrompt, kind)
+		b.Run(fmt.Sprintf("path=%s,kind=%s", path, kind), func(b *testing.B) {
+			ns := natstest.Run(b)
+			st := startStackTB(b, ns, b.TempDir())
+			base := st.url + "/v1/sessions/lat"
+			mustDo(b, http.MethodPut, base, `{"agent":"test"}`)
+			nc := natstest.Connect(b, ns)
+			var s samples
+			subject := events.LiveSubject("default", "lat")
+			if kind == "update" {
+				subject = events.TailSubject("default", "lat", events.LogEvents)
+			}
+			sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
+				got := time.Now()
+				var update []byte
+				if kind == "chunk" {
+					ev, err := events.Decode[events.AcpEphemeralSessionUpdateEvent](m.Data)
+					if err != nil {
+						return
+					}
+					update = ev.Update
+				} else {
+					e, _, err := events.TailEntry("lat", m)
+					if err != nil {
+						return
+					}
+					u, ok := e.Event.V.(*events.AcpDurableSessionUpdate)
+					if !ok {
+						return
+					}
+					update = u.Update
+				}
+				if at, ok := sentAt(update); ok {
+					s.add(got.Sub(at))
+				}
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			body := promptBody(script)
+			mustDo(b, http.MethodPost, base+"/prompt", body) // warm up
+			s = samples{}
+			for b.Loop() {
+				mustDo(b, http.MethodPost, base+"/prompt", body)
+			}
+			if err := nc.Flush(); err != nil {
+				b.Fatal(err)
+			}
+			s.report(b)
+		})
+		b.Run(fmt.Sprintf("path=stdio,kind=%s", kind), func(b *testing.B) {
+			var s samples
+			conn := startAgent(b, func(m *acpwire.Message) {
+				got := time.Now()
+				if u, err := acpwire.ParseSessionUpdate(m.Params); err == nil {
+					if at, ok := sentAt(u.Update); ok {
+						s.add(got.Sub(at))
+					}
+				}
+			})
+			sess, err := conn.NewSession(b.Context(), acpwire.NewSessionParams{Cwd: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			prompt := json.RawMessage(promptBody(script))
+			var content struct{ Content json.RawMessage }
+			_ = json.Unmarshal(prompt, &content)
+			for b.Loop() {
+				if _, err := conn.Prompt(b.Context(), sess.SessionID, content.Content); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s.report(b)
+		})
+	}
+}
+
+// startAgent runs the test agent on stdio and initializes it.
+func startAgent(b *testing.B, onNotification func(*acpwire.Message)) *acpwire.Conn {
+	b.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.CommandContext(b.Context(), exe, testAgentCommand)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
+	conn := acpwire.NewConn(stdout, stdin, acpwire.Options{OnNotification: onNotification})
+	if _, err := conn.Initialize(b.Context(), acpwire.InitializeParams{}); err != nil {
+		b.Fatal(err)
+	}
+	return conn
+}
+
+func BenchmarkTurnEnd(b *testing.B) {
+	const updates = 1000
+	script := fmt.Sprintf("flood %d 200\nstampend", updates)
+	b.Run(fmt.Sprintf("path=session,updates=%d", updates), func(b *testing.B) {
+		ns := natstest.Run(b)
+		st := startStackTB(b, ns, b.TempDir())
+		base := st.url + "/v1/sessions/end"
+		mustDo(b, http.MethodPut, base, `{"agent":"test"}`)
+		nc := natstest.Connect(b, ns)
+		// The agent's response reaches the session through ACP_IO; its
+		// stamp says when the agent wrote it.
+		var mu sync.Mutex
+		var responseAt time.Time
+		ioSub, err := nc.Subscribe(events.IOTailSubject("default", "end"), func(m *nats.Msg) {
+			if r, err := events.Decode[events.AcpSessionRpcResponse](m.Data); err == nil {
+				if msg, err := acpwire.Parse(r.Response); err == nil {
+					if at, ok := sentAt(msg.Result); ok {
+						mu.Lock()
+						responseAt = at
+						mu.Unlock()
+					}
+				}
+			}
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ioSub.Unsubscribe()
+		var s samples
+		ctlSub, err := nc.Subscribe(events.TailSubject("default", "end", events.LogControl), func(m *nats.Msg) {
+			got := time.Now()
+			if m.Header.Get(events.HeaderRecord) != "TurnFinished" {
+				return
+			}
+			mu.Lock()
+			at := responseAt
+			mu.Unlock()
+			if !at.IsZero() {
+				s.add(got.Sub(at))
+			}
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ctlSub.Unsubscribe()
+		body := promptBody(script)
+		mustDo(b, http.MethodPost, base+"/prompt", body)
+		s = samples{}
+		for b.Loop() {
+			mustDo(b, http.MethodPost, base+"/prompt", body)
+		}
+		if err := nc.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		s.report(b)
+	})
+	b.Run(fmt.Sprintf("path=stdio,updates=%d", updates), func(b *testing.B) {
+		conn := startAgent(b, nil)
+		sess, err := conn.NewSession(b.Context(), acpwire.NewSessionParams{Cwd: b.TempDir()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var content struct{ Content json.RawMessage }
+		_ = json.Unmarshal([]byte(promptBody(script)), &content)
+		var s samples
+		for b.Loop() {
+			res, err := conn.Prompt(b.Context(), sess.SessionID, content.Content)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if at, ok := sentAt(res.Raw); ok {
+				s.add(time.Since(at))
+			}
+		}
+		s.report(b)
+	})
+}
