@@ -177,14 +177,17 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 		&events.AcpSessionRequest{SessionID: sess.adapter.acpSessionID, Method: acpwire.MethodSessionPrompt, Params: params}, hdr)
 	if err != nil {
 		e := events.AsError(err)
-		if e.Code != events.CodeAdapterExited {
-			// The runner may or may not have written it: uncertain.
-			e = events.Errorf(events.CodePromptDeliveryUncertain, "prompt %s: %s", t.id, e.Message)
-		} else {
+		if e.Code == events.CodeAdapterExited {
 			// The runner said the process is gone: certainly not delivered.
 			sess.detach()
+			sess.endTurn(ctx, 0, events.OutcomeFailed, "", e)
+			return t, nil
 		}
-		sess.endTurn(ctx, 0, events.OutcomeFailed, "", e)
+		// The runner may or may not have written it: delivery is uncertain.
+		// The turn fails and is never sent again; if the adapter did get
+		// it, the route drains its answer (and is evicted after
+		// CancelGrace if none comes), so nothing of it enters the log.
+		sess.abortTurn(ctx, 0, events.OutcomeFailed, events.Errorf(events.CodePromptDeliveryUncertain, "prompt %s: %s", t.id, e.Message))
 	}
 	return t, nil
 }
