@@ -23,11 +23,10 @@ type Config struct {
 	MaxPromptBlocks int
 	// DrainWait bounds how long Run waits, on shutdown, for turns in flight.
 	DrainWait time.Duration
-	// GroupCommitMin is the smallest group of queued adapter output written
-	// as one atomic batch; smaller groups are written record by record.
-	// Zero chooses by Replicas: on one replica an atomic batch is staged on
-	// disk (about 10 ms), so only large groups gain; on three it is staged
-	// in memory.
+	// GroupCommitMin is, on more than one replica, the smallest group of
+	// queued adapter output written as one atomic batch; smaller groups are
+	// written record by record. On one replica queued output is pipelined
+	// instead (an atomic batch there is staged on disk, about 10 ms).
 	GroupCommitMin int
 	// CancelGrace bounds how long an adapter may take to answer a prompt
 	// that was cancelled (or failed a cap) before it is evicted.
@@ -57,7 +56,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxTurnOutputBytes, "session.max-turn-output-bytes", 256<<20, "most output one turn may write")
 	fs.IntVar(&c.MaxPendingPermissions, "session.max-pending-permissions", 1000, "most permission requests waiting in one session")
 	fs.IntVar(&c.MaxRecordBytes, "session.max-record-bytes", 0, "largest log record (0: the NATS max payload less header room)")
-	fs.IntVar(&c.GroupCommitMin, "session.group-commit-min", 0, "smallest group of queued adapter output written as one atomic batch (0: 256 on one replica, 8 on more)")
+	fs.IntVar(&c.GroupCommitMin, "session.group-commit-min", 8, "on replicated streams, the smallest group of queued adapter output written as one atomic batch")
 }
 
 // Validate fills in defaults for zero values.
@@ -90,10 +89,7 @@ func (c *Config) Validate() error {
 		c.MaxPendingPermissions = 1000
 	}
 	if c.GroupCommitMin <= 0 {
-		c.GroupCommitMin = 256
-		if c.Replicas > 1 {
-			c.GroupCommitMin = 8
-		}
+		c.GroupCommitMin = 8
 	}
 	return nil
 }

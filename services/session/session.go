@@ -151,33 +151,57 @@ func (sess *session) queue(ioSeq uint64, entries ...eventlog.Entry) {
 	sess.pending = append(sess.pending, entries...)
 }
 
-// commit writes the queued entries: a group of at least GroupCommitMin as
-// atomic batches, a smaller one record by record (on a single-replica file
-// store an atomic batch costs a staged on-disk commit, worth it only for
-// large groups).
+// commit writes the queued entries, in order. On one replica they are
+// pipelined (eventlog.Writer.AppendEach: a burst costs about one round trip,
+// while an atomic batch there is staged on disk); on more, a group of at
+// least GroupCommitMin goes as atomic batches and a smaller one record by
+// record.
 func (sess *session) commit(ctx context.Context) error {
-	for len(sess.pending) > 0 {
+	if len(sess.pending) == 0 {
+		return nil
+	}
+	group := sess.pending
+	sess.pending = nil
+	if sess.svc.cfg.Replicas <= 1 {
+		return sess.writeEach(ctx, group)
+	}
+	for len(group) > 0 {
 		n := 1
-		if len(sess.pending) >= sess.svc.cfg.GroupCommitMin {
-			n = min(len(sess.pending), eventlog.MaxBatch)
+		if len(group) >= sess.svc.cfg.GroupCommitMin {
+			n = min(len(group), eventlog.MaxBatch)
 		}
-		group := sess.pending[:n]
-		sess.pending = sess.pending[n:]
-		if _, err := sess.write(ctx, group); err != nil {
-			sess.pending = nil
+		if _, err := sess.write(ctx, group[:n]); err != nil {
 			return err
 		}
+		group = group[n:]
 	}
-	sess.pending = nil
 	return nil
 }
 
-// write appends entries now. A write conflict means another replica owns
-// the session now: this one forgets it.
+// writeEach appends entries in order, pipelined, with write's handling of
+// the outcome.
+func (sess *session) writeEach(ctx context.Context, entries []eventlog.Entry) error {
+	start := time.Now()
+	out, err := sess.w.AppendEach(ctx, entries)
+	sess.svc.m.appendSeconds.Observe(time.Since(start).Seconds())
+	sess.svc.m.appendRecords.Add(float64(len(out)))
+	return sess.wrote(err)
+}
+
+// write appends entries now, as one atomic append.
 func (sess *session) write(ctx context.Context, entries []eventlog.Entry) ([]eventlog.Appended, error) {
 	start := time.Now()
 	out, err := sess.w.Append(ctx, entries...)
 	sess.svc.m.appendSeconds.Observe(time.Since(start).Seconds())
+	if err == nil {
+		sess.svc.m.appendRecords.Add(float64(len(entries)))
+	}
+	return out, sess.wrote(err)
+}
+
+// wrote accounts for an append's outcome. A write conflict means another
+// replica owns the session now: this one forgets it.
+func (sess *session) wrote(err error) error {
 	if err != nil {
 		code := events.AsError(err).Code
 		sess.svc.m.appends.WithLabelValues(string(code)).Inc()
@@ -185,12 +209,11 @@ func (sess *session) write(ctx context.Context, entries []eventlog.Entry) ([]eve
 			sess.lg.Warn("log moved under this replica; forgetting the session", events.LogKeyErr, err)
 			sess.release(err)
 		}
-		return nil, err
+		return err
 	}
 	sess.svc.m.appends.WithLabelValues("ok").Inc()
-	sess.svc.m.appendRecords.Add(float64(len(entries)))
 	sess.updatedAt = time.Now()
-	return out, nil
+	return nil
 }
 
 // open records a new session, or checks that an existing one was opened with

@@ -2,6 +2,7 @@ package eventlog_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -162,5 +163,83 @@ func TestForwardAndBackward(t *testing.T) {
 	}
 	if got, _ := eventlog.Backward(ctx, js, events.StreamLog, subj, seqs[0], 5); len(got) != 0 {
 		t.Errorf("Backward before the first event = %d records, want 0", len(got))
+	}
+}
+
+// AppendEach pipelines; what it stores must be exactly the entries, in
+// order, numbered without gaps, even when other sessions' records land in
+// between and spoil its predictions.
+func TestAppendEachKeepsOrderUnderInterleaving(t *testing.T) {
+	js := setup(t)
+	const n = 600
+	writers := make([]*eventlog.Writer, 3)
+	errs := make(chan error, len(writers))
+	for i := range writers {
+		writers[i] = eventlog.NewWriter(js, "default", events.SessionID(fmt.Sprint("s", i)), eventlog.Position{}, "w")
+		go func(w *eventlog.Writer) {
+			entries := make([]eventlog.Entry, n)
+			for j := range entries {
+				entries[j] = update(fmt.Sprint(j))
+			}
+			got, err := w.AppendEach(t.Context(), entries)
+			if err == nil && len(got) != n {
+				err = fmt.Errorf("stored %d of %d", len(got), n)
+			}
+			errs <- err
+		}(writers[i])
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range writers {
+		subj := events.LogSubject("default", events.SessionID(fmt.Sprint("s", i)), events.LogEvents)
+		var all []*eventlog.Record
+		var after uint64
+		for {
+			recs, err := eventlog.Forward(t.Context(), js, events.StreamLog, subj, after, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) == 0 {
+				break
+			}
+			all = append(all, recs...)
+			after = recs[len(recs)-1].Sequence
+		}
+		if len(all) != n {
+			t.Fatalf("s%d has %d records, want %d", i, len(all), n)
+		}
+		for j, r := range all {
+			want := fmt.Sprintf(`"text":"%d"`, j)
+			if !strings.Contains(string(r.Data), want) || eventlog.EventNo(r) != uint64(j+1) {
+				t.Fatalf("s%d record %d = eventNo %d %q, want eventNo %d with %s", i, j, eventlog.EventNo(r), r.Data, j+1, want)
+			}
+		}
+		if pos := writers[i].Position(); pos.LastSeq != all[n-1].Sequence || pos.LastEventNo != n {
+			t.Errorf("s%d writer position = %+v, want the last record %d / %d", i, pos, all[n-1].Sequence, n)
+		}
+	}
+}
+
+func TestAppendEachStaleWriterStoresNothing(t *testing.T) {
+	js := setup(t)
+	a := eventlog.NewWriter(js, "default", "s1", eventlog.Position{}, "a")
+	if _, err := a.Append(t.Context(), update("first")); err != nil {
+		t.Fatal(err)
+	}
+	stale := eventlog.NewWriter(js, "default", "s1", eventlog.Position{}, "b")
+	entries := []eventlog.Entry{update("x"), update("y"), update("z")}
+	got, err := stale.AppendEach(t.Context(), entries)
+	if e := events.AsError(err); e == nil || e.Code != events.CodeWriteConflict || len(got) != 0 {
+		t.Fatalf("stale AppendEach = %d stored, %v; want none and %s", len(got), err, events.CodeWriteConflict)
+	}
+	recs, err := eventlog.Forward(t.Context(), js, events.StreamLog, events.LogSubject("default", "s1", events.LogEvents), 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 {
+		t.Errorf("the log has %d events, want only the first writer's", len(recs))
 	}
 }

@@ -72,6 +72,7 @@ type Writer struct {
 	prefix string // "acp.log.<ns>.<sid>."
 	token  string
 	pos    Position
+	window int // AppendEach's window, adapted to how often predictions hold
 }
 
 // NewWriter returns a writer that appends after pos. token identifies the
@@ -139,10 +140,17 @@ func (w *Writer) Append(ctx context.Context, entries ...Entry) ([]Appended, erro
 }
 
 func (w *Writer) build(entries []Entry) ([]*nats.Msg, []Appended, error) {
+	return w.buildAt(entries, w.pos)
+}
+
+// buildAt builds the messages of entries appended after pos: the
+// compare-and-set expects pos.LastSeq, event numbers follow
+// pos.LastEventNo, and message IDs name the position.
+func (w *Writer) buildAt(entries []Entry, pos Position) ([]*nats.Msg, []Appended, error) {
 	msgs := make([]*nats.Msg, len(entries))
 	out := make([]Appended, len(entries))
-	eventNo := w.pos.LastEventNo
-	base := string(w.ns) + "." + string(w.sid) + "." + strconv.FormatUint(w.pos.LastSeq, 10) + "." + w.token + "."
+	eventNo := pos.LastEventNo
+	base := string(w.ns) + "." + string(w.sid) + "." + strconv.FormatUint(pos.LastSeq, 10) + "." + w.token + "."
 	for i, e := range entries {
 		data, err := events.Marshal(e.Value)
 		if err != nil {
@@ -178,7 +186,7 @@ func (w *Writer) build(entries []Entry) ([]*nats.Msg, []Appended, error) {
 	}
 	// The compare-and-set goes on the first message only: the server checks
 	// it against the log as it was before the batch.
-	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(w.pos.LastSeq, 10))
+	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(pos.LastSeq, 10))
 	msgs[0].Header.Set(expectedLastSubjSeqSubjHeader, w.filter)
 	return msgs, out, nil
 }

@@ -1,0 +1,376 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"skein.dev/internal/natstest"
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/eventlog/eventlogtest"
+	adapterrunner "skein.dev/services/adapter-runner"
+	"skein.dev/services/session"
+	"skein.dev/testagent"
+)
+
+// rig is a harness whose session service and runner can be stopped and
+// started again on the same NATS server, and whose session service runs
+// with a Config and a metrics registry the test chooses.
+type rig struct {
+	*harness
+	t   *testing.T
+	lg  *slog.Logger
+	// connect opens another connection to the rig's NATS server.
+	connect func() *nats.Conn
+	cfg session.Config
+	// reg is the registry of the session service running now.
+	reg        *prometheus.Registry
+	stopSvc    func()
+	stopRunner func()
+}
+
+// startRig starts an embedded NATS server, a runner "r1" with the agents
+// "test" and "stubborn", and a session service with cfg. Each service has
+// its own connection, as in production.
+func startRig(t *testing.T, cfg session.Config) *rig {
+	t.Helper()
+	ns := natstest.Run(t)
+	nc := natstest.Connect(t, ns)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DrainWait == 0 {
+		// A test that ends with a turn still open must not wait 5 s.
+		cfg.DrainWait = 200 * time.Millisecond
+	}
+	r := &rig{
+		harness: &harness{nc: nc, js: js, control: t.TempDir()},
+		t:       t,
+		connect: func() *nats.Conn { return natstest.Connect(t, ns) },
+		lg:      slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		cfg:     cfg,
+	}
+	r.startRunner("r1")
+	r.startSession()
+	return r
+}
+
+// startRunner starts a runner with id; it replaces stopRunner.
+func (r *rig) startRunner(id string) {
+	r.t.Helper()
+	env := map[string]string{testagent.EnvControlDir: r.control}
+	runner, err := adapterrunner.New(adapterrunner.Config{
+		ID: id, DataDir: r.t.TempDir(), StopGrace: 200 * time.Millisecond,
+		Builtin: []adapterrunner.Agent{
+			{ID: "test", Command: testAgent, Env: env},
+			// An adapter that never hears session/cancel: a filter in front
+			// of the test agent's stdin drops it. (The test agent itself
+			// honours every cancel; it has no stubborn mode.)
+			{ID: "stubborn", Command: "/bin/sh", Args: []string{"-c", `grep --line-buffered -v 'session/cancel' | exec "$0"`, testAgent}, Env: env},
+		},
+	}, r.lg, r.connect(), prometheus.NewRegistry())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.stopRunner = runStoppable(r.t, "runner "+id, runner)
+}
+
+// startSession starts a session service with r.cfg and a fresh registry;
+// it replaces stopSvc and reg.
+func (r *rig) startSession() {
+	r.t.Helper()
+	r.reg = prometheus.NewRegistry()
+	svc, err := session.New(r.cfg, r.lg, r.connect(), r.reg)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.stopSvc = runStoppable(r.t, "session", svc)
+}
+
+// runStoppable starts svc and returns a function that stops it and waits
+// for Run to return. The function is also called when the test ends; a
+// second call does nothing.
+func runStoppable(t *testing.T, name string, svc interface {
+	Run(context.Context) error
+	Ready() <-chan struct{}
+}) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	var runErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runErr = svc.Run(ctx)
+	}()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			if runErr != nil {
+				t.Errorf("%s: %v", name, runErr)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	select {
+	case <-svc.Ready():
+	case <-done:
+		t.Fatalf("%s stopped: %v", name, runErr)
+	}
+	return stop
+}
+
+// dispatches returns acp_session_prompt_dispatches_total of the session
+// service running now.
+func (r *rig) dispatches() float64 {
+	r.t.Helper()
+	return gatherCounter(r.t, r.reg, "acp_session_prompt_dispatches_total")
+}
+
+// gatherCounter returns the sum of the counter name in reg.
+func gatherCounter(t testing.TB, reg prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+func (h *harness) cancelPrompt(ctx context.Context, sid string) (*events.AcpCancelPromptResponse, error) {
+	return events.Call[events.AcpCancelPromptResponse](ctx, h.nc, events.APISubject("default", events.OpCancelPrompt),
+		&events.AcpCancelPromptRequest{SessionID: &sid}, nil)
+}
+
+func (h *harness) respondPermission(ctx context.Context, sid, requestID, optionID string) (*events.AcpRespondPermissionResponse, error) {
+	return events.Call[events.AcpRespondPermissionResponse](ctx, h.nc, events.APISubject("default", events.OpRespondPermission),
+		&events.AcpRespondPermissionRequest{SessionID: sid, RequestID: requestID, OptionID: optionID}, nil)
+}
+
+// pollTimeout bounds every wait for a condition; a test that waits longer
+// has found a hang.
+const pollTimeout = 20 * time.Second
+
+// poll calls cond every millisecond until it returns true or an error, or
+// pollTimeout passes.
+func poll(ctx context.Context, what string, cond func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, pollTimeout)
+	defer cancel()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, err := cond()
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		}
+	}
+}
+
+// waitPermissionRequest waits until the newest public event of sid is a
+// permission_request stored after sequence after, and returns it.
+func (h *harness) waitPermissionRequest(ctx context.Context, sid string, after uint64) (*eventlog.Record, *events.AcpDurablePermissionRequest, error) {
+	var rec *eventlog.Record
+	err := poll(ctx, "a permission request in "+sid, func() (bool, error) {
+		last, err := eventlog.Last(ctx, h.js, events.StreamLog, events.LogSubject("default", events.SessionID(sid), events.LogEvents))
+		if err != nil || last == nil {
+			return false, err
+		}
+		if last.Sequence > after && last.Header.Get(events.HeaderRecord) == "AcpDurablePermissionRequest" {
+			rec = last
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	req, err := events.Decode[events.AcpDurablePermissionRequest](rec.Data)
+	return rec, req, err
+}
+
+// lastSeq returns the sequence of the newest record of sid (0: none).
+func (h *harness) lastSeq(ctx context.Context, sid string) (uint64, error) {
+	last, err := eventlog.Last(ctx, h.js, events.StreamLog, events.LogFilter("default", events.SessionID(sid)))
+	if err != nil || last == nil {
+		return 0, err
+	}
+	return last.Sequence, nil
+}
+
+// ctl returns sid's control records, decoded, in log order.
+func (h *harness) ctl(ctx context.Context, sid string) ([]events.Variant, error) {
+	recs, err := eventlog.Forward(ctx, h.js, events.StreamLog, events.LogSubject("default", events.SessionID(sid), events.LogControl), 0, 10000)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]events.Variant, 0, len(recs))
+	for _, r := range recs {
+		v, err := events.Unmarshal(r.Data)
+		if err != nil {
+			return nil, fmt.Errorf("control record %d: %w", r.Sequence, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// lastAttached returns sid's newest AdapterAttached record.
+func (h *harness) lastAttached(ctx context.Context, sid string) (*events.AdapterAttached, error) {
+	recs, err := h.ctl(ctx, sid)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(recs) - 1; i >= 0; i-- {
+		if a, ok := recs[i].(*events.AdapterAttached); ok {
+			return a, nil
+		}
+	}
+	return nil, errors.New("no AdapterAttached record")
+}
+
+// countCtl counts sid's control records of the variant name.
+func (h *harness) countCtl(ctx context.Context, sid, name string) (int, error) {
+	recs, err := h.ctl(ctx, sid)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range recs {
+		if r.VariantName() == name {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// update is the part of an ACP session update the tests look at.
+type update struct {
+	SessionUpdate string  `json:"sessionUpdate"`
+	MessageID     *string `json:"messageId"`
+	Content       struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+}
+
+// decoded is one public event of a log, decoded.
+type decoded struct {
+	rec    *eventlog.Record
+	turnID string
+	upd    *update // set for AcpDurableSessionUpdate
+	req    *events.AcpDurablePermissionRequest
+	resp   *events.AcpDurablePermissionResponse
+}
+
+func decodeEvents(recs []*eventlog.Record) ([]decoded, error) {
+	out := make([]decoded, 0, len(recs))
+	for _, r := range recs {
+		v, err := events.Unmarshal(r.Data)
+		if err != nil {
+			return nil, fmt.Errorf("event %d: %w", r.Sequence, err)
+		}
+		d := decoded{rec: r, turnID: r.Header.Get(events.HeaderTurnID)}
+		switch v := v.(type) {
+		case *events.AcpDurableSessionUpdate:
+			d.upd = new(update)
+			if err := json.Unmarshal(v.Update, d.upd); err != nil {
+				return nil, fmt.Errorf("event %d: %w", r.Sequence, err)
+			}
+		case *events.AcpDurablePermissionRequest:
+			d.req = v
+		case *events.AcpDurablePermissionResponse:
+			d.resp = v
+		default:
+			continue
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// readLog reads sid's log and audits it.
+func (h *harness) readLog(t testing.TB, sid string) (*eventlogtest.Log, []decoded) {
+	t.Helper()
+	log := eventlogtest.Audit(t, h.js, "default", events.SessionID(sid))
+	evs, err := decodeEvents(log.Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return log, evs
+}
+
+// finishes counts the TurnFinished records among a turn's records.
+func finishes(turn *eventlogtest.Turn) int {
+	n := 0
+	for _, r := range turn.Records {
+		if r.Header.Get(events.HeaderRecord) == "TurnFinished" {
+			n++
+		}
+	}
+	return n
+}
+
+// agentText returns the joined text of the durable agent_message_chunk
+// updates among evs that belong to turn id.
+func agentText(evs []decoded, turnID string) string {
+	var s string
+	for _, e := range evs {
+		if e.turnID == turnID && e.upd != nil && e.upd.SessionUpdate == "agent_message_chunk" {
+			s += e.upd.Content.Text
+		}
+	}
+	return s
+}
+
+// iterations returns n, or n/10 (at least 20) with -short.
+func iterations(n int) int {
+	if testing.Short() {
+		return max(20, n/10)
+	}
+	return n
+}
+
+// parallelLoops runs body(sid, i) for i in [0, n) spread over the sessions
+// sids, each session's iterations in order and the sessions in parallel. A
+// failing iteration stops its session's loop.
+func parallelLoops(t *testing.T, sids []string, n int, body func(sid string, i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for k, sid := range sids {
+		wg.Go(func() {
+			for i := k; i < n; i += len(sids) {
+				if err := body(sid, i); err != nil {
+					t.Errorf("%s, iteration %d: %v", sid, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
