@@ -38,6 +38,40 @@ func Respond(req micro.Request, v Variant) error {
 	return req.Respond(body)
 }
 
+// RespondAsync answers req with v from outside its handler, after the
+// handler returned: handlers that do slow work hand the request to a
+// goroutine. micro's own Respond and Error must not be used there, since
+// micro reads the request's error after the handler returns; this publishes
+// the reply directly, bypassing micro's per-endpoint error stats.
+func RespondAsync(nc *nats.Conn, req micro.Request, v Variant) error {
+	body, err := Marshal(v)
+	if err != nil {
+		return RespondErrorAsync(nc, req, err)
+	}
+	return nc.PublishMsg(&nats.Msg{Subject: req.Reply(), Data: body})
+}
+
+// RespondErrorAsync is RespondError from outside the handler (see
+// RespondAsync).
+func RespondErrorAsync(nc *nats.Conn, req micro.Request, err error) error {
+	e := AsError(err)
+	if e.Code == CodeInternal {
+		e = ErrInternal
+	}
+	body, merr := Marshal(e.Response())
+	if merr != nil {
+		body = nil
+	}
+	return nc.PublishMsg(&nats.Msg{
+		Subject: req.Reply(),
+		Data:    body,
+		Header: nats.Header{
+			micro.ErrorCodeHeader: []string{string(e.Code)},
+			micro.ErrorHeader:     []string{e.Message},
+		},
+	})
+}
+
 // ReplyError returns the *Error a reply carries, or nil when it carries none.
 func ReplyError(msg *nats.Msg) error {
 	code := msg.Header.Get(micro.ErrorCodeHeader)

@@ -167,26 +167,26 @@ func sessionOf(req micro.Request) (events.Namespace, events.SessionID, error) {
 func (r *Runner) handleCreate(ctx context.Context, js jetstream.JetStream, req micro.Request) {
 	ns, sid, err := sessionOf(req)
 	if err != nil {
-		_ = events.RespondError(req, err)
+		_ = events.RespondErrorAsync(r.nc, req, err)
 		return
 	}
 	create, err := events.Decode[events.AcpCreateSessionRequest](req.Data())
 	if err != nil {
-		_ = events.RespondError(req, err)
+		_ = events.RespondErrorAsync(r.nc, req, err)
 		return
 	}
 	processID := req.Headers().Get(events.HeaderProcessID)
 	if processID == "" {
-		_ = events.RespondError(req, events.Errorf(events.CodeInvalidRequest, "create without %s", events.HeaderProcessID))
+		_ = events.RespondErrorAsync(r.nc, req, events.Errorf(events.CodeInvalidRequest, "create without %s", events.HeaderProcessID))
 		return
 	}
 	resp, err := r.create(ctx, js, ns, sid, processID, create)
 	if err != nil {
 		r.lg.Warn("create failed", events.LogKeySession, string(sid), events.LogKeyErr, err)
-		_ = events.RespondError(req, err)
+		_ = events.RespondErrorAsync(r.nc, req, err)
 		return
 	}
-	_ = events.Respond(req, resp)
+	_ = events.RespondAsync(r.nc, req, resp)
 }
 
 func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID, processID string, req *events.AcpCreateSessionRequest) (*events.AcpSessionCreatedResponse, error) {
@@ -304,11 +304,11 @@ func (r *Runner) handleStop(req micro.Request) {
 	p, err := r.lookup(req)
 	if err != nil {
 		// Stopping what is not running is done already.
-		_ = events.Respond(req, &events.RunnerAck{})
+		_ = events.RespondAsync(r.nc, req, &events.RunnerAck{})
 		return
 	}
 	p.stop()
-	_ = events.Respond(req, &events.RunnerAck{ProcessID: p.id})
+	_ = events.RespondAsync(r.nc, req, &events.RunnerAck{ProcessID: p.id})
 }
 
 func (r *Runner) stopAll() {

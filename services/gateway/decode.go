@@ -172,6 +172,70 @@ func decodePrompt(body []byte, maxBlocks int) (*events.AcpPromptRequest, error) 
 	return &events.AcpPromptRequest{IdempotencyKey: b.IdempotencyKey, Content: events.JSON(b.Content)}, nil
 }
 
+// Limits of the permission answer, in bytes. A request ID is Skein's own
+// ("perm_" and a NUID), so the bound is generous; an option ID is the
+// agent's, so it is looser still.
+const (
+	maxRequestID = 256
+	maxOptionID  = 1024
+)
+
+// maxControlBody bounds the body of a cancel or a permission answer: the
+// longest valid one, an option ID of maxOptionID bytes written entirely as
+// \uXXXX escapes, fits several times over.
+const maxControlBody = 16 << 10
+
+// parseRequestID checks a permission request ID from the URL: 1 to
+// maxRequestID bytes of printable ASCII without spaces (0x21 to 0x7e). It
+// travels in a payload, never in a subject, so '.' and '*' are harmless;
+// the bound keeps junk from reaching the session service.
+func parseRequestID(s string) (string, error) {
+	if s == "" || len(s) > maxRequestID {
+		return "", events.Errorf(events.CodeInvalidRequest, "requestId must be 1 to %d bytes", maxRequestID)
+	}
+	for i := range len(s) {
+		if c := s[i]; c < 0x21 || c > 0x7e {
+			return "", events.Errorf(events.CodeInvalidRequest, "requestId must be printable ASCII without spaces, got %q", truncate(s, 40))
+		}
+	}
+	return s, nil
+}
+
+// decodeCancel checks the body of POST .../cancel: nothing, or an empty
+// JSON object. It has no fields yet; rejecting any keeps the door open for
+// ones with a meaning later.
+func decodeCancel(body []byte) error {
+	if len(bytes.TrimLeft(body, " \t\r\n")) == 0 {
+		return nil
+	}
+	var b struct{}
+	return decodeObject(body, &b)
+}
+
+// respondBody is the JSON form of AcpRespondPermissionRequest without the
+// session and request IDs, which come from the URL.
+type respondBody struct {
+	OptionID *string `json:"optionId"`
+}
+
+// decodeRespond decodes and checks the body of POST
+// .../permissions/{requestId}: {"optionId": "..."}, 1 to maxOptionID bytes.
+// Whether the option is on offer is the session service's to say
+// (invalid_permission_option). It returns the option ID.
+func decodeRespond(body []byte) (string, error) {
+	var b respondBody
+	if err := decodeObject(body, &b); err != nil {
+		return "", err
+	}
+	if b.OptionID == nil {
+		return "", events.Errorf(events.CodeInvalidRequest, "optionId is required")
+	}
+	if *b.OptionID == "" || len(*b.OptionID) > maxOptionID {
+		return "", events.Errorf(events.CodeInvalidRequest, "optionId must be 1 to %d bytes", maxOptionID)
+	}
+	return *b.OptionID, nil
+}
+
 // single returns the only value of key in q, or false when key is absent.
 // A repeated key is an error: which one would win is not obvious.
 func single(q url.Values, key string) (string, bool, error) {

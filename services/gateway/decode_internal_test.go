@@ -143,6 +143,91 @@ func FuzzParseStreamCursor(f *testing.F) {
 	})
 }
 
+// FuzzDecodeRespond: an accepted answer has an option ID of 1 to
+// maxOptionID bytes that the client sent (as a JSON string), and nothing
+// else.
+func FuzzDecodeRespond(f *testing.F) {
+	for _, seed := range []string{
+		`{"optionId":"allow_once"}`,
+		`{"optionId":"\u00e9\n"}`,
+		`{"optionId":""}`,
+		`{"optionId":null}`,
+		`{"optionId":1}`,
+		`{}`,
+		`{"optionId":"a","x":1}`,
+		`{"optionId":"a"} {}`,
+		`null`,
+		``,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		optionID, err := decodeRespond(body)
+		if err != nil {
+			if _, ok := asEventsError(err); !ok {
+				t.Fatalf("decodeRespond(%q) = %v, want an *events.Error", body, err)
+			}
+			return
+		}
+		if optionID == "" || len(optionID) > maxOptionID {
+			t.Fatalf("decodeRespond(%q) accepted option ID %q", body, optionID)
+		}
+		var again struct {
+			OptionID string `json:"optionId"`
+		}
+		if err := json.Unmarshal(body, &again); err != nil || again.OptionID != optionID {
+			t.Fatalf("decodeRespond(%q) = %q, but the body decodes to %q (%v)", body, optionID, again.OptionID, err)
+		}
+	})
+}
+
+// FuzzDecodeCancel: a cancel body is accepted only when it is blank or an
+// empty JSON object.
+func FuzzDecodeCancel(f *testing.F) {
+	for _, seed := range []string{``, ` `, `{}`, ` { } `, `{"x":1}`, `null`, `[]`, `{} {}`, `{`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		err := decodeCancel(body)
+		if err != nil {
+			if _, ok := asEventsError(err); !ok {
+				t.Fatalf("decodeCancel(%q) = %v, want an *events.Error", body, err)
+			}
+			return
+		}
+		trimmed := strings.Trim(string(body), " \t\r\n")
+		var obj map[string]json.RawMessage
+		if trimmed != "" && (json.Unmarshal(body, &obj) != nil || obj == nil || len(obj) != 0) {
+			t.Fatalf("decodeCancel(%q) accepted a body that is neither blank nor {}", body)
+		}
+	})
+}
+
+// FuzzParseRequestID: an accepted request ID is 1 to maxRequestID bytes of
+// printable ASCII without spaces, returned unchanged.
+func FuzzParseRequestID(f *testing.F) {
+	for _, seed := range []string{"perm_1", "", " ", "a b", "\x00", "\x7f", "é", "a.b*>", strings.Repeat("p", 256), strings.Repeat("p", 257)} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := parseRequestID(s)
+		if err != nil {
+			if _, ok := asEventsError(err); !ok {
+				t.Fatalf("parseRequestID(%q) = %v, want an *events.Error", s, err)
+			}
+			return
+		}
+		if id != s || id == "" || len(id) > maxRequestID {
+			t.Fatalf("parseRequestID(%q) = %q", s, id)
+		}
+		for _, c := range []byte(id) {
+			if c <= ' ' || c >= 0x7f {
+				t.Fatalf("parseRequestID(%q) accepted byte %#x", s, c)
+			}
+		}
+	})
+}
+
 // FuzzAppendData: every line appendData writes is a data field without a
 // line break inside, and an SSE client joining them gets data back with
 // line ends normalised to LF.

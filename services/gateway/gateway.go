@@ -16,6 +16,9 @@
 //	PUT  /v1/sessions/{id}               open (idempotent): AcpOpenSessionRequest fields as JSON → 200 {}
 //	GET  /v1/sessions/{id}               AcpDurableSessionInfo as JSON
 //	POST /v1/sessions/{id}/prompt        {"idempotencyKey"?, "content": [...]} → blocks through the turn
+//	POST /v1/sessions/{id}/cancel        empty or {} → {"status"}: cancelled, no_active_prompt, or the turn's outcome
+//	POST /v1/sessions/{id}/permissions/{requestId}
+//	                                     {"optionId"} → {"status":"accepted"} | {"status":"not_pending","reason"}
 //	GET  /v1/sessions/{id}/history       ?after=N | ?before=N, &limit=N → a page of public events
 //	GET  /v1/sessions/{id}/events        SSE, resumable with Last-Event-ID or ?after=N
 //	GET  /healthz, /readyz
@@ -164,7 +167,6 @@ func (g *Gateway) namespace(*http.Request) (events.Namespace, error) {
 	return events.DefaultNamespace, nil
 }
 
-// routes returns the API's ServeMux.
 // route is one HTTP route. docs/openapi.json describes the same set;
 // TestOpenAPIMatchesRoutes keeps them equal.
 type route struct {
@@ -176,12 +178,15 @@ var routeTable = []route{
 	{http.MethodPut, "/v1/sessions/{id}", func(g *Gateway) http.HandlerFunc { return g.handleOpen }},
 	{http.MethodGet, "/v1/sessions/{id}", func(g *Gateway) http.HandlerFunc { return g.handleGetSession }},
 	{http.MethodPost, "/v1/sessions/{id}/prompt", func(g *Gateway) http.HandlerFunc { return g.handlePrompt }},
+	{http.MethodPost, "/v1/sessions/{id}/cancel", func(g *Gateway) http.HandlerFunc { return g.handleCancel }},
+	{http.MethodPost, "/v1/sessions/{id}/permissions/{requestId}", func(g *Gateway) http.HandlerFunc { return g.handleRespond }},
 	{http.MethodGet, "/v1/sessions/{id}/history", func(g *Gateway) http.HandlerFunc { return g.handleHistory }},
 	{http.MethodGet, "/v1/sessions/{id}/events", func(g *Gateway) http.HandlerFunc { return g.handleEvents }},
 	{http.MethodGet, "/healthz", func(g *Gateway) http.HandlerFunc { return g.handleHealthz }},
 	{http.MethodGet, "/readyz", func(g *Gateway) http.HandlerFunc { return g.handleReadyz }},
 }
 
+// routes returns the API's ServeMux, one handler per row of routeTable.
 func (g *Gateway) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	for _, r := range routeTable {

@@ -112,6 +112,95 @@ func (g *Gateway) handlePrompt(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, b)
 }
 
+// controlBodyLimit bounds the body of a cancel or a permission answer.
+func (g *Gateway) controlBodyLimit() int64 { return min(g.cfg.MaxBodyBytes, maxControlBody) }
+
+// handleCancel serves POST /v1/sessions/{id}/cancel: cancel the running
+// turn, if any. The answer is the status the session service decided:
+// cancelled, no_active_prompt, or the outcome of the turn that ended while
+// the cancel waited for it.
+func (g *Gateway) handleCancel(w http.ResponseWriter, r *http.Request) {
+	ns, sid, err := g.target(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, g.controlBodyLimit())
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	if err := decodeCancel(body); err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := g.callContext(r)
+	defer cancel()
+	req := &events.AcpCancelPromptRequest{SessionID: new(string(sid))}
+	resp, err := events.Call[events.AcpCancelPromptResponse](ctx, g.nc, events.APISubject(ns, events.OpCancelPrompt), req, nil)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	g.writeStatus(w, r, resp.Status, nil)
+}
+
+// handleRespond serves POST /v1/sessions/{id}/permissions/{requestId}:
+// answer a pending permission request. A request that is no longer pending
+// (answered by someone else, ended by a cancel, an exit or a failure, or
+// never known) is a 200 with status not_pending and the reason: a late
+// answer is a normal race, not an error. An option that is not on offer is
+// invalid_permission_option and consumes nothing.
+func (g *Gateway) handleRespond(w http.ResponseWriter, r *http.Request) {
+	ns, sid, err := g.target(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	requestID, err := parseRequestID(r.PathValue("requestId"))
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, g.controlBodyLimit())
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	optionID, err := decodeRespond(body)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := g.callContext(r)
+	defer cancel()
+	// respondPermission never defaults its session: the ID is always the
+	// URL's, "main" included.
+	req := &events.AcpRespondPermissionRequest{SessionID: string(sid), RequestID: requestID, OptionID: optionID}
+	resp, err := events.Call[events.AcpRespondPermissionResponse](ctx, g.nc, events.APISubject(ns, events.OpRespondPermission), req, nil)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	g.writeStatus(w, r, resp.Status, resp.Reason)
+}
+
+// statusJSON is the answer of cancel and respond.
+type statusJSON struct {
+	Status string  `json:"status"`
+	Reason *string `json:"reason,omitempty"`
+}
+
+// writeStatus answers 200 {"status", "reason"?}.
+func (g *Gateway) writeStatus(w http.ResponseWriter, r *http.Request, status string, reason *string) {
+	b, err := json.Marshal(statusJSON{Status: status, Reason: reason})
+	if err != nil {
+		g.writeError(w, r, events.Errorf(events.CodeInternal, "render status %q: %v", status, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
 // handleHistory serves GET /v1/sessions/{id}/history: one page.
 func (g *Gateway) handleHistory(w http.ResponseWriter, r *http.Request) {
 	ns, sid, err := g.target(r)

@@ -149,8 +149,8 @@ func (g *Gateway) handleEvents(w http.ResponseWriter, r *http.Request) {
 // logKeyReason names why an event stream ended.
 const logKeyReason = "reason"
 
-// push queues a live message; it runs in a subscription's goroutine and
-// never blocks. Once the buffer overflowed it drops everything: the stream
+// push queues a live message; it runs in the stream's forwarding goroutine
+// and never blocks. Once the buffer overflowed it drops everything: the stream
 // is ending and its client will catch up from history.
 func (s *stream) push(m *nats.Msg) {
 	select {
@@ -167,21 +167,61 @@ func (s *stream) push(m *nats.Msg) {
 		}
 	}
 	s.queued.Add(-size)
+	s.overflowed()
+}
+
+// overflowed ends the stream's buffering: its client must catch up from
+// history.
+func (s *stream) overflowed() {
 	s.overOnce.Do(func() {
 		s.g.metrics.overflows.Inc()
 		close(s.overflow)
 	})
 }
 
+// arrivalBuffer is how many messages may wait between the connection's read
+// loop and a stream's forwarding goroutine.
+const arrivalBuffer = 8192
+
 // serve runs the stream and returns why it ended.
 func (s *stream) serve(ctx context.Context) string {
+	// Both subscriptions feed one channel, filled by the connection's read
+	// loop in the order messages arrived, and one goroutine moves them on:
+	// a delta published before a durable event is never overtaken by it
+	// (two callback subscriptions would each have a goroutine of their own).
+	arrivals := make(chan *nats.Msg, arrivalBuffer)
+	var subs []*nats.Subscription
 	for _, subject := range []string{s.tailSubject, s.liveSubject} {
-		sub, err := s.g.nc.Subscribe(subject, s.push)
+		sub, err := s.g.nc.ChanSubscribe(subject, arrivals)
 		if err != nil {
 			return s.fail(ctx, events.Errorf(events.CodeUnavailable, "subscribe %s: %v", subject, err), endError)
 		}
+		subs = append(subs, sub)
 		defer func() { _ = sub.Unsubscribe() }() // the connection may be closing; nothing to do
 	}
+	forwardDone := make(chan struct{})
+	defer func() { <-forwardDone }()
+	fwdCtx, stopForward := context.WithCancel(ctx)
+	defer stopForward()
+	go func() {
+		defer close(forwardDone)
+		for {
+			select {
+			case <-fwdCtx.Done():
+				return
+			case m := <-arrivals:
+				for _, sub := range subs {
+					// A full channel drops messages (a slow consumer): the
+					// stream can no longer be complete.
+					if n, _ := sub.Dropped(); n > 0 {
+						s.overflowed()
+						return
+					}
+				}
+				s.push(m)
+			}
+		}
+	}()
 	fctx, cancel := context.WithTimeout(ctx, s.g.cfg.RequestTimeout)
 	err := s.g.nc.FlushWithContext(fctx)
 	cancel()

@@ -146,7 +146,7 @@ func (s *Service) serve(ctx context.Context, op events.Op, h func(context.Contex
 			if err == nil {
 				var resp events.Variant
 				if resp, err = h(ctx, ns, req.Data()); err == nil {
-					_ = events.Respond(req, resp)
+					_ = events.RespondAsync(s.nc, req, resp)
 					return
 				}
 			}
@@ -154,7 +154,7 @@ func (s *Service) serve(ctx context.Context, op events.Op, h func(context.Contex
 			if e.Code == events.CodeInternal {
 				s.lg.Error("request failed", events.LogKeyOp, string(op), events.LogKeyErr, err)
 			}
-			_ = events.RespondError(req, err)
+			_ = events.RespondErrorAsync(s.nc, req, err)
 		}()
 	}
 }

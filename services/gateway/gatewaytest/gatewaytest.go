@@ -52,7 +52,8 @@ func LogStreamConfig() jetstream.StreamConfig {
 
 // PromptFunc plays one turn of the fake session service. It writes the
 // session's log through t and returns the prompt's response or error. ctx
-// ends when the test does.
+// ends when the test does, or when cancel_prompt cancels the turn; the
+// prompt then answers stopReason "cancelled" whatever the function returns.
 type PromptFunc func(ctx context.Context, t *Turn) (*events.AcpPromptResponse, error)
 
 // Backend is the fake session and history services. Its methods are safe
@@ -67,6 +68,12 @@ type Backend struct {
 	cancel context.CancelFunc
 	turns  sync.WaitGroup
 
+	// permMu serialises every change to permission requests (asked,
+	// answered, ended) with the append that records it, as the session
+	// lock does in the real service: a response can never overtake the
+	// request it answers, and the first resolution wins. Take it before mu.
+	permMu sync.Mutex
+
 	mu        sync.Mutex
 	sessions  map[string]*session
 	hideAfter uint64
@@ -74,18 +81,24 @@ type Backend struct {
 	calls     map[events.Op]int
 	last      map[events.Op]events.Variant
 	prompt    PromptFunc
+	onCancel  CancelFunc
+	onRespond RespondFunc
 	onHistory func()
+	nextID    uint64 // of turns and permission requests
 }
 
 type session struct {
-	info    events.AcpDurableSessionInfo
-	eventNo uint64
-	busy    bool
+	info     events.AcpDurableSessionInfo
+	eventNo  uint64
+	turn     *Turn             // the turn being played, or nil
+	resolved map[string]string // permission request ID → why it is no longer pending
 }
 
 // Start creates the ACP_LOG stream and serves open_session, get_session,
-// prompt and read_history for every namespace on nc until the test ends.
-// Prompts play Echo unless OnPrompt says otherwise.
+// prompt, cancel_prompt, respond_permission and read_history for every
+// namespace on nc until the test ends. Prompts play Echo unless OnPrompt
+// says otherwise; cancels and permission answers act on the turn being
+// played (see Turn) unless OnCancel or OnRespond say otherwise.
 func Start(tb testing.TB, nc *nats.Conn) *Backend {
 	tb.Helper()
 	js, err := jetstream.New(nc)
@@ -115,9 +128,11 @@ func Start(tb testing.TB, nc *nats.Conn) *Backend {
 		tb.Fatalf("gatewaytest: add service: %v", err)
 	}
 	endpoints := map[events.Op]func(events.Namespace, []byte) (events.Variant, error){
-		events.OpOpenSession: b.openSession,
-		events.OpGetSession:  b.getSession,
-		events.OpReadHistory: b.readHistory,
+		events.OpOpenSession:       b.openSession,
+		events.OpGetSession:        b.getSession,
+		events.OpReadHistory:       b.readHistory,
+		events.OpCancelPrompt:      b.cancelPrompt,
+		events.OpRespondPermission: b.respondPermission,
 	}
 	for op, fn := range endpoints {
 		handler := func(req micro.Request) {
@@ -156,6 +171,30 @@ func (b *Backend) reply(req micro.Request, resp events.Variant, err error) {
 		return
 	}
 	_ = events.Respond(req, resp)
+}
+
+// replyLater answers req from a goroutine other than its handler's.
+// micro's request loop reads the error a request was answered with once
+// the handler returns, for its stats, so req.Error (events.RespondError)
+// from here would race with it. An error goes out through Respond instead,
+// with the same headers and body, which micro does not remember.
+func (b *Backend) replyLater(req micro.Request, resp events.Variant, err error) {
+	if err == nil {
+		var data []byte
+		if data, err = events.Marshal(resp); err == nil {
+			_ = req.Respond(data) // the requester may be gone; nothing to do
+			return
+		}
+	}
+	e := events.AsError(err)
+	if e.Code == events.CodeInternal {
+		e = events.ErrInternal // as events.RespondError masks it
+	}
+	body, _ := events.Marshal(e.Response()) // an AcpErrorResponse always encodes
+	_ = req.Respond(body, micro.WithHeaders(micro.Headers{
+		micro.ErrorCodeHeader: {string(e.Code)},
+		micro.ErrorHeader:     {e.Message},
+	}))
 }
 
 // failure records a call of op and returns the error Fail set for it.
@@ -500,42 +539,71 @@ func (b *Backend) handlePrompt(req micro.Request) {
 		b.remember(events.OpPrompt, p)
 		sid, err = events.OptionalSessionID(p.SessionID)
 	}
-	var play PromptFunc
+	var (
+		t    *Turn
+		play PromptFunc
+	)
 	if err == nil {
-		play, err = b.claim(ns, sid)
+		t, play, err = b.claim(ns, sid, p)
 	}
 	if err != nil {
 		b.reply(req, nil, err)
 		return
 	}
 	b.turns.Go(func() {
-		defer b.release(ns, sid)
-		resp, err := play(b.ctx, &Turn{b: b, NS: ns, SID: sid, Request: p})
-		b.reply(req, resp, err)
+		defer t.stop()
+		resp, err := play(t.ctx, t)
+		resp, err = b.finish(t, resp, err)
+		b.replyLater(req, resp, err)
 	})
 }
 
-// claim marks the session busy and returns the turn to play.
-func (b *Backend) claim(ns events.Namespace, sid events.SessionID) (PromptFunc, error) {
+// claim makes a new turn the session's running one and returns it with the
+// function that plays it.
+func (b *Backend) claim(ns events.Namespace, sid events.SessionID, req *events.AcpPromptRequest) (*Turn, PromptFunc, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s, ok := b.sessions[key(ns, sid)]
 	switch {
 	case !ok:
-		return nil, events.Errorf(events.CodeSessionNotFound, "no session %s", sid)
-	case s.busy:
-		return nil, events.ErrSessionBusy
+		return nil, nil, events.Errorf(events.CodeSessionNotFound, "no session %s", sid)
+	case s.turn != nil:
+		return nil, nil, events.ErrSessionBusy
 	}
-	s.busy = true
-	return b.prompt, nil
+	b.nextID++
+	t := &Turn{b: b, NS: ns, SID: sid, Request: req, ID: "turn_" + strconv.FormatUint(b.nextID, 10)}
+	t.ctx, t.stop = context.WithCancel(b.ctx)
+	s.turn = t
+	s.project()
+	return t, b.prompt, nil
 }
 
-func (b *Backend) release(ns events.Namespace, sid events.SessionID) {
+// finish ends t once its function returned resp and err: a cancel that
+// came first wins (the prompt answers stopReason cancelled), requests
+// still pending end as terminal, and the session is released before the
+// prompt is answered, so the caller may prompt again at once.
+func (b *Backend) finish(t *Turn, resp *events.AcpPromptResponse, err error) (*events.AcpPromptResponse, error) {
+	b.permMu.Lock()
+	defer b.permMu.Unlock()
+	b.mu.Lock()
+	cancelled := t.state == turnCancelled
+	t.state = turnFinished
+	b.mu.Unlock()
+	reason := events.ReasonTurnFailed
+	if errors.Is(err, events.ErrAdapterExited) {
+		reason = events.ReasonAdapterExited
+	}
+	b.terminate(t, reason)
+	if cancelled {
+		resp, err = &events.AcpPromptResponse{SessionID: string(t.SID), StopReason: events.OutcomeCancelled}, nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if s, ok := b.sessions[key(ns, sid)]; ok {
-		s.busy = false
+	if s, ok := b.sessions[key(t.NS, t.SID)]; ok && s.turn == t {
+		s.turn = nil
+		s.project()
 	}
+	return resp, err
 }
 
 // Turn is one prompt being played: the request and the means to write the
@@ -545,7 +613,27 @@ type Turn struct {
 	NS      events.Namespace
 	SID     events.SessionID
 	Request *events.AcpPromptRequest
+	// ID is the turn's ID, as getSession's state shows it.
+	ID string
+
+	// ctx is the PromptFunc's, scoped to this turn (the per-message
+	// exception of STYLE R12); stop ends it, on cancel_prompt or when the
+	// turn is over.
+	ctx  context.Context
+	stop context.CancelFunc
+
+	// Guarded by b.mu.
+	state   turnState
+	pending []*Permission // permission requests waiting for an answer, oldest first
 }
+
+type turnState int
+
+const (
+	turnRunning turnState = iota
+	turnCancelled
+	turnFinished
+)
 
 // Append stores a durable session update and returns its sequence.
 func (t *Turn) Append(update string) (uint64, error) {

@@ -1,6 +1,7 @@
 // Package cli implements the client commands of the skein binary: open,
-// prompt, history and events. They talk to a gateway over its HTTP API
-// (services/gateway), never to NATS, so they work against any deployment.
+// prompt, cancel, respond, history and events. They talk to a gateway over
+// its HTTP API (services/gateway), never to NATS, so they work against any
+// deployment.
 //
 // The gateway is the --server flag, else the SKEIN_URL environment
 // variable, else DefaultServer. The session is --session (-s), default
@@ -16,10 +17,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"skein.dev/pkg/events"
 )
 
 // DefaultServer is the gateway the commands use when neither --server nor
@@ -36,14 +40,18 @@ const DefaultAgent = "demo"
 // stopEndTurn is the stop reason of a turn that ended normally.
 const stopEndTurn = "end_turn"
 
-// Commands returns the client commands: open, prompt, history and events.
+// defaultSession is the session of a command without --session.
+const defaultSession = "main"
+
+// Commands returns the client commands: open, prompt, cancel, respond,
+// history and events.
 // getenv supplies SKEIN_URL; stdout gets the commands' output and stderr
 // their diagnostics (a turn's stop reason). Standard input is the
 // command's (cobra's InOrStdin). Every command returns an *APIError when the
 // gateway refused it.
 func Commands(getenv func(string) string, stdout, stderr io.Writer) []*cobra.Command {
 	a := &app{getenv: getenv, stdout: stdout, stderr: stderr}
-	return []*cobra.Command{a.openCommand(), a.promptCommand(), a.historyCommand(), a.eventsCommand()}
+	return []*cobra.Command{a.openCommand(), a.promptCommand(), a.cancelCommand(), a.respondCommand(), a.historyCommand(), a.eventsCommand()}
 }
 
 // app holds what every command shares.
@@ -60,7 +68,7 @@ type common struct {
 
 func (c *common) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&c.server, "server", "", "gateway URL (default $"+EnvServer+", else "+DefaultServer+")")
-	cmd.Flags().StringVarP(&c.session, "session", "s", "main", "session ID")
+	cmd.Flags().StringVarP(&c.session, "session", "s", defaultSession, "session ID")
 }
 
 // client returns a client for the gateway the flags and environment name,
@@ -127,9 +135,11 @@ fails with session_conflict.`,
 
 func (a *app) promptCommand() *cobra.Command {
 	var (
-		c     common
-		agent string
-		key   string
+		c           common
+		agent       string
+		key         string
+		policy      string
+		interactive bool
 	)
 	cmd := &cobra.Command{
 		Use:   "prompt TEXT... | prompt -",
@@ -137,14 +147,22 @@ func (a *app) promptCommand() *cobra.Command {
 		Long: `Send a prompt (the arguments joined by spaces, or standard input when the only
 argument is "-") and print the agent's reply live: message text as it streams,
 tool calls and plans as lines of their own. The session is opened with --agent
-first if it does not exist. A stop reason other than end_turn is printed on
-standard error.`,
+(and --policy) first if it does not exist. A stop reason other than end_turn is
+printed on standard error.
+
+In a session opened with the permission policy "ask", the agent's permission
+requests are printed with their options and the command that answers them
+(skein respond REQUEST_ID OPTION_ID). When standard input is a terminal and
+--interactive is on, the command also asks for a choice (an option's number
+or ID) and answers the request itself.`,
 		Args:         cobra.MinimumNArgs(1),
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			stdin := cmd.InOrStdin()
 			text := strings.Join(args, " ")
-			if len(args) == 1 && args[0] == "-" {
-				b, err := io.ReadAll(cmd.InOrStdin())
+			fromStdin := len(args) == 1 && args[0] == "-"
+			if fromStdin {
+				b, err := io.ReadAll(stdin)
 				if err != nil {
 					return fmt.Errorf("read prompt from standard input: %w", err)
 				}
@@ -153,19 +171,119 @@ standard error.`,
 			if strings.TrimSpace(text) == "" {
 				return errors.New("the prompt is empty")
 			}
-			cl, done := a.client(&c)
-			defer done()
-			t := turn{app: a, cl: cl, session: c.session, agent: agent}
+			t := turn{app: a, session: c.session, agent: agent}
+			if cmd.Flags().Changed("policy") {
+				if !validPolicy(policy) {
+					return fmt.Errorf("--policy must be %s, %s or %s, not %q", events.PolicyAllowAll, events.PolicyRejectAll, events.PolicyAsk, policy)
+				}
+				t.policy = &policy
+			}
 			if cmd.Flags().Changed("idempotency-key") {
 				t.key = &key
 			}
+			// Standard input that held the prompt has nothing left to read.
+			if interactive && !fromStdin && isTerminal(stdin) {
+				t.input = stdin
+			}
+			cl, done := a.client(&c)
+			defer done()
+			t.cl = cl
 			return t.run(cmd.Context(), text)
 		},
 	}
 	c.register(cmd)
 	cmd.Flags().StringVar(&agent, "agent", DefaultAgent, "agent to open the session with if it does not exist")
+	cmd.Flags().StringVar(&policy, "policy", "", "permission policy of a session this command opens: allow_all (default), reject_all or ask")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "retry-safe key: the same key and prompt run one turn")
+	cmd.Flags().BoolVar(&interactive, "interactive", true, "ask for permission choices on the terminal (only when standard input is one)")
 	return cmd
+}
+
+// validPolicy reports whether p is a permission policy.
+func validPolicy(p string) bool {
+	switch p {
+	case events.PolicyAllowAll, events.PolicyRejectAll, events.PolicyAsk:
+		return true
+	}
+	return false
+}
+
+// isTerminal reports whether r is an interactive terminal: it reports a
+// file mode (an *os.File does) and the mode is a character device. That
+// test is cheap and portable but also holds for /dev/null, whose first
+// read ends the questions at once.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(interface{ Stat() (os.FileInfo, error) })
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func (a *app) cancelCommand() *cobra.Command {
+	var c common
+	cmd := &cobra.Command{
+		Use:   "cancel",
+		Short: "Cancel the session's running turn",
+		Long: `Cancel the session's running turn and print what happened: cancelled,
+no_active_prompt, or, when the turn ended on its own while the cancel waited,
+that turn's outcome (completed, failed or cancelled). The turn's prompt returns
+with stop reason "cancelled"; message text the agent was still streaming is not
+kept in the session's history.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, done := a.client(&c)
+			defer done()
+			resp, err := cl.cancel(cmd.Context(), c.session)
+			if err != nil {
+				return fmt.Errorf("cancel %s: %w", c.session, err)
+			}
+			_, err = fmt.Fprintln(a.stdout, resp.Status)
+			return err
+		},
+	}
+	c.register(cmd)
+	return cmd
+}
+
+func (a *app) respondCommand() *cobra.Command {
+	var c common
+	cmd := &cobra.Command{
+		Use:   "respond REQUEST_ID OPTION_ID",
+		Short: "Answer a pending permission request",
+		Long: `Answer the permission request REQUEST_ID of the session with the option
+OPTION_ID, as printed by skein prompt (or found in the session's events), and
+print "accepted", or "not pending: REASON" when the request was already
+answered or ended (already_resolved, prompt_cancelled, adapter_exited,
+turn_failed, session_deleted, unknown_request). Both exit 0; an option the
+request does not offer fails with invalid_permission_option and leaves the
+request pending.`,
+		Args:         cobra.ExactArgs(2),
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, done := a.client(&c)
+			defer done()
+			resp, err := cl.respond(cmd.Context(), c.session, args[0], args[1])
+			if err != nil {
+				return fmt.Errorf("respond to %s: %w", args[0], err)
+			}
+			_, err = fmt.Fprintln(a.stdout, describeAnswer(resp))
+			return err
+		},
+	}
+	c.register(cmd)
+	return cmd
+}
+
+// describeAnswer returns how a permission answer is printed: "accepted",
+// or "not pending: REASON".
+func describeAnswer(r *statusResponse) string {
+	if r.Status == events.PermissionNotPending {
+		return "not pending: " + orDefault(r.Reason, "no reason given")
+	}
+	return r.Status
 }
 
 func (a *app) historyCommand() *cobra.Command {

@@ -69,10 +69,15 @@ func (e *env) run(ctx context.Context, stdin string, args ...string) result {
 }
 
 func execute(ctx context.Context, env map[string]string, stdin string, stdout, stderr io.Writer, args ...string) error {
+	return executeWith(ctx, env, strings.NewReader(stdin), stdout, stderr, args...)
+}
+
+// executeWith runs `skein args...` with stdin as its standard input.
+func executeWith(ctx context.Context, env map[string]string, stdin io.Reader, stdout, stderr io.Writer, args ...string) error {
 	root := &cobra.Command{Use: "skein", SilenceErrors: true, SilenceUsage: true}
 	root.AddCommand(cli.Commands(func(k string) string { return env[k] }, stdout, stderr)...)
 	root.SetArgs(args)
-	root.SetIn(strings.NewReader(stdin))
+	root.SetIn(stdin)
 	root.SetOut(stderr)
 	root.SetErr(stderr)
 	return root.ExecuteContext(ctx)

@@ -151,6 +151,36 @@ func (c *client) prompt(ctx context.Context, sid string, req promptRequest) (*pr
 	return &resp, nil
 }
 
+// statusResponse is the reply to a cancel or a permission answer.
+type statusResponse struct {
+	Status string `json:"status"`
+	Reason string `json:"reason"` // of not_pending
+}
+
+// cancel asks the gateway to cancel the session's running turn.
+func (c *client) cancel(ctx context.Context, sid string) (*statusResponse, error) {
+	var resp statusResponse
+	if err := c.do(ctx, http.MethodPost, c.sessionPath(sid, "/cancel"), struct{}{}, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// respondRequest is the body of POST /v1/sessions/{id}/permissions/{requestId}.
+type respondRequest struct {
+	OptionID string `json:"optionId"`
+}
+
+// respond answers the permission request requestID with optionID.
+func (c *client) respond(ctx context.Context, sid, requestID, optionID string) (*statusResponse, error) {
+	var resp statusResponse
+	u := c.sessionPath(sid, "/permissions/"+url.PathEscape(requestID))
+	if err := c.do(ctx, http.MethodPost, u, respondRequest{OptionID: optionID}, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
 // historyQuery selects a history page; nil fields are left out.
 type historyQuery struct {
 	After, Before *uint64

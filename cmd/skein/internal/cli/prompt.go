@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 )
 
@@ -14,7 +15,13 @@ type turn struct {
 	cl      *client
 	session string
 	agent   string
+	policy  *string // of a session the turn opens
 	key     *string
+	// input, when set, is where the user types answers to permission
+	// requests. It is read from the first request on by a goroutine that
+	// returns at the end of input or when it has a line no one wants
+	// anymore: a read that blocks (a terminal) outlives the command.
+	input io.Reader
 }
 
 // promptResult is what the prompt request came back with.
@@ -31,7 +38,7 @@ type promptResult struct {
 func (t *turn) run(ctx context.Context, text string) error {
 	info, err := t.cl.session(ctx, t.session)
 	if isCode(err, "session_not_found") {
-		if err := t.cl.open(ctx, t.session, openRequest{Agent: t.agent}); err != nil {
+		if err := t.cl.open(ctx, t.session, openRequest{Agent: t.agent, PermissionPolicy: t.policy}); err != nil {
 			return fmt.Errorf("open %s: %w", t.session, err)
 		}
 		info, err = t.cl.session(ctx, t.session)
@@ -80,6 +87,8 @@ func (t *turn) run(ctx context.Context, text string) error {
 	}()
 
 	p := newPrinter(t.app.stdout)
+	p.session = t.session
+	asker := &asker{t: t, input: t.input, done: sctx.Done()}
 	last := info.LatestSequence
 	var res promptResult
 	for waiting := true; waiting; {
@@ -89,7 +98,15 @@ func (t *turn) run(ctx context.Context, text string) error {
 				incoming = nil // the stream ended early; history fills in below
 				continue
 			}
-			if err := renderSSE(p, ev, &last); err != nil {
+			e, err := renderSSE(p, ev, &last)
+			if err != nil {
+				return err
+			}
+			if e != nil {
+				asker.observe(e)
+			}
+		case line, ok := <-asker.next():
+			if err := asker.answer(ctx, line, ok); err != nil {
 				return err
 			}
 		case res = <-result:
@@ -118,27 +135,27 @@ func (t *turn) run(ctx context.Context, text string) error {
 }
 
 // renderSSE prints a durable or ephemeral stream event and advances *last
-// past a durable one.
-func renderSSE(p *printer, ev sseEvent, last *uint64) error {
+// past a durable one. It returns the event it printed, if any.
+func renderSSE(p *printer, ev sseEvent, last *uint64) (*event, error) {
 	if ev.Name != "durable" && ev.Name != "ephemeral" {
-		return nil // an error event: the stream ends, history fills in
+		return nil, nil // an error event: the stream ends, history fills in
 	}
 	var e event
 	if err := json.Unmarshal(ev.Data, &e); err != nil {
-		return fmt.Errorf("decode %s event: %w", ev.Name, err)
+		return nil, fmt.Errorf("decode %s event: %w", ev.Name, err)
 	}
 	if ev.Name == "durable" {
 		seq, err := strconv.ParseUint(ev.ID, 10, 64)
 		if err != nil {
-			return fmt.Errorf("durable event with id %q: %w", ev.ID, err)
+			return nil, fmt.Errorf("durable event with id %q: %w", ev.ID, err)
 		}
 		if seq <= *last {
-			return nil
+			return nil, nil
 		}
 		*last = seq
 	}
 	p.render(&e)
-	return nil
+	return &e, nil
 }
 
 // catchUp prints the durable events after *last from history.

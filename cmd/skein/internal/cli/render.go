@@ -38,6 +38,54 @@ type event struct {
 	ToolCall      *struct {
 		Title string `json:"title"`
 	} `json:"toolCall"`
+	// Fields of the permission events, decoded only for them (options,
+	// reason): an agent's own update may use the same names differently.
+	Options json.RawMessage `json:"options"`
+	Reason  json.RawMessage `json:"reason"`
+	Outcome json.RawMessage `json:"outcome"`
+}
+
+// permissionOption is one choice of a permission request.
+type permissionOption struct {
+	OptionID string `json:"optionId"`
+	Name     string `json:"name"`
+	Kind     string `json:"kind"`
+}
+
+// toolTitle returns the title of a permission request's tool call, or its
+// request ID.
+func (e *event) toolTitle() string {
+	if e.ToolCall != nil && e.ToolCall.Title != "" {
+		return e.ToolCall.Title
+	}
+	return e.RequestID
+}
+
+// permissionOptions returns the options of a permission request; nil if it
+// has none it can read.
+func (e *event) permissionOptions() []permissionOption {
+	var options []permissionOption
+	if len(e.Options) == 0 || json.Unmarshal(e.Options, &options) != nil {
+		return nil
+	}
+	return options
+}
+
+// resolution returns what ended a permission request, as a permission
+// response tells it: the option selected, or the reason it ended
+// unanswered, or "".
+func (e *event) resolution() string {
+	var outcome struct {
+		OptionID string `json:"optionId"`
+	}
+	if e.Status == events.PermissionAccepted && json.Unmarshal(e.Outcome, &outcome) == nil && outcome.OptionID != "" {
+		return outcome.OptionID
+	}
+	var reason string
+	if json.Unmarshal(e.Reason, &reason) == nil {
+		return reason
+	}
+	return ""
 }
 
 type planEntry struct {
@@ -90,6 +138,7 @@ func planMark(status string) string {
 // prints nothing more.
 type printer struct {
 	w         io.Writer
+	session   string // named in the hint to answer a permission request
 	lineStart bool
 	streamed  strings.Builder   // text printed from deltas of the current message
 	titles    map[string]string // tool call ID → title
@@ -165,13 +214,21 @@ func (p *printer) render(e *event) {
 			p.line("  " + planMark(entry.Status) + " " + entry.Content)
 		}
 	case events.PublicTypePermissionRequest:
-		title := e.RequestID
-		if e.ToolCall != nil && e.ToolCall.Title != "" {
-			title = e.ToolCall.Title
+		p.line(fmt.Sprintf("[permission] %s (request %s)", e.toolTitle(), e.RequestID))
+		for i, o := range e.permissionOptions() {
+			p.line(fmt.Sprintf("  %d. %s: %s (%s)", i+1, o.OptionID, orDefault(o.Name, o.OptionID), orDefault(o.Kind, "?")))
 		}
-		p.line(fmt.Sprintf("[permission] %s: waiting for a decision (request %s)", title, e.RequestID))
+		hint := "  answer: skein respond " + e.RequestID + " <optionId>"
+		if p.session != "" && p.session != defaultSession {
+			hint += " -s " + p.session
+		}
+		p.line(hint)
 	case events.PublicTypePermissionResponse:
-		p.line(fmt.Sprintf("[permission] request %s: %s", e.RequestID, e.Status))
+		detail := e.resolution()
+		if detail != "" {
+			detail = " (" + detail + ")"
+		}
+		p.line(fmt.Sprintf("[permission] request %s: %s%s", e.RequestID, e.Status, detail))
 	}
 	// user_message_chunk (the prompt itself), thoughts and the rest
 	// (available commands, modes, ...) are not part of the reply.

@@ -56,10 +56,22 @@ func TestPrinter(t *testing.T) {
 		{
 			name: "permissions",
 			events: []string{
-				`{"durability":"durable","type":"permission_request","requestId":"r1","toolCall":{"title":"rm -rf build"},"options":[]}`,
-				`{"durability":"durable","type":"permission_response","requestId":"r1","status":"accepted"}`,
+				`{"durability":"durable","type":"permission_request","requestId":"r1","toolCall":{"title":"rm -rf build"},"options":[{"optionId":"a","name":"Allow once","kind":"allow_once"},{"optionId":"r","name":"Reject","kind":"reject_once"}]}`,
+				`{"durability":"durable","type":"permission_response","requestId":"r1","status":"accepted","outcome":{"outcome":"selected","optionId":"r"}}`,
+				`{"durability":"durable","type":"permission_request","requestId":"r2","toolCall":{},"options":[{"optionId":"x"}]}`,
+				`{"durability":"durable","type":"permission_response","requestId":"r2","status":"terminal","reason":"prompt_cancelled","outcome":{"outcome":"cancelled"}}`,
 			},
-			want: "[permission] rm -rf build: waiting for a decision (request r1)\n[permission] request r1: accepted\n",
+			want: "[permission] rm -rf build (request r1)\n  1. a: Allow once (allow_once)\n  2. r: Reject (reject_once)\n  answer: skein respond r1 <optionId>\n" +
+				"[permission] request r1: accepted (r)\n" +
+				"[permission] r2 (request r2)\n  1. x: x (?)\n  answer: skein respond r2 <optionId>\n" +
+				"[permission] request r2: terminal (prompt_cancelled)\n",
+		},
+		{
+			name: "an update may use the permission fields' names for its own",
+			events: []string{
+				`{"durability":"durable","type":"tool_call","toolCallId":"c9","title":"Odd","status":"pending","options":"x","outcome":5,"reason":{}}`,
+			},
+			want: "[tool] Odd: pending\n",
 		},
 		{
 			name: "the prompt, thoughts and other updates are not the reply",

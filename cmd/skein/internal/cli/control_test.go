@@ -1,0 +1,282 @@
+package cli_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"skein.dev/cmd/skein/internal/cli"
+	"skein.dev/pkg/events"
+	"skein.dev/services/gateway/gatewaytest"
+)
+
+// askingTurn returns a turn that asks n permission requests one after the
+// other, each about "rm -rf build" with the options allow and deny, sends
+// each request's ID on asked (if not nil), and ends with a durable message
+// that lists the outcomes ("accepted deny, accepted allow"). A request
+// that ends unanswered ends the turn.
+func askingTurn(n int, asked chan<- string) gatewaytest.PromptFunc {
+	return func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
+		var outcomes []string
+		for range n {
+			p, err := turn.RequestPermission(gatewaytest.PermissionRequest("call_1", "rm -rf build",
+				[3]string{"allow", "Allow once", "allow_once"}, [3]string{"deny", "Reject", "reject_once"}))
+			if err != nil {
+				return nil, err
+			}
+			if asked != nil {
+				asked <- p.ID
+			}
+			o, err := p.Wait(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if o.Status == events.PermissionTerminal {
+				// Cancelled: the agent stops there.
+				return &events.AcpPromptResponse{SessionID: string(turn.SID), StopReason: events.OutcomeCancelled}, nil
+			}
+			outcomes = append(outcomes, o.Status+" "+o.OptionID+o.Reason)
+		}
+		msg := gatewaytest.TextChunk("agent_message_chunk", strings.Join(outcomes, ", "))
+		if _, err := turn.Append(msg); err != nil {
+			return nil, err
+		}
+		return &events.AcpPromptResponse{SessionID: string(turn.SID), Message: events.JSON(msg), StopReason: "end_turn"}, nil
+	}
+}
+
+// await returns what ch delivers, or fails the test if the command ends
+// first.
+func await[T any](t *testing.T, ch <-chan T, cmd <-chan result) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case r := <-cmd:
+		t.Fatalf("command ended first: %v\nstdout: %s\nstderr: %s", r.err, r.stdout, r.stderr)
+		panic("unreachable")
+	}
+}
+
+// tty is standard input that looks like a terminal.
+type tty struct{ io.Reader }
+
+func (tty) Stat() (os.FileInfo, error) { return ttyInfo{}, nil }
+
+type ttyInfo struct{}
+
+func (ttyInfo) Name() string       { return "tty" }
+func (ttyInfo) Size() int64        { return 0 }
+func (ttyInfo) Mode() os.FileMode  { return os.ModeDevice | os.ModeCharDevice | 0o620 }
+func (ttyInfo) ModTime() time.Time { return time.Time{} }
+func (ttyInfo) IsDir() bool        { return false }
+func (ttyInfo) Sys() any           { return nil }
+
+func TestCancel(t *testing.T) {
+	e := newEnv(t)
+	wantCode(t, e.run(t.Context(), "", "cancel", "-s", "nobody").err, "session_not_found")
+	wantCode(t, e.run(t.Context(), "", "cancel", "-s", "bad.id").err, "invalid_session_id")
+
+	e.backend.CreateSession(ns, "s1", "demo")
+	if r := e.run(t.Context(), "", "cancel", "-s", "s1"); r.err != nil || r.stdout != "no_active_prompt\n" {
+		t.Errorf("cancel without a turn = %v, printed %q, want no_active_prompt", r.err, r.stdout)
+	}
+	req, _ := e.backend.LastRequest(events.OpCancelPrompt).(*events.AcpCancelPromptRequest)
+	if req == nil || req.SessionID == nil || *req.SessionID != "s1" {
+		t.Errorf("cancel request = %+v, want session s1", req)
+	}
+
+	started := make(chan struct{})
+	e.backend.OnPrompt(func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
+		if _, err := turn.Append(gatewaytest.TextChunk("user_message_chunk", "go")); err != nil {
+			return nil, err
+		}
+		close(started)
+		<-ctx.Done() // until cancelled
+		return &events.AcpPromptResponse{SessionID: string(turn.SID), StopReason: "end_turn"}, nil
+	})
+	prompt := make(chan result, 1)
+	go func() { prompt <- e.run(t.Context(), "", "prompt", "-s", "s1", "go") }()
+	await(t, started, prompt)
+	if r := e.run(t.Context(), "", "cancel", "-s", "s1"); r.err != nil || r.stdout != "cancelled\n" {
+		t.Errorf("cancel = %v, printed %q, want cancelled", r.err, r.stdout)
+	}
+	if r := <-prompt; r.err != nil || r.stderr != "stop reason: cancelled\n" {
+		t.Errorf("cancelled prompt = %v, stderr %q, want nil and the stop reason cancelled", r.err, r.stderr)
+	}
+
+	// The outcome of a turn that ended first is printed as it is.
+	e.backend.OnCancel(func(context.Context, events.Namespace, events.SessionID) (*events.AcpCancelPromptResponse, error) {
+		return &events.AcpCancelPromptResponse{Status: events.OutcomeCompleted}, nil
+	})
+	if r := e.run(t.Context(), "", "cancel", "-s", "s1"); r.err != nil || r.stdout != "completed\n" {
+		t.Errorf("cancel = %v, printed %q, want completed", r.err, r.stdout)
+	}
+	if r := e.run(t.Context(), "", "cancel", "extra"); r.err == nil {
+		t.Error("cancel with an argument succeeded")
+	}
+}
+
+func TestRespond(t *testing.T) {
+	e := newEnv(t)
+	// The session is always named: without -s it is main, explicitly.
+	wantCode(t, e.run(t.Context(), "", "respond", "perm_1", "allow").err, "session_not_found")
+	req, _ := e.backend.LastRequest(events.OpRespondPermission).(*events.AcpRespondPermissionRequest)
+	if req == nil || req.SessionID != "main" || req.RequestID != "perm_1" || req.OptionID != "allow" {
+		t.Errorf("respond request = %+v, want session main, perm_1, allow", req)
+	}
+
+	e.backend.CreateSession(ns, "s1", "demo")
+	asked := make(chan string, 1)
+	e.backend.OnPrompt(askingTurn(1, asked))
+	prompt := make(chan result, 1)
+	go func() { prompt <- e.run(t.Context(), "", "prompt", "-s", "s1", "clean up") }()
+	id := await(t, asked, prompt)
+
+	r := e.run(t.Context(), "", "respond", "-s", "s1", id, "always")
+	wantCode(t, r.err, "invalid_permission_option")
+	if !strings.Contains(r.err.Error(), `"allow"`) || !strings.Contains(r.err.Error(), `"deny"`) {
+		t.Errorf("err = %v, want it to list the valid options", r.err)
+	}
+	if r := e.run(t.Context(), "", "respond", "-s", "s1", id, "deny"); r.err != nil || r.stdout != "accepted\n" {
+		t.Errorf("respond = %v, printed %q, want accepted", r.err, r.stdout)
+	}
+	if r := e.run(t.Context(), "", "respond", "-s", "s1", id, "allow"); r.err != nil || r.stdout != "not pending: already_resolved\n" {
+		t.Errorf("late respond = %v, printed %q, want not pending: already_resolved and no error", r.err, r.stdout)
+	}
+	if r := e.run(t.Context(), "", "respond", "-s", "s1", "perm_nobody", "allow"); r.err != nil || r.stdout != "not pending: unknown_request\n" {
+		t.Errorf("respond to an unknown request = %v, printed %q", r.err, r.stdout)
+	}
+
+	p := <-prompt
+	want := "[permission] rm -rf build (request " + id + ")\n" +
+		"  1. allow: Allow once (allow_once)\n" +
+		"  2. deny: Reject (reject_once)\n" +
+		"  answer: skein respond " + id + " <optionId> -s s1\n" +
+		"[permission] request " + id + ": accepted (deny)\n" +
+		"accepted deny\n"
+	if p.err != nil || p.stdout != want {
+		t.Errorf("prompt = %v, printed\n%s\nwant\n%s", p.err, p.stdout, want)
+	}
+
+	wantCode(t, e.run(t.Context(), "", "respond", "-s", "s1", "perm 1", "allow").err, "invalid_request")
+	if r := e.run(t.Context(), "", "respond", "-s", "s1", "perm_1"); r.err == nil {
+		t.Error("respond without an option ID succeeded")
+	}
+}
+
+// TestPromptAsksOnTheTerminal: with a terminal for input, prompt asks for
+// each choice, by number or option ID, until one is valid.
+func TestPromptAsksOnTheTerminal(t *testing.T) {
+	e := newEnv(t)
+	e.backend.OnPrompt(askingTurn(2, nil))
+	var stdout, stderr syncBuffer
+	stdin := tty{strings.NewReader("9\nnope\n\n 2 \nallow\n")}
+	err := executeWith(t.Context(), map[string]string{cli.EnvServer: e.url}, stdin, &stdout, &stderr, "prompt", "--policy", "ask", "clean up")
+	if err != nil {
+		t.Fatalf("prompt: %v\nstderr: %s", err, stderr.String())
+	}
+	if !strings.HasSuffix(stdout.String(), "accepted deny, accepted allow\n") {
+		t.Errorf("prompt printed\n%s\nwant the turn to end with deny then allow accepted", stdout.String())
+	}
+	for _, want := range []string{`"9" is not one of the options`, `"nope" is not one of the options`, "choice for perm_", "[1-2 or option ID]: "} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr = %q, want it to contain %q", stderr.String(), want)
+		}
+	}
+	if n := e.backend.Calls(events.OpRespondPermission); n != 2 {
+		t.Errorf("respond_permission calls = %d, want 2 (invalid choices never reach the gateway)", n)
+	}
+	// The session was new: it was opened with the policy.
+	open, _ := e.backend.LastRequest(events.OpOpenSession).(*events.AcpOpenSessionRequest)
+	if open == nil || open.PermissionPolicy == nil || *open.PermissionPolicy != events.PolicyAsk {
+		t.Errorf("open request = %+v, want permissionPolicy ask", open)
+	}
+}
+
+var requestIDRE = regexp.MustCompile(`skein respond (\S+) <optionId>`)
+
+// promptUntilAsked starts `skein prompt args...` with stdin and returns the
+// request ID it shows once it shows one, with its output and its result.
+func promptUntilAsked(t *testing.T, e *env, stdin io.Reader, args ...string) (string, *syncBuffer, *syncBuffer, <-chan result) {
+	t.Helper()
+	var stdout, stderr syncBuffer
+	done := make(chan result, 1)
+	go func() {
+		err := executeWith(t.Context(), map[string]string{cli.EnvServer: e.url}, stdin, &stdout, &stderr, append([]string{"prompt"}, args...)...)
+		done <- result{stdout: stdout.String(), stderr: stderr.String(), err: err}
+	}()
+	var id string
+	eventually(t, "the permission request", func() bool {
+		if m := requestIDRE.FindStringSubmatch(stdout.String()); m != nil {
+			id = m[1]
+		}
+		return id != ""
+	})
+	return id, &stdout, &stderr, done
+}
+
+// TestPromptNotInteractive: with --interactive=false, a terminal is never
+// read; the request is answered with skein respond.
+func TestPromptNotInteractive(t *testing.T) {
+	e := newEnv(t)
+	e.backend.OnPrompt(askingTurn(1, nil))
+	id, _, _, done := promptUntilAsked(t, e, tty{strings.NewReader("1\n")}, "--interactive=false", "clean up")
+	if r := e.run(t.Context(), "", "respond", id, "deny"); r.err != nil || r.stdout != "accepted\n" {
+		t.Fatalf("respond = %v, printed %q", r.err, r.stdout)
+	}
+	r := <-done
+	if r.err != nil || !strings.HasSuffix(r.stdout, "accepted deny\n") {
+		t.Errorf("prompt = %v, printed\n%s\nwant deny accepted", r.err, r.stdout)
+	}
+	if n := e.backend.Calls(events.OpRespondPermission); n != 1 {
+		t.Errorf("respond_permission calls = %d, want 1: the prompt must not have answered", n)
+	}
+}
+
+// TestPromptEndOfInput: when the terminal's input ends, prompt stops
+// asking and says how to answer instead.
+func TestPromptEndOfInput(t *testing.T) {
+	e := newEnv(t)
+	e.backend.OnPrompt(askingTurn(1, nil))
+	id, _, stderr, done := promptUntilAsked(t, e, tty{strings.NewReader("")}, "clean up")
+	eventually(t, "the end of input", func() bool { return strings.Contains(stderr.String(), "end of input") })
+	if r := e.run(t.Context(), "", "respond", id, "allow"); r.err != nil || r.stdout != "accepted\n" {
+		t.Fatalf("respond = %v, printed %q", r.err, r.stdout)
+	}
+	if r := <-done; r.err != nil || !strings.HasSuffix(r.stdout, "accepted allow\n") {
+		t.Errorf("prompt = %v, printed\n%s\nwant allow accepted", r.err, r.stdout)
+	}
+}
+
+// TestCancelWhileWaitingForPermission: a cancel ends the pending request,
+// and the prompt shows why and ends with stop reason cancelled.
+func TestCancelWhileWaitingForPermission(t *testing.T) {
+	e := newEnv(t)
+	e.backend.OnPrompt(askingTurn(1, nil))
+	id, _, _, done := promptUntilAsked(t, e, strings.NewReader(""), "clean up")
+	if r := e.run(t.Context(), "", "cancel"); r.err != nil || r.stdout != "cancelled\n" {
+		t.Fatalf("cancel = %v, printed %q", r.err, r.stdout)
+	}
+	r := <-done
+	if r.err != nil || !strings.Contains(r.stdout, "[permission] request "+id+": terminal (prompt_cancelled)\n") || r.stderr != "stop reason: cancelled\n" {
+		t.Errorf("prompt = %v, printed\n%s\nstderr %q, want the request ended by the cancel and stop reason cancelled", r.err, r.stdout, r.stderr)
+	}
+	if r := e.run(t.Context(), "", "respond", id, "allow"); r.err != nil || r.stdout != "not pending: prompt_cancelled\n" {
+		t.Errorf("respond after the cancel = %v, printed %q", r.err, r.stdout)
+	}
+}
+
+func TestPromptRejectsABadPolicy(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run(t.Context(), "", "prompt", "--policy", "yolo", "hi"); r.err == nil || !strings.Contains(r.err.Error(), "--policy") {
+		t.Errorf("prompt --policy yolo = %v, want a --policy error", r.err)
+	}
+	if n := e.backend.Calls(events.OpOpenSession) + e.backend.Calls(events.OpGetSession); n != 0 {
+		t.Errorf("a bad --policy reached the gateway: %d calls", n)
+	}
+}

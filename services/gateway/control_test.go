@@ -1,0 +1,322 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"skein.dev/pkg/events"
+	"skein.dev/services/gateway/gatewaytest"
+)
+
+// statusBody is the answer of cancel and respond.
+type statusBody struct {
+	Status string  `json:"status"`
+	Reason *string `json:"reason"`
+}
+
+// wantStatus checks that r is 200 with exactly the JSON want.
+func wantStatus(t *testing.T, r response, want string) {
+	t.Helper()
+	if r.status != http.StatusOK || string(r.body) != want {
+		t.Fatalf("got %d %s, want 200 %s", r.status, r.body, want)
+	}
+}
+
+// await returns what ch delivers, or fails the test if the prompt
+// answers first.
+func await[T any](t *testing.T, ch <-chan T, prompt <-chan response) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case r := <-prompt:
+		t.Fatalf("prompt = %d %s before the turn got there", r.status, r.body)
+		panic("unreachable")
+	}
+}
+
+// blockingTurn returns a turn that signals started and then runs until it
+// is cancelled (or the test ends).
+func blockingTurn(started chan<- struct{}) gatewaytest.PromptFunc {
+	return func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
+		if _, err := turn.Append(gatewaytest.TextChunk("user_message_chunk", "go")); err != nil {
+			return nil, err
+		}
+		close(started)
+		<-ctx.Done()
+		return &events.AcpPromptResponse{SessionID: string(turn.SID), StopReason: "end_turn"}, nil
+	}
+}
+
+func TestCancel(t *testing.T) {
+	e := newEnv(t)
+	wantError(t, e.do(http.MethodPost, "/v1/sessions/nobody/cancel", ""), http.StatusNotFound, events.CodeSessionNotFound)
+
+	e.backend.CreateSession(ns, "s1", "demo")
+	for _, body := range []string{"", "{}", " { } \n"} {
+		wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/cancel", body), `{"status":"no_active_prompt"}`)
+	}
+	req, _ := e.backend.LastRequest(events.OpCancelPrompt).(*events.AcpCancelPromptRequest)
+	if req == nil || deref(req.SessionID) != "s1" {
+		t.Errorf("the session service got %+v, want session s1", req)
+	}
+
+	// A running turn is cancelled, and its prompt answers stopReason
+	// cancelled.
+	started := make(chan struct{})
+	e.backend.OnPrompt(blockingTurn(started))
+	prompt := make(chan response, 1)
+	go func() {
+		prompt <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"go"}]}`)
+	}()
+	await(t, started, prompt)
+	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/cancel", ""), `{"status":"cancelled"}`)
+	if r := <-prompt; r.status != http.StatusOK || string(r.body) != `{"sessionId":"s1","stopReason":"cancelled"}` {
+		t.Errorf("prompt = %d %s, want 200 stopReason cancelled", r.status, r.body)
+	}
+	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/cancel", ""), `{"status":"no_active_prompt"}`)
+
+	// The outcome of a turn that ended while the cancel waited passes
+	// through as the status.
+	e.backend.OnCancel(func(context.Context, events.Namespace, events.SessionID) (*events.AcpCancelPromptResponse, error) {
+		return &events.AcpCancelPromptResponse{Status: events.OutcomeCompleted}, nil
+	})
+	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/cancel", ""), `{"status":"completed"}`)
+
+	e.backend.Fail(events.OpCancelPrompt, events.Errorf(events.CodeUnavailable, "owner moving"))
+	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/cancel", ""), http.StatusServiceUnavailable, events.CodeUnavailable)
+}
+
+func TestCancelRejectsBadInput(t *testing.T) {
+	e := newEnv(t)
+	e.backend.CreateSession(ns, "s1", "demo")
+	tests := []struct {
+		name   string
+		path   string
+		body   string
+		status int
+		code   events.Code
+	}{
+		{"unknown field", "/v1/sessions/s1/cancel", `{"force":true}`, 400, events.CodeInvalidRequest},
+		{"session ID in body", "/v1/sessions/s1/cancel", `{"sessionId":"s2"}`, 400, events.CodeInvalidRequest},
+		{"null", "/v1/sessions/s1/cancel", `null`, 400, events.CodeInvalidRequest},
+		{"not an object", "/v1/sessions/s1/cancel", `[]`, 400, events.CodeInvalidRequest},
+		{"trailing data", "/v1/sessions/s1/cancel", `{} {}`, 400, events.CodeInvalidRequest},
+		{"malformed", "/v1/sessions/s1/cancel", `{`, 400, events.CodeInvalidRequest},
+		{"oversize body", "/v1/sessions/s1/cancel", `{` + strings.Repeat(" ", 64<<10) + `}`, 413, events.CodePayloadTooLarge},
+		{"bad session ID", "/v1/sessions/a.b/cancel", ``, 400, events.CodeInvalidSessionID},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantError(t, e.do(http.MethodPost, tt.path, tt.body), tt.status, tt.code)
+		})
+	}
+	if n := e.backend.Calls(events.OpCancelPrompt); n != 0 {
+		t.Errorf("bad input reached NATS: %d cancel_prompt calls, want 0", n)
+	}
+}
+
+// askingTurn returns a turn that asks one permission, sends its ID on
+// asked, and ends with a message naming the outcome.
+func askingTurn(asked chan<- string) gatewaytest.PromptFunc {
+	return func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
+		p, err := turn.RequestPermission(gatewaytest.PermissionRequest("call_1", "rm -rf build",
+			[3]string{"allow", "Allow once", "allow_once"}, [3]string{"deny", "Reject", "reject_once"}))
+		if err != nil {
+			return nil, err
+		}
+		asked <- p.ID
+		o, err := p.Wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		msg := gatewaytest.TextChunk("agent_message_chunk", o.Status+" "+o.OptionID+o.Reason)
+		if _, err := turn.Append(msg); err != nil {
+			return nil, err
+		}
+		return &events.AcpPromptResponse{SessionID: string(turn.SID), Message: events.JSON(msg), StopReason: "end_turn"}, nil
+	}
+}
+
+func TestRespondPermission(t *testing.T) {
+	e := newEnv(t)
+	e.backend.CreateSession(ns, "s1", "demo")
+	asked := make(chan string, 1)
+	e.backend.OnPrompt(askingTurn(asked))
+	prompt := make(chan response, 1)
+	go func() {
+		prompt <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"clean"}]}`)
+	}()
+	id := await(t, asked, prompt)
+
+	// getSession shows the request while it waits.
+	r := e.do(http.MethodGet, "/v1/sessions/s1", "")
+	var info struct {
+		State struct {
+			Status   string `json:"status"`
+			TurnID   string `json:"turnId"`
+			Requests []struct {
+				RequestID string          `json:"requestId"`
+				Request   json.RawMessage `json:"request"`
+			} `json:"requests"`
+		} `json:"state"`
+	}
+	if err := json.Unmarshal(r.body, &info); err != nil {
+		t.Fatalf("GET session %s: %v", r.body, err)
+	}
+	if info.State.Status != "waiting" || info.State.TurnID == "" || len(info.State.Requests) != 1 || info.State.Requests[0].RequestID != id {
+		t.Errorf("state = %+v, want waiting with request %s", info.State, id)
+	}
+
+	// An option not on offer is a typed error listing the valid ones, and
+	// consumes nothing.
+	body := wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/permissions/"+id, `{"optionId":"always"}`),
+		http.StatusBadRequest, events.CodeInvalidPermissionOption)
+	if !strings.Contains(body.Error.Message, `"allow"`) || !strings.Contains(body.Error.Message, `"deny"`) {
+		t.Errorf("message %q, want it to list allow and deny", body.Error.Message)
+	}
+	if got := e.backend.Pending(ns, "s1"); len(got) != 1 || got[0] != id {
+		t.Fatalf("pending after an invalid option = %v, want [%s]", got, id)
+	}
+
+	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/permissions/"+id, `{"optionId":"deny"}`), `{"status":"accepted"}`)
+	req, _ := e.backend.LastRequest(events.OpRespondPermission).(*events.AcpRespondPermissionRequest)
+	if req == nil || req.SessionID != "s1" || req.RequestID != id || req.OptionID != "deny" {
+		t.Errorf("the session service got %+v, want session s1, request %s, option deny", req, id)
+	}
+	if r := <-prompt; r.status != http.StatusOK || !strings.Contains(string(r.body), "accepted deny") {
+		t.Errorf("prompt = %d %s, want the turn to see deny accepted", r.status, r.body)
+	}
+
+	// A late answer is not an error.
+	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/permissions/"+id, `{"optionId":"allow"}`), `{"status":"not_pending","reason":"already_resolved"}`)
+	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/permissions/perm_nobody", `{"optionId":"allow"}`), `{"status":"not_pending","reason":"unknown_request"}`)
+
+	// Both ends of the request are durable events in their public form.
+	r = e.do(http.MethodGet, "/v1/sessions/s1/history", "")
+	var page struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := json.Unmarshal(r.body, &page); err != nil {
+		t.Fatalf("history %s: %v", r.body, err)
+	}
+	var kinds []string
+	for _, raw := range page.Events {
+		var ev struct {
+			Type      string          `json:"type"`
+			RequestID string          `json:"requestId"`
+			Status    string          `json:"status"`
+			ToolCall  json.RawMessage `json:"toolCall"`
+			Options   json.RawMessage `json:"options"`
+			Outcome   json.RawMessage `json:"outcome"`
+		}
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			t.Fatalf("event %s: %v", raw, err)
+		}
+		switch ev.Type {
+		case events.PublicTypePermissionRequest:
+			if ev.RequestID != id || len(ev.ToolCall) == 0 || !strings.Contains(string(ev.Options), `"optionId":"deny"`) {
+				t.Errorf("permission_request = %s, want request %s with toolCall and options", raw, id)
+			}
+		case events.PublicTypePermissionResponse:
+			if ev.RequestID != id || ev.Status != events.PermissionAccepted || string(ev.Outcome) != `{"outcome":"selected","optionId":"deny"}` {
+				t.Errorf("permission_response = %s, want %s accepted with deny selected", raw, id)
+			}
+		}
+		kinds = append(kinds, ev.Type)
+	}
+	if got := strings.Join(kinds, " "); got != "permission_request permission_response agent_message_chunk" {
+		t.Errorf("history = %s, want the request, its response, then the message", got)
+	}
+}
+
+// TestCancelEndsPendingPermissions: a cancel ends the turn's pending
+// requests, and a later answer learns why.
+func TestCancelEndsPendingPermissions(t *testing.T) {
+	e := newEnv(t)
+	e.backend.CreateSession(ns, "s1", "demo")
+	asked := make(chan string, 1)
+	e.backend.OnPrompt(askingTurn(asked))
+	prompt := make(chan response, 1)
+	go func() {
+		prompt <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"clean"}]}`)
+	}()
+	id := await(t, asked, prompt)
+	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/cancel", `{}`), `{"status":"cancelled"}`)
+	if r := <-prompt; r.status != http.StatusOK || string(r.body) != `{"sessionId":"s1","stopReason":"cancelled"}` {
+		t.Errorf("prompt = %d %s, want 200 stopReason cancelled", r.status, r.body)
+	}
+	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/permissions/"+id, `{"optionId":"allow"}`), `{"status":"not_pending","reason":"prompt_cancelled"}`)
+}
+
+func TestRespondRejectsBadInput(t *testing.T) {
+	e := newEnv(t)
+	e.backend.CreateSession(ns, "s1", "demo")
+	const ok = `{"optionId":"allow"}`
+	tests := []struct {
+		name   string
+		path   string
+		body   string
+		status int
+		code   events.Code
+	}{
+		{"long request ID", "/v1/sessions/s1/permissions/" + strings.Repeat("p", 257), ok, 400, events.CodeInvalidRequest},
+		{"space in request ID", "/v1/sessions/s1/permissions/perm%201", ok, 400, events.CodeInvalidRequest},
+		{"control character in request ID", "/v1/sessions/s1/permissions/perm%01", ok, 400, events.CodeInvalidRequest},
+		{"DEL in request ID", "/v1/sessions/s1/permissions/perm%7F", ok, 400, events.CodeInvalidRequest},
+		{"non-ASCII request ID", "/v1/sessions/s1/permissions/perm%C3%A9", ok, 400, events.CodeInvalidRequest},
+		{"no optionId", "/v1/sessions/s1/permissions/perm_1", `{}`, 400, events.CodeInvalidRequest},
+		{"null optionId", "/v1/sessions/s1/permissions/perm_1", `{"optionId":null}`, 400, events.CodeInvalidRequest},
+		{"empty optionId", "/v1/sessions/s1/permissions/perm_1", `{"optionId":""}`, 400, events.CodeInvalidRequest},
+		{"long optionId", "/v1/sessions/s1/permissions/perm_1", `{"optionId":"` + strings.Repeat("o", 1025) + `"}`, 400, events.CodeInvalidRequest},
+		{"optionId not a string", "/v1/sessions/s1/permissions/perm_1", `{"optionId":1}`, 400, events.CodeInvalidRequest},
+		{"unknown field", "/v1/sessions/s1/permissions/perm_1", `{"optionId":"allow","remember":true}`, 400, events.CodeInvalidRequest},
+		{"trailing data", "/v1/sessions/s1/permissions/perm_1", ok + `x`, 400, events.CodeInvalidRequest},
+		{"empty body", "/v1/sessions/s1/permissions/perm_1", ``, 400, events.CodeInvalidRequest},
+		{"not an object", "/v1/sessions/s1/permissions/perm_1", `"allow"`, 400, events.CodeInvalidRequest},
+		{"oversize body", "/v1/sessions/s1/permissions/perm_1", `{"optionId":"` + strings.Repeat("o", 64<<10) + `"}`, 413, events.CodePayloadTooLarge},
+		{"bad session ID", "/v1/sessions/a*b/permissions/perm_1", ok, 400, events.CodeInvalidSessionID},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantError(t, e.do(http.MethodPost, tt.path, tt.body), tt.status, tt.code)
+		})
+	}
+	if r := e.do(http.MethodPost, "/v1/sessions/s1/permissions/", ok); r.status != http.StatusNotFound {
+		t.Errorf("empty request ID = %d %s, want 404", r.status, r.body)
+	}
+	if n := e.backend.Calls(events.OpRespondPermission); n != 0 {
+		t.Errorf("bad input reached NATS: %d respond_permission calls, want 0", n)
+	}
+
+	// The longest valid IDs get through, byte for byte.
+	requestID := "perm_" + strings.Repeat("~", 251)
+	optionID := strings.Repeat("é", 512)
+	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/permissions/"+requestID, `{"optionId":"`+optionID+`"}`),
+		`{"status":"not_pending","reason":"unknown_request"}`)
+	req, _ := e.backend.LastRequest(events.OpRespondPermission).(*events.AcpRespondPermissionRequest)
+	if req == nil || req.RequestID != requestID || req.OptionID != optionID {
+		t.Errorf("the session service got %+v, want the 256-byte request ID and the 1024-byte option ID", req)
+	}
+}
+
+func TestRespondServiceErrors(t *testing.T) {
+	e := newEnv(t)
+	wantError(t, e.do(http.MethodPost, "/v1/sessions/nobody/permissions/perm_1", `{"optionId":"allow"}`), http.StatusNotFound, events.CodeSessionNotFound)
+
+	// A scripted answer with a reason passes through as it is.
+	e.backend.CreateSession(ns, "s1", "demo")
+	e.backend.OnRespond(func(context.Context, events.Namespace, *events.AcpRespondPermissionRequest) (*events.AcpRespondPermissionResponse, error) {
+		return &events.AcpRespondPermissionResponse{Status: events.PermissionNotPending, Reason: new(events.ReasonAdapterExited)}, nil
+	})
+	r := e.do(http.MethodPost, "/v1/sessions/s1/permissions/perm_1", `{"optionId":"allow"}`)
+	var got statusBody
+	if err := json.Unmarshal(r.body, &got); err != nil || r.status != http.StatusOK || got.Status != "not_pending" || deref(got.Reason) != "adapter_exited" {
+		t.Errorf("respond = %d %s, want 200 not_pending adapter_exited", r.status, r.body)
+	}
+	e.backend.Fail(events.OpRespondPermission, events.Errorf(events.CodeInternal, "boom"))
+	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/permissions/perm_1", `{"optionId":"allow"}`), http.StatusInternalServerError, events.CodeInternal)
+}
