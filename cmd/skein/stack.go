@@ -66,7 +66,7 @@ func (c *stackConfig) registerFlags(fs *flag.FlagSet) {
 // parseTargets turns "gateway,session" or "all" into a list.
 func parseTargets(s string) ([]string, error) {
 	var out []string
-	for _, t := range strings.Split(s, ",") {
+	for t := range strings.SplitSeq(s, ",") {
 		t = strings.TrimSpace(t)
 		switch {
 		case t == TargetAll:
