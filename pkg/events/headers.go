@@ -20,6 +20,14 @@ const (
 	// content blocks; the other blocks' events follow in the same atomic
 	// append, so acceptance is never partial.
 	HeaderTurnAccepted = "Acp-Turn-Accepted"
+	// HeaderTurnStart, on every record of a turn after its acceptance, is
+	// the sequence of the accepting record: where a new owner finds the
+	// turn's idempotency key and content hash in one read.
+	HeaderTurnStart = "Acp-Turn-Start"
+	// HeaderPart numbers the records one flush of adapter output made
+	// (a message split to fit, or text and an image), from 0, so that two
+	// identical pieces are not mistaken for one update stored twice.
+	HeaderPart = "Acp-Part"
 	// HeaderContentHash (hex SHA-256 of the canonical prompt content) and
 	// HeaderIdempotencyKey ride on the accepting record.
 	HeaderContentHash    = "Acp-Content-Hash"

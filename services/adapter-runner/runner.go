@@ -108,6 +108,12 @@ func (r *Runner) Run(ctx context.Context) error {
 		_ = svc.Stop()
 		return err
 	}
+	// Subscriptions are in place on the server once the connection is
+	// flushed; only then may clients on other connections find them.
+	if err := r.nc.FlushTimeout(flushTimeout); err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("flush subscriptions: %w", err)
+	}
 	close(r.ready)
 	r.lg.Info("adapter-runner ready", "agents", len(r.agents), "capacity", r.cfg.Capacity)
 
@@ -324,3 +330,7 @@ func (r *Runner) stopAll() {
 	}
 	wg.Wait()
 }
+
+// flushTimeout bounds the flush that makes subscriptions visible before Run
+// reports ready.
+const flushTimeout = 10 * time.Second

@@ -128,6 +128,12 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("endpoint %s: %w", op, err)
 		}
 	}
+	// Subscriptions are in place on the server once the connection is
+	// flushed; only then may clients on other connections find them.
+	if err := s.nc.FlushTimeout(flushTimeout); err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("flush subscriptions: %w", err)
+	}
 	close(s.ready)
 	s.lg.Info("history service ready")
 	<-ctx.Done()
@@ -265,3 +271,7 @@ func unavailable(err error) error {
 	}
 	return events.Errorf(events.CodeUnavailable, "read log: %v", err)
 }
+
+// flushTimeout bounds the flush that makes subscriptions visible before Run
+// reports ready.
+const flushTimeout = 10 * time.Second

@@ -81,7 +81,8 @@ func (h *harness) read(t *testing.T, req *events.AcpReadHistoryRequest) (*events
 	return events.Call[events.AcpHistoryPageResponse](t.Context(), h.nc, events.APISubject("default", events.OpReadHistory), req, nil)
 }
 
-func ptr[T any](v T) *T { return &v }
+//go:fix inline
+func ptr[T any](v T) *T { return new(v) }
 
 func seqsOf(p *events.AcpHistoryPageResponse) []uint64 {
 	var out []uint64
@@ -94,7 +95,7 @@ func seqsOf(p *events.AcpHistoryPageResponse) []uint64 {
 func TestPages(t *testing.T) {
 	h := start(t, 0)
 	seqs := h.write(t, "s1", 12)
-	sid := ptr("s1")
+	sid := new("s1")
 	for _, tc := range []struct {
 		name                string
 		req                 events.AcpReadHistoryRequest
@@ -137,11 +138,11 @@ func TestErrors(t *testing.T) {
 		req  events.Variant
 		want events.Code
 	}{
-		{"unknown session", &events.AcpReadHistoryRequest{SessionID: ptr("nope")}, events.CodeSessionNotFound},
-		{"invalid session ID", &events.AcpReadHistoryRequest{SessionID: ptr("a.b")}, events.CodeInvalidSessionID},
-		{"before and after", &events.AcpReadHistoryRequest{SessionID: ptr("s1"), Before: ptr[uint64](9), After: ptr[uint64](1)}, events.CodeInvalidCursor},
-		{"limit zero", &events.AcpReadHistoryRequest{SessionID: ptr("s1"), Limit: ptr[uint32](0)}, events.CodeInvalidRequest},
-		{"limit too large", &events.AcpReadHistoryRequest{SessionID: ptr("s1"), Limit: ptr[uint32](51)}, events.CodeInvalidRequest},
+		{"unknown session", &events.AcpReadHistoryRequest{SessionID: new("nope")}, events.CodeSessionNotFound},
+		{"invalid session ID", &events.AcpReadHistoryRequest{SessionID: new("a.b")}, events.CodeInvalidSessionID},
+		{"before and after", &events.AcpReadHistoryRequest{SessionID: new("s1"), Before: ptr[uint64](9), After: ptr[uint64](1)}, events.CodeInvalidCursor},
+		{"limit zero", &events.AcpReadHistoryRequest{SessionID: new("s1"), Limit: ptr[uint32](0)}, events.CodeInvalidRequest},
+		{"limit too large", &events.AcpReadHistoryRequest{SessionID: new("s1"), Limit: ptr[uint32](51)}, events.CodeInvalidRequest},
 		{"wrong request type", &events.AcpPromptRequest{Content: events.JSON("[]")}, events.CodeInvalidPayload},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,13 +165,13 @@ func TestErrors(t *testing.T) {
 func TestCursorExpired(t *testing.T) {
 	h := start(t, 5)
 	seqs := h.write(t, "s1", 12) // keeps the last 5
-	if _, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: ptr("s1"), After: &seqs[2]}); events.AsError(err).Code != events.CodeCursorExpired {
+	if _, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: new("s1"), After: &seqs[2]}); events.AsError(err).Code != events.CodeCursorExpired {
 		t.Errorf("after a pruned event = %v, want %s", err, events.CodeCursorExpired)
 	}
-	if _, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: ptr("s1"), Before: &seqs[7]}); events.AsError(err).Code != events.CodeCursorExpired {
+	if _, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: new("s1"), Before: &seqs[7]}); events.AsError(err).Code != events.CodeCursorExpired {
 		t.Errorf("before the oldest retained event = %v, want %s", err, events.CodeCursorExpired)
 	}
-	page, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: ptr("s1"), After: ptr[uint64](0), Limit: ptr[uint32](50)})
+	page, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: new("s1"), After: ptr[uint64](0), Limit: ptr[uint32](50)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,14 +195,14 @@ func TestGetSession(t *testing.T) {
 	if _, err := kv.Put(t.Context(), events.SessionKey("default", "s1"), data); err != nil {
 		t.Fatal(err)
 	}
-	got, err := events.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession), &events.AcpGetDurableSessionRequest{SessionID: ptr("s1")}, nil)
+	got, err := events.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession), &events.AcpGetDurableSessionRequest{SessionID: new("s1")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Session.Agent != "test" || got.Session.LatestSequence != seqs[1] {
 		t.Errorf("getSession = %+v, want agent test and latestSequence %d", got.Session, seqs[1])
 	}
-	_, err = events.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession), &events.AcpGetDurableSessionRequest{SessionID: ptr("nope")}, nil)
+	_, err = events.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession), &events.AcpGetDurableSessionRequest{SessionID: new("nope")}, nil)
 	if events.AsError(err).Code != events.CodeSessionNotFound {
 		t.Errorf("getSession(nope) = %v, want %s", err, events.CodeSessionNotFound)
 	}

@@ -203,10 +203,18 @@ func (sess *session) flush(ctx context.Context, ioSeq uint64) error {
 	entries := make([]eventlog.Entry, len(updates))
 	for i, u := range updates {
 		entries[i] = eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{Update: events.JSON(u)}}
+		if len(updates) > 1 {
+			entries[i].Header = nats.Header{events.HeaderPart: []string{strconv.Itoa(i)}}
+		}
 	}
 	sess.queue(ioSeq, entries...)
 	if sess.turn != nil && kind == acpwire.UpdateAgentMessageChunk {
-		sess.turn.lastMessage = events.JSON(updates[len(updates)-1])
+		// The turn's result carries its last message, unless the message
+		// had to be split to fit the log: then it is only in history.
+		sess.turn.lastMessage = nil
+		if len(updates) == 1 {
+			sess.turn.lastMessage = events.JSON(updates[0])
+		}
 	}
 	return nil
 }

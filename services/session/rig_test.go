@@ -28,11 +28,11 @@ import (
 // with a Config and a metrics registry the test chooses.
 type rig struct {
 	*harness
-	t   *testing.T
-	lg  *slog.Logger
+	t  *testing.T
+	lg *slog.Logger
 	// connect opens another connection to the rig's NATS server.
 	connect func() *nats.Conn
-	cfg session.Config
+	cfg     session.Config
 	// reg is the registry of the session service running now.
 	reg        *prometheus.Registry
 	stopSvc    func()
@@ -70,6 +70,7 @@ func startRig(t *testing.T, cfg session.Config) *rig {
 func (r *rig) startRunner(id string) {
 	r.t.Helper()
 	env := map[string]string{testagent.EnvControlDir: r.control}
+	nc := r.connect()
 	runner, err := adapterrunner.New(adapterrunner.Config{
 		ID: id, DataDir: r.t.TempDir(), StopGrace: 200 * time.Millisecond,
 		Builtin: []adapterrunner.Agent{
@@ -79,11 +80,12 @@ func (r *rig) startRunner(id string) {
 			// honours every cancel; it has no stubborn mode.)
 			{ID: "stubborn", Command: "/bin/sh", Args: []string{"-c", `grep --line-buffered -v 'session/cancel' | exec "$0"`, testAgent}, Env: env},
 		},
-	}, r.lg, r.connect(), prometheus.NewRegistry())
+	}, r.lg, nc, prometheus.NewRegistry())
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	r.stopRunner = runStoppable(r.t, "runner "+id, runner)
+	flush(r.t, nc)
 }
 
 // startSession starts a session service with r.cfg and a fresh registry;
@@ -91,11 +93,23 @@ func (r *rig) startRunner(id string) {
 func (r *rig) startSession() {
 	r.t.Helper()
 	r.reg = prometheus.NewRegistry()
-	svc, err := session.New(r.cfg, r.lg, r.connect(), r.reg)
+	nc := r.connect()
+	svc, err := session.New(r.cfg, r.lg, nc, r.reg)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	r.stopSvc = runStoppable(r.t, "session", svc)
+	flush(r.t, nc)
+}
+
+// flush waits until the server has processed everything nc sent: Ready
+// is closed once a service has subscribed, not once the server knows it,
+// and the test's requests come on another connection.
+func flush(t *testing.T, nc *nats.Conn) {
+	t.Helper()
+	if err := nc.FlushTimeout(pollTimeout); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // runStoppable starts svc and returns a function that stops it and waits

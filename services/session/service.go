@@ -117,6 +117,12 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("endpoint %s: %w", op, err)
 		}
 	}
+	// Subscriptions are in place on the server once the connection is
+	// flushed; only then may clients on other connections find them.
+	if err := s.nc.FlushTimeout(flushTimeout); err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("flush subscriptions: %w", err)
+	}
 	close(s.ready)
 	s.lg.Info("session service ready")
 
@@ -316,3 +322,7 @@ func (s *Service) handleRespond(ctx context.Context, ns events.Namespace, data [
 	}
 	return s.session(ns, sid).respond(ctx, req.RequestID, req.OptionID)
 }
+
+// flushTimeout bounds the flush that makes subscriptions visible before Run
+// reports ready.
+const flushTimeout = 10 * time.Second

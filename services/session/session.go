@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -95,21 +96,98 @@ func (sess *session) load(ctx context.Context) error {
 // reconcile closes a turn that an earlier owner accepted and never finished:
 // nothing proves the adapter received it, and Skein never replays a prompt.
 // The turn is open when the newest record belongs to a turn and is not the
-// record that finished it.
+// record that finished it. Its finish carries the acceptance's idempotency
+// key and content hash (so a keyed retry gets this outcome, not a new
+// turn), and its pending permission requests become terminal.
 func (sess *session) reconcile(ctx context.Context, last *eventlog.Record) error {
 	turnID := last.Header.Get(events.HeaderTurnID)
 	if turnID == "" || last.Header.Get(events.HeaderRecord) == "TurnFinished" {
 		return nil
 	}
-	_, err := sess.append(ctx, 0, eventlog.Entry{
-		Kind:   events.LogControl,
-		Header: nats.Header{events.HeaderTurnID: []string{turnID}},
-		Value:  &events.TurnFinished{TurnID: turnID, Outcome: events.OutcomeFailed, Error: events.ErrDeliveryUncertain.Response()},
-	})
-	if err == nil {
-		sess.failure = events.ErrDeliveryUncertain.Response()
+	start := last.Sequence
+	if last.Header.Get(events.HeaderTurnAccepted) == "" {
+		var err error
+		if start, err = strconv.ParseUint(last.Header.Get(events.HeaderTurnStart), 10, 64); err != nil {
+			return events.Errorf(events.CodeInternal, "record %d of open turn %s has no %s", last.Sequence, turnID, events.HeaderTurnStart)
+		}
 	}
-	return err
+	recs, err := sess.turnRecords(ctx, start, last.Sequence)
+	if err != nil {
+		return events.Errorf(events.CodeUnavailable, "read open turn %s: %v", turnID, err)
+	}
+	finish := &events.TurnFinished{TurnID: turnID, Outcome: events.OutcomeFailed, Error: events.ErrDeliveryUncertain.Response()}
+	accept := recs[0]
+	finish.ContentHash = accept.Header.Get(events.HeaderContentHash)
+	if key := accept.Header.Get(events.HeaderIdempotencyKey); key != "" {
+		finish.IdempotencyKey = &key
+	}
+	// Requests the turn asked and nobody answered end with it.
+	var entries []eventlog.Entry
+	pending := map[string]bool{}
+	var order []string
+	for _, r := range recs {
+		switch v, _ := events.Unmarshal(r.Data); v := v.(type) {
+		case *events.AcpDurablePermissionRequest:
+			pending[v.RequestID] = true
+			order = append(order, v.RequestID)
+		case *events.AcpDurablePermissionResponse:
+			delete(pending, v.RequestID)
+		}
+	}
+	reason := events.ReasonTurnFailed
+	for _, id := range order {
+		if pending[id] {
+			entries = append(entries, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurablePermissionResponse{
+				RequestID: id, Response: events.JSON(`{"outcome":{"outcome":"cancelled"}}`), Status: events.PermissionTerminal, Reason: &reason,
+			}})
+		}
+	}
+	entry := eventlog.Entry{Kind: events.LogControl, Value: finish}
+	if finish.IdempotencyKey != nil {
+		entry.Subject = events.KeySubject(sess.ns, sess.sid, *finish.IdempotencyKey)
+	}
+	entries = append(entries, entry)
+	for i := range entries {
+		entries[i].Header = nats.Header{
+			events.HeaderTurnID:    []string{turnID},
+			events.HeaderTurnStart: []string{strconv.FormatUint(start, 10)},
+		}
+	}
+	if _, err := sess.append(ctx, 0, entries...); err != nil {
+		return err
+	}
+	for _, id := range order {
+		if pending[id] {
+			sess.resolve(id, reason)
+		}
+	}
+	sess.failure = events.ErrDeliveryUncertain.Response()
+	return nil
+}
+
+// turnRecords reads the session's records from start to end, inclusive.
+func (sess *session) turnRecords(ctx context.Context, start, end uint64) ([]*eventlog.Record, error) {
+	var out []*eventlog.Record
+	after := start - 1
+	for after < end {
+		recs, err := eventlog.Forward(ctx, sess.svc.js, events.StreamLog, events.LogFilter(sess.ns, sess.sid), after, 1000)
+		if err != nil {
+			return nil, err
+		}
+		if len(recs) == 0 {
+			break
+		}
+		for _, r := range recs {
+			if r.Sequence <= end {
+				out = append(out, r)
+			}
+		}
+		after = recs[len(recs)-1].Sequence
+	}
+	if len(out) == 0 || out[0].Sequence != start {
+		return nil, fmt.Errorf("the turn's accepting record %d is gone", start)
+	}
+	return out, nil
 }
 
 // stamp sets the headers every record carries: the ACP_IO record it came
@@ -127,6 +205,7 @@ func (sess *session) stamp(ioSeq uint64, entries []eventlog.Entry) {
 		}
 		if sess.turn != nil {
 			entries[i].Header.Set(events.HeaderTurnID, sess.turn.id)
+			entries[i].Header.Set(events.HeaderTurnStart, strconv.FormatUint(sess.turn.start, 10))
 		}
 	}
 }

@@ -24,6 +24,7 @@ type turn struct {
 	key    *string
 	hash   string
 	callID string // the JSON-RPC correlation of its session/prompt
+	start  uint64 // sequence of its accepting record
 
 	once   sync.Once
 	done   chan struct{}
@@ -152,9 +153,11 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 		}
 		entries = append(entries, eventlog.Entry{Kind: events.LogEvents, Header: hdr, Value: &events.AcpDurableSessionUpdate{Update: upd}})
 	}
-	if _, err := sess.append(ctx, 0, entries...); err != nil {
+	accepted, err := sess.append(ctx, 0, entries...)
+	if err != nil {
 		return nil, err
 	}
+	t.start = accepted[0].Seq
 	sess.turn = t
 	sess.failure = nil
 	sess.buf.reset()
@@ -173,7 +176,7 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 	sess.svc.m.dispatches.Inc()
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
-	_, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(sess.adapter.runner, events.RunnerCall),
+	_, err = events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(sess.adapter.runner, events.RunnerCall),
 		&events.AcpSessionRequest{SessionID: sess.adapter.acpSessionID, Method: acpwire.MethodSessionPrompt, Params: params}, hdr)
 	if err != nil {
 		e := events.AsError(err)

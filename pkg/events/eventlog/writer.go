@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -157,9 +158,7 @@ func (w *Writer) buildAt(entries []Entry, pos Position) ([]*nats.Msg, []Appended
 			return nil, nil, err
 		}
 		hdr := nats.Header{}
-		for k, vs := range e.Header {
-			hdr[k] = vs
-		}
+		maps.Copy(hdr, e.Header)
 		hdr.Set(events.HeaderRecord, e.Value.VariantName())
 		hdr.Set(jetstream.MsgIDHeader, base+strconv.Itoa(i))
 		subj := w.ctlSub

@@ -111,6 +111,7 @@ func (l *Log) Check() []string {
 	msgIDs := map[string]uint64{}
 	type applied struct {
 		ioSeq string
+		part  string
 		data  string
 	}
 	updates := map[applied]uint64{}
@@ -132,7 +133,7 @@ func (l *Log) Check() []string {
 			msgIDs[id] = r.Sequence
 		}
 		if io := r.Header.Get(events.HeaderIOSeq); io != "" {
-			k := applied{io, string(r.Data)}
+			k := applied{io, r.Header.Get(events.HeaderPart), string(r.Data)}
 			if first, dup := updates[k]; dup {
 				add("records %d and %d store the same update of ACP_IO record %s", first, r.Sequence, io)
 			}
