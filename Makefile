@@ -56,10 +56,11 @@ fuzz: ## a short run of every fuzz target ($(FUZZ_TIME) each)
 	done
 
 .PHONY: lint
-lint: ## gofmt, go vet and staticcheck must be clean
+lint: ## gofmt, go vet, staticcheck and go fix (modernizers) must be clean
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet work
 	$(GO) tool staticcheck work
+	@out=$$($(GO) fix -diff work); if [ -n "$$out" ]; then echo "go fix would change:"; echo "$$out" | head -40; exit 1; fi
 
 .PHONY: clean
 clean: ## remove build output and the dev data directory

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,12 +139,8 @@ func adapterEnv(home, tmp string, agentEnv, sessionEnv map[string]string) []stri
 			env[k] = v
 		}
 	}
-	for k, v := range agentEnv {
-		env[k] = v
-	}
-	for k, v := range sessionEnv {
-		env[k] = v
-	}
+	maps.Copy(env, agentEnv)
+	maps.Copy(env, sessionEnv)
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		out = append(out, k+"="+v)

@@ -103,12 +103,12 @@ func TestPages(t *testing.T) {
 		moreBefore, moreAft bool
 	}{
 		{"newest page", events.AcpReadHistoryRequest{SessionID: sid}, seqs[7:], true, false},
-		{"from the start", events.AcpReadHistoryRequest{SessionID: sid, After: ptr[uint64](0)}, seqs[:5], false, true},
-		{"after a cursor", events.AcpReadHistoryRequest{SessionID: sid, After: &seqs[4], Limit: ptr[uint32](3)}, seqs[5:8], true, true},
-		{"the last page", events.AcpReadHistoryRequest{SessionID: sid, After: &seqs[8], Limit: ptr[uint32](10)}, seqs[9:], true, false},
+		{"from the start", events.AcpReadHistoryRequest{SessionID: sid, After: new(uint64(0))}, seqs[:5], false, true},
+		{"after a cursor", events.AcpReadHistoryRequest{SessionID: sid, After: &seqs[4], Limit: new(uint32(3))}, seqs[5:8], true, true},
+		{"the last page", events.AcpReadHistoryRequest{SessionID: sid, After: &seqs[8], Limit: new(uint32(10))}, seqs[9:], true, false},
 		{"after the end", events.AcpReadHistoryRequest{SessionID: sid, After: &seqs[11]}, nil, true, false},
-		{"before a cursor", events.AcpReadHistoryRequest{SessionID: sid, Before: &seqs[6], Limit: ptr[uint32](3)}, seqs[3:6], true, true},
-		{"before the start", events.AcpReadHistoryRequest{SessionID: sid, Before: &seqs[2], Limit: ptr[uint32](10)}, seqs[:2], false, true},
+		{"before a cursor", events.AcpReadHistoryRequest{SessionID: sid, Before: &seqs[6], Limit: new(uint32(3))}, seqs[3:6], true, true},
+		{"before the start", events.AcpReadHistoryRequest{SessionID: sid, Before: &seqs[2], Limit: new(uint32(10))}, seqs[:2], false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			page, err := h.read(t, &tc.req)
@@ -140,9 +140,9 @@ func TestErrors(t *testing.T) {
 	}{
 		{"unknown session", &events.AcpReadHistoryRequest{SessionID: new("nope")}, events.CodeSessionNotFound},
 		{"invalid session ID", &events.AcpReadHistoryRequest{SessionID: new("a.b")}, events.CodeInvalidSessionID},
-		{"before and after", &events.AcpReadHistoryRequest{SessionID: new("s1"), Before: ptr[uint64](9), After: ptr[uint64](1)}, events.CodeInvalidCursor},
-		{"limit zero", &events.AcpReadHistoryRequest{SessionID: new("s1"), Limit: ptr[uint32](0)}, events.CodeInvalidRequest},
-		{"limit too large", &events.AcpReadHistoryRequest{SessionID: new("s1"), Limit: ptr[uint32](51)}, events.CodeInvalidRequest},
+		{"before and after", &events.AcpReadHistoryRequest{SessionID: new("s1"), Before: new(uint64(9)), After: new(uint64(1))}, events.CodeInvalidCursor},
+		{"limit zero", &events.AcpReadHistoryRequest{SessionID: new("s1"), Limit: new(uint32(0))}, events.CodeInvalidRequest},
+		{"limit too large", &events.AcpReadHistoryRequest{SessionID: new("s1"), Limit: new(uint32(51))}, events.CodeInvalidRequest},
 		{"wrong request type", &events.AcpPromptRequest{Content: events.JSON("[]")}, events.CodeInvalidPayload},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -171,7 +171,7 @@ func TestCursorExpired(t *testing.T) {
 	if _, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: new("s1"), Before: &seqs[7]}); events.AsError(err).Code != events.CodeCursorExpired {
 		t.Errorf("before the oldest retained event = %v, want %s", err, events.CodeCursorExpired)
 	}
-	page, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: new("s1"), After: ptr[uint64](0), Limit: ptr[uint32](50)})
+	page, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: new("s1"), After: new(uint64(0)), Limit: new(uint32(50))})
 	if err != nil {
 		t.Fatal(err)
 	}

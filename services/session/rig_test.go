@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -353,13 +354,13 @@ func finishes(turn *eventlogtest.Turn) int {
 // agentText returns the joined text of the durable agent_message_chunk
 // updates among evs that belong to turn id.
 func agentText(evs []decoded, turnID string) string {
-	var s string
+	var s strings.Builder
 	for _, e := range evs {
 		if e.turnID == turnID && e.upd != nil && e.upd.SessionUpdate == "agent_message_chunk" {
-			s += e.upd.Content.Text
+			s.WriteString(e.upd.Content.Text)
 		}
 	}
-	return s
+	return s.String()
 }
 
 // iterations returns n, or n/10 (at least 20) with -short.

@@ -145,9 +145,7 @@ func (s *Service) Run(ctx context.Context) error {
 // goroutine: a prompt blocks through its turn, and must not hold up others.
 func (s *Service) serve(ctx context.Context, op events.Op, h func(context.Context, events.Namespace, []byte) (events.Variant, error)) micro.HandlerFunc {
 	return func(req micro.Request) {
-		s.inflight.Add(1)
-		go func() {
-			defer s.inflight.Done()
+		s.inflight.Go(func() {
 			ns, err := events.NamespaceFromAPISubject(req.Subject())
 			if err == nil {
 				var resp events.Variant
@@ -161,7 +159,7 @@ func (s *Service) serve(ctx context.Context, op events.Op, h func(context.Contex
 				s.lg.Error("request failed", events.LogKeyOp, string(op), events.LogKeyErr, err)
 			}
 			_ = events.RespondErrorAsync(s.nc, req, err)
-		}()
+		})
 	}
 }
 

@@ -159,8 +159,8 @@ func TestOpenIsIdempotent(t *testing.T) {
 	}
 	for name, req := range map[string]events.AcpOpenSessionRequest{
 		"no agent":       {Agent: "-"},
-		"relative cwd":   {Cwd: ptr("rel")},
-		"bad policy":     {PermissionPolicy: ptr("sometimes")},
+		"relative cwd":   {Cwd: new("rel")},
+		"bad policy":     {PermissionPolicy: new("sometimes")},
 		"env not object": {Env: events.JSON(`["A=1"]`)},
 		"dirs not array": {AdditionalDirectories: events.JSON(`"/tmp"`)},
 		"mcp not JSON":   {McpServers: events.JSON(`[`)},
@@ -190,7 +190,8 @@ func TestOpenIsIdempotent(t *testing.T) {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
+//go:fix inline
+func ptr[T any](v T) *T { return new(v) }
 
 func TestTurnOutcomes(t *testing.T) {
 	h := start(t)
@@ -326,7 +327,7 @@ func TestPromptValidation(t *testing.T) {
 		"empty":           {content: `[]`},
 		"block sans type": {content: `[{"text":"x"}]`},
 		"not JSON":        {content: `[`},
-		"key with space":  {content: `[{"type":"text","text":"x"}]`, key: ptr("a b")},
+		"key with space":  {content: `[{"type":"text","text":"x"}]`, key: new("a b")},
 	} {
 		req := &events.AcpPromptRequest{SessionID: &sid, Content: events.JSON(tc.content), IdempotencyKey: tc.key}
 		if _, err := events.Call[events.AcpPromptResponse](t.Context(), h.nc, events.APISubject("default", events.OpPrompt), req, nil); code(err) != events.CodeInvalidRequest {

@@ -402,7 +402,7 @@ func TestTurnCaps(t *testing.T) {
 	if len(pieces) < 2 {
 		t.Fatalf("a %d-byte message in %d-byte records is %d updates", len(original), maxRecord, len(pieces))
 	}
-	var joined string
+	var joined strings.Builder
 	for _, p := range pieces {
 		v, err := events.Decode[events.AcpDurableSessionUpdate](p.rec.Data)
 		if err != nil {
@@ -414,10 +414,10 @@ func TestTurnCaps(t *testing.T) {
 		if p.upd.MessageID == nil || pieces[0].upd.MessageID == nil || *p.upd.MessageID != *pieces[0].upd.MessageID {
 			t.Errorf("update %d has messageId %v, want the message's", p.rec.Sequence, p.upd.MessageID)
 		}
-		joined += p.upd.Content.Text
+		joined.WriteString(p.upd.Content.Text)
 	}
-	if joined != original {
-		t.Errorf("the split texts join to %d bytes, want the original %d", len(joined), len(original))
+	if joined.String() != original {
+		t.Errorf("the split texts join to %d bytes, want the original %d", len(joined.String()), len(original))
 	}
 	// A message split to fit the log is too large for the prompt's result:
 	// the result has no message, and the message is only in history.
