@@ -81,9 +81,6 @@ func (h *harness) read(t *testing.T, req *events.AcpReadHistoryRequest) (*events
 	return events.Call[events.AcpHistoryPageResponse](t.Context(), h.nc, events.APISubject("default", events.OpReadHistory), req, nil)
 }
 
-//go:fix inline
-func ptr[T any](v T) *T { return new(v) }
-
 func seqsOf(p *events.AcpHistoryPageResponse) []uint64 {
 	var out []uint64
 	for _, e := range p.Events {
