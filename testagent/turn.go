@@ -234,6 +234,8 @@ func (t *turn) exec(ctx context.Context, o op) (*outcome, error) {
 		t.emit(planUpdate{SessionUpdate: "plan", Entries: o.Entries})
 	case opPermission:
 		return t.permission(ctx, o)
+	case opPermissions:
+		return t.permissions(ctx, o)
 	case opSleep:
 		timer := time.NewTimer(o.Delay)
 		defer timer.Stop()
@@ -336,6 +338,28 @@ func (t *turn) exec(ctx context.Context, o op) (*outcome, error) {
 // cancel, or the end of stdin. It reports the choice as a message chunk; a
 // cancelled outcome ends the turn with stopReason "cancelled".
 func (t *turn) permission(ctx context.Context, o op) (*outcome, error) {
+	return t.waitPermission(ctx, t.askPermission(o.ID, o.Options))
+}
+
+// permissions asks for several tool calls at once (o.ID is a comma list):
+// every request is on the wire before the first answer is awaited, so the
+// client has them all pending together. The answers are reported in order.
+func (t *turn) permissions(ctx context.Context, o op) (*outcome, error) {
+	var replies []chan inMessage
+	for id := range strings.SplitSeq(o.ID, ",") {
+		replies = append(replies, t.askPermission(id, o.Options))
+	}
+	for _, reply := range replies {
+		if out, err := t.waitPermission(ctx, reply); out != nil || err != nil {
+			return out, err
+		}
+	}
+	return nil, nil
+}
+
+// askPermission sends session/request_permission for tool call id and
+// returns where its answer will arrive.
+func (t *turn) askPermission(id string, options []permissionOption) chan inMessage {
 	a := t.a
 	a.mu.Lock()
 	reqID := a.nextReqID
@@ -344,21 +368,26 @@ func (t *turn) permission(ctx context.Context, o op) (*outcome, error) {
 	// The entry stays if the wait is abandoned, so the client's late
 	// "cancelled" answer is taken quietly instead of logged as unknown.
 	a.pending[strconv.FormatInt(reqID, 10)] = reply
-	title := t.sess.tools[o.ID]
+	title := t.sess.tools[id]
 	a.mu.Unlock()
 	if title == "" {
-		title = "Tool " + o.ID
+		title = "Tool " + id
 	}
 	req := outRequest{JSONRPC: "2.0", ID: reqID, Method: methodRequestPermission, Params: permissionRequest{
 		SessionID: t.sess.id,
-		ToolCall: toolCall{ToolCallID: o.ID, Title: title, Kind: "execute", Status: "pending",
+		ToolCall: toolCall{ToolCallID: id, Title: title, Kind: "execute", Status: "pending",
 			Content: textContent("skein-testagent wants to run " + title), RawInput: map[string]string{"command": title}},
-		Options: o.Options,
+		Options: options,
 	}}
 	if err := a.out.writeJSON(req); err != nil {
 		a.lg.Debug("write permission request failed", "err", err)
 	}
+	return reply
+}
 
+// waitPermission waits for the answer on reply and reports it as a chunk.
+func (t *turn) waitPermission(ctx context.Context, reply chan inMessage) (*outcome, error) {
+	a := t.a
 	var resp inMessage
 	select {
 	case resp = <-reply:

@@ -838,3 +838,50 @@ func turnOfRequest(t *testing.T, h *rig, sid, requestID string) (*eventlogtest.T
 	}
 	return nil, nil, fmt.Errorf("no turn asked %s", requestID)
 }
+
+// Two requests pending at once in one turn: both are shown, the session is
+// waiting on both, and they resolve independently, in any order.
+func TestAskTwoPermissionsPendingTogether(t *testing.T) {
+	h := startRig(t, session.Config{})
+	ctx := t.Context()
+	if err := h.open(t, "s1", events.AcpOpenSessionRequest{PermissionPolicy: ptr(events.PolicyAsk)}); err != nil {
+		t.Fatal(err)
+	}
+	done := h.promptAsync(ctx, "s1", "", "permissions call_1,call_2 allow_once=yes,reject_once=no\nsay end")
+	var st sessionState
+	if err := poll(ctx, "two pending requests", func() (bool, error) {
+		st = projectedState(t, h, "s1")
+		return len(st.Requests) == 2, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != "waiting" || st.Requests[0].RequestID == st.Requests[1].RequestID {
+		t.Fatalf("state = %+v, want waiting on two distinct requests", st)
+	}
+	// Answer the second first.
+	if res, err := h.respondPermission(ctx, "s1", st.Requests[1].RequestID, "no"); err != nil || res.Status != events.PermissionAccepted {
+		t.Fatalf("respond to the second = %+v, %v", res, err)
+	}
+	if after := projectedState(t, h, "s1"); after.Status != "waiting" || len(after.Requests) != 1 || after.Requests[0].RequestID != st.Requests[0].RequestID {
+		t.Errorf("after one answer, state = %+v, want waiting on the first", after)
+	}
+	if res, err := h.respondPermission(ctx, "s1", st.Requests[0].RequestID, "yes"); err != nil || res.Status != events.PermissionAccepted {
+		t.Fatalf("respond to the first = %+v, %v", res, err)
+	}
+	pr := <-done
+	if pr.err != nil || pr.res.StopReason != "end_turn" {
+		t.Fatalf("prompt = %+v, %v", pr.res, pr.err)
+	}
+	log, evs := h.readLog(t, "s1")
+	if got := agentText(evs, log.Turns[0].ID); got != "permission: selected yespermission: selected noend" {
+		t.Errorf("agent output %q, want the first answered yes and the second no", got)
+	}
+	for _, r := range st.Requests {
+		if n := len(permissionResponses(evs, r.RequestID)); n != 1 {
+			t.Errorf("%s has %d permission responses, want 1", r.RequestID, n)
+		}
+	}
+	if st := projectedState(t, h, "s1"); st.Status != "idle" {
+		t.Errorf("after the turn, state = %+v, want idle", st)
+	}
+}
