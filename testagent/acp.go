@@ -7,6 +7,7 @@ import "encoding/json"
 const (
 	methodInitialize        = "initialize"
 	methodSessionNew        = "session/new"
+	methodAuthenticate      = "authenticate"
 	methodSessionLoad       = "session/load"
 	methodSessionResume     = "session/resume"
 	methodSessionClose      = "session/close"
@@ -42,7 +43,7 @@ var agentInfo = implementation{Name: "skein-testagent", Title: "Skein test agent
 type initializeResult struct {
 	ProtocolVersion   int               `json:"protocolVersion"`
 	AgentCapabilities agentCapabilities `json:"agentCapabilities"`
-	AuthMethods       []struct{}        `json:"authMethods"`
+	AuthMethods       []authMethod      `json:"authMethods"`
 	AgentInfo         implementation    `json:"agentInfo"`
 }
 
@@ -239,4 +240,11 @@ var availableCommands = []availableCommand{
 	{Name: "permission", Description: "Ask for permission", Input: &commandInput{Hint: "toolCallId [kind=optionId,...]"}},
 	{Name: "sleep", Description: "Wait before answering", Input: &commandInput{Hint: "milliseconds"}},
 	{Name: "stop", Description: "End the turn with a stop reason", Input: &commandInput{Hint: "reason"}},
+}
+
+// authMethod is one entry of initialize's authMethods.
+type authMethod struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
 }

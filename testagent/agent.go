@@ -43,6 +43,7 @@ type agent struct {
 	pending   map[string]chan inMessage // our requests by id, awaiting the client's response
 	nextReqID int64
 	prompts   map[string]*turn // running turns by the id of their session/prompt request
+	loggedIn  bool             // authenticate succeeded (see config.AuthMethod)
 }
 
 // session is one ACP session. Its fields are guarded by agent.mu.
@@ -201,7 +202,13 @@ func (a *agent) handleRequest(ctx context.Context, msg inMessage) {
 	switch msg.Method {
 	case methodInitialize:
 		a.initialize(msg)
+	case methodAuthenticate:
+		a.authenticate(msg)
 	case methodSessionNew:
+		if !a.authenticated() {
+			a.respondErr(msg.ID, &rpcError{Code: codeAuthRequired, Message: "Authentication required"})
+			return
+		}
 		a.newSession(msg)
 	case methodSessionLoad:
 		if !a.cfg.LoadSession {
@@ -387,7 +394,7 @@ func (a *agent) initialize(msg inMessage) {
 	a.respond(msg.ID, initializeResult{
 		ProtocolVersion:   protocolVersion,
 		AgentCapabilities: caps,
-		AuthMethods:       []struct{}{},
+		AuthMethods:       a.authMethods(),
 		AgentInfo:         agentInfo,
 	})
 }
@@ -553,4 +560,40 @@ func (a *agent) persist(s *session) {
 	if err := writeSession(a.cfg.StateDir, st); err != nil {
 		a.lg.Error("persist session failed", "session_id", s.id, "err", err)
 	}
+}
+
+// codeAuthRequired is ACP's "authentication required".
+const codeAuthRequired = -32000
+
+func (a *agent) authMethods() []authMethod {
+	if a.cfg.AuthMethod == "" {
+		return []authMethod{}
+	}
+	return []authMethod{{ID: a.cfg.AuthMethod, Name: "Test login (" + a.cfg.AuthMethod + ")"}}
+}
+
+// authenticate accepts the configured method; any other is invalid params,
+// and with none configured the method does not exist.
+func (a *agent) authenticate(msg inMessage) {
+	if a.cfg.AuthMethod == "" {
+		a.respondErr(msg.ID, errMethodNotFound(msg.Method))
+		return
+	}
+	var p struct {
+		MethodID string `json:"methodId"`
+	}
+	if err := json.Unmarshal(msg.Params, &p); err != nil || p.MethodID != a.cfg.AuthMethod {
+		a.respondErr(msg.ID, &rpcError{Code: codeInvalidParams, Message: "unknown auth method"})
+		return
+	}
+	a.mu.Lock()
+	a.loggedIn = true
+	a.mu.Unlock()
+	a.respond(msg.ID, struct{}{})
+}
+
+func (a *agent) authenticated() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cfg.AuthMethod == "" || a.loggedIn
 }

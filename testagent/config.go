@@ -24,6 +24,7 @@ const (
 	EnvCommands      = "SKEIN_TESTAGENT_COMMANDS"
 	EnvStateDir      = "SKEIN_TESTAGENT_STATE_DIR"
 	EnvControlDir    = "SKEIN_TESTAGENT_CONTROL_DIR"
+	EnvAuthMethod    = "SKEIN_TESTAGENT_AUTH_METHOD"
 	EnvExitOnEOF     = "SKEIN_TESTAGENT_EXIT_ON_EOF"
 	EnvLogLevel      = "SKEIN_TESTAGENT_LOG_LEVEL"
 )
@@ -49,6 +50,10 @@ type config struct {
 	ControlDir    string
 	ExitOnEOF     bool
 	LogLevel      slog.Level
+	// AuthMethod, when set, is advertised as the one auth method, and
+	// session/new and session/load answer -32000 (auth required) until
+	// authenticate names it, as codex-acp does without a login.
+	AuthMethod string
 }
 
 // registerFlags binds c to fs. Flag names are kebab-case; env names derive
@@ -74,6 +79,7 @@ func (c *config) registerFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.LegacyModes, "legacy-modes", false, "return modes from session/new and implement session/set_mode")
 	fs.BoolVar(&c.LegacyModels, "legacy-models", false, "return models and implement session/set_model; session/set_config_option answers -32601 (like gemini)")
 	fs.BoolVar(&c.Commands, "commands", false, "send available_commands_update after session/new, load and resume")
+	fs.StringVar(&c.AuthMethod, "auth-method", "", "advertise this auth method and require authenticate with it before sessions open")
 	fs.StringVar(&c.StateDir, "state-dir", "", "directory to persist sessions in, so a later process can load or resume them")
 	fs.StringVar(&c.ControlDir, "control-dir", "", "directory for pause/release files (script command pause)")
 	fs.BoolVar(&c.ExitOnEOF, "exit-on-eof", true, "exit 0 once stdin is closed and running turns have ended")

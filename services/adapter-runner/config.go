@@ -19,6 +19,10 @@ type Agent struct {
 	Command string            `json:"command"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
+	// AuthMethod, when set, is sent as ACP authenticate (one of the
+	// agent's advertised authMethods ids, e.g. codex-acp's
+	// "openai-api-key") after initialize and before the session opens.
+	AuthMethod string `json:"authMethod,omitempty"`
 }
 
 // Registry is the agents file: {"agents":[{"id":…,"command":…,"args":[…],"env":{…}}]}.

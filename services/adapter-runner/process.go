@@ -166,6 +166,11 @@ func (p *process) handshake(ctx context.Context, req *events.AcpCreateSessionReq
 	if init.ProtocolVersion != acpwire.ProtocolVersion {
 		return nil, events.Errorf(events.CodeAdapterProtocol, "agent %s speaks ACP version %d, not %d", p.agent.ID, init.ProtocolVersion, acpwire.ProtocolVersion)
 	}
+	if m := p.agent.AuthMethod; m != "" {
+		if err := p.conn.Authenticate(ctx, m); err != nil {
+			return nil, p.callError("authenticate", err)
+		}
+	}
 	sess, err := p.conn.NewSession(ctx, acpwire.NewSessionParams{
 		Cwd:                   p.cmd.Dir,
 		AdditionalDirectories: req.AdditionalDirectories,

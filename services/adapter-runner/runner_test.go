@@ -285,6 +285,7 @@ func TestRegistryFile(t *testing.T) {
 		wantErr bool
 	}{
 		"valid":         {`{"agents":[{"id":"claude","command":"claude-agent-acp","env":{"K":"V"}}]}`, false},
+		"auth method":   {`{"agents":[{"id":"codex","command":"codex-acp","authMethod":"openai-api-key"}]}`, false},
 		"unknown field": {`{"agents":[{"id":"x","command":"y","cmd":"z"}]}`, true},
 		"bad id":        {`{"agents":[{"id":"a.b","command":"y"}]}`, true},
 		"no command":    {`{"agents":[{"id":"a"}]}`, true},
@@ -298,6 +299,28 @@ func TestRegistryFile(t *testing.T) {
 		_, err := adapterrunner.LoadRegistry(p)
 		if (err != nil) != tc.wantErr {
 			t.Errorf("LoadRegistry(%s) = %v, want error %v", name, err, tc.wantErr)
+		}
+	}
+}
+
+// An agent entry with authMethod is authenticated before its session
+// opens; without it, an agent that requires a login refuses the session.
+func TestAuthMethod(t *testing.T) {
+	needsLogin := func(id, method string) adapterrunner.Agent {
+		return adapterrunner.Agent{ID: id, Command: testAgent, Args: []string{"--auth-method=api-key"}, AuthMethod: method}
+	}
+	h := start(t, needsLogin("with", "api-key"), needsLogin("without", ""), needsLogin("wrong", "oauth"))
+	create := func(agent string) error {
+		_, err := events.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
+			&events.AcpCreateSessionRequest{AgentType: agent, McpServers: events.JSON("[]")}, header("s-"+agent, "p-"+agent))
+		return err
+	}
+	if err := create("with"); err != nil {
+		t.Errorf("create with the agent's auth method = %v", err)
+	}
+	for _, agent := range []string{"without", "wrong"} {
+		if e := events.AsError(create(agent)); e == nil || e.Code != events.CodeAdapterError {
+			t.Errorf("create %s = %v, want %s", agent, e, events.CodeAdapterError)
 		}
 	}
 }

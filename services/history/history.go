@@ -9,6 +9,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -56,8 +58,9 @@ type Service struct {
 	ready chan struct{}
 	pages *prometheus.HistogramVec
 
-	js   jetstream.JetStream
-	meta jetstream.KeyValue
+	js      jetstream.JetStream
+	meta    jetstream.KeyValue
+	runners jetstream.KeyValue
 }
 
 // New returns a Service; it does no I/O.
@@ -93,6 +96,9 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.meta, err = js.KeyValue(ctx, events.BucketSessions); err != nil {
 		return fmt.Errorf("sessions bucket: %w", err)
 	}
+	if s.runners, err = js.KeyValue(ctx, events.BucketRunners); err != nil {
+		return fmt.Errorf("runners bucket: %w", err)
+	}
 	svc, err := micro.AddService(s.nc, micro.Config{
 		Name:        events.APIServiceHistory,
 		Version:     "0.1.0",
@@ -107,6 +113,7 @@ func (s *Service) Run(ctx context.Context) error {
 	endpoints := map[events.Op]func(context.Context, events.Namespace, []byte) (events.Variant, error){
 		events.OpReadHistory: s.readHistory,
 		events.OpGetSession:  s.getSession,
+		events.OpListAgents:  s.listAgents,
 	}
 	for op, h := range endpoints {
 		handler := func(req micro.Request) {
@@ -263,6 +270,50 @@ func (s *Service) getSession(ctx context.Context, ns events.Namespace, data []by
 		info.LatestSequence = lastEv.Sequence
 	}
 	return &events.AcpGetDurableSessionResponse{Session: info}, nil
+}
+
+// listAgents answers from the runners' heartbeats in ACP_RUNNERS: every
+// agent a live runner knows, installed when its command resolves on at
+// least one of them. It starts nothing.
+func (s *Service) listAgents(ctx context.Context, _ events.Namespace, data []byte) (events.Variant, error) {
+	if _, err := events.Decode[events.AcpListAgentsRequest](data); err != nil {
+		return nil, err
+	}
+	keys, err := s.runners.ListKeys(ctx)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	agents := map[string]*events.AcpAgentEntry{}
+	for key := range keys.Keys() {
+		e, err := s.runners.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // the runner's heartbeat expired meanwhile
+		}
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		info, err := events.Decode[events.RunnerInfo](e.Value())
+		if err != nil {
+			s.lg.Warn("undecodable runner heartbeat", "key", key, events.LogKeyErr, err)
+			continue
+		}
+		for _, a := range info.Agents {
+			got, ok := agents[a.ID]
+			switch {
+			case !ok:
+				entry := a
+				agents[a.ID] = &entry
+			case a.Installed && !got.Installed:
+				*got = a
+			}
+		}
+	}
+	resp := &events.AcpListAgentsResponse{Agents: make([]events.AcpAgentEntry, 0, len(agents))}
+	for _, a := range agents {
+		resp.Agents = append(resp.Agents, *a)
+	}
+	slices.SortFunc(resp.Agents, func(a, b events.AcpAgentEntry) int { return strings.Compare(a.ID, b.ID) })
+	return resp, nil
 }
 
 func unavailable(err error) error {

@@ -204,3 +204,32 @@ func TestGetSession(t *testing.T) {
 		t.Errorf("getSession(nope) = %v, want %s", err, events.CodeSessionNotFound)
 	}
 }
+
+func TestListAgents(t *testing.T) {
+	h := start(t, 0)
+	kv, err := h.js.KeyValue(t.Context(), events.BucketRunners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, agents := range map[string][]events.AcpAgentEntry{
+		"r1": {{ID: "test", Installed: true, AdapterEntrypoint: "/bin/skein"}, {ID: "codex", Installed: false, AdapterEntrypoint: "codex-acp"}},
+		"r2": {{ID: "codex", Installed: true, AdapterEntrypoint: "/usr/local/bin/codex-acp"}, {ID: "gemini", Installed: false, AdapterEntrypoint: "gemini"}},
+	} {
+		data, _ := events.Marshal(&events.RunnerInfo{ID: id, Agents: agents, Capacity: 4})
+		if _, err := kv.Put(t.Context(), id, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := events.Call[events.AcpListAgentsResponse](t.Context(), h.nc, events.APISubject("default", events.OpListAgents), &events.AcpListAgentsRequest{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []events.AcpAgentEntry{
+		{ID: "codex", Installed: true, AdapterEntrypoint: "/usr/local/bin/codex-acp"},
+		{ID: "gemini", Installed: false, AdapterEntrypoint: "gemini"},
+		{ID: "test", Installed: true, AdapterEntrypoint: "/bin/skein"},
+	}
+	if fmt.Sprint(got.Agents) != fmt.Sprint(want) {
+		t.Errorf("listAgents = %+v, want %+v", got.Agents, want)
+	}
+}
