@@ -405,3 +405,64 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestListAgents(t *testing.T) {
+	e := newEnv(t)
+	r := e.do(http.MethodGet, "/v1/agents", "")
+	if r.status != http.StatusOK || r.header.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET /v1/agents = %d %s %s, want 200 application/json", r.status, r.header.Get("Content-Type"), r.body)
+	}
+	const want = `{"agents":[` +
+		`{"id":"demo","installed":true,"adapterEntrypoint":"/usr/local/bin/skein-demo-agent"},` +
+		`{"id":"other","installed":false,"adapterEntrypoint":"other-agent"}]}`
+	if string(r.body) != want {
+		t.Errorf("GET /v1/agents = %s, want %s", r.body, want)
+	}
+	if req, _ := e.backend.LastRequest(events.OpListAgents).(*events.AcpListAgentsRequest); req == nil || req.Reserved {
+		t.Errorf("list_agents request = %+v, want Reserved false", req)
+	}
+
+	// The service's order is kept.
+	e.backend.SetAgents([]events.AcpAgentEntry{{ID: "b", AdapterEntrypoint: "b-acp"}, {ID: "a", Installed: true, AdapterEntrypoint: "a-acp"}})
+	r = e.do(http.MethodGet, "/v1/agents", "")
+	if want := `{"agents":[{"id":"b","installed":false,"adapterEntrypoint":"b-acp"},{"id":"a","installed":true,"adapterEntrypoint":"a-acp"}]}`; string(r.body) != want {
+		t.Errorf("GET /v1/agents = %s, want %s", r.body, want)
+	}
+
+	// No agents is an empty list, never null.
+	e.backend.SetAgents(nil)
+	r = e.do(http.MethodGet, "/v1/agents", "")
+	if r.status != http.StatusOK || string(r.body) != `{"agents":[]}` {
+		t.Errorf("GET /v1/agents without agents = %d %s, want 200 {\"agents\":[]}", r.status, r.body)
+	}
+}
+
+func TestListAgentsServiceErrors(t *testing.T) {
+	e := newEnv(t)
+	e.backend.Fail(events.OpListAgents, events.Errorf(events.CodeUnavailable, "runners bucket: no responders"))
+	wantError(t, e.do(http.MethodGet, "/v1/agents", ""), http.StatusServiceUnavailable, events.CodeUnavailable)
+
+	const secret = "decode runner heartbeat at runners.go:42"
+	e.backend.Fail(events.OpListAgents, events.Errorf(events.CodeInvalidPayload, secret))
+	r := e.do(http.MethodGet, "/v1/agents", "")
+	body := wantError(t, r, http.StatusInternalServerError, events.CodeInternal)
+	if body.Error.Message != "internal error" || strings.Contains(string(r.body), secret) {
+		t.Errorf("body %s, want a masked message", r.body)
+	}
+	if r := e.do(http.MethodPost, "/v1/agents", ""); r.status != http.StatusMethodNotAllowed {
+		t.Errorf("POST /v1/agents = %d, want 405", r.status)
+	}
+}
+
+func TestListAgentsTimeout(t *testing.T) {
+	e := newEnv(t, withoutBackend, withConfig(func(c *gateway.Config) { c.RequestTimeout = 200 * time.Millisecond }))
+	wantError(t, e.do(http.MethodGet, "/v1/agents", ""), http.StatusServiceUnavailable, events.CodeUnavailable)
+
+	// A history service that never answers.
+	sub, err := e.nc.SubscribeSync(events.APISubject(ns, events.OpListAgents))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	wantError(t, e.do(http.MethodGet, "/v1/agents", ""), http.StatusGatewayTimeout, events.CodeTimeout)
+}

@@ -21,6 +21,7 @@
 //	                                     {"optionId"} → {"status":"accepted"} | {"status":"not_pending","reason"}
 //	GET  /v1/sessions/{id}/history       ?after=N | ?before=N, &limit=N → a page of public events
 //	GET  /v1/sessions/{id}/events        SSE, resumable with Last-Event-ID or ?after=N
+//	GET  /v1/agents                      {"agents":[{"id","installed","adapterEntrypoint"}...]}, sorted by ID
 //	GET  /healthz, /readyz
 //
 // Errors are {"error":{"code","message","requestId"}} with the status of the
@@ -182,6 +183,7 @@ var routeTable = []route{
 	{http.MethodPost, "/v1/sessions/{id}/permissions/{requestId}", func(g *Gateway) http.HandlerFunc { return g.handleRespond }},
 	{http.MethodGet, "/v1/sessions/{id}/history", func(g *Gateway) http.HandlerFunc { return g.handleHistory }},
 	{http.MethodGet, "/v1/sessions/{id}/events", func(g *Gateway) http.HandlerFunc { return g.handleEvents }},
+	{http.MethodGet, "/v1/agents", func(g *Gateway) http.HandlerFunc { return g.handleListAgents }},
 	{http.MethodGet, "/healthz", func(g *Gateway) http.HandlerFunc { return g.handleHealthz }},
 	{http.MethodGet, "/readyz", func(g *Gateway) http.HandlerFunc { return g.handleReadyz }},
 }

@@ -234,6 +234,55 @@ func (g *Gateway) readHistory(ctx context.Context, ns events.Namespace, req *eve
 	return events.Call[events.AcpHistoryPageResponse](ctx, g.nc, events.APISubject(ns, events.OpReadHistory), req, nil)
 }
 
+// handleListAgents serves GET /v1/agents: every agent a live adapter
+// runner knows, as the history service reports them (sorted by ID).
+func (g *Gateway) handleListAgents(w http.ResponseWriter, r *http.Request) {
+	ns, err := g.namespace(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := g.callContext(r)
+	defer cancel()
+	resp, err := events.Call[events.AcpListAgentsResponse](ctx, g.nc, events.APISubject(ns, events.OpListAgents), &events.AcpListAgentsRequest{}, nil)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	b, err := renderAgents(resp)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
+// agentJSON is AcpAgentEntry in JSON.
+type agentJSON struct {
+	ID                string `json:"id"`
+	Installed         bool   `json:"installed"`
+	AdapterEntrypoint string `json:"adapterEntrypoint"`
+}
+
+// agentsJSON is AcpListAgentsResponse in JSON.
+type agentsJSON struct {
+	Agents []agentJSON `json:"agents"`
+}
+
+// renderAgents returns {"agents":[...]}, in the service's order. The list
+// is [] when no agent is known, never null.
+func renderAgents(resp *events.AcpListAgentsResponse) ([]byte, error) {
+	out := agentsJSON{Agents: make([]agentJSON, 0, len(resp.Agents))}
+	for _, a := range resp.Agents {
+		out.Agents = append(out.Agents, agentJSON{ID: a.ID, Installed: a.Installed, AdapterEntrypoint: a.AdapterEntrypoint})
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, events.Errorf(events.CodeInternal, "render agents: %v", err)
+	}
+	return b, nil
+}
+
 // sessionJSON is AcpDurableSessionInfo in JSON, JsonUtf8 fields embedded.
 type sessionJSON struct {
 	SessionID             string      `json:"sessionId"`

@@ -84,7 +84,8 @@ type Backend struct {
 	onCancel  CancelFunc
 	onRespond RespondFunc
 	onHistory func()
-	nextID    uint64 // of turns and permission requests
+	agentList []events.AcpAgentEntry // what list_agents answers
+	nextID    uint64                 // of turns and permission requests
 }
 
 type session struct {
@@ -95,10 +96,11 @@ type session struct {
 }
 
 // Start creates the ACP_LOG stream and serves open_session, get_session,
-// prompt, cancel_prompt, respond_permission and read_history for every
-// namespace on nc until the test ends. Prompts play Echo unless OnPrompt
-// says otherwise; cancels and permission answers act on the turn being
-// played (see Turn) unless OnCancel or OnRespond say otherwise.
+// prompt, cancel_prompt, respond_permission, read_history and list_agents
+// for every namespace on nc until the test ends. Prompts play Echo unless
+// OnPrompt says otherwise; cancels and permission answers act on the turn
+// being played (see Turn) unless OnCancel or OnRespond say otherwise;
+// list_agents answers DefaultAgents unless SetAgents says otherwise.
 func Start(tb testing.TB, nc *nats.Conn) *Backend {
 	tb.Helper()
 	js, err := jetstream.New(nc)
@@ -107,16 +109,17 @@ func Start(tb testing.TB, nc *nats.Conn) *Backend {
 	}
 	ctx, cancel := context.WithCancel(tb.Context())
 	b := &Backend{
-		tb:       tb,
-		nc:       nc,
-		js:       js,
-		ctx:      ctx,
-		cancel:   cancel,
-		sessions: map[string]*session{},
-		failures: map[events.Op]error{},
-		calls:    map[events.Op]int{},
-		last:     map[events.Op]events.Variant{},
-		prompt:   Echo,
+		tb:        tb,
+		nc:        nc,
+		js:        js,
+		ctx:       ctx,
+		cancel:    cancel,
+		sessions:  map[string]*session{},
+		failures:  map[events.Op]error{},
+		calls:     map[events.Op]int{},
+		last:      map[events.Op]events.Variant{},
+		prompt:    Echo,
+		agentList: DefaultAgents(),
 	}
 	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 	defer scancel()
@@ -133,6 +136,7 @@ func Start(tb testing.TB, nc *nats.Conn) *Backend {
 		events.OpReadHistory:       b.readHistory,
 		events.OpCancelPrompt:      b.cancelPrompt,
 		events.OpRespondPermission: b.respondPermission,
+		events.OpListAgents:        b.listAgents,
 	}
 	for op, fn := range endpoints {
 		handler := func(req micro.Request) {
@@ -375,6 +379,34 @@ func (b *Backend) openSession(ns events.Namespace, data []byte) (events.Variant,
 
 // The agents the fake knows; any other is unknown_agent.
 var agents = []string{"demo", "other"}
+
+// DefaultAgents returns what list_agents answers until SetAgents: the
+// agents the fake knows, sorted by ID, "demo" installed and "other" not.
+func DefaultAgents() []events.AcpAgentEntry {
+	return []events.AcpAgentEntry{
+		{ID: "demo", Installed: true, AdapterEntrypoint: "/usr/local/bin/skein-demo-agent"},
+		{ID: "other", Installed: false, AdapterEntrypoint: "other-agent"},
+	}
+}
+
+// SetAgents replaces what list_agents answers, in the order given (the
+// history service sorts by ID). nil or empty answers no agents.
+func (b *Backend) SetAgents(agents []events.AcpAgentEntry) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.agentList = slices.Clone(agents)
+}
+
+func (b *Backend) listAgents(_ events.Namespace, data []byte) (events.Variant, error) {
+	req, err := events.Decode[events.AcpListAgentsRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	b.remember(events.OpListAgents, req)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return &events.AcpListAgentsResponse{Agents: slices.Clone(b.agentList)}, nil
+}
 
 func (b *Backend) open(ns events.Namespace, sid events.SessionID, req *events.AcpOpenSessionRequest) (*events.AcpOpenSessionResponse, error) {
 	if !slices.Contains(agents, req.Agent) {

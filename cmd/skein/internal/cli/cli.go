@@ -1,11 +1,11 @@
 // Package cli implements the client commands of the skein binary: open,
-// prompt, cancel, respond, history and events. They talk to a gateway over
+// prompt, cancel, respond, history, events and agents. They talk to a gateway over
 // its HTTP API (services/gateway), never to NATS, so they work against any
 // deployment.
 //
 // The gateway is the --server flag, else the SKEIN_URL environment
-// variable, else DefaultServer. The session is --session (-s), default
-// "main".
+// variable, else DefaultServer. The session of a session command is
+// --session (-s), default "main".
 package cli
 
 import (
@@ -44,14 +44,14 @@ const stopEndTurn = "end_turn"
 const defaultSession = "main"
 
 // Commands returns the client commands: open, prompt, cancel, respond,
-// history and events.
+// history, events and agents.
 // getenv supplies SKEIN_URL; stdout gets the commands' output and stderr
 // their diagnostics (a turn's stop reason). Standard input is the
 // command's (cobra's InOrStdin). Every command returns an *APIError when the
 // gateway refused it.
 func Commands(getenv func(string) string, stdout, stderr io.Writer) []*cobra.Command {
 	a := &app{getenv: getenv, stdout: stdout, stderr: stderr}
-	return []*cobra.Command{a.openCommand(), a.promptCommand(), a.cancelCommand(), a.respondCommand(), a.historyCommand(), a.eventsCommand()}
+	return []*cobra.Command{a.openCommand(), a.promptCommand(), a.cancelCommand(), a.respondCommand(), a.historyCommand(), a.eventsCommand(), a.agentsCommand()}
 }
 
 // app holds what every command shares.
@@ -67,8 +67,14 @@ type common struct {
 }
 
 func (c *common) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&c.server, "server", "", "gateway URL (default $"+EnvServer+", else "+DefaultServer+")")
+	c.registerServer(cmd)
 	cmd.Flags().StringVarP(&c.session, "session", "s", defaultSession, "session ID")
+}
+
+// registerServer registers --server alone, for a command that addresses no
+// session.
+func (c *common) registerServer(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&c.server, "server", "", "gateway URL (default $"+EnvServer+", else "+DefaultServer+")")
 }
 
 // client returns a client for the gateway the flags and environment name,
@@ -439,4 +445,58 @@ func (a *app) printStream(s *eventStream, after *uint64) (bool, error) {
 			}
 		}
 	}
+}
+
+func (a *app) agentsCommand() *cobra.Command {
+	var (
+		c      common
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "agents",
+		Short: "List the agents the adapter runners know",
+		Long: `List every agent a live adapter runner knows, sorted by ID, one a line of
+tab-separated fields: its ID, "installed" (its command resolves on at least
+one runner) or "not installed", and the command a runner starts it with. With
+--json, each agent is printed as a JSON object {id, installed,
+adapterEntrypoint} on a line.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, done := a.client(&c)
+			defer done()
+			list, err := cl.agents(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("list agents: %w", err)
+			}
+			for _, ag := range list {
+				if err := a.printAgent(ag, asJSON); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	c.registerServer(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print each agent as a JSON object on a line")
+	return cmd
+}
+
+// printAgent prints one agent: as a JSON line, or as the tab-separated
+// fields ID, "installed" or "not installed", and ENTRYPOINT.
+func (a *app) printAgent(ag agent, asJSON bool) error {
+	if asJSON {
+		b, err := json.Marshal(ag)
+		if err != nil {
+			return fmt.Errorf("encode agent %s: %w", ag.ID, err)
+		}
+		_, err = a.stdout.Write(append(b, '\n'))
+		return err
+	}
+	installed := "not installed"
+	if ag.Installed {
+		installed = "installed"
+	}
+	_, err := fmt.Fprintf(a.stdout, "%s\t%s\t%s\n", ag.ID, installed, ag.AdapterEntrypoint)
+	return err
 }

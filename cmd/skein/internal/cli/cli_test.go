@@ -422,3 +422,41 @@ func TestEventsReportsStreamErrors(t *testing.T) {
 		t.Fatal("events still running after the stream failed")
 	}
 }
+
+func TestAgents(t *testing.T) {
+	e := newEnv(t)
+	r := e.run(t.Context(), "", "agents")
+	if want := "demo\tinstalled\t/usr/local/bin/skein-demo-agent\nother\tnot installed\tother-agent\n"; r.err != nil || r.stdout != want {
+		t.Errorf("agents = %v, printed %q, want %q", r.err, r.stdout, want)
+	}
+
+	r = e.run(t.Context(), "", "agents", "--json")
+	if r.err != nil {
+		t.Fatalf("agents --json: %v", r.err)
+	}
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	want := gatewaytest.DefaultAgents()
+	if len(lines) != len(want) {
+		t.Fatalf("agents --json printed %d lines, want %d:\n%s", len(lines), len(want), r.stdout)
+	}
+	for i, w := range want {
+		var got struct {
+			ID                string `json:"id"`
+			Installed         bool   `json:"installed"`
+			AdapterEntrypoint string `json:"adapterEntrypoint"`
+		}
+		if err := json.Unmarshal([]byte(lines[i]), &got); err != nil || got.ID != w.ID || got.Installed != w.Installed || got.AdapterEntrypoint != w.AdapterEntrypoint {
+			t.Errorf("line %d = %s, want %+v", i, lines[i], w)
+		}
+	}
+
+	e.backend.SetAgents(nil)
+	if r := e.run(t.Context(), "", "agents"); r.err != nil || r.stdout != "" {
+		t.Errorf("agents without agents = %v, printed %q, want nothing", r.err, r.stdout)
+	}
+	e.backend.Fail(events.OpListAgents, events.ErrUnavailable)
+	wantCode(t, e.run(t.Context(), "", "agents").err, "unavailable")
+	if r := e.run(t.Context(), "", "agents", "-s", "main"); r.err == nil {
+		t.Error("agents -s succeeded: the command addresses no session")
+	}
+}

@@ -216,6 +216,24 @@ func (c *client) history(ctx context.Context, sid string, q historyQuery) (*hist
 	return &page, nil
 }
 
+// agent is one entry of GET /v1/agents.
+type agent struct {
+	ID                string `json:"id"`
+	Installed         bool   `json:"installed"`
+	AdapterEntrypoint string `json:"adapterEntrypoint"`
+}
+
+// agents returns every agent the gateway lists, in its order (by ID).
+func (c *client) agents(ctx context.Context) ([]agent, error) {
+	var resp struct {
+		Agents []agent `json:"agents"`
+	}
+	if err := c.do(ctx, http.MethodGet, c.base+"/v1/agents", nil, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Agents, nil
+}
+
 // events opens the session's event stream after the durable sequence
 // after. It returns once the gateway answered: from then on, nothing the
 // session does is missed.
