@@ -141,6 +141,17 @@ type SessionMeta struct {
 	AgentInfo         JSON                  `msgpack:"agentInfo,omitempty"`
 	ConfigRevision    uint64                `msgpack:"configRevision"`
 	ConfigOptions     []JSON                `msgpack:"configOptions,omitempty"`
+	// AcpSessionID is the agent's private ID of the session, which a
+	// restore brings back. It never leaves Skein's services.
+	AcpSessionID string `msgpack:"acpSessionId,omitempty"`
+}
+
+// AdapterReady answers RunnerRestore: the adapter and its ACP session, and
+// the tier of the restore ladder that produced it (TierResume, TierLoad or
+// TierFallback).
+type AdapterReady struct {
+	Tier    string                    `msgpack:"tier"`
+	Session AcpSessionCreatedResponse `msgpack:"session"`
 }
 
 // RunnerAck answers a runner control request that has no other result: the
@@ -167,6 +178,7 @@ func (OwnerChanged) VariantName() string    { return "OwnerChanged" }
 func (SessionDeleted) VariantName() string  { return "SessionDeleted" }
 func (SessionMeta) VariantName() string     { return "SessionMeta" }
 func (RunnerAck) VariantName() string       { return "RunnerAck" }
+func (AdapterReady) VariantName() string    { return "AdapterReady" }
 func (RunnerInfo) VariantName() string      { return "RunnerInfo" }
 
 func init() {
@@ -179,5 +191,6 @@ func init() {
 	register(func() Variant { return new(SessionDeleted) })
 	register(func() Variant { return new(SessionMeta) })
 	register(func() Variant { return new(RunnerAck) })
+	register(func() Variant { return new(AdapterReady) })
 	register(func() Variant { return new(RunnerInfo) })
 }

@@ -119,6 +119,8 @@ const (
 	OpListAgents  Op = "list_agents"  // AcpListAgentsRequest → AcpListAgentsResponse
 	// OpCancelPrompt: AcpCancelPromptRequest → AcpCancelPromptResponse.
 	OpCancelPrompt Op = "cancel_prompt"
+	// OpUnloadSession: AcpUnloadSessionRequest → AcpUnloadSessionResponse.
+	OpUnloadSession Op = "unload_session"
 	// OpRespondPermission: AcpRespondPermissionRequest → AcpRespondPermissionResponse.
 	OpRespondPermission Op = "respond_permission"
 )
@@ -162,6 +164,12 @@ const (
 	// RunnerCreate spawns an adapter and negotiates an ACP session:
 	// AcpCreateSessionRequest → AcpSessionCreatedResponse.
 	RunnerCreate RunnerOp = "create"
+	// RunnerRestore spawns an adapter and brings back an earlier ACP session
+	// by the restore ladder: session/resume (when advertised), then
+	// session/load (its replay discarded), then, only if the agent says the
+	// session is unknown, session/new: AcpResumeSessionRequest →
+	// AdapterReady, whose Tier says which worked.
+	RunnerRestore RunnerOp = "restore"
 	// RunnerCall writes one JSON-RPC request (HeaderCallID set) or
 	// notification (no HeaderCallID) to the adapter: AcpSessionRequest →
 	// RunnerAck. The adapter's response arrives later on ACP_IO as an

@@ -46,6 +46,7 @@ type process struct {
 	pid       uint32
 	subject   string
 	stopping  atomic.Bool
+	replaying atomic.Bool   // a session/load is replaying history: drop its updates
 	exited    chan struct{} // closed after the exit is handled
 	stderrMax int64
 	stopGrace time.Duration
@@ -148,12 +149,12 @@ func adapterEnv(home, tmp string, agentEnv, sessionEnv map[string]string) []stri
 	return out
 }
 
-// handshake runs initialize and session/new and returns what the session
-// service records about the adapter.
-func (p *process) handshake(ctx context.Context, req *events.AcpCreateSessionRequest) (*events.AcpSessionCreatedResponse, error) {
+// initialize runs initialize (and authenticate, when the registry entry
+// names an auth method).
+func (p *process) initialize(ctx context.Context, clientCaps events.JSON) (*acpwire.InitializeResult, error) {
 	caps := json.RawMessage(clientCapabilities)
-	if len(req.ClientCapabilities) > 0 {
-		caps = json.RawMessage(req.ClientCapabilities)
+	if len(clientCaps) > 0 {
+		caps = json.RawMessage(clientCaps)
 	}
 	init, err := p.conn.Initialize(ctx, acpwire.InitializeParams{
 		ProtocolVersion:    acpwire.ProtocolVersion,
@@ -171,6 +172,16 @@ func (p *process) handshake(ctx context.Context, req *events.AcpCreateSessionReq
 			return nil, p.callError("authenticate", err)
 		}
 	}
+	return init, nil
+}
+
+// handshake runs initialize and session/new and returns what the session
+// service records about the adapter.
+func (p *process) handshake(ctx context.Context, req *events.AcpCreateSessionRequest) (*events.AcpSessionCreatedResponse, error) {
+	init, err := p.initialize(ctx, req.ClientCapabilities)
+	if err != nil {
+		return nil, err
+	}
 	sess, err := p.conn.NewSession(ctx, acpwire.NewSessionParams{
 		Cwd:                   p.cmd.Dir,
 		AdditionalDirectories: req.AdditionalDirectories,
@@ -179,11 +190,119 @@ func (p *process) handshake(ctx context.Context, req *events.AcpCreateSessionReq
 	if err != nil {
 		return nil, p.callError("session/new", err)
 	}
+	return p.created(init, sess)
+}
+
+// restore brings back ACP session req.SessionID by the ladder: native
+// session/resume when the agent advertises it, then session/load when it
+// advertises that (the history it replays is dropped: the log is the only
+// history), and only when the agent says the session is unknown, a new
+// session (the fallback tier; the session service then arms its
+// continuation preamble). Any other failure fails the restore.
+func (p *process) restore(ctx context.Context, req *events.AcpResumeSessionRequest) (*events.AdapterReady, error) {
+	init, err := p.initialize(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	var caps struct {
+		LoadSession         bool `json:"loadSession"`
+		Resume              any  `json:"resume"` // legacy spelling
+		SessionCapabilities struct {
+			Resume any `json:"resume"`
+		} `json:"sessionCapabilities"`
+	}
+	_ = json.Unmarshal(init.AgentCapabilities, &caps)
+	canResume := caps.SessionCapabilities.Resume != nil || caps.Resume == true
+	params := acpwire.LoadSessionParams{
+		SessionID:             req.SessionID,
+		Cwd:                   p.cmd.Dir,
+		AdditionalDirectories: req.AdditionalDirectories,
+		McpServers:            json.RawMessage(req.McpServers),
+	}
+	if canResume {
+		sess, err := p.conn.ResumeSession(ctx, acpwire.ResumeSessionParams(params))
+		switch {
+		case err == nil:
+			return p.ready(events.TierResume, init, sess)
+		case !acpwire.IsUnknownSession(err):
+			return nil, p.callError("session/resume", err)
+		}
+	}
+	if caps.LoadSession {
+		sess, err := p.load(ctx, params)
+		switch {
+		case err == nil:
+			return p.ready(events.TierLoad, init, sess)
+		case !acpwire.IsUnknownSession(err):
+			return nil, p.callError("session/load", err)
+		}
+	}
+	sess, err := p.conn.NewSession(ctx, acpwire.NewSessionParams{
+		Cwd:                   p.cmd.Dir,
+		AdditionalDirectories: req.AdditionalDirectories,
+		McpServers:            json.RawMessage(req.McpServers),
+	})
+	if err != nil {
+		return nil, p.callError("session/new", err)
+	}
+	return p.ready(events.TierFallback, init, sess)
+}
+
+// load runs session/load with the replay it triggers kept out of ACP_IO:
+// notifications are dropped from the call until its answer, which the
+// reader goroutine delivers in stream order.
+func (p *process) load(ctx context.Context, params acpwire.LoadSessionParams) (*acpwire.SessionResult, error) {
+	if params.McpServers == nil {
+		params.McpServers = json.RawMessage("[]")
+	}
+	type answer struct {
+		m *acpwire.Message
+	}
+	got := make(chan answer, 1)
+	p.replaying.Store(true)
+	_, err := p.conn.CallAsync(acpwire.MethodSessionLoad, params, func(m *acpwire.Message) {
+		p.replaying.Store(false)
+		got <- answer{m}
+	})
+	if err != nil {
+		p.replaying.Store(false)
+		return nil, err
+	}
+	select {
+	case a := <-got:
+		if a.m.Error != nil {
+			return nil, a.m.Error
+		}
+		return &acpwire.SessionResult{SessionID: params.SessionID, Modes: field(a.m.Result, "modes"), ConfigOptions: field(a.m.Result, "configOptions"), Raw: a.m.Result}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// field returns the member name of a JSON object, or nil.
+func field(obj json.RawMessage, name string) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj, &m) != nil {
+		return nil
+	}
+	return json.RawMessage(nullable(m[name]))
+}
+
+func (p *process) ready(tier string, init *acpwire.InitializeResult, sess *acpwire.SessionResult) (*events.AdapterReady, error) {
+	created, err := p.created(init, sess)
+	if err != nil {
+		return nil, err
+	}
+	return &events.AdapterReady{Tier: tier, Session: *created}, nil
+}
+
+// created is what the session service records about an adapter's session.
+func (p *process) created(init *acpwire.InitializeResult, sess *acpwire.SessionResult) (*events.AcpSessionCreatedResponse, error) {
 	var opts []events.JSON
 	if len(sess.ConfigOptions) > 0 && string(sess.ConfigOptions) != "null" {
 		var list []json.RawMessage
 		if err := json.Unmarshal(sess.ConfigOptions, &list); err != nil {
-			return nil, events.Errorf(events.CodeAdapterProtocol, "session/new configOptions: %v", err)
+			return nil, events.Errorf(events.CodeAdapterProtocol, "configOptions: %v", err)
 		}
 		for _, o := range list {
 			opts = append(opts, events.JSON(o))
@@ -260,6 +379,9 @@ func (p *process) publish(v events.Variant, hdr nats.Header) {
 }
 
 func (p *process) onNotification(m *acpwire.Message) {
+	if p.replaying.Load() && m.Method == acpwire.MethodSessionUpdate {
+		return // the log is the only history: a load's replay is not output
+	}
 	p.publish(&events.AcpSessionEvent{SessionID: string(p.sid), Notification: events.JSON(m.Raw)}, nil)
 }
 

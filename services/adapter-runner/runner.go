@@ -94,6 +94,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		// create takes seconds (process start, handshake): it runs in its
 		// own goroutine. The others are quick and keep their order.
 		{events.RunnerCreate, func(req micro.Request) { go r.handleCreate(ctx, js, req) }},
+		{events.RunnerRestore, func(req micro.Request) { go r.handleRestore(ctx, js, req) }},
 		{events.RunnerCall, r.handleCall},
 		{events.RunnerReply, r.handleReply},
 		{events.RunnerStop, func(req micro.Request) { go r.handleStop(req) }},
@@ -171,34 +172,57 @@ func sessionOf(req micro.Request) (events.Namespace, events.SessionID, error) {
 }
 
 func (r *Runner) handleCreate(ctx context.Context, js jetstream.JetStream, req micro.Request) {
-	ns, sid, err := sessionOf(req)
+	create, err := events.Decode[events.AcpCreateSessionRequest](req.Data())
 	if err != nil {
 		_ = events.RespondErrorAsync(r.nc, req, err)
 		return
 	}
-	create, err := events.Decode[events.AcpCreateSessionRequest](req.Data())
+	r.start(ctx, js, req, create.AgentType, spawnSpec{cwd: create.Cwd, args: create.Args, env: create.Env},
+		func(ctx context.Context, p *process) (events.Variant, error) { return p.handshake(ctx, create) })
+}
+
+func (r *Runner) handleRestore(ctx context.Context, js jetstream.JetStream, req micro.Request) {
+	restore, err := events.Decode[events.AcpResumeSessionRequest](req.Data())
+	if err != nil {
+		_ = events.RespondErrorAsync(r.nc, req, err)
+		return
+	}
+	if restore.SessionID == "" {
+		_ = events.RespondErrorAsync(r.nc, req, events.Errorf(events.CodeInvalidRequest, "restore without an ACP session ID"))
+		return
+	}
+	r.start(ctx, js, req, restore.AgentType, spawnSpec{cwd: restore.Cwd, env: restore.Env},
+		func(ctx context.Context, p *process) (events.Variant, error) { return p.restore(ctx, restore) })
+}
+
+// start spawns the adapter of a create or restore request, runs open on it
+// (the handshake), and answers the request with open's result.
+func (r *Runner) start(ctx context.Context, js jetstream.JetStream, req micro.Request, agentID string, spec spawnSpec,
+	open func(context.Context, *process) (events.Variant, error)) {
+	ns, sid, err := sessionOf(req)
 	if err != nil {
 		_ = events.RespondErrorAsync(r.nc, req, err)
 		return
 	}
 	processID := req.Headers().Get(events.HeaderProcessID)
 	if processID == "" {
-		_ = events.RespondErrorAsync(r.nc, req, events.Errorf(events.CodeInvalidRequest, "create without %s", events.HeaderProcessID))
+		_ = events.RespondErrorAsync(r.nc, req, events.Errorf(events.CodeInvalidRequest, "request without %s", events.HeaderProcessID))
 		return
 	}
-	resp, err := r.create(ctx, js, ns, sid, processID, create)
+	resp, err := r.create(ctx, js, ns, sid, processID, agentID, spec, open)
 	if err != nil {
-		r.lg.Warn("create failed", events.LogKeySession, string(sid), events.LogKeyErr, err)
+		r.lg.Warn("adapter start failed", events.LogKeySession, string(sid), events.LogKeyErr, err)
 		_ = events.RespondErrorAsync(r.nc, req, err)
 		return
 	}
 	_ = events.RespondAsync(r.nc, req, resp)
 }
 
-func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID, processID string, req *events.AcpCreateSessionRequest) (*events.AcpSessionCreatedResponse, error) {
-	agent, ok := r.agents[req.AgentType]
+func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID, processID, agentID string,
+	spec spawnSpec, open func(context.Context, *process) (events.Variant, error)) (events.Variant, error) {
+	agent, ok := r.agents[agentID]
 	if !ok {
-		return nil, events.Errorf(events.CodeUnknownAgent, "runner %s has no agent %q", r.cfg.ID, req.AgentType)
+		return nil, events.Errorf(events.CodeUnknownAgent, "runner %s has no agent %q", r.cfg.ID, agentID)
 	}
 	key := events.SessionKey(ns, sid)
 	r.mu.Lock()
@@ -213,13 +237,8 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 		// this one is a leftover of an earlier owner.
 		old.stop()
 	}
-	p, err := startProcess(r.lg, js, r.m, ns, sid, processID, agent, spawnSpec{
-		dataDir:      r.cfg.DataDir,
-		cwd:          req.Cwd,
-		args:         req.Args,
-		env:          req.Env,
-		maxLineBytes: r.cfg.MaxLineBytes,
-	}, r.cfg.MaxStderrBytes, r.cfg.StopGrace)
+	spec.dataDir, spec.maxLineBytes = r.cfg.DataDir, r.cfg.MaxLineBytes
+	p, err := startProcess(r.lg, js, r.m, ns, sid, processID, agent, spec, r.cfg.MaxStderrBytes, r.cfg.StopGrace)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +259,7 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 	hctx, cancel := context.WithTimeout(ctx, r.cfg.CreateTimeout)
 	defer cancel()
 	start := time.Now()
-	resp, err := p.handshake(hctx, req)
+	resp, err := open(hctx, p)
 	if err != nil {
 		p.stop()
 		return nil, err

@@ -119,6 +119,82 @@ func TestCancelRejectsBadInput(t *testing.T) {
 	}
 }
 
+func TestUnload(t *testing.T) {
+	e := newEnv(t)
+	wantError(t, e.do(http.MethodPost, "/v1/sessions/nobody/unload", ""), http.StatusNotFound, events.CodeSessionNotFound)
+
+	e.backend.CreateSession(ns, "s1", "demo")
+	// Idempotent: an unloaded session unloads again.
+	for _, body := range []string{"", "{}", " { } \n"} {
+		wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/unload", body), `{}`)
+	}
+	req, _ := e.backend.LastRequest(events.OpUnloadSession).(*events.AcpUnloadSessionRequest)
+	if req == nil || deref(req.SessionID) != "s1" {
+		t.Errorf("the session service got %+v, want session s1", req)
+	}
+	if !e.backend.Unloaded(ns, "s1") {
+		t.Error("s1 is not unloaded")
+	}
+
+	// A running turn is cancelled, as by a cancel; the prompt that
+	// started it had restored the session.
+	started := make(chan struct{})
+	e.backend.OnPrompt(blockingTurn(started))
+	prompt := make(chan response, 1)
+	go func() {
+		prompt <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"go"}]}`)
+	}()
+	await(t, started, prompt)
+	if e.backend.Unloaded(ns, "s1") {
+		t.Error("s1 is still unloaded while a prompt runs")
+	}
+	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/unload", ""), `{}`)
+	if r := <-prompt; r.status != http.StatusOK || string(r.body) != `{"sessionId":"s1","stopReason":"cancelled"}` {
+		t.Errorf("prompt = %d %s, want 200 stopReason cancelled", r.status, r.body)
+	}
+
+	e.backend.OnUnload(func(context.Context, events.Namespace, events.SessionID) (*events.AcpUnloadSessionResponse, error) {
+		return nil, events.Errorf(events.CodeSessionNotFound, "deleted meanwhile")
+	})
+	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/unload", ""), http.StatusNotFound, events.CodeSessionNotFound)
+	e.backend.OnUnload(nil)
+
+	e.backend.Fail(events.OpUnloadSession, events.Errorf(events.CodeUnavailable, "owner moving"))
+	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/unload", ""), http.StatusServiceUnavailable, events.CodeUnavailable)
+}
+
+func TestUnloadRejectsBadInput(t *testing.T) {
+	e := newEnv(t)
+	e.backend.CreateSession(ns, "s1", "demo")
+	tests := []struct {
+		name   string
+		path   string
+		body   string
+		status int
+		code   events.Code
+	}{
+		{"unknown field", "/v1/sessions/s1/unload", `{"force":true}`, 400, events.CodeInvalidRequest},
+		{"session ID in body", "/v1/sessions/s1/unload", `{"sessionId":"s2"}`, 400, events.CodeInvalidRequest},
+		{"null", "/v1/sessions/s1/unload", `null`, 400, events.CodeInvalidRequest},
+		{"not an object", "/v1/sessions/s1/unload", `[]`, 400, events.CodeInvalidRequest},
+		{"trailing data", "/v1/sessions/s1/unload", `{} {}`, 400, events.CodeInvalidRequest},
+		{"malformed", "/v1/sessions/s1/unload", `{`, 400, events.CodeInvalidRequest},
+		{"oversize body", "/v1/sessions/s1/unload", `{` + strings.Repeat(" ", 64<<10) + `}`, 413, events.CodePayloadTooLarge},
+		{"bad session ID", "/v1/sessions/a.b/unload", ``, 400, events.CodeInvalidSessionID},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantError(t, e.do(http.MethodPost, tt.path, tt.body), tt.status, tt.code)
+		})
+	}
+	if n := e.backend.Calls(events.OpUnloadSession); n != 0 {
+		t.Errorf("bad input reached NATS: %d unload_session calls, want 0", n)
+	}
+	if e.backend.Unloaded(ns, "s1") {
+		t.Error("bad input unloaded s1")
+	}
+}
+
 // askingTurn returns a turn that asks one permission, sends its ID on
 // asked, and ends with a message naming the outcome.
 func askingTurn(asked chan<- string) gatewaytest.PromptFunc {

@@ -180,9 +180,9 @@ const (
 	maxOptionID  = 1024
 )
 
-// maxControlBody bounds the body of a cancel or a permission answer: the
-// longest valid one, an option ID of maxOptionID bytes written entirely as
-// \uXXXX escapes, fits several times over.
+// maxControlBody bounds the body of a cancel, an unload or a permission
+// answer: the longest valid one, an option ID of maxOptionID bytes written
+// entirely as \uXXXX escapes, fits several times over.
 const maxControlBody = 16 << 10
 
 // parseRequestID checks a permission request ID from the URL: 1 to
@@ -211,6 +211,10 @@ func decodeCancel(body []byte) error {
 	var b struct{}
 	return decodeObject(body, &b)
 }
+
+// decodeUnload checks the body of POST .../unload: like a cancel's,
+// nothing or an empty JSON object.
+func decodeUnload(body []byte) error { return decodeCancel(body) }
 
 // respondBody is the JSON form of AcpRespondPermissionRequest without the
 // session and request IDs, which come from the URL.

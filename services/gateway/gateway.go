@@ -17,6 +17,7 @@
 //	GET  /v1/sessions/{id}               AcpDurableSessionInfo as JSON
 //	POST /v1/sessions/{id}/prompt        {"idempotencyKey"?, "content": [...]} → blocks through the turn
 //	POST /v1/sessions/{id}/cancel        empty or {} → {"status"}: cancelled, no_active_prompt, or the turn's outcome
+//	POST /v1/sessions/{id}/unload        empty or {} → 200 {}: stop the adapter, keep metadata and history
 //	POST /v1/sessions/{id}/permissions/{requestId}
 //	                                     {"optionId"} → {"status":"accepted"} | {"status":"not_pending","reason"}
 //	GET  /v1/sessions/{id}/history       ?after=N | ?before=N, &limit=N → a page of public events
@@ -180,6 +181,7 @@ var routeTable = []route{
 	{http.MethodGet, "/v1/sessions/{id}", func(g *Gateway) http.HandlerFunc { return g.handleGetSession }},
 	{http.MethodPost, "/v1/sessions/{id}/prompt", func(g *Gateway) http.HandlerFunc { return g.handlePrompt }},
 	{http.MethodPost, "/v1/sessions/{id}/cancel", func(g *Gateway) http.HandlerFunc { return g.handleCancel }},
+	{http.MethodPost, "/v1/sessions/{id}/unload", func(g *Gateway) http.HandlerFunc { return g.handleUnload }},
 	{http.MethodPost, "/v1/sessions/{id}/permissions/{requestId}", func(g *Gateway) http.HandlerFunc { return g.handleRespond }},
 	{http.MethodGet, "/v1/sessions/{id}/history", func(g *Gateway) http.HandlerFunc { return g.handleHistory }},
 	{http.MethodGet, "/v1/sessions/{id}/events", func(g *Gateway) http.HandlerFunc { return g.handleEvents }},

@@ -112,7 +112,8 @@ func (g *Gateway) handlePrompt(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, b)
 }
 
-// controlBodyLimit bounds the body of a cancel or a permission answer.
+// controlBodyLimit bounds the body of a cancel, an unload or a permission
+// answer.
 func (g *Gateway) controlBodyLimit() int64 { return min(g.cfg.MaxBodyBytes, maxControlBody) }
 
 // handleCancel serves POST /v1/sessions/{id}/cancel: cancel the running
@@ -143,6 +144,35 @@ func (g *Gateway) handleCancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.writeStatus(w, r, resp.Status, nil)
+}
+
+// handleUnload serves POST /v1/sessions/{id}/unload: cancel the running
+// turn, if any, as a cancel does, and stop the session's adapter. The
+// session's metadata and history stay, and its next prompt restores it.
+// Unloading a session that is already unloaded succeeds.
+func (g *Gateway) handleUnload(w http.ResponseWriter, r *http.Request) {
+	ns, sid, err := g.target(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, g.controlBodyLimit())
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	if err := decodeUnload(body); err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := g.callContext(r)
+	defer cancel()
+	req := &events.AcpUnloadSessionRequest{SessionID: new(string(sid))}
+	if _, err := events.Call[events.AcpUnloadSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpUnloadSession), req, nil); err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, []byte(`{}`))
 }
 
 // handleRespond serves POST /v1/sessions/{id}/permissions/{requestId}:

@@ -41,6 +41,9 @@ type Config struct {
 	// MaxRecordBytes is the largest log record; 0 takes the NATS server's
 	// max payload less room for headers. Larger messages are split.
 	MaxRecordBytes int
+	// MaxPreambleBytes bounds the continuation preamble a fallback restore
+	// gives the next prompt.
+	MaxPreambleBytes int
 }
 
 // RegisterFlags registers the service's flags in fs, prefixed "session.".
@@ -56,6 +59,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxTurnOutputBytes, "session.max-turn-output-bytes", 256<<20, "most output one turn may write")
 	fs.IntVar(&c.MaxPendingPermissions, "session.max-pending-permissions", 1000, "most permission requests waiting in one session")
 	fs.IntVar(&c.MaxRecordBytes, "session.max-record-bytes", 0, "largest log record (0: the NATS max payload less header room)")
+	fs.IntVar(&c.MaxPreambleBytes, "session.max-preamble-bytes", 4<<20, "largest continuation preamble a fallback restore gives the next prompt")
 	fs.IntVar(&c.GroupCommitMin, "session.group-commit-min", 8, "on replicated streams, the smallest group of queued adapter output written as one atomic batch")
 }
 
@@ -87,6 +91,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxPendingPermissions <= 0 {
 		c.MaxPendingPermissions = 1000
+	}
+	if c.MaxPreambleBytes <= 0 {
+		c.MaxPreambleBytes = 4 << 20
 	}
 	if c.GroupCommitMin <= 0 {
 		c.GroupCommitMin = 8

@@ -38,6 +38,7 @@ type rig struct {
 	reg        *prometheus.Registry
 	stopSvc    func()
 	stopRunner func()
+	stateDir   string // the restore-tier agents' sessions
 }
 
 // startRig starts an embedded NATS server, a runner "r1" with the agents
@@ -56,11 +57,12 @@ func startRig(t *testing.T, cfg session.Config) *rig {
 		cfg.DrainWait = 200 * time.Millisecond
 	}
 	r := &rig{
-		harness: &harness{nc: nc, js: js, control: t.TempDir()},
-		t:       t,
-		connect: func() *nats.Conn { return natstest.Connect(t, ns) },
-		lg:      slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
-		cfg:     cfg,
+		harness:  &harness{nc: nc, js: js, control: t.TempDir()},
+		stateDir: t.TempDir(),
+		t:        t,
+		connect:  func() *nats.Conn { return natstest.Connect(t, ns) },
+		lg:       slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		cfg:      cfg,
 	}
 	r.startRunner("r1")
 	r.startSession()
@@ -80,6 +82,12 @@ func (r *rig) startRunner(id string) {
 			// of the test agent's stdin drops it. (The test agent itself
 			// honours every cancel; it has no stubborn mode.)
 			{ID: "stubborn", Command: "/bin/sh", Args: []string{"-c", `grep --line-buffered -v 'session/cancel' | exec "$0"`, testAgent}, Env: env},
+			// Restore tiers: an agent that resumes or loads sessions kept in a
+			// state directory that outlives its processes, and one that
+			// advertises load but forgets everything with its process.
+			{ID: "resumer", Command: testAgent, Args: []string{"--resume", "--load-session", "--state-dir", r.stateDir}, Env: env},
+			{ID: "loader", Command: testAgent, Args: []string{"--load-session", "--state-dir", r.stateDir}, Env: env},
+			{ID: "forgetful", Command: testAgent, Args: []string{"--load-session"}, Env: env},
 		},
 	}, r.lg, nc, prometheus.NewRegistry())
 	if err != nil {

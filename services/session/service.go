@@ -109,6 +109,7 @@ func (s *Service) Run(ctx context.Context) error {
 		events.OpOpenSession:       s.handleOpen,
 		events.OpPrompt:            s.handlePrompt,
 		events.OpCancelPrompt:      s.handleCancel,
+		events.OpUnloadSession:     s.handleUnload,
 		events.OpRespondPermission: s.handleRespond,
 	}
 	for op, h := range handlers {
@@ -324,3 +325,18 @@ func (s *Service) handleRespond(ctx context.Context, ns events.Namespace, data [
 // flushTimeout bounds the flush that makes subscriptions visible before Run
 // reports ready.
 const flushTimeout = 10 * time.Second
+
+func (s *Service) handleUnload(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+	req, err := events.Decode[events.AcpUnloadSessionRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	sid, err := events.OptionalSessionID(req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.session(ns, sid).unload(ctx, "unload"); err != nil {
+		return nil, err
+	}
+	return &events.AcpUnloadSessionResponse{}, nil
+}

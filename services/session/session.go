@@ -36,6 +36,7 @@ type session struct {
 	buf       coalescer
 	pending   []eventlog.Entry         // queued adapter output, see queue
 	failure   *events.AcpErrorResponse // the last turn's error, while the session is failed
+	preamble  string                   // armed by a fallback restore for the next prompt only
 	last      *finishedTurn            // the last turn that ended here
 	meta      events.SessionMeta
 
@@ -82,6 +83,11 @@ func (sess *session) load(ctx context.Context) error {
 			if opened, err := events.Decode[events.SessionOpened](first[0].Data); err == nil {
 				sess.opened = opened
 				sess.createdAt = first[0].Time
+			}
+		}
+		if sess.opened != nil {
+			if err := sess.loadMeta(ctx); err != nil {
+				return err
 			}
 		}
 		sess.updatedAt = last.Time
@@ -358,26 +364,9 @@ func (sess *session) attach(ctx context.Context) error {
 	_ = r.sub.SetPendingLimits(-1, -1)
 	sess.adapter = r
 
-	create := &events.AcpCreateSessionRequest{
-		AgentType:              sess.opened.Agent,
-		Cwd:                    sess.opened.Cwd,
-		ProtocolVersion:        1,
-		McpServers:             sess.opened.McpServers,
-		SkipOsInstructions:     sess.opened.SkipOsInstructions,
-		AdditionalInstructions: sess.opened.AdditionalInstructions,
-	}
-	if len(create.McpServers) == 0 {
-		create.McpServers = events.JSON("[]")
-	}
-	if len(sess.opened.AdditionalDirectories) > 0 {
-		_ = json.Unmarshal(sess.opened.AdditionalDirectories, &create.AdditionalDirectories)
-	}
-	if len(sess.opened.Env) > 0 {
-		_ = json.Unmarshal(sess.opened.Env, &create.Env)
-	}
 	cctx, cancel := context.WithTimeout(ctx, svc.cfg.AttachTimeout)
 	defer cancel()
-	created, err := events.Call[events.AcpSessionCreatedResponse](cctx, svc.nc, events.RunnerSubject(runner, events.RunnerCreate), create, sess.runnerHeader(r))
+	tier, created, err := sess.startAdapter(cctx, runner, r)
 	if err != nil {
 		sess.detach()
 		return err
@@ -388,7 +377,7 @@ func (sess *session) attach(ctx context.Context) error {
 		ProcessID:         r.processID,
 		Pid:               created.Pid,
 		AcpSessionID:      created.SessionID,
-		Tier:              events.TierNew,
+		Tier:              tier,
 		AgentCapabilities: created.AgentCapabilities,
 		AgentInfo:         created.AgentInfo,
 		Modes:             created.Modes,
@@ -399,15 +388,55 @@ func (sess *session) attach(ctx context.Context) error {
 		sess.stopAdapter(r)
 		return err
 	}
+	sess.meta.AcpSessionID = created.SessionID
 	sess.meta.AgentCapabilities = created.AgentCapabilities
 	sess.meta.AgentInfo = created.AgentInfo
 	if !slices.EqualFunc(sess.meta.ConfigOptions, created.ConfigOptions, func(a, b events.JSON) bool { return string(a) == string(b) }) {
 		sess.meta.ConfigOptions = created.ConfigOptions
 		sess.meta.ConfigRevision++
 	}
-	svc.m.attachSeconds.WithLabelValues(events.TierNew).Observe(time.Since(start).Seconds())
-	sess.lg.Info("adapter attached", events.LogKeyRunner, string(runner), events.LogKeyProcess, r.processID)
+	if tier == events.TierFallback {
+		// The agent lost the session: the next prompt brings it the recent
+		// history, once.
+		if sess.preamble, err = sess.continuationPreamble(ctx); err != nil {
+			sess.lg.Warn("build the continuation preamble", events.LogKeyErr, err)
+		}
+	}
+	svc.m.attachSeconds.WithLabelValues(tier).Observe(time.Since(start).Seconds())
+	sess.lg.Info("adapter attached", events.LogKeyRunner, string(runner), events.LogKeyProcess, r.processID, "tier", tier)
 	return nil
+}
+
+// startAdapter asks runner for an adapter: a new ACP session for a session
+// that never had one, else the restore ladder for the ACP session it had.
+func (sess *session) startAdapter(ctx context.Context, runner events.RunnerID, r *route) (string, *events.AcpSessionCreatedResponse, error) {
+	o := sess.opened
+	var dirs []string
+	var env map[string]string
+	if len(o.AdditionalDirectories) > 0 {
+		_ = json.Unmarshal(o.AdditionalDirectories, &dirs)
+	}
+	if len(o.Env) > 0 {
+		_ = json.Unmarshal(o.Env, &env)
+	}
+	mcp := o.McpServers
+	if len(mcp) == 0 {
+		mcp = events.JSON("[]")
+	}
+	if prev := sess.meta.AcpSessionID; prev != "" {
+		ready, err := events.Call[events.AdapterReady](ctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerRestore), &events.AcpResumeSessionRequest{
+			SessionID: prev, AgentType: o.Agent, Cwd: o.Cwd, AdditionalDirectories: dirs, McpServers: mcp, Env: env,
+		}, sess.runnerHeader(r))
+		if err != nil {
+			return "", nil, err
+		}
+		return ready.Tier, &ready.Session, nil
+	}
+	created, err := events.Call[events.AcpSessionCreatedResponse](ctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerCreate), &events.AcpCreateSessionRequest{
+		AgentType: o.Agent, Cwd: o.Cwd, ProtocolVersion: 1, McpServers: mcp, Env: env, AdditionalDirectories: dirs,
+		SkipOsInstructions: o.SkipOsInstructions, AdditionalInstructions: o.AdditionalInstructions,
+	}, sess.runnerHeader(r))
+	return events.TierNew, created, err
 }
 
 func (sess *session) runnerHeader(r *route) nats.Header {

@@ -1,10 +1,12 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -167,10 +169,18 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 	// Dispatch exactly once. The runner acknowledges once the line is on the
 	// adapter's stdin; without that acknowledgement delivery is uncertain,
 	// and the turn fails rather than being sent again.
+	content := json.RawMessage(req.Content)
+	if sess.preamble != "" {
+		// A fallback restore armed the preamble for this prompt only: the
+		// agent gets it first; the log keeps the user's own message.
+		block, _ := json.Marshal(map[string]string{"type": "text", "text": sess.preamble})
+		content = slices.Concat(json.RawMessage("["), block, json.RawMessage(","), bytes.TrimPrefix(bytes.TrimSpace(content), []byte("[")))
+		sess.preamble = ""
+	}
 	params, _ := json.Marshal(struct {
 		SessionID string          `json:"sessionId"`
 		Prompt    json.RawMessage `json:"prompt"`
-	}{sess.adapter.acpSessionID, json.RawMessage(req.Content)})
+	}{sess.adapter.acpSessionID, content})
 	hdr := sess.runnerHeader(sess.adapter)
 	hdr.Set(events.HeaderCallID, t.callID)
 	sess.svc.m.dispatches.Inc()

@@ -9,12 +9,16 @@ import (
 	"skein.dev/pkg/events"
 )
 
-// Cancels and permission requests, as the session service plays them:
+// Cancels, unloads and permission requests, as the session service plays
+// them:
 //
 //   - cancel_prompt ends the turn being played: its context is cancelled,
 //     its pending permission requests end as terminal (prompt_cancelled),
 //     and its prompt answers stopReason "cancelled" whatever the PromptFunc
 //     returns. Without a running turn the status is no_active_prompt.
+//   - unload_session ends the turn being played as cancel_prompt does and
+//     marks the session unloaded (see Unloaded); metadata and history stay,
+//     and the next prompt restores it. Unloading twice succeeds.
 //   - Turn.RequestPermission stores a permission_request event and keeps
 //     the request pending until respond_permission answers it, or the turn
 //     is cancelled or ends. getSession's state is then "waiting" with the
@@ -28,6 +32,10 @@ import (
 // session sid of ns, which exists.
 type CancelFunc func(ctx context.Context, ns events.Namespace, sid events.SessionID) (*events.AcpCancelPromptResponse, error)
 
+// UnloadFunc answers an unload_session in place of the default, for the
+// session sid of ns, which exists.
+type UnloadFunc func(ctx context.Context, ns events.Namespace, sid events.SessionID) (*events.AcpUnloadSessionResponse, error)
+
 // RespondFunc answers a respond_permission in place of the default. req
 // names an existing session.
 type RespondFunc func(ctx context.Context, ns events.Namespace, req *events.AcpRespondPermissionRequest) (*events.AcpRespondPermissionResponse, error)
@@ -38,6 +46,23 @@ func (b *Backend) OnCancel(fn CancelFunc) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.onCancel = fn
+}
+
+// OnUnload replaces how unload_session is answered; nil restores the
+// default.
+func (b *Backend) OnUnload(fn UnloadFunc) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.onUnload = fn
+}
+
+// Unloaded reports whether the session was unloaded and not prompted
+// since.
+func (b *Backend) Unloaded(ns events.Namespace, sid events.SessionID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.sessions[key(ns, sid)]
+	return ok && s.unloaded
 }
 
 // OnRespond replaces how respond_permission is answered; nil restores the
@@ -182,21 +207,57 @@ func (b *Backend) cancelPrompt(ns events.Namespace, data []byte) (events.Variant
 		return hook(b.ctx, ns, sid)
 	}
 
+	if !b.cancelTurn(ns, sid, false) {
+		return &events.AcpCancelPromptResponse{Status: events.CancelNoActivePrompt}, nil
+	}
+	return &events.AcpCancelPromptResponse{Status: events.CancelCancelled}, nil
+}
+
+// cancelTurn cancels the session's running turn, if any, and reports
+// whether there was one. With unload, the session is also marked unloaded,
+// under the same locks, so no prompt can slip in between.
+func (b *Backend) cancelTurn(ns events.Namespace, sid events.SessionID, unload bool) bool {
 	b.permMu.Lock()
 	defer b.permMu.Unlock()
 	b.mu.Lock()
 	var t *Turn
-	if s, ok := b.sessions[key(ns, sid)]; ok && s.turn != nil && s.turn.state == turnRunning {
-		t = s.turn
-		t.state = turnCancelled
+	if s, ok := b.sessions[key(ns, sid)]; ok {
+		if s.turn != nil && s.turn.state == turnRunning {
+			t = s.turn
+			t.state = turnCancelled
+		}
+		s.unloaded = s.unloaded || unload
 	}
 	b.mu.Unlock()
 	if t == nil {
-		return &events.AcpCancelPromptResponse{Status: events.CancelNoActivePrompt}, nil
+		return false
 	}
 	t.stop()
 	b.terminate(t, events.ReasonPromptCancelled)
-	return &events.AcpCancelPromptResponse{Status: events.CancelCancelled}, nil
+	return true
+}
+
+func (b *Backend) unloadSession(ns events.Namespace, data []byte) (events.Variant, error) {
+	req, err := events.Decode[events.AcpUnloadSessionRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	b.remember(events.OpUnloadSession, req)
+	sid, err := events.OptionalSessionID(req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := b.Session(ns, sid); !ok {
+		return nil, events.Errorf(events.CodeSessionNotFound, "no session %s", sid)
+	}
+	b.mu.Lock()
+	hook := b.onUnload
+	b.mu.Unlock()
+	if hook != nil {
+		return hook(b.ctx, ns, sid)
+	}
+	b.cancelTurn(ns, sid, true)
+	return &events.AcpUnloadSessionResponse{}, nil
 }
 
 func (b *Backend) respondPermission(ns events.Namespace, data []byte) (events.Variant, error) {

@@ -82,6 +82,7 @@ type Backend struct {
 	last      map[events.Op]events.Variant
 	prompt    PromptFunc
 	onCancel  CancelFunc
+	onUnload  UnloadFunc
 	onRespond RespondFunc
 	onHistory func()
 	agentList []events.AcpAgentEntry // what list_agents answers
@@ -93,14 +94,16 @@ type session struct {
 	eventNo  uint64
 	turn     *Turn             // the turn being played, or nil
 	resolved map[string]string // permission request ID → why it is no longer pending
+	unloaded bool              // by unload_session, until the next prompt
 }
 
 // Start creates the ACP_LOG stream and serves open_session, get_session,
-// prompt, cancel_prompt, respond_permission, read_history and list_agents
-// for every namespace on nc until the test ends. Prompts play Echo unless
-// OnPrompt says otherwise; cancels and permission answers act on the turn
-// being played (see Turn) unless OnCancel or OnRespond say otherwise;
-// list_agents answers DefaultAgents unless SetAgents says otherwise.
+// prompt, cancel_prompt, unload_session, respond_permission, read_history
+// and list_agents for every namespace on nc until the test ends. Prompts
+// play Echo unless OnPrompt says otherwise; cancels, unloads and
+// permission answers act on the turn being played (see Turn) unless
+// OnCancel, OnUnload or OnRespond say otherwise; list_agents answers
+// DefaultAgents unless SetAgents says otherwise.
 func Start(tb testing.TB, nc *nats.Conn) *Backend {
 	tb.Helper()
 	js, err := jetstream.New(nc)
@@ -135,6 +138,7 @@ func Start(tb testing.TB, nc *nats.Conn) *Backend {
 		events.OpGetSession:        b.getSession,
 		events.OpReadHistory:       b.readHistory,
 		events.OpCancelPrompt:      b.cancelPrompt,
+		events.OpUnloadSession:     b.unloadSession,
 		events.OpRespondPermission: b.respondPermission,
 		events.OpListAgents:        b.listAgents,
 	}
@@ -606,6 +610,7 @@ func (b *Backend) claim(ns events.Namespace, sid events.SessionID, req *events.A
 	t := &Turn{b: b, NS: ns, SID: sid, Request: req, ID: "turn_" + strconv.FormatUint(b.nextID, 10)}
 	t.ctx, t.stop = context.WithCancel(b.ctx)
 	s.turn = t
+	s.unloaded = false // the prompt restores an unloaded session
 	s.project()
 	return t, b.prompt, nil
 }

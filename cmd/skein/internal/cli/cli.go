@@ -1,5 +1,5 @@
 // Package cli implements the client commands of the skein binary: open,
-// prompt, cancel, respond, history, events and agents. They talk to a gateway over
+// prompt, cancel, unload, respond, history, events and agents. They talk to a gateway over
 // its HTTP API (services/gateway), never to NATS, so they work against any
 // deployment.
 //
@@ -43,15 +43,15 @@ const stopEndTurn = "end_turn"
 // defaultSession is the session of a command without --session.
 const defaultSession = "main"
 
-// Commands returns the client commands: open, prompt, cancel, respond,
-// history, events and agents.
+// Commands returns the client commands: open, prompt, cancel, unload,
+// respond, history, events and agents.
 // getenv supplies SKEIN_URL; stdout gets the commands' output and stderr
 // their diagnostics (a turn's stop reason). Standard input is the
 // command's (cobra's InOrStdin). Every command returns an *APIError when the
 // gateway refused it.
 func Commands(getenv func(string) string, stdout, stderr io.Writer) []*cobra.Command {
 	a := &app{getenv: getenv, stdout: stdout, stderr: stderr}
-	return []*cobra.Command{a.openCommand(), a.promptCommand(), a.cancelCommand(), a.respondCommand(), a.historyCommand(), a.eventsCommand(), a.agentsCommand()}
+	return []*cobra.Command{a.openCommand(), a.promptCommand(), a.cancelCommand(), a.unloadCommand(), a.respondCommand(), a.historyCommand(), a.eventsCommand(), a.agentsCommand()}
 }
 
 // app holds what every command shares.
@@ -247,6 +247,31 @@ kept in the session's history.`,
 				return fmt.Errorf("cancel %s: %w", c.session, err)
 			}
 			_, err = fmt.Fprintln(a.stdout, resp.Status)
+			return err
+		},
+	}
+	c.register(cmd)
+	return cmd
+}
+
+func (a *app) unloadCommand() *cobra.Command {
+	var c common
+	cmd := &cobra.Command{
+		Use:   "unload",
+		Short: "Unload a session: stop its adapter, keep its history",
+		Long: `Unload the session and print "unloaded": its running turn, if any, is
+cancelled as by skein cancel, and its adapter is stopped. The session's
+metadata and history stay, and its next prompt restores it transparently.
+Unloading a session that is already unloaded succeeds.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, done := a.client(&c)
+			defer done()
+			if err := cl.unload(cmd.Context(), c.session); err != nil {
+				return fmt.Errorf("unload %s: %w", c.session, err)
+			}
+			_, err := fmt.Fprintln(a.stdout, "unloaded")
 			return err
 		},
 	}

@@ -166,6 +166,12 @@ func (c *client) cancel(ctx context.Context, sid string) (*statusResponse, error
 	return &resp, nil
 }
 
+// unload asks the gateway to unload the session: cancel its running turn,
+// if any, and stop its adapter.
+func (c *client) unload(ctx context.Context, sid string) error {
+	return c.do(ctx, http.MethodPost, c.sessionPath(sid, "/unload"), struct{}{}, nil)
+}
+
 // respondRequest is the body of POST /v1/sessions/{id}/permissions/{requestId}.
 type respondRequest struct {
 	OptionID string `json:"optionId"`

@@ -121,6 +121,53 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+func TestUnload(t *testing.T) {
+	e := newEnv(t)
+	wantCode(t, e.run(t.Context(), "", "unload", "-s", "nobody").err, "session_not_found")
+	wantCode(t, e.run(t.Context(), "", "unload", "-s", "bad.id").err, "invalid_session_id")
+
+	e.backend.CreateSession(ns, "s1", "demo")
+	// Idempotent: an unloaded session unloads again.
+	for range 2 {
+		if r := e.run(t.Context(), "", "unload", "-s", "s1"); r.err != nil || r.stdout != "unloaded\n" {
+			t.Errorf("unload = %v, printed %q, want unloaded", r.err, r.stdout)
+		}
+	}
+	req, _ := e.backend.LastRequest(events.OpUnloadSession).(*events.AcpUnloadSessionRequest)
+	if req == nil || req.SessionID == nil || *req.SessionID != "s1" {
+		t.Errorf("unload request = %+v, want session s1", req)
+	}
+	if !e.backend.Unloaded(ns, "s1") {
+		t.Error("s1 is not unloaded")
+	}
+
+	// A running turn is cancelled; its prompt returns stop reason cancelled.
+	started := make(chan struct{})
+	e.backend.OnPrompt(func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
+		if _, err := turn.Append(gatewaytest.TextChunk("user_message_chunk", "go")); err != nil {
+			return nil, err
+		}
+		close(started)
+		<-ctx.Done() // until cancelled
+		return &events.AcpPromptResponse{SessionID: string(turn.SID), StopReason: "end_turn"}, nil
+	})
+	prompt := make(chan result, 1)
+	go func() { prompt <- e.run(t.Context(), "", "prompt", "-s", "s1", "go") }()
+	await(t, started, prompt)
+	if r := e.run(t.Context(), "", "unload", "-s", "s1"); r.err != nil || r.stdout != "unloaded\n" {
+		t.Errorf("unload = %v, printed %q, want unloaded", r.err, r.stdout)
+	}
+	if r := <-prompt; r.err != nil || r.stderr != "stop reason: cancelled\n" {
+		t.Errorf("prompt of an unloaded session = %v, stderr %q, want nil and the stop reason cancelled", r.err, r.stderr)
+	}
+
+	e.backend.Fail(events.OpUnloadSession, events.Errorf(events.CodeUnavailable, "owner moving"))
+	wantCode(t, e.run(t.Context(), "", "unload", "-s", "s1").err, "unavailable")
+	if r := e.run(t.Context(), "", "unload", "extra"); r.err == nil {
+		t.Error("unload with an argument succeeded")
+	}
+}
+
 func TestRespond(t *testing.T) {
 	e := newEnv(t)
 	// The session is always named: without -s it is main, explicitly.

@@ -1,0 +1,117 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
+)
+
+// preambleHead opens the continuation preamble: the text a fallback
+// restore puts before the next prompt, for an agent that lost the session.
+const preambleHead = "You are continuing a Skein session whose agent could not restore its own context. " +
+	"The session's recent history follows, oldest first, one ACP session update per line (JSON). " +
+	"It is the authoritative record of what already happened: do not repeat actions merely because they appear below.\n\n"
+
+// preambleEvents bounds how many of the newest events the preamble reads.
+const preambleEvents = 200
+
+// continuationPreamble builds the preamble from the log's newest session
+// updates (permission events left out), newest first until
+// MaxPreambleBytes, then written oldest first.
+func (sess *session) continuationPreamble(ctx context.Context) (string, error) {
+	recs, err := eventlog.Backward(ctx, sess.svc.js, events.StreamLog, events.LogSubject(sess.ns, sess.sid, events.LogEvents),
+		sess.w.Position().LastSeq+1, preambleEvents)
+	if err != nil {
+		return "", err
+	}
+	budget := sess.svc.cfg.MaxPreambleBytes - len(preambleHead)
+	var lines []string
+	for _, r := range slices.Backward(recs) {
+		u, err := events.Decode[events.AcpDurableSessionUpdate](r.Data)
+		if err != nil {
+			continue // a permission event
+		}
+		if len(u.Update)+1 > budget {
+			break
+		}
+		budget -= len(u.Update) + 1
+		lines = append(lines, string(u.Update))
+	}
+	if len(lines) == 0 {
+		return "", nil
+	}
+	slices.Reverse(lines)
+	return preambleHead + strings.Join(lines, "\n") + "\n", nil
+}
+
+// loadMeta reads the session's ACP_SESSIONS projection, which carries what
+// a restore needs (the agent's private session ID) and the cached agent
+// data. A missing projection is rebuilt from the log's newest
+// AdapterAttached.
+func (sess *session) loadMeta(ctx context.Context) error {
+	e, err := sess.svc.meta.Get(ctx, events.SessionKey(sess.ns, sess.sid))
+	switch {
+	case err == nil:
+		m, err := events.Decode[events.SessionMeta](e.Value())
+		if err != nil {
+			return err
+		}
+		sess.meta = *m
+		return nil
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return events.Errorf(events.CodeUnavailable, "read session metadata: %v", err)
+	}
+	recs, err := eventlog.Backward(ctx, sess.svc.js, events.StreamLog, events.LogSubject(sess.ns, sess.sid, events.LogControl),
+		sess.w.Position().LastSeq+1, maxAttachSearch)
+	if err != nil {
+		return events.Errorf(events.CodeUnavailable, "read control records: %v", err)
+	}
+	for _, r := range slices.Backward(recs) {
+		if a, err := events.Decode[events.AdapterAttached](r.Data); err == nil {
+			sess.meta.AcpSessionID = a.AcpSessionID
+			sess.meta.AgentCapabilities = a.AgentCapabilities
+			sess.meta.AgentInfo = a.AgentInfo
+			sess.meta.ConfigOptions = a.ConfigOptions
+			return nil
+		}
+	}
+	return nil
+}
+
+// maxAttachSearch bounds the control records read back to find the last
+// adapter when the projection is lost.
+const maxAttachSearch = 256
+
+// unload cancels active work as cancelPrompt does, stops the adapter and
+// keeps the session; the next prompt restores it. Unloading an unloaded
+// session does nothing.
+func (sess *session) unload(ctx context.Context, reason string) error {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if err := sess.load(ctx); err != nil {
+		return err
+	}
+	if sess.opened == nil {
+		return events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sess.sid)
+	}
+	if sess.turn != nil {
+		sess.abortTurn(ctx, 0, events.OutcomeCancelled, nil)
+	}
+	r := sess.adapter
+	if r == nil {
+		return nil
+	}
+	sess.stopAdapter(r)
+	if _, err := sess.append(ctx, 0, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: reason}}); err != nil {
+		return err
+	}
+	sess.project(ctx)
+	sess.lg.Info("session unloaded", "reason", reason)
+	return nil
+}
