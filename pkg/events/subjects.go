@@ -119,6 +119,8 @@ const (
 	OpListAgents  Op = "list_agents"  // AcpListAgentsRequest → AcpListAgentsResponse
 	// OpCancelPrompt: AcpCancelPromptRequest → AcpCancelPromptResponse.
 	OpCancelPrompt Op = "cancel_prompt"
+	// OpDeleteSession: AcpDeleteSessionRequest → AcpDeleteSessionResponse.
+	OpDeleteSession Op = "delete_session"
 	// OpUnloadSession: AcpUnloadSessionRequest → AcpUnloadSessionResponse.
 	OpUnloadSession Op = "unload_session"
 	// OpRespondPermission: AcpRespondPermissionRequest → AcpRespondPermissionResponse.
