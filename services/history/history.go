@@ -183,7 +183,7 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 	if err != nil {
 		return nil, "", unavailable(err)
 	}
-	if last == nil {
+	if last == nil || last.Header.Get(events.HeaderRecord) == "SessionDeleted" {
 		return nil, "", events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sid)
 	}
 	oldest, err := eventlog.Forward(ctx, s.js, events.StreamLog, subject, 0, 1)

@@ -95,6 +95,10 @@ func (sess *session) respond(ctx context.Context, requestID, optionID string) (*
 		return nil, err
 	}
 	if sess.opened == nil {
+		// A request the session's deletion ended is answered, not an error.
+		if reason, ok := sess.resolved[requestID]; ok {
+			return notPending(reason), nil
+		}
 		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sess.sid)
 	}
 	var p *permission

@@ -110,6 +110,7 @@ func (s *Service) Run(ctx context.Context) error {
 		events.OpPrompt:            s.handlePrompt,
 		events.OpCancelPrompt:      s.handleCancel,
 		events.OpUnloadSession:     s.handleUnload,
+		events.OpDeleteSession:     s.handleDelete,
 		events.OpRespondPermission: s.handleRespond,
 	}
 	for op, h := range handlers {
@@ -339,4 +340,19 @@ func (s *Service) handleUnload(ctx context.Context, ns events.Namespace, data []
 		return nil, err
 	}
 	return &events.AcpUnloadSessionResponse{}, nil
+}
+
+func (s *Service) handleDelete(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+	req, err := events.Decode[events.AcpDeleteSessionRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	sid, err := events.OptionalSessionID(req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.session(ns, sid).delete(ctx); err != nil {
+		return nil, err
+	}
+	return &events.AcpDeleteSessionResponse{}, nil
 }

@@ -75,11 +75,16 @@ func (sess *session) load(ctx context.Context) error {
 	}
 	sess.w = eventlog.NewWriter(js, sess.ns, sess.sid, pos, sess.svc.token)
 	if last != nil {
-		first, err := eventlog.Forward(ctx, js, events.StreamLog, events.LogSubject(sess.ns, sess.sid, events.LogControl), 0, 1)
+		// The first control record opens the session, unless the session
+		// was deleted: then a tombstone comes first, and a reopening after it.
+		first, err := eventlog.Forward(ctx, js, events.StreamLog, events.LogSubject(sess.ns, sess.sid, events.LogControl), 0, 2)
 		if err != nil {
 			return events.Errorf(events.CodeUnavailable, "read log of %s: %v", sess.sid, err)
 		}
-		if len(first) == 1 {
+		if len(first) > 0 && first[0].Header.Get(events.HeaderRecord) == "SessionDeleted" {
+			first = first[1:]
+		}
+		if len(first) > 0 && last.Header.Get(events.HeaderRecord) != "SessionDeleted" {
 			if opened, err := events.Decode[events.SessionOpened](first[0].Data); err == nil {
 				sess.opened = opened
 				sess.createdAt = first[0].Time

@@ -246,6 +246,12 @@ func (sess *session) keyedOutcome(ctx context.Context, key, hash string) (*turn,
 // live, as ephemeral events, and the turn's end tells them to let go).
 // Permission requests still pending become terminal with permReason.
 func (sess *session) endTurn(ctx context.Context, ioSeq uint64, outcome, stopReason string, failure *events.Error) {
+	sess.endTurnWith(ctx, ioSeq, outcome, stopReason, failure, "")
+}
+
+// endTurnWith is endTurn with the reason pending permission requests end
+// with ("" derives it from the outcome).
+func (sess *session) endTurnWith(ctx context.Context, ioSeq uint64, outcome, stopReason string, failure *events.Error, permReason string) {
 	t := sess.turn
 	if t == nil {
 		return
@@ -259,6 +265,8 @@ func (sess *session) endTurn(ctx context.Context, ioSeq uint64, outcome, stopRea
 	}
 	reason := events.ReasonTurnFailed
 	switch {
+	case permReason != "":
+		reason = permReason
 	case outcome == events.OutcomeCancelled:
 		reason = events.ReasonPromptCancelled
 	case failure != nil && failure.Code == events.CodeAdapterExited:
@@ -301,6 +309,12 @@ func (sess *session) endTurn(ctx context.Context, ioSeq uint64, outcome, stopRea
 // is recorded with outcome (cancelled, or failed with failure), the adapter
 // is sent session/cancel, and the route drains until the adapter answers.
 func (sess *session) abortTurn(ctx context.Context, ioSeq uint64, outcome string, failure *events.Error) {
+	sess.abortTurnWith(ctx, ioSeq, outcome, failure, "")
+}
+
+// abortTurnWith is abortTurn with the reason pending permission requests
+// end with ("" derives it from the outcome).
+func (sess *session) abortTurnWith(ctx context.Context, ioSeq uint64, outcome string, failure *events.Error, permReason string) {
 	t := sess.turn
 	if t == nil {
 		return
@@ -310,7 +324,7 @@ func (sess *session) abortTurn(ctx context.Context, ioSeq uint64, outcome string
 	if outcome == events.OutcomeCancelled {
 		stopReason = acpwire.StopReasonCancelled
 	}
-	sess.endTurn(ctx, ioSeq, outcome, stopReason, failure)
+	sess.endTurnWith(ctx, ioSeq, outcome, stopReason, failure, permReason)
 	if r == nil || sess.adapter != r || r.drain != nil {
 		return
 	}
