@@ -44,6 +44,13 @@ type Config struct {
 	// MaxPreambleBytes bounds the continuation preamble a fallback restore
 	// gives the next prompt.
 	MaxPreambleBytes int
+	// IdleTimeout unloads an adapter with no turn, no pending request and
+	// no activity for that long; MaxAdapterAge unloads one attached that
+	// long (when not in a turn). Zero turns either off. SweepInterval is
+	// how often both are checked.
+	IdleTimeout   time.Duration
+	MaxAdapterAge time.Duration
+	SweepInterval time.Duration
 }
 
 // RegisterFlags registers the service's flags in fs, prefixed "session.".
@@ -60,6 +67,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxPendingPermissions, "session.max-pending-permissions", 1000, "most permission requests waiting in one session")
 	fs.IntVar(&c.MaxRecordBytes, "session.max-record-bytes", 0, "largest log record (0: the NATS max payload less header room)")
 	fs.IntVar(&c.MaxPreambleBytes, "session.max-preamble-bytes", 4<<20, "largest continuation preamble a fallback restore gives the next prompt")
+	fs.DurationVar(&c.IdleTimeout, "session.idle-timeout", 30*time.Minute, "unload an adapter idle this long (0: never)")
+	fs.DurationVar(&c.MaxAdapterAge, "session.max-adapter-age", 24*time.Hour, "unload an adapter attached this long, between turns (0: never)")
+	fs.DurationVar(&c.SweepInterval, "session.sweep-interval", 2*time.Second, "how often idle adapters and running turns are checked")
 	fs.IntVar(&c.GroupCommitMin, "session.group-commit-min", 8, "on replicated streams, the smallest group of queued adapter output written as one atomic batch")
 }
 
@@ -94,6 +104,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxPreambleBytes <= 0 {
 		c.MaxPreambleBytes = 4 << 20
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = 2 * time.Second
 	}
 	if c.GroupCommitMin <= 0 {
 		c.GroupCommitMin = 8

@@ -18,6 +18,7 @@ type metrics struct {
 	attachSeconds  *prometheus.HistogramVec // by tier
 	ioRecords      *prometheus.CounterVec   // by record
 	ioGapRecords   prometheus.Counter
+	reclaims       *prometheus.CounterVec // by reason
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -33,6 +34,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		liveDeltas:     f.NewCounter(prometheus.CounterOpts{Name: "acp_session_live_deltas_total", Help: "Ephemeral deltas published on acp.live."}),
 		attachSeconds:  f.NewHistogramVec(prometheus.HistogramOpts{Name: "acp_session_attach_seconds", Help: "Time to attach an adapter, by tier.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"tier"}),
 		ioRecords:      f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_io_records_total", Help: "ACP_IO records applied, by record."}, []string{"record"}),
+		reclaims:       f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_reclaims_total", Help: "Adapters unloaded by idle reclaim, by reason."}, []string{"reason"}),
 		ioGapRecords:   f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_gap_records_total", Help: "ACP_IO records read from the stream to fill a gap in the live tail."}),
 	}
 }

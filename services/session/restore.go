@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -94,6 +95,10 @@ const maxAttachSearch = 256
 func (sess *session) unload(ctx context.Context, reason string) error {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
+	return sess.unloadLocked(ctx, reason)
+}
+
+func (sess *session) unloadLocked(ctx context.Context, reason string) error {
 	if err := sess.load(ctx); err != nil {
 		return err
 	}
@@ -114,4 +119,27 @@ func (sess *session) unload(ctx context.Context, reason string) error {
 	sess.project(ctx)
 	sess.lg.Info("session unloaded", "reason", reason)
 	return nil
+}
+
+// reclaimReason says why the session's adapter should be unloaded at now to
+// free its runner ("idle": no activity for idle; "max_age": attached for
+// maxAge), or "". Never while a turn runs or an adapter drains. Activity is
+// anything that reached the log (a prompt, adapter output, an answer) or an
+// attach; reads never count.
+func (sess *session) reclaimReason(now time.Time, idle, maxAge time.Duration) string {
+	r := sess.adapter
+	if r == nil || sess.turn != nil || r.drain != nil {
+		return ""
+	}
+	if maxAge > 0 && now.Sub(r.attachedAt) >= maxAge {
+		return "max_age"
+	}
+	last := sess.updatedAt
+	if r.attachedAt.After(last) {
+		last = r.attachedAt
+	}
+	if idle > 0 && now.Sub(last) >= idle {
+		return "idle"
+	}
+	return ""
 }

@@ -169,14 +169,12 @@ func (s *Service) serve(ctx context.Context, op events.Op, h func(context.Contex
 // msgpack envelope and the headers.
 const recordHeadroom = 16 << 10
 
-// sweepInterval is how often running sessions check ACP_IO for records the
-// live tail did not bring (a core message lost in a reconnect).
-const sweepInterval = 2 * time.Second
-
-// sweep is the safety net of the live tail: while a turn runs, records that
-// a lost core message left unseen are read from the stream.
+// sweep runs every SweepInterval. While a turn runs it is the safety net
+// of the live tail: records a lost core message left unseen are read from
+// the stream. Otherwise it reclaims adapters idle past IdleTimeout or older
+// than MaxAdapterAge.
 func (s *Service) sweep(ctx context.Context) {
-	t := time.NewTicker(sweepInterval)
+	t := time.NewTicker(s.cfg.SweepInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -190,10 +188,17 @@ func (s *Service) sweep(ctx context.Context) {
 			running = append(running, sess)
 		}
 		s.mu.Unlock()
+		now := time.Now()
 		for _, sess := range running {
 			sess.mu.Lock()
 			if r := sess.adapter; r != nil && sess.turn != nil {
 				sess.catchUp(r, 0)
+			} else if reason := sess.reclaimReason(now, s.cfg.IdleTimeout, s.cfg.MaxAdapterAge); reason != "" {
+				if err := sess.unloadLocked(ctx, reason); err != nil {
+					sess.lg.Warn("reclaim adapter", "reason", reason, events.LogKeyErr, err)
+				} else {
+					s.m.reclaims.WithLabelValues(reason).Inc()
+				}
 			}
 			sess.mu.Unlock()
 		}

@@ -54,6 +54,7 @@ type route struct {
 	sub          *nats.Subscription // the session's IOTailSubject
 	applied      uint64             // ACP_IO sequence of the last record applied
 	drain        *drain             // a turn that ended before the adapter answered it
+	attachedAt   time.Time
 }
 
 func newSession(svc *Service, ns events.Namespace, sid events.SessionID) *session {
@@ -350,7 +351,7 @@ func (sess *session) attach(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r := &route{runner: runner, processID: nuid.Next()}
+	r := &route{runner: runner, processID: nuid.Next(), attachedAt: time.Now()}
 	// Follow the session's ACP_IO before the adapter exists, so nothing it
 	// says is missed: from the newest record there now.
 	last, err := eventlog.Last(ctx, svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid))

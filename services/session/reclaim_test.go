@@ -1,0 +1,77 @@
+package session_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"skein.dev/pkg/events"
+	"skein.dev/services/session"
+	"skein.dev/testagent"
+)
+
+// unloadedFor waits until sid's log has a SessionUnloaded with reason.
+func (h *rig) unloadedFor(ctx context.Context, sid, reason string) error {
+	return poll(ctx, "SessionUnloaded{"+reason+"} in "+sid, func() (bool, error) {
+		ctl, err := h.ctl(ctx, sid)
+		if err != nil {
+			return false, err
+		}
+		for _, v := range ctl {
+			if u, ok := v.(*events.SessionUnloaded); ok && u.Reason == reason {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// An adapter idle past the idle timeout is unloaded, never while its turn
+// runs, and the next prompt restores the session.
+func TestIdleReclaim(t *testing.T) {
+	h := startRig(t, session.Config{IdleTimeout: 300 * time.Millisecond, SweepInterval: 20 * time.Millisecond})
+	ctx := t.Context()
+	if err := h.open(t, "idle", events.AcpOpenSessionRequest{Agent: "resumer"}); err != nil {
+		t.Fatal(err)
+	}
+	// A turn longer than the idle timeout is not reclaimed: it is paused
+	// (silent) until released after the sweep has had many chances.
+	done := h.promptAsync(ctx, "idle", "", "pause long\nsay done")
+	if err := testagent.WaitPaused(ctx, h.control, "long"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * 300 * time.Millisecond)
+	if err := poll(ctx, "three idle timeouts to pass", func() (bool, error) { return time.Now().After(deadline), nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := h.countCtl(ctx, "idle", "SessionUnloaded"); err != nil || n != 0 {
+		t.Fatalf("reclaimed during a turn: %d SessionUnloaded, %v", n, err)
+	}
+	if err := testagent.Release(ctx, h.control, "long"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.err != nil {
+		t.Fatal(r.err)
+	}
+	// Idle now: reclaimed.
+	if err := h.unloadedFor(ctx, "idle", "idle"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := h.prompt(ctx, "idle", "", "say back"); err != nil || string(res.Message) == "" {
+		t.Fatalf("prompt after reclaim = %v, %v", res, err)
+	}
+	if got := h.tiers(t, "idle"); len(got) != 2 || got[1] != events.TierResume {
+		t.Errorf("tiers = %v, want new then resume", got)
+	}
+}
+
+func TestMaxAdapterAge(t *testing.T) {
+	h := startRig(t, session.Config{MaxAdapterAge: 200 * time.Millisecond, SweepInterval: 20 * time.Millisecond})
+	ctx := t.Context()
+	if err := h.open(t, "old", events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.unloadedFor(ctx, "old", "max_age"); err != nil {
+		t.Fatal(err)
+	}
+}
