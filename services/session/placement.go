@@ -22,10 +22,14 @@ type runnerDirectory struct {
 
 	mu      sync.Mutex
 	runners map[string]*events.RunnerInfo
+
+	// gone is called, outside the lock, when a runner's heartbeat is
+	// deleted or expires.
+	gone func(id events.RunnerID)
 }
 
-func watchRunners(ctx context.Context, kv jetstream.KeyValue, lg *slog.Logger) (*runnerDirectory, error) {
-	d := &runnerDirectory{kv: kv, lg: lg, runners: map[string]*events.RunnerInfo{}}
+func watchRunners(ctx context.Context, kv jetstream.KeyValue, lg *slog.Logger, gone func(events.RunnerID)) (*runnerDirectory, error) {
+	d := &runnerDirectory{kv: kv, lg: lg, runners: map[string]*events.RunnerInfo{}, gone: gone}
 	w, err := kv.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("watch runners: %w", err)
@@ -50,12 +54,17 @@ func watchRunners(ctx context.Context, kv jetstream.KeyValue, lg *slog.Logger) (
 }
 
 func (d *runnerDirectory) apply(e jetstream.KeyValueEntry) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	if e.Operation() != jetstream.KeyValuePut {
+		d.mu.Lock()
 		delete(d.runners, e.Key())
+		d.mu.Unlock()
+		if d.gone != nil {
+			d.gone(events.RunnerID(e.Key()))
+		}
 		return
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	info, err := events.Decode[events.RunnerInfo](e.Value())
 	if err != nil {
 		d.lg.Warn("undecodable runner heartbeat", "key", e.Key(), events.LogKeyErr, err)

@@ -75,3 +75,51 @@ func TestMaxAdapterAge(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A runner whose heartbeat disappears takes its adapters with it: each
+// session on it records an exit observed indirectly (no exit code), its
+// turn fails adapter_exited, and the next prompt attaches elsewhere.
+func TestRunnerGone(t *testing.T) {
+	h := startRig(t, session.Config{})
+	ctx := t.Context()
+	if err := h.open(t, "rg", events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	done := h.promptAsync(ctx, "rg", "", "pause hb\nsay late")
+	if err := testagent.WaitPaused(ctx, h.control, "hb"); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := h.js.KeyValue(ctx, events.BucketRunners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a heartbeat's expiry looks like to a watcher; the runner itself
+	// keeps running, as a partitioned one would.
+	if err := kv.Delete(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; code(r.err) != events.CodeAdapterExited {
+		t.Fatalf("prompt on a lost runner = %+v, %v, want %s", r.res, r.err, events.CodeAdapterExited)
+	}
+	ctl, err := h.ctl(ctx, "rg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exit *events.AcpAgentExitedEvent
+	for _, v := range ctl {
+		if e, ok := v.(*events.AcpAgentExitedEvent); ok {
+			exit = e
+		}
+	}
+	if exit == nil || exit.ExitCode != nil || exit.Restart != events.RestartNotAttempted {
+		t.Fatalf("exit record = %+v, want one without an exit code", exit)
+	}
+	if err := testagent.Release(ctx, h.control, "hb"); err != nil {
+		t.Fatal(err)
+	}
+	h.startRunner("r2")
+	if _, err := h.prompt(ctx, "rg", "", "say again"); err != nil {
+		t.Fatalf("prompt after the runner was lost: %v", err)
+	}
+	h.readLog(t, "rg")
+}

@@ -39,6 +39,7 @@ type rig struct {
 	stopSvc    func()
 	stopRunner func()
 	stateDir   string // the restore-tier agents' sessions
+	runnerNC   *nats.Conn
 }
 
 // startRig starts an embedded NATS server, a runner "r1" with the agents
@@ -94,7 +95,14 @@ func (r *rig) startRunner(id string) {
 		r.t.Fatal(err)
 	}
 	r.stopRunner = runStoppable(r.t, "runner "+id, runner)
+	r.runnerNC = nc
 	flush(r.t, nc)
+}
+
+// partitionRunner cuts the runner off NATS without letting it say goodbye:
+// its heartbeat stays until it expires, and nothing it hosts answers.
+func (r *rig) partitionRunner() {
+	r.runnerNC.Close()
 }
 
 // startSession starts a session service with r.cfg and a fresh registry;

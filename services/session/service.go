@@ -92,7 +92,7 @@ func (s *Service) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	s.runCtx = runCtx
-	if s.runners, err = watchRunners(runCtx, runnersKV, s.lg); err != nil {
+	if s.runners, err = watchRunners(runCtx, runnersKV, s.lg, s.runnerGone); err != nil {
 		return err
 	}
 
@@ -360,4 +360,26 @@ func (s *Service) handleDelete(ctx context.Context, ns events.Namespace, data []
 		return nil, err
 	}
 	return &events.AcpDeleteSessionResponse{}, nil
+}
+
+// runnerGone handles a runner whose heartbeat was deleted or expired: its
+// adapters are gone with it, an exit observed only indirectly.
+func (s *Service) runnerGone(id events.RunnerID) {
+	s.mu.Lock()
+	all := make([]*session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		all = append(all, sess)
+	}
+	s.mu.Unlock()
+	for _, sess := range all {
+		sess.mu.Lock()
+		if r := sess.adapter; r != nil && r.runner == id {
+			sess.lg.Warn("the adapter's runner is gone", events.LogKeyRunner, string(id))
+			sess.onExit(s.runCtx, 0, r, &events.AcpAgentExitedEvent{
+				SessionID: string(sess.sid), AgentType: sess.opened.Agent, ProcessID: r.processID,
+				Restart: events.RestartNotAttempted, // ExitCode absent: observed indirectly
+			})
+		}
+		sess.mu.Unlock()
+	}
 }

@@ -118,7 +118,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, o Options, update bo
 	buckets := []jetstream.KeyValueConfig{
 		{Bucket: events.BucketSessions, Description: "Skein session metadata projection", Storage: jetstream.FileStorage, Replicas: o.Replicas},
 		{Bucket: events.BucketOwners, Description: "Skein session owner leases", Storage: jetstream.FileStorage, Replicas: o.Replicas, TTL: DefaultOwnerTTL},
-		{Bucket: events.BucketRunners, Description: "Skein adapter-runner heartbeats", Storage: jetstream.MemoryStorage, Replicas: o.Replicas, TTL: DefaultRunnerTTL},
+		// A heartbeat that stops expires, and the marker its expiry leaves
+		// tells watchers (the session service) that the runner is gone.
+		{Bucket: events.BucketRunners, Description: "Skein adapter-runner heartbeats", Storage: jetstream.MemoryStorage, Replicas: o.Replicas, TTL: DefaultRunnerTTL, LimitMarkerTTL: DefaultRunnerTTL},
 	}
 	for _, cfg := range buckets {
 		var err error
