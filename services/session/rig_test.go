@@ -29,7 +29,7 @@ import (
 // with a Config and a metrics registry the test chooses.
 type rig struct {
 	*harness
-	t  *testing.T
+	t  testing.TB
 	lg *slog.Logger
 	// connect opens another connection to the rig's NATS server.
 	connect func() *nats.Conn
@@ -45,7 +45,7 @@ type rig struct {
 // startRig starts an embedded NATS server, a runner "r1" with the agents
 // "test" and "stubborn", and a session service with cfg. Each service has
 // its own connection, as in production.
-func startRig(t *testing.T, cfg session.Config) *rig {
+func startRig(t testing.TB, cfg session.Config) *rig {
 	t.Helper()
 	ns := natstest.Run(t)
 	nc := natstest.Connect(t, ns)
@@ -122,7 +122,7 @@ func (r *rig) startSession() {
 // flush waits until the server has processed everything nc sent: Ready
 // is closed once a service has subscribed, not once the server knows it,
 // and the test's requests come on another connection.
-func flush(t *testing.T, nc *nats.Conn) {
+func flush(t testing.TB, nc *nats.Conn) {
 	t.Helper()
 	if err := nc.FlushTimeout(pollTimeout); err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func flush(t *testing.T, nc *nats.Conn) {
 // runStoppable starts svc and returns a function that stops it and waits
 // for Run to return. The function is also called when the test ends; a
 // second call does nothing.
-func runStoppable(t *testing.T, name string, svc interface {
+func runStoppable(t testing.TB, name string, svc interface {
 	Run(context.Context) error
 	Ready() <-chan struct{}
 }) func() {

@@ -93,7 +93,7 @@ func start(t *testing.T) *harness {
 	return h
 }
 
-func (h *harness) open(t *testing.T, sid string, req events.AcpOpenSessionRequest) error {
+func (h *harness) open(t testing.TB, sid string, req events.AcpOpenSessionRequest) error {
 	t.Helper()
 	req.SessionID = &sid
 	if req.Agent == "" {

@@ -44,6 +44,9 @@ var rows = []row{
 	{"durable update latency p99, to a log subscriber", "BenchmarkUpdateLatency/path=durable,kind=update", "p99-ms", "BenchmarkUpdateLatency/path=stdio,kind=update", "p99-ms", ""},
 	{"turn of 1,000 updates: final response to TurnFinished p50", "BenchmarkTurnEnd/path=session,updates=1000", "p50-ms", "BenchmarkTurnEnd/path=stdio,updates=1000", "p50-ms", ""},
 	{"turn of 1,000 updates: final response to TurnFinished p99", "BenchmarkTurnEnd/path=session,updates=1000", "p99-ms", "BenchmarkTurnEnd/path=stdio,updates=1000", "p99-ms", ""},
+	{"prompt after unload, restore by session/resume, p50", "BenchmarkRestore/tier=resume", "p50-ms", "BenchmarkRestore/tier=loaded", "p50-ms", ""},
+	{"prompt after unload, restore by session/load, p50", "BenchmarkRestore/tier=load", "p50-ms", "BenchmarkRestore/tier=loaded", "p50-ms", ""},
+	{"prompt after unload, fallback restore, p50", "BenchmarkRestore/tier=fallback", "p50-ms", "BenchmarkRestore/tier=loaded", "p50-ms", ""},
 }
 
 var procSuffix = regexp.MustCompile(`-\d+$`)
