@@ -119,6 +119,14 @@ const (
 	OpListAgents  Op = "list_agents"  // AcpListAgentsRequest → AcpListAgentsResponse
 	// OpCancelPrompt: AcpCancelPromptRequest → AcpCancelPromptResponse.
 	OpCancelPrompt Op = "cancel_prompt"
+	// OpGetSessionConfig: AcpGetSessionConfigRequest → AcpSessionConfigResponse.
+	OpGetSessionConfig Op = "get_session_config"
+	// OpGetSessionCapabilities: AcpGetSessionCapabilitiesRequest → AcpSessionCapabilitiesResponse.
+	OpGetSessionCapabilities Op = "get_session_capabilities"
+	// OpGetSessionAgentInfo: AcpGetSessionAgentInfoRequest → AcpSessionAgentInfoResponse.
+	OpGetSessionAgentInfo Op = "get_session_agent_info"
+	// OpSetSessionConfigOption: AcpSetSessionConfigOptionRequest → AcpSessionConfigResponse.
+	OpSetSessionConfigOption Op = "set_session_config_option"
 	// OpDeleteSession: AcpDeleteSessionRequest → AcpDeleteSessionResponse.
 	OpDeleteSession Op = "delete_session"
 	// OpUnloadSession: AcpUnloadSessionRequest → AcpUnloadSessionResponse.

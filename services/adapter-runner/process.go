@@ -273,7 +273,7 @@ func (p *process) load(ctx context.Context, params acpwire.LoadSessionParams) (*
 		if a.m.Error != nil {
 			return nil, a.m.Error
 		}
-		return &acpwire.SessionResult{SessionID: params.SessionID, Modes: field(a.m.Result, "modes"), ConfigOptions: field(a.m.Result, "configOptions"), Raw: a.m.Result}, nil
+		return &acpwire.SessionResult{SessionID: params.SessionID, Modes: field(a.m.Result, "modes"), ConfigOptions: field(a.m.Result, "configOptions"), Models: field(a.m.Result, "models"), Raw: a.m.Result}, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -307,6 +307,8 @@ func (p *process) created(init *acpwire.InitializeResult, sess *acpwire.SessionR
 		for _, o := range list {
 			opts = append(opts, events.JSON(o))
 		}
+	} else {
+		opts = legacyOptions(sess.Modes, sess.Models)
 	}
 	pid := p.pid
 	return &events.AcpSessionCreatedResponse{
@@ -487,4 +489,68 @@ func (p *process) stop() {
 		}
 	}
 	<-p.exited
+}
+
+// legacyOptions maps an agent that has no config options but the legacy
+// mode and model lists (gemini, claude-code-acp) onto config options, so a
+// client sees one interface. Each carries _meta.skein.legacy, the method
+// that sets it (session/set_mode, session/set_model).
+func legacyOptions(modes, models json.RawMessage) []events.JSON {
+	var out []events.JSON
+	var m struct {
+		CurrentModeID  string `json:"currentModeId"`
+		AvailableModes []struct {
+			ID          string  `json:"id"`
+			Name        string  `json:"name"`
+			Description *string `json:"description,omitempty"`
+		} `json:"availableModes"`
+	}
+	if json.Unmarshal(modes, &m) == nil && len(m.AvailableModes) > 0 {
+		opt := legacyOption{ID: "mode", Name: "Mode", Category: "mode", Type: "select", CurrentValue: m.CurrentModeID, Meta: legacyMeta(acpwire.MethodSessionSetMode)}
+		for _, a := range m.AvailableModes {
+			opt.Options = append(opt.Options, legacyValue{Value: a.ID, Name: a.Name, Description: a.Description})
+		}
+		if b, err := json.Marshal(opt); err == nil {
+			out = append(out, b)
+		}
+	}
+	var md struct {
+		CurrentModelID  string `json:"currentModelId"`
+		AvailableModels []struct {
+			ModelID     string  `json:"modelId"`
+			Name        string  `json:"name"`
+			Description *string `json:"description,omitempty"`
+		} `json:"availableModels"`
+	}
+	if json.Unmarshal(models, &md) == nil && len(md.AvailableModels) > 0 {
+		opt := legacyOption{ID: "model", Name: "Model", Category: "model", Type: "select", CurrentValue: md.CurrentModelID, Meta: legacyMeta(acpwire.MethodSessionSetModel)}
+		for _, a := range md.AvailableModels {
+			opt.Options = append(opt.Options, legacyValue{Value: a.ModelID, Name: a.Name, Description: a.Description})
+		}
+		if b, err := json.Marshal(opt); err == nil {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+type legacyOption struct {
+	ID           string          `json:"id"`
+	Name         string          `json:"name"`
+	Category     string          `json:"category"`
+	Type         string          `json:"type"`
+	CurrentValue string          `json:"currentValue"`
+	Options      []legacyValue   `json:"options"`
+	Meta         json.RawMessage `json:"_meta"`
+}
+
+type legacyValue struct {
+	Value       string  `json:"value"`
+	Name        string  `json:"name"`
+	Description *string `json:"description,omitempty"`
+}
+
+func legacyMeta(method string) json.RawMessage {
+	b, _ := json.Marshal(map[string]map[string]string{"skein": {"legacy": method}})
+	return b
 }

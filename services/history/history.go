@@ -114,6 +114,28 @@ func (s *Service) Run(ctx context.Context) error {
 		events.OpReadHistory: s.readHistory,
 		events.OpGetSession:  s.getSession,
 		events.OpListAgents:  s.listAgents,
+		events.OpGetSessionConfig: func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+			return cached[events.AcpGetSessionConfigRequest](ctx, s, ns, data, func(m *events.SessionMeta) events.Variant {
+				opts := []byte("[")
+				for i, o := range m.ConfigOptions {
+					if i > 0 {
+						opts = append(opts, ',')
+					}
+					opts = append(opts, o...)
+				}
+				return &events.AcpSessionConfigResponse{Revision: m.ConfigRevision, Options: append(opts, ']')}
+			})
+		},
+		events.OpGetSessionCapabilities: func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+			return cached[events.AcpGetSessionCapabilitiesRequest](ctx, s, ns, data, func(m *events.SessionMeta) events.Variant {
+				return &events.AcpSessionCapabilitiesResponse{Capabilities: m.AgentCapabilities}
+			})
+		},
+		events.OpGetSessionAgentInfo: func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+			return cached[events.AcpGetSessionAgentInfoRequest](ctx, s, ns, data, func(m *events.SessionMeta) events.Variant {
+				return &events.AcpSessionAgentInfoResponse{AgentInfo: m.AgentInfo}
+			})
+		},
 	}
 	for op, h := range endpoints {
 		handler := func(req micro.Request) {
@@ -314,6 +336,45 @@ func (s *Service) listAgents(ctx context.Context, _ events.Namespace, data []byt
 	}
 	slices.SortFunc(resp.Agents, func(a, b events.AcpAgentEntry) int { return strings.Compare(a.ID, b.ID) })
 	return resp, nil
+}
+
+// cached answers a cached getter from the session's ACP_SESSIONS
+// projection: what the adapter last reported (configuration options and
+// their revision, capabilities, agent info). It never starts, restores or
+// asks an adapter.
+func cached[T any, PT interface {
+	*T
+	events.Variant
+}](ctx context.Context, s *Service, ns events.Namespace, data []byte, answer func(*events.SessionMeta) events.Variant) (events.Variant, error) {
+	req, err := events.Decode[T, PT](data)
+	if err != nil {
+		return nil, err
+	}
+	var sidField *string
+	switch r := any(req).(type) {
+	case *events.AcpGetSessionConfigRequest:
+		sidField = r.SessionID
+	case *events.AcpGetSessionCapabilitiesRequest:
+		sidField = r.SessionID
+	case *events.AcpGetSessionAgentInfoRequest:
+		sidField = r.SessionID
+	}
+	sid, err := events.OptionalSessionID(sidField)
+	if err != nil {
+		return nil, err
+	}
+	entry, err := s.meta.Get(ctx, events.SessionKey(ns, sid))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sid)
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	meta, err := events.Decode[events.SessionMeta](entry.Value())
+	if err != nil {
+		return nil, err
+	}
+	return answer(meta), nil
 }
 
 func unavailable(err error) error {

@@ -233,3 +233,40 @@ func TestListAgents(t *testing.T) {
 		t.Errorf("listAgents = %+v, want %+v", got.Agents, want)
 	}
 }
+
+// The cached getters answer from the projection alone.
+func TestCachedGetters(t *testing.T) {
+	h := start(t, 0)
+	kv, err := h.js.KeyValue(t.Context(), events.BucketSessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := &events.SessionMeta{
+		Info:              events.AcpDurableSessionInfo{SessionID: "s1", State: events.JSON(`{}`), AdditionalDirectories: events.JSON(`[]`)},
+		AgentCapabilities: events.JSON(`{"loadSession":true}`),
+		AgentInfo:         events.JSON(`{"name":"a","version":"1"}`),
+		ConfigRevision:    3,
+		ConfigOptions:     []events.JSON{events.JSON(`{"id":"mode"}`), events.JSON(`{"id":"model"}`)},
+	}
+	data, _ := events.Marshal(meta)
+	if _, err := kv.Put(t.Context(), events.SessionKey("default", "s1"), data); err != nil {
+		t.Fatal(err)
+	}
+	sid := "s1"
+	cfg, err := events.Call[events.AcpSessionConfigResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSessionConfig), &events.AcpGetSessionConfigRequest{SessionID: &sid}, nil)
+	if err != nil || cfg.Revision != 3 || string(cfg.Options) != `[{"id":"mode"},{"id":"model"}]` {
+		t.Errorf("getSessionConfig = %+v, %v", cfg, err)
+	}
+	caps, err := events.Call[events.AcpSessionCapabilitiesResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSessionCapabilities), &events.AcpGetSessionCapabilitiesRequest{SessionID: &sid}, nil)
+	if err != nil || string(caps.Capabilities) != `{"loadSession":true}` {
+		t.Errorf("getSessionCapabilities = %+v, %v", caps, err)
+	}
+	info, err := events.Call[events.AcpSessionAgentInfoResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSessionAgentInfo), &events.AcpGetSessionAgentInfoRequest{SessionID: &sid}, nil)
+	if err != nil || string(info.AgentInfo) != `{"name":"a","version":"1"}` {
+		t.Errorf("getSessionAgentInfo = %+v, %v", info, err)
+	}
+	nope := "nope"
+	if _, err := events.Call[events.AcpSessionConfigResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSessionConfig), &events.AcpGetSessionConfigRequest{SessionID: &nope}, nil); events.AsError(err).Code != events.CodeSessionNotFound {
+		t.Errorf("getSessionConfig(nope) = %v, want %s", err, events.CodeSessionNotFound)
+	}
+}

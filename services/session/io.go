@@ -184,6 +184,9 @@ func (sess *session) onNotification(ctx context.Context, ioSeq uint64, r *route,
 			return
 		}
 		sess.queue(ioSeq, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{Update: events.JSON(upd.Update)}})
+		if upd.Kind == "config_option_update" || upd.Kind == "current_mode_update" {
+			sess.onConfigUpdate(ctx, ioSeq, upd.Kind, upd.Update)
+		}
 	}
 }
 
@@ -239,6 +242,10 @@ func (sess *session) publishLive(v events.Variant, hdr nats.Header) {
 func (sess *session) onResponse(ctx context.Context, ioSeq uint64, r *route, callID string, raw events.JSON) {
 	if d := r.drain; d != nil && callID == d.callID {
 		sess.endDrain(r)
+		return
+	}
+	if answer, ok := sess.calls[callID]; ok {
+		answer <- raw
 		return
 	}
 	t := sess.turn

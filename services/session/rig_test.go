@@ -89,6 +89,10 @@ func (r *rig) startRunner(id string) {
 			{ID: "resumer", Command: testAgent, Args: []string{"--resume", "--load-session", "--state-dir", r.stateDir}, Env: env},
 			{ID: "loader", Command: testAgent, Args: []string{"--load-session", "--state-dir", r.stateDir}, Env: env},
 			{ID: "forgetful", Command: testAgent, Args: []string{"--load-session"}, Env: env},
+			// Configuration: config options, or only the legacy mode and
+			// model lists.
+			{ID: "configurable", Command: testAgent, Args: []string{"--config-options=mode,model", "--resume", "--state-dir", r.stateDir}, Env: env},
+			{ID: "legacy", Command: testAgent, Args: []string{"--legacy-modes", "--legacy-models"}, Env: env},
 		},
 	}, r.lg, nc, prometheus.NewRegistry())
 	if err != nil {

@@ -106,11 +106,25 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("session service: %w", err)
 	}
 	handlers := map[events.Op]func(context.Context, events.Namespace, []byte) (events.Variant, error){
-		events.OpOpenSession:       s.handleOpen,
-		events.OpPrompt:            s.handlePrompt,
-		events.OpCancelPrompt:      s.handleCancel,
-		events.OpUnloadSession:     s.handleUnload,
-		events.OpDeleteSession:     s.handleDelete,
+		events.OpOpenSession:   s.handleOpen,
+		events.OpPrompt:        s.handlePrompt,
+		events.OpCancelPrompt:  s.handleCancel,
+		events.OpUnloadSession: s.handleUnload,
+		events.OpDeleteSession: s.handleDelete,
+		events.OpSetSessionConfigOption: func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+			req, err := events.Decode[events.AcpSetSessionConfigOptionRequest](data)
+			if err != nil {
+				return nil, err
+			}
+			sid, err := events.OptionalSessionID(req.SessionID)
+			if err != nil {
+				return nil, err
+			}
+			if req.ConfigID == "" {
+				return nil, events.Errorf(events.CodeInvalidRequest, "configId is required")
+			}
+			return s.session(ns, sid).setConfigOption(ctx, req.ConfigID, req.Value)
+		},
 		events.OpRespondPermission: s.handleRespond,
 	}
 	for op, h := range handlers {

@@ -34,10 +34,11 @@ type session struct {
 	adapter   *route // nil: no adapter attached
 	turn      *turn  // nil: idle
 	buf       coalescer
-	pending   []eventlog.Entry         // queued adapter output, see queue
-	failure   *events.AcpErrorResponse // the last turn's error, while the session is failed
-	preamble  string                   // armed by a fallback restore for the next prompt only
-	last      *finishedTurn            // the last turn that ended here
+	pending   []eventlog.Entry            // queued adapter output, see queue
+	failure   *events.AcpErrorResponse    // the last turn's error, while the session is failed
+	preamble  string                      // armed by a fallback restore for the next prompt only
+	calls     map[string]chan events.JSON // requests to the adapter awaiting their answer, by call ID
+	last      *finishedTurn               // the last turn that ended here
 	meta      events.SessionMeta
 
 	// resolved remembers, for recently resolved permission requests, what
