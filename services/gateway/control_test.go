@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -192,6 +193,102 @@ func TestUnloadRejectsBadInput(t *testing.T) {
 	}
 	if e.backend.Unloaded(ns, "s1") {
 		t.Error("bad input unloaded s1")
+	}
+}
+
+func TestDelete(t *testing.T) {
+	e := newEnv(t)
+	// Idempotent: a missing session deletes.
+	wantStatus(t, e.do(http.MethodDelete, "/v1/sessions/nobody", ""), `{}`)
+
+	e.backend.CreateSession(ns, "s1", "demo")
+	e.backend.Append(ns, "s1", gatewaytest.TextChunk("user_message_chunk", "hi"))
+	wantStatus(t, e.do(http.MethodDelete, "/v1/sessions/s1", ""), `{}`)
+	req, _ := e.backend.LastRequest(events.OpDeleteSession).(*events.AcpDeleteSessionRequest)
+	if req == nil || deref(req.SessionID) != "s1" {
+		t.Errorf("the session service got %+v, want session s1", req)
+	}
+	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1", ""), http.StatusNotFound, events.CodeSessionNotFound)
+	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/history", ""), http.StatusNotFound, events.CodeSessionNotFound)
+	// Idempotent: a deleted session deletes again, with any empty body.
+	for _, body := range []string{"", "{}", " { } \n"} {
+		wantStatus(t, e.do(http.MethodDelete, "/v1/sessions/s1", body), `{}`)
+	}
+
+	// Reopening the ID starts a new, empty session.
+	wantStatus(t, e.do(http.MethodPut, "/v1/sessions/s1", `{"agent":"other"}`), `{}`)
+	wantStatus(t, e.do(http.MethodGet, "/v1/sessions/s1/history", ""), `{"events":[],"hasMoreBefore":false,"hasMoreAfter":false}`)
+
+	// A running turn is cancelled; its pending permission request ends
+	// with session_deleted.
+	asked := make(chan string, 1)
+	outcome := make(chan gatewaytest.PermissionOutcome, 1)
+	e.backend.OnPrompt(func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
+		p, err := turn.RequestPermission(gatewaytest.PermissionRequest("call_1", "rm -rf build", [3]string{"allow", "Allow once", "allow_once"}))
+		if err != nil {
+			return nil, err
+		}
+		asked <- p.ID
+		o, err := p.Wait(context.WithoutCancel(ctx)) // the outcome comes after ctx ends
+		if err != nil {
+			return nil, err
+		}
+		outcome <- o
+		return &events.AcpPromptResponse{SessionID: string(turn.SID), StopReason: "end_turn"}, nil
+	})
+	prompt := make(chan response, 1)
+	go func() {
+		prompt <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"clean"}]}`)
+	}()
+	id := await(t, asked, prompt)
+	wantStatus(t, e.do(http.MethodDelete, "/v1/sessions/s1", ""), `{}`)
+	if r := <-prompt; r.status != http.StatusOK || string(r.body) != `{"sessionId":"s1","stopReason":"cancelled"}` {
+		t.Errorf("prompt = %d %s, want 200 stopReason cancelled", r.status, r.body)
+	}
+	if o := <-outcome; o.Status != events.PermissionTerminal || o.Reason != events.ReasonSessionDeleted {
+		t.Errorf("permission %s ended %+v, want terminal session_deleted", id, o)
+	}
+	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1", ""), http.StatusNotFound, events.CodeSessionNotFound)
+
+	e.backend.Fail(events.OpDeleteSession, events.Errorf(events.CodeUnavailable, "owner moving"))
+	wantError(t, e.do(http.MethodDelete, "/v1/sessions/s1", ""), http.StatusServiceUnavailable, events.CodeUnavailable)
+	e.backend.Fail(events.OpDeleteSession, events.Errorf(events.CodeTimeout, "teardown too slow"))
+	wantError(t, e.do(http.MethodDelete, "/v1/sessions/s1", ""), http.StatusGatewayTimeout, events.CodeTimeout)
+	e.backend.Fail(events.OpDeleteSession, errors.New("disk on fire"))
+	if body := wantError(t, e.do(http.MethodDelete, "/v1/sessions/s1", ""), http.StatusInternalServerError, events.CodeInternal); strings.Contains(body.Error.Message, "disk") {
+		t.Errorf("message %q leaks the internal error", body.Error.Message)
+	}
+}
+
+func TestDeleteRejectsBadInput(t *testing.T) {
+	e := newEnv(t)
+	e.backend.CreateSession(ns, "s1", "demo")
+	tests := []struct {
+		name   string
+		path   string
+		body   string
+		status int
+		code   events.Code
+	}{
+		{"unknown field", "/v1/sessions/s1", `{"force":true}`, 400, events.CodeInvalidRequest},
+		{"session ID in body", "/v1/sessions/s1", `{"sessionId":"s2"}`, 400, events.CodeInvalidRequest},
+		{"null", "/v1/sessions/s1", `null`, 400, events.CodeInvalidRequest},
+		{"not an object", "/v1/sessions/s1", `[]`, 400, events.CodeInvalidRequest},
+		{"trailing data", "/v1/sessions/s1", `{} {}`, 400, events.CodeInvalidRequest},
+		{"malformed", "/v1/sessions/s1", `{`, 400, events.CodeInvalidRequest},
+		{"oversize body", "/v1/sessions/s1", `{` + strings.Repeat(" ", 64<<10) + `}`, 413, events.CodePayloadTooLarge},
+		{"bad session ID", "/v1/sessions/a.b", ``, 400, events.CodeInvalidSessionID},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantError(t, e.do(http.MethodDelete, tt.path, tt.body), tt.status, tt.code)
+		})
+	}
+	if n := e.backend.Calls(events.OpDeleteSession); n != 0 {
+		t.Errorf("bad input reached NATS: %d delete_session calls, want 0", n)
+	}
+	if _, ok := e.backend.Session(ns, "s1"); !ok {
+		t.Error("bad input deleted s1")
 	}
 }
 

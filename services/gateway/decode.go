@@ -180,8 +180,8 @@ const (
 	maxOptionID  = 1024
 )
 
-// maxControlBody bounds the body of a cancel, an unload or a permission
-// answer: the longest valid one, an option ID of maxOptionID bytes written
+// maxControlBody bounds the body of a cancel, an unload, a delete or a
+// permission answer: the longest valid one, an option ID of maxOptionID bytes written
 // entirely as \uXXXX escapes, fits several times over.
 const maxControlBody = 16 << 10
 
@@ -215,6 +215,10 @@ func decodeCancel(body []byte) error {
 // decodeUnload checks the body of POST .../unload: like a cancel's,
 // nothing or an empty JSON object.
 func decodeUnload(body []byte) error { return decodeCancel(body) }
+
+// decodeDelete checks the body of DELETE /v1/sessions/{id}: like a
+// cancel's, nothing or an empty JSON object.
+func decodeDelete(body []byte) error { return decodeCancel(body) }
 
 // respondBody is the JSON form of AcpRespondPermissionRequest without the
 // session and request IDs, which come from the URL.

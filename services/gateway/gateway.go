@@ -15,6 +15,7 @@
 //
 //	PUT  /v1/sessions/{id}               open (idempotent): AcpOpenSessionRequest fields as JSON → 200 {}
 //	GET  /v1/sessions/{id}               AcpDurableSessionInfo as JSON
+//	DELETE /v1/sessions/{id}             empty or {} → 200 {}: tear down the runtime, remove metadata and history (idempotent)
 //	POST /v1/sessions/{id}/prompt        {"idempotencyKey"?, "content": [...]} → blocks through the turn
 //	POST /v1/sessions/{id}/cancel        empty or {} → {"status"}: cancelled, no_active_prompt, or the turn's outcome
 //	POST /v1/sessions/{id}/unload        empty or {} → 200 {}: stop the adapter, keep metadata and history
@@ -179,6 +180,7 @@ type route struct {
 var routeTable = []route{
 	{http.MethodPut, "/v1/sessions/{id}", func(g *Gateway) http.HandlerFunc { return g.handleOpen }},
 	{http.MethodGet, "/v1/sessions/{id}", func(g *Gateway) http.HandlerFunc { return g.handleGetSession }},
+	{http.MethodDelete, "/v1/sessions/{id}", func(g *Gateway) http.HandlerFunc { return g.handleDelete }},
 	{http.MethodPost, "/v1/sessions/{id}/prompt", func(g *Gateway) http.HandlerFunc { return g.handlePrompt }},
 	{http.MethodPost, "/v1/sessions/{id}/cancel", func(g *Gateway) http.HandlerFunc { return g.handleCancel }},
 	{http.MethodPost, "/v1/sessions/{id}/unload", func(g *Gateway) http.HandlerFunc { return g.handleUnload }},

@@ -112,8 +112,8 @@ func (g *Gateway) handlePrompt(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, b)
 }
 
-// controlBodyLimit bounds the body of a cancel, an unload or a permission
-// answer.
+// controlBodyLimit bounds the body of a cancel, an unload, a delete or a
+// permission answer.
 func (g *Gateway) controlBodyLimit() int64 { return min(g.cfg.MaxBodyBytes, maxControlBody) }
 
 // handleCancel serves POST /v1/sessions/{id}/cancel: cancel the running
@@ -169,6 +169,36 @@ func (g *Gateway) handleUnload(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	req := &events.AcpUnloadSessionRequest{SessionID: new(string(sid))}
 	if _, err := events.Call[events.AcpUnloadSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpUnloadSession), req, nil); err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, []byte(`{}`))
+}
+
+// handleDelete serves DELETE /v1/sessions/{id}: tear down the session's
+// runtime (its running turn is cancelled, its pending permission requests
+// end with session_deleted, its adapter stops), then remove its metadata
+// and history. Deleting a missing or already deleted session succeeds;
+// reopening the ID starts a new, empty session.
+func (g *Gateway) handleDelete(w http.ResponseWriter, r *http.Request) {
+	ns, sid, err := g.target(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, g.controlBodyLimit())
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	if err := decodeDelete(body); err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := g.callContext(r)
+	defer cancel()
+	req := &events.AcpDeleteSessionRequest{SessionID: new(string(sid))}
+	if _, err := events.Call[events.AcpDeleteSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpDeleteSession), req, nil); err != nil {
 		g.writeError(w, r, err)
 		return
 	}

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/pkg/events"
 )
 
-// Cancels, unloads and permission requests, as the session service plays
-// them:
+// Cancels, unloads, deletes and permission requests, as the session
+// service plays them:
 //
 //   - cancel_prompt ends the turn being played: its context is cancelled,
 //     its pending permission requests end as terminal (prompt_cancelled),
@@ -19,6 +22,13 @@ import (
 //   - unload_session ends the turn being played as cancel_prompt does and
 //     marks the session unloaded (see Unloaded); metadata and history stay,
 //     and the next prompt restores it. Unloading twice succeeds.
+//   - delete_session ends the turn being played as cancel_prompt does,
+//     except that its pending permission requests end with
+//     session_deleted, then forgets the session and purges its log:
+//     get_session and read_history answer session_not_found, and
+//     open_session of the ID starts a new, empty session. Deleting a
+//     missing or already deleted session succeeds. (The fake leaves no
+//     tombstone.)
 //   - Turn.RequestPermission stores a permission_request event and keeps
 //     the request pending until respond_permission answers it, or the turn
 //     is cancelled or ends. getSession's state is then "waiting" with the
@@ -258,6 +268,43 @@ func (b *Backend) unloadSession(ns events.Namespace, data []byte) (events.Varian
 	}
 	b.cancelTurn(ns, sid, true)
 	return &events.AcpUnloadSessionResponse{}, nil
+}
+
+func (b *Backend) deleteSession(ns events.Namespace, data []byte) (events.Variant, error) {
+	req, err := events.Decode[events.AcpDeleteSessionRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	b.remember(events.OpDeleteSession, req)
+	sid, err := events.OptionalSessionID(req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	// permMu is held throughout, so the running turn cannot finish (and
+	// release the session) until the session is gone; mu is held except
+	// while the turn's requests end, when the turn keeps the session busy.
+	b.permMu.Lock()
+	defer b.permMu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.sessions[key(ns, sid)]
+	if !ok {
+		return &events.AcpDeleteSessionResponse{}, nil
+	}
+	if t := s.turn; t != nil && t.state == turnRunning {
+		t.state = turnCancelled
+		b.mu.Unlock()
+		t.stop()
+		b.terminate(t, events.ReasonSessionDeleted)
+		b.mu.Lock()
+	}
+	delete(b.sessions, key(ns, sid))
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	if err := b.log.Purge(ctx, jetstream.WithPurgeSubject(events.LogFilter(ns, sid))); err != nil {
+		return nil, events.Errorf(events.CodeUnavailable, "purge %s: %v", events.LogFilter(ns, sid), err)
+	}
+	return &events.AcpDeleteSessionResponse{}, nil
 }
 
 func (b *Backend) respondPermission(ns events.Namespace, data []byte) (events.Variant, error) {

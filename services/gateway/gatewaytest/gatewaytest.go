@@ -98,12 +98,13 @@ type session struct {
 }
 
 // Start creates the ACP_LOG stream and serves open_session, get_session,
-// prompt, cancel_prompt, unload_session, respond_permission, read_history
-// and list_agents for every namespace on nc until the test ends. Prompts
-// play Echo unless OnPrompt says otherwise; cancels, unloads and
-// permission answers act on the turn being played (see Turn) unless
-// OnCancel, OnUnload or OnRespond say otherwise; list_agents answers
-// DefaultAgents unless SetAgents says otherwise.
+// prompt, cancel_prompt, unload_session, delete_session,
+// respond_permission, read_history and list_agents for every namespace on
+// nc until the test ends. Prompts play Echo unless OnPrompt says
+// otherwise; cancels, unloads and permission answers act on the turn being
+// played (see Turn) unless OnCancel, OnUnload or OnRespond say otherwise,
+// and deletes always do; list_agents answers DefaultAgents unless
+// SetAgents says otherwise.
 func Start(tb testing.TB, nc *nats.Conn) *Backend {
 	tb.Helper()
 	js, err := jetstream.New(nc)
@@ -139,6 +140,7 @@ func Start(tb testing.TB, nc *nats.Conn) *Backend {
 		events.OpReadHistory:       b.readHistory,
 		events.OpCancelPrompt:      b.cancelPrompt,
 		events.OpUnloadSession:     b.unloadSession,
+		events.OpDeleteSession:     b.deleteSession,
 		events.OpRespondPermission: b.respondPermission,
 		events.OpListAgents:        b.listAgents,
 	}

@@ -1,5 +1,5 @@
 // Package cli implements the client commands of the skein binary: open,
-// prompt, cancel, unload, respond, history, events and agents. They talk to a gateway over
+// prompt, cancel, unload, delete, respond, history, events and agents. They talk to a gateway over
 // its HTTP API (services/gateway), never to NATS, so they work against any
 // deployment.
 //
@@ -44,14 +44,14 @@ const stopEndTurn = "end_turn"
 const defaultSession = "main"
 
 // Commands returns the client commands: open, prompt, cancel, unload,
-// respond, history, events and agents.
+// delete, respond, history, events and agents.
 // getenv supplies SKEIN_URL; stdout gets the commands' output and stderr
 // their diagnostics (a turn's stop reason). Standard input is the
 // command's (cobra's InOrStdin). Every command returns an *APIError when the
 // gateway refused it.
 func Commands(getenv func(string) string, stdout, stderr io.Writer) []*cobra.Command {
 	a := &app{getenv: getenv, stdout: stdout, stderr: stderr}
-	return []*cobra.Command{a.openCommand(), a.promptCommand(), a.cancelCommand(), a.unloadCommand(), a.respondCommand(), a.historyCommand(), a.eventsCommand(), a.agentsCommand()}
+	return []*cobra.Command{a.openCommand(), a.promptCommand(), a.cancelCommand(), a.unloadCommand(), a.deleteCommand(), a.respondCommand(), a.historyCommand(), a.eventsCommand(), a.agentsCommand()}
 }
 
 // app holds what every command shares.
@@ -272,6 +272,32 @@ Unloading a session that is already unloaded succeeds.`,
 				return fmt.Errorf("unload %s: %w", c.session, err)
 			}
 			_, err := fmt.Fprintln(a.stdout, "unloaded")
+			return err
+		},
+	}
+	c.register(cmd)
+	return cmd
+}
+
+func (a *app) deleteCommand() *cobra.Command {
+	var c common
+	cmd := &cobra.Command{
+		Use:   "delete",
+		Short: "Delete a session: stop it, remove its metadata and history",
+		Long: `Delete the session and print "deleted": its running turn, if any, is
+cancelled (its pending permission requests end with session_deleted), its
+adapter is stopped, and its metadata and history are removed. Opening the same
+session ID afterwards starts a new, empty session. Deleting a session that does
+not exist, or was already deleted, succeeds.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, done := a.client(&c)
+			defer done()
+			if err := cl.deleteSession(cmd.Context(), c.session); err != nil {
+				return fmt.Errorf("delete %s: %w", c.session, err)
+			}
+			_, err := fmt.Fprintln(a.stdout, "deleted")
 			return err
 		},
 	}

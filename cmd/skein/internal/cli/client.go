@@ -172,6 +172,12 @@ func (c *client) unload(ctx context.Context, sid string) error {
 	return c.do(ctx, http.MethodPost, c.sessionPath(sid, "/unload"), struct{}{}, nil)
 }
 
+// deleteSession asks the gateway to delete the session: tear down its
+// runtime, then remove its metadata and history. The request has no body.
+func (c *client) deleteSession(ctx context.Context, sid string) error {
+	return c.do(ctx, http.MethodDelete, c.sessionPath(sid, ""), nil, nil)
+}
+
 // respondRequest is the body of POST /v1/sessions/{id}/permissions/{requestId}.
 type respondRequest struct {
 	OptionID string `json:"optionId"`

@@ -168,6 +168,53 @@ func TestUnload(t *testing.T) {
 	}
 }
 
+func TestDelete(t *testing.T) {
+	e := newEnv(t)
+	wantCode(t, e.run(t.Context(), "", "delete", "-s", "bad.id").err, "invalid_session_id")
+
+	e.backend.CreateSession(ns, "s1", "demo")
+	// Idempotent: a deleted session, or one that never was, deletes again.
+	for _, sid := range []string{"s1", "s1", "nobody"} {
+		if r := e.run(t.Context(), "", "delete", "-s", sid); r.err != nil || r.stdout != "deleted\n" {
+			t.Errorf("delete -s %s = %v, printed %q, want deleted", sid, r.err, r.stdout)
+		}
+	}
+	req, _ := e.backend.LastRequest(events.OpDeleteSession).(*events.AcpDeleteSessionRequest)
+	if req == nil || req.SessionID == nil || *req.SessionID != "nobody" {
+		t.Errorf("delete request = %+v, want session nobody", req)
+	}
+	if _, ok := e.backend.Session(ns, "s1"); ok {
+		t.Error("s1 still exists")
+	}
+	wantCode(t, e.run(t.Context(), "", "history", "-s", "s1").err, "session_not_found")
+
+	// A running turn is cancelled; its prompt then finds no history to
+	// catch up from.
+	e.backend.CreateSession(ns, "s1", "demo")
+	started := make(chan struct{})
+	e.backend.OnPrompt(func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
+		if _, err := turn.Append(gatewaytest.TextChunk("user_message_chunk", "go")); err != nil {
+			return nil, err
+		}
+		close(started)
+		<-ctx.Done() // until cancelled
+		return &events.AcpPromptResponse{SessionID: string(turn.SID), StopReason: "end_turn"}, nil
+	})
+	prompt := make(chan result, 1)
+	go func() { prompt <- e.run(t.Context(), "", "prompt", "-s", "s1", "go") }()
+	await(t, started, prompt)
+	if r := e.run(t.Context(), "", "delete", "-s", "s1"); r.err != nil || r.stdout != "deleted\n" {
+		t.Errorf("delete = %v, printed %q, want deleted", r.err, r.stdout)
+	}
+	wantCode(t, (<-prompt).err, "session_not_found")
+
+	e.backend.Fail(events.OpDeleteSession, events.Errorf(events.CodeUnavailable, "owner moving"))
+	wantCode(t, e.run(t.Context(), "", "delete", "-s", "s1").err, "unavailable")
+	if r := e.run(t.Context(), "", "delete", "extra"); r.err == nil {
+		t.Error("delete with an argument succeeded")
+	}
+}
+
 func TestRespond(t *testing.T) {
 	e := newEnv(t)
 	// The session is always named: without -s it is main, explicitly.
