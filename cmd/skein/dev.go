@@ -82,6 +82,13 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if c.stack.Runner.Builtin, err = builtinAgents(); err != nil {
 		return err
 	}
+	// The demo agent keeps its sessions under the data directory, so an
+	// unloaded session comes back by session/resume, as with a real agent.
+	for i, a := range c.stack.Runner.Builtin {
+		if a.ID == "demo" {
+			c.stack.Runner.Builtin[i].Args = append(a.Args, "--resume", "--load-session", "--state-dir", filepath.Join(dataDir, "demo-agent"))
+		}
+	}
 	if !isSet(fs, "adapter-runner.id") {
 		c.stack.Runner.ID = "dev"
 	}

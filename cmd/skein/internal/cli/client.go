@@ -228,6 +228,57 @@ func (c *client) history(ctx context.Context, sid string, q historyQuery) (*hist
 	return &page, nil
 }
 
+// sessionConfig is the reply of GET /v1/sessions/{id}/config and of a
+// config option set: the agent's config options, byte for byte.
+type sessionConfig struct {
+	Revision uint64          `json:"revision"`
+	Options  json.RawMessage `json:"options"`
+}
+
+// config returns the session's config options.
+func (c *client) config(ctx context.Context, sid string) (*sessionConfig, error) {
+	var resp sessionConfig
+	if err := c.do(ctx, http.MethodGet, c.sessionPath(sid, "/config"), nil, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// configValueRequest is the body of PUT /v1/sessions/{id}/config/{configId}.
+type configValueRequest struct {
+	Value any `json:"value"` // a string or a bool
+}
+
+// setConfig sets the config option configID to value, a string or a bool,
+// and returns the whole new option collection.
+func (c *client) setConfig(ctx context.Context, sid, configID string, value any) (*sessionConfig, error) {
+	var resp sessionConfig
+	u := c.sessionPath(sid, "/config/"+url.PathEscape(configID))
+	if err := c.do(ctx, http.MethodPut, u, configValueRequest{Value: value}, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// agentDetails is what `skein info` shows: the replies of GET
+// .../agent-info and .../capabilities, null when unknown.
+type agentDetails struct {
+	AgentInfo    json.RawMessage `json:"agentInfo"`
+	Capabilities json.RawMessage `json:"capabilities"`
+}
+
+// info returns the session's agent info and capabilities.
+func (c *client) info(ctx context.Context, sid string) (*agentDetails, error) {
+	var d agentDetails
+	if err := c.do(ctx, http.MethodGet, c.sessionPath(sid, "/agent-info"), nil, &d); err != nil {
+		return nil, err
+	}
+	if err := c.do(ctx, http.MethodGet, c.sessionPath(sid, "/capabilities"), nil, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
 // agent is one entry of GET /v1/agents.
 type agent struct {
 	ID                string `json:"id"`
