@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"unicode/utf8"
 
 	"skein.dev/pkg/events"
 )
@@ -180,8 +181,8 @@ const (
 	maxOptionID  = 1024
 )
 
-// maxControlBody bounds the body of a cancel, an unload, a delete or a
-// permission answer: the longest valid one, an option ID of maxOptionID bytes written
+// maxControlBody bounds the body of a cancel, an unload, a delete, a
+// permission answer or a config value: the longest valid one, an option ID of maxOptionID bytes written
 // entirely as \uXXXX escapes, fits several times over.
 const maxControlBody = 16 << 10
 
@@ -189,13 +190,26 @@ const maxControlBody = 16 << 10
 // maxRequestID bytes of printable ASCII without spaces (0x21 to 0x7e). It
 // travels in a payload, never in a subject, so '.' and '*' are harmless;
 // the bound keeps junk from reaching the session service.
-func parseRequestID(s string) (string, error) {
-	if s == "" || len(s) > maxRequestID {
-		return "", events.Errorf(events.CodeInvalidRequest, "requestId must be 1 to %d bytes", maxRequestID)
+func parseRequestID(s string) (string, error) { return parseToken("requestId", s, maxRequestID) }
+
+// maxConfigID bounds a config option ID from the URL, in bytes.
+const maxConfigID = 256
+
+// parseConfigID checks a config option ID from the URL as parseRequestID
+// checks a request ID: 1 to maxConfigID bytes of printable ASCII without
+// spaces. The option ID is the agent's; whether the agent has it is the
+// agent's to say.
+func parseConfigID(s string) (string, error) { return parseToken("configId", s, maxConfigID) }
+
+// parseToken checks the path parameter name: 1 to limit bytes of printable
+// ASCII without spaces (0x21 to 0x7e).
+func parseToken(name, s string, limit int) (string, error) {
+	if s == "" || len(s) > limit {
+		return "", events.Errorf(events.CodeInvalidRequest, "%s must be 1 to %d bytes", name, limit)
 	}
 	for i := range len(s) {
 		if c := s[i]; c < 0x21 || c > 0x7e {
-			return "", events.Errorf(events.CodeInvalidRequest, "requestId must be printable ASCII without spaces, got %q", truncate(s, 40))
+			return "", events.Errorf(events.CodeInvalidRequest, "%s must be printable ASCII without spaces, got %q", name, truncate(s, 40))
 		}
 	}
 	return s, nil
@@ -242,6 +256,38 @@ func decodeRespond(body []byte) (string, error) {
 		return "", events.Errorf(events.CodeInvalidRequest, "optionId must be 1 to %d bytes", maxOptionID)
 	}
 	return *b.OptionID, nil
+}
+
+// configValueBody is the JSON form of AcpSetSessionConfigOptionRequest
+// without the session and config IDs, which come from the URL.
+type configValueBody struct {
+	Value json.RawMessage `json:"value"`
+}
+
+// decodeSetConfig decodes and checks the body of PUT
+// .../config/{configId}: {"value": V}, V exactly one JSON string (valid
+// UTF-8) or boolean. Whether the agent accepts it is the agent's to say
+// (adapter_error). It returns V as the client sent it.
+func decodeSetConfig(body []byte) (events.JSON, error) {
+	var b configValueBody
+	if err := decodeObject(body, &b); err != nil {
+		return nil, err
+	}
+	if !present(b.Value) {
+		return nil, events.Errorf(events.CodeInvalidRequest, "value is required")
+	}
+	raw := bytes.TrimSpace(b.Value)
+	switch {
+	case bytes.Equal(raw, []byte("true")), bytes.Equal(raw, []byte("false")):
+	case len(raw) > 0 && raw[0] == '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil || !utf8.Valid(raw) {
+			return nil, events.Errorf(events.CodeInvalidRequest, "value must be a string of valid UTF-8")
+		}
+	default:
+		return nil, events.Errorf(events.CodeInvalidRequest, "value must be a string or a boolean")
+	}
+	return events.JSON(raw), nil
 }
 
 // single returns the only value of key in q, or false when key is absent.

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"skein.dev/pkg/events"
 )
@@ -228,6 +229,31 @@ func FuzzParseRequestID(f *testing.F) {
 	})
 }
 
+// FuzzParseConfigID: an accepted config ID is 1 to maxConfigID bytes of
+// printable ASCII without spaces, returned unchanged.
+func FuzzParseConfigID(f *testing.F) {
+	for _, seed := range []string{"mode", "", " ", "a b", "\x00", "\x7f", "é", "a.b*>", strings.Repeat("c", 256), strings.Repeat("c", 257)} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := parseConfigID(s)
+		if err != nil {
+			if _, ok := asEventsError(err); !ok {
+				t.Fatalf("parseConfigID(%q) = %v, want an *events.Error", s, err)
+			}
+			return
+		}
+		if id != s || id == "" || len(id) > maxConfigID {
+			t.Fatalf("parseConfigID(%q) = %q", s, id)
+		}
+		for _, c := range []byte(id) {
+			if c <= ' ' || c >= 0x7f {
+				t.Fatalf("parseConfigID(%q) accepted byte %#x", s, c)
+			}
+		}
+	})
+}
+
 // FuzzAppendData: every line appendData writes is a data field without a
 // line break inside, and an SSE client joining them gets data back with
 // line ends normalised to LF.
@@ -294,4 +320,45 @@ func BenchmarkRenderHistory(b *testing.B) {
 			})
 		}
 	}
+}
+
+func FuzzDecodeSetConfig(f *testing.F) {
+	for _, seed := range []string{
+		`{"value":"code"}`,
+		`{"value":true}`,
+		` { "value" : false } `,
+		`{"value":""}`,
+		`{"value":"\u00e9\n"}`,
+		"{\"value\":\"\xff\"}",
+		`{"value":null}`,
+		`{"value":1}`,
+		`{"value":["a"]}`,
+		`{"value":"a","x":1}`,
+		`{}`,
+		`"a"`,
+		``,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		value, err := decodeSetConfig(body)
+		if err != nil {
+			if _, ok := asEventsError(err); !ok {
+				t.Fatalf("decodeSetConfig(%q) = %v, want an *events.Error", body, err)
+			}
+			return
+		}
+		if !bytes.Contains(body, value) {
+			t.Fatalf("decodeSetConfig(%q) value %q is not the bytes the client sent", body, value)
+		}
+		var v any
+		if json.Unmarshal(value, &v) != nil || !utf8.Valid(value) {
+			t.Fatalf("decodeSetConfig(%q) accepted %q, not valid JSON", body, value)
+		}
+		switch v.(type) {
+		case string, bool:
+		default:
+			t.Fatalf("decodeSetConfig(%q) accepted %q, neither a string nor a boolean", body, value)
+		}
+	})
 }

@@ -23,6 +23,11 @@
 //	                                     {"optionId"} → {"status":"accepted"} | {"status":"not_pending","reason"}
 //	GET  /v1/sessions/{id}/history       ?after=N | ?before=N, &limit=N → a page of public events
 //	GET  /v1/sessions/{id}/events        SSE, resumable with Last-Event-ID or ?after=N
+//	GET  /v1/sessions/{id}/config        {"revision", "options":[...]}: the agent's config options, no adapter started
+//	PUT  /v1/sessions/{id}/config/{configId}
+//	                                     {"value": string | boolean} → {"revision", "options":[...]}, the whole new collection
+//	GET  /v1/sessions/{id}/capabilities  {"capabilities": ... | null}, no adapter started
+//	GET  /v1/sessions/{id}/agent-info    {"agentInfo": ... | null}, no adapter started
 //	GET  /v1/agents                      {"agents":[{"id","installed","adapterEntrypoint"}...]}, sorted by ID
 //	GET  /healthz, /readyz
 //
@@ -187,6 +192,10 @@ var routeTable = []route{
 	{http.MethodPost, "/v1/sessions/{id}/permissions/{requestId}", func(g *Gateway) http.HandlerFunc { return g.handleRespond }},
 	{http.MethodGet, "/v1/sessions/{id}/history", func(g *Gateway) http.HandlerFunc { return g.handleHistory }},
 	{http.MethodGet, "/v1/sessions/{id}/events", func(g *Gateway) http.HandlerFunc { return g.handleEvents }},
+	{http.MethodGet, "/v1/sessions/{id}/config", func(g *Gateway) http.HandlerFunc { return g.handleGetConfig }},
+	{http.MethodPut, "/v1/sessions/{id}/config/{configId}", func(g *Gateway) http.HandlerFunc { return g.handleSetConfig }},
+	{http.MethodGet, "/v1/sessions/{id}/capabilities", func(g *Gateway) http.HandlerFunc { return g.handleCapabilities }},
+	{http.MethodGet, "/v1/sessions/{id}/agent-info", func(g *Gateway) http.HandlerFunc { return g.handleAgentInfo }},
 	{http.MethodGet, "/v1/agents", func(g *Gateway) http.HandlerFunc { return g.handleListAgents }},
 	{http.MethodGet, "/healthz", func(g *Gateway) http.HandlerFunc { return g.handleHealthz }},
 	{http.MethodGet, "/readyz", func(g *Gateway) http.HandlerFunc { return g.handleReadyz }},

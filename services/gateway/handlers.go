@@ -112,8 +112,8 @@ func (g *Gateway) handlePrompt(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, b)
 }
 
-// controlBodyLimit bounds the body of a cancel, an unload, a delete or a
-// permission answer.
+// controlBodyLimit bounds the body of a cancel, an unload, a delete, a
+// permission answer or a config value.
 func (g *Gateway) controlBodyLimit() int64 { return min(g.cfg.MaxBodyBytes, maxControlBody) }
 
 // handleCancel serves POST /v1/sessions/{id}/cancel: cancel the running
@@ -292,6 +292,143 @@ func (g *Gateway) handleHistory(w http.ResponseWriter, r *http.Request) {
 // readHistory asks the history service for one page.
 func (g *Gateway) readHistory(ctx context.Context, ns events.Namespace, req *events.AcpReadHistoryRequest) (*events.AcpHistoryPageResponse, error) {
 	return events.Call[events.AcpHistoryPageResponse](ctx, g.nc, events.APISubject(ns, events.OpReadHistory), req, nil)
+}
+
+// handleGetConfig serves GET /v1/sessions/{id}/config: the session's
+// config options as the agent last reported them, with their revision.
+// The history service answers from what it stored; no adapter starts.
+func (g *Gateway) handleGetConfig(w http.ResponseWriter, r *http.Request) {
+	ns, sid, err := g.target(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := g.callContext(r)
+	defer cancel()
+	req := &events.AcpGetSessionConfigRequest{SessionID: new(string(sid))}
+	resp, err := events.Call[events.AcpSessionConfigResponse](ctx, g.nc, events.APISubject(ns, events.OpGetSessionConfig), req, nil)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	g.writeConfig(w, r, sid, resp)
+}
+
+// handleSetConfig serves PUT /v1/sessions/{id}/config/{configId}: set one
+// config option. The session service may restore the adapter first; the
+// agent validates the value (a rejected one is adapter_error), and its
+// answer, the whole option collection with a new revision, is the reply.
+func (g *Gateway) handleSetConfig(w http.ResponseWriter, r *http.Request) {
+	ns, sid, err := g.target(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	configID, err := parseConfigID(r.PathValue("configId"))
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, g.controlBodyLimit())
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	value, err := decodeSetConfig(body)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := g.callContext(r)
+	defer cancel()
+	req := &events.AcpSetSessionConfigOptionRequest{SessionID: new(string(sid)), ConfigID: configID, Value: value}
+	resp, err := events.Call[events.AcpSessionConfigResponse](ctx, g.nc, events.APISubject(ns, events.OpSetSessionConfigOption), req, nil)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	g.writeConfig(w, r, sid, resp)
+}
+
+// configJSON is AcpSessionConfigResponse in JSON, the options embedded.
+type configJSON struct {
+	Revision uint64      `json:"revision"`
+	Options  events.JSON `json:"options"`
+}
+
+// writeConfig answers 200 {"revision", "options"}. Options that are not a
+// JSON array are an internal error (a service stored garbage), never a
+// broken response; none at all are [].
+func (g *Gateway) writeConfig(w http.ResponseWriter, r *http.Request, sid events.SessionID, resp *events.AcpSessionConfigResponse) {
+	options := resp.Options
+	if len(options) == 0 {
+		options = events.JSON(`[]`)
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(options, &list); err != nil {
+		g.writeError(w, r, events.Errorf(events.CodeInternal, "render config of %s: options are not a JSON array: %v", sid, err))
+		return
+	}
+	b, err := json.Marshal(configJSON{Revision: resp.Revision, Options: options})
+	if err != nil {
+		g.writeError(w, r, events.Errorf(events.CodeInternal, "render config of %s: %v", sid, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
+// handleCapabilities serves GET /v1/sessions/{id}/capabilities: the
+// agent's capabilities as it last reported them, or null. No adapter
+// starts.
+func (g *Gateway) handleCapabilities(w http.ResponseWriter, r *http.Request) {
+	ns, sid, err := g.target(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := g.callContext(r)
+	defer cancel()
+	req := &events.AcpGetSessionCapabilitiesRequest{SessionID: new(string(sid))}
+	resp, err := events.Call[events.AcpSessionCapabilitiesResponse](ctx, g.nc, events.APISubject(ns, events.OpGetSessionCapabilities), req, nil)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	g.writeRaw(w, r, "capabilities", sid, struct {
+		Capabilities events.JSON `json:"capabilities"`
+	}{resp.Capabilities})
+}
+
+// handleAgentInfo serves GET /v1/sessions/{id}/agent-info: the agent's
+// implementation info as it last reported it, or null. No adapter starts.
+func (g *Gateway) handleAgentInfo(w http.ResponseWriter, r *http.Request) {
+	ns, sid, err := g.target(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := g.callContext(r)
+	defer cancel()
+	req := &events.AcpGetSessionAgentInfoRequest{SessionID: new(string(sid))}
+	resp, err := events.Call[events.AcpSessionAgentInfoResponse](ctx, g.nc, events.APISubject(ns, events.OpGetSessionAgentInfo), req, nil)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	g.writeRaw(w, r, "agent info", sid, struct {
+		AgentInfo events.JSON `json:"agentInfo"`
+	}{resp.AgentInfo})
+}
+
+// writeRaw answers 200 with v, an object of one events.JSON field (null
+// when empty). A field that is not valid JSON is an internal error.
+func (g *Gateway) writeRaw(w http.ResponseWriter, r *http.Request, what string, sid events.SessionID, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		g.writeError(w, r, events.Errorf(events.CodeInternal, "render %s of %s: %v", what, sid, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
 }
 
 // handleListAgents serves GET /v1/agents: every agent a live adapter

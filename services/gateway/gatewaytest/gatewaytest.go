@@ -74,19 +74,20 @@ type Backend struct {
 	// request it answers, and the first resolution wins. Take it before mu.
 	permMu sync.Mutex
 
-	mu        sync.Mutex
-	sessions  map[string]*session
-	hideAfter uint64
-	failures  map[events.Op]error
-	calls     map[events.Op]int
-	last      map[events.Op]events.Variant
-	prompt    PromptFunc
-	onCancel  CancelFunc
-	onUnload  UnloadFunc
-	onRespond RespondFunc
-	onHistory func()
-	agentList []events.AcpAgentEntry // what list_agents answers
-	nextID    uint64                 // of turns and permission requests
+	mu          sync.Mutex
+	sessions    map[string]*session
+	hideAfter   uint64
+	failures    map[events.Op]error
+	calls       map[events.Op]int
+	last        map[events.Op]events.Variant
+	prompt      PromptFunc
+	onCancel    CancelFunc
+	onUnload    UnloadFunc
+	onRespond   RespondFunc
+	onSetConfig SetConfigFunc
+	onHistory   func()
+	agentList   []events.AcpAgentEntry // what list_agents answers
+	nextID      uint64                 // of turns and permission requests
 }
 
 type session struct {
@@ -95,16 +96,20 @@ type session struct {
 	turn     *Turn             // the turn being played, or nil
 	resolved map[string]string // permission request ID → why it is no longer pending
 	unloaded bool              // by unload_session, until the next prompt
+	config   sessionConfig     // options, capabilities and agent info
 }
 
 // Start creates the ACP_LOG stream and serves open_session, get_session,
 // prompt, cancel_prompt, unload_session, delete_session,
-// respond_permission, read_history and list_agents for every namespace on
-// nc until the test ends. Prompts play Echo unless OnPrompt says
-// otherwise; cancels, unloads and permission answers act on the turn being
-// played (see Turn) unless OnCancel, OnUnload or OnRespond say otherwise,
-// and deletes always do; list_agents answers DefaultAgents unless
-// SetAgents says otherwise.
+// respond_permission, read_history, list_agents, get_session_config,
+// set_session_config_option, get_session_capabilities and
+// get_session_agent_info for every namespace on nc until the test ends.
+// Prompts play Echo unless OnPrompt says otherwise; cancels, unloads and
+// permission answers act on the turn being played (see Turn) unless
+// OnCancel, OnUnload or OnRespond say otherwise, and deletes always do;
+// list_agents answers DefaultAgents unless SetAgents says otherwise; the
+// config ops play the agent (see SetConfigFunc) unless OnSetConfig,
+// SetConfigOptions, SetCapabilities or SetAgentInfo say otherwise.
 func Start(tb testing.TB, nc *nats.Conn) *Backend {
 	tb.Helper()
 	js, err := jetstream.New(nc)
@@ -135,14 +140,18 @@ func Start(tb testing.TB, nc *nats.Conn) *Backend {
 		tb.Fatalf("gatewaytest: add service: %v", err)
 	}
 	endpoints := map[events.Op]func(events.Namespace, []byte) (events.Variant, error){
-		events.OpOpenSession:       b.openSession,
-		events.OpGetSession:        b.getSession,
-		events.OpReadHistory:       b.readHistory,
-		events.OpCancelPrompt:      b.cancelPrompt,
-		events.OpUnloadSession:     b.unloadSession,
-		events.OpDeleteSession:     b.deleteSession,
-		events.OpRespondPermission: b.respondPermission,
-		events.OpListAgents:        b.listAgents,
+		events.OpOpenSession:            b.openSession,
+		events.OpGetSession:             b.getSession,
+		events.OpReadHistory:            b.readHistory,
+		events.OpCancelPrompt:           b.cancelPrompt,
+		events.OpUnloadSession:          b.unloadSession,
+		events.OpDeleteSession:          b.deleteSession,
+		events.OpRespondPermission:      b.respondPermission,
+		events.OpListAgents:             b.listAgents,
+		events.OpGetSessionConfig:       b.getSessionConfig,
+		events.OpSetSessionConfigOption: b.setSessionConfigOption,
+		events.OpGetSessionCapabilities: b.getSessionCapabilities,
+		events.OpGetSessionAgentInfo:    b.getSessionAgentInfo,
 	}
 	for op, fn := range endpoints {
 		handler := func(req micro.Request) {
@@ -442,7 +451,7 @@ func (b *Backend) open(ns events.Namespace, sid events.SessionID, req *events.Ac
 	if len(req.AdditionalDirectories) > 0 {
 		info.AdditionalDirectories = req.AdditionalDirectories
 	}
-	b.sessions[key(ns, sid)] = &session{info: info}
+	b.sessions[key(ns, sid)] = &session{info: info, config: newSessionConfig()}
 	b.mu.Unlock()
 	// The first record of a real session is SessionOpened, on the control
 	// subject: latestSequence is then not a public event.

@@ -1,0 +1,11 @@
+package history_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// Every test stops what it started: the service, its connections and the
+// embedded server.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
