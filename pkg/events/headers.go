@@ -20,6 +20,11 @@ const (
 	// content blocks; the other blocks' events follow in the same atomic
 	// append, so acceptance is never partial.
 	HeaderTurnAccepted = "Acp-Turn-Accepted"
+	// HeaderIOApplied, on a turn's accepting record, is the ACP_IO sequence
+	// of the last adapter record the owner had applied when it accepted the
+	// turn: where a new owner taking the turn over resumes reading, at the
+	// latest (records of the turn carry HeaderIOSeq, later).
+	HeaderIOApplied = "Acp-Io-Applied"
 	// HeaderTurnStart, on every record of a turn after its acceptance, is
 	// the sequence of the accepting record: where a new owner finds the
 	// turn's idempotency key and content hash in one read.

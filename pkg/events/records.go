@@ -144,6 +144,10 @@ type SessionMeta struct {
 	// AcpSessionID is the agent's private ID of the session, which a
 	// restore brings back. It never leaves Skein's services.
 	AcpSessionID string `msgpack:"acpSessionId,omitempty"`
+	// RunnerID and ProcessID name the adapter attached last, which a new
+	// owner asks about before taking over a turn.
+	RunnerID  string `msgpack:"runnerId,omitempty"`
+	ProcessID string `msgpack:"processId,omitempty"`
 }
 
 // AdapterReady answers RunnerRestore: the adapter and its ACP session, and
@@ -152,6 +156,15 @@ type SessionMeta struct {
 type AdapterReady struct {
 	Tier    string                    `msgpack:"tier"`
 	Session AcpSessionCreatedResponse `msgpack:"session"`
+}
+
+// AdapterStatus answers RunnerStatus.
+type AdapterStatus struct {
+	// Alive: the runner hosts the process and it has not exited.
+	Alive bool `msgpack:"alive"`
+	// CallWritten: the call was written to the adapter's stdin, so its
+	// answer, when the adapter gives one, is in ACP_IO.
+	CallWritten bool `msgpack:"callWritten"`
 }
 
 // RunnerAck answers a runner control request that has no other result: the
@@ -179,6 +192,7 @@ func (SessionDeleted) VariantName() string  { return "SessionDeleted" }
 func (SessionMeta) VariantName() string     { return "SessionMeta" }
 func (RunnerAck) VariantName() string       { return "RunnerAck" }
 func (AdapterReady) VariantName() string    { return "AdapterReady" }
+func (AdapterStatus) VariantName() string   { return "AdapterStatus" }
 func (RunnerInfo) VariantName() string      { return "RunnerInfo" }
 
 func init() {
@@ -192,5 +206,6 @@ func init() {
 	register(func() Variant { return new(SessionMeta) })
 	register(func() Variant { return new(RunnerAck) })
 	register(func() Variant { return new(AdapterReady) })
+	register(func() Variant { return new(AdapterStatus) })
 	register(func() Variant { return new(RunnerInfo) })
 }

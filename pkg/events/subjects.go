@@ -180,6 +180,10 @@ const (
 	// session is unknown, session/new: AcpResumeSessionRequest →
 	// AdapterReady, whose Tier says which worked.
 	RunnerRestore RunnerOp = "restore"
+	// RunnerStatus reports on one adapter process (HeaderProcessID) and, with
+	// HeaderCallID, on one forwarded call: AcpGetSessionStateRequest →
+	// AdapterStatus. A new owner asks before taking over a turn.
+	RunnerStatus RunnerOp = "status"
 	// RunnerCall writes one JSON-RPC request (HeaderCallID set) or
 	// notification (no HeaderCallID) to the adapter: AcpSessionRequest →
 	// RunnerAck. The adapter's response arrives later on ACP_IO as an

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -46,7 +47,11 @@ type process struct {
 	pid       uint32
 	subject   string
 	stopping  atomic.Bool
-	replaying atomic.Bool   // a session/load is replaying history: drop its updates
+	replaying atomic.Bool // a session/load is replaying history: drop its updates
+
+	mu        sync.Mutex
+	written   map[string]bool // call IDs of forwarded calls written to the adapter (the last maxWritten)
+	order     []string
 	exited    chan struct{} // closed after the exit is handled
 	stderrMax int64
 	stopGrace time.Duration
@@ -101,6 +106,7 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 		pid:       uint32(cmd.Process.Pid),
 		subject:   events.IOSubject(ns, sid),
 		exited:    make(chan struct{}),
+		written:   map[string]bool{},
 		stderrMax: stderrMax,
 		stopGrace: stopGrace,
 	}
@@ -413,7 +419,38 @@ func (p *process) forward(callID, method string, params events.JSON) error {
 	if err != nil {
 		return events.Errorf(events.CodeAdapterExited, "write to agent %s: %v", p.agent.ID, err)
 	}
+	if callID != "" {
+		p.mu.Lock()
+		p.written[callID] = true
+		p.order = append(p.order, callID)
+		if len(p.order) > maxWritten {
+			delete(p.written, p.order[0])
+			p.order = p.order[1:]
+		}
+		p.mu.Unlock()
+	}
 	return nil
+}
+
+// maxWritten bounds how many written call IDs a process remembers.
+const maxWritten = 1024
+
+// status reports whether the process runs and whether call callID was
+// written to it.
+func (p *process) status(callID string) *events.AdapterStatus {
+	st := &events.AdapterStatus{}
+	select {
+	case <-p.exited:
+		return st
+	case <-p.conn.Done():
+		return st
+	default:
+	}
+	st.Alive = true
+	p.mu.Lock()
+	st.CallWritten = callID != "" && p.written[callID]
+	p.mu.Unlock()
+	return st
 }
 
 // reply writes a complete JSON-RPC response to an agent-to-client request.

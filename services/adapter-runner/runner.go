@@ -96,6 +96,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		{events.RunnerCreate, func(req micro.Request) { go r.handleCreate(ctx, js, req) }},
 		{events.RunnerRestore, func(req micro.Request) { go r.handleRestore(ctx, js, req) }},
 		{events.RunnerCall, r.handleCall},
+		{events.RunnerStatus, r.handleStatus},
 		{events.RunnerReply, r.handleReply},
 		{events.RunnerStop, func(req micro.Request) { go r.handleStop(req) }},
 	}
@@ -305,6 +306,19 @@ func (r *Runner) handleCall(req micro.Request) {
 		return
 	}
 	_ = events.Respond(req, &events.RunnerAck{ProcessID: p.id})
+}
+
+func (r *Runner) handleStatus(req micro.Request) {
+	if _, err := events.Decode[events.AcpGetSessionStateRequest](req.Data()); err != nil {
+		_ = events.RespondError(req, err)
+		return
+	}
+	p, err := r.lookup(req)
+	if err != nil {
+		_ = events.Respond(req, &events.AdapterStatus{}) // gone: not alive
+		return
+	}
+	_ = events.Respond(req, p.status(req.Headers().Get(events.HeaderCallID)))
 }
 
 func (r *Runner) handleReply(req micro.Request) {

@@ -19,6 +19,7 @@ type metrics struct {
 	ioRecords      *prometheus.CounterVec   // by record
 	ioGapRecords   prometheus.Counter
 	reclaims       *prometheus.CounterVec // by reason
+	takeovers      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -35,6 +36,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		attachSeconds:  f.NewHistogramVec(prometheus.HistogramOpts{Name: "acp_session_attach_seconds", Help: "Time to attach an adapter, by tier.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"tier"}),
 		ioRecords:      f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_io_records_total", Help: "ACP_IO records applied, by record."}, []string{"record"}),
 		reclaims:       f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_reclaims_total", Help: "Adapters unloaded by idle reclaim, by reason."}, []string{"reason"}),
+		takeovers:      f.NewCounter(prometheus.CounterOpts{Name: "acp_session_takeovers_total", Help: "Open turns continued by a new owner whose adapter was still working on them."}),
 		ioGapRecords:   f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_gap_records_total", Help: "ACP_IO records read from the stream to fill a gap in the live tail."}),
 	}
 }

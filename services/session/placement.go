@@ -135,3 +135,10 @@ func (d *runnerDirectory) pick(agent string) (events.RunnerID, error) {
 		return "", events.Errorf(events.CodeUnknownAgent, "no runner knows agent %q", agent)
 	}
 }
+
+// forget drops a runner until its next heartbeat, after it failed to answer.
+func (d *runnerDirectory) forget(id events.RunnerID) {
+	d.mu.Lock()
+	delete(d.runners, string(id))
+	d.mu.Unlock()
+}

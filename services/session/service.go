@@ -9,6 +9,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -143,6 +144,7 @@ func (s *Service) Run(ctx context.Context) error {
 	s.lg.Info("session service ready")
 
 	go s.sweep(runCtx)
+	go s.adopt(runCtx)
 	<-ctx.Done()
 	_ = svc.Stop()
 	drained := make(chan struct{})
@@ -393,6 +395,48 @@ func (s *Service) runnerGone(id events.RunnerID) {
 				SessionID: string(sess.sid), AgentType: sess.opened.Agent, ProcessID: r.processID,
 				Restart: events.RestartNotAttempted, // ExitCode absent: observed indirectly
 			})
+		}
+		sess.mu.Unlock()
+	}
+}
+
+// adopt loads, at start-up, every session whose projection says a turn was
+// running: a turn whose adapter still works on it is taken over and
+// completes; any other open turn is closed. Without this, such a turn would
+// wait for the next request to touch its session.
+func (s *Service) adopt(ctx context.Context) {
+	keys, err := s.meta.ListKeys(ctx)
+	if err != nil {
+		s.lg.Warn("list sessions to adopt", events.LogKeyErr, err)
+		return
+	}
+	for key := range keys.Keys() {
+		e, err := s.meta.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		m, err := events.Decode[events.SessionMeta](e.Value())
+		if err != nil {
+			continue
+		}
+		var state struct {
+			Status string `json:"status"`
+		}
+		if json.Unmarshal(m.Info.State, &state) != nil || (state.Status != "running" && state.Status != "waiting") {
+			continue
+		}
+		ns, err := events.ParseNamespace(m.Namespace)
+		if err != nil {
+			continue
+		}
+		sid, err := events.ParseSessionID(m.Info.SessionID)
+		if err != nil {
+			continue
+		}
+		sess := s.session(ns, sid)
+		sess.mu.Lock()
+		if err := sess.load(ctx); err != nil {
+			sess.lg.Warn("adopt session", events.LogKeyErr, err)
 		}
 		sess.mu.Unlock()
 	}

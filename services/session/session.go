@@ -92,12 +92,13 @@ func (sess *session) load(ctx context.Context) error {
 				sess.createdAt = first[0].Time
 			}
 		}
+
+		sess.updatedAt = last.Time
 		if sess.opened != nil {
 			if err := sess.loadMeta(ctx); err != nil {
 				return err
 			}
 		}
-		sess.updatedAt = last.Time
 		if err := sess.reconcile(ctx, last); err != nil {
 			return err
 		}
@@ -127,6 +128,9 @@ func (sess *session) reconcile(ctx context.Context, last *eventlog.Record) error
 	recs, err := sess.turnRecords(ctx, start, last.Sequence)
 	if err != nil {
 		return events.Errorf(events.CodeUnavailable, "read open turn %s: %v", turnID, err)
+	}
+	if sess.takeover(ctx, turnID, start, recs) {
+		return nil
 	}
 	finish := &events.TurnFinished{TurnID: turnID, Outcome: events.OutcomeFailed, Error: events.ErrDeliveryUncertain.Response()}
 	accept := recs[0]
@@ -346,25 +350,41 @@ func sameOptions(a, b *events.SessionOpened) bool {
 // attach starts an adapter for the session on a runner and records it. Until
 // the restore ladder is built, every attach negotiates a new ACP session.
 func (sess *session) attach(ctx context.Context) error {
+	// A runner that does not answer (its heartbeat outlived it) is left out
+	// and the next one tried.
+	var err error
+	for range 3 {
+		var runner events.RunnerID
+		if runner, err = sess.attachOnce(ctx); err == nil || runner == "" || events.AsError(err).Code != events.CodeUnavailable {
+			return err
+		}
+		sess.svc.runners.forget(runner)
+	}
+	return err
+}
+
+// attachOnce attaches an adapter on the runner placement picks, which it
+// returns with any error.
+func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 	svc := sess.svc
 	start := time.Now()
 	runner, err := svc.runners.place(ctx, sess.opened.Agent)
 	if err != nil {
-		return err
+		return "", err
 	}
 	r := &route{runner: runner, processID: nuid.Next(), attachedAt: time.Now()}
 	// Follow the session's ACP_IO before the adapter exists, so nothing it
 	// says is missed: from the newest record there now.
 	last, err := eventlog.Last(ctx, svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid))
 	if err != nil {
-		return events.Errorf(events.CodeUnavailable, "io stream: %v", err)
+		return runner, events.Errorf(events.CodeUnavailable, "io stream: %v", err)
 	}
 	if last != nil {
 		r.applied = last.Sequence
 	}
 	ioStart := r.applied + 1
 	if r.sub, err = svc.nc.Subscribe(events.IOTailSubject(sess.ns, sess.sid), func(m *nats.Msg) { sess.onTail(r, m) }); err != nil {
-		return events.Errorf(events.CodeUnavailable, "follow io: %v", err)
+		return runner, events.Errorf(events.CodeUnavailable, "follow io: %v", err)
 	}
 	// A slow owner must not lose records on the core subscription; a gap
 	// would be filled from the stream anyway.
@@ -376,7 +396,7 @@ func (sess *session) attach(ctx context.Context) error {
 	tier, created, err := sess.startAdapter(cctx, runner, r)
 	if err != nil {
 		sess.detach()
-		return err
+		return runner, err
 	}
 	r.acpSessionID = created.SessionID
 	attached := &events.AdapterAttached{
@@ -393,9 +413,10 @@ func (sess *session) attach(ctx context.Context) error {
 	}
 	if _, err := sess.append(ctx, 0, eventlog.Entry{Kind: events.LogControl, Value: attached}); err != nil {
 		sess.stopAdapter(r)
-		return err
+		return runner, err
 	}
 	sess.meta.AcpSessionID = created.SessionID
+	sess.meta.RunnerID, sess.meta.ProcessID = string(runner), r.processID
 	sess.meta.AgentCapabilities = created.AgentCapabilities
 	sess.meta.AgentInfo = created.AgentInfo
 	if !slices.EqualFunc(sess.meta.ConfigOptions, created.ConfigOptions, func(a, b events.JSON) bool { return string(a) == string(b) }) {
@@ -411,7 +432,7 @@ func (sess *session) attach(ctx context.Context) error {
 	}
 	svc.m.attachSeconds.WithLabelValues(tier).Observe(time.Since(start).Seconds())
 	sess.lg.Info("adapter attached", events.LogKeyRunner, string(runner), events.LogKeyProcess, r.processID, "tier", tier)
-	return nil
+	return runner, nil
 }
 
 // startAdapter asks runner for an adapter: a new ACP session for a session

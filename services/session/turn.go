@@ -148,6 +148,7 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 		hdr := nats.Header{events.HeaderTurnID: []string{t.id}}
 		if i == 0 {
 			hdr.Set(events.HeaderTurnAccepted, strconv.Itoa(len(blocks)))
+			hdr.Set(events.HeaderIOApplied, strconv.FormatUint(sess.adapter.applied, 10))
 			hdr.Set(events.HeaderContentHash, hash)
 			if t.key != nil {
 				hdr.Set(events.HeaderIdempotencyKey, *t.key)

@@ -287,6 +287,9 @@ func TestKeyedRetryAfterOwnerRestartIsNotReplayed(t *testing.T) {
 	if r := <-first; code(r.err) != events.CodeUnavailable {
 		t.Fatalf("prompt cut off by shutdown = %+v, %v, want %s", r.res, r.err, events.CodeUnavailable)
 	}
+	// The adapter is out of the new owner's reach: it cannot take the turn
+	// over (TestTakeoverContinuesTurn is that case), so it closes it.
+	h.partitionRunner()
 	h.startSession()
 
 	retry := h.promptAsync(ctx, "s1", "k1", script)
@@ -337,6 +340,10 @@ func TestOwnerRestartEndsPendingPermission(t *testing.T) {
 	}
 	h.stopSvc()
 	<-done
+	// The adapter is out of the new owner's reach: it cannot take the turn
+	// over (TestTakeoverContinuesTurn is that case), so it closes it.
+	h.partitionRunner()
+	h.startRunner("r2") // where the reopened session attaches
 	h.startSession()
 	if err := h.open(t, "s1", events.AcpOpenSessionRequest{PermissionPolicy: ptr(events.PolicyAsk)}); err != nil {
 		t.Fatal(err)
