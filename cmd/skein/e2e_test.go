@@ -11,8 +11,10 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,8 +32,18 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == testAgentCommand {
 		os.Exit(testagent.Main(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
 	}
+	// ... and for skein itself, when a test runs services as processes.
+	if os.Getenv(envRunSkein) == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	os.Exit(m.Run())
 }
+
+// envRunSkein makes the test binary run skein's main (see TestMain).
+const envRunSkein = "SKEIN_TEST_RUN_SKEIN"
 
 // testStack is the four services in-process on one embedded NATS.
 type testStack struct {
