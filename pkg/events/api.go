@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -36,6 +37,38 @@ func Respond(req micro.Request, v Variant) error {
 		return RespondError(req, err)
 	}
 	return req.Respond(body)
+}
+
+// OpHandler serves one op of the request API for the namespace named by the
+// request's subject (acp.api.<ns>.<op>).
+type OpHandler func(ctx context.Context, ns Namespace, data []byte) (Variant, error)
+
+// ServeOp runs h for req and answers with its result or error. Internal
+// errors are logged to lg in full, then masked in the reply. With nc nil it
+// answers through micro, and must run in the endpoint's handler; with nc set
+// it publishes the reply itself (RespondAsync), for handlers that hand
+// requests to goroutines.
+func ServeOp(ctx context.Context, nc *nats.Conn, lg *slog.Logger, op Op, h OpHandler, req micro.Request) {
+	ns, err := NamespaceFromAPISubject(req.Subject())
+	if err == nil {
+		var resp Variant
+		if resp, err = h(ctx, ns, req.Data()); err == nil {
+			if nc != nil {
+				_ = RespondAsync(nc, req, resp)
+			} else {
+				_ = Respond(req, resp)
+			}
+			return
+		}
+	}
+	if AsError(err).Code == CodeInternal {
+		lg.Error("request failed", LogKeyOp, string(op), LogKeyErr, err)
+	}
+	if nc != nil {
+		_ = RespondErrorAsync(nc, req, err)
+	} else {
+		_ = RespondError(req, err)
+	}
 }
 
 // RespondAsync answers req with v from outside its handler, after the

@@ -167,6 +167,19 @@ type AdapterStatus struct {
 	CallWritten bool `msgpack:"callWritten"`
 }
 
+// ConfigResponse returns the cached configuration as the protocol's answer:
+// the revision and the options as one JSON array.
+func (m *SessionMeta) ConfigResponse() *AcpSessionConfigResponse {
+	opts := []byte("[")
+	for i, o := range m.ConfigOptions {
+		if i > 0 {
+			opts = append(opts, ',')
+		}
+		opts = append(opts, o...)
+	}
+	return &AcpSessionConfigResponse{Revision: m.ConfigRevision, Options: append(opts, ']')}
+}
+
 // RunnerAck answers a runner control request that has no other result: the
 // runner did what was asked (for RunnerCall: the line is written to the
 // adapter's stdin).

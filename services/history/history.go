@@ -110,48 +110,28 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	endpoints := map[events.Op]func(context.Context, events.Namespace, []byte) (events.Variant, error){
+	endpoints := map[events.Op]events.OpHandler{
 		events.OpReadHistory: s.readHistory,
 		events.OpGetSession:  s.getSession,
 		events.OpListAgents:  s.listAgents,
 		events.OpGetSessionConfig: func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
-			return cached[events.AcpGetSessionConfigRequest](ctx, s, ns, data, func(m *events.SessionMeta) events.Variant {
-				opts := []byte("[")
-				for i, o := range m.ConfigOptions {
-					if i > 0 {
-						opts = append(opts, ',')
-					}
-					opts = append(opts, o...)
-				}
-				return &events.AcpSessionConfigResponse{Revision: m.ConfigRevision, Options: append(opts, ']')}
+			return cached(ctx, s, ns, data, func(r *events.AcpGetSessionConfigRequest) *string { return r.SessionID }, func(m *events.SessionMeta) events.Variant {
+				return m.ConfigResponse()
 			})
 		},
 		events.OpGetSessionCapabilities: func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
-			return cached[events.AcpGetSessionCapabilitiesRequest](ctx, s, ns, data, func(m *events.SessionMeta) events.Variant {
+			return cached(ctx, s, ns, data, func(r *events.AcpGetSessionCapabilitiesRequest) *string { return r.SessionID }, func(m *events.SessionMeta) events.Variant {
 				return &events.AcpSessionCapabilitiesResponse{Capabilities: m.AgentCapabilities}
 			})
 		},
 		events.OpGetSessionAgentInfo: func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
-			return cached[events.AcpGetSessionAgentInfoRequest](ctx, s, ns, data, func(m *events.SessionMeta) events.Variant {
+			return cached(ctx, s, ns, data, func(r *events.AcpGetSessionAgentInfoRequest) *string { return r.SessionID }, func(m *events.SessionMeta) events.Variant {
 				return &events.AcpSessionAgentInfoResponse{AgentInfo: m.AgentInfo}
 			})
 		},
 	}
 	for op, h := range endpoints {
-		handler := func(req micro.Request) {
-			ns, err := events.NamespaceFromAPISubject(req.Subject())
-			if err == nil {
-				var resp events.Variant
-				if resp, err = h(reqCtx, ns, req.Data()); err == nil {
-					_ = events.Respond(req, resp)
-					return
-				}
-			}
-			if events.AsError(err).Code == events.CodeInternal {
-				s.lg.Error("request failed", events.LogKeyOp, string(op), events.LogKeyErr, err)
-			}
-			_ = events.RespondError(req, err)
-		}
+		handler := func(req micro.Request) { events.ServeOp(reqCtx, nil, s.lg, op, h, req) }
 		if err := svc.AddEndpoint(string(op), micro.HandlerFunc(handler), micro.WithEndpointSubject(events.APIWildcard(op))); err != nil {
 			_ = svc.Stop()
 			return fmt.Errorf("endpoint %s: %w", op, err)
@@ -345,21 +325,12 @@ func (s *Service) listAgents(ctx context.Context, _ events.Namespace, data []byt
 func cached[T any, PT interface {
 	*T
 	events.Variant
-}](ctx context.Context, s *Service, ns events.Namespace, data []byte, answer func(*events.SessionMeta) events.Variant) (events.Variant, error) {
+}](ctx context.Context, s *Service, ns events.Namespace, data []byte, id func(PT) *string, answer func(*events.SessionMeta) events.Variant) (events.Variant, error) {
 	req, err := events.Decode[T, PT](data)
 	if err != nil {
 		return nil, err
 	}
-	var sidField *string
-	switch r := any(req).(type) {
-	case *events.AcpGetSessionConfigRequest:
-		sidField = r.SessionID
-	case *events.AcpGetSessionCapabilitiesRequest:
-		sidField = r.SessionID
-	case *events.AcpGetSessionAgentInfoRequest:
-		sidField = r.SessionID
-	}
-	sid, err := events.OptionalSessionID(sidField)
+	sid, err := events.OptionalSessionID(id(req))
 	if err != nil {
 		return nil, err
 	}

@@ -141,14 +141,7 @@ func (sess *session) configChanged(ctx context.Context, ioSeq uint64, opts []eve
 }
 
 func (sess *session) configResponse() *events.AcpSessionConfigResponse {
-	opts := []byte("[")
-	for i, o := range sess.meta.ConfigOptions {
-		if i > 0 {
-			opts = append(opts, ',')
-		}
-		opts = append(opts, o...)
-	}
-	return &events.AcpSessionConfigResponse{Revision: sess.meta.ConfigRevision, Options: append(opts, ']')}
+	return sess.meta.ConfigResponse()
 }
 
 // optionIndex finds the cached option with id configID, or -1.

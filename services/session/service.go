@@ -106,26 +106,14 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("session service: %w", err)
 	}
-	handlers := map[events.Op]func(context.Context, events.Namespace, []byte) (events.Variant, error){
-		events.OpOpenSession:   s.handleOpen,
-		events.OpPrompt:        s.handlePrompt,
-		events.OpCancelPrompt:  s.handleCancel,
-		events.OpUnloadSession: s.handleUnload,
-		events.OpDeleteSession: s.handleDelete,
-		events.OpSetSessionConfigOption: func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
-			req, err := events.Decode[events.AcpSetSessionConfigOptionRequest](data)
-			if err != nil {
-				return nil, err
-			}
-			sid, err := events.OptionalSessionID(req.SessionID)
-			if err != nil {
-				return nil, err
-			}
-			if req.ConfigID == "" {
-				return nil, events.Errorf(events.CodeInvalidRequest, "configId is required")
-			}
-			return s.session(ns, sid).setConfigOption(ctx, req.ConfigID, req.Value)
-		},
+	handlers := map[events.Op]events.OpHandler{
+		events.OpOpenSession:            s.handleOpen,
+		events.OpPrompt:                 s.handlePrompt,
+		events.OpCancelPrompt:           s.handleCancel,
+		events.OpUnloadSession:          s.handleUnload,
+		events.OpDeleteSession:          s.handleDelete,
+		events.OpSetSessionConfigOption: s.handleSetConfig,
+
 		events.OpRespondPermission: s.handleRespond,
 	}
 	for op, h := range handlers {
@@ -161,23 +149,9 @@ func (s *Service) Run(ctx context.Context) error {
 
 // serve adapts an op handler to nats micro. Each request runs in its own
 // goroutine: a prompt blocks through its turn, and must not hold up others.
-func (s *Service) serve(ctx context.Context, op events.Op, h func(context.Context, events.Namespace, []byte) (events.Variant, error)) micro.HandlerFunc {
+func (s *Service) serve(ctx context.Context, op events.Op, h events.OpHandler) micro.HandlerFunc {
 	return func(req micro.Request) {
-		s.inflight.Go(func() {
-			ns, err := events.NamespaceFromAPISubject(req.Subject())
-			if err == nil {
-				var resp events.Variant
-				if resp, err = h(ctx, ns, req.Data()); err == nil {
-					_ = events.RespondAsync(s.nc, req, resp)
-					return
-				}
-			}
-			e := events.AsError(err)
-			if e.Code == events.CodeInternal {
-				s.lg.Error("request failed", events.LogKeyOp, string(op), events.LogKeyErr, err)
-			}
-			_ = events.RespondErrorAsync(s.nc, req, err)
-		})
+		s.inflight.Go(func() { events.ServeOp(ctx, s.nc, s.lg, op, h, req) })
 	}
 }
 
@@ -312,17 +286,30 @@ func (s *Service) handlePrompt(ctx context.Context, ns events.Namespace, data []
 	}
 }
 
+// requestFor decodes a request of type T and finds the session it names
+// through id (omitted: main).
+func requestFor[T any, PT interface {
+	*T
+	events.Variant
+}](s *Service, ns events.Namespace, data []byte, id func(PT) *string) (PT, *session, error) {
+	req, err := events.Decode[T, PT](data)
+	if err != nil {
+		return nil, nil, err
+	}
+	sid, err := events.OptionalSessionID(id(req))
+	if err != nil {
+		return nil, nil, err
+	}
+	return req, s.session(ns, sid), nil
+}
+
 func (s *Service) handleCancel(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
 	arrived := time.Now()
-	req, err := events.Decode[events.AcpCancelPromptRequest](data)
+	_, sess, err := requestFor(s, ns, data, func(r *events.AcpCancelPromptRequest) *string { return r.SessionID })
 	if err != nil {
 		return nil, err
 	}
-	sid, err := events.OptionalSessionID(req.SessionID)
-	if err != nil {
-		return nil, err
-	}
-	return s.session(ns, sid).cancel(ctx, arrived)
+	return sess.cancel(ctx, arrived)
 }
 
 func (s *Service) handleRespond(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
@@ -349,30 +336,22 @@ func (s *Service) handleRespond(ctx context.Context, ns events.Namespace, data [
 const flushTimeout = 10 * time.Second
 
 func (s *Service) handleUnload(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
-	req, err := events.Decode[events.AcpUnloadSessionRequest](data)
+	_, sess, err := requestFor(s, ns, data, func(r *events.AcpUnloadSessionRequest) *string { return r.SessionID })
 	if err != nil {
 		return nil, err
 	}
-	sid, err := events.OptionalSessionID(req.SessionID)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.session(ns, sid).unload(ctx, "unload"); err != nil {
+	if err := sess.unload(ctx, "unload"); err != nil {
 		return nil, err
 	}
 	return &events.AcpUnloadSessionResponse{}, nil
 }
 
 func (s *Service) handleDelete(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
-	req, err := events.Decode[events.AcpDeleteSessionRequest](data)
+	_, sess, err := requestFor(s, ns, data, func(r *events.AcpDeleteSessionRequest) *string { return r.SessionID })
 	if err != nil {
 		return nil, err
 	}
-	sid, err := events.OptionalSessionID(req.SessionID)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.session(ns, sid).delete(ctx); err != nil {
+	if err := sess.delete(ctx); err != nil {
 		return nil, err
 	}
 	return &events.AcpDeleteSessionResponse{}, nil
@@ -440,4 +419,15 @@ func (s *Service) adopt(ctx context.Context) {
 		}
 		sess.mu.Unlock()
 	}
+}
+
+func (s *Service) handleSetConfig(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+	req, sess, err := requestFor(s, ns, data, func(r *events.AcpSetSessionConfigOptionRequest) *string { return r.SessionID })
+	if err != nil {
+		return nil, err
+	}
+	if req.ConfigID == "" {
+		return nil, events.Errorf(events.CodeInvalidRequest, "configId is required")
+	}
+	return sess.setConfigOption(ctx, req.ConfigID, req.Value)
 }
