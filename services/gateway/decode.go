@@ -215,24 +215,17 @@ func parseToken(name, s string, limit int) (string, error) {
 	return s, nil
 }
 
-// decodeCancel checks the body of POST .../cancel: nothing, or an empty
-// JSON object. It has no fields yet; rejecting any keeps the door open for
-// ones with a meaning later.
-func decodeCancel(body []byte) error {
+// decodeEmpty checks the body of a control route without parameters
+// (cancel, unload, delete): nothing, or an empty JSON object. They have no
+// fields yet; rejecting any keeps the door open for ones with a meaning
+// later.
+func decodeEmpty(body []byte) error {
 	if len(bytes.TrimLeft(body, " \t\r\n")) == 0 {
 		return nil
 	}
 	var b struct{}
 	return decodeObject(body, &b)
 }
-
-// decodeUnload checks the body of POST .../unload: like a cancel's,
-// nothing or an empty JSON object.
-func decodeUnload(body []byte) error { return decodeCancel(body) }
-
-// decodeDelete checks the body of DELETE /v1/sessions/{id}: like a
-// cancel's, nothing or an empty JSON object.
-func decodeDelete(body []byte) error { return decodeCancel(body) }
 
 // respondBody is the JSON form of AcpRespondPermissionRequest without the
 // session and request IDs, which come from the URL.

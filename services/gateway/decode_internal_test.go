@@ -184,22 +184,22 @@ func FuzzDecodeRespond(f *testing.F) {
 
 // FuzzDecodeCancel: a cancel body is accepted only when it is blank or an
 // empty JSON object.
-func FuzzDecodeCancel(f *testing.F) {
+func FuzzDecodeEmpty(f *testing.F) {
 	for _, seed := range []string{``, ` `, `{}`, ` { } `, `{"x":1}`, `null`, `[]`, `{} {}`, `{`} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		err := decodeCancel(body)
+		err := decodeEmpty(body)
 		if err != nil {
 			if _, ok := asEventsError(err); !ok {
-				t.Fatalf("decodeCancel(%q) = %v, want an *events.Error", body, err)
+				t.Fatalf("decodeEmpty(%q) = %v, want an *events.Error", body, err)
 			}
 			return
 		}
 		trimmed := strings.Trim(string(body), " \t\r\n")
 		var obj map[string]json.RawMessage
 		if trimmed != "" && (json.Unmarshal(body, &obj) != nil || obj == nil || len(obj) != 0) {
-			t.Fatalf("decodeCancel(%q) accepted a body that is neither blank nor {}", body)
+			t.Fatalf("decodeEmpty(%q) accepted a body that is neither blank nor {}", body)
 		}
 	})
 }

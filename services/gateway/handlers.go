@@ -121,29 +121,9 @@ func (g *Gateway) controlBodyLimit() int64 { return min(g.cfg.MaxBodyBytes, maxC
 // cancelled, no_active_prompt, or the outcome of the turn that ended while
 // the cancel waited for it.
 func (g *Gateway) handleCancel(w http.ResponseWriter, r *http.Request) {
-	ns, sid, err := g.target(r)
-	if err != nil {
-		g.writeError(w, r, err)
-		return
-	}
-	body, err := readBody(w, r, g.controlBodyLimit())
-	if err != nil {
-		g.writeError(w, r, err)
-		return
-	}
-	if err := decodeCancel(body); err != nil {
-		g.writeError(w, r, err)
-		return
-	}
-	ctx, cancel := g.callContext(r)
-	defer cancel()
-	req := &events.AcpCancelPromptRequest{SessionID: new(string(sid))}
-	resp, err := events.Call[events.AcpCancelPromptResponse](ctx, g.nc, events.APISubject(ns, events.OpCancelPrompt), req, nil)
-	if err != nil {
-		g.writeError(w, r, err)
-		return
-	}
-	g.writeStatus(w, r, resp.Status, nil)
+	g.sessionControl(w, r, events.OpCancelPrompt,
+		func(sid *string) events.Variant { return &events.AcpCancelPromptRequest{SessionID: sid} },
+		func(v events.Variant) { g.writeStatus(w, r, v.(*events.AcpCancelPromptResponse).Status, nil) })
 }
 
 // handleUnload serves POST /v1/sessions/{id}/unload: cancel the running
@@ -151,28 +131,9 @@ func (g *Gateway) handleCancel(w http.ResponseWriter, r *http.Request) {
 // session's metadata and history stay, and its next prompt restores it.
 // Unloading a session that is already unloaded succeeds.
 func (g *Gateway) handleUnload(w http.ResponseWriter, r *http.Request) {
-	ns, sid, err := g.target(r)
-	if err != nil {
-		g.writeError(w, r, err)
-		return
-	}
-	body, err := readBody(w, r, g.controlBodyLimit())
-	if err != nil {
-		g.writeError(w, r, err)
-		return
-	}
-	if err := decodeUnload(body); err != nil {
-		g.writeError(w, r, err)
-		return
-	}
-	ctx, cancel := g.callContext(r)
-	defer cancel()
-	req := &events.AcpUnloadSessionRequest{SessionID: new(string(sid))}
-	if _, err := events.Call[events.AcpUnloadSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpUnloadSession), req, nil); err != nil {
-		g.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, []byte(`{}`))
+	g.sessionControl(w, r, events.OpUnloadSession,
+		func(sid *string) events.Variant { return &events.AcpUnloadSessionRequest{SessionID: sid} },
+		func(events.Variant) { writeJSON(w, http.StatusOK, []byte(`{}`)) })
 }
 
 // handleDelete serves DELETE /v1/sessions/{id}: tear down the session's
@@ -181,6 +142,15 @@ func (g *Gateway) handleUnload(w http.ResponseWriter, r *http.Request) {
 // and history. Deleting a missing or already deleted session succeeds;
 // reopening the ID starts a new, empty session.
 func (g *Gateway) handleDelete(w http.ResponseWriter, r *http.Request) {
+	g.sessionControl(w, r, events.OpDeleteSession,
+		func(sid *string) events.Variant { return &events.AcpDeleteSessionRequest{SessionID: sid} },
+		func(events.Variant) { writeJSON(w, http.StatusOK, []byte(`{}`)) })
+}
+
+// sessionControl serves a control route whose body is empty or {}: it
+// sends op the request build makes for the URL's session, and writes the
+// reply with render.
+func (g *Gateway) sessionControl(w http.ResponseWriter, r *http.Request, op events.Op, build func(sid *string) events.Variant, render func(events.Variant)) {
 	ns, sid, err := g.target(r)
 	if err != nil {
 		g.writeError(w, r, err)
@@ -191,18 +161,18 @@ func (g *Gateway) handleDelete(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, err)
 		return
 	}
-	if err := decodeDelete(body); err != nil {
+	if err := decodeEmpty(body); err != nil {
 		g.writeError(w, r, err)
 		return
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
-	req := &events.AcpDeleteSessionRequest{SessionID: new(string(sid))}
-	if _, err := events.Call[events.AcpDeleteSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpDeleteSession), req, nil); err != nil {
+	resp, err := events.Request(ctx, g.nc, events.APISubject(ns, op), build(new(string(sid))), nil)
+	if err != nil {
 		g.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, []byte(`{}`))
+	render(resp)
 }
 
 // handleRespond serves POST /v1/sessions/{id}/permissions/{requestId}:
