@@ -182,8 +182,8 @@ func FuzzDecodeRespond(f *testing.F) {
 	})
 }
 
-// FuzzDecodeCancel: a cancel body is accepted only when it is blank or an
-// empty JSON object.
+// FuzzDecodeEmpty: a control body (cancel, unload, delete) is accepted
+// only when it is blank or an empty JSON object.
 func FuzzDecodeEmpty(f *testing.F) {
 	for _, seed := range []string{``, ` `, `{}`, ` { } `, `{"x":1}`, `null`, `[]`, `{} {}`, `{`} {
 		f.Add([]byte(seed))

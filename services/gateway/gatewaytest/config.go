@@ -125,17 +125,26 @@ func (b *Backend) config(ns events.Namespace, sid events.SessionID) (sessionConf
 	return s.config, nil
 }
 
+// configFor decodes a config read of type T, records it under op, and
+// returns the config of the session id names (omitted: main).
+func configFor[T any, PT interface {
+	*T
+	events.Variant
+}](b *Backend, op events.Op, ns events.Namespace, data []byte, id func(PT) *string) (sessionConfig, error) {
+	req, err := events.Decode[T, PT](data)
+	if err != nil {
+		return sessionConfig{}, err
+	}
+	b.remember(op, req)
+	sid, err := events.OptionalSessionID(id(req))
+	if err != nil {
+		return sessionConfig{}, err
+	}
+	return b.config(ns, sid)
+}
+
 func (b *Backend) getSessionConfig(ns events.Namespace, data []byte) (events.Variant, error) {
-	req, err := events.Decode[events.AcpGetSessionConfigRequest](data)
-	if err != nil {
-		return nil, err
-	}
-	b.remember(events.OpGetSessionConfig, req)
-	sid, err := events.OptionalSessionID(req.SessionID)
-	if err != nil {
-		return nil, err
-	}
-	c, err := b.config(ns, sid)
+	c, err := configFor(b, events.OpGetSessionConfig, ns, data, func(r *events.AcpGetSessionConfigRequest) *string { return r.SessionID })
 	if err != nil {
 		return nil, err
 	}
@@ -143,16 +152,7 @@ func (b *Backend) getSessionConfig(ns events.Namespace, data []byte) (events.Var
 }
 
 func (b *Backend) getSessionCapabilities(ns events.Namespace, data []byte) (events.Variant, error) {
-	req, err := events.Decode[events.AcpGetSessionCapabilitiesRequest](data)
-	if err != nil {
-		return nil, err
-	}
-	b.remember(events.OpGetSessionCapabilities, req)
-	sid, err := events.OptionalSessionID(req.SessionID)
-	if err != nil {
-		return nil, err
-	}
-	c, err := b.config(ns, sid)
+	c, err := configFor(b, events.OpGetSessionCapabilities, ns, data, func(r *events.AcpGetSessionCapabilitiesRequest) *string { return r.SessionID })
 	if err != nil {
 		return nil, err
 	}
@@ -160,16 +160,7 @@ func (b *Backend) getSessionCapabilities(ns events.Namespace, data []byte) (even
 }
 
 func (b *Backend) getSessionAgentInfo(ns events.Namespace, data []byte) (events.Variant, error) {
-	req, err := events.Decode[events.AcpGetSessionAgentInfoRequest](data)
-	if err != nil {
-		return nil, err
-	}
-	b.remember(events.OpGetSessionAgentInfo, req)
-	sid, err := events.OptionalSessionID(req.SessionID)
-	if err != nil {
-		return nil, err
-	}
-	c, err := b.config(ns, sid)
+	c, err := configFor(b, events.OpGetSessionAgentInfo, ns, data, func(r *events.AcpGetSessionAgentInfoRequest) *string { return r.SessionID })
 	if err != nil {
 		return nil, err
 	}
