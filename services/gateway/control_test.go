@@ -91,32 +91,51 @@ func TestCancel(t *testing.T) {
 	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/cancel", ""), http.StatusServiceUnavailable, events.CodeUnavailable)
 }
 
-func TestCancelRejectsBadInput(t *testing.T) {
-	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
-	tests := []struct {
-		name   string
-		path   string
-		body   string
-		status int
-		code   events.Code
+// TestControlRejectsBadInput: cancel, unload and delete take an empty body
+// (or {}); anything else is rejected at the gateway and reaches neither
+// NATS nor the session.
+func TestControlRejectsBadInput(t *testing.T) {
+	routes := []struct {
+		method, path string
+		op           events.Op
+		untouched    func(e *env) bool
 	}{
-		{"unknown field", "/v1/sessions/s1/cancel", `{"force":true}`, 400, events.CodeInvalidRequest},
-		{"session ID in body", "/v1/sessions/s1/cancel", `{"sessionId":"s2"}`, 400, events.CodeInvalidRequest},
-		{"null", "/v1/sessions/s1/cancel", `null`, 400, events.CodeInvalidRequest},
-		{"not an object", "/v1/sessions/s1/cancel", `[]`, 400, events.CodeInvalidRequest},
-		{"trailing data", "/v1/sessions/s1/cancel", `{} {}`, 400, events.CodeInvalidRequest},
-		{"malformed", "/v1/sessions/s1/cancel", `{`, 400, events.CodeInvalidRequest},
-		{"oversize body", "/v1/sessions/s1/cancel", `{` + strings.Repeat(" ", 64<<10) + `}`, 413, events.CodePayloadTooLarge},
-		{"bad session ID", "/v1/sessions/a.b/cancel", ``, 400, events.CodeInvalidSessionID},
+		{http.MethodPost, "/cancel", events.OpCancelPrompt, nil},
+		{http.MethodPost, "/unload", events.OpUnloadSession, func(e *env) bool { return !e.backend.Unloaded(ns, "s1") }},
+		{http.MethodDelete, "", events.OpDeleteSession, func(e *env) bool { _, ok := e.backend.Session(ns, "s1"); return ok }},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			wantError(t, e.do(http.MethodPost, tt.path, tt.body), tt.status, tt.code)
+	for _, rt := range routes {
+		t.Run("op="+string(rt.op), func(t *testing.T) {
+			e := newEnv(t)
+			e.backend.CreateSession(ns, "s1", "demo")
+			tests := []struct {
+				name   string
+				sid    string
+				body   string
+				status int
+				code   events.Code
+			}{
+				{"unknown field", "s1", `{"force":true}`, 400, events.CodeInvalidRequest},
+				{"session ID in body", "s1", `{"sessionId":"s2"}`, 400, events.CodeInvalidRequest},
+				{"null", "s1", `null`, 400, events.CodeInvalidRequest},
+				{"not an object", "s1", `[]`, 400, events.CodeInvalidRequest},
+				{"trailing data", "s1", `{} {}`, 400, events.CodeInvalidRequest},
+				{"malformed", "s1", `{`, 400, events.CodeInvalidRequest},
+				{"oversize body", "s1", `{` + strings.Repeat(" ", 64<<10) + `}`, 413, events.CodePayloadTooLarge},
+				{"bad session ID", "a.b", ``, 400, events.CodeInvalidSessionID},
+			}
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					wantError(t, e.do(rt.method, "/v1/sessions/"+tt.sid+rt.path, tt.body), tt.status, tt.code)
+				})
+			}
+			if n := e.backend.Calls(rt.op); n != 0 {
+				t.Errorf("bad input reached NATS: %d %s calls, want 0", n, rt.op)
+			}
+			if rt.untouched != nil && !rt.untouched(e) {
+				t.Errorf("bad input changed s1 through %s", rt.op)
+			}
 		})
-	}
-	if n := e.backend.Calls(events.OpCancelPrompt); n != 0 {
-		t.Errorf("bad input reached NATS: %d cancel_prompt calls, want 0", n)
 	}
 }
 
@@ -162,38 +181,6 @@ func TestUnload(t *testing.T) {
 
 	e.backend.Fail(events.OpUnloadSession, events.Errorf(events.CodeUnavailable, "owner moving"))
 	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/unload", ""), http.StatusServiceUnavailable, events.CodeUnavailable)
-}
-
-func TestUnloadRejectsBadInput(t *testing.T) {
-	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
-	tests := []struct {
-		name   string
-		path   string
-		body   string
-		status int
-		code   events.Code
-	}{
-		{"unknown field", "/v1/sessions/s1/unload", `{"force":true}`, 400, events.CodeInvalidRequest},
-		{"session ID in body", "/v1/sessions/s1/unload", `{"sessionId":"s2"}`, 400, events.CodeInvalidRequest},
-		{"null", "/v1/sessions/s1/unload", `null`, 400, events.CodeInvalidRequest},
-		{"not an object", "/v1/sessions/s1/unload", `[]`, 400, events.CodeInvalidRequest},
-		{"trailing data", "/v1/sessions/s1/unload", `{} {}`, 400, events.CodeInvalidRequest},
-		{"malformed", "/v1/sessions/s1/unload", `{`, 400, events.CodeInvalidRequest},
-		{"oversize body", "/v1/sessions/s1/unload", `{` + strings.Repeat(" ", 64<<10) + `}`, 413, events.CodePayloadTooLarge},
-		{"bad session ID", "/v1/sessions/a.b/unload", ``, 400, events.CodeInvalidSessionID},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			wantError(t, e.do(http.MethodPost, tt.path, tt.body), tt.status, tt.code)
-		})
-	}
-	if n := e.backend.Calls(events.OpUnloadSession); n != 0 {
-		t.Errorf("bad input reached NATS: %d unload_session calls, want 0", n)
-	}
-	if e.backend.Unloaded(ns, "s1") {
-		t.Error("bad input unloaded s1")
-	}
 }
 
 func TestDelete(t *testing.T) {
@@ -257,38 +244,6 @@ func TestDelete(t *testing.T) {
 	e.backend.Fail(events.OpDeleteSession, errors.New("disk on fire"))
 	if body := wantError(t, e.do(http.MethodDelete, "/v1/sessions/s1", ""), http.StatusInternalServerError, events.CodeInternal); strings.Contains(body.Error.Message, "disk") {
 		t.Errorf("message %q leaks the internal error", body.Error.Message)
-	}
-}
-
-func TestDeleteRejectsBadInput(t *testing.T) {
-	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
-	tests := []struct {
-		name   string
-		path   string
-		body   string
-		status int
-		code   events.Code
-	}{
-		{"unknown field", "/v1/sessions/s1", `{"force":true}`, 400, events.CodeInvalidRequest},
-		{"session ID in body", "/v1/sessions/s1", `{"sessionId":"s2"}`, 400, events.CodeInvalidRequest},
-		{"null", "/v1/sessions/s1", `null`, 400, events.CodeInvalidRequest},
-		{"not an object", "/v1/sessions/s1", `[]`, 400, events.CodeInvalidRequest},
-		{"trailing data", "/v1/sessions/s1", `{} {}`, 400, events.CodeInvalidRequest},
-		{"malformed", "/v1/sessions/s1", `{`, 400, events.CodeInvalidRequest},
-		{"oversize body", "/v1/sessions/s1", `{` + strings.Repeat(" ", 64<<10) + `}`, 413, events.CodePayloadTooLarge},
-		{"bad session ID", "/v1/sessions/a.b", ``, 400, events.CodeInvalidSessionID},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			wantError(t, e.do(http.MethodDelete, tt.path, tt.body), tt.status, tt.code)
-		})
-	}
-	if n := e.backend.Calls(events.OpDeleteSession); n != 0 {
-		t.Errorf("bad input reached NATS: %d delete_session calls, want 0", n)
-	}
-	if _, ok := e.backend.Session(ns, "s1"); !ok {
-		t.Error("bad input deleted s1")
 	}
 }
 
