@@ -62,6 +62,26 @@ func await[T any](t *testing.T, ch <-chan T, cmd <-chan result) T {
 	}
 }
 
+// promptUntilCancelled runs skein prompt on s1 with a turn that runs until
+// it is cancelled, and returns once the turn has started; the prompt's
+// result arrives on the channel.
+func promptUntilCancelled(t *testing.T, e *env) <-chan result {
+	t.Helper()
+	started := make(chan struct{})
+	e.backend.OnPrompt(func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
+		if _, err := turn.Append(gatewaytest.TextChunk("user_message_chunk", "go")); err != nil {
+			return nil, err
+		}
+		close(started)
+		<-ctx.Done()
+		return &events.AcpPromptResponse{SessionID: string(turn.SID), StopReason: "end_turn"}, nil
+	})
+	prompt := make(chan result, 1)
+	go func() { prompt <- e.run(t.Context(), "", "prompt", "-s", "s1", "go") }()
+	await(t, started, prompt)
+	return prompt
+}
+
 // tty is standard input that looks like a terminal.
 type tty struct{ io.Reader }
 
@@ -90,18 +110,7 @@ func TestCancel(t *testing.T) {
 		t.Errorf("cancel request = %+v, want session s1", req)
 	}
 
-	started := make(chan struct{})
-	e.backend.OnPrompt(func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
-		if _, err := turn.Append(gatewaytest.TextChunk("user_message_chunk", "go")); err != nil {
-			return nil, err
-		}
-		close(started)
-		<-ctx.Done() // until cancelled
-		return &events.AcpPromptResponse{SessionID: string(turn.SID), StopReason: "end_turn"}, nil
-	})
-	prompt := make(chan result, 1)
-	go func() { prompt <- e.run(t.Context(), "", "prompt", "-s", "s1", "go") }()
-	await(t, started, prompt)
+	prompt := promptUntilCancelled(t, e)
 	if r := e.run(t.Context(), "", "cancel", "-s", "s1"); r.err != nil || r.stdout != "cancelled\n" {
 		t.Errorf("cancel = %v, printed %q, want cancelled", r.err, r.stdout)
 	}
@@ -142,18 +151,7 @@ func TestUnload(t *testing.T) {
 	}
 
 	// A running turn is cancelled; its prompt returns stop reason cancelled.
-	started := make(chan struct{})
-	e.backend.OnPrompt(func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
-		if _, err := turn.Append(gatewaytest.TextChunk("user_message_chunk", "go")); err != nil {
-			return nil, err
-		}
-		close(started)
-		<-ctx.Done() // until cancelled
-		return &events.AcpPromptResponse{SessionID: string(turn.SID), StopReason: "end_turn"}, nil
-	})
-	prompt := make(chan result, 1)
-	go func() { prompt <- e.run(t.Context(), "", "prompt", "-s", "s1", "go") }()
-	await(t, started, prompt)
+	prompt := promptUntilCancelled(t, e)
 	if r := e.run(t.Context(), "", "unload", "-s", "s1"); r.err != nil || r.stdout != "unloaded\n" {
 		t.Errorf("unload = %v, printed %q, want unloaded", r.err, r.stdout)
 	}
@@ -191,18 +189,7 @@ func TestDelete(t *testing.T) {
 	// A running turn is cancelled; its prompt then finds no history to
 	// catch up from.
 	e.backend.CreateSession(ns, "s1", "demo")
-	started := make(chan struct{})
-	e.backend.OnPrompt(func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
-		if _, err := turn.Append(gatewaytest.TextChunk("user_message_chunk", "go")); err != nil {
-			return nil, err
-		}
-		close(started)
-		<-ctx.Done() // until cancelled
-		return &events.AcpPromptResponse{SessionID: string(turn.SID), StopReason: "end_turn"}, nil
-	})
-	prompt := make(chan result, 1)
-	go func() { prompt <- e.run(t.Context(), "", "prompt", "-s", "s1", "go") }()
-	await(t, started, prompt)
+	prompt := promptUntilCancelled(t, e)
 	if r := e.run(t.Context(), "", "delete", "-s", "s1"); r.err != nil || r.stdout != "deleted\n" {
 		t.Errorf("delete = %v, printed %q, want deleted", r.err, r.stdout)
 	}
