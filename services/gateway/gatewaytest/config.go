@@ -131,12 +131,7 @@ func configFor[T any, PT interface {
 	*T
 	events.Variant
 }](b *Backend, op events.Op, ns events.Namespace, data []byte, id func(PT) *string) (sessionConfig, error) {
-	req, err := events.Decode[T, PT](data)
-	if err != nil {
-		return sessionConfig{}, err
-	}
-	b.remember(op, req)
-	sid, err := events.OptionalSessionID(id(req))
+	_, sid, err := decodeFor(b, op, data, id)
 	if err != nil {
 		return sessionConfig{}, err
 	}
@@ -168,12 +163,7 @@ func (b *Backend) getSessionAgentInfo(ns events.Namespace, data []byte) (events.
 }
 
 func (b *Backend) setSessionConfigOption(ns events.Namespace, data []byte) (events.Variant, error) {
-	req, err := events.Decode[events.AcpSetSessionConfigOptionRequest](data)
-	if err != nil {
-		return nil, err
-	}
-	b.remember(events.OpSetSessionConfigOption, req)
-	sid, err := events.OptionalSessionID(req.SessionID)
+	req, sid, err := decodeFor(b, events.OpSetSessionConfigOption, data, func(r *events.AcpSetSessionConfigOptionRequest) *string { return r.SessionID })
 	if err != nil {
 		return nil, err
 	}

@@ -198,12 +198,7 @@ func (b *Backend) Pending(ns events.Namespace, sid events.SessionID) []string {
 }
 
 func (b *Backend) cancelPrompt(ns events.Namespace, data []byte) (events.Variant, error) {
-	req, err := events.Decode[events.AcpCancelPromptRequest](data)
-	if err != nil {
-		return nil, err
-	}
-	b.remember(events.OpCancelPrompt, req)
-	sid, err := events.OptionalSessionID(req.SessionID)
+	_, sid, err := decodeFor(b, events.OpCancelPrompt, data, func(r *events.AcpCancelPromptRequest) *string { return r.SessionID })
 	if err != nil {
 		return nil, err
 	}
@@ -248,12 +243,7 @@ func (b *Backend) cancelTurn(ns events.Namespace, sid events.SessionID, unload b
 }
 
 func (b *Backend) unloadSession(ns events.Namespace, data []byte) (events.Variant, error) {
-	req, err := events.Decode[events.AcpUnloadSessionRequest](data)
-	if err != nil {
-		return nil, err
-	}
-	b.remember(events.OpUnloadSession, req)
-	sid, err := events.OptionalSessionID(req.SessionID)
+	_, sid, err := decodeFor(b, events.OpUnloadSession, data, func(r *events.AcpUnloadSessionRequest) *string { return r.SessionID })
 	if err != nil {
 		return nil, err
 	}
@@ -271,12 +261,7 @@ func (b *Backend) unloadSession(ns events.Namespace, data []byte) (events.Varian
 }
 
 func (b *Backend) deleteSession(ns events.Namespace, data []byte) (events.Variant, error) {
-	req, err := events.Decode[events.AcpDeleteSessionRequest](data)
-	if err != nil {
-		return nil, err
-	}
-	b.remember(events.OpDeleteSession, req)
-	sid, err := events.OptionalSessionID(req.SessionID)
+	_, sid, err := decodeFor(b, events.OpDeleteSession, data, func(r *events.AcpDeleteSessionRequest) *string { return r.SessionID })
 	if err != nil {
 		return nil, err
 	}

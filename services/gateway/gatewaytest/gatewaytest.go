@@ -380,12 +380,7 @@ func (b *Backend) append(ns events.Namespace, sid events.SessionID, kind events.
 }
 
 func (b *Backend) openSession(ns events.Namespace, data []byte) (events.Variant, error) {
-	req, err := events.Decode[events.AcpOpenSessionRequest](data)
-	if err != nil {
-		return nil, err
-	}
-	b.remember(events.OpOpenSession, req)
-	sid, err := events.OptionalSessionID(req.SessionID)
+	req, sid, err := decodeFor(b, events.OpOpenSession, data, func(r *events.AcpOpenSessionRequest) *string { return r.SessionID })
 	if err != nil {
 		return nil, err
 	}
@@ -462,12 +457,7 @@ func (b *Backend) open(ns events.Namespace, sid events.SessionID, req *events.Ac
 }
 
 func (b *Backend) getSession(ns events.Namespace, data []byte) (events.Variant, error) {
-	req, err := events.Decode[events.AcpGetDurableSessionRequest](data)
-	if err != nil {
-		return nil, err
-	}
-	b.remember(events.OpGetSession, req)
-	sid, err := events.OptionalSessionID(req.SessionID)
+	_, sid, err := decodeFor(b, events.OpGetSession, data, func(r *events.AcpGetDurableSessionRequest) *string { return r.SessionID })
 	if err != nil {
 		return nil, err
 	}
@@ -476,6 +466,24 @@ func (b *Backend) getSession(ns events.Namespace, data []byte) (events.Variant, 
 		return nil, events.Errorf(events.CodeSessionNotFound, "no session %s", sid)
 	}
 	return &events.AcpGetDurableSessionResponse{Session: info}, nil
+}
+
+// decodeFor decodes a request of type T, records it under op, and returns
+// it with the session id names (omitted: main).
+func decodeFor[T any, PT interface {
+	*T
+	events.Variant
+}](b *Backend, op events.Op, data []byte, id func(PT) *string) (PT, events.SessionID, error) {
+	req, err := events.Decode[T, PT](data)
+	if err != nil {
+		return nil, "", err
+	}
+	b.remember(op, req)
+	sid, err := events.OptionalSessionID(id(req))
+	if err != nil {
+		return nil, "", err
+	}
+	return req, sid, nil
 }
 
 func (b *Backend) remember(op events.Op, v events.Variant) {
