@@ -255,14 +255,7 @@ func (s *Service) getSession(ctx context.Context, ns events.Namespace, data []by
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	entry, err := s.meta.Get(ctx, events.SessionKey(ns, sid))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sid)
-	}
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	meta, err := events.Decode[events.SessionMeta](entry.Value())
+	meta, err := s.sessionMeta(ctx, ns, sid)
 	if err != nil {
 		return nil, err
 	}
@@ -318,6 +311,19 @@ func (s *Service) listAgents(ctx context.Context, _ events.Namespace, data []byt
 	return resp, nil
 }
 
+// sessionMeta reads the session's ACP_SESSIONS entry: session_not_found
+// when there is none.
+func (s *Service) sessionMeta(ctx context.Context, ns events.Namespace, sid events.SessionID) (*events.SessionMeta, error) {
+	entry, err := s.meta.Get(ctx, events.SessionKey(ns, sid))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sid)
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return events.Decode[events.SessionMeta](entry.Value())
+}
+
 // cached answers a cached getter from the session's ACP_SESSIONS
 // projection: what the adapter last reported (configuration options and
 // their revision, capabilities, agent info). It never starts, restores or
@@ -334,14 +340,7 @@ func cached[T any, PT interface {
 	if err != nil {
 		return nil, err
 	}
-	entry, err := s.meta.Get(ctx, events.SessionKey(ns, sid))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sid)
-	}
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	meta, err := events.Decode[events.SessionMeta](entry.Value())
+	meta, err := s.sessionMeta(ctx, ns, sid)
 	if err != nil {
 		return nil, err
 	}

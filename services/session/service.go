@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -172,14 +174,8 @@ func (s *Service) sweep(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		s.mu.Lock()
-		running := make([]*session, 0)
-		for _, sess := range s.sessions {
-			running = append(running, sess)
-		}
-		s.mu.Unlock()
 		now := time.Now()
-		for _, sess := range running {
+		for _, sess := range s.loaded() {
 			sess.mu.Lock()
 			if r := sess.adapter; r != nil && sess.turn != nil {
 				sess.catchUp(r, 0)
@@ -221,14 +217,15 @@ func (s *Service) forget(sess *session) {
 	s.mu.Unlock()
 }
 
-func (s *Service) releaseAll() {
+// loaded returns the sessions held now.
+func (s *Service) loaded() []*session {
 	s.mu.Lock()
-	all := make([]*session, 0, len(s.sessions))
-	for _, sess := range s.sessions {
-		all = append(all, sess)
-	}
-	s.mu.Unlock()
-	for _, sess := range all {
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Values(s.sessions))
+}
+
+func (s *Service) releaseAll() {
+	for _, sess := range s.loaded() {
 		sess.mu.Lock()
 		sess.release(events.Errorf(events.CodeUnavailable, "session service shutting down"))
 		sess.mu.Unlock()
@@ -360,13 +357,7 @@ func (s *Service) handleDelete(ctx context.Context, ns events.Namespace, data []
 // runnerGone handles a runner whose heartbeat was deleted or expired: its
 // adapters are gone with it, an exit observed only indirectly.
 func (s *Service) runnerGone(id events.RunnerID) {
-	s.mu.Lock()
-	all := make([]*session, 0, len(s.sessions))
-	for _, sess := range s.sessions {
-		all = append(all, sess)
-	}
-	s.mu.Unlock()
-	for _, sess := range all {
+	for _, sess := range s.loaded() {
 		sess.mu.Lock()
 		if r := sess.adapter; r != nil && r.runner == id {
 			sess.lg.Warn("the adapter's runner is gone", events.LogKeyRunner, string(id))
