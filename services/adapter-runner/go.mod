@@ -8,6 +8,7 @@ require (
 	skein.dev/internal/natstest v0.0.0
 	skein.dev/pkg/acpwire v0.0.0
 	skein.dev/pkg/events v0.0.0
+	skein.dev/testagent v0.0.0
 )
 
 require (
@@ -41,3 +42,5 @@ replace skein.dev/pkg/events => ../../pkg/events
 replace skein.dev/pkg/acpwire => ../../pkg/acpwire
 
 replace skein.dev/internal/natstest => ../../internal/natstest
+
+replace skein.dev/testagent => ../../testagent

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
 	adapterrunner "skein.dev/services/adapter-runner"
+	"skein.dev/testagent"
 )
 
 // testAgent is the skein-testagent binary, built once for the package.
@@ -30,10 +30,8 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	testAgent = filepath.Join(dir, "skein-testagent")
-	out, err := exec.Command("go", "build", "-o", testAgent, "skein.dev/testagent/cmd/skein-testagent").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build skein-testagent: %v\n%s", err, out)
+	if testAgent, err = testagent.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -6,18 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-
-	"go.uber.org/goleak"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
 
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
@@ -34,9 +31,8 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	testAgent = filepath.Join(dir, "skein-testagent")
-	if out, err := exec.Command("go", "build", "-o", testAgent, "skein.dev/testagent/cmd/skein-testagent").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build skein-testagent: %v\n%s", err, out)
+	if testAgent, err = testagent.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
