@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -120,22 +118,8 @@ func BenchmarkPromptRoundTrip(b *testing.B) {
 		})
 	})
 	b.Run("via=stdio", func(b *testing.B) {
-		exe, err := os.Executable()
-		if err != nil {
-			b.Fatal(err)
-		}
-		cmd := exec.CommandContext(b.Context(), exe, testAgentCommand)
-		stdin, _ := cmd.StdinPipe()
-		stdout, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
-		conn := acpwire.NewConn(stdout, stdin, acpwire.Options{})
+		conn := startAgent(b, nil)
 		ctx := b.Context()
-		if _, err := conn.Initialize(ctx, acpwire.InitializeParams{}); err != nil {
-			b.Fatal(err)
-		}
 		sess, err := conn.NewSession(ctx, acpwire.NewSessionParams{Cwd: b.TempDir()})
 		if err != nil {
 			b.Fatal(err)
