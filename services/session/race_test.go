@@ -618,17 +618,9 @@ func TestRespondRacesCancel(t *testing.T) {
 		func(sid string, i int, req *events.AcpDurablePermissionRequest) (any, error) {
 			var a answers
 			var rerr, cerr error
-			var wg sync.WaitGroup
-			doRespond := func() { a.respond, rerr = h.respondPermission(ctx, sid, req.RequestID, "yes") }
-			doCancel := func() { a.cancel, cerr = h.cancelPrompt(ctx, sid) }
-			if i%2 == 0 {
-				wg.Go(doRespond)
-				wg.Go(doCancel)
-			} else {
-				wg.Go(doCancel)
-				wg.Go(doRespond)
-			}
-			wg.Wait()
+			race(i,
+				func() { a.respond, rerr = h.respondPermission(ctx, sid, req.RequestID, "yes") },
+				func() { a.cancel, cerr = h.cancelPrompt(ctx, sid) })
 			return a, errors.Join(rerr, cerr)
 		},
 		func(sid string, i int, req *events.AcpDurablePermissionRequest, got any, pr promptResult) error {
@@ -743,17 +735,9 @@ func TestRespondRacesAdapterExit(t *testing.T) {
 			}
 			a := answers{pid: int(*attached.Pid)}
 			var rerr, kerr error
-			var wg sync.WaitGroup
-			kill := func() { kerr = syscall.Kill(a.pid, syscall.SIGKILL) }
-			respond := func() { a.respond, rerr = h.respondPermission(ctx, sid, req.RequestID, "yes") }
-			if i%2 == 0 {
-				wg.Go(kill)
-				wg.Go(respond)
-			} else {
-				wg.Go(respond)
-				wg.Go(kill)
-			}
-			wg.Wait()
+			race(i,
+				func() { kerr = syscall.Kill(a.pid, syscall.SIGKILL) },
+				func() { a.respond, rerr = h.respondPermission(ctx, sid, req.RequestID, "yes") })
 			return a, errors.Join(rerr, kerr)
 		},
 		func(sid string, i int, req *events.AcpDurablePermissionRequest, got any, pr promptResult) error {
@@ -884,4 +868,16 @@ func TestAskTwoPermissionsPendingTogether(t *testing.T) {
 	if st := projectedState(t, h, "s1"); st.Status != "idle" {
 		t.Errorf("after the turn, state = %+v, want idle", st)
 	}
+}
+
+// race runs f and g at once and waits for both; iteration i decides which
+// starts first, so each side gets its turn at leading.
+func race(i int, f, g func()) {
+	if i%2 == 1 {
+		f, g = g, f
+	}
+	var wg sync.WaitGroup
+	wg.Go(f)
+	wg.Go(g)
+	wg.Wait()
 }
