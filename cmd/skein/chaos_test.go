@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/natstest"
@@ -33,46 +34,10 @@ func TestChaosKillSessionService(t *testing.T) {
 		t.Skip("starts processes; skipped in -short")
 	}
 	const sessions = 20
-	ns := natstest.Run(t, natstest.WithListen())
-	url := ns.ClientURL()
-	control := t.TempDir()
-
-	// Gateway, history and runner in this process, over TCP.
-	var cfg stackConfig
-	cfg.registerFlags(flag.NewFlagSet("chaos", flag.ContinueOnError))
-	cfg.Gateway.Addr = "127.0.0.1:0"
-	cfg.Runner.ID = "chaos"
-	cfg.Runner.DataDir = t.TempDir()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Runner.Builtin = []adapterrunner.Agent{{ID: "test", Command: exe, Args: []string{testAgentCommand},
-		Env: map[string]string{testagent.EnvControlDir: control}}}
-	lg := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
-	st, err := newStack(&cfg, []string{TargetGateway, TargetHistory, TargetAdapterRunner}, lg, natstest.Connect(t, ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() { done <- st.run(ctx, lg, "", func() { close(ready) }) }()
-	<-ready
-	t.Cleanup(func() { cancel(); <-done })
-	base := "http://" + st.gateway.Addr() + "/v1/sessions/"
-
-	startSession := func() *exec.Cmd {
-		cmd := exec.Command(exe, "serve", "-target=session", "-nats", url, "-log-level", "error")
-		cmd.Env = append(os.Environ(), envRunSkein+"=1")
-		cmd.Stderr = io.Discard
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd
-	}
+	ps := startProcessStack(t)
+	base, control := ps.base, ps.control
+	ctx := t.Context()
+	startSession := func() *exec.Cmd { return ps.startSession(io.Discard) }
 	session := startSession()
 
 	// Open (retrying until the service answers), then start a keyed turn in
@@ -108,10 +73,7 @@ func TestChaosKillSessionService(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	js, err := jetstream.New(natstest.Connect(t, ns))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := ps.js()
 	for i := range sessions {
 		var body string
 		deadline := time.Now().Add(30 * time.Second)
@@ -136,6 +98,68 @@ func TestChaosKillSessionService(t *testing.T) {
 			t.Errorf("session c%d: outcomes %v, want one completed turn", i, got)
 		}
 	}
+}
+
+// processStack is gateway, history and an adapter-runner (agent "test", the
+// test agent driven through control) in this process, over TCP to an
+// embedded NATS server, for tests that run the session service as OS
+// processes.
+type processStack struct {
+	t       *testing.T
+	ns      *server.Server
+	exe     string
+	base    string // the gateway's http://…/v1/sessions/
+	control string
+}
+
+func startProcessStack(t *testing.T) *processStack {
+	ps := &processStack{t: t, ns: natstest.Run(t, natstest.WithListen()), control: t.TempDir()}
+	var cfg stackConfig
+	cfg.registerFlags(flag.NewFlagSet("procs", flag.ContinueOnError))
+	cfg.Gateway.Addr = "127.0.0.1:0"
+	cfg.Runner.ID = "procs"
+	cfg.Runner.DataDir = t.TempDir()
+	var err error
+	if ps.exe, err = os.Executable(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Runner.Builtin = []adapterrunner.Agent{{ID: "test", Command: ps.exe, Args: []string{testAgentCommand},
+		Env: map[string]string{testagent.EnvControlDir: ps.control}}}
+	lg := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
+	st, err := newStack(&cfg, []string{TargetGateway, TargetHistory, TargetAdapterRunner}, lg, natstest.Connect(t, ps.ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- st.run(ctx, lg, "", func() { close(ready) }) }()
+	<-ready
+	t.Cleanup(func() { cancel(); <-done })
+	ps.base = "http://" + st.gateway.Addr() + "/v1/sessions/"
+	return ps
+}
+
+// startSession starts a session service process with extra flags, its log
+// (JSON, warnings and up) to stderr. It is killed when the test ends.
+func (ps *processStack) startSession(stderr io.Writer, flags ...string) *exec.Cmd {
+	args := append([]string{"serve", "-target=session", "-nats", ps.ns.ClientURL(), "-log-level", "warn"}, flags...)
+	cmd := exec.Command(ps.exe, args...)
+	cmd.Env = append(os.Environ(), envRunSkein+"=1")
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		ps.t.Fatal(err)
+	}
+	ps.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+func (ps *processStack) js() jetstream.JetStream {
+	js, err := jetstream.New(natstest.Connect(ps.t, ps.ns))
+	if err != nil {
+		ps.t.Fatal(err)
+	}
+	return js
 }
 
 // pollHTTP retries a request until it answers 200 (the service may still be
@@ -164,13 +188,19 @@ func pollHTTP(t *testing.T, method, url, body string) error {
 	}
 }
 
+// postPrompt posts a prompt of text, with an idempotency key unless key is
+// empty, and returns the status and body (0 and nil if there was none).
 func postPrompt(ctx context.Context, url, key, text string) (int, []byte) {
-	b, _ := json.Marshal(map[string]any{"idempotencyKey": key, "content": []map[string]string{{"type": "text", "text": text}}})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(string(b)))
+	req := map[string]any{"content": []map[string]string{{"type": "text", "text": text}}}
+	if key != "" {
+		req["idempotencyKey"] = key
+	}
+	b, _ := json.Marshal(req)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(string(b)))
 	if err != nil {
 		return 0, nil
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(hreq)
 	if err != nil {
 		return 0, nil
 	}

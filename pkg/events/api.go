@@ -125,10 +125,15 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, req Variant, hd
 	if err != nil {
 		return nil, err
 	}
-	msg := &nats.Msg{Subject: subject, Data: body, Header: hdr}
+	return RequestMsg(ctx, nc, &nats.Msg{Subject: subject, Data: body, Header: hdr})
+}
+
+// RequestMsg is Request for a body already encoded: a request passed on
+// as it came.
+func RequestMsg(ctx context.Context, nc *nats.Conn, msg *nats.Msg) (Variant, error) {
 	reply, err := nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {
-		return nil, transportError(subject, err)
+		return nil, transportError(msg.Subject, err)
 	}
 	if err := ReplyError(reply); err != nil {
 		return nil, err

@@ -150,19 +150,33 @@ func APISubject(ns Namespace, op Op) string { return join("acp.api", string(ns),
 // serve op for every namespace.
 func APIWildcard(op Op) string { return join("acp.api", "*", string(op)) }
 
-// NamespaceFromAPISubject extracts <ns> from "acp.api.<ns>.<op>". The
-// token must be a valid namespace: unlike ParseNamespace, an empty token is
-// an error, never DefaultNamespace, so that a malformed subject cannot land
-// a request in the default tenant.
+// OwnerSubject returns "acp.owner.<replica>.<ns>.<op>": where a session
+// service replica that is not a session's owner forwards a request of the
+// API to the replica that is.
+func OwnerSubject(replica string, ns Namespace, op Op) string {
+	return join("acp.owner", replica, string(ns), string(op))
+}
+
+// NamespaceFromAPISubject extracts <ns> from "acp.api.<ns>.<op>" or from a
+// forwarded request's "acp.owner.<replica>.<ns>.<op>". The token must be a
+// valid namespace: unlike ParseNamespace, an empty token is an error, never
+// DefaultNamespace, so that a malformed subject cannot land a request in the
+// default tenant.
 func NamespaceFromAPISubject(subject string) (Namespace, error) {
 	parts := strings.Split(subject, ".")
-	if len(parts) != 4 || parts[0] != "acp" || parts[1] != "api" {
+	var tok string
+	switch {
+	case len(parts) == 4 && parts[0] == "acp" && parts[1] == "api":
+		tok = parts[2]
+	case len(parts) == 5 && parts[0] == "acp" && parts[1] == "owner":
+		tok = parts[3]
+	default:
 		return "", Errorf(CodeInvalidRequest, "not an API subject: %q", truncate(subject, 80))
 	}
-	if ns := Namespace(parts[2]); ns.Valid() {
+	if ns := Namespace(tok); ns.Valid() {
 		return ns, nil
 	}
-	return "", Errorf(CodeInvalidNamespace, "namespace %q must match [a-z0-9][a-z0-9_-]{0,62}", truncate(parts[2], 80))
+	return "", Errorf(CodeInvalidNamespace, "namespace %q must match [a-z0-9][a-z0-9_-]{0,62}", truncate(tok, 80))
 }
 
 // RunnerOp names one control operation of an adapter-runner.

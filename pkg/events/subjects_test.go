@@ -55,6 +55,9 @@ func TestNamespaceFromAPISubject(t *testing.T) {
 		{"wildcard namespace", "acp.api.*.prompt", "", events.CodeInvalidNamespace},
 		// An empty token is an error, not DefaultNamespace.
 		{"empty namespace", "acp.api..prompt", "", events.CodeInvalidNamespace},
+		{"forwarded", "acp.owner.R1.team-a.prompt", "team-a", ""},
+		{"forwarded, no replica", "acp.owner.team-a.prompt", "", events.CodeInvalidRequest},
+		{"forwarded, invalid namespace", "acp.owner.R1.A.prompt", "", events.CodeInvalidNamespace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,7 +2,10 @@ package session
 
 import (
 	"flag"
+	"fmt"
 	"time"
+
+	"skein.dev/pkg/events/eventlog"
 )
 
 // Config configures the session service.
@@ -51,6 +54,10 @@ type Config struct {
 	IdleTimeout   time.Duration
 	MaxAdapterAge time.Duration
 	SweepInterval time.Duration
+	// OwnerTTL is how long a session's owner lease outlives its last
+	// renewal (renewed every third of it): how long the sessions of a
+	// replica that stops answering wait before another takes them.
+	OwnerTTL time.Duration
 }
 
 // RegisterFlags registers the service's flags in fs, prefixed "session.".
@@ -70,6 +77,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.IdleTimeout, "session.idle-timeout", 30*time.Minute, "unload an adapter idle this long (0: never)")
 	fs.DurationVar(&c.MaxAdapterAge, "session.max-adapter-age", 24*time.Hour, "unload an adapter attached this long, between turns (0: never)")
 	fs.DurationVar(&c.SweepInterval, "session.sweep-interval", 2*time.Second, "how often idle adapters and running turns are checked")
+	fs.DurationVar(&c.OwnerTTL, "session.owner-ttl", eventlog.DefaultOwnerTTL, "how long a session's owner lease outlives its last renewal (at least 1s)")
 	fs.IntVar(&c.GroupCommitMin, "session.group-commit-min", 8, "on replicated streams, the smallest group of queued adapter output written as one atomic batch")
 }
 
@@ -110,6 +118,12 @@ func (c *Config) Validate() error {
 	}
 	if c.GroupCommitMin <= 0 {
 		c.GroupCommitMin = 8
+	}
+	if c.OwnerTTL <= 0 {
+		c.OwnerTTL = eventlog.DefaultOwnerTTL
+	}
+	if c.OwnerTTL < time.Second {
+		return fmt.Errorf("session.owner-ttl %v is under the 1s minimum", c.OwnerTTL)
 	}
 	return nil
 }

@@ -20,6 +20,9 @@ type metrics struct {
 	ioGapRecords   prometheus.Counter
 	reclaims       *prometheus.CounterVec // by reason
 	takeovers      prometheus.Counter
+	leases         *prometheus.CounterVec // by event
+	forwards       prometheus.Counter
+	fences         prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -37,6 +40,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		ioRecords:      f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_io_records_total", Help: "ACP_IO records applied, by record."}, []string{"record"}),
 		reclaims:       f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_reclaims_total", Help: "Adapters unloaded by idle reclaim, by reason."}, []string{"reason"}),
 		takeovers:      f.NewCounter(prometheus.CounterOpts{Name: "acp_session_takeovers_total", Help: "Open turns continued by a new owner whose adapter was still working on them."}),
+		leases:         f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_owner_leases_total", Help: "Owner lease events: acquired, held_elsewhere, renewed, lost, evicted."}, []string{"event"}),
+		forwards:       f.NewCounter(prometheus.CounterOpts{Name: "acp_session_forwarded_requests_total", Help: "Requests passed on to the replica owning their session."}),
+		fences:         f.NewCounter(prometheus.CounterOpts{Name: "acp_session_owner_fences_total", Help: "OwnerChanged records appended on taking a session over."}),
 		ioGapRecords:   f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_gap_records_total", Help: "ACP_IO records read from the stream to fill a gap in the live tail."}),
 	}
 }

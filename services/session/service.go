@@ -10,6 +10,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -33,13 +34,20 @@ type Service struct {
 	lg    *slog.Logger
 	nc    *nats.Conn
 	m     *metrics
-	token string // this replica's writer identity, in every Nats-Msg-Id
+	// token is this replica's identity: its nats micro instance ID (so
+	// `nats micro ls` names the holders of ACP_OWNERS leases), its owner
+	// lease value, and part of every Nats-Msg-Id it writes.
+	token string
 	ready chan struct{}
 
 	// Set by Run.
 	js      jetstream.JetStream
 	meta    jetstream.KeyValue
+	owners  jetstream.KeyValue
 	runners *runnerDirectory
+	// claimQueue takes the keys of sessions this replica should try to
+	// claim: at start-up, and whenever a lease ends.
+	claimQueue chan string
 	runCtx  context.Context
 	// maxRecord is the largest log record (Config.MaxRecordBytes, or the
 	// server's max payload less room for the envelope and headers).
@@ -63,6 +71,8 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 		token:    nuid.Next(),
 		ready:    make(chan struct{}),
 		sessions: map[string]*session{},
+
+		claimQueue: make(chan string, claimQueueLen),
 	}, nil
 }
 
@@ -77,12 +87,15 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: s.cfg.Replicas}, true); err != nil {
+	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: s.cfg.Replicas, OwnerTTL: s.cfg.OwnerTTL}, true); err != nil {
 		return err
 	}
 	s.js = js
 	if s.meta, err = js.KeyValue(ctx, events.BucketSessions); err != nil {
 		return fmt.Errorf("sessions bucket: %w", err)
+	}
+	if s.owners, err = js.KeyValue(ctx, events.BucketOwners); err != nil {
+		return fmt.Errorf("owners bucket: %w", err)
 	}
 	runnersKV, err := js.KeyValue(ctx, events.BucketRunners)
 	if err != nil {
@@ -108,6 +121,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("session service: %w", err)
 	}
+	s.token = svc.Info().ID
 	handlers := map[events.Op]events.OpHandler{
 		events.OpOpenSession:            s.handleOpen,
 		events.OpPrompt:                 s.handlePrompt,
@@ -119,10 +133,22 @@ func (s *Service) Run(ctx context.Context) error {
 		events.OpRespondPermission: s.handleRespond,
 	}
 	for op, h := range handlers {
-		if err := svc.AddEndpoint(string(op), s.serve(runCtx, op, h), micro.WithEndpointSubject(events.APIWildcard(op))); err != nil {
+		// Requests to the API reach any replica (a queue group), which
+		// forwards those for sessions another replica owns to that one's
+		// own endpoint.
+		err := svc.AddEndpoint(string(op), s.serve(runCtx, op, s.routed(op, h)), micro.WithEndpointSubject(events.APIWildcard(op)))
+		if err == nil {
+			err = svc.AddEndpoint(string(op)+"-owned", s.serve(runCtx, op, h),
+				micro.WithEndpointSubject(events.OwnerSubject(s.token, "*", op)), micro.WithEndpointQueueGroupDisabled())
+		}
+		if err != nil {
 			_ = svc.Stop()
 			return fmt.Errorf("endpoint %s: %w", op, err)
 		}
+	}
+	if err := s.watchLeases(runCtx); err != nil {
+		_ = svc.Stop()
+		return err
 	}
 	// Subscriptions are in place on the server once the connection is
 	// flushed; only then may clients on other connections find them.
@@ -134,6 +160,10 @@ func (s *Service) Run(ctx context.Context) error {
 	s.lg.Info("session service ready")
 
 	go s.sweep(runCtx)
+	go s.renewLeases(runCtx)
+	for range claimWorkers {
+		go s.claimer(runCtx)
+	}
 	go s.adopt(runCtx)
 	<-ctx.Done()
 	_ = svc.Stop()
@@ -164,7 +194,7 @@ const recordHeadroom = 16 << 10
 // sweep runs every SweepInterval. While a turn runs it is the safety net
 // of the live tail: records a lost core message left unseen are read from
 // the stream. Otherwise it reclaims adapters idle past IdleTimeout or older
-// than MaxAdapterAge.
+// than MaxAdapterAge, and gives up sessions unloaded and idle that long.
 func (s *Service) sweep(ctx context.Context) {
 	t := time.NewTicker(s.cfg.SweepInterval)
 	defer t.Stop()
@@ -185,6 +215,10 @@ func (s *Service) sweep(ctx context.Context) {
 				} else {
 					s.m.reclaims.WithLabelValues(reason).Inc()
 				}
+			} else if sess.adapter == nil && sess.turn == nil && s.cfg.IdleTimeout > 0 && now.Sub(sess.updatedAt) >= s.cfg.IdleTimeout {
+				// Unloaded and idle: give the session up (and its lease);
+				// the next request loads it again, on any replica.
+				sess.release(nil)
 			}
 			sess.mu.Unlock()
 		}
@@ -215,6 +249,25 @@ func (s *Service) forget(sess *session) {
 	}
 	s.m.sessionsLoaded.Set(float64(len(s.sessions)))
 	s.mu.Unlock()
+}
+
+// hold puts sess back among the sessions held when it was forgotten while
+// its caller waited for its lock; if another holder took its place, the
+// caller must retry with that one.
+func (s *Service) hold(sess *session) error {
+	key := sess.key()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch cur := s.sessions[key]; cur {
+	case sess:
+		return nil
+	case nil:
+		s.sessions[key] = sess
+		s.m.sessionsLoaded.Set(float64(len(s.sessions)))
+		return nil
+	default:
+		return events.Errorf(events.CodeUnavailable, "session %s was reloaded while the request waited; retry", key)
+	}
 }
 
 // loaded returns the sessions held now.
@@ -370,10 +423,10 @@ func (s *Service) runnerGone(id events.RunnerID) {
 	}
 }
 
-// adopt loads, at start-up, every session whose projection says a turn was
-// running: a turn whose adapter still works on it is taken over and
-// completes; any other open turn is closed. Without this, such a turn would
-// wait for the next request to touch its session.
+// adopt queues, at start-up, every session for a claim: those whose
+// projection says a turn is open and whose lease is free (or whose holder is
+// gone) are taken. Without this, such a turn would wait for the next
+// request to touch its session.
 func (s *Service) adopt(ctx context.Context) {
 	keys, err := s.meta.ListKeys(ctx)
 	if err != nil {
@@ -381,35 +434,136 @@ func (s *Service) adopt(ctx context.Context) {
 		return
 	}
 	for key := range keys.Keys() {
-		e, err := s.meta.Get(ctx, key)
-		if err != nil {
-			continue
+		select {
+		case s.claimQueue <- key:
+		case <-ctx.Done():
+			return
 		}
-		m, err := events.Decode[events.SessionMeta](e.Value())
-		if err != nil {
-			continue
+	}
+}
+
+// claimWorkers claim sessions concurrently; claimQueueLen keys wait.
+const (
+	claimWorkers  = 16
+	claimQueueLen = 1024
+)
+
+func (s *Service) claimer(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case key := <-s.claimQueue:
+			s.claim(ctx, key)
 		}
-		var state struct {
-			Status string `json:"status"`
-		}
-		if json.Unmarshal(m.Info.State, &state) != nil || (state.Status != "running" && state.Status != "waiting") {
-			continue
-		}
-		ns, err := events.ParseNamespace(m.Namespace)
-		if err != nil {
-			continue
-		}
-		sid, err := events.ParseSessionID(m.Info.SessionID)
-		if err != nil {
-			continue
-		}
+	}
+}
+
+// claim loads the session of key when its projection says a turn is open:
+// a turn whose adapter still works on it is taken over and completes; any
+// other open turn is closed. A lease held by a replica that no longer
+// answers is evicted first.
+func (s *Service) claim(ctx context.Context, key string) {
+	e, err := s.meta.Get(ctx, key)
+	if err != nil {
+		return
+	}
+	m, err := events.Decode[events.SessionMeta](e.Value())
+	if err != nil {
+		return
+	}
+	var state struct {
+		Status string `json:"status"`
+	}
+	if json.Unmarshal(m.Info.State, &state) != nil || (state.Status != "running" && state.Status != "waiting") {
+		return
+	}
+	ns, err := events.ParseNamespace(m.Namespace)
+	if err != nil {
+		return
+	}
+	sid, err := events.ParseSessionID(m.Info.SessionID)
+	if err != nil {
+		return
+	}
+	for attempt := 0; ; attempt++ {
 		sess := s.session(ns, sid)
 		sess.mu.Lock()
-		if err := sess.load(ctx); err != nil {
-			sess.lg.Warn("adopt session", events.LogKeyErr, err)
-		}
+		err := sess.load(ctx)
 		sess.mu.Unlock()
+		moved, ok := errors.AsType[*ownedElsewhere](err)
+		switch {
+		case err == nil:
+			return
+		case ok && attempt == 0 && !s.answers(ctx, moved.owner):
+			s.evictLease(ctx, moved)
+		case ok:
+			return // a live replica has it
+		default:
+			sess.lg.Warn("claim session", events.LogKeyErr, err)
+			return
+		}
 	}
+}
+
+// answers reports whether the session service replica id is alive: it
+// answers the nats micro ping of its instance. One that is paused answers
+// late, and keeps its leases until they expire.
+func (s *Service) answers(ctx context.Context, id string) bool {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	_, err := s.nc.RequestWithContext(ctx, "$SRV.PING."+events.APIServiceSession+"."+id, nil)
+	return !errors.Is(err, nats.ErrNoResponders)
+}
+
+// routed serves op for sessions this replica owns, and forwards requests
+// for sessions another replica owns to it. A forwarded request whose owner
+// is gone (nobody serves its subject) evicts that lease and is served here.
+func (s *Service) routed(op events.Op, h events.OpHandler) events.OpHandler {
+	return func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+		v, err := h(ctx, ns, data)
+		moved, ok := errors.AsType[*ownedElsewhere](err)
+		if !ok {
+			return v, err
+		}
+		s.m.forwards.Inc()
+		v, err = s.forward(ctx, ns, op, data, moved)
+		if err == nil || events.AsError(err).Code != events.CodeUnavailable || s.answers(ctx, moved.owner) {
+			return v, err
+		}
+		s.evictLease(ctx, moved)
+		return h(ctx, ns, data)
+	}
+}
+
+// forward passes a request to the session's owner and returns its answer.
+// While it waits (a prompt waits through its turn), the lease is checked
+// every third of its TTL: when it leaves that owner, waiting ends with a
+// retryable error.
+func (s *Service) forward(ctx context.Context, ns events.Namespace, op events.Op, data []byte, to *ownedElsewhere) (events.Variant, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		t := time.NewTicker(s.cfg.OwnerTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			e, err := s.owners.Get(ctx, to.key)
+			if errors.Is(err, jetstream.ErrKeyNotFound) || (err == nil && string(e.Value()) != to.owner) {
+				cancel(events.Errorf(events.CodeUnavailable, "the owner of session %s changed while the request waited; retry", to.key))
+				return
+			}
+		}
+	}()
+	v, err := events.RequestMsg(ctx, s.nc, &nats.Msg{Subject: events.OwnerSubject(to.owner, ns, op), Data: data})
+	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && err != nil {
+		return nil, cause
+	}
+	return v, err
 }
 
 func (s *Service) handleSetConfig(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {

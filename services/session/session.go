@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,6 +25,11 @@ type session struct {
 	ns  events.Namespace
 	sid events.SessionID
 	lg  *slog.Logger
+
+	// lease is the revision of this replica's owner lease on the session
+	// in ACP_OWNERS, 0 when it holds none. It is set under mu and renewed
+	// without it (atomically).
+	lease atomic.Uint64
 
 	mu        sync.Mutex
 	loaded    bool
@@ -65,11 +71,39 @@ func newSession(svc *Service, ns events.Namespace, sid events.SessionID) *sessio
 	}
 }
 
-// load rebuilds the session from its log, once.
+// key is the session's key in ACP_SESSIONS and ACP_OWNERS.
+func (sess *session) key() string { return events.SessionKey(sess.ns, sess.sid) }
+
+// load takes the session's owner lease and rebuilds the session from its
+// log, once. When another replica holds the lease the error is
+// *ownedElsewhere, and this replica forgets the session.
 func (sess *session) load(ctx context.Context) error {
 	if sess.loaded {
 		return nil
 	}
+	if err := sess.svc.hold(sess); err != nil {
+		return err
+	}
+	if sess.lease.Load() == 0 {
+		rev, err := sess.svc.acquireLease(ctx, sess.key())
+		if err != nil {
+			sess.svc.forget(sess)
+			return err
+		}
+		sess.lease.Store(rev)
+	}
+	if err := sess.rebuild(ctx); err != nil {
+		sess.releaseLease()
+		sess.svc.forget(sess)
+		return err
+	}
+	sess.loaded = true
+	return nil
+}
+
+// rebuild reads the session's state from its log, fencing earlier owners
+// off first.
+func (sess *session) rebuild(ctx context.Context) error {
 	js := sess.svc.js
 	pos, last, err := eventlog.LoadPosition(ctx, js, sess.ns, sess.sid)
 	if err != nil {
@@ -98,13 +132,54 @@ func (sess *session) load(ctx context.Context) error {
 			if err := sess.loadMeta(ctx); err != nil {
 				return err
 			}
+			if err := sess.fence(ctx, last); err != nil {
+				return err
+			}
 		}
 		if err := sess.reconcile(ctx, last); err != nil {
 			return err
 		}
 	}
-	sess.loaded = true
 	return nil
+}
+
+// fence appends OwnerChanged after last, the newest record this replica
+// read: any earlier owner's next append then fails (the compare-and-set
+// every append carries), so it cannot write past this replica. The record
+// carries the open turn's headers, if last belongs to one, so that the turn
+// stays open to whoever reads the log next.
+func (sess *session) fence(ctx context.Context, last *eventlog.Record) error {
+	hdr := nats.Header{}
+	if id, start, ok, err := openTurn(last); err != nil {
+		return err
+	} else if ok {
+		hdr.Set(events.HeaderTurnID, id)
+		hdr.Set(events.HeaderTurnStart, strconv.FormatUint(start, 10))
+	}
+	changed := &events.OwnerChanged{Owner: sess.svc.token, LeaseRevision: sess.lease.Load()}
+	if _, err := sess.write(ctx, []eventlog.Entry{{Kind: events.LogControl, Value: changed, Header: hdr}}); err != nil {
+		return err
+	}
+	sess.svc.m.fences.Inc()
+	return nil
+}
+
+// openTurn reports the turn last belongs to, if that turn is open: last is
+// a turn's record and not the one that finished it. start is the sequence
+// of the turn's accepting record.
+func openTurn(last *eventlog.Record) (id string, start uint64, ok bool, err error) {
+	id = last.Header.Get(events.HeaderTurnID)
+	if id == "" || last.Header.Get(events.HeaderRecord) == "TurnFinished" {
+		return "", 0, false, nil
+	}
+	if last.Header.Get(events.HeaderTurnAccepted) != "" {
+		return id, last.Sequence, true, nil
+	}
+	start, err = strconv.ParseUint(last.Header.Get(events.HeaderTurnStart), 10, 64)
+	if err != nil {
+		return "", 0, false, events.Errorf(events.CodeInternal, "record %d of open turn %s has no %s", last.Sequence, id, events.HeaderTurnStart)
+	}
+	return id, start, true, nil
 }
 
 // reconcile closes a turn that an earlier owner accepted and never finished:
@@ -114,16 +189,9 @@ func (sess *session) load(ctx context.Context) error {
 // key and content hash (so a keyed retry gets this outcome, not a new
 // turn), and its pending permission requests become terminal.
 func (sess *session) reconcile(ctx context.Context, last *eventlog.Record) error {
-	turnID := last.Header.Get(events.HeaderTurnID)
-	if turnID == "" || last.Header.Get(events.HeaderRecord) == "TurnFinished" {
-		return nil
-	}
-	start := last.Sequence
-	if last.Header.Get(events.HeaderTurnAccepted) == "" {
-		var err error
-		if start, err = strconv.ParseUint(last.Header.Get(events.HeaderTurnStart), 10, 64); err != nil {
-			return events.Errorf(events.CodeInternal, "record %d of open turn %s has no %s", last.Sequence, turnID, events.HeaderTurnStart)
-		}
+	turnID, start, open, err := openTurn(last)
+	if !open {
+		return err
 	}
 	recs, err := sess.turnRecords(ctx, start, last.Sequence)
 	if err != nil {
@@ -496,8 +564,8 @@ func (sess *session) stopAdapter(r *route) {
 }
 
 // release drops the session from this replica: waiters get err, the IO
-// consumer stops, the state is forgotten. The adapter keeps running; the
-// next owner decides what to do with it.
+// consumer stops, the state is forgotten and the owner lease given up. The
+// adapter keeps running; the next owner decides what to do with it.
 func (sess *session) release(err error) {
 	sess.detach()
 	if sess.turn != nil {
@@ -506,6 +574,7 @@ func (sess *session) release(err error) {
 	}
 	sess.pending = nil
 	sess.loaded = false
+	sess.releaseLease()
 	sess.svc.forget(sess)
 }
 

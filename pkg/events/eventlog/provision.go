@@ -27,7 +27,8 @@ const (
 	DefaultDuplicateWindow = 2 * time.Minute
 	// DefaultRunnerTTL is how long a runner's heartbeat lives in ACP_RUNNERS.
 	DefaultRunnerTTL = 15 * time.Second
-	// DefaultOwnerTTL is the owner lease lifetime in ACP_OWNERS.
+	// DefaultOwnerTTL is the owner lease lifetime in ACP_OWNERS: a lease
+	// its owner stops renewing is gone that long after its last renewal.
 	DefaultOwnerTTL = 15 * time.Second
 )
 
@@ -37,6 +38,9 @@ type Options struct {
 	Replicas            int
 	MaxEventsPerSession int64
 	IOMaxAge            time.Duration
+	// OwnerTTL is the lifetime of an owner lease (ACP_OWNERS' max age; at
+	// least a second, the shortest marker the server keeps).
+	OwnerTTL time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -49,6 +53,10 @@ func (o Options) withDefaults() Options {
 	if o.IOMaxAge <= 0 {
 		o.IOMaxAge = DefaultIOMaxAge
 	}
+	if o.OwnerTTL <= 0 {
+		o.OwnerTTL = DefaultOwnerTTL
+	}
+	o.OwnerTTL = max(o.OwnerTTL, time.Second)
 	return o
 }
 
@@ -117,7 +125,10 @@ func Provision(ctx context.Context, js jetstream.JetStream, o Options, update bo
 	}
 	buckets := []jetstream.KeyValueConfig{
 		{Bucket: events.BucketSessions, Description: "Skein session metadata projection", Storage: jetstream.FileStorage, Replicas: o.Replicas},
-		{Bucket: events.BucketOwners, Description: "Skein session owner leases", Storage: jetstream.FileStorage, Replicas: o.Replicas, TTL: DefaultOwnerTTL},
+		// A lease lives OwnerTTL past its last renewal (each renewal is a
+		// new revision); the marker its expiry leaves tells the other
+		// replicas that the session is free.
+		{Bucket: events.BucketOwners, Description: "Skein session owner leases", Storage: jetstream.FileStorage, Replicas: o.Replicas, TTL: o.OwnerTTL, LimitMarkerTTL: o.OwnerTTL},
 		// A heartbeat that stops expires, and the marker its expiry leaves
 		// tells watchers (the session service) that the runner is gone.
 		{Bucket: events.BucketRunners, Description: "Skein adapter-runner heartbeats", Storage: jetstream.MemoryStorage, Replicas: o.Replicas, TTL: DefaultRunnerTTL, LimitMarkerTTL: DefaultRunnerTTL},

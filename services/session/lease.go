@@ -1,0 +1,200 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"skein.dev/pkg/events"
+)
+
+// Owner leases. A session is served by the replica holding its lease in
+// ACP_OWNERS (key SessionKey(ns, sid), value the replica's ID). The lease
+// lives the bucket's max age (Config.OwnerTTL) past its last renewal; its
+// holder renews every lease it holds every third of that, each renewal a
+// compare-and-set on the revision it last wrote. A replica that gets a
+// request for a session another replica holds forwards it there
+// (acp.owner.<replica>.<ns>.<op>). A lease that expires, or that its holder
+// gives up, leaves a marker every replica watches: a session with a turn
+// open is then claimed by one of them, which takes the turn over.
+//
+// The lease is routing, not safety. Safety is the log's compare-and-set: a
+// replica that takes a session over first appends OwnerChanged conditioned
+// on the last sequence it read, so a paused or partitioned earlier owner's
+// next append fails and it steps down; so does one whose renewal fails.
+
+// ownedElsewhere is load's error when another replica holds the session's
+// lease: the request belongs there.
+type ownedElsewhere struct {
+	key   string
+	owner string
+	rev   uint64
+}
+
+func (e *ownedElsewhere) Error() string {
+	return fmt.Sprintf("session %s is owned by replica %s", e.key, e.owner)
+}
+
+// Unwrap makes it, to anyone who does not forward, a retryable error.
+func (e *ownedElsewhere) Unwrap() error {
+	return events.Errorf(events.CodeUnavailable, "session %s is moving between session replicas; retry", e.key)
+}
+
+// errLeaseLost is what a turn's waiters get when its replica steps down.
+func errLeaseLost(key string) error {
+	return events.Errorf(events.CodeWriteConflict, "this session replica lost the owner lease of %s; retry (with the same idempotency key to join the turn)", key)
+}
+
+// acquireLease takes the session's lease for this replica, and returns its
+// revision. When another replica holds it, the error is *ownedElsewhere.
+func (s *Service) acquireLease(ctx context.Context, key string) (uint64, error) {
+	self := []byte(s.token)
+	for range 3 {
+		rev, err := s.owners.Create(ctx, key, self)
+		if err == nil {
+			s.m.leases.WithLabelValues("acquired").Inc()
+			return rev, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return 0, events.Errorf(events.CodeUnavailable, "owner lease of %s: %v", key, err)
+		}
+		e, err := s.owners.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // expired or given up since: try again
+		}
+		if err != nil {
+			return 0, events.Errorf(events.CodeUnavailable, "owner lease of %s: %v", key, err)
+		}
+		if owner := string(e.Value()); owner != s.token {
+			s.m.leases.WithLabelValues("held_elsewhere").Inc()
+			return 0, &ownedElsewhere{key: key, owner: owner, rev: e.Revision()}
+		}
+		// Ours, from a holder this replica has forgotten: take it as new.
+		if rev, err := s.owners.Update(ctx, key, self, e.Revision()); err == nil {
+			s.m.leases.WithLabelValues("acquired").Inc()
+			return rev, nil
+		}
+	}
+	return 0, events.Errorf(events.CodeUnavailable, "owner lease of %s is contended; retry", key)
+}
+
+// evictLease deletes a lease whose holder no longer answers (nobody serves
+// its forwarding subject: its connection is gone), if it is still at rev.
+func (s *Service) evictLease(ctx context.Context, e *ownedElsewhere) {
+	if err := s.owners.Delete(ctx, e.key, jetstream.LastRevision(e.rev)); err == nil {
+		s.m.leases.WithLabelValues("evicted").Inc()
+		s.lg.Warn("evicted the lease of an owner that does not answer", "key", e.key, "owner", e.owner)
+	}
+}
+
+// releaseLease gives up the session's lease, if held, so that another
+// replica may take the session at once.
+func (sess *session) releaseLease() {
+	rev := sess.lease.Swap(0)
+	if rev == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(sess.svc.runCtx), sess.svc.cfg.CallTimeout)
+	defer cancel()
+	if err := sess.svc.owners.Delete(ctx, sess.key(), jetstream.LastRevision(rev)); err != nil {
+		sess.lg.Debug("give up owner lease", events.LogKeyErr, err)
+	}
+}
+
+// renewLeases renews every lease this replica holds, every third of the
+// TTL, pipelined: a publish per lease, all in flight at once. A renewal the
+// server refuses (the lease expired or moved) makes the replica step down
+// from that session.
+func (s *Service) renewLeases(ctx context.Context) {
+	t := time.NewTicker(s.cfg.OwnerTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		type renewal struct {
+			sess *session
+			rev  uint64
+			ack  jetstream.PubAckFuture
+		}
+		var inflight []renewal
+		subject := "$KV." + events.BucketOwners + "."
+		for _, sess := range s.loaded() {
+			rev := sess.lease.Load()
+			if rev == 0 {
+				continue
+			}
+			ack, err := s.js.PublishAsync(subject+sess.key(), []byte(s.token), jetstream.WithExpectLastSequencePerSubject(rev))
+			if err != nil {
+				s.lg.Warn("renew owner lease", events.LogKeyErr, err)
+				continue
+			}
+			inflight = append(inflight, renewal{sess, rev, ack})
+		}
+		for _, r := range inflight {
+			select {
+			case ack := <-r.ack.Ok():
+				if !r.sess.lease.CompareAndSwap(r.rev, ack.Sequence) {
+					// Given up while the renewal flew: give it up again.
+					_ = s.owners.Delete(ctx, r.sess.key(), jetstream.LastRevision(ack.Sequence))
+				}
+				s.m.leases.WithLabelValues("renewed").Inc()
+			case err := <-r.ack.Err():
+				var apiErr *jetstream.APIError
+				if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+					go r.sess.stepDown(r.rev)
+				} else {
+					s.lg.Warn("renew owner lease", "key", r.sess.key(), events.LogKeyErr, err)
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// stepDown drops the session from this replica after its lease at rev was
+// lost: nothing more is written, waiters are told to retry, the adapter is
+// left to the next owner.
+func (sess *session) stepDown(rev uint64) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if !sess.lease.CompareAndSwap(rev, 0) {
+		return // released or renewed meanwhile
+	}
+	sess.svc.m.leases.WithLabelValues("lost").Inc()
+	sess.lg.Warn("lost the owner lease; stepping down")
+	sess.release(errLeaseLost(sess.key()))
+}
+
+// watchLeases claims, for every lease that expires or is given up, the
+// session if its projection says a turn is open: its owner is gone, and the
+// turn's adapter may be working on it still.
+func (s *Service) watchLeases(ctx context.Context) error {
+	w, err := s.owners.WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.MetaOnly())
+	if err != nil {
+		return fmt.Errorf("watch owner leases: %w", err)
+	}
+	go func() {
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e != nil && e.Operation() != jetstream.KeyValuePut {
+					s.claimQueue <- e.Key()
+				}
+			}
+		}
+	}()
+	return nil
+}
