@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"bufio"
 	"context"
 	"encoding/json"
@@ -52,7 +51,7 @@ func TestReplicasStaleOwner(t *testing.T) {
 		t.Fatalf("lease of s1: %v", err)
 	}
 	idA := string(lease.Value())
-	ps.startSession(os.Stderr, ttl...)
+	ps.startSession(io.Discard, ttl...)
 	ids := sessionReplicas(t, nc, 2)
 
 	// Requests land on either replica; each one B gets is forwarded to A.

@@ -30,10 +30,10 @@ import (
 
 // Service is the session service.
 type Service struct {
-	cfg   Config
-	lg    *slog.Logger
-	nc    *nats.Conn
-	m     *metrics
+	cfg Config
+	lg  *slog.Logger
+	nc  *nats.Conn
+	m   *metrics
 	// token is this replica's identity: its nats micro instance ID (so
 	// `nats micro ls` names the holders of ACP_OWNERS leases), its owner
 	// lease value, and part of every Nats-Msg-Id it writes.
@@ -48,7 +48,7 @@ type Service struct {
 	// claimQueue takes the keys of sessions this replica should try to
 	// claim: at start-up, and whenever a lease ends.
 	claimQueue chan string
-	runCtx  context.Context
+	runCtx     context.Context
 	// maxRecord is the largest log record (Config.MaxRecordBytes, or the
 	// server's max payload less room for the envelope and headers).
 	maxRecord int
