@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
@@ -174,8 +176,9 @@ func (r *rig) dispatches() float64 {
 	return gatherCounter(r.t, r.reg, "acp_session_prompt_dispatches_total")
 }
 
-// gatherCounter returns the sum of the counter name in reg.
-func gatherCounter(t testing.TB, reg prometheus.Gatherer, name string) float64 {
+// gatherCounter returns the sum of the counter name in reg over the series
+// whose labels include the name-value pairs of labels.
+func gatherCounter(t testing.TB, reg prometheus.Gatherer, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -186,7 +189,13 @@ func gatherCounter(t testing.TB, reg prometheus.Gatherer, name string) float64 {
 		if mf.GetName() != name {
 			continue
 		}
+	series:
 		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == labels[i] && l.GetValue() == labels[i+1] }) {
+					continue series
+				}
+			}
 			sum += m.GetCounter().GetValue()
 		}
 	}

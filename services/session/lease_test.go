@@ -1,0 +1,79 @@
+package session_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"skein.dev/pkg/events"
+	"skein.dev/services/session"
+	"skein.dev/testagent"
+)
+
+// A replica whose lease is taken from it mid-turn steps down: the waiting
+// prompt is told to retry, nothing more is written. The retry finds the
+// lease held by a replica that does not answer, evicts it, takes the
+// session back (fencing the log) and joins the turn, which the adapter
+// never stopped working on. A replica that stops gives its leases up.
+func TestLeaseLostStepsDown(t *testing.T) {
+	h := startRig(t, session.Config{OwnerTTL: time.Second})
+	ctx := t.Context()
+	if err := h.open(t, "ls", events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	owners, err := h.js.KeyValue(ctx, events.BucketOwners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := owners.Get(ctx, "default.ls")
+	if err != nil {
+		t.Fatalf("lease after open: %v", err)
+	}
+	script := "chunks 2 before\npause ls\nsay after"
+	first := h.promptAsync(ctx, "ls", "key-1", script)
+	if err := testagent.WaitPaused(ctx, h.control, "ls"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owners.Put(ctx, "default.ls", []byte("vanished-replica")); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-first; code(r.err) != events.CodeWriteConflict {
+		t.Fatalf("prompt whose replica lost the lease = %+v, %v; want %s", r.res, r.err, events.CodeWriteConflict)
+	}
+	if lost := gatherCounter(t, h.reg, "acp_session_owner_leases_total", "event", "lost"); lost != 1 {
+		t.Errorf("leases lost = %v, want 1", lost)
+	}
+
+	retry := h.promptAsync(ctx, "ls", "key-1", script)
+	if err := testagent.Release(ctx, h.control, "ls"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-retry
+	if r.err != nil || r.res.StopReason != "end_turn" || !strings.Contains(string(r.res.Message), "after") {
+		t.Fatalf("keyed retry = %+v, %v; want the turn completed", r.res, r.err)
+	}
+	if n := gatherCounter(t, h.reg, "acp_session_owner_leases_total", "event", "evicted"); n != 1 {
+		t.Errorf("leases evicted = %v, want 1", n)
+	}
+	if d := h.dispatches(); d != 1 {
+		t.Errorf("dispatches = %v, want 1 (the turn was joined, not sent again)", d)
+	}
+	if e, err := owners.Get(ctx, "default.ls"); err != nil || string(e.Value()) != string(held.Value()) {
+		t.Errorf("lease after the retry = %v, %v; want this replica's again", e, err)
+	}
+	log, _ := h.readLog(t, "ls") // audits: one finish, nothing twice
+	if got := log.Outcomes(); len(got) != 1 || got[0] != events.OutcomeCompleted {
+		t.Errorf("outcomes = %v, want one completed turn", got)
+	}
+	if n, err := h.countCtl(ctx, "ls", "OwnerChanged"); err != nil || n != 1 {
+		t.Errorf("OwnerChanged records = %d, %v; want 1 (the retaking)", n, err)
+	}
+
+	h.stopSvc()
+	if _, err := owners.Get(ctx, "default.ls"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("lease after the replica stopped: %v, want it given up", err)
+	}
+}
