@@ -496,6 +496,9 @@ func (a *agent) lookupSession(id string) (*session, *rpcError) {
 	}
 	s = &session{id: st.SessionID, cwd: st.Cwd, mode: st.Mode, model: st.Model,
 		nextMsg: st.NextMsg, nextUser: st.NextUser, tools: st.Tools, history: st.History}
+	if a.cfg.ForgetConfig {
+		s.mode, s.model = defaultMode, defaultModel
+	}
 	if s.tools == nil {
 		s.tools = map[string]string{}
 	}

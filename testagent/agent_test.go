@@ -51,7 +51,7 @@ func FuzzHandleLine(f *testing.F) {
 }
 
 func TestEnvNames(t *testing.T) {
-	exported := []string{EnvLoadSession, EnvResume, EnvClose, EnvConfigOptions, EnvLegacyModes, EnvLegacyModels,
+	exported := []string{EnvLoadSession, EnvResume, EnvClose, EnvConfigOptions, EnvForgetConfig, EnvLegacyModes, EnvLegacyModels,
 		EnvCommands, EnvStateDir, EnvControlDir, EnvExitOnEOF, EnvLogLevel, EnvAuthMethod}
 	var c config
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)

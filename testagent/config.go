@@ -19,6 +19,7 @@ const (
 	EnvResume        = "SKEIN_TESTAGENT_RESUME"
 	EnvClose         = "SKEIN_TESTAGENT_CLOSE"
 	EnvConfigOptions = "SKEIN_TESTAGENT_CONFIG_OPTIONS"
+	EnvForgetConfig  = "SKEIN_TESTAGENT_FORGET_CONFIG"
 	EnvLegacyModes   = "SKEIN_TESTAGENT_LEGACY_MODES"
 	EnvLegacyModels  = "SKEIN_TESTAGENT_LEGACY_MODELS"
 	EnvCommands      = "SKEIN_TESTAGENT_COMMANDS"
@@ -54,6 +55,10 @@ type config struct {
 	// session/new and session/load answer -32000 (auth required) until
 	// authenticate names it, as codex-acp does without a login.
 	AuthMethod string
+	// ForgetConfig brings a session read back from the state dir with the
+	// default mode and model: an agent that keeps a conversation across
+	// processes but not its settings.
+	ForgetConfig bool
 }
 
 // registerFlags binds c to fs. Flag names are kebab-case; env names derive
@@ -76,6 +81,7 @@ func (c *config) registerFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
+	fs.BoolVar(&c.ForgetConfig, "forget-config", false, "a session loaded or resumed from the state dir comes back with the default mode and model")
 	fs.BoolVar(&c.LegacyModes, "legacy-modes", false, "return modes from session/new and implement session/set_mode")
 	fs.BoolVar(&c.LegacyModels, "legacy-models", false, "return models and implement session/set_model; session/set_config_option answers -32601 (like gemini)")
 	fs.BoolVar(&c.Commands, "commands", false, "send available_commands_update after session/new, load and resume")

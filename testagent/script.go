@@ -41,6 +41,7 @@ const (
 	opUsage       opKind = "usage"
 	opTitle       opKind = "title"
 	opMode        opKind = "mode"
+	opConfig      opKind = "config"
 )
 
 // keywords maps each command keyword to its parser. A parser gets the
@@ -71,6 +72,7 @@ var keywords = map[opKind]func(op *op, args string) error{
 	opUsage:       parseUsage,
 	opTitle:       parseText,
 	opMode:        parseMode,
+	opConfig:      parseNoArgs,
 }
 
 // Limits that keep a typo from exhausting memory or hanging a test run.

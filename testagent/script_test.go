@@ -109,7 +109,7 @@ func TestParseScript(t *testing.T) {
 		},
 		{
 			name: "raw output",
-			in:   "garbage\ngarbage {oops\nbig 10\nstderr to stderr\nupdate {\"sessionUpdate\":\"x\"}\nnotify _a/b\nnotify _a/c {\"k\":1}\nusage 1 2\ntitle T\nmode plan",
+			in:   "garbage\ngarbage {oops\nbig 10\nstderr to stderr\nupdate {\"sessionUpdate\":\"x\"}\nnotify _a/b\nnotify _a/c {\"k\":1}\nusage 1 2\ntitle T\nmode plan\nconfig",
 			want: []op{
 				{Kind: opGarbage, Line: 1, Text: "this is not json"},
 				{Kind: opGarbage, Line: 2, Text: "{oops"},
@@ -121,6 +121,7 @@ func TestParseScript(t *testing.T) {
 				{Kind: opUsage, Line: 8, Used: 1, Size: 2},
 				{Kind: opTitle, Line: 9, Text: "T"},
 				{Kind: opMode, Line: 10, ID: "plan"},
+				{Kind: opConfig, Line: 11},
 			},
 		},
 	}
@@ -177,6 +178,7 @@ func TestParseScriptErrors(t *testing.T) {
 		"usage a b",
 		"mode",
 		"mode a b",
+		"config now",
 	} {
 		t.Run(in, func(t *testing.T) {
 			_, err := parseScript("say ok\n" + in)

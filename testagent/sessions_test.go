@@ -117,6 +117,43 @@ func TestLoadAcrossProcessesWithStateDir(t *testing.T) {
 	})
 }
 
+// With --forget-config a session comes back into a new process with its
+// conversation and the default mode and model; the config command reports
+// the ones in force.
+func TestForgetConfigAcrossProcesses(t *testing.T) {
+	forEachMode(t, func(t *testing.T, start startFunc) {
+		args := []string{"--resume", "--legacy-modes", "--legacy-models", "--forget-config", "--state-dir", t.TempDir()}
+		first := start(t, opts{args: args})
+		sid, _ := first.newSession()
+		result[map[string]any](t, first.call("session/set_model", map[string]any{"sessionId": sid, "modelId": "test-large"}))
+		if ups, _ := first.turn(sid, "mode plan\nconfig"); agentText(ups) != "config: mode=plan model=test-large" {
+			t.Errorf("config after setting = %q", agentText(ups))
+		}
+		// The same process keeps the settings on resume.
+		result[map[string]any](t, first.call("session/resume", setupParams(sid)))
+		if ups, _ := first.turn(sid, "config"); agentText(ups) != "config: mode=plan model=test-large" {
+			t.Errorf("config after a resume in the same process = %q", agentText(ups))
+		}
+		first.closeStdin()
+		if code := first.waitExit(); code != 0 {
+			t.Fatalf("first agent exit code = %d, want 0", code)
+		}
+
+		second := start(t, opts{args: args})
+		second.initialize()
+		res := result[struct {
+			Modes  struct{ CurrentModeID string }
+			Models struct{ CurrentModelID string }
+		}](t, second.call("session/resume", setupParams(sid)))
+		if res.Modes.CurrentModeID != "default" || res.Models.CurrentModelID != "test-small" {
+			t.Errorf("resumed in a new process: mode %q, model %q; want the defaults", res.Modes.CurrentModeID, res.Models.CurrentModelID)
+		}
+		if ups, _ := second.turn(sid, "config"); agentText(ups) != "config: mode=default model=test-small" {
+			t.Errorf("config in a new process = %q", agentText(ups))
+		}
+	})
+}
+
 func TestCloseCancelsTurn(t *testing.T) {
 	forEachMode(t, func(t *testing.T, start startFunc) {
 		p := start(t, opts{args: []string{"--close"}})

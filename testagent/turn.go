@@ -328,6 +328,11 @@ func (t *turn) exec(ctx context.Context, o op) (*outcome, error) {
 		if slices.Contains(a.cfg.ConfigOptions, configMode) {
 			t.emit(configOptionUpdate{SessionUpdate: "config_option_update", ConfigOptions: opts})
 		}
+	case opConfig:
+		a.mu.Lock()
+		text := "config: mode=" + t.sess.mode + " model=" + t.sess.model
+		a.mu.Unlock()
+		t.chunk("agent_message_chunk", text)
 	default:
 		return nil, fmt.Errorf("line %d: unhandled command %q", o.Line, o.Kind)
 	}

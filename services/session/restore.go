@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -83,6 +84,73 @@ func (sess *session) loadMeta(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// reapplyConfig gives a restored adapter r the config values the session
+// had before the restore (cached): an agent may resume or load a session,
+// or start a new one, with its defaults. Each option the agent still
+// offers with another current value is set again as
+// setSessionConfigOption sets it, but without letting go of sess.mu (see
+// callHeld). The options the agent then reports replace the cache, with a
+// new revision and a ConfigChanged record when they differ from those
+// AdapterAttached recorded. A value the agent refuses is logged and left as
+// the agent has it. The error is for an adapter lost meanwhile (it exited,
+// or the session moved to another replica): the restore failed after all.
+func (sess *session) reapplyConfig(ctx context.Context, r *route, cached []events.JSON) error {
+	opts := sess.meta.ConfigOptions
+	for _, o := range cached {
+		id, value := currentValue(o)
+		want, err := optionValue(value)
+		if err != nil {
+			continue // nothing session/set_config_option could send
+		}
+		i := indexOption(opts, id)
+		if i < 0 {
+			continue // the agent no longer offers it
+		}
+		if _, have := currentValue(opts[i]); decoded(have) == want { // want is a string or a boolean: comparable
+			continue // the agent has it already
+		}
+		next, err := sess.sendOption(ctx, sess.callHeld, id, value)
+		if sess.adapter != r {
+			return events.Errorf(events.CodeAdapterExited, "the adapter was lost while its config options were reapplied")
+		}
+		if err != nil {
+			sess.lg.Warn("reapply config option after a restore", "config_id", id, events.LogKeyErr, err)
+			continue
+		}
+		if next == nil { // set through a legacy method, which answers nothing
+			next = withValue(opts, id, value)
+		}
+		opts = next
+	}
+	if slices.EqualFunc(opts, sess.meta.ConfigOptions, func(a, b events.JSON) bool { return string(a) == string(b) }) {
+		return nil
+	}
+	if err := sess.configChanged(ctx, 0, opts); err != nil {
+		if sess.adapter != r {
+			return err
+		}
+		sess.lg.Warn("record reapplied config options", events.LogKeyErr, err)
+	}
+	return nil
+}
+
+// currentValue returns an option's id and current value.
+func currentValue(option events.JSON) (id string, value events.JSON) {
+	var o struct {
+		ID           string          `json:"id"`
+		CurrentValue json.RawMessage `json:"currentValue"`
+	}
+	_ = json.Unmarshal(option, &o)
+	return o.ID, events.JSON(o.CurrentValue)
+}
+
+// decoded returns value decoded, or nil.
+func decoded(value events.JSON) any {
+	var v any
+	_ = json.Unmarshal(value, &v)
+	return v
 }
 
 // maxAttachSearch bounds the control records read back to find the last

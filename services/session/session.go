@@ -487,9 +487,15 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 	sess.meta.RunnerID, sess.meta.ProcessID = string(runner), r.processID
 	sess.meta.AgentCapabilities = created.AgentCapabilities
 	sess.meta.AgentInfo = created.AgentInfo
+	cached := sess.meta.ConfigOptions
 	if !slices.EqualFunc(sess.meta.ConfigOptions, created.ConfigOptions, func(a, b events.JSON) bool { return string(a) == string(b) }) {
 		sess.meta.ConfigOptions = created.ConfigOptions
 		sess.meta.ConfigRevision++
+	}
+	if tier != events.TierNew {
+		if err := sess.reapplyConfig(ctx, r, cached); err != nil {
+			return runner, err
+		}
 	}
 	if tier == events.TierFallback {
 		// The agent lost the session: the next prompt brings it the recent
