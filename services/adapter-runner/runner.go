@@ -133,6 +133,13 @@ func (r *Runner) Run(ctx context.Context) error {
 			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			defer cancel()
 			_ = kv.Delete(cleanup, r.cfg.ID)
+			// What the adapters said last (their exits) is stored before
+			// Run returns and the caller closes the connection.
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-cleanup.Done():
+				r.lg.Warn("adapter output still unacknowledged at shutdown", "pending", js.PublishAsyncPending())
+			}
 			return nil
 		}
 	}

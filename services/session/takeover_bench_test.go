@@ -1,0 +1,142 @@
+package session_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"skein.dev/internal/natstest"
+	"skein.dev/pkg/events"
+	adapterrunner "skein.dev/services/adapter-runner"
+	"skein.dev/services/session"
+)
+
+// BenchmarkTakeover measures how long a surviving session service replica
+// takes to take over sessions=N sessions, each with a turn running (the
+// test agent sleeps mid-turn), after their owner dies. Death is the
+// owner's connection closing without a word, as after kill -9: its leases
+// stay until they expire (owner-ttl), then the survivor claims every
+// session and takes its turn over (lease, fence, the turn rebuilt from the
+// log, the runner asked, ACP_IO followed again).
+//
+// One iteration is one death: a new survivor starts and settles (untimed:
+// its start-up claims find every lease held), the current owner dies, and the clock stops when the survivor has taken over all N
+// turns. ns/op therefore includes waiting out the TTL; claim-s is the time
+// from its first takeover to its last.
+func BenchmarkTakeover(b *testing.B) {
+	const ttl = time.Second
+	for _, n := range []int{1000} {
+		b.Run(fmt.Sprintf("sessions=%d/owner-ttl=%v", n, ttl), func(b *testing.B) {
+			ns := natstest.Run(b)
+			nc := natstest.Connect(b, ns)
+			js, err := jetstream.New(nc)
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := &harness{nc: nc, js: js}
+			lg := slog.New(slog.NewTextHandler(b.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
+			runner, err := adapterrunner.New(adapterrunner.Config{
+				ID: "r1", DataDir: b.TempDir(), StopGrace: 200 * time.Millisecond, Capacity: n,
+				Builtin: []adapterrunner.Agent{{ID: "test", Command: testAgent}},
+			}, lg, natstest.Connect(b, ns), prometheus.NewRegistry())
+			if err != nil {
+				b.Fatal(err)
+			}
+			runStoppable(b, "runner", runner)
+			cfg := session.Config{OwnerTTL: ttl, DrainWait: 100 * time.Millisecond}
+			owner := startReplica(b, natstest.Connect(b, ns), cfg, lg)
+
+			// Every session mid-turn. The prompts' answers would come from
+			// the owner that dies: nobody waits for them.
+			ctx, cancel := context.WithCancel(b.Context())
+			defer cancel()
+			sids := make(chan string)
+			var wg sync.WaitGroup
+			for range loadWorkers {
+				wg.Go(func() {
+					for sid := range sids {
+						if err := h.open(b, sid, events.AcpOpenSessionRequest{}); err != nil {
+							b.Errorf("open %s: %v", sid, err)
+							continue
+						}
+						go func() { _, _ = h.prompt(ctx, sid, "key", "say started\nsleep 1h") }()
+					}
+				})
+			}
+			for i := range n {
+				sids <- fmt.Sprintf("t%05d", i)
+			}
+			close(sids)
+			wg.Wait()
+			if err := poll(ctx, "every turn to run", func() (bool, error) {
+				return gatherCounter(b, owner.reg, "acp_session_prompt_dispatches_total") == float64(n), nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+
+			var claim time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				survivor := startReplica(b, natstest.Connect(b, ns), cfg, lg)
+				// Its start-up claims find every lease held by a live owner.
+				if err := poll(ctx, "the survivor's start-up claims", func() (bool, error) {
+					return gatherCounter(b, survivor.reg, "acp_session_owner_leases_total", "event", "held_elsewhere") == float64(n), nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				owner.die()
+				var first time.Time
+				if err := poll(ctx, "the survivor to take every turn over", func() (bool, error) {
+					taken := gatherCounter(b, survivor.reg, "acp_session_takeovers_total")
+					if taken > 0 && first.IsZero() {
+						first = time.Now()
+					}
+					return taken == float64(n), nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+				claim += time.Since(first)
+				owner = survivor
+			}
+			b.ReportMetric(claim.Seconds()/float64(b.N), "claim-s")
+			b.ReportMetric(float64(n)/(claim.Seconds()/float64(b.N)), "claims/s")
+		})
+	}
+}
+
+// replica is a session service with its own connection and registry.
+type replica struct {
+	nc   *nats.Conn
+	reg  *prometheus.Registry
+	stop func()
+}
+
+func startReplica(tb testing.TB, nc *nats.Conn, cfg session.Config, lg *slog.Logger) *replica {
+	tb.Helper()
+	r := &replica{nc: nc, reg: prometheus.NewRegistry()}
+	svc, err := session.New(cfg, lg, nc, r.reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r.stop = runStoppable(tb, "session replica", svc)
+	flush(tb, nc)
+	return r
+}
+
+// die cuts the replica off NATS without a word (its leases stay until they
+// expire), then stops what is left of it in the background.
+func (r *replica) die() {
+	r.nc.Close()
+	go r.stop()
+}
+
+// loadWorkers is how many sessions are opened at once.
+const loadWorkers = 32
