@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/pkg/events"
@@ -88,6 +90,61 @@ func (s *Service) evictLease(ctx context.Context, e *ownedElsewhere) {
 		s.m.leases.WithLabelValues("evicted").Inc()
 		s.lg.Warn("evicted the lease of an owner that does not answer", "key", e.key, "owner", e.owner)
 	}
+}
+
+// liveness remembers, for a third of the lease TTL, whether each replica
+// that holds leases answered its ping, so that a thousand claims against
+// one holder cost one ping, and a paused holder (whose ping times out)
+// holds up the claims for one timeout, not one each.
+type liveness struct {
+	mu     sync.Mutex
+	probes map[string]*probe
+}
+
+type probe struct {
+	done  chan struct{} // closed once alive and at are set
+	alive bool
+	at    time.Time
+}
+
+// answers reports whether the session service replica id is alive: it
+// answers the nats micro ping of its instance within a third of the lease
+// TTL. A replica whose connection is gone (kill -9, a partition the server
+// noticed) has no subscription: the ping fails at once.
+func (s *Service) answers(ctx context.Context, id string) bool {
+	l := &s.live
+	l.mu.Lock()
+	p := l.probes[id]
+	fresh := p != nil && (p.at.IsZero() || time.Since(p.at) < s.cfg.OwnerTTL/3)
+	if !fresh {
+		if l.probes == nil {
+			l.probes = map[string]*probe{}
+		}
+		for other, q := range l.probes {
+			if !q.at.IsZero() && time.Since(q.at) > time.Minute {
+				delete(l.probes, other)
+			}
+		}
+		p = &probe{done: make(chan struct{})}
+		l.probes[id] = p
+	}
+	l.mu.Unlock()
+	if fresh {
+		select {
+		case <-p.done:
+			return p.alive
+		case <-ctx.Done():
+			return true // no verdict: do not evict
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.OwnerTTL/3)
+	defer cancel()
+	_, err := s.nc.RequestWithContext(pctx, "$SRV.PING."+events.APIServiceSession+"."+id, nil)
+	l.mu.Lock()
+	p.alive, p.at = !errors.Is(err, nats.ErrNoResponders), time.Now()
+	l.mu.Unlock()
+	close(p.done)
+	return p.alive
 }
 
 // releaseLease gives up the session's lease, if held, so that another

@@ -48,6 +48,7 @@ type Service struct {
 	// claimQueue takes the keys of sessions this replica should try to
 	// claim: at start-up, and whenever a lease ends.
 	claimQueue chan string
+	live       liveness
 	runCtx     context.Context
 	// maxRecord is the largest log record (Config.MaxRecordBytes, or the
 	// server's max payload less room for the envelope and headers).
@@ -504,16 +505,6 @@ func (s *Service) claim(ctx context.Context, key string) {
 			return
 		}
 	}
-}
-
-// answers reports whether the session service replica id is alive: it
-// answers the nats micro ping of its instance. One that is paused answers
-// late, and keeps its leases until they expire.
-func (s *Service) answers(ctx context.Context, id string) bool {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-	defer cancel()
-	_, err := s.nc.RequestWithContext(ctx, "$SRV.PING."+events.APIServiceSession+"."+id, nil)
-	return !errors.Is(err, nats.ErrNoResponders)
 }
 
 // routed serves op for sessions this replica owns, and forwards requests
