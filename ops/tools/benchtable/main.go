@@ -22,7 +22,7 @@ type row struct {
 	figure   string
 	bench    string // sub-benchmark name without the -GOMAXPROCS suffix
 	metric   string
-	baseline string
+	baseline string // "": the figure has none
 	baseMet  string
 	target   string
 }
@@ -47,6 +47,17 @@ var rows = []row{
 	{"prompt after unload, restore by session/resume, p50", "BenchmarkRestore/tier=resume", "p50-ms", "BenchmarkRestore/tier=loaded", "p50-ms", ""},
 	{"prompt after unload, restore by session/load, p50", "BenchmarkRestore/tier=load", "p50-ms", "BenchmarkRestore/tier=loaded", "p50-ms", ""},
 	{"prompt after unload, fallback restore, p50", "BenchmarkRestore/tier=fallback", "p50-ms", "BenchmarkRestore/tier=loaded", "p50-ms", ""},
+	// Memory per loaded session, adapter processes (and the NATS server)
+	// excluded. The runner alone is set beside both services together, so
+	// the ratio is the runner's share; the rest is the session service's.
+	{"memory per loaded session, session service + runner, 1,000 sessions", "BenchmarkLoadedSessionMemory/sessions=1000", "B/session", "", "", ""},
+	{"memory per loaded session, runner alone, 1,000 sessions", "BenchmarkLoadedAdapterMemory/sessions=1000", "B/session", "BenchmarkLoadedSessionMemory/sessions=1000", "B/session", ""},
+	{"goroutines per loaded session, session service + runner", "BenchmarkLoadedSessionMemory/sessions=1000", "goroutines/session", "", "", ""},
+	{"goroutines per loaded session, runner alone", "BenchmarkLoadedAdapterMemory/sessions=1000", "goroutines/session", "BenchmarkLoadedSessionMemory/sessions=1000", "goroutines/session", ""},
+	// A surviving replica takes over 1,000 running turns: from the owner's
+	// death (lease TTL 1 s) to the last takeover, and the claims alone.
+	{"takeover of 1,000 running sessions after their owner dies (TTL 1 s)", "BenchmarkTakeover/sessions=1000/owner-ttl=1s", "takeover-s", "", "", ""},
+	{"  of which claiming them, after the leases expired", "BenchmarkTakeover/sessions=1000/owner-ttl=1s", "claim-s", "", "", ""},
 }
 
 var procSuffix = regexp.MustCompile(`-\d+$`)
@@ -118,7 +129,10 @@ func main() {
 			continue
 		}
 		ratio, base := "", "(not run)"
-		if bok {
+		switch {
+		case r.baseline == "":
+			base = ""
+		case bok:
 			base = num(b) + " " + r.baseMet
 			if b != 0 {
 				ratio = fmt.Sprintf("%.1f%%", 100*v/b)
