@@ -1,7 +1,6 @@
 package adapterrunner
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -461,12 +460,15 @@ func (p *process) reply(response events.JSON) error {
 	return nil
 }
 
+// stderrReadSize is the most stderr one AcpAgentStderrEvent carries. The
+// runner holds this buffer per adapter for the adapter's life.
+const stderrReadSize = 4 << 10
+
 func (p *process) pumpStderr(r io.Reader) {
-	br := bufio.NewReaderSize(r, 64<<10)
 	var sent int64
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, stderrReadSize)
 	for {
-		n, err := br.Read(buf)
+		n, err := r.Read(buf)
 		if n > 0 {
 			if sent < p.stderrMax {
 				chunk := buf[:min(int64(n), p.stderrMax-sent)]
