@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
+	skein.dev/internal/memstat v0.0.0
 	skein.dev/internal/natstest v0.0.0
 	skein.dev/pkg/acpwire v0.0.0
 	skein.dev/pkg/events v0.0.0
@@ -40,6 +41,8 @@ require (
 replace skein.dev/pkg/events => ../../pkg/events
 
 replace skein.dev/pkg/acpwire => ../../pkg/acpwire
+
+replace skein.dev/internal/memstat => ../../internal/memstat
 
 replace skein.dev/internal/natstest => ../../internal/natstest
 

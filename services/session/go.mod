@@ -6,6 +6,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/nats-io/nuid v1.0.1
 	github.com/prometheus/client_golang v1.25.0
+	skein.dev/internal/memstat v0.0.0
 	skein.dev/internal/natstest v0.0.0
 	skein.dev/pkg/acpwire v0.0.0
 	skein.dev/pkg/events v0.0.0
@@ -44,6 +45,8 @@ require (
 replace skein.dev/pkg/events => ../../pkg/events
 
 replace skein.dev/pkg/acpwire => ../../pkg/acpwire
+
+replace skein.dev/internal/memstat => ../../internal/memstat
 
 replace skein.dev/internal/natstest => ../../internal/natstest
 

@@ -166,51 +166,46 @@ func (sess *session) releaseLease() {
 // server refuses (the lease expired or moved) makes the replica step down
 // from that session.
 func (s *Service) renewLeases(ctx context.Context) {
-	t := time.NewTicker(s.cfg.OwnerTTL / 3)
-	defer t.Stop()
-	for {
+	every(ctx, s.cfg.OwnerTTL/3, func() bool { s.renewAll(ctx); return true })
+}
+
+func (s *Service) renewAll(ctx context.Context) {
+	type renewal struct {
+		sess *session
+		rev  uint64
+		ack  jetstream.PubAckFuture
+	}
+	var inflight []renewal
+	subject := "$KV." + events.BucketOwners + "."
+	for _, sess := range s.loaded() {
+		rev := sess.lease.Load()
+		if rev == 0 {
+			continue
+		}
+		ack, err := s.js.PublishAsync(subject+sess.key(), []byte(s.token), jetstream.WithExpectLastSequencePerSubject(rev))
+		if err != nil {
+			s.lg.Warn("renew owner lease", events.LogKeyErr, err)
+			continue
+		}
+		inflight = append(inflight, renewal{sess, rev, ack})
+	}
+	for _, r := range inflight {
 		select {
+		case ack := <-r.ack.Ok():
+			if !r.sess.lease.CompareAndSwap(r.rev, ack.Sequence) {
+				// Given up while the renewal flew: give it up again.
+				_ = s.owners.Delete(ctx, r.sess.key(), jetstream.LastRevision(ack.Sequence))
+			}
+			s.m.leases.WithLabelValues("renewed").Inc()
+		case err := <-r.ack.Err():
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+				go r.sess.stepDown(r.rev)
+			} else {
+				s.lg.Warn("renew owner lease", "key", r.sess.key(), events.LogKeyErr, err)
+			}
 		case <-ctx.Done():
 			return
-		case <-t.C:
-		}
-		type renewal struct {
-			sess *session
-			rev  uint64
-			ack  jetstream.PubAckFuture
-		}
-		var inflight []renewal
-		subject := "$KV." + events.BucketOwners + "."
-		for _, sess := range s.loaded() {
-			rev := sess.lease.Load()
-			if rev == 0 {
-				continue
-			}
-			ack, err := s.js.PublishAsync(subject+sess.key(), []byte(s.token), jetstream.WithExpectLastSequencePerSubject(rev))
-			if err != nil {
-				s.lg.Warn("renew owner lease", events.LogKeyErr, err)
-				continue
-			}
-			inflight = append(inflight, renewal{sess, rev, ack})
-		}
-		for _, r := range inflight {
-			select {
-			case ack := <-r.ack.Ok():
-				if !r.sess.lease.CompareAndSwap(r.rev, ack.Sequence) {
-					// Given up while the renewal flew: give it up again.
-					_ = s.owners.Delete(ctx, r.sess.key(), jetstream.LastRevision(ack.Sequence))
-				}
-				s.m.leases.WithLabelValues("renewed").Inc()
-			case err := <-r.ack.Err():
-				var apiErr *jetstream.APIError
-				if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-					go r.sess.stepDown(r.rev)
-				} else {
-					s.lg.Warn("renew owner lease", "key", r.sess.key(), events.LogKeyErr, err)
-				}
-			case <-ctx.Done():
-				return
-			}
 		}
 	}
 }
@@ -237,21 +232,10 @@ func (s *Service) watchLeases(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("watch owner leases: %w", err)
 	}
-	go func() {
-		defer func() { _ = w.Stop() }()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e != nil && e.Operation() != jetstream.KeyValuePut {
-					s.claimQueue <- e.Key()
-				}
-			}
+	go follow(ctx, w, func(e jetstream.KeyValueEntry) {
+		if e.Operation() != jetstream.KeyValuePut {
+			s.claimQueue <- e.Key()
 		}
-	}()
+	})
 	return nil
 }

@@ -1,23 +1,17 @@
 package session_test
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"skein.dev/internal/memstat"
+	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/services/session"
@@ -33,7 +27,7 @@ import (
 //   - goroutines/session.
 //
 // Only the two services are counted: the adapters are processes of their
-// own, and so is the NATS server (runNATSProcess), whose streams and
+// own, and so is the NATS server (natstest.RunProcess), whose streams and
 // subscriptions would otherwise sit in this heap.
 // BenchmarkLoadedAdapterMemory in services/adapter-runner measures the
 // runner's share alone.
@@ -43,9 +37,9 @@ import (
 func BenchmarkLoadedSessionMemory(b *testing.B) {
 	for _, n := range []int{1000} {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
-			checkFileLimit(b, n)
-			url := runNATSProcess(b)
-			nc := connectURL(b, url)
+			memstat.NeedAdapters(b, n)
+			url := natstest.RunProcess(b)
+			nc := natstest.ConnectURL(b, url)
 			js, err := jetstream.New(nc)
 			if err != nil {
 				b.Fatal(err)
@@ -55,22 +49,22 @@ func BenchmarkLoadedSessionMemory(b *testing.B) {
 			runner, err := adapterrunner.New(adapterrunner.Config{
 				ID: "r1", DataDir: b.TempDir(), StopGrace: 200 * time.Millisecond, Capacity: n,
 				Builtin: []adapterrunner.Agent{{ID: "test", Command: testAgent}},
-			}, lg, connectURL(b, url), prometheus.NewRegistry())
+			}, lg, natstest.ConnectURL(b, url), prometheus.NewRegistry())
 			if err != nil {
 				b.Fatal(err)
 			}
 			runStoppable(b, "runner", runner)
-			svc, err := session.New(session.Config{DrainWait: 200 * time.Millisecond}, lg, connectURL(b, url), prometheus.NewRegistry())
+			svc, err := session.New(session.Config{DrainWait: 200 * time.Millisecond}, lg, natstest.ConnectURL(b, url), prometheus.NewRegistry())
 			if err != nil {
 				b.Fatal(err)
 			}
 			runStoppable(b, "session", svc)
 
-			before := readGoMemory(b)
+			before := memstat.Read(b)
 			start := time.Now()
 			h.loadSessions(b, n)
 			b.Logf("%d sessions loaded in %v", n, time.Since(start).Round(time.Millisecond))
-			after := readGoMemory(b)
+			after := memstat.Read(b)
 
 			i := 0
 			for b.Loop() {
@@ -81,7 +75,7 @@ func BenchmarkLoadedSessionMemory(b *testing.B) {
 			}
 			// After the loop: its first b.Loop call drops metrics reported
 			// before it.
-			reportPerSession(b, n, before, after)
+			memstat.ReportPerSession(b, n, before, after)
 		})
 	}
 }
@@ -120,112 +114,4 @@ func (h *harness) loadSessions(b *testing.B, n int) {
 	if b.Failed() {
 		b.FailNow()
 	}
-}
-
-// goMemory is what this process's Go runtime holds.
-type goMemory struct {
-	heap       uint64 // live heap objects (HeapAlloc after a collection)
-	heapInuse  uint64 // heap spans in use, fragmentation included
-	stacks     uint64 // goroutine stacks
-	goroutines int
-}
-
-// readGoMemory waits until the goroutine count has held still for 100 ms
-// (goroutines a turn leaves behind, such as publish acknowledgement
-// waiters, end shortly after its reply), collects garbage, and reads the
-// runtime's figures.
-func readGoMemory(tb testing.TB) goMemory {
-	tb.Helper()
-	last, since := runtime.NumGoroutine(), time.Now()
-	if err := poll(tb.Context(), "the goroutine count to settle", func() (bool, error) {
-		if g := runtime.NumGoroutine(); g != last {
-			last, since = g, time.Now()
-		}
-		return time.Since(since) >= 100*time.Millisecond, nil
-	}); err != nil {
-		tb.Fatal(err)
-	}
-	// Two collections: objects a sync.Pool drops in one collection are
-	// kept in its victim cache until the next.
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return goMemory{heap: ms.HeapAlloc, heapInuse: ms.HeapInuse, stacks: ms.StackInuse, goroutines: runtime.NumGoroutine()}
-}
-
-// reportPerSession reports the growth from before to after, divided by the
-// n sessions that caused it.
-func reportPerSession(b *testing.B, n int, before, after goMemory) {
-	b.Helper()
-	per := func(a, b uint64) float64 { return (float64(a) - float64(b)) / float64(n) }
-	b.ReportMetric(per(after.heap+after.stacks, before.heap+before.stacks), "B/session")
-	b.ReportMetric(per(after.stacks, before.stacks), "stack-B/session")
-	b.ReportMetric(float64(after.goroutines-before.goroutines)/float64(n), "goroutines/session")
-	b.Logf("per session: heap %.0f B live, %.0f B in use; stacks %.0f B", per(after.heap, before.heap), per(after.heapInuse, before.heapInuse), per(after.stacks, before.stacks))
-}
-
-// checkFileLimit skips the benchmark when this process may not open the
-// descriptors n adapters need: a pipe end for each of stdin, stdout and
-// stderr, and a pidfd. (Go raises the soft limit to the hard one at
-// start-up, so this is the hard limit.)
-func checkFileLimit(b *testing.B, n int) {
-	b.Helper()
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		b.Fatal(err)
-	}
-	if need := uint64(4*n + 256); lim.Cur < need {
-		b.Skipf("open-file limit %d is below the %d that %d adapters need", lim.Cur, need, n)
-	}
-}
-
-// runNATSProcess builds nats-server and starts it as a process with
-// JetStream, file storage in tb.TempDir() and a loopback port chosen by the
-// kernel, and returns its client URL. It is stopped when the test ends. A
-// benchmark that reads this process's memory uses it instead of
-// natstest.Run, so that the server's memory is not counted.
-func runNATSProcess(tb testing.TB) string {
-	tb.Helper()
-	dir := tb.TempDir()
-	bin := filepath.Join(dir, "nats-server")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2").CombinedOutput(); err != nil {
-		tb.Fatalf("build nats-server: %v\n%s", err, out)
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(tb.Context()))
-	cmd := exec.CommandContext(ctx, bin, "-js", "-sd", filepath.Join(dir, "store"), "-a", "127.0.0.1", "-p", "-1", "--ports_file_dir", dir)
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Start(); err != nil {
-		cancel()
-		tb.Fatalf("start nats-server: %v", err)
-	}
-	tb.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-	})
-	// The server writes its ports file once it accepts clients.
-	var ports struct {
-		Nats []string `json:"nats"`
-	}
-	portsFile := filepath.Join(dir, fmt.Sprintf("nats-server_%d.ports", cmd.Process.Pid))
-	if err := poll(tb.Context(), "nats-server's ports file", func() (bool, error) {
-		data, err := os.ReadFile(portsFile)
-		return err == nil && json.Unmarshal(data, &ports) == nil && len(ports.Nats) > 0, nil
-	}); err != nil {
-		tb.Fatal(err)
-	}
-	return ports.Nats[0]
-}
-
-// connectURL returns a connection to the server at url, closed when the
-// test ends.
-func connectURL(tb testing.TB, url string) *nats.Conn {
-	tb.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		tb.Fatalf("connect %s: %v", url, err)
-	}
-	tb.Cleanup(nc.Close)
-	return nc
 }

@@ -34,22 +34,7 @@ func watchRunners(ctx context.Context, kv jetstream.KeyValue, lg *slog.Logger, g
 	if err != nil {
 		return nil, fmt.Errorf("watch runners: %w", err)
 	}
-	go func() {
-		defer func() { _ = w.Stop() }()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e != nil {
-					d.apply(e)
-				}
-			}
-		}
-	}()
+	go follow(ctx, w, d.apply)
 	return d, nil
 }
 

@@ -197,32 +197,27 @@ const recordHeadroom = 16 << 10
 // the stream. Otherwise it reclaims adapters idle past IdleTimeout or older
 // than MaxAdapterAge, and gives up sessions unloaded and idle that long.
 func (s *Service) sweep(ctx context.Context) {
-	t := time.NewTicker(s.cfg.SweepInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		now := time.Now()
-		for _, sess := range s.loaded() {
-			sess.mu.Lock()
-			if r := sess.adapter; r != nil && sess.turn != nil {
-				sess.catchUp(r, 0)
-			} else if reason := sess.reclaimReason(now, s.cfg.IdleTimeout, s.cfg.MaxAdapterAge); reason != "" {
-				if err := sess.unloadLocked(ctx, reason); err != nil {
-					sess.lg.Warn("reclaim adapter", "reason", reason, events.LogKeyErr, err)
-				} else {
-					s.m.reclaims.WithLabelValues(reason).Inc()
-				}
-			} else if sess.adapter == nil && sess.turn == nil && s.cfg.IdleTimeout > 0 && now.Sub(sess.updatedAt) >= s.cfg.IdleTimeout {
-				// Unloaded and idle: give the session up (and its lease);
-				// the next request loads it again, on any replica.
-				sess.release(nil)
+	every(ctx, s.cfg.SweepInterval, func() bool { s.sweepOnce(ctx); return true })
+}
+
+func (s *Service) sweepOnce(ctx context.Context) {
+	now := time.Now()
+	for _, sess := range s.loaded() {
+		sess.mu.Lock()
+		if r := sess.adapter; r != nil && sess.turn != nil {
+			sess.catchUp(r, 0)
+		} else if reason := sess.reclaimReason(now, s.cfg.IdleTimeout, s.cfg.MaxAdapterAge); reason != "" {
+			if err := sess.unloadLocked(ctx, reason); err != nil {
+				sess.lg.Warn("reclaim adapter", "reason", reason, events.LogKeyErr, err)
+			} else {
+				s.m.reclaims.WithLabelValues(reason).Inc()
 			}
-			sess.mu.Unlock()
+		} else if sess.adapter == nil && sess.turn == nil && s.cfg.IdleTimeout > 0 && now.Sub(sess.updatedAt) >= s.cfg.IdleTimeout {
+			// Unloaded and idle: give the session up (and its lease);
+			// the next request loads it again, on any replica.
+			sess.release(nil)
 		}
+		sess.mu.Unlock()
 	}
 }
 
@@ -534,22 +529,14 @@ func (s *Service) routed(op events.Op, h events.OpHandler) events.OpHandler {
 func (s *Service) forward(ctx context.Context, ns events.Namespace, op events.Op, data []byte, to *ownedElsewhere) (events.Variant, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	go func() {
-		t := time.NewTicker(s.cfg.OwnerTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			e, err := s.owners.Get(ctx, to.key)
-			if errors.Is(err, jetstream.ErrKeyNotFound) || (err == nil && string(e.Value()) != to.owner) {
-				cancel(events.Errorf(events.CodeUnavailable, "the owner of session %s changed while the request waited; retry", to.key))
-				return
-			}
+	go every(ctx, s.cfg.OwnerTTL/3, func() bool {
+		e, err := s.owners.Get(ctx, to.key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || (err == nil && string(e.Value()) != to.owner) {
+			cancel(events.Errorf(events.CodeUnavailable, "the owner of session %s changed while the request waited; retry", to.key))
+			return false
 		}
-	}()
+		return true
+	})
 	v, err := events.RequestMsg(ctx, s.nc, &nats.Msg{Subject: events.OwnerSubject(to.owner, ns, op), Data: data})
 	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && err != nil {
 		return nil, cause
@@ -566,4 +553,39 @@ func (s *Service) handleSetConfig(ctx context.Context, ns events.Namespace, data
 		return nil, events.Errorf(events.CodeInvalidRequest, "configId is required")
 	}
 	return sess.setConfigOption(ctx, req.ConfigID, req.Value)
+}
+
+// every calls f every d until ctx is done or f returns false.
+func every(ctx context.Context, d time.Duration, f func() bool) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !f() {
+			return
+		}
+	}
+}
+
+// follow hands f each entry w delivers until ctx is done or w ends, then
+// stops w.
+func follow(ctx context.Context, w jetstream.KeyWatcher, f func(jetstream.KeyValueEntry)) {
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e != nil {
+				f(e)
+			}
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"skein.dev/internal/memstat"
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
 	adapterrunner "skein.dev/services/adapter-runner"
@@ -34,7 +35,7 @@ func BenchmarkTakeover(b *testing.B) {
 	const ttl = time.Second
 	for _, n := range []int{1000} {
 		b.Run(fmt.Sprintf("sessions=%d/owner-ttl=%v", n, ttl), func(b *testing.B) {
-			checkFileLimit(b, n)
+			memstat.NeedAdapters(b, n)
 			ns := natstest.Run(b)
 			nc := natstest.Connect(b, ns)
 			js, err := jetstream.New(nc)

@@ -1,0 +1,3 @@
+module skein.dev/internal/memstat
+
+go 1.26.8
