@@ -3,15 +3,12 @@ package eventlog
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"iter"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"skein.dev/pkg/events"
 )
@@ -21,8 +18,12 @@ type Record = jetstream.RawStreamMsg
 
 // directGetRequest is the JSON body of $JS.API.DIRECT.GET.<stream>.
 type directGetRequest struct {
-	Seq        uint64 `json:"seq,omitempty"`
-	LastBySubj string `json:"last_by_subj,omitempty"`
+	Seq          uint64   `json:"seq,omitempty"`
+	LastBySubj   string   `json:"last_by_subj,omitempty"`
+	NextBySubj   string   `json:"next_by_subj,omitempty"`
+	Batch        int      `json:"batch,omitempty"`
+	MultiLastFor []string `json:"multi_last,omitempty"`
+	UpToSeq      uint64   `json:"up_to_seq,omitempty"`
 }
 
 // Last returns the newest record whose subject matches subject, which may
@@ -42,11 +43,7 @@ func directGet(ctx context.Context, js jetstream.JetStream, stream string, req d
 	if err != nil {
 		return nil, err
 	}
-	subj := "$JS.API.DIRECT.GET." + stream
-	if p := js.Options().APIPrefix; p != "" && p != "$JS.API." {
-		subj = p + "DIRECT.GET." + stream
-	}
-	msg, err := js.Conn().RequestWithContext(ctx, subj, body)
+	msg, err := js.Conn().RequestWithContext(ctx, directSubject(js, stream), body)
 	if err != nil {
 		return nil, fmt.Errorf("direct get %s: %w", stream, err)
 	}
@@ -58,6 +55,14 @@ func directGet(ctx context.Context, js jetstream.JetStream, stream string, req d
 		return nil, fmt.Errorf("direct get %s: status %s %s", stream, msg.Header.Get("Status"), msg.Header.Get("Description"))
 	}
 	return recordFromDirect(msg)
+}
+
+// directSubject is the direct get subject of stream, under js's API prefix.
+func directSubject(js jetstream.JetStream, stream string) string {
+	if p := js.Options().APIPrefix; p != "" && p != "$JS.API." {
+		return p + "DIRECT.GET." + stream
+	}
+	return "$JS.API.DIRECT.GET." + stream
 }
 
 func recordFromDirect(msg *nats.Msg) (*Record, error) {
@@ -84,12 +89,11 @@ func Forward(ctx context.Context, js jetstream.JetStream, stream, subject string
 	if limit <= 0 {
 		return nil, nil
 	}
-	it, err := jetstreamext.GetBatch(ctx, js, stream, limit,
-		jetstreamext.GetBatchSeq(after+1), jetstreamext.GetBatchSubject(subject))
+	recs, err := directBatch(ctx, js, stream, directGetRequest{Seq: after + 1, NextBySubj: subject, Batch: limit}, limit)
 	if err != nil {
 		return nil, fmt.Errorf("batch get %s after %d: %w", subject, after, err)
 	}
-	return collect(it, limit)
+	return recs, nil
 }
 
 // Backward returns up to limit records on subject (a literal subject) with
@@ -100,14 +104,9 @@ func Backward(ctx context.Context, js jetstream.JetStream, stream, subject strin
 	var out []*Record
 	cursor := before
 	for len(out) < limit && cursor > 1 {
-		it, err := jetstreamext.GetLastMsgsFor(ctx, js, stream, []string{subject},
-			jetstreamext.GetLastMsgsUpToSeq(cursor-1), jetstreamext.GetLastMsgsBatchSize(1))
+		recs, err := directBatch(ctx, js, stream, directGetRequest{MultiLastFor: []string{subject}, UpToSeq: cursor - 1, Batch: 1}, 1)
 		if err != nil {
 			return nil, fmt.Errorf("step back on %s before %d: %w", subject, cursor, err)
-		}
-		recs, err := collect(it, 1)
-		if err != nil {
-			return nil, err
 		}
 		if len(recs) == 0 {
 			break
@@ -121,19 +120,53 @@ func Backward(ctx context.Context, js jetstream.JetStream, stream, subject strin
 	return out, nil
 }
 
-func collect(it iter.Seq2[*jetstream.RawStreamMsg, error], limit int) ([]*Record, error) {
+// directBatch sends a batch direct get and returns the records it answers
+// (at most limit), up to the end-of-batch marker. It subscribes with a
+// channel sized to the batch: a synchronous subscription would allocate the
+// connection's default pending channel (64k entries, half a megabyte) for
+// every request, and a history page steps back one request per record.
+func directBatch(ctx context.Context, js jetstream.JetStream, stream string, req directGetRequest, limit int) ([]*Record, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	nc := js.Conn()
+	inbox := nc.NewInbox()
+	ch := make(chan *nats.Msg, limit+1) // the records and the end-of-batch marker
+	sub, err := nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(directSubject(js, stream), inbox, body); err != nil {
+		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, nc.Opts.Timeout)
+		defer cancel()
+	}
 	out := make([]*Record, 0, limit)
-	for m, err := range it {
-		if errors.Is(err, jetstreamext.ErrNoMessages) {
-			break
+	for len(out) < limit {
+		var msg *nats.Msg
+		select {
+		case msg = <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
+		switch status := msg.Header.Get("Status"); {
+		case status == "204" && len(msg.Data) == 0: // end of batch
+			return out, nil
+		case status == "404": // nothing (more) to get
+			return out, nil
+		case status != "":
+			return nil, fmt.Errorf("status %s %s", status, msg.Header.Get("Description"))
+		}
+		r, err := recordFromDirect(msg)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, m)
-		if len(out) == limit {
-			break
-		}
+		out = append(out, r)
 	}
 	return out, nil
 }
