@@ -55,6 +55,10 @@ type session struct {
 	tools       map[string]string
 	history     []json.RawMessage
 	turn        *turn // the running prompt turn, or nil
+	// instructions is the _meta.systemPrompt.append of the session/new,
+	// load or resume that brought the session into this process, last.
+	// Never stored: a real agent is given it again on every load or resume.
+	instructions string
 
 	persistMu sync.Mutex // orders state-dir writes of this session
 }
@@ -404,6 +408,23 @@ type setupParams struct {
 	SessionID  string          `json:"sessionId"`
 	Cwd        string          `json:"cwd"`
 	MCPServers json.RawMessage `json:"mcpServers"`
+	Meta       json.RawMessage `json:"_meta"`
+}
+
+// instructions returns _meta.systemPrompt.append, the text claude-agent-acp
+// and claude-code-acp append to their system prompt; "" when there is none.
+// Any other _meta is ignored, as real agents ignore what they do not know.
+func (p *setupParams) instructions() string {
+	var m struct {
+		SystemPrompt json.RawMessage `json:"systemPrompt"`
+	}
+	var sp struct {
+		Append string `json:"append"`
+	}
+	if json.Unmarshal(p.Meta, &m) != nil || json.Unmarshal(m.SystemPrompt, &sp) != nil {
+		return ""
+	}
+	return sp.Append
 }
 
 // validate checks the fields every setup method shares. mcpServers is
@@ -434,7 +455,7 @@ func (a *agent) newSession(msg inMessage) {
 		a.respondErr(msg.ID, e)
 		return
 	}
-	s := &session{id: newSessionID(), cwd: p.Cwd, mode: defaultMode, model: defaultModel, tools: map[string]string{}}
+	s := &session{id: newSessionID(), cwd: p.Cwd, mode: defaultMode, model: defaultModel, tools: map[string]string{}, instructions: p.instructions()}
 	a.mu.Lock()
 	a.sessions[s.id] = s
 	setup := a.setupLocked(s)
@@ -463,6 +484,7 @@ func (a *agent) loadSession(msg inMessage, replay bool) {
 	}
 	a.mu.Lock()
 	s.cwd = p.Cwd
+	s.instructions = p.instructions()
 	history := s.history[:len(s.history):len(s.history)]
 	setup := a.setupLocked(s)
 	a.mu.Unlock()

@@ -15,64 +15,66 @@ type opKind string
 // Script commands. Keywords are lower case and matched exactly; "/say" is
 // the same as "say" so the commands also work as ACP slash commands.
 const (
-	opEcho        opKind = "echo" // not a keyword: a line that is not a command
-	opSay         opKind = "say"
-	opChunks      opKind = "chunks"
-	opMessage     opKind = "message"
-	opThink       opKind = "think"
-	opTool        opKind = "tool"
-	opToolStep    opKind = "toolstep"
-	opPlan        opKind = "plan"
-	opPermission  opKind = "permission"
-	opSleep       opKind = "sleep"
-	opPause       opKind = "pause"
-	opStop        opKind = "stop"
-	opError       opKind = "error"
-	opCrash       opKind = "crash"
-	opStderr      opKind = "stderr"
-	opGarbage     opKind = "garbage"
-	opBig         opKind = "big"
-	opUpdate      opKind = "update"
-	opFlood       opKind = "flood"
-	opStamp       opKind = "stamp"
-	opPermissions opKind = "permissions"
-	opStampEnd    opKind = "stampend"
-	opNotify      opKind = "notify"
-	opUsage       opKind = "usage"
-	opTitle       opKind = "title"
-	opMode        opKind = "mode"
-	opConfig      opKind = "config"
+	opEcho         opKind = "echo" // not a keyword: a line that is not a command
+	opSay          opKind = "say"
+	opChunks       opKind = "chunks"
+	opMessage      opKind = "message"
+	opThink        opKind = "think"
+	opTool         opKind = "tool"
+	opToolStep     opKind = "toolstep"
+	opPlan         opKind = "plan"
+	opPermission   opKind = "permission"
+	opSleep        opKind = "sleep"
+	opPause        opKind = "pause"
+	opStop         opKind = "stop"
+	opError        opKind = "error"
+	opCrash        opKind = "crash"
+	opStderr       opKind = "stderr"
+	opGarbage      opKind = "garbage"
+	opBig          opKind = "big"
+	opUpdate       opKind = "update"
+	opFlood        opKind = "flood"
+	opStamp        opKind = "stamp"
+	opPermissions  opKind = "permissions"
+	opStampEnd     opKind = "stampend"
+	opNotify       opKind = "notify"
+	opUsage        opKind = "usage"
+	opTitle        opKind = "title"
+	opMode         opKind = "mode"
+	opConfig       opKind = "config"
+	opInstructions opKind = "instructions"
 )
 
 // keywords maps each command keyword to its parser. A parser gets the
 // argument text (the line after the keyword, trimmed) and fills op.
 var keywords = map[opKind]func(op *op, args string) error{
-	opSay:         parseText,
-	opChunks:      parseChunks,
-	opMessage:     parseNoArgs,
-	opThink:       parseText,
-	opTool:        parseTool,
-	opToolStep:    parseToolStep,
-	opPlan:        parsePlan,
-	opPermission:  parsePermission,
-	opSleep:       parseSleep,
-	opPause:       parsePause,
-	opStop:        parseStop,
-	opError:       parseError,
-	opCrash:       parseCrash,
-	opStderr:      parseText,
-	opGarbage:     parseGarbage,
-	opBig:         parseBig,
-	opUpdate:      parseUpdate,
-	opFlood:       parseFlood,
-	opStamp:       parseStamp,
-	opPermissions: parsePermission,
-	opStampEnd:    parseNoArgs,
-	opNotify:      parseNotify,
-	opUsage:       parseUsage,
-	opTitle:       parseText,
-	opMode:        parseMode,
-	opConfig:      parseNoArgs,
+	opSay:          parseText,
+	opChunks:       parseChunks,
+	opMessage:      parseNoArgs,
+	opThink:        parseText,
+	opTool:         parseTool,
+	opToolStep:     parseToolStep,
+	opPlan:         parsePlan,
+	opPermission:   parsePermission,
+	opSleep:        parseSleep,
+	opPause:        parsePause,
+	opStop:         parseStop,
+	opError:        parseError,
+	opCrash:        parseCrash,
+	opStderr:       parseText,
+	opGarbage:      parseGarbage,
+	opBig:          parseBig,
+	opUpdate:       parseUpdate,
+	opFlood:        parseFlood,
+	opStamp:        parseStamp,
+	opPermissions:  parsePermission,
+	opStampEnd:     parseNoArgs,
+	opNotify:       parseNotify,
+	opUsage:        parseUsage,
+	opTitle:        parseText,
+	opMode:         parseMode,
+	opConfig:       parseNoArgs,
+	opInstructions: parseNoArgs,
 }
 
 // Limits that keep a typo from exhausting memory or hanging a test run.

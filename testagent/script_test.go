@@ -109,7 +109,7 @@ func TestParseScript(t *testing.T) {
 		},
 		{
 			name: "raw output",
-			in:   "garbage\ngarbage {oops\nbig 10\nstderr to stderr\nupdate {\"sessionUpdate\":\"x\"}\nnotify _a/b\nnotify _a/c {\"k\":1}\nusage 1 2\ntitle T\nmode plan\nconfig",
+			in:   "garbage\ngarbage {oops\nbig 10\nstderr to stderr\nupdate {\"sessionUpdate\":\"x\"}\nnotify _a/b\nnotify _a/c {\"k\":1}\nusage 1 2\ntitle T\nmode plan\nconfig\ninstructions",
 			want: []op{
 				{Kind: opGarbage, Line: 1, Text: "this is not json"},
 				{Kind: opGarbage, Line: 2, Text: "{oops"},
@@ -122,6 +122,7 @@ func TestParseScript(t *testing.T) {
 				{Kind: opTitle, Line: 9, Text: "T"},
 				{Kind: opMode, Line: 10, ID: "plan"},
 				{Kind: opConfig, Line: 11},
+				{Kind: opInstructions, Line: 12},
 			},
 		},
 	}

@@ -430,3 +430,52 @@ func TestSignalCancelsTurns(t *testing.T) {
 		}
 	})
 }
+
+// withInstructions returns setup params whose _meta carries text as
+// appended system prompt, the way claude-agent-acp takes it.
+func withInstructions(params map[string]any, text string) map[string]any {
+	params["_meta"] = map[string]any{"systemPrompt": map[string]any{"append": text}, "other": 1}
+	return params
+}
+
+// The instructions command reports the _meta.systemPrompt.append of the
+// session/new, load or resume that last opened the session: each brings its
+// own, and none is kept in the state dir.
+func TestInstructions(t *testing.T) {
+	forEachMode(t, func(t *testing.T, start startFunc) {
+		dir := t.TempDir()
+		args := []string{"--load-session", "--resume", "--state-dir", dir}
+		say := func(p *proc, sid, want string) {
+			t.Helper()
+			if ups, _ := p.turn(sid, "instructions"); agentText(ups) != want {
+				t.Errorf("instructions = %q, want %q", agentText(ups), want)
+			}
+		}
+		first := start(t, opts{args: args})
+		first.initialize()
+		sid := result[struct{ SessionID string }](t, first.call("session/new",
+			withInstructions(map[string]any{"cwd": "/tmp", "mcpServers": []any{}}, "be brief\n\nand kind"))).SessionID
+		say(first, sid, "instructions: be brief\n\nand kind")
+		result[map[string]any](t, first.call("session/resume", setupParams(sid)))
+		say(first, sid, "instructions: (none)")
+		first.until(first.request("session/load", withInstructions(setupParams(sid), "loaded")))
+		say(first, sid, "instructions: loaded")
+		// A systemPrompt of another shape is not an appended prompt.
+		result[map[string]any](t, first.call("session/resume", map[string]any{"sessionId": sid, "cwd": "/tmp", "_meta": map[string]any{"systemPrompt": "replace"}}))
+		say(first, sid, "instructions: (none)")
+		first.closeStdin()
+		if code := first.waitExit(); code != 0 {
+			t.Fatalf("first agent exit code = %d, want 0", code)
+		}
+
+		second := start(t, opts{args: args})
+		second.initialize()
+		result[map[string]any](t, second.call("session/resume", withInstructions(setupParams(sid), "resumed")))
+		say(second, sid, "instructions: resumed")
+
+		third := start(t, opts{args: args})
+		third.initialize()
+		third.until(third.request("session/load", setupParams(sid)))
+		say(third, sid, "instructions: (none)")
+	})
+}

@@ -333,6 +333,14 @@ func (t *turn) exec(ctx context.Context, o op) (*outcome, error) {
 		text := "config: mode=" + t.sess.mode + " model=" + t.sess.model
 		a.mu.Unlock()
 		t.chunk("agent_message_chunk", text)
+	case opInstructions:
+		a.mu.Lock()
+		text := t.sess.instructions
+		a.mu.Unlock()
+		if text == "" {
+			text = "(none)"
+		}
+		t.chunk("agent_message_chunk", "instructions: "+text)
 	default:
 		return nil, fmt.Errorf("line %d: unhandled command %q", o.Line, o.Kind)
 	}

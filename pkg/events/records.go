@@ -150,6 +150,21 @@ type SessionMeta struct {
 	ProcessID string `msgpack:"processId,omitempty"`
 }
 
+// RestoreRequest asks RunnerRestore to bring an ACP session back: the
+// protocol's AcpResumeSessionRequest, unchanged, plus the session's
+// instruction settings, which a restore reapplies like the cwd and the
+// mcpServers. It wraps the resume request instead of adding the two fields
+// to it because protocol.go mirrors the schema field for field (the schema
+// test holds it to that), and the schema's resume request has none; nor do
+// headers fit, since instructions are free text (newlines, any length) and
+// a NATS header value is one line. The fields are those of
+// AcpCreateSessionRequest, so create and restore carry the settings alike.
+type RestoreRequest struct {
+	Resume                 AcpResumeSessionRequest `msgpack:"resume"`
+	SkipOsInstructions     bool                    `msgpack:"skipOsInstructions,omitempty"`
+	AdditionalInstructions *string                 `msgpack:"additionalInstructions,omitempty"`
+}
+
 // AdapterReady answers RunnerRestore: the adapter and its ACP session, and
 // the tier of the restore ladder that produced it (TierResume, TierLoad or
 // TierFallback).
@@ -204,6 +219,7 @@ func (OwnerChanged) VariantName() string    { return "OwnerChanged" }
 func (SessionDeleted) VariantName() string  { return "SessionDeleted" }
 func (SessionMeta) VariantName() string     { return "SessionMeta" }
 func (RunnerAck) VariantName() string       { return "RunnerAck" }
+func (RestoreRequest) VariantName() string  { return "RestoreRequest" }
 func (AdapterReady) VariantName() string    { return "AdapterReady" }
 func (AdapterStatus) VariantName() string   { return "AdapterStatus" }
 func (RunnerInfo) VariantName() string      { return "RunnerInfo" }
@@ -218,6 +234,7 @@ func init() {
 	register(func() Variant { return new(SessionDeleted) })
 	register(func() Variant { return new(SessionMeta) })
 	register(func() Variant { return new(RunnerAck) })
+	register(func() Variant { return new(RestoreRequest) })
 	register(func() Variant { return new(AdapterReady) })
 	register(func() Variant { return new(AdapterStatus) })
 	register(func() Variant { return new(RunnerInfo) })

@@ -191,8 +191,12 @@ const (
 	// RunnerRestore spawns an adapter and brings back an earlier ACP session
 	// by the restore ladder: session/resume (when advertised), then
 	// session/load (its replay discarded), then, only if the agent says the
-	// session is unknown, session/new: AcpResumeSessionRequest →
-	// AdapterReady, whose Tier says which worked.
+	// session is unknown, session/new: RestoreRequest (the
+	// AcpResumeSessionRequest and the session's instruction settings) →
+	// AdapterReady, whose Tier says which worked. A bare
+	// AcpResumeSessionRequest, from a session service older than
+	// RestoreRequest, is still served, without instructions: its settings
+	// are unknown.
 	RunnerRestore RunnerOp = "restore"
 	// RunnerStatus reports on one adapter process (HeaderProcessID) and, with
 	// HeaderCallID, on one forwarded call: AcpGetSessionStateRequest →

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"skein.dev/pkg/events"
@@ -92,6 +93,10 @@ type Config struct {
 	MaxStderrBytes int64
 	// Replicas of the streams this runner provisions.
 	Replicas int
+	// OSInstructionsFile holds the operator's OS instructions: text every
+	// agent is given as appended system prompt, unless its session was
+	// opened with skipOsInstructions. Empty means none. New reads it once.
+	OSInstructionsFile string
 }
 
 // RegisterFlags registers the runner's flags in fs, prefixed "adapter-runner.".
@@ -106,6 +111,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.CreateTimeout, "adapter-runner.create-timeout", 60*time.Second, "bound on spawning an adapter and opening its ACP session")
 	fs.IntVar(&c.MaxLineBytes, "adapter-runner.max-line-bytes", 16<<20, "longest ACP line accepted from an adapter")
 	fs.Int64Var(&c.MaxStderrBytes, "adapter-runner.max-stderr-bytes", 1<<20, "stderr forwarded per adapter")
+	fs.StringVar(&c.OSInstructionsFile, "adapter-runner.os-instructions-file", "", "file of OS instructions appended to every agent's system prompt unless its session skips them (read at start)")
 }
 
 // Validate checks c and fills in what a zero Config leaves empty.
@@ -156,6 +162,19 @@ func (c *Config) agents() (map[string]Agent, error) {
 		}
 	}
 	return out, nil
+}
+
+// osInstructions reads the OS instructions file: its text without leading
+// and trailing white space (a file's final newline is no instruction).
+func (c *Config) osInstructions() (string, error) {
+	if c.OSInstructionsFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(c.OSInstructionsFile)
+	if err != nil {
+		return "", fmt.Errorf("adapter-runner.os-instructions-file: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // installed reports whether a's command resolves on this machine.

@@ -1,6 +1,7 @@
 package adapterrunner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,31 @@ import (
 // no terminals. Adapters then do their own I/O, inside the session's working
 // directory, and never route it through the client.
 const clientCapabilities = `{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}`
+
+// systemPromptMeta returns the _meta of session/new, session/load and
+// session/resume that gives an agent text to append to its system prompt,
+// {"systemPrompt":{"append":text}}, or nil (no _meta) when text is empty.
+// claude-agent-acp and claude-code-acp read params._meta.systemPrompt.append
+// when they create, load or resume a session; other agents ignore _meta
+// they do not know. ACP has no field of its own for it.
+func systemPromptMeta(text string) json.RawMessage {
+	if text == "" {
+		return nil
+	}
+	var m struct {
+		SystemPrompt struct {
+			Append string `json:"append"`
+		} `json:"systemPrompt"`
+	}
+	m.SystemPrompt.Append = text
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // as acpwire writes the rest of the params
+	if err := enc.Encode(&m); err != nil {
+		return nil // a struct of one string always encodes
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
 
 // process is one adapter process serving one session. Everything it observes
 // on stdout (notifications, agent-to-client requests, responses to forwarded
@@ -180,9 +206,10 @@ func (p *process) initialize(ctx context.Context, clientCaps events.JSON) (*acpw
 	return init, nil
 }
 
-// handshake runs initialize and session/new and returns what the session
+// handshake runs initialize and session/new, with meta (the session's
+// instructions, systemPromptMeta) as its _meta, and returns what the session
 // service records about the adapter.
-func (p *process) handshake(ctx context.Context, req *events.AcpCreateSessionRequest) (*events.AcpSessionCreatedResponse, error) {
+func (p *process) handshake(ctx context.Context, req *events.AcpCreateSessionRequest, meta json.RawMessage) (*events.AcpSessionCreatedResponse, error) {
 	init, err := p.initialize(ctx, req.ClientCapabilities)
 	if err != nil {
 		return nil, err
@@ -191,6 +218,7 @@ func (p *process) handshake(ctx context.Context, req *events.AcpCreateSessionReq
 		Cwd:                   p.cmd.Dir,
 		AdditionalDirectories: req.AdditionalDirectories,
 		McpServers:            json.RawMessage(req.McpServers),
+		Meta:                  meta,
 	})
 	if err != nil {
 		return nil, p.callError("session/new", err)
@@ -203,8 +231,10 @@ func (p *process) handshake(ctx context.Context, req *events.AcpCreateSessionReq
 // advertises that (the history it replays is dropped: the log is the only
 // history), and only when the agent says the session is unknown, a new
 // session (the fallback tier; the session service then arms its
-// continuation preamble). Any other failure fails the restore.
-func (p *process) restore(ctx context.Context, req *events.AcpResumeSessionRequest) (*events.AdapterReady, error) {
+// continuation preamble). Any other failure fails the restore. Whichever
+// method it takes gets meta (the session's instructions) as its _meta: an
+// agent is given them again on every load or resume, as at creation.
+func (p *process) restore(ctx context.Context, req *events.AcpResumeSessionRequest, meta json.RawMessage) (*events.AdapterReady, error) {
 	init, err := p.initialize(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -223,6 +253,7 @@ func (p *process) restore(ctx context.Context, req *events.AcpResumeSessionReque
 		Cwd:                   p.cmd.Dir,
 		AdditionalDirectories: req.AdditionalDirectories,
 		McpServers:            json.RawMessage(req.McpServers),
+		Meta:                  meta,
 	}
 	if canResume {
 		sess, err := p.conn.ResumeSession(ctx, acpwire.ResumeSessionParams(params))
@@ -246,6 +277,7 @@ func (p *process) restore(ctx context.Context, req *events.AcpResumeSessionReque
 		Cwd:                   p.cmd.Dir,
 		AdditionalDirectories: req.AdditionalDirectories,
 		McpServers:            json.RawMessage(req.McpServers),
+		Meta:                  meta,
 	})
 	if err != nil {
 		return nil, p.callError("session/new", err)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,13 +32,16 @@ type Runner struct {
 	nc     *nats.Conn
 	m      *metrics
 	agents map[string]Agent
-	ready  chan struct{}
+	// osInstructions is the text of Config.OSInstructionsFile.
+	osInstructions string
+	ready          chan struct{}
 
 	mu    sync.Mutex
 	procs map[string]*process // by events.SessionKey
 }
 
-// New returns a Runner; it does no I/O except reading the agents file.
+// New returns a Runner; it does no I/O except reading the agents file and
+// the OS instructions file.
 func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -46,14 +50,19 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 	if err != nil {
 		return nil, err
 	}
+	osInstructions, err := cfg.osInstructions()
+	if err != nil {
+		return nil, err
+	}
 	return &Runner{
-		cfg:    cfg,
-		lg:     lg.With("svc", "adapter-runner", events.LogKeyRunner, cfg.ID),
-		nc:     nc,
-		m:      newMetrics(reg),
-		agents: agents,
-		ready:  make(chan struct{}),
-		procs:  map[string]*process{},
+		cfg:            cfg,
+		lg:             lg.With("svc", "adapter-runner", events.LogKeyRunner, cfg.ID),
+		nc:             nc,
+		m:              newMetrics(reg),
+		agents:         agents,
+		osInstructions: osInstructions,
+		ready:          make(chan struct{}),
+		procs:          map[string]*process{},
 	}, nil
 }
 
@@ -117,7 +126,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("flush subscriptions: %w", err)
 	}
 	close(r.ready)
-	r.lg.Info("adapter-runner ready", "agents", len(r.agents), "capacity", r.cfg.Capacity)
+	r.lg.Info("adapter-runner ready", "agents", len(r.agents), "capacity", r.cfg.Capacity, "os_instructions_bytes", len(r.osInstructions))
 
 	t := time.NewTicker(r.cfg.Heartbeat)
 	defer t.Stop()
@@ -185,14 +194,30 @@ func (r *Runner) handleCreate(ctx context.Context, js jetstream.JetStream, req m
 		_ = events.RespondErrorAsync(r.nc, req, err)
 		return
 	}
+	meta := systemPromptMeta(r.instructions(create.SkipOsInstructions, create.AdditionalInstructions))
 	r.start(ctx, js, req, create.AgentType, spawnSpec{cwd: create.Cwd, args: create.Args, env: create.Env},
-		func(ctx context.Context, p *process) (events.Variant, error) { return p.handshake(ctx, create) })
+		func(ctx context.Context, p *process) (events.Variant, error) { return p.handshake(ctx, create, meta) })
 }
 
 func (r *Runner) handleRestore(ctx context.Context, js jetstream.JetStream, req micro.Request) {
-	restore, err := events.Decode[events.AcpResumeSessionRequest](req.Data())
+	v, err := events.Unmarshal(req.Data())
 	if err != nil {
 		_ = events.RespondErrorAsync(r.nc, req, err)
+		return
+	}
+	var restore *events.AcpResumeSessionRequest
+	var meta json.RawMessage
+	switch v := v.(type) {
+	case *events.RestoreRequest:
+		restore = &v.Resume
+		meta = systemPromptMeta(r.instructions(v.SkipOsInstructions, v.AdditionalInstructions))
+	case *events.AcpResumeSessionRequest:
+		// From a session service that predates RestoreRequest: the
+		// session's instruction settings are unknown, so none are sent,
+		// as before.
+		restore = v
+	default:
+		_ = events.RespondErrorAsync(r.nc, req, events.Errorf(events.CodeInvalidPayload, "got %s, want RestoreRequest", v.VariantName()))
 		return
 	}
 	if restore.SessionID == "" {
@@ -200,7 +225,21 @@ func (r *Runner) handleRestore(ctx context.Context, js jetstream.JetStream, req 
 		return
 	}
 	r.start(ctx, js, req, restore.AgentType, spawnSpec{cwd: restore.Cwd, env: restore.Env},
-		func(ctx context.Context, p *process) (events.Variant, error) { return p.restore(ctx, restore) })
+		func(ctx context.Context, p *process) (events.Variant, error) { return p.restore(ctx, restore, meta) })
+}
+
+// instructions returns a session's instructions: the OS instructions
+// unless the session skips them, then its additional instructions, joined
+// by a blank line. "" means none.
+func (r *Runner) instructions(skipOS bool, additional *string) string {
+	var parts []string
+	if !skipOS && r.osInstructions != "" {
+		parts = append(parts, r.osInstructions)
+	}
+	if additional != nil && *additional != "" {
+		parts = append(parts, *additional)
+	}
+	return strings.Join(parts, "\n\n")
 }
 
 // start spawns the adapter of a create or restore request, runs open on it

@@ -58,15 +58,21 @@ type harness struct {
 
 func start(t *testing.T, agents ...adapterrunner.Agent) *harness {
 	t.Helper()
+	return startWith(t, adapterrunner.Config{}, agents...)
+}
+
+// startWith is start with cfg, whose ID, DataDir, Builtin and StopGrace it
+// sets.
+func startWith(t *testing.T, cfg adapterrunner.Config, agents ...adapterrunner.Agent) *harness {
+	t.Helper()
 	ns := natstest.Run(t)
 	nc := natstest.Connect(t, ns)
 	h := &harness{nc: nc, dataDir: t.TempDir(), io: make(chan *nats.Msg, 1024)}
 	if len(agents) == 0 {
 		agents = []adapterrunner.Agent{{ID: "test", Command: testAgent}}
 	}
-	r, err := adapterrunner.New(adapterrunner.Config{
-		ID: "r1", DataDir: h.dataDir, Builtin: agents, StopGrace: 200 * time.Millisecond,
-	}, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), nc, prometheus.NewRegistry())
+	cfg.ID, cfg.DataDir, cfg.Builtin, cfg.StopGrace = "r1", h.dataDir, agents, 200*time.Millisecond
+	r, err := adapterrunner.New(cfg, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), nc, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,9 @@ type rig struct {
 	stopRunner func()
 	stateDir   string // the restore-tier agents' sessions
 	runnerNC   *nats.Conn
+	// osInstructionsFile is the OS instructions file of the runners
+	// started from now on ("": none).
+	osInstructionsFile string
 }
 
 // startRig starts an embedded NATS server, a runner "r1" with the agents
@@ -78,7 +81,7 @@ func (r *rig) startRunner(id string) {
 	env := map[string]string{testagent.EnvControlDir: r.control}
 	nc := r.connect()
 	runner, err := adapterrunner.New(adapterrunner.Config{
-		ID: id, DataDir: r.t.TempDir(), StopGrace: 200 * time.Millisecond,
+		ID: id, DataDir: r.t.TempDir(), StopGrace: 200 * time.Millisecond, OSInstructionsFile: r.osInstructionsFile,
 		Builtin: []adapterrunner.Agent{
 			{ID: "test", Command: testAgent, Env: env},
 			// An adapter that never hears session/cancel: a filter in front

@@ -526,8 +526,13 @@ func (sess *session) startAdapter(ctx context.Context, runner events.RunnerID, r
 		mcp = events.JSON("[]")
 	}
 	if prev := sess.meta.AcpSessionID; prev != "" {
-		ready, err := events.Call[events.AdapterReady](ctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerRestore), &events.AcpResumeSessionRequest{
-			SessionID: prev, AgentType: o.Agent, Cwd: o.Cwd, AdditionalDirectories: dirs, McpServers: mcp, Env: env,
+		// The instruction settings go with every restore, as with the
+		// create: the agent is given its instructions again.
+		ready, err := events.Call[events.AdapterReady](ctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerRestore), &events.RestoreRequest{
+			Resume: events.AcpResumeSessionRequest{
+				SessionID: prev, AgentType: o.Agent, Cwd: o.Cwd, AdditionalDirectories: dirs, McpServers: mcp, Env: env,
+			},
+			SkipOsInstructions: o.SkipOsInstructions, AdditionalInstructions: o.AdditionalInstructions,
 		}, sess.runnerHeader(r))
 		if err != nil {
 			return "", nil, err
