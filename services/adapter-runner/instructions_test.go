@@ -74,21 +74,7 @@ func (h *harness) says(t *testing.T, sid, processID, acpSession string) string {
 	t.Helper()
 	h.prompt(t, sid, processID, acpSession, "call-"+processID, "instructions")
 	_, before := until[*events.AcpSessionRpcResponse](t, h)
-	var text strings.Builder
-	for _, v := range before {
-		if ev, ok := v.(*events.AcpSessionEvent); ok {
-			var n struct {
-				Params struct {
-					Update struct {
-						Content struct{ Text string } `json:"content"`
-					} `json:"update"`
-				} `json:"params"`
-			}
-			_ = json.Unmarshal(ev.Notification, &n)
-			text.WriteString(n.Params.Update.Content.Text)
-		}
-	}
-	return text.String()
+	return strings.Join(updateTexts(before), "")
 }
 
 func quote(s string) string {

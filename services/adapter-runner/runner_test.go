@@ -167,21 +167,7 @@ func TestCreatePromptAndResponseOrder(t *testing.T) {
 	}
 	h.prompt(t, "s1", "p1", created.SessionID, "call-1", "say one\nsay two\nstop max_tokens")
 	resp, before := until[*events.AcpSessionRpcResponse](t, h)
-	var texts []string
-	for _, v := range before {
-		if ev, ok := v.(*events.AcpSessionEvent); ok {
-			var n struct {
-				Params struct {
-					Update struct {
-						Content struct{ Text string } `json:"content"`
-					} `json:"update"`
-				} `json:"params"`
-			}
-			_ = json.Unmarshal(ev.Notification, &n)
-			texts = append(texts, n.Params.Update.Content.Text)
-		}
-	}
-	if got := strings.Join(texts, "|"); got != "one|two" {
+	if got := strings.Join(updateTexts(before), "|"); got != "one|two" {
 		t.Errorf("notifications before the response = %q, want one|two", got)
 	}
 	if !strings.Contains(string(resp.Response), `"stopReason":"max_tokens"`) {
@@ -337,4 +323,23 @@ func TestAuthMethod(t *testing.T) {
 			t.Errorf("create %s = %v, want %s", agent, e, events.CodeAdapterError)
 		}
 	}
+}
+
+// updateTexts returns the text of each session update among records.
+func updateTexts(records []events.Variant) []string {
+	var texts []string
+	for _, v := range records {
+		if ev, ok := v.(*events.AcpSessionEvent); ok {
+			var n struct {
+				Params struct {
+					Update struct {
+						Content struct{ Text string } `json:"content"`
+					} `json:"update"`
+				} `json:"params"`
+			}
+			_ = json.Unmarshal(ev.Notification, &n)
+			texts = append(texts, n.Params.Update.Content.Text)
+		}
+	}
+	return texts
 }

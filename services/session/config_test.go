@@ -131,19 +131,7 @@ func (h *rig) startAgents(t *testing.T, id string, agents ...adapterrunner.Agent
 // options cached in its ACP_SESSIONS projection.
 func (h *rig) projectedConfig(t *testing.T, sid string) *events.AcpSessionConfigResponse {
 	t.Helper()
-	kv, err := h.js.KeyValue(t.Context(), events.BucketSessions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := kv.Get(t.Context(), events.SessionKey("default", events.SessionID(sid)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, err := events.Decode[events.SessionMeta](e.Value())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return meta.ConfigResponse()
+	return projectedMeta(t, h, sid).ConfigResponse()
 }
 
 // forgetting returns the arguments of a test agent with config options

@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/internal/memstat"
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
-	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/services/session"
 )
 
@@ -39,22 +38,10 @@ func BenchmarkLoadedSessionMemory(b *testing.B) {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
 			memstat.NeedAdapters(b, n)
 			url := natstest.RunProcess(b)
-			nc := natstest.ConnectURL(b, url)
-			js, err := jetstream.New(nc)
-			if err != nil {
-				b.Fatal(err)
-			}
-			h := &harness{nc: nc, js: js}
+			connect := func() *nats.Conn { return natstest.ConnectURL(b, url) }
 			lg := slog.New(slog.NewTextHandler(b.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			runner, err := adapterrunner.New(adapterrunner.Config{
-				ID: "r1", DataDir: b.TempDir(), StopGrace: 200 * time.Millisecond, Capacity: n,
-				Builtin: []adapterrunner.Agent{{ID: "test", Command: testAgent}},
-			}, lg, natstest.ConnectURL(b, url), prometheus.NewRegistry())
-			if err != nil {
-				b.Fatal(err)
-			}
-			runStoppable(b, "runner", runner)
-			svc, err := session.New(session.Config{DrainWait: 200 * time.Millisecond}, lg, natstest.ConnectURL(b, url), prometheus.NewRegistry())
+			h := startBenchRunner(b, connect, n, lg)
+			svc, err := session.New(session.Config{DrainWait: 200 * time.Millisecond}, lg, connect(), prometheus.NewRegistry())
 			if err != nil {
 				b.Fatal(err)
 			}

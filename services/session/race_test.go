@@ -536,7 +536,8 @@ type sessionState struct {
 	} `json:"error"`
 }
 
-func projectedState(t testing.TB, h *rig, sid string) sessionState {
+// projectedMeta returns sid's ACP_SESSIONS projection.
+func projectedMeta(t testing.TB, h *rig, sid string) *events.SessionMeta {
 	t.Helper()
 	kv, err := h.js.KeyValue(t.Context(), events.BucketSessions)
 	if err != nil {
@@ -550,6 +551,12 @@ func projectedState(t testing.TB, h *rig, sid string) sessionState {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return meta
+}
+
+func projectedState(t testing.TB, h *rig, sid string) sessionState {
+	t.Helper()
+	meta := projectedMeta(t, h, sid)
 	var st sessionState
 	if err := json.Unmarshal(meta.Info.State, &st); err != nil {
 		t.Fatal(err)

@@ -37,21 +37,8 @@ func BenchmarkTakeover(b *testing.B) {
 		b.Run(fmt.Sprintf("sessions=%d/owner-ttl=%v", n, ttl), func(b *testing.B) {
 			memstat.NeedAdapters(b, n)
 			ns := natstest.Run(b)
-			nc := natstest.Connect(b, ns)
-			js, err := jetstream.New(nc)
-			if err != nil {
-				b.Fatal(err)
-			}
-			h := &harness{nc: nc, js: js}
 			lg := slog.New(slog.NewTextHandler(b.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
-			runner, err := adapterrunner.New(adapterrunner.Config{
-				ID: "r1", DataDir: b.TempDir(), StopGrace: 200 * time.Millisecond, Capacity: n,
-				Builtin: []adapterrunner.Agent{{ID: "test", Command: testAgent}},
-			}, lg, natstest.Connect(b, ns), prometheus.NewRegistry())
-			if err != nil {
-				b.Fatal(err)
-			}
-			runStoppable(b, "runner", runner)
+			h := startBenchRunner(b, func() *nats.Conn { return natstest.Connect(b, ns) }, n, lg)
 			cfg := session.Config{OwnerTTL: ttl, DrainWait: 100 * time.Millisecond}
 			owner := startReplica(b, natstest.Connect(b, ns), cfg, lg)
 
@@ -141,4 +128,24 @@ func startReplica(tb testing.TB, nc *nats.Conn, cfg session.Config, lg *slog.Log
 func (r *replica) die() {
 	r.nc.Close()
 	go r.stop()
+}
+
+// startBenchRunner starts a runner "r1" with room for n test agents, on a
+// connection of its own, and returns a harness on another.
+func startBenchRunner(b *testing.B, connect func() *nats.Conn, n int, lg *slog.Logger) *harness {
+	b.Helper()
+	nc := connect()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	runner, err := adapterrunner.New(adapterrunner.Config{
+		ID: "r1", DataDir: b.TempDir(), StopGrace: 200 * time.Millisecond, Capacity: n,
+		Builtin: []adapterrunner.Agent{{ID: "test", Command: testAgent}},
+	}, lg, connect(), prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	runStoppable(b, "runner", runner)
+	return &harness{nc: nc, js: js}
 }
