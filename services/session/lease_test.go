@@ -78,43 +78,53 @@ func TestLeaseLostStepsDown(t *testing.T) {
 	}
 }
 
-// The owner dies mid-turn (its connection closes without a word, as after
-// kill -9) while another replica runs: with no request to prompt it, the
-// survivor notices the lease expire, claims the session and takes the turn
-// over; it completes, and a keyed retry, wherever it lands, gets it.
+// The owner goes mid-turn while another replica runs, with no request to
+// prompt the survivor: it dies (its connection closes without a word, as
+// after kill -9; the survivor notices its lease expire) or it stops (a
+// deploy: it gives its leases up, and the survivor claims at once). Either
+// way the survivor takes the turn over, it completes, and a keyed retry,
+// wherever it lands, gets it.
 func TestSurvivorTakesOverWithoutARequest(t *testing.T) {
-	h := startRig(t, session.Config{OwnerTTL: time.Second})
-	h.stopSvc()
-	ctx := t.Context()
-	cfg := session.Config{OwnerTTL: time.Second, DrainWait: 100 * time.Millisecond}
-	owner := startReplica(t, h.connect(), cfg, h.lg)
-	if err := h.open(t, "sv", events.AcpOpenSessionRequest{}); err != nil {
-		t.Fatal(err)
-	}
-	survivor := startReplica(t, h.connect(), cfg, h.lg)
-	script := "chunks 2 before\npause sv\nsay after"
-	_ = h.promptAsync(ctx, "sv", "key-1", script) // its answer dies with the owner
-	if err := testagent.WaitPaused(ctx, h.control, "sv"); err != nil {
-		t.Fatal(err)
-	}
-	owner.die()
-	if err := poll(ctx, "the survivor to take the turn over", func() (bool, error) {
-		return gatherCounter(t, survivor.reg, "acp_session_takeovers_total") == 1, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := testagent.Release(ctx, h.control, "sv"); err != nil {
-		t.Fatal(err)
-	}
-	res, err := h.prompt(ctx, "sv", "key-1", script)
-	if err != nil || res.StopReason != "end_turn" || !strings.Contains(string(res.Message), "after") {
-		t.Fatalf("keyed retry = %+v, %v; want the turn completed", res, err)
-	}
-	log, _ := h.readLog(t, "sv")
-	if got := log.Outcomes(); len(got) != 1 || got[0] != events.OutcomeCompleted {
-		t.Errorf("outcomes = %v, want one completed turn", got)
-	}
-	if d := gatherCounter(t, survivor.reg, "acp_session_prompt_dispatches_total"); d != 0 {
-		t.Errorf("the survivor dispatched %v prompts, want 0", d)
+	for _, end := range []string{"dies", "stops"} {
+		t.Run("owner="+end, func(t *testing.T) {
+			h := startRig(t, session.Config{OwnerTTL: time.Second})
+			h.stopSvc()
+			ctx := t.Context()
+			cfg := session.Config{OwnerTTL: time.Second, DrainWait: 100 * time.Millisecond}
+			owner := startReplica(t, h.connect(), cfg, h.lg)
+			if err := h.open(t, "sv", events.AcpOpenSessionRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			survivor := startReplica(t, h.connect(), cfg, h.lg)
+			script := "chunks 2 before\npause sv\nsay after"
+			_ = h.promptAsync(ctx, "sv", "key-1", script) // its answer goes with the owner
+			if err := testagent.WaitPaused(ctx, h.control, "sv"); err != nil {
+				t.Fatal(err)
+			}
+			if end == "dies" {
+				owner.die()
+			} else {
+				owner.stop()
+			}
+			if err := poll(ctx, "the survivor to take the turn over", func() (bool, error) {
+				return gatherCounter(t, survivor.reg, "acp_session_takeovers_total") == 1, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := testagent.Release(ctx, h.control, "sv"); err != nil {
+				t.Fatal(err)
+			}
+			res, err := h.prompt(ctx, "sv", "key-1", script)
+			if err != nil || res.StopReason != "end_turn" || !strings.Contains(string(res.Message), "after") {
+				t.Fatalf("keyed retry = %+v, %v; want the turn completed", res, err)
+			}
+			log, _ := h.readLog(t, "sv")
+			if got := log.Outcomes(); len(got) != 1 || got[0] != events.OutcomeCompleted {
+				t.Errorf("outcomes = %v, want one completed turn", got)
+			}
+			if d := gatherCounter(t, survivor.reg, "acp_session_prompt_dispatches_total"); d != 0 {
+				t.Errorf("the survivor dispatched %v prompts, want 0", d)
+			}
+		})
 	}
 }
