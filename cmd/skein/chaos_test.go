@@ -75,27 +75,32 @@ func TestChaosKillSessionService(t *testing.T) {
 	}
 	js := ps.js()
 	for i := range sessions {
-		var body string
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			code, b := postPrompt(ctx, fmt.Sprint(base, "c", i, "/prompt"), fmt.Sprint("key-", i), script(i))
-			body = string(b)
-			// Retry only while the new session service is not serving yet.
-			if (code != 0 && code != http.StatusServiceUnavailable) || time.Now().After(deadline) {
-				break
-			}
-		}
-		var res struct {
-			StopReason string          `json:"stopReason"`
-			Message    json.RawMessage `json:"message"`
-		}
-		if json.Unmarshal([]byte(body), &res) != nil || res.StopReason != "end_turn" || !strings.Contains(string(res.Message), fmt.Sprint("after ", i)) {
+		if body, ok := awaitKeyed(ctx, fmt.Sprint(base, "c", i, "/prompt"), fmt.Sprint("key-", i), script(i), fmt.Sprint("after ", i)); !ok {
 			t.Errorf("session c%d: keyed retry = %s, want the turn completed", i, body)
 			continue
 		}
 		log := eventlogtest.Audit(t, js, "default", events.SessionID(fmt.Sprint("c", i)))
 		if got := log.Outcomes(); len(got) != 1 || got[0] != "completed" {
 			t.Errorf("session c%d: outcomes %v, want one completed turn", i, got)
+		}
+	}
+}
+
+// awaitKeyed retries a keyed prompt while Skein cannot serve it yet (no
+// answer, or 503: a session service starting, or a session moving between
+// replicas), for at most 30 s. It returns the last answer, and whether it
+// is the turn completed with want in its message.
+func awaitKeyed(ctx context.Context, url, key, script, want string) (string, bool) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body := postPrompt(ctx, url, key, script)
+		if (code != 0 && code != http.StatusServiceUnavailable) || time.Now().After(deadline) {
+			var res struct {
+				StopReason string          `json:"stopReason"`
+				Message    json.RawMessage `json:"message"`
+			}
+			ok := json.Unmarshal(body, &res) == nil && res.StopReason == "end_turn" && strings.Contains(string(res.Message), want)
+			return string(body), ok
 		}
 	}
 }

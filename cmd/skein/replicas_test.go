@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -270,6 +274,76 @@ func (w *lineWatch) waitFor(ctx context.Context, subs ...string) (string, error)
 					return line, nil
 				}
 			}
+		}
+	}
+}
+
+// TestSoakRollingSessionReplicas is a fault soak (make test-long): two
+// session service processes share 50 sessions; each round puts every
+// session mid-turn, then one replica goes, by SIGKILL or, every third
+// round, by SIGTERM (a deploy), and a new process takes its place. Every
+// turn of every round completes, and every log passes the audit.
+func TestSoakRollingSessionReplicas(t *testing.T) {
+	if os.Getenv("SKEIN_LONG") == "" {
+		t.Skip("a soak run: make test-long (SKEIN_LONG=1)")
+	}
+	const sessions, rounds = 50, 6
+	ps := startProcessStack(t)
+	ctx := t.Context()
+	ttl := []string{"-session.owner-ttl", "1s"}
+	replicas := []*exec.Cmd{ps.startSession(io.Discard, ttl...), ps.startSession(io.Discard, ttl...)}
+	sid := func(i int) string { return fmt.Sprint("soak", i) }
+	for i := range sessions {
+		if err := pollHTTP(t, http.MethodPut, ps.base+sid(i), `{"agent":"test"}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range rounds {
+		pause := func(i int) string { return fmt.Sprintf("%s-r%d", sid(i), round) }
+		script := func(i int) string {
+			return fmt.Sprintf("chunks 3 r%d\npause %s\nsay done %d.%d", round, pause(i), round, i)
+		}
+		key := func(i int) string { return fmt.Sprintf("r%d-%d", round, i) }
+		reqCtx, cancelReqs := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for i := range sessions {
+			wg.Go(func() { _, _ = postPrompt(reqCtx, ps.base+sid(i)+"/prompt", key(i), script(i)) })
+		}
+		for i := range sessions {
+			if err := testagent.WaitPaused(ctx, ps.control, pause(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		victim, sig := round%2, syscall.SIGKILL
+		if round%3 == 2 {
+			sig = syscall.SIGTERM
+		}
+		if err := replicas[victim].Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		_ = replicas[victim].Wait()
+		cancelReqs() // answers that went with the replica
+		wg.Wait()
+		replicas[victim] = ps.startSession(io.Discard, ttl...)
+		for i := range sessions {
+			if err := testagent.Release(ctx, ps.control, pause(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range sessions {
+			if body, ok := awaitKeyed(ctx, ps.base+sid(i)+"/prompt", key(i), script(i), fmt.Sprintf("done %d.%d", round, i)); !ok {
+				t.Errorf("round %d (%v), %s: keyed retry = %s, want the turn completed", round, sig, sid(i), body)
+			}
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+	js := ps.js()
+	for i := range sessions {
+		log := eventlogtest.Audit(t, js, "default", events.SessionID(sid(i)))
+		if got := log.Outcomes(); len(got) != rounds || slices.ContainsFunc(got, func(o string) bool { return o != "completed" }) {
+			t.Errorf("%s: outcomes %v, want %d completed turns", sid(i), got, rounds)
 		}
 	}
 }

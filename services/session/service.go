@@ -183,10 +183,23 @@ func (s *Service) Run(ctx context.Context) error {
 // serve adapts an op handler to nats micro. Each request runs in its own
 // goroutine: a prompt blocks through its turn, and must not hold up others.
 func (s *Service) serve(ctx context.Context, op events.Op, h events.OpHandler) micro.HandlerFunc {
+	// A request cut short because the service stops is told to retry
+	// (elsewhere), not that something broke.
+	guarded := func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+		v, err := h(ctx, ns, data)
+		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return nil, errShuttingDown
+		}
+		return v, err
+	}
 	return func(req micro.Request) {
-		s.inflight.Go(func() { events.ServeOp(ctx, s.nc, s.lg, op, h, req) })
+		s.inflight.Go(func() { events.ServeOp(ctx, s.nc, s.lg, op, guarded, req) })
 	}
 }
+
+// errShuttingDown answers requests the service cannot finish because it
+// stops.
+var errShuttingDown = events.Errorf(events.CodeUnavailable, "session service shutting down; retry")
 
 // recordHeadroom is what a log record needs beyond its update's JSON: the
 // msgpack envelope and the headers.
@@ -276,7 +289,7 @@ func (s *Service) loaded() []*session {
 func (s *Service) releaseAll() {
 	for _, sess := range s.loaded() {
 		sess.mu.Lock()
-		sess.release(events.Errorf(events.CodeUnavailable, "session service shutting down"))
+		sess.release(errShuttingDown)
 		sess.mu.Unlock()
 	}
 }
@@ -328,7 +341,7 @@ func (s *Service) handlePrompt(ctx context.Context, ns events.Namespace, data []
 	case <-t.done:
 		return t.result, t.err
 	case <-ctx.Done():
-		return nil, events.Errorf(events.CodeUnavailable, "session service shutting down")
+		return nil, errShuttingDown
 	}
 }
 

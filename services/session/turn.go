@@ -122,7 +122,7 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 		case <-d.done:
 		case <-ctx.Done():
 			sess.mu.Lock()
-			return nil, events.Errorf(events.CodeUnavailable, "session service shutting down")
+			return nil, errShuttingDown
 		}
 		sess.mu.Lock()
 	}
