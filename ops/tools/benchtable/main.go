@@ -54,6 +54,10 @@ var rows = []row{
 	{"memory per loaded session, runner alone, 1,000 sessions", "BenchmarkLoadedAdapterMemory/sessions=1000", "B/session", "BenchmarkLoadedSessionMemory/sessions=1000", "B/session", ""},
 	{"goroutines per loaded session, session service + runner", "BenchmarkLoadedSessionMemory/sessions=1000", "goroutines/session", "", "", ""},
 	{"goroutines per loaded session, runner alone", "BenchmarkLoadedAdapterMemory/sessions=1000", "goroutines/session", "BenchmarkLoadedSessionMemory/sessions=1000", "goroutines/session", ""},
+	// A history page read from the log: our batch direct gets beside
+	// orbit.go's jetstreamext, which allocates a 64k-entry channel per request.
+	{"history page of 50, forward (one batch direct get)", "BenchmarkReadPage/dir=forward,path=eventlog,page=50", "page-ms", "BenchmarkReadPage/dir=forward,path=jetstreamext,page=50", "page-ms", ""},
+	{"history page of 50, backward (a direct get per record)", "BenchmarkReadPage/dir=backward,path=eventlog,page=50", "page-ms", "BenchmarkReadPage/dir=backward,path=jetstreamext,page=50", "page-ms", ""},
 	// A surviving replica takes over 1,000 running turns: from the owner's
 	// death (lease TTL 1 s) to the last takeover, and the claims alone.
 	{"takeover of 1,000 running sessions after their owner dies (TTL 1 s)", "BenchmarkTakeover/sessions=1000/owner-ttl=1s", "takeover-s", "", "", ""},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
@@ -70,6 +71,82 @@ func BenchmarkAppend(b *testing.B) {
 				<-js.PublishAsyncComplete()
 			}
 			b.ReportMetric(float64(perOp*b.N)/time.Since(start).Seconds(), "records/s")
+		})
+	}
+}
+
+// BenchmarkReadPage measures one history page of page=N records of a
+// session whose log holds 2,000: forward (one batch direct get) and
+// backward (one direct get per record, so a page costs O(page) reads).
+// Baseline jetstreamext: the same requests through orbit.go's GetBatch and
+// GetLastMsgsFor, which receive on a synchronous subscription with the
+// connection's default pending channel.
+func BenchmarkReadPage(b *testing.B) {
+	js := setup(b)
+	w := eventlog.NewWriter(js, "default", "read", eventlog.Position{}, "w")
+	entries := make([]eventlog.Entry, 100)
+	for i := range entries {
+		entries[i] = update(strings.Repeat("x", 200))
+	}
+	for range 20 {
+		if _, err := w.AppendEach(b.Context(), entries); err != nil {
+			b.Fatal(err)
+		}
+	}
+	subject := events.LogSubject("default", "read", events.LogEvents)
+	last := w.Position().LastSeq
+	const page = 50
+	reads := map[string]func() (int, error){
+		"dir=forward,path=eventlog": func() (int, error) {
+			recs, err := eventlog.Forward(b.Context(), js, events.StreamLog, subject, last/2, page)
+			return len(recs), err
+		},
+		"dir=backward,path=eventlog": func() (int, error) {
+			recs, err := eventlog.Backward(b.Context(), js, events.StreamLog, subject, last, page)
+			return len(recs), err
+		},
+		"dir=forward,path=jetstreamext": func() (int, error) {
+			it, err := jetstreamext.GetBatch(b.Context(), js, events.StreamLog, page, jetstreamext.GetBatchSeq(last/2+1), jetstreamext.GetBatchSubject(subject))
+			if err != nil {
+				return 0, err
+			}
+			n := 0
+			for _, err := range it {
+				if err != nil {
+					return n, err
+				}
+				n++
+			}
+			return n, nil
+		},
+		"dir=backward,path=jetstreamext": func() (int, error) {
+			n, cursor := 0, last+1
+			for n < page {
+				it, err := jetstreamext.GetLastMsgsFor(b.Context(), js, events.StreamLog, []string{subject},
+					jetstreamext.GetLastMsgsUpToSeq(cursor-1), jetstreamext.GetLastMsgsBatchSize(1))
+				if err != nil {
+					return n, err
+				}
+				for m, err := range it {
+					if err != nil {
+						return n, err
+					}
+					cursor = m.Sequence
+					n++
+				}
+			}
+			return n, nil
+		},
+	}
+	for _, name := range []string{"dir=forward,path=eventlog", "dir=forward,path=jetstreamext", "dir=backward,path=eventlog", "dir=backward,path=jetstreamext"} {
+		b.Run(fmt.Sprintf("%s,page=%d", name, page), func(b *testing.B) {
+			start := time.Now()
+			for b.Loop() {
+				if n, err := reads[name](); err != nil || n != page {
+					b.Fatalf("read %d records, %v; want %d", n, err, page)
+				}
+			}
+			b.ReportMetric(float64(time.Since(start).Microseconds())/1e3/float64(b.N), "page-ms")
 		})
 	}
 }
