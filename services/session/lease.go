@@ -200,7 +200,7 @@ func (s *Service) renewAll(ctx context.Context) {
 		case err := <-r.ack.Err():
 			var apiErr *jetstream.APIError
 			if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-				go r.sess.stepDown(r.rev)
+				s.bg.Go(func() { r.sess.stepDown(r.rev) })
 			} else {
 				s.lg.Warn("renew owner lease", "key", r.sess.key(), events.LogKeyErr, err)
 			}
@@ -232,10 +232,15 @@ func (s *Service) watchLeases(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("watch owner leases: %w", err)
 	}
-	go follow(ctx, w, func(e jetstream.KeyValueEntry) {
-		if e.Operation() != jetstream.KeyValuePut {
-			s.claimQueue <- e.Key()
-		}
+	s.bg.Go(func() {
+		follow(ctx, w, func(e jetstream.KeyValueEntry) {
+			if e.Operation() != jetstream.KeyValuePut {
+				select {
+				case s.claimQueue <- e.Key():
+				case <-ctx.Done():
+				}
+			}
+		})
 	})
 	return nil
 }

@@ -28,13 +28,15 @@ type runnerDirectory struct {
 	gone func(id events.RunnerID)
 }
 
-func watchRunners(ctx context.Context, kv jetstream.KeyValue, lg *slog.Logger, gone func(events.RunnerID)) (*runnerDirectory, error) {
+// watchRunners returns a directory kept current by a watch that runs, in
+// bg, until ctx is done.
+func watchRunners(ctx context.Context, bg *sync.WaitGroup, kv jetstream.KeyValue, lg *slog.Logger, gone func(events.RunnerID)) (*runnerDirectory, error) {
 	d := &runnerDirectory{kv: kv, lg: lg, runners: map[string]*events.RunnerInfo{}, gone: gone}
 	w, err := kv.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("watch runners: %w", err)
 	}
-	go follow(ctx, w, d.apply)
+	bg.Go(func() { follow(ctx, w, d.apply) })
 	return d, nil
 }
 

@@ -57,6 +57,9 @@ type Service struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	inflight sync.WaitGroup
+	// bg tracks the goroutines Run starts besides the requests: the sweep,
+	// lease renewal, claims, the KV watches. Run returns after them.
+	bg sync.WaitGroup
 }
 
 // New returns a Service; it does no I/O. Call Run to start it.
@@ -107,9 +110,10 @@ func (s *Service) Run(ctx context.Context) error {
 		s.maxRecord = int(s.nc.MaxPayload()) - recordHeadroom
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer s.bg.Wait()
 	defer cancel()
 	s.runCtx = runCtx
-	if s.runners, err = watchRunners(runCtx, runnersKV, s.lg, s.runnerGone); err != nil {
+	if s.runners, err = watchRunners(runCtx, &s.bg, runnersKV, s.lg, s.runnerGone); err != nil {
 		return err
 	}
 
@@ -160,12 +164,12 @@ func (s *Service) Run(ctx context.Context) error {
 	close(s.ready)
 	s.lg.Info("session service ready")
 
-	go s.sweep(runCtx)
-	go s.renewLeases(runCtx)
+	s.bg.Go(func() { s.sweep(runCtx) })
+	s.bg.Go(func() { s.renewLeases(runCtx) })
 	for range claimWorkers {
-		go s.claimer(runCtx)
+		s.bg.Go(func() { s.claimer(runCtx) })
 	}
-	go s.adopt(runCtx)
+	s.bg.Go(func() { s.adopt(runCtx) })
 	<-ctx.Done()
 	_ = svc.Stop()
 	drained := make(chan struct{})
@@ -176,6 +180,7 @@ func (s *Service) Run(ctx context.Context) error {
 		s.lg.Warn("requests still in flight at shutdown")
 	}
 	cancel()
+	s.bg.Wait() // no claim may take a lease after releaseAll gives them up
 	s.releaseAll()
 	return nil
 }
