@@ -179,53 +179,64 @@ func (g *Gateway) namespace(*http.Request) (events.Namespace, error) {
 // TestOpenAPIMatchesRoutes keeps them equal.
 type route struct {
 	method, path string
-	handler      func(*Gateway) http.HandlerFunc
+	handler      handler
 }
 
+// handler serves one route. It returns an error only if it has written
+// nothing: the error is then the answer (writeError).
+type handler func(g *Gateway, w http.ResponseWriter, r *http.Request) error
+
 var routeTable = []route{
-	{http.MethodPut, "/v1/sessions/{id}", func(g *Gateway) http.HandlerFunc { return g.handleOpen }},
-	{http.MethodGet, "/v1/sessions/{id}", func(g *Gateway) http.HandlerFunc { return g.handleGetSession }},
-	{http.MethodDelete, "/v1/sessions/{id}", func(g *Gateway) http.HandlerFunc { return g.handleDelete }},
-	{http.MethodPost, "/v1/sessions/{id}/prompt", func(g *Gateway) http.HandlerFunc { return g.handlePrompt }},
-	{http.MethodPost, "/v1/sessions/{id}/cancel", func(g *Gateway) http.HandlerFunc { return g.handleCancel }},
-	{http.MethodPost, "/v1/sessions/{id}/unload", func(g *Gateway) http.HandlerFunc { return g.handleUnload }},
-	{http.MethodPost, "/v1/sessions/{id}/permissions/{requestId}", func(g *Gateway) http.HandlerFunc { return g.handleRespond }},
-	{http.MethodGet, "/v1/sessions/{id}/history", func(g *Gateway) http.HandlerFunc { return g.handleHistory }},
-	{http.MethodGet, "/v1/sessions/{id}/events", func(g *Gateway) http.HandlerFunc { return g.handleEvents }},
-	{http.MethodGet, "/v1/sessions/{id}/config", func(g *Gateway) http.HandlerFunc { return g.handleGetConfig }},
-	{http.MethodPut, "/v1/sessions/{id}/config/{configId}", func(g *Gateway) http.HandlerFunc { return g.handleSetConfig }},
-	{http.MethodGet, "/v1/sessions/{id}/capabilities", func(g *Gateway) http.HandlerFunc { return g.handleCapabilities }},
-	{http.MethodGet, "/v1/sessions/{id}/agent-info", func(g *Gateway) http.HandlerFunc { return g.handleAgentInfo }},
-	{http.MethodGet, "/v1/agents", func(g *Gateway) http.HandlerFunc { return g.handleListAgents }},
-	{http.MethodGet, "/healthz", func(g *Gateway) http.HandlerFunc { return g.handleHealthz }},
-	{http.MethodGet, "/readyz", func(g *Gateway) http.HandlerFunc { return g.handleReadyz }},
+	{http.MethodPut, "/v1/sessions/{id}", (*Gateway).handleOpen},
+	{http.MethodGet, "/v1/sessions/{id}", (*Gateway).handleGetSession},
+	{http.MethodDelete, "/v1/sessions/{id}", (*Gateway).handleDelete},
+	{http.MethodPost, "/v1/sessions/{id}/prompt", (*Gateway).handlePrompt},
+	{http.MethodPost, "/v1/sessions/{id}/cancel", (*Gateway).handleCancel},
+	{http.MethodPost, "/v1/sessions/{id}/unload", (*Gateway).handleUnload},
+	{http.MethodPost, "/v1/sessions/{id}/permissions/{requestId}", (*Gateway).handleRespond},
+	{http.MethodGet, "/v1/sessions/{id}/history", (*Gateway).handleHistory},
+	{http.MethodGet, "/v1/sessions/{id}/events", (*Gateway).handleEvents},
+	{http.MethodGet, "/v1/sessions/{id}/config", (*Gateway).handleGetConfig},
+	{http.MethodPut, "/v1/sessions/{id}/config/{configId}", (*Gateway).handleSetConfig},
+	{http.MethodGet, "/v1/sessions/{id}/capabilities", (*Gateway).handleCapabilities},
+	{http.MethodGet, "/v1/sessions/{id}/agent-info", (*Gateway).handleAgentInfo},
+	{http.MethodGet, "/v1/agents", (*Gateway).handleListAgents},
+	{http.MethodGet, "/healthz", (*Gateway).handleHealthz},
+	{http.MethodGet, "/readyz", (*Gateway).handleReadyz},
 }
 
 // routes returns the API's ServeMux, one handler per row of routeTable.
 func (g *Gateway) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	for _, r := range routeTable {
-		mux.HandleFunc(r.method+" "+r.path, r.handler(g))
+		h := r.handler
+		mux.HandleFunc(r.method+" "+r.path, func(w http.ResponseWriter, req *http.Request) {
+			if err := h(g, w, req); err != nil {
+				g.writeError(w, req, err)
+			}
+		})
 	}
 	return mux
 }
 
-func (g *Gateway) handleHealthz(w http.ResponseWriter, _ *http.Request) {
+func (g *Gateway) handleHealthz(w http.ResponseWriter, _ *http.Request) error {
 	writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`))
+	return nil
 }
 
 // handleReadyz reports whether the gateway should receive traffic: it is
 // not stopping and its NATS connection is up.
-func (g *Gateway) handleReadyz(w http.ResponseWriter, _ *http.Request) {
+func (g *Gateway) handleReadyz(w http.ResponseWriter, _ *http.Request) error {
 	select {
 	case <-g.stopping:
 		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"status":"stopping"}`))
-		return
+		return nil
 	default:
 	}
 	if !g.nc.IsConnected() {
 		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"status":"nats disconnected"}`))
-		return
+		return nil
 	}
 	writeJSON(w, http.StatusOK, []byte(`{"status":"ready"}`))
+	return nil
 }

@@ -29,87 +29,78 @@ func (g *Gateway) callContext(r *http.Request) (context.Context, context.CancelF
 }
 
 // handleOpen serves PUT /v1/sessions/{id}: open the session, idempotently.
-func (g *Gateway) handleOpen(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) handleOpen(w http.ResponseWriter, r *http.Request) error {
 	ns, sid, err := g.target(r)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	req, err := decodeOpen(body)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	req.SessionID = new(string(sid))
 	ctx, cancel := g.callContext(r)
 	defer cancel()
 	if _, err := events.Call[events.AcpOpenSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpOpenSession), req, nil); err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, []byte(`{}`))
+	return nil
 }
 
 // handleGetSession serves GET /v1/sessions/{id}: the durable metadata.
-func (g *Gateway) handleGetSession(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) handleGetSession(w http.ResponseWriter, r *http.Request) error {
 	ns, sid, err := g.target(r)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
 	req := &events.AcpGetDurableSessionRequest{SessionID: new(string(sid))}
 	resp, err := events.Call[events.AcpGetDurableSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpGetSession), req, nil)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	b, err := renderSession(&resp.Session)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, b)
+	return nil
 }
 
 // handlePrompt serves POST /v1/sessions/{id}/prompt. It blocks through the
 // turn, for as long as the client waits: there is no deadline of its own.
 // A client that goes away does not cancel the turn (the session service
 // owns it); it only stops waiting.
-func (g *Gateway) handlePrompt(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) handlePrompt(w http.ResponseWriter, r *http.Request) error {
 	ns, sid, err := g.target(r)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	req, err := decodePrompt(body, g.cfg.MaxPromptBlocks)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	req.SessionID = new(string(sid))
 	resp, err := events.Call[events.AcpPromptResponse](r.Context(), g.nc, events.APISubject(ns, events.OpPrompt), req, nil)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	b, err := renderPrompt(resp)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, b)
+	return nil
 }
 
 // controlBodyLimit bounds the body of a cancel, an unload, a delete, a
@@ -120,20 +111,20 @@ func (g *Gateway) controlBodyLimit() int64 { return min(g.cfg.MaxBodyBytes, maxC
 // turn, if any. The answer is the status the session service decided:
 // cancelled, no_active_prompt, or the outcome of the turn that ended while
 // the cancel waited for it.
-func (g *Gateway) handleCancel(w http.ResponseWriter, r *http.Request) {
-	g.sessionControl(w, r, events.OpCancelPrompt,
+func (g *Gateway) handleCancel(w http.ResponseWriter, r *http.Request) error {
+	return g.sessionControl(w, r, events.OpCancelPrompt,
 		func(sid *string) events.Variant { return &events.AcpCancelPromptRequest{SessionID: sid} },
-		func(v events.Variant) { g.writeStatus(w, r, v.(*events.AcpCancelPromptResponse).Status, nil) })
+		func(v events.Variant) error { return writeStatus(w, v.(*events.AcpCancelPromptResponse).Status, nil) })
 }
 
 // handleUnload serves POST /v1/sessions/{id}/unload: cancel the running
 // turn, if any, as a cancel does, and stop the session's adapter. The
 // session's metadata and history stay, and its next prompt restores it.
 // Unloading a session that is already unloaded succeeds.
-func (g *Gateway) handleUnload(w http.ResponseWriter, r *http.Request) {
-	g.sessionControl(w, r, events.OpUnloadSession,
+func (g *Gateway) handleUnload(w http.ResponseWriter, r *http.Request) error {
+	return g.sessionControl(w, r, events.OpUnloadSession,
 		func(sid *string) events.Variant { return &events.AcpUnloadSessionRequest{SessionID: sid} },
-		func(events.Variant) { writeJSON(w, http.StatusOK, []byte(`{}`)) })
+		func(events.Variant) error { writeJSON(w, http.StatusOK, []byte(`{}`)); return nil })
 }
 
 // handleDelete serves DELETE /v1/sessions/{id}: tear down the session's
@@ -141,38 +132,34 @@ func (g *Gateway) handleUnload(w http.ResponseWriter, r *http.Request) {
 // end with session_deleted, its adapter stops), then remove its metadata
 // and history. Deleting a missing or already deleted session succeeds;
 // reopening the ID starts a new, empty session.
-func (g *Gateway) handleDelete(w http.ResponseWriter, r *http.Request) {
-	g.sessionControl(w, r, events.OpDeleteSession,
+func (g *Gateway) handleDelete(w http.ResponseWriter, r *http.Request) error {
+	return g.sessionControl(w, r, events.OpDeleteSession,
 		func(sid *string) events.Variant { return &events.AcpDeleteSessionRequest{SessionID: sid} },
-		func(events.Variant) { writeJSON(w, http.StatusOK, []byte(`{}`)) })
+		func(events.Variant) error { writeJSON(w, http.StatusOK, []byte(`{}`)); return nil })
 }
 
 // sessionControl serves a control route whose body is empty or {}: it
 // sends op the request build makes for the URL's session, and writes the
 // reply with render.
-func (g *Gateway) sessionControl(w http.ResponseWriter, r *http.Request, op events.Op, build func(sid *string) events.Variant, render func(events.Variant)) {
+func (g *Gateway) sessionControl(w http.ResponseWriter, r *http.Request, op events.Op, build func(sid *string) events.Variant, render func(events.Variant) error) error {
 	ns, sid, err := g.target(r)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	body, err := readBody(w, r, g.controlBodyLimit())
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	if err := decodeEmpty(body); err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
 	resp, err := events.Request(ctx, g.nc, events.APISubject(ns, op), build(new(string(sid))), nil)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
-	render(resp)
+	return render(resp)
 }
 
 // handleRespond serves POST /v1/sessions/{id}/permissions/{requestId}:
@@ -181,26 +168,22 @@ func (g *Gateway) sessionControl(w http.ResponseWriter, r *http.Request, op even
 // never known) is a 200 with status not_pending and the reason: a late
 // answer is a normal race, not an error. An option that is not on offer is
 // invalid_permission_option and consumes nothing.
-func (g *Gateway) handleRespond(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) handleRespond(w http.ResponseWriter, r *http.Request) error {
 	ns, sid, err := g.target(r)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	requestID, err := parseRequestID(r.PathValue("requestId"))
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	body, err := readBody(w, r, g.controlBodyLimit())
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	optionID, err := decodeRespond(body)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
@@ -209,10 +192,9 @@ func (g *Gateway) handleRespond(w http.ResponseWriter, r *http.Request) {
 	req := &events.AcpRespondPermissionRequest{SessionID: string(sid), RequestID: requestID, OptionID: optionID}
 	resp, err := events.Call[events.AcpRespondPermissionResponse](ctx, g.nc, events.APISubject(ns, events.OpRespondPermission), req, nil)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
-	g.writeStatus(w, r, resp.Status, resp.Reason)
+	return writeStatus(w, resp.Status, resp.Reason)
 }
 
 // statusJSON is the answer of cancel and respond.
@@ -221,42 +203,40 @@ type statusJSON struct {
 	Reason *string `json:"reason,omitempty"`
 }
 
-// writeStatus answers 200 {"status", "reason"?}.
-func (g *Gateway) writeStatus(w http.ResponseWriter, r *http.Request, status string, reason *string) {
+// writeStatus answers 200 {"status", "reason"?}, or writes nothing and
+// returns the error.
+func writeStatus(w http.ResponseWriter, status string, reason *string) error {
 	b, err := json.Marshal(statusJSON{Status: status, Reason: reason})
 	if err != nil {
-		g.writeError(w, r, events.Errorf(events.CodeInternal, "render status %q: %v", status, err))
-		return
+		return events.Errorf(events.CodeInternal, "render status %q: %v", status, err)
 	}
 	writeJSON(w, http.StatusOK, b)
+	return nil
 }
 
 // handleHistory serves GET /v1/sessions/{id}/history: one page.
-func (g *Gateway) handleHistory(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) handleHistory(w http.ResponseWriter, r *http.Request) error {
 	ns, sid, err := g.target(r)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	req, err := parseHistoryQuery(r.URL.Query())
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	req.SessionID = new(string(sid))
 	ctx, cancel := g.callContext(r)
 	defer cancel()
 	page, err := g.readHistory(ctx, ns, req)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	b, err := renderHistory(page)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, b)
+	return nil
 }
 
 // readHistory asks the history service for one page.
@@ -267,57 +247,50 @@ func (g *Gateway) readHistory(ctx context.Context, ns events.Namespace, req *eve
 // handleGetConfig serves GET /v1/sessions/{id}/config: the session's
 // config options as the agent last reported them, with their revision.
 // The history service answers from what it stored; no adapter starts.
-func (g *Gateway) handleGetConfig(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) handleGetConfig(w http.ResponseWriter, r *http.Request) error {
 	ns, sid, err := g.target(r)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
 	req := &events.AcpGetSessionConfigRequest{SessionID: new(string(sid))}
 	resp, err := events.Call[events.AcpSessionConfigResponse](ctx, g.nc, events.APISubject(ns, events.OpGetSessionConfig), req, nil)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
-	g.writeConfig(w, r, sid, resp)
+	return writeConfig(w, sid, resp)
 }
 
 // handleSetConfig serves PUT /v1/sessions/{id}/config/{configId}: set one
 // config option. The session service may restore the adapter first; the
 // agent validates the value (a rejected one is adapter_error), and its
 // answer, the whole option collection with a new revision, is the reply.
-func (g *Gateway) handleSetConfig(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) handleSetConfig(w http.ResponseWriter, r *http.Request) error {
 	ns, sid, err := g.target(r)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	configID, err := parseConfigID(r.PathValue("configId"))
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	body, err := readBody(w, r, g.controlBodyLimit())
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	value, err := decodeSetConfig(body)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
 	req := &events.AcpSetSessionConfigOptionRequest{SessionID: new(string(sid)), ConfigID: configID, Value: value}
 	resp, err := events.Call[events.AcpSessionConfigResponse](ctx, g.nc, events.APISubject(ns, events.OpSetSessionConfigOption), req, nil)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
-	g.writeConfig(w, r, sid, resp)
+	return writeConfig(w, sid, resp)
 }
 
 // configJSON is AcpSessionConfigResponse in JSON, the options embedded.
@@ -328,100 +301,94 @@ type configJSON struct {
 
 // writeConfig answers 200 {"revision", "options"}. Options that are not a
 // JSON array are an internal error (a service stored garbage), never a
-// broken response; none at all are [].
-func (g *Gateway) writeConfig(w http.ResponseWriter, r *http.Request, sid events.SessionID, resp *events.AcpSessionConfigResponse) {
+// broken response; none at all are []. On an error it writes nothing.
+func writeConfig(w http.ResponseWriter, sid events.SessionID, resp *events.AcpSessionConfigResponse) error {
 	options := resp.Options
 	if len(options) == 0 {
 		options = events.JSON(`[]`)
 	}
 	var list []json.RawMessage
 	if err := json.Unmarshal(options, &list); err != nil {
-		g.writeError(w, r, events.Errorf(events.CodeInternal, "render config of %s: options are not a JSON array: %v", sid, err))
-		return
+		return events.Errorf(events.CodeInternal, "render config of %s: options are not a JSON array: %v", sid, err)
 	}
 	b, err := json.Marshal(configJSON{Revision: resp.Revision, Options: options})
 	if err != nil {
-		g.writeError(w, r, events.Errorf(events.CodeInternal, "render config of %s: %v", sid, err))
-		return
+		return events.Errorf(events.CodeInternal, "render config of %s: %v", sid, err)
 	}
 	writeJSON(w, http.StatusOK, b)
+	return nil
 }
 
 // handleCapabilities serves GET /v1/sessions/{id}/capabilities: the
 // agent's capabilities as it last reported them, or null. No adapter
 // starts.
-func (g *Gateway) handleCapabilities(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) handleCapabilities(w http.ResponseWriter, r *http.Request) error {
 	ns, sid, err := g.target(r)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
 	req := &events.AcpGetSessionCapabilitiesRequest{SessionID: new(string(sid))}
 	resp, err := events.Call[events.AcpSessionCapabilitiesResponse](ctx, g.nc, events.APISubject(ns, events.OpGetSessionCapabilities), req, nil)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
-	g.writeRaw(w, r, "capabilities", sid, struct {
+	return writeRaw(w, "capabilities", sid, struct {
 		Capabilities events.JSON `json:"capabilities"`
 	}{resp.Capabilities})
 }
 
 // handleAgentInfo serves GET /v1/sessions/{id}/agent-info: the agent's
 // implementation info as it last reported it, or null. No adapter starts.
-func (g *Gateway) handleAgentInfo(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) handleAgentInfo(w http.ResponseWriter, r *http.Request) error {
 	ns, sid, err := g.target(r)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
 	req := &events.AcpGetSessionAgentInfoRequest{SessionID: new(string(sid))}
 	resp, err := events.Call[events.AcpSessionAgentInfoResponse](ctx, g.nc, events.APISubject(ns, events.OpGetSessionAgentInfo), req, nil)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
-	g.writeRaw(w, r, "agent info", sid, struct {
+	return writeRaw(w, "agent info", sid, struct {
 		AgentInfo events.JSON `json:"agentInfo"`
 	}{resp.AgentInfo})
 }
 
 // writeRaw answers 200 with v, an object of one events.JSON field (null
-// when empty). A field that is not valid JSON is an internal error.
-func (g *Gateway) writeRaw(w http.ResponseWriter, r *http.Request, what string, sid events.SessionID, v any) {
+// when empty). A field that is not valid JSON is an internal error, and
+// nothing is written.
+func writeRaw(w http.ResponseWriter, what string, sid events.SessionID, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		g.writeError(w, r, events.Errorf(events.CodeInternal, "render %s of %s: %v", what, sid, err))
-		return
+		return events.Errorf(events.CodeInternal, "render %s of %s: %v", what, sid, err)
 	}
 	writeJSON(w, http.StatusOK, b)
+	return nil
 }
 
 // handleListAgents serves GET /v1/agents: every agent a live adapter
 // runner knows, as the history service reports them (sorted by ID).
-func (g *Gateway) handleListAgents(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) handleListAgents(w http.ResponseWriter, r *http.Request) error {
 	ns, err := g.namespace(r)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
 	resp, err := events.Call[events.AcpListAgentsResponse](ctx, g.nc, events.APISubject(ns, events.OpListAgents), &events.AcpListAgentsRequest{}, nil)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	b, err := renderAgents(resp)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, b)
+	return nil
 }
 
 // agentJSON is AcpAgentEntry in JSON.

@@ -112,16 +112,14 @@ type stream struct {
 }
 
 // handleEvents serves GET /v1/sessions/{id}/events.
-func (g *Gateway) handleEvents(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) handleEvents(w http.ResponseWriter, r *http.Request) error {
 	ns, sid, err := g.target(r)
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	cursor, err := parseStreamCursor(r.Header, r.URL.Query())
 	if err != nil {
-		g.writeError(w, r, err)
-		return
+		return err
 	}
 	s := &stream{
 		g:           g,
@@ -144,6 +142,7 @@ func (g *Gateway) handleEvents(w http.ResponseWriter, r *http.Request) {
 	reason := s.serve(r.Context())
 	g.metrics.streamEnds.WithLabelValues(reason).Inc()
 	s.lg.Debug("event stream ended", logKeyReason, reason, events.LogKeySeq, s.last)
+	return nil // the stream reported its own errors, in it or before it began
 }
 
 // logKeyReason names why an event stream ended.
