@@ -156,6 +156,36 @@ func TestOptionalSessionID(t *testing.T) {
 	}
 }
 
+func TestRespondPermissionValidate(t *testing.T) {
+	tests := []struct {
+		name     string
+		req      events.AcpRespondPermissionRequest
+		want     events.SessionID
+		wantCode events.Code // "" means valid
+	}{
+		{"valid", events.AcpRespondPermissionRequest{SessionID: "s1", RequestID: "perm_1", OptionID: "allow"}, "s1", ""},
+		// No default to main: the session is always named.
+		{"no session", events.AcpRespondPermissionRequest{RequestID: "perm_1", OptionID: "allow"}, "", events.CodeInvalidSessionID},
+		{"invalid session", events.AcpRespondPermissionRequest{SessionID: "a.b", RequestID: "perm_1", OptionID: "allow"}, "", events.CodeInvalidSessionID},
+		{"no request", events.AcpRespondPermissionRequest{SessionID: "s1", OptionID: "allow"}, "", events.CodeInvalidRequest},
+		{"no option", events.AcpRespondPermissionRequest{SessionID: "s1", RequestID: "perm_1"}, "", events.CodeInvalidRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.req.Validate()
+			if tt.wantCode == "" {
+				if got != tt.want || err != nil {
+					t.Errorf("Validate() = %q, %v; want %q, nil", got, err, tt.want)
+				}
+				return
+			}
+			if got != "" || !errors.Is(err, &events.Error{Code: tt.wantCode}) {
+				t.Errorf("Validate() = %q, %v; want %s", got, err, tt.wantCode)
+			}
+		})
+	}
+}
+
 // TestParseErrorTruncatesInput: an error message never carries an
 // arbitrarily long caller string into logs.
 func TestParseErrorTruncatesInput(t *testing.T) {

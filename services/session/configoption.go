@@ -118,11 +118,8 @@ func (sess *session) setConfigOption(ctx context.Context, configID string, value
 	}
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	if err := sess.load(ctx); err != nil {
+	if err := sess.loadExisting(ctx); err != nil {
 		return nil, err
-	}
-	if sess.opened == nil {
-		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sess.sid)
 	}
 	if sess.adapter == nil {
 		if err := sess.attach(ctx); err != nil {

@@ -167,11 +167,8 @@ func (sess *session) unload(ctx context.Context, reason string) error {
 }
 
 func (sess *session) unloadLocked(ctx context.Context, reason string) error {
-	if err := sess.load(ctx); err != nil {
+	if err := sess.loadExisting(ctx); err != nil {
 		return err
-	}
-	if sess.opened == nil {
-		return events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sess.sid)
 	}
 	if sess.turn != nil {
 		sess.abortTurn(ctx, 0, events.OutcomeCancelled, nil)

@@ -381,16 +381,9 @@ func (s *Service) handleRespond(ctx context.Context, ns events.Namespace, data [
 	if err != nil {
 		return nil, err
 	}
-	// respondPermission names its session explicitly: it never defaults to main.
-	if req.SessionID == "" {
-		return nil, events.Errorf(events.CodeInvalidSessionID, "respondPermission needs a session ID")
-	}
-	sid, err := events.ParseSessionID(req.SessionID)
+	sid, err := req.Validate()
 	if err != nil {
 		return nil, err
-	}
-	if req.RequestID == "" || req.OptionID == "" {
-		return nil, events.Errorf(events.CodeInvalidRequest, "requestId and optionId are required")
 	}
 	return s.session(ns, sid).respond(ctx, req.RequestID, req.OptionID)
 }

@@ -101,6 +101,18 @@ func (sess *session) load(ctx context.Context) error {
 	return nil
 }
 
+// loadExisting is load for an operation on an existing session: one that
+// was never opened, or was deleted, is session_not_found.
+func (sess *session) loadExisting(ctx context.Context) error {
+	if err := sess.load(ctx); err != nil {
+		return err
+	}
+	if sess.opened == nil {
+		return events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sess.sid)
+	}
+	return nil
+}
+
 // rebuild reads the session's state from its log, fencing earlier owners
 // off first.
 func (sess *session) rebuild(ctx context.Context) error {

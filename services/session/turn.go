@@ -91,11 +91,8 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	for {
-		if err := sess.load(ctx); err != nil {
+		if err := sess.loadExisting(ctx); err != nil {
 			return nil, err
-		}
-		if sess.opened == nil {
-			return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sess.sid)
 		}
 		if t := sess.turn; t != nil {
 			if req.IdempotencyKey != nil && t.key != nil && *t.key == *req.IdempotencyKey {
@@ -379,11 +376,8 @@ func (sess *session) evictDrained(r *route, d *drain) {
 func (sess *session) cancel(ctx context.Context, arrived time.Time) (*events.AcpCancelPromptResponse, error) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	if err := sess.load(ctx); err != nil {
+	if err := sess.loadExisting(ctx); err != nil {
 		return nil, err
-	}
-	if sess.opened == nil {
-		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sess.sid)
 	}
 	if sess.turn == nil {
 		// The turn this cancel aimed at ended while the cancel waited for

@@ -298,15 +298,9 @@ func (b *Backend) respondPermission(ns events.Namespace, data []byte) (events.Va
 		return nil, err
 	}
 	b.remember(events.OpRespondPermission, req)
-	if req.SessionID == "" {
-		return nil, events.Errorf(events.CodeInvalidSessionID, "respondPermission needs a session ID")
-	}
-	sid, err := events.ParseSessionID(req.SessionID)
+	sid, err := req.Validate()
 	if err != nil {
 		return nil, err
-	}
-	if req.RequestID == "" || req.OptionID == "" {
-		return nil, events.Errorf(events.CodeInvalidRequest, "requestId and optionId are required")
 	}
 	if _, ok := b.Session(ns, sid); !ok {
 		return nil, events.Errorf(events.CodeSessionNotFound, "no session %s", sid)
