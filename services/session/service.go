@@ -21,7 +21,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
-	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/pkg/events"
@@ -34,9 +33,10 @@ type Service struct {
 	lg  *slog.Logger
 	nc  *nats.Conn
 	m   *metrics
-	// token is this replica's identity: its nats micro instance ID (so
-	// `nats micro ls` names the holders of ACP_OWNERS leases), its owner
-	// lease value, and part of every Nats-Msg-Id it writes.
+	// token is this replica's identity, set by Run: its nats micro
+	// instance ID (so `nats micro ls` names the holders of ACP_OWNERS
+	// leases), its owner lease value, and part of every Nats-Msg-Id it
+	// writes.
 	token string
 	ready chan struct{}
 
@@ -72,7 +72,6 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 		lg:       lg.With("svc", "session"),
 		nc:       nc,
 		m:        newMetrics(reg),
-		token:    nuid.Next(),
 		ready:    make(chan struct{}),
 		sessions: map[string]*session{},
 
