@@ -19,6 +19,13 @@ import (
 // answered as CodeInternal with a fixed message: internals stay in the
 // caller's log, which is the caller's to write.
 func RespondError(req micro.Request, err error) error {
+	e, body := publicError(err)
+	return req.Error(string(e.Code), e.Message, body)
+}
+
+// publicError is err as a reply tells it: internal errors masked, and the
+// AcpErrorResponse body.
+func publicError(err error) (*Error, []byte) {
 	e := AsError(err)
 	if e.Code == CodeInternal {
 		e = ErrInternal
@@ -27,7 +34,7 @@ func RespondError(req micro.Request, err error) error {
 	if merr != nil {
 		body = nil
 	}
-	return req.Error(string(e.Code), e.Message, body)
+	return e, body
 }
 
 // Respond answers req with v.
@@ -87,14 +94,7 @@ func RespondAsync(nc *nats.Conn, req micro.Request, v Variant) error {
 // RespondErrorAsync is RespondError from outside the handler (see
 // RespondAsync).
 func RespondErrorAsync(nc *nats.Conn, req micro.Request, err error) error {
-	e := AsError(err)
-	if e.Code == CodeInternal {
-		e = ErrInternal
-	}
-	body, merr := Marshal(e.Response())
-	if merr != nil {
-		body = nil
-	}
+	e, body := publicError(err)
 	return nc.PublishMsg(&nats.Msg{
 		Subject: req.Reply(),
 		Data:    body,
