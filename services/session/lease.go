@@ -52,22 +52,25 @@ func errLeaseLost(key string) error {
 
 // acquireLease takes the session's lease for this replica, and returns its
 // revision. When another replica holds it, the error is *ownedElsewhere.
+// It reads the lease first: a request for a session another replica owns
+// (half of them, with two replicas) then costs one read before it is
+// forwarded, and only a free lease costs the create.
 func (s *Service) acquireLease(ctx context.Context, key string) (uint64, error) {
 	self := []byte(s.token)
 	for range 3 {
-		rev, err := s.owners.Create(ctx, key, self)
-		if err == nil {
-			s.m.leases.WithLabelValues("acquired").Inc()
-			return rev, nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return 0, events.Errorf(events.CodeUnavailable, "owner lease of %s: %v", key, err)
-		}
 		e, err := s.owners.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // expired or given up since: try again
-		}
-		if err != nil {
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			rev, err := s.owners.Create(ctx, key, self)
+			if err == nil {
+				s.m.leases.WithLabelValues("acquired").Inc()
+				return rev, nil
+			}
+			if !errors.Is(err, jetstream.ErrKeyExists) {
+				return 0, events.Errorf(events.CodeUnavailable, "owner lease of %s: %v", key, err)
+			}
+			continue // taken meanwhile: read who holds it
+		case err != nil:
 			return 0, events.Errorf(events.CodeUnavailable, "owner lease of %s: %v", key, err)
 		}
 		if owner := string(e.Value()); owner != s.token {
