@@ -44,9 +44,6 @@ const (
 	// control requests.
 	HeaderNamespace = "Acp-Namespace"
 	HeaderSessionID = "Acp-Session-Id"
-	// HeaderCallID correlates a forwarded JSON-RPC request with its response
-	// on ACP_IO.
-	HeaderCallID = "Acp-Call-Id"
 	// HeaderProcessID names the adapter process a runner record came from.
 	HeaderProcessID = "Acp-Process-Id"
 	// HeaderAfterSequence is set on live deltas: the latest durable sequence

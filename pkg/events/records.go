@@ -177,9 +177,10 @@ type AdapterReady struct {
 type AdapterStatus struct {
 	// Alive: the runner hosts the process and it has not exited.
 	Alive bool `msgpack:"alive"`
-	// CallWritten: the call was written to the adapter's stdin, so its
-	// answer, when the adapter gives one, is in ACP_IO.
-	CallWritten bool `msgpack:"callWritten"`
+	// PromptWritten: the session/prompt of the turn named by HeaderTurnID
+	// was written to the adapter's stdin, so its answer, when the adapter
+	// gives one, is in ACP_IO.
+	PromptWritten bool `msgpack:"promptWritten"`
 }
 
 // ConfigResponse returns the cached configuration as the protocol's answer:
@@ -210,13 +211,42 @@ type RunnerInfo struct {
 	Load     uint32          `msgpack:"load"`
 }
 
-func (SessionOpened) VariantName() string   { return "SessionOpened" }
-func (AdapterAttached) VariantName() string { return "AdapterAttached" }
-func (TurnFinished) VariantName() string    { return "TurnFinished" }
-func (ConfigChanged) VariantName() string   { return "ConfigChanged" }
-func (SessionUnloaded) VariantName() string { return "SessionUnloaded" }
-func (OwnerChanged) VariantName() string    { return "OwnerChanged" }
-func (SessionDeleted) VariantName() string  { return "SessionDeleted" }
+// Record kinds: the variant names of Skein's own records, as HeaderRecord
+// carries them on every stored record. Compare a record's kind with these,
+// never with a literal.
+const (
+	RecordSessionOpened            = "SessionOpened"
+	RecordAdapterAttached          = "AdapterAttached"
+	RecordTurnFinished             = "TurnFinished"
+	RecordConfigChanged            = "ConfigChanged"
+	RecordSessionUnloaded          = "SessionUnloaded"
+	RecordOwnerChanged             = "OwnerChanged"
+	RecordSessionDeleted           = "SessionDeleted"
+	RecordAgentExited              = "AcpAgentExitedEvent"
+	RecordAgentStderr              = "AcpAgentStderrEvent"
+	RecordAdapterUpdate            = "AdapterUpdate"
+	RecordAdapterPermissionRequest = "AdapterPermissionRequest"
+	RecordAdapterPromptResult      = "AdapterPromptResult"
+)
+
+// Reasons of SessionUnloaded: why the adapter was stopped on purpose.
+const (
+	UnloadRequested     = "unload"         // unloadSession
+	UnloadIdle          = "idle"           // no activity for session.idle-timeout
+	UnloadMaxAge        = "max_age"        // attached for session.max-adapter-age
+	UnloadCancelIgnored = "cancel_ignored" // it did not answer a cancelled prompt within session.cancel-grace
+)
+
+// DeleteRequested is the reason of a SessionDeleted that deleteSession wrote.
+const DeleteRequested = "deleted"
+
+func (SessionOpened) VariantName() string   { return RecordSessionOpened }
+func (AdapterAttached) VariantName() string { return RecordAdapterAttached }
+func (TurnFinished) VariantName() string    { return RecordTurnFinished }
+func (ConfigChanged) VariantName() string   { return RecordConfigChanged }
+func (SessionUnloaded) VariantName() string { return RecordSessionUnloaded }
+func (OwnerChanged) VariantName() string    { return RecordOwnerChanged }
+func (SessionDeleted) VariantName() string  { return RecordSessionDeleted }
 func (SessionMeta) VariantName() string     { return "SessionMeta" }
 func (RunnerAck) VariantName() string       { return "RunnerAck" }
 func (RestoreRequest) VariantName() string  { return "RestoreRequest" }

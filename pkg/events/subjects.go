@@ -199,17 +199,23 @@ const (
 	// are unknown.
 	RunnerRestore RunnerOp = "restore"
 	// RunnerStatus reports on one adapter process (HeaderProcessID) and, with
-	// HeaderCallID, on one forwarded call: AcpGetSessionStateRequest →
+	// HeaderTurnID, on one turn's session/prompt: AcpGetSessionStateRequest →
 	// AdapterStatus. A new owner asks before taking over a turn.
 	RunnerStatus RunnerOp = "status"
-	// RunnerCall writes one JSON-RPC request (HeaderCallID set) or
-	// notification (no HeaderCallID) to the adapter: AcpSessionRequest →
-	// RunnerAck. The adapter's response arrives later on ACP_IO as an
-	// AcpSessionRpcResponse with the same HeaderCallID.
-	RunnerCall RunnerOp = "call"
-	// RunnerReply answers an agent-to-client request seen on ACP_IO:
-	// AcpHostRequestCallbackResponse (the whole JSON-RPC response) → RunnerAck.
-	RunnerReply RunnerOp = "reply"
+	// RunnerPrompt sends a turn's session/prompt: RunnerPromptRequest →
+	// RunnerAck once it is written to the adapter's stdin. The answer
+	// arrives on ACP_IO as an AdapterPromptResult with the same turn ID.
+	RunnerPrompt RunnerOp = "prompt"
+	// RunnerCancel sends session/cancel for a turn: RunnerCancelRequest →
+	// RunnerAck once written.
+	RunnerCancel RunnerOp = "cancel"
+	// RunnerPermission answers a permission request seen on ACP_IO
+	// (AdapterPermissionRequest): RunnerPermissionAnswer → RunnerAck once
+	// the answer is written.
+	RunnerPermission RunnerOp = "permission"
+	// RunnerSetConfig sets one configuration option and waits for the
+	// agent's answer: RunnerSetConfigRequest → RunnerConfigResponse.
+	RunnerSetConfig RunnerOp = "set_config"
 	// RunnerStop stops the adapter: AcpCloseSessionRequest → RunnerAck.
 	RunnerStop RunnerOp = "stop"
 )

@@ -1,0 +1,10 @@
+// Package acp is the vocabulary of the Agent Client Protocol (ACP v1) that
+// Skein reads inside the payloads it carries: session update kinds, stop
+// reasons, permission option kinds and outcomes, and the routing view of
+// an update or a permission request. It has no JSON-RPC: no envelopes, ids
+// or method calls (that is pkg/acpwire, which only the adapter-runner
+// uses). Payloads stay raw bytes; these functions read the few members a
+// service routes on and never re-encode what they read.
+//
+// It imports nothing of Skein, so any service may use it.
+package acp

@@ -1,0 +1,3 @@
+module skein.dev/pkg/acp
+
+go 1.26.8

@@ -1,0 +1,154 @@
+package events
+
+// The conversation between the session service and an adapter-runner. The
+// runner alone speaks ACP JSON-RPC to the adapter (pkg/acpwire): the
+// session service sends it typed requests on RunnerSubject, and reads what
+// the adapter did as typed records on the session's ACP_IO subject. ACP
+// payloads inside (an update, a permission request's params, a prompt's
+// content, configuration options) stay raw JSON bytes, unchanged; no
+// JSON-RPC envelope, id or method name crosses NATS.
+//
+// ACP_IO records, in the order the runner observed them on the adapter's
+// stdout (then stderr and the exit):
+//
+//	AdapterUpdate             a session/update's update object
+//	AdapterPermissionRequest  a session/request_permission, with the runner's correlation ID
+//	AdapterPromptResult       the answer to a turn's session/prompt (or its JSON-RPC error)
+//	AcpAgentStderrEvent       a chunk of the adapter's stderr
+//	AcpAgentExitedEvent       an exit nobody asked for
+//
+// Every record carries HeaderProcessID (the process it came from) and
+// HeaderRecord. Other agent-to-client requests (fs/*, terminal/*, ...) are
+// answered by the runner itself (Skein advertises none of those
+// capabilities) and other notifications are not session history: neither
+// reaches ACP_IO.
+
+// RunnerPromptRequest asks RunnerPrompt to send a turn's session/prompt to
+// the adapter. The runner acknowledges (RunnerAck) once the request is
+// written to the adapter's stdin; the answer arrives later on ACP_IO as an
+// AdapterPromptResult with the same TurnID.
+type RunnerPromptRequest struct {
+	TurnID string `msgpack:"turnId"`
+	// Prompt is the ACP content block array, exactly as the agent gets it
+	// (a fallback restore's preamble block already put first).
+	Prompt JSON `msgpack:"prompt"`
+}
+
+// RunnerCancelRequest asks RunnerCancel to send session/cancel for the
+// turn TurnID: RunnerAck once written. The adapter's answer to that turn's
+// session/prompt follows on ACP_IO as usual.
+type RunnerCancelRequest struct {
+	TurnID string `msgpack:"turnId"`
+}
+
+// RunnerPermissionAnswer asks RunnerPermission to answer the adapter's
+// permission request RequestID (AdapterPermissionRequest.RequestID):
+// selected OptionID, or cancelled when OptionID is nil. RunnerAck once the
+// answer is written; unknown_request (CodeInvalidRequest) when the runner
+// has no such request pending for this process.
+type RunnerPermissionAnswer struct {
+	RequestID string  `msgpack:"requestId"`
+	OptionID  *string `msgpack:"optionId,omitempty"`
+}
+
+// RunnerSetConfigRequest asks RunnerSetConfig to set one configuration
+// option: session/set_config_option, or, for an option the runner mapped
+// from the legacy modes or models lists, session/set_mode or
+// session/set_model. Value is one JSON string or boolean. The runner waits
+// for the agent's answer and replies RunnerConfigResponse.
+type RunnerSetConfigRequest struct {
+	ConfigID string `msgpack:"configId"`
+	Value    JSON   `msgpack:"value"`
+}
+
+// RunnerConfigResponse answers RunnerSetConfig: the agent's complete
+// options after the change. Nil ConfigOptions means the agent answered
+// without a list (a legacy set_mode/set_model): the caller sets the
+// option's current value in its cache itself.
+type RunnerConfigResponse struct {
+	ConfigOptions []JSON `msgpack:"configOptions,omitempty"`
+}
+
+// AdapterUpdate is one session/update notification's update object, raw.
+type AdapterUpdate struct {
+	Update JSON `msgpack:"update"`
+}
+
+// AdapterPermissionRequest is a session/request_permission the adapter
+// sent. RequestID is the runner's correlation ID ("perm_" + a NUID):
+// globally unique, never the adapter's JSON-RPC id, so the session service
+// uses it as the public requestId and answers with RunnerPermissionAnswer.
+// Request is the ACP params without the private sessionId member, every
+// other byte as the adapter sent it.
+type AdapterPermissionRequest struct {
+	RequestID string `msgpack:"requestId"`
+	Request   JSON   `msgpack:"request"`
+}
+
+// AdapterPromptResult is the adapter's answer to a turn's session/prompt:
+// StopReason and the raw result, or Error when it answered with a JSON-RPC
+// error (or a result without a stopReason, CodeAdapterProtocol).
+type AdapterPromptResult struct {
+	TurnID     string            `msgpack:"turnId"`
+	StopReason string            `msgpack:"stopReason,omitempty"`
+	Result     JSON              `msgpack:"result,omitempty"`
+	Error      *AdapterCallError `msgpack:"error,omitempty"`
+}
+
+// AdapterCallError is an ACP call's failure as the runner saw it: the
+// registry code it maps to (CodeAdapterError for a JSON-RPC error,
+// CodeAdapterProtocol for an answer that breaks the protocol) and, for a
+// JSON-RPC error, its numeric code and message.
+type AdapterCallError struct {
+	Code    Code   `msgpack:"code"`
+	RPCCode int    `msgpack:"rpcCode,omitempty"`
+	Message string `msgpack:"message"`
+}
+
+// Err returns the failure as a registry error.
+func (e *AdapterCallError) Err() *Error { return &Error{Code: e.Code, Message: e.Message} }
+
+// PromptAccepted answers the prompt operation as soon as the turn is in the
+// log (or was already): the turn's ID and Sequence, the ACP_LOG sequence
+// of its accepting record. Whoever blocks through the turn reads the
+// session's log after Sequence until the turn's TurnFinished
+// (eventlog.AwaitTurn). Finished is set when the turn had already ended
+// (a keyed prompt retried after its turn finished): it is that turn's
+// TurnFinished, and there is nothing to wait for.
+type PromptAccepted struct {
+	SessionID string        `msgpack:"sessionId"`
+	TurnID    string        `msgpack:"turnId"`
+	Sequence  uint64        `msgpack:"sequence"`
+	Finished  *TurnFinished `msgpack:"finished,omitempty"`
+}
+
+// Result is the prompt's answer once its turn finished with f: the
+// protocol's AcpPromptResponse, or the turn's error.
+func (f *TurnFinished) Result(sid string) (*AcpPromptResponse, error) {
+	if f.Error != nil {
+		return nil, &Error{Code: Code(f.Error.Code), Message: f.Error.Message}
+	}
+	return &AcpPromptResponse{SessionID: sid, Message: f.Message, StopReason: f.StopReason}, nil
+}
+
+func (RunnerPromptRequest) VariantName() string      { return "RunnerPromptRequest" }
+func (RunnerCancelRequest) VariantName() string      { return "RunnerCancelRequest" }
+func (RunnerPermissionAnswer) VariantName() string   { return "RunnerPermissionAnswer" }
+func (RunnerSetConfigRequest) VariantName() string   { return "RunnerSetConfigRequest" }
+func (RunnerConfigResponse) VariantName() string     { return "RunnerConfigResponse" }
+func (AdapterUpdate) VariantName() string            { return RecordAdapterUpdate }
+func (AdapterPermissionRequest) VariantName() string { return RecordAdapterPermissionRequest }
+func (AdapterPromptResult) VariantName() string      { return RecordAdapterPromptResult }
+func (PromptAccepted) VariantName() string           { return "PromptAccepted" }
+
+func init() {
+	register(func() Variant { return new(RunnerPromptRequest) })
+	register(func() Variant { return new(RunnerCancelRequest) })
+	register(func() Variant { return new(RunnerPermissionAnswer) })
+	register(func() Variant { return new(RunnerSetConfigRequest) })
+	register(func() Variant { return new(RunnerConfigResponse) })
+	register(func() Variant { return new(AdapterUpdate) })
+	register(func() Variant { return new(AdapterPermissionRequest) })
+	register(func() Variant { return new(AdapterPromptResult) })
+	register(func() Variant { return new(PromptAccepted) })
+}

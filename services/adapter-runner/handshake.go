@@ -1,0 +1,275 @@
+package adapterrunner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/events"
+)
+
+// initialize runs initialize (and authenticate, when the registry entry
+// names an auth method).
+func (p *process) initialize(ctx context.Context, clientCaps events.JSON) (*acpwire.InitializeResult, error) {
+	caps := json.RawMessage(clientCapabilities)
+	if len(clientCaps) > 0 {
+		caps = json.RawMessage(clientCaps)
+	}
+	init, err := p.conn.Initialize(ctx, acpwire.InitializeParams{
+		ProtocolVersion:    acpwire.ProtocolVersion,
+		ClientCapabilities: caps,
+		ClientInfo:         &acpwire.Implementation{Name: "skein", Title: "Skein", Version: "0.1.0"},
+	})
+	if err != nil {
+		return nil, p.callError("initialize", err)
+	}
+	if init.ProtocolVersion != acpwire.ProtocolVersion {
+		return nil, events.Errorf(events.CodeAdapterProtocol, "agent %s speaks ACP version %d, not %d", p.agent.ID, init.ProtocolVersion, acpwire.ProtocolVersion)
+	}
+	if m := p.agent.AuthMethod; m != "" {
+		if err := p.conn.Authenticate(ctx, m); err != nil {
+			return nil, p.callError("authenticate", err)
+		}
+	}
+	return init, nil
+}
+
+// handshake runs initialize and session/new, with meta (the session's
+// instructions, systemPromptMeta) as its _meta, and returns what the session
+// service records about the adapter.
+func (p *process) handshake(ctx context.Context, req *events.AcpCreateSessionRequest, meta json.RawMessage) (*events.AcpSessionCreatedResponse, error) {
+	init, err := p.initialize(ctx, req.ClientCapabilities)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := p.conn.NewSession(ctx, acpwire.NewSessionParams{
+		Cwd:                   p.cmd.Dir,
+		AdditionalDirectories: req.AdditionalDirectories,
+		McpServers:            json.RawMessage(req.McpServers),
+		Meta:                  meta,
+	})
+	if err != nil {
+		return nil, p.callError("session/new", err)
+	}
+	return p.created(init, sess)
+}
+
+// restore brings back ACP session req.SessionID by the ladder: native
+// session/resume when the agent advertises it, then session/load when it
+// advertises that (the history it replays is dropped: the log is the only
+// history), and only when the agent says the session is unknown, a new
+// session (the fallback tier; the session service then arms its
+// continuation preamble). Any other failure fails the restore. Whichever
+// method it takes gets meta (the session's instructions) as its _meta: an
+// agent is given them again on every load or resume, as at creation.
+func (p *process) restore(ctx context.Context, req *events.AcpResumeSessionRequest, meta json.RawMessage) (*events.AdapterReady, error) {
+	init, err := p.initialize(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	var caps struct {
+		LoadSession         bool `json:"loadSession"`
+		Resume              any  `json:"resume"` // legacy spelling
+		SessionCapabilities struct {
+			Resume any `json:"resume"`
+		} `json:"sessionCapabilities"`
+	}
+	_ = json.Unmarshal(init.AgentCapabilities, &caps)
+	canResume := caps.SessionCapabilities.Resume != nil || caps.Resume == true
+	params := acpwire.LoadSessionParams{
+		SessionID:             req.SessionID,
+		Cwd:                   p.cmd.Dir,
+		AdditionalDirectories: req.AdditionalDirectories,
+		McpServers:            json.RawMessage(req.McpServers),
+		Meta:                  meta,
+	}
+	if canResume {
+		sess, err := p.conn.ResumeSession(ctx, acpwire.ResumeSessionParams(params))
+		switch {
+		case err == nil:
+			return p.ready(events.TierResume, init, sess)
+		case !acpwire.IsUnknownSession(err):
+			return nil, p.callError("session/resume", err)
+		}
+	}
+	if caps.LoadSession {
+		sess, err := p.load(ctx, params)
+		switch {
+		case err == nil:
+			return p.ready(events.TierLoad, init, sess)
+		case !acpwire.IsUnknownSession(err):
+			return nil, p.callError("session/load", err)
+		}
+	}
+	sess, err := p.conn.NewSession(ctx, acpwire.NewSessionParams{
+		Cwd:                   p.cmd.Dir,
+		AdditionalDirectories: req.AdditionalDirectories,
+		McpServers:            json.RawMessage(req.McpServers),
+		Meta:                  meta,
+	})
+	if err != nil {
+		return nil, p.callError("session/new", err)
+	}
+	return p.ready(events.TierFallback, init, sess)
+}
+
+// load runs session/load with the replay it triggers kept out of ACP_IO:
+// notifications are dropped from the call until its answer, which the
+// reader goroutine delivers in stream order.
+func (p *process) load(ctx context.Context, params acpwire.LoadSessionParams) (*acpwire.SessionResult, error) {
+	if params.McpServers == nil {
+		params.McpServers = json.RawMessage("[]")
+	}
+	type answer struct {
+		m *acpwire.Message
+	}
+	got := make(chan answer, 1)
+	p.replaying.Store(true)
+	_, err := p.conn.CallAsync(acpwire.MethodSessionLoad, params, func(m *acpwire.Message) {
+		p.replaying.Store(false)
+		got <- answer{m}
+	})
+	if err != nil {
+		p.replaying.Store(false)
+		return nil, err
+	}
+	select {
+	case a := <-got:
+		if a.m.Error != nil {
+			return nil, a.m.Error
+		}
+		return &acpwire.SessionResult{SessionID: params.SessionID, Modes: field(a.m.Result, "modes"), ConfigOptions: field(a.m.Result, "configOptions"), Models: field(a.m.Result, "models"), Raw: a.m.Result}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// field returns the member name of a JSON object, or nil.
+func field(obj json.RawMessage, name string) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj, &m) != nil {
+		return nil
+	}
+	return json.RawMessage(nullable(m[name]))
+}
+
+func (p *process) ready(tier string, init *acpwire.InitializeResult, sess *acpwire.SessionResult) (*events.AdapterReady, error) {
+	created, err := p.created(init, sess)
+	if err != nil {
+		return nil, err
+	}
+	return &events.AdapterReady{Tier: tier, Session: *created}, nil
+}
+
+// created is what the session service records about an adapter's session.
+func (p *process) created(init *acpwire.InitializeResult, sess *acpwire.SessionResult) (*events.AcpSessionCreatedResponse, error) {
+	var opts []events.JSON
+	if len(sess.ConfigOptions) > 0 && string(sess.ConfigOptions) != "null" {
+		var list []json.RawMessage
+		if err := json.Unmarshal(sess.ConfigOptions, &list); err != nil {
+			return nil, events.Errorf(events.CodeAdapterProtocol, "configOptions: %v", err)
+		}
+		for _, o := range list {
+			opts = append(opts, events.JSON(o))
+		}
+	} else {
+		opts = legacyOptions(sess.Modes, sess.Models)
+	}
+	pid := p.pid
+	return &events.AcpSessionCreatedResponse{
+		SessionID:         sess.SessionID,
+		Pid:               &pid,
+		Modes:             nullable(sess.Modes),
+		ConfigOptions:     opts,
+		AgentCapabilities: nullable(init.AgentCapabilities),
+		AgentInfo:         nullable(init.AgentInfo),
+	}, nil
+}
+
+func nullable(raw json.RawMessage) events.JSON {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	return events.JSON(raw)
+}
+
+// callError turns a failed call during the handshake into a typed error.
+func (p *process) callError(method string, err error) error {
+	select {
+	case <-p.conn.Done():
+		return events.Errorf(events.CodeAdapterExited, "agent %s exited during %s: %v", p.agent.ID, method, p.conn.Err())
+	default:
+	}
+	if rpcErr, ok := errors.AsType[*acpwire.RPCError](err); ok {
+		return events.Errorf(events.CodeAdapterError, "agent %s: %s: %d %s", p.agent.ID, method, rpcErr.Code, rpcErr.Message)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return events.Errorf(events.CodeTimeout, "agent %s did not answer %s in time", p.agent.ID, method)
+	}
+	return err
+}
+
+// legacyOptions maps an agent that has no config options but the legacy
+// mode and model lists (gemini, claude-code-acp) onto config options, so a
+// client sees one interface. Each carries _meta.skein.legacy, the method
+// that sets it (session/set_mode, session/set_model).
+func legacyOptions(modes, models json.RawMessage) []events.JSON {
+	var out []events.JSON
+	var m struct {
+		CurrentModeID  string `json:"currentModeId"`
+		AvailableModes []struct {
+			ID          string  `json:"id"`
+			Name        string  `json:"name"`
+			Description *string `json:"description,omitempty"`
+		} `json:"availableModes"`
+	}
+	if json.Unmarshal(modes, &m) == nil && len(m.AvailableModes) > 0 {
+		opt := legacyOption{ID: "mode", Name: "Mode", Category: "mode", Type: "select", CurrentValue: m.CurrentModeID, Meta: legacyMeta(acpwire.MethodSessionSetMode)}
+		for _, a := range m.AvailableModes {
+			opt.Options = append(opt.Options, legacyValue{Value: a.ID, Name: a.Name, Description: a.Description})
+		}
+		if b, err := json.Marshal(opt); err == nil {
+			out = append(out, b)
+		}
+	}
+	var md struct {
+		CurrentModelID  string `json:"currentModelId"`
+		AvailableModels []struct {
+			ModelID     string  `json:"modelId"`
+			Name        string  `json:"name"`
+			Description *string `json:"description,omitempty"`
+		} `json:"availableModels"`
+	}
+	if json.Unmarshal(models, &md) == nil && len(md.AvailableModels) > 0 {
+		opt := legacyOption{ID: "model", Name: "Model", Category: "model", Type: "select", CurrentValue: md.CurrentModelID, Meta: legacyMeta(acpwire.MethodSessionSetModel)}
+		for _, a := range md.AvailableModels {
+			opt.Options = append(opt.Options, legacyValue{Value: a.ModelID, Name: a.Name, Description: a.Description})
+		}
+		if b, err := json.Marshal(opt); err == nil {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+type legacyOption struct {
+	ID           string          `json:"id"`
+	Name         string          `json:"name"`
+	Category     string          `json:"category"`
+	Type         string          `json:"type"`
+	CurrentValue string          `json:"currentValue"`
+	Options      []legacyValue   `json:"options"`
+	Meta         json.RawMessage `json:"_meta"`
+}
+
+type legacyValue struct {
+	Value       string  `json:"value"`
+	Name        string  `json:"name"`
+	Description *string `json:"description,omitempty"`
+}
+
+func legacyMeta(method string) json.RawMessage {
+	b, _ := json.Marshal(map[string]map[string]string{"skein": {"legacy": method}})
+	return b
+}
