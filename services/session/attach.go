@@ -1,0 +1,208 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
+)
+
+// open records a new session, or checks that an existing one was opened with
+// the same options, and attaches an adapter when none is.
+func (sess *session) open(ctx context.Context, o *events.SessionOpened) error {
+	if err := sess.load(ctx); err != nil {
+		return err
+	}
+	if sess.opened == nil {
+		if _, err := sess.append(ctx, 0, eventlog.Entry{Kind: events.LogControl, Value: o}); err != nil {
+			return err
+		}
+		sess.opened = o
+		sess.createdAt = time.Now()
+		sess.lg.Info("session opened", events.LogKeyAgent, o.Agent)
+	} else if !sameOptions(sess.opened, o) {
+		return events.Errorf(events.CodeSessionConflict, "session %s exists with other options; delete it or open it with the same ones", sess.sid)
+	}
+	if sess.adapter == nil {
+		if err := sess.attach(ctx); err != nil {
+			sess.project(ctx)
+			return err
+		}
+	}
+	sess.project(ctx)
+	return nil
+}
+
+func sameOptions(a, b *events.SessionOpened) bool {
+	return a.Agent == b.Agent && a.Cwd == b.Cwd && a.PermissionPolicy == b.PermissionPolicy &&
+		a.SkipOsInstructions == b.SkipOsInstructions &&
+		string(a.AdditionalDirectories) == string(b.AdditionalDirectories) &&
+		string(a.Env) == string(b.Env) && string(a.McpServers) == string(b.McpServers) &&
+		((a.AdditionalInstructions == nil) == (b.AdditionalInstructions == nil)) &&
+		(a.AdditionalInstructions == nil || *a.AdditionalInstructions == *b.AdditionalInstructions)
+}
+
+// attach starts an adapter for the session on a runner and records it. Until
+// the restore ladder is built, every attach negotiates a new ACP session.
+func (sess *session) attach(ctx context.Context) error {
+	// A runner that does not answer (its heartbeat outlived it) is left out
+	// and the next one tried.
+	var err error
+	for range 3 {
+		var runner events.RunnerID
+		if runner, err = sess.attachOnce(ctx); err == nil || runner == "" || events.AsError(err).Code != events.CodeUnavailable {
+			return err
+		}
+		sess.svc.runners.forget(runner)
+	}
+	return err
+}
+
+// attachOnce attaches an adapter on the runner placement picks, which it
+// returns with any error.
+func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
+	svc := sess.svc
+	start := time.Now()
+	runner, err := svc.runners.place(ctx, sess.opened.Agent)
+	if err != nil {
+		return "", err
+	}
+	r := &route{runner: runner, processID: nuid.Next(), attachedAt: time.Now()}
+	// Follow the session's ACP_IO before the adapter exists, so nothing it
+	// says is missed: from the newest record there now.
+	last, err := eventlog.Last(ctx, svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid))
+	if err != nil {
+		return runner, events.Errorf(events.CodeUnavailable, "io stream: %v", err)
+	}
+	if last != nil {
+		r.applied = last.Sequence
+	}
+	ioStart := r.applied + 1
+	if r.sub, err = svc.nc.Subscribe(events.IOTailSubject(sess.ns, sess.sid), func(m *nats.Msg) { sess.onTail(r, m) }); err != nil {
+		return runner, events.Errorf(events.CodeUnavailable, "follow io: %v", err)
+	}
+	// A slow owner must not lose records on the core subscription; a gap
+	// would be filled from the stream anyway.
+	_ = r.sub.SetPendingLimits(-1, -1)
+	sess.adapter = r
+
+	cctx, cancel := context.WithTimeout(ctx, svc.cfg.AttachTimeout)
+	defer cancel()
+	tier, created, err := sess.startAdapter(cctx, runner, r)
+	if err != nil {
+		sess.detach()
+		return runner, err
+	}
+	r.acpSessionID = created.SessionID
+	attached := &events.AdapterAttached{
+		RunnerID:          string(runner),
+		ProcessID:         r.processID,
+		Pid:               created.Pid,
+		AcpSessionID:      created.SessionID,
+		Tier:              tier,
+		AgentCapabilities: created.AgentCapabilities,
+		AgentInfo:         created.AgentInfo,
+		Modes:             created.Modes,
+		ConfigOptions:     created.ConfigOptions,
+		IOStartSeq:        ioStart,
+	}
+	if _, err := sess.append(ctx, 0, eventlog.Entry{Kind: events.LogControl, Value: attached}); err != nil {
+		sess.stopAdapter(r)
+		return runner, err
+	}
+	sess.meta.AcpSessionID = created.SessionID
+	sess.meta.RunnerID, sess.meta.ProcessID = string(runner), r.processID
+	sess.meta.AgentCapabilities = created.AgentCapabilities
+	sess.meta.AgentInfo = created.AgentInfo
+	cached := sess.meta.ConfigOptions
+	if !slices.EqualFunc(sess.meta.ConfigOptions, created.ConfigOptions, func(a, b events.JSON) bool { return string(a) == string(b) }) {
+		sess.meta.ConfigOptions = created.ConfigOptions
+		sess.meta.ConfigRevision++
+	}
+	if tier != events.TierNew {
+		if err := sess.reapplyConfig(ctx, r, cached); err != nil {
+			return runner, err
+		}
+	}
+	if tier == events.TierFallback {
+		// The agent lost the session: the next prompt brings it the recent
+		// history, once.
+		if sess.preamble, err = sess.continuationPreamble(ctx); err != nil {
+			sess.lg.Warn("build the continuation preamble", events.LogKeyErr, err)
+		}
+	}
+	svc.m.attachSeconds.WithLabelValues(tier).Observe(time.Since(start).Seconds())
+	sess.lg.Info("adapter attached", events.LogKeyRunner, string(runner), events.LogKeyProcess, r.processID, "tier", tier)
+	return runner, nil
+}
+
+// startAdapter asks runner for an adapter: a new ACP session for a session
+// that never had one, else the restore ladder for the ACP session it had.
+func (sess *session) startAdapter(ctx context.Context, runner events.RunnerID, r *route) (string, *events.AcpSessionCreatedResponse, error) {
+	o := sess.opened
+	var dirs []string
+	var env map[string]string
+	if len(o.AdditionalDirectories) > 0 {
+		_ = json.Unmarshal(o.AdditionalDirectories, &dirs)
+	}
+	if len(o.Env) > 0 {
+		_ = json.Unmarshal(o.Env, &env)
+	}
+	mcp := o.McpServers
+	if len(mcp) == 0 {
+		mcp = events.JSON("[]")
+	}
+	if prev := sess.meta.AcpSessionID; prev != "" {
+		// The instruction settings go with every restore, as with the
+		// create: the agent is given its instructions again.
+		ready, err := events.Call[events.AdapterReady](ctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerRestore), &events.RestoreRequest{
+			Resume: events.AcpResumeSessionRequest{
+				SessionID: prev, AgentType: o.Agent, Cwd: o.Cwd, AdditionalDirectories: dirs, McpServers: mcp, Env: env,
+			},
+			SkipOsInstructions: o.SkipOsInstructions, AdditionalInstructions: o.AdditionalInstructions,
+		}, sess.runnerHeader(r))
+		if err != nil {
+			return "", nil, err
+		}
+		return ready.Tier, &ready.Session, nil
+	}
+	created, err := events.Call[events.AcpSessionCreatedResponse](ctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerCreate), &events.AcpCreateSessionRequest{
+		AgentType: o.Agent, Cwd: o.Cwd, ProtocolVersion: 1, McpServers: mcp, Env: env, AdditionalDirectories: dirs,
+		SkipOsInstructions: o.SkipOsInstructions, AdditionalInstructions: o.AdditionalInstructions,
+	}, sess.runnerHeader(r))
+	return events.TierNew, created, err
+}
+
+func (sess *session) runnerHeader(r *route) nats.Header {
+	return nats.Header{
+		events.HeaderNamespace: []string{string(sess.ns)},
+		events.HeaderSessionID: []string{string(sess.sid)},
+		events.HeaderProcessID: []string{r.processID},
+	}
+}
+
+// detach forgets the adapter route and stops consuming its output.
+func (sess *session) detach() {
+	if sess.adapter == nil {
+		return
+	}
+	sess.endDrain(sess.adapter)
+	_ = sess.adapter.sub.Unsubscribe()
+	sess.adapter = nil
+}
+
+// stopAdapter detaches and asks the runner to stop the process.
+func (sess *session) stopAdapter(r *route) {
+	sess.detach()
+	ctx, cancel := context.WithTimeout(sess.svc.runCtx, sess.svc.cfg.CallTimeout)
+	defer cancel()
+	if _, err := events.Call[events.RunnerAck](ctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerStop), &events.AcpCloseSessionRequest{SessionID: r.acpSessionID}, sess.runnerHeader(r)); err != nil {
+		sess.lg.Warn("stop adapter", events.LogKeyErr, err)
+	}
+}
