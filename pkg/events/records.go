@@ -148,6 +148,11 @@ type SessionMeta struct {
 	// owner asks about before taking over a turn.
 	RunnerID  string `msgpack:"runnerId,omitempty"`
 	ProcessID string `msgpack:"processId,omitempty"`
+	// LogPosition is the sequence of the newest log record this projection
+	// reflects. A reader that finds newer records in the log knows the
+	// projection lags (its writer is between an append and the projection
+	// write, or died there); the log wins.
+	LogPosition uint64 `msgpack:"logPosition,omitempty"`
 }
 
 // RestoreRequest asks RunnerRestore to bring an ACP session back: the

@@ -105,6 +105,24 @@ func SessionKey(ns Namespace, sid SessionID) string {
 	return string(ns) + "." + string(sid)
 }
 
+// ParseSessionKey splits a SessionKey into its namespace and session ID,
+// each validated.
+func ParseSessionKey(key string) (Namespace, SessionID, error) {
+	nsPart, sidPart, ok := strings.Cut(key, ".")
+	if !ok {
+		return "", "", Errorf(CodeInvalidSessionID, "session key %q has no namespace", key)
+	}
+	ns, err := ParseNamespace(nsPart)
+	if err != nil {
+		return "", "", err
+	}
+	sid, err := ParseSessionID(sidPart)
+	if err != nil {
+		return "", "", err
+	}
+	return ns, sid, nil
+}
+
 // Op names one operation of the request API.
 type Op string
 

@@ -2,10 +2,12 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 )
 
 // runnerGone handles a runner whose heartbeat was deleted or expired: its
@@ -24,24 +26,38 @@ func (s *Service) runnerGone(id events.RunnerID) {
 	}
 }
 
-// adopt queues, at start-up, every session for a claim: those whose
-// projection says a turn is open and whose lease is free (or whose holder is
-// gone) are taken. Without this, such a turn would wait for the next
-// request to touch its session.
+// adopt queues, at start-up, every session for a claim: those whose log
+// has a turn open and whose lease is free (or whose holder is gone) are
+// taken. Without this, such a turn would wait for the next request to touch
+// its session. Listing the sessions is retried until it succeeds: the
+// server may still be coming up with this process.
 func (s *Service) adopt(ctx context.Context) {
-	keys, err := s.meta.ListKeys(ctx)
-	if err != nil {
-		s.lg.Warn("list sessions to adopt", events.LogKeyErr, err)
-		return
-	}
-	for key := range keys.Keys() {
+	for attempt := 0; ; attempt++ {
+		keys, err := s.meta.ListKeys(ctx)
+		if err == nil {
+			for key := range keys.Keys() {
+				select {
+				case s.claimQueue <- key:
+				case <-ctx.Done():
+					return
+				}
+			}
+			return
+		}
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return
+		}
+		s.lg.Warn("list sessions to adopt", "attempt", attempt, events.LogKeyErr, err)
 		select {
-		case s.claimQueue <- key:
 		case <-ctx.Done():
 			return
+		case <-time.After(adoptRetry):
 		}
 	}
 }
+
+// adoptRetry spaces the attempts to list the sessions at start-up.
+const adoptRetry = time.Second
 
 func (s *Service) claimer(ctx context.Context) {
 	for {
@@ -54,31 +70,39 @@ func (s *Service) claimer(ctx context.Context) {
 	}
 }
 
-// claim loads the session of key when its projection says a turn is open:
-// a turn whose adapter still works on it is taken over and completes; any
-// other open turn is closed. A lease held by a replica that no longer
-// answers is evicted first.
+// claim loads the session of key when its log has a turn open: a turn
+// whose adapter still works on it is taken over and completes; any other
+// open turn is closed. The log decides, in one read, not the projection:
+// an owner that died between accepting a turn and projecting it left the
+// projection saying idle. A lease held by a replica that no longer answers
+// is evicted first. Every claim that loads nothing says why, in the log at
+// debug level and in acp_session_claims_skipped_total.
 func (s *Service) claim(ctx context.Context, key string) {
-	e, err := s.meta.Get(ctx, key)
+	skip := func(reason string, err error) {
+		s.m.claimsSkipped.WithLabelValues(reason).Inc()
+		lg := s.lg.With(events.LogKeySessionKey, key)
+		if err != nil {
+			lg.Warn("claim session", "reason", reason, events.LogKeyErr, err)
+			return
+		}
+		lg.Debug("claim session", "reason", reason)
+	}
+	ns, sid, err := events.ParseSessionKey(key)
 	if err != nil {
+		skip("unreadable", err)
 		return
 	}
-	m, err := events.Decode[events.SessionMeta](e.Value())
+	last, err := eventlog.Last(ctx, s.js, events.StreamLog, events.LogFilter(ns, sid))
 	if err != nil {
+		skip("unreadable", err)
 		return
 	}
-	var state struct {
-		Status string `json:"status"`
-	}
-	if json.Unmarshal(m.Info.State, &state) != nil || (state.Status != "running" && state.Status != "waiting") {
+	if last == nil {
+		skip("idle", nil)
 		return
 	}
-	ns, err := events.ParseNamespace(m.Namespace)
-	if err != nil {
-		return
-	}
-	sid, err := events.ParseSessionID(m.Info.SessionID)
-	if err != nil {
+	if _, _, open, err := openTurn(last); err != nil || !open {
+		skip("idle", err)
 		return
 	}
 	for attempt := 0; ; attempt++ {
@@ -93,9 +117,10 @@ func (s *Service) claim(ctx context.Context, key string) {
 		case ok && attempt == 0 && !s.answers(ctx, moved.owner):
 			s.evictLease(ctx, moved)
 		case ok:
-			return // a live replica has it
+			skip("owned", nil) // a live replica has it
+			return
 		default:
-			sess.lg.Warn("claim session", events.LogKeyErr, err)
+			skip("failed", err)
 			return
 		}
 	}

@@ -6,106 +6,10 @@ import (
 	"encoding/json"
 	"slices"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nuid"
-
-	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 )
-
-// call sends one JSON-RPC request to the adapter and waits for its answer,
-// which arrives on ACP_IO like all adapter output. sess.mu is released
-// while waiting (the answer is applied under it) and held again on return.
-func (sess *session) call(ctx context.Context, method string, params any) (*acpwire.Message, error) {
-	return sess.request(ctx, method, params, func(cctx context.Context, answer <-chan events.JSON) (events.JSON, error) {
-		sess.mu.Unlock()
-		defer sess.mu.Lock()
-		select {
-		case resp := <-answer:
-			return resp, nil
-		case <-cctx.Done():
-			return nil, cctx.Err()
-		}
-	})
-}
-
-// callHeld is call for a caller that must hold sess.mu throughout: attach,
-// whose callers act after it on what they checked before it (a prompt,
-// that no turn runs; released, a second prompt would start a turn in
-// between). The answer is applied under sess.mu, so instead of waiting for
-// the IO consumer callHeld applies the session's ACP_IO itself each time
-// the stream's tail announces a record.
-func (sess *session) callHeld(ctx context.Context, method string, params any) (*acpwire.Message, error) {
-	r := sess.adapter
-	wake := make(chan struct{}, 1)
-	sub, err := sess.svc.nc.Subscribe(events.IOTailSubject(sess.ns, sess.sid), func(*nats.Msg) {
-		select {
-		case wake <- struct{}{}:
-		default: // a wake-up is pending; the catch-up it starts reads this record too
-		}
-	})
-	if err != nil {
-		return nil, events.Errorf(events.CodeUnavailable, "follow io: %v", err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	return sess.request(ctx, method, params, func(cctx context.Context, answer <-chan events.JSON) (events.JSON, error) {
-		for {
-			select {
-			case resp := <-answer:
-				return resp, nil
-			case <-wake:
-				sess.catchUp(r, 0)
-				if sess.adapter != r {
-					return nil, events.Errorf(events.CodeAdapterExited, "the agent exited before it answered %s", method)
-				}
-			case <-cctx.Done():
-				return nil, cctx.Err()
-			}
-		}
-	})
-}
-
-// request sends one JSON-RPC request to the adapter and returns its
-// answer, which await waits for (bounded by CallTimeout, in cctx).
-func (sess *session) request(ctx context.Context, method string, params any,
-	await func(cctx context.Context, answer <-chan events.JSON) (events.JSON, error)) (*acpwire.Message, error) {
-	r := sess.adapter
-	raw, err := json.Marshal(params)
-	if err != nil {
-		return nil, err
-	}
-	callID := nuid.Next()
-	answer := make(chan events.JSON, 1)
-	if sess.calls == nil {
-		sess.calls = map[string]chan events.JSON{}
-	}
-	sess.calls[callID] = answer
-	defer delete(sess.calls, callID)
-	hdr := sess.runnerHeader(r)
-	hdr.Set(events.HeaderCallID, callID)
-	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
-	defer cancel()
-	if _, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerCall),
-		&events.AcpSessionRequest{SessionID: r.acpSessionID, Method: method, Params: raw}, hdr); err != nil {
-		return nil, err
-	}
-	resp, err := await(cctx, answer)
-	if err != nil {
-		if cctx.Err() != nil {
-			return nil, events.Errorf(events.CodeTimeout, "the agent did not answer %s in %v", method, sess.svc.cfg.CallTimeout)
-		}
-		return nil, err
-	}
-	msg, err := acpwire.Parse(resp)
-	if err != nil {
-		return nil, events.Errorf(events.CodeAdapterProtocol, "%s answer: %v", method, err)
-	}
-	if msg.Error != nil {
-		return nil, events.Errorf(events.CodeAdapterError, "%s: %d %s", method, msg.Error.Code, msg.Error.Message)
-	}
-	return msg, nil
-}
 
 // setConfigOption is setSessionConfigOption: it may restore the adapter,
 // forwards the change to the agent (which validates it), and the agent's
@@ -126,7 +30,7 @@ func (sess *session) setConfigOption(ctx context.Context, configID string, value
 			return nil, err
 		}
 	}
-	opts, err := sess.sendOption(ctx, sess.call, configID, value)
+	opts, err := sess.sendOption(ctx, configID, value)
 	if err != nil {
 		return nil, err
 	}
@@ -139,55 +43,35 @@ func (sess *session) setConfigOption(ctx context.Context, configID string, value
 	return sess.configResponse(), nil
 }
 
-// sendOption asks the adapter, through call, to set option configID to
-// value, and returns the complete options it answers. An option mapped
-// from legacy modes or models is set with session/set_mode or
-// session/set_model, which answer nothing: opts is then nil, and the
-// caller sets the option's current value itself.
-func (sess *session) sendOption(ctx context.Context, call func(context.Context, string, any) (*acpwire.Message, error),
-	configID string, value events.JSON) ([]events.JSON, error) {
+// sendOption asks the adapter, through its runner, to set option configID
+// to value, and returns the complete options the agent answers. sess.mu
+// stays held (bounded by CallTimeout): attach's callers act after it on
+// what they checked before it. An option the runner mapped from legacy
+// modes or models is set with session/set_mode or session/set_model, which
+// answer nothing: opts is then nil, and the caller sets the option's
+// current value itself.
+func (sess *session) sendOption(ctx context.Context, configID string, value events.JSON) ([]events.JSON, error) {
 	v, err := optionValue(value)
 	if err != nil {
 		return nil, err
 	}
-	str, isString := v.(string)
-	_, isBool := v.(bool)
-	acpSession := sess.adapter.acpSessionID
-	legacy := ""
-	if i := sess.optionIndex(configID); i >= 0 {
-		legacy = legacyMethod(sess.meta.ConfigOptions[i])
-	}
-	switch legacy {
-	case acpwire.MethodSessionSetMode, acpwire.MethodSessionSetModel:
-		if !isString {
+	if i := sess.optionIndex(configID); i >= 0 && legacyMethod(sess.meta.ConfigOptions[i]) != "" {
+		if _, isString := v.(string); !isString {
 			return nil, events.Errorf(events.CodeInvalidRequest, "option %s takes a string", configID)
 		}
-		key := "modeId"
-		if legacy == acpwire.MethodSessionSetModel {
-			key = "modelId"
-		}
-		_, err = call(ctx, legacy, map[string]string{"sessionId": acpSession, key: str})
-		return nil, err
 	}
-	params := map[string]any{"sessionId": acpSession, "configId": configID, "value": json.RawMessage(value)}
-	if isBool {
-		params["type"] = "boolean"
-	}
-	msg, err := call(ctx, acpwire.MethodSessionSetConfigOption, params)
+	r := sess.adapter
+	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
+	defer cancel()
+	resp, err := events.Call[events.RunnerConfigResponse](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerSetConfig),
+		&events.RunnerSetConfigRequest{ConfigID: configID, Value: value}, sess.runnerHeader(r))
 	if err != nil {
+		if cctx.Err() != nil && ctx.Err() == nil {
+			return nil, events.Errorf(events.CodeTimeout, "the agent did not answer a config change in %v", sess.svc.cfg.CallTimeout)
+		}
 		return nil, err
 	}
-	var res struct {
-		ConfigOptions []json.RawMessage `json:"configOptions"`
-	}
-	if err := json.Unmarshal(msg.Result, &res); err != nil {
-		return nil, events.Errorf(events.CodeAdapterProtocol, "session/set_config_option answer: %v", err)
-	}
-	opts := make([]events.JSON, len(res.ConfigOptions))
-	for i, o := range res.ConfigOptions {
-		opts[i] = events.JSON(o)
-	}
-	return opts, nil
+	return resp.ConfigOptions, nil
 }
 
 // optionValue decodes value, which must be what session/set_config_option
@@ -279,7 +163,7 @@ func legacyMethod(option events.JSON) string {
 // moves a mode option mapped from legacy modes.
 func (sess *session) onConfigUpdate(ctx context.Context, ioSeq uint64, kind string, update json.RawMessage) {
 	switch kind {
-	case "config_option_update":
+	case acp.UpdateConfigOption:
 		var u struct {
 			ConfigOptions []json.RawMessage `json:"configOptions"`
 		}
@@ -290,8 +174,10 @@ func (sess *session) onConfigUpdate(ctx context.Context, ioSeq uint64, kind stri
 		for i, o := range u.ConfigOptions {
 			opts[i] = events.JSON(o)
 		}
-		_ = sess.configChanged(ctx, ioSeq, opts)
-	case "current_mode_update":
+		if err := sess.configChanged(ctx, ioSeq, opts); err != nil {
+			sess.lg.Warn("record the agent's config options", events.LogKeyErr, err)
+		}
+	case acp.UpdateCurrentMode:
 		var u struct {
 			CurrentModeID string `json:"currentModeId"`
 		}
@@ -302,7 +188,9 @@ func (sess *session) onConfigUpdate(ctx context.Context, ioSeq uint64, kind stri
 		value, _ := json.Marshal(u.CurrentModeID)
 		next := sess.withCurrentValue("mode", value)
 		if !bytes.Equal(next[i], sess.meta.ConfigOptions[i]) {
-			_ = sess.configChanged(ctx, ioSeq, next)
+			if err := sess.configChanged(ctx, ioSeq, next); err != nil {
+				sess.lg.Warn("record the agent's mode", events.LogKeyErr, err)
+			}
 		}
 	}
 }

@@ -31,7 +31,7 @@ func (sess *session) delete(ctx context.Context) error {
 	if r := sess.adapter; r != nil {
 		sess.stopAdapter(r)
 	}
-	out, err := sess.append(ctx, 0, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionDeleted{Reason: "deleted"}})
+	out, err := sess.append(ctx, 0, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionDeleted{Reason: events.DeleteRequested}})
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func (sess *session) delete(ctx context.Context) error {
 		return events.Errorf(events.CodeUnavailable, "delete %s: metadata: %v", sess.sid, err)
 	}
 	// Forget everything but where the log ends and how requests ended.
-	sess.opened, sess.meta, sess.failure, sess.last, sess.preamble = nil, events.SessionMeta{}, nil, nil, ""
+	sess.opened, sess.meta, sess.metaRev, sess.failure, sess.last, sess.preamble = nil, events.SessionMeta{}, 0, nil, nil, ""
 	sess.w = eventlog.NewWriter(js, sess.ns, sess.sid, eventlog.Position{LastSeq: tombstone}, sess.svc.token)
 	sess.lg.Info("session deleted")
 	return nil

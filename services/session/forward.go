@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/pkg/events"
 )
@@ -31,23 +30,12 @@ func (s *Service) routed(op events.Op, h events.OpHandler) events.OpHandler {
 }
 
 // forward passes a request to the session's owner and returns its answer.
-// While it waits (a prompt waits through its turn), the lease is checked
-// every third of its TTL: when it leaves that owner, waiting ends with a
-// retryable error.
+// Every request is short: a prompt is answered once its turn is accepted,
+// and its caller then waits on the log, not on this replica. The wait is
+// bounded by what the slowest acceptance may take (a restore, then a
+// cancelled prompt's drain, then the dispatch).
 func (s *Service) forward(ctx context.Context, ns events.Namespace, op events.Op, data []byte, to *ownedElsewhere) (events.Variant, error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go every(ctx, s.cfg.OwnerTTL/3, func() bool {
-		e, err := s.owners.Get(ctx, to.key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) || (err == nil && string(e.Value()) != to.owner) {
-			cancel(events.Errorf(events.CodeUnavailable, "the owner of session %s changed while the request waited; retry", to.key))
-			return false
-		}
-		return true
-	})
-	v, err := events.RequestMsg(ctx, s.nc, &nats.Msg{Subject: events.OwnerSubject(to.owner, ns, op), Data: data})
-	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && err != nil {
-		return nil, cause
-	}
-	return v, err
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.AttachTimeout+s.cfg.CancelGrace+s.cfg.CallTimeout)
+	defer cancel()
+	return events.RequestMsg(ctx, s.nc, &nats.Msg{Subject: events.OwnerSubject(to.owner, ns, op), Data: data})
 }

@@ -45,17 +45,7 @@ func (s *Service) handlePrompt(ctx context.Context, ns events.Namespace, data []
 	if err := validateIdempotencyKey(req.IdempotencyKey); err != nil {
 		return nil, err
 	}
-	sess := s.session(ns, sid)
-	t, err := sess.prompt(ctx, req, blocks)
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case <-t.done:
-		return t.result, t.err
-	case <-ctx.Done():
-		return nil, errShuttingDown
-	}
+	return s.session(ns, sid).prompt(ctx, req, blocks)
 }
 
 // requestFor decodes a request of type T and finds the session it names
@@ -101,7 +91,7 @@ func (s *Service) handleUnload(ctx context.Context, ns events.Namespace, data []
 	if err != nil {
 		return nil, err
 	}
-	if err := sess.unload(ctx, "unload"); err != nil {
+	if err := sess.unload(ctx, events.UnloadRequested); err != nil {
 		return nil, err
 	}
 	return &events.AcpUnloadSessionResponse{}, nil

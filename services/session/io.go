@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 )
@@ -100,43 +100,43 @@ func (sess *session) applyIO(r *route, ioSeq uint64, hdr nats.Header, data []byt
 	}
 	v, err := events.Unmarshal(data)
 	if err != nil {
+		sess.svc.m.ioRejected.WithLabelValues("undecodable").Inc()
 		sess.lg.Warn("undecodable runner record", events.LogKeySeq, ioSeq, events.LogKeyErr, err)
 		return
 	}
 	ctx := sess.svc.runCtx
 	sess.svc.m.ioRecords.WithLabelValues(v.VariantName()).Inc()
 	switch v := v.(type) {
-	case *events.AcpSessionEvent:
-		sess.onNotification(ctx, ioSeq, r, v.Notification)
-	case *events.AcpHostRequestCallback:
-		sess.onAgentRequest(ctx, ioSeq, r, v.Request)
-	case *events.AcpSessionRpcResponse:
-		sess.onResponse(ctx, ioSeq, r, hdr.Get(events.HeaderCallID), v.Response)
+	case *events.AdapterUpdate:
+		sess.onUpdate(ctx, ioSeq, r, v.Update)
+	case *events.AdapterPermissionRequest:
+		sess.onPermissionRequest(ctx, ioSeq, r, v)
+	case *events.AdapterPromptResult:
+		sess.onPromptResult(ctx, ioSeq, r, v)
 	case *events.AcpAgentStderrEvent:
 		sess.publishLive(v, nil)
 	case *events.AcpAgentExitedEvent:
 		sess.onExit(ctx, ioSeq, r, v)
 	default:
+		sess.svc.m.ioRejected.WithLabelValues("unexpected").Inc()
 		sess.lg.Warn("unexpected runner record", events.LogKeyRecord, v.VariantName())
 	}
 }
 
-func (sess *session) onNotification(ctx context.Context, ioSeq uint64, r *route, raw events.JSON) {
+// onUpdate applies one session update the adapter sent.
+func (sess *session) onUpdate(ctx context.Context, ioSeq uint64, r *route, raw events.JSON) {
 	if r.drain != nil {
 		return // output of a turn already ended; the adapter is winding it down
 	}
-	msg, err := acpwire.Parse(raw)
-	if err != nil || msg.Method != acpwire.MethodSessionUpdate {
-		return // other notifications (_auth/status_update, ...) are not session history
-	}
-	upd, err := acpwire.ParseSessionUpdate(msg.Params)
+	upd, err := acp.ParseUpdate(json.RawMessage(raw))
 	if err != nil {
+		sess.svc.m.ioRejected.WithLabelValues("malformed_update").Inc()
 		sess.lg.Warn("malformed session/update", events.LogKeyErr, err)
 		return
 	}
 	cfg := &sess.svc.cfg
 	if t := sess.turn; t != nil {
-		t.outputBytes += int64(len(upd.Update))
+		t.outputBytes += int64(len(upd.Raw))
 		if t.outputBytes > cfg.MaxTurnOutputBytes {
 			sess.abortTurn(ctx, ioSeq, events.OutcomeFailed, events.Errorf(events.CodeTurnOutputTooLarge,
 				"the turn's output passed %d bytes", cfg.MaxTurnOutputBytes))
@@ -144,13 +144,13 @@ func (sess *session) onNotification(ctx context.Context, ioSeq uint64, r *route,
 		}
 	}
 	switch upd.Kind {
-	case acpwire.UpdateAgentMessageChunk, acpwire.UpdateAgentThoughtChunk:
+	case acp.UpdateAgentMessageChunk, acp.UpdateAgentThoughtChunk:
 		if !sess.buf.continues(upd.Kind, upd.MessageID) {
 			if err := sess.flush(ctx, ioSeq); err != nil {
 				return
 			}
 		}
-		sess.buf.add(upd.Kind, upd.MessageID, upd.Update)
+		sess.buf.add(upd.Kind, upd.MessageID, upd.Raw)
 		if sess.buf.bytes > cfg.MaxMessageBytes {
 			sess.buf.reset()
 			if sess.turn != nil {
@@ -167,7 +167,7 @@ func (sess *session) onNotification(ctx context.Context, ioSeq uint64, r *route,
 		sess.publishLive(&events.AcpEphemeralSessionUpdateEvent{
 			SessionID:     string(sess.sid),
 			AfterSequence: sess.w.Position().LastSeq,
-			Update:        events.JSON(upd.Update),
+			Update:        events.JSON(upd.Raw),
 		}, nil)
 		sess.svc.m.liveDeltas.Inc()
 	default:
@@ -176,16 +176,16 @@ func (sess *session) onNotification(ctx context.Context, ioSeq uint64, r *route,
 		if err := sess.flush(ctx, ioSeq); err != nil {
 			return
 		}
-		if len(upd.Update) > sess.svc.maxRecord {
+		if len(upd.Raw) > sess.svc.maxRecord {
 			if sess.turn != nil {
 				sess.abortTurn(ctx, ioSeq, events.OutcomeFailed, events.Errorf(events.CodePayloadTooLarge,
-					"a %s update of %d bytes is larger than a log record may be (%d)", upd.Kind, len(upd.Update), sess.svc.maxRecord))
+					"a %s update of %d bytes is larger than a log record may be (%d)", upd.Kind, len(upd.Raw), sess.svc.maxRecord))
 			}
 			return
 		}
-		sess.queue(ioSeq, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{Update: events.JSON(upd.Update)}})
-		if upd.Kind == "config_option_update" || upd.Kind == "current_mode_update" {
-			sess.onConfigUpdate(ctx, ioSeq, upd.Kind, upd.Update)
+		sess.queue(ioSeq, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{Update: events.JSON(upd.Raw)}})
+		if upd.Kind == acp.UpdateConfigOption || upd.Kind == acp.UpdateCurrentMode {
+			sess.onConfigUpdate(ctx, ioSeq, upd.Kind, upd.Raw)
 		}
 	}
 }
@@ -211,7 +211,7 @@ func (sess *session) flush(ctx context.Context, ioSeq uint64) error {
 		}
 	}
 	sess.queue(ioSeq, entries...)
-	if sess.turn != nil && kind == acpwire.UpdateAgentMessageChunk {
+	if sess.turn != nil && kind == acp.UpdateAgentMessageChunk {
 		// The turn's result carries its last message, unless the message
 		// had to be split to fit the log: then it is only in history.
 		sess.turn.lastMessage = nil
@@ -222,86 +222,49 @@ func (sess *session) flush(ctx context.Context, ioSeq uint64) error {
 	return nil
 }
 
+// publishLive publishes v on the session's live subject. Live deltas are
+// best effort by design (the completed message becomes durable), but a
+// failure is counted and logged, never silent.
 func (sess *session) publishLive(v events.Variant, hdr nats.Header) {
 	data, err := events.Marshal(v)
+	if err == nil {
+		if hdr == nil {
+			hdr = nats.Header{}
+		}
+		hdr.Set(events.HeaderRecord, v.VariantName())
+		if e, ok := v.(*events.AcpEphemeralSessionUpdateEvent); ok {
+			hdr.Set(events.HeaderAfterSequence, strconv.FormatUint(e.AfterSequence, 10))
+		}
+		err = sess.svc.nc.PublishMsg(&nats.Msg{Subject: events.LiveSubject(sess.ns, sess.sid), Header: hdr, Data: data})
+	}
 	if err != nil {
-		return
+		sess.svc.m.livePublishErrors.Inc()
+		sess.lg.Warn("publish live event", events.LogKeyRecord, v.VariantName(), events.LogKeyErr, err)
 	}
-	if hdr == nil {
-		hdr = nats.Header{}
-	}
-	hdr.Set(events.HeaderRecord, v.VariantName())
-	if e, ok := v.(*events.AcpEphemeralSessionUpdateEvent); ok {
-		hdr.Set(events.HeaderAfterSequence, strconv.FormatUint(e.AfterSequence, 10))
-	}
-	_ = sess.svc.nc.PublishMsg(&nats.Msg{Subject: events.LiveSubject(sess.ns, sess.sid), Header: hdr, Data: data})
 }
 
-// onResponse ends the turn whose session/prompt this answers, or the drain
-// of a turn that already ended.
-func (sess *session) onResponse(ctx context.Context, ioSeq uint64, r *route, callID string, raw events.JSON) {
-	if d := r.drain; d != nil && callID == d.callID {
+// onPromptResult ends the turn whose session/prompt this answers, or the
+// drain of a turn that already ended.
+func (sess *session) onPromptResult(ctx context.Context, ioSeq uint64, r *route, res *events.AdapterPromptResult) {
+	if d := r.drain; d != nil && res.TurnID == d.turnID {
 		sess.endDrain(r)
 		return
 	}
-	if answer, ok := sess.calls[callID]; ok {
-		answer <- raw
-		return
-	}
 	t := sess.turn
-	if t == nil || callID != t.callID {
+	if t == nil || res.TurnID != t.id {
 		return
 	}
-	msg, err := acpwire.Parse(raw)
-	if err != nil {
-		sess.endTurn(ctx, ioSeq, events.OutcomeFailed, "", events.Errorf(events.CodeAdapterProtocol, "prompt response: %v", err))
-		return
-	}
-	if msg.Error != nil {
-		sess.endTurn(ctx, ioSeq, events.OutcomeFailed, "", events.Errorf(events.CodeAdapterError, "agent answered the prompt with error %d: %s", msg.Error.Code, msg.Error.Message))
-		return
-	}
-	var res struct {
-		StopReason string `json:"stopReason"`
-	}
-	if err := json.Unmarshal(msg.Result, &res); err != nil || res.StopReason == "" {
-		sess.endTurn(ctx, ioSeq, events.OutcomeFailed, "", events.Errorf(events.CodeAdapterProtocol, "prompt response without stopReason"))
+	if res.Error != nil {
+		sess.endTurn(ctx, ioSeq, events.OutcomeFailed, "", res.Error.Err())
 		return
 	}
 	outcome := events.OutcomeCompleted
-	if res.StopReason == acpwire.StopReasonCancelled {
+	if res.StopReason == acp.StopReasonCancelled {
 		// The agent stopped on its own account (a rejected tool, say):
 		// the turn is cancelled, and its buffered chunks are dropped.
 		outcome = events.OutcomeCancelled
 	}
 	sess.endTurn(ctx, ioSeq, outcome, res.StopReason, nil)
-}
-
-// onAgentRequest answers an agent-to-client request. Permission requests go
-// to the session's policy; Skein advertises no file system or terminal
-// capability, so anything else is "method not found".
-func (sess *session) onAgentRequest(ctx context.Context, ioSeq uint64, r *route, raw events.JSON) {
-	msg, err := acpwire.Parse(raw)
-	if err != nil || msg.ID == nil {
-		return
-	}
-	if !sess.commitOrFail(ctx) {
-		return
-	}
-	if msg.Method == acpwire.MethodRequestPermission {
-		sess.onPermissionRequest(ctx, ioSeq, r, msg)
-		return
-	}
-	_ = sess.reply(ctx, r, rpcError(msg.ID, acpwire.CodeMethodNotFound, "method not found: "+msg.Method))
-}
-
-func rpcResult(id json.RawMessage, result string) []byte {
-	return []byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":` + result + `}`)
-}
-
-func rpcError(id json.RawMessage, code int, message string) []byte {
-	m, _ := json.Marshal(message)
-	return []byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":{"code":` + strconv.Itoa(code) + `,"message":` + string(m) + `}}`)
 }
 
 // onExit records an adapter exit nobody asked for, fails the active turn
@@ -311,7 +274,15 @@ func (sess *session) onExit(ctx context.Context, ioSeq uint64, r *route, ev *eve
 	sess.buf.reset()
 	sess.endDrain(r)
 	sess.detach() // first: nothing is sent to the dead adapter any more
-	_, _ = sess.append(ctx, ioSeq, eventlog.Entry{Kind: events.LogControl, Value: ev})
+	if _, err := sess.append(ctx, ioSeq, eventlog.Entry{Kind: events.LogControl, Value: ev}); err != nil {
+		// The exit is in ACP_IO still (when the runner saw it): a later
+		// owner's takeover finds the adapter gone and closes the turn.
+		sess.svc.m.lostRecords.WithLabelValues(events.RecordAgentExited).Inc()
+		sess.lg.Warn("record an adapter exit", events.LogKeyProcess, r.processID, events.LogKeyErr, err)
+		if sess.turn == nil {
+			return
+		}
+	}
 	if sess.turn != nil {
 		sess.endTurn(ctx, ioSeq, events.OutcomeFailed, "", events.Errorf(events.CodeAdapterExited, "the agent exited during the turn"))
 	}

@@ -23,6 +23,13 @@ type metrics struct {
 	leases         *prometheus.CounterVec // by event
 	forwards       prometheus.Counter
 	fences         prometheus.Counter
+	// The errors that must not vanish: each is logged where it happens and
+	// counted here.
+	ioRejected        *prometheus.CounterVec // ACP_IO records not applied, by reason
+	livePublishErrors prometheus.Counter
+	lostRecords       *prometheus.CounterVec // records that could not be appended, by record
+	claimsSkipped     *prometheus.CounterVec // lease claims that did not load the session, by reason
+	projectionSkips   *prometheus.CounterVec // projection writes refused, by reason
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -44,5 +51,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		forwards:       f.NewCounter(prometheus.CounterOpts{Name: "acp_session_forwarded_requests_total", Help: "Requests passed on to the replica owning their session."}),
 		fences:         f.NewCounter(prometheus.CounterOpts{Name: "acp_session_owner_fences_total", Help: "OwnerChanged records appended on taking a session over."}),
 		ioGapRecords:   f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_gap_records_total", Help: "ACP_IO records read from the stream to fill a gap in the live tail."}),
+
+		ioRejected:        f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_io_rejected_total", Help: "ACP_IO records not applied, by reason (undecodable, unexpected, malformed_update, malformed_permission)."}, []string{"reason"}),
+		livePublishErrors: f.NewCounter(prometheus.CounterOpts{Name: "acp_session_live_publish_errors_total", Help: "Live events (deltas, stderr) that could not be published."}),
+		lostRecords:       f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_unrecorded_total", Help: "Records the service could not append, by record (the log is left for the next owner to reconcile)."}, []string{"record"}),
+		claimsSkipped:     f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_claims_skipped_total", Help: "Claims that did not load their session, by reason (idle, owned, unreadable, failed)."}, []string{"reason"}),
+		projectionSkips:   f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_projection_skips_total", Help: "ACP_SESSIONS projection writes not made, by reason (deleted, newer, failed)."}, []string{"reason"}),
 	}
 }

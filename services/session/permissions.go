@@ -1,14 +1,11 @@
 package session
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"slices"
 
-	"github.com/nats-io/nuid"
-
-	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 )
@@ -16,10 +13,22 @@ import (
 // permission is a session/request_permission waiting for a caller's answer
 // (policy ask).
 type permission struct {
-	id      string          // Skein's request ID: globally unique, never the adapter's
-	rpcID   json.RawMessage // the adapter's JSON-RPC id, private
-	options []string        // the exact option IDs on offer
-	request events.JSON     // as stored: the ACP params without the private sessionId
+	id      string      // the runner's correlation ID: globally unique, never the adapter's JSON-RPC id
+	options []string    // the exact option IDs on offer
+	request events.JSON // as stored: the ACP params without the private sessionId
+}
+
+// newPermission reads the options of a permission request.
+func newPermission(id string, request events.JSON) (*permission, error) {
+	opts, err := acp.PermissionOptions(json.RawMessage(request))
+	if err != nil {
+		return nil, err
+	}
+	p := &permission{id: id, request: request}
+	for _, o := range opts {
+		p.options = append(p.options, o.OptionID)
+	}
+	return p, nil
 }
 
 // maxResolved bounds how many resolved request IDs a session remembers, to
@@ -43,41 +52,45 @@ func (sess *session) resolve(requestID, reason string) {
 // policy answers at once and nothing is stored or shown; policy ask makes
 // the request a durable permission_request event and waits, with no
 // timeout, for respondPermission, a cancel, the adapter's exit or the
-// session's deletion, whichever comes first.
-func (sess *session) onPermissionRequest(ctx context.Context, ioSeq uint64, r *route, msg *acpwire.Message) {
+// session's deletion, whichever comes first. The request's ID is the
+// runner's correlation ID: it is the public requestId too.
+func (sess *session) onPermissionRequest(ctx context.Context, ioSeq uint64, r *route, req *events.AdapterPermissionRequest) {
 	if sess.turn == nil || r.drain != nil {
 		// No turn wants it (or its turn was cancelled): cancelled at once.
-		sess.reply(ctx, r, rpcResult(msg.ID, string(acpwire.PermissionCancelled())))
+		sess.answer(ctx, r, req.RequestID, nil)
+		return
+	}
+	// Everything the adapter said before asking is in the log first.
+	if !sess.commitOrFail(ctx) {
+		sess.answer(ctx, r, req.RequestID, nil)
+		return
+	}
+	p, err := newPermission(req.RequestID, req.Request)
+	if err != nil {
+		sess.svc.m.ioRejected.WithLabelValues("malformed_permission").Inc()
+		sess.answer(ctx, r, req.RequestID, nil)
+		sess.abortTurn(ctx, ioSeq, events.OutcomeFailed, events.Errorf(events.CodeAdapterProtocol, "permission request: %v", err))
 		return
 	}
 	if sess.opened.PermissionPolicy != events.PolicyAsk {
-		reply, err := sess.decidePermission(msg)
+		optionID, err := sess.decidePermission(req.Request)
 		if err != nil {
 			// The policy cannot answer: the adapter is told the request was
 			// cancelled, and the turn fails.
-			sess.reply(ctx, r, rpcResult(msg.ID, string(acpwire.PermissionCancelled())))
+			sess.answer(ctx, r, req.RequestID, nil)
 			sess.abortTurn(ctx, ioSeq, events.OutcomeFailed, events.AsError(err))
 			return
 		}
-		sess.reply(ctx, r, reply)
-		return
-	}
-	req, err := acpwire.ParsePermissionRequest(msg.Params)
-	if err != nil {
-		sess.reply(ctx, r, rpcError(msg.ID, acpwire.CodeInvalidParams, err.Error()))
+		sess.answer(ctx, r, req.RequestID, &optionID)
 		return
 	}
 	if len(sess.turn.perms) >= sess.svc.cfg.MaxPendingPermissions {
-		sess.reply(ctx, r, rpcResult(msg.ID, string(acpwire.PermissionCancelled())))
+		sess.answer(ctx, r, req.RequestID, nil)
 		sess.abortTurn(ctx, ioSeq, events.OutcomeFailed, events.Errorf(events.CodePayloadTooLarge, "more than %d permission requests pending", sess.svc.cfg.MaxPendingPermissions))
 		return
 	}
-	p := &permission{id: "perm_" + nuid.Next(), rpcID: append(json.RawMessage(nil), msg.ID...), request: withoutMember(msg.Params, "sessionId")}
-	for _, o := range req.Options {
-		p.options = append(p.options, o.OptionID)
-	}
 	if _, err := sess.append(ctx, ioSeq, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurablePermissionRequest{RequestID: p.id, Request: p.request}}); err != nil {
-		sess.reply(ctx, r, rpcResult(msg.ID, string(acpwire.PermissionCancelled())))
+		sess.answer(ctx, r, req.RequestID, nil)
 		sess.abortTurn(ctx, ioSeq, events.OutcomeFailed, events.AsError(err))
 		return
 	}
@@ -118,13 +131,12 @@ func (sess *session) respond(ctx context.Context, requestID, optionID string) (*
 		valid, _ := json.Marshal(p.options)
 		return nil, events.Errorf(events.CodeInvalidPermissionOption, "option %q is not one of %s", optionID, valid)
 	}
-	r := sess.adapter
-	if err := sess.reply(ctx, r, rpcResult(p.rpcID, string(acpwire.PermissionSelected(optionID)))); err != nil {
+	if err := sess.answer(ctx, sess.adapter, p.id, &optionID); err != nil {
 		// Not delivered: the adapter is gone. Its exit, applied next, makes
 		// the request terminal; this response lost.
 		return notPending(events.ReasonAdapterExited), nil
 	}
-	response := acpwire.PermissionSelected(optionID)
+	response := acp.PermissionSelected(optionID)
 	if _, err := sess.append(ctx, 0, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurablePermissionResponse{
 		RequestID: p.id, Response: events.JSON(response), Status: events.PermissionAccepted,
 	}}); err != nil {
@@ -153,89 +165,56 @@ func (sess *session) terminatePermissions(ctx context.Context, ioSeq uint64, rea
 	entries := make([]eventlog.Entry, 0, len(perms))
 	for _, p := range perms {
 		if reason != events.ReasonAdapterExited && sess.adapter != nil {
-			_ = sess.reply(ctx, sess.adapter, rpcResult(p.rpcID, string(acpwire.PermissionCancelled())))
+			sess.answer(ctx, sess.adapter, p.id, nil) // a failure is logged; the request ends here either way
 		}
 		reasonCopy := reason
 		entries = append(entries, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurablePermissionResponse{
-			RequestID: p.id, Response: events.JSON(acpwire.PermissionCancelled()), Status: events.PermissionTerminal, Reason: &reasonCopy,
+			RequestID: p.id, Response: events.JSON(acp.PermissionCancelled()), Status: events.PermissionTerminal, Reason: &reasonCopy,
 		}})
 		sess.resolve(p.id, reason)
 	}
 	if _, err := sess.append(ctx, ioSeq, entries...); err != nil {
+		sess.svc.m.lostRecords.WithLabelValues("AcpDurablePermissionResponse").Add(float64(len(entries)))
 		sess.lg.Warn("record terminal permission requests", events.LogKeyErr, err)
 	}
 }
 
-// reply sends a complete JSON-RPC response to an agent-to-client request.
-func (sess *session) reply(ctx context.Context, r *route, response []byte) error {
+// answer tells the adapter, through its runner, what became of permission
+// request requestID: optionID selected, or cancelled when nil. A failure is
+// logged and returned.
+func (sess *session) answer(ctx context.Context, r *route, requestID string, optionID *string) error {
 	if r == nil {
 		return events.ErrAdapterExited
 	}
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
-	_, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerReply),
-		&events.AcpHostRequestCallbackResponse{Response: response}, sess.runnerHeader(r))
+	_, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerPermission),
+		&events.RunnerPermissionAnswer{RequestID: requestID, OptionID: optionID}, sess.runnerHeader(r))
 	if err != nil {
-		sess.lg.Warn("answer agent request", events.LogKeyErr, err)
+		sess.lg.Warn("answer a permission request", events.LogKeyErr, err)
 	}
 	return err
 }
 
-// decidePermission applies an automatic policy: allow_all picks allow_once,
-// else allow_always; reject_all picks reject_once, else reject_always, and
-// with neither on offer fails with permission_policy_unsatisfied.
-func (sess *session) decidePermission(msg *acpwire.Message) ([]byte, error) {
-	req, err := acpwire.ParsePermissionRequest(msg.Params)
+// decidePermission applies an automatic policy to a permission request's
+// params and returns the option it picks: allow_all picks allow_once, else
+// allow_always; reject_all picks reject_once, else reject_always, and with
+// neither on offer fails with permission_policy_unsatisfied.
+func (sess *session) decidePermission(request events.JSON) (string, error) {
+	opts, err := acp.PermissionOptions(json.RawMessage(request))
 	if err != nil {
-		return nil, events.Errorf(events.CodeAdapterProtocol, "permission request: %v", err)
+		return "", events.Errorf(events.CodeAdapterProtocol, "permission request: %v", err)
 	}
-	prefs := []string{acpwire.PermissionAllowOnce, acpwire.PermissionAllowAlways}
+	prefs := []string{acp.PermissionAllowOnce, acp.PermissionAllowAlways}
 	if sess.opened.PermissionPolicy == events.PolicyRejectAll {
-		prefs = []string{acpwire.PermissionRejectOnce, acpwire.PermissionRejectAlways}
+		prefs = []string{acp.PermissionRejectOnce, acp.PermissionRejectAlways}
 	}
 	for _, kind := range prefs {
-		for _, o := range req.Options {
+		for _, o := range opts {
 			if o.Kind == kind {
-				return rpcResult(msg.ID, string(acpwire.PermissionSelected(o.OptionID))), nil
+				return o.OptionID, nil
 			}
 		}
 	}
-	return nil, events.Errorf(events.CodePermissionPolicyUnsatisfied, "policy %s: the agent offered no %s or %s option", sess.opened.PermissionPolicy, prefs[0], prefs[1])
-}
-
-// withoutMember returns the JSON object obj without its member key, every
-// other member's bytes unchanged. It keeps the adapter's private session ID
-// out of public events.
-func withoutMember(obj json.RawMessage, key string) events.JSON {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return events.JSON(obj)
-	}
-	var b bytes.Buffer
-	b.WriteByte('{')
-	first := true
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return events.JSON(obj)
-		}
-		k, _ := t.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return events.JSON(obj)
-		}
-		if k == key {
-			continue
-		}
-		if !first {
-			b.WriteByte(',')
-		}
-		first = false
-		kb, _ := json.Marshal(k)
-		b.Write(kb)
-		b.WriteByte(':')
-		b.Write(v)
-	}
-	b.WriteByte('}')
-	return events.JSON(b.Bytes())
+	return "", events.Errorf(events.CodePermissionPolicyUnsatisfied, "policy %s: the agent offered no %s or %s option", sess.opened.PermissionPolicy, prefs[0], prefs[1])
 }

@@ -64,7 +64,7 @@ func (sess *session) loadMeta(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		sess.meta = *m
+		sess.meta, sess.metaRev = *m, e.Revision()
 		return nil
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
 		return events.Errorf(events.CodeUnavailable, "read session metadata: %v", err)
@@ -90,8 +90,7 @@ func (sess *session) loadMeta(ctx context.Context) error {
 // had before the restore (cached): an agent may resume or load a session,
 // or start a new one, with its defaults. Each option the agent still
 // offers with another current value is set again as
-// setSessionConfigOption sets it, but without letting go of sess.mu (see
-// callHeld). The options the agent then reports replace the cache, with a
+// setSessionConfigOption sets it, without letting go of sess.mu. The options the agent then reports replace the cache, with a
 // new revision and a ConfigChanged record when they differ from those
 // AdapterAttached recorded. A value the agent refuses is logged and left as
 // the agent has it. The error is for an adapter lost meanwhile (it exited,
@@ -111,7 +110,7 @@ func (sess *session) reapplyConfig(ctx context.Context, r *route, cached []event
 		if _, have := currentValue(opts[i]); decoded(have) == want { // want is a string or a boolean: comparable
 			continue // the agent has it already
 		}
-		next, err := sess.sendOption(ctx, sess.callHeld, id, value)
+		next, err := sess.sendOption(ctx, id, value)
 		if sess.adapter != r {
 			return events.Errorf(events.CodeAdapterExited, "the adapter was lost while its config options were reapplied")
 		}
@@ -197,14 +196,14 @@ func (sess *session) reclaimReason(now time.Time, idle, maxAge time.Duration) st
 		return ""
 	}
 	if maxAge > 0 && now.Sub(r.attachedAt) >= maxAge {
-		return "max_age"
+		return events.UnloadMaxAge
 	}
 	last := sess.updatedAt
 	if r.attachedAt.After(last) {
 		last = r.attachedAt
 	}
 	if idle > 0 && now.Sub(last) >= idle {
-		return "idle"
+		return events.UnloadIdle
 	}
 	return ""
 }

@@ -82,8 +82,9 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 func (s *Service) Ready() <-chan struct{} { return s.ready }
 
 // Run serves the session API until ctx is done. Then it stops taking
-// requests, waits up to DrainWait for requests in flight, releases every
-// session it holds, and returns nil.
+// requests, waits up to DrainWait for requests in flight, cancels those
+// still running and waits for them to return, releases every session it
+// holds, and returns nil: nothing it started outlives it.
 func (s *Service) Run(ctx context.Context) error {
 	js, err := jetstream.New(s.nc)
 	if err != nil {
@@ -171,20 +172,21 @@ func (s *Service) Run(ctx context.Context) error {
 	<-ctx.Done()
 	_ = svc.Stop()
 	drained := make(chan struct{})
-	go func() { s.inflight.Wait(); close(drained) }()
+	s.bg.Go(func() { s.inflight.Wait(); close(drained) })
 	select {
 	case <-drained:
 	case <-time.After(s.cfg.DrainWait):
-		s.lg.Warn("requests still in flight at shutdown")
+		s.lg.Warn("requests still in flight at shutdown; cancelling them")
 	}
-	cancel()
-	s.bg.Wait() // no claim may take a lease after releaseAll gives them up
+	cancel()    // the requests still in flight see their context end
+	s.bg.Wait() // they returned (drained), and no claim may take a lease after releaseAll gives them up
 	s.releaseAll()
 	return nil
 }
 
 // serve adapts an op handler to nats micro. Each request runs in its own
-// goroutine: a prompt blocks through its turn, and must not hold up others.
+// goroutine, owned by Run (inflight): one session's slow request (a
+// restore) must not hold up others.
 func (s *Service) serve(ctx context.Context, op events.Op, h events.OpHandler) micro.HandlerFunc {
 	// A request cut short because the service stops is told to retry
 	// (elsewhere), not that something broke.

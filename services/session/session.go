@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 )
@@ -37,12 +38,12 @@ type session struct {
 	adapter   *route // nil: no adapter attached
 	turn      *turn  // nil: idle
 	buf       coalescer
-	pending   []eventlog.Entry            // queued adapter output, see queue
-	failure   *events.AcpErrorResponse    // the last turn's error, while the session is failed
-	preamble  string                      // armed by a fallback restore for the next prompt only
-	calls     map[string]chan events.JSON // requests to the adapter awaiting their answer, by call ID
-	last      *finishedTurn               // the last turn that ended here
+	pending   []eventlog.Entry         // queued adapter output, see queue
+	failure   *events.AcpErrorResponse // the last turn's error, while the session is failed
+	preamble  string                   // armed by a fallback restore for the next prompt only
+	last      *finishedTurn            // the last turn that ended here
 	meta      events.SessionMeta
+	metaRev   uint64 // the ACP_SESSIONS revision of meta, as last read or written here (0: none)
 
 	// resolved remembers, for recently resolved permission requests, what
 	// resolved them (bounded by maxResolved, oldest first out).
@@ -126,10 +127,10 @@ func (sess *session) rebuild(ctx context.Context) error {
 		if err != nil {
 			return events.Errorf(events.CodeUnavailable, "read log of %s: %v", sess.sid, err)
 		}
-		if len(first) > 0 && first[0].Header.Get(events.HeaderRecord) == "SessionDeleted" {
+		if len(first) > 0 && first[0].Header.Get(events.HeaderRecord) == events.RecordSessionDeleted {
 			first = first[1:]
 		}
-		if len(first) > 0 && last.Header.Get(events.HeaderRecord) != "SessionDeleted" {
+		if len(first) > 0 && last.Header.Get(events.HeaderRecord) != events.RecordSessionDeleted {
 			if opened, err := events.Decode[events.SessionOpened](first[0].Data); err == nil {
 				sess.opened = opened
 				sess.createdAt = first[0].Time
@@ -178,7 +179,7 @@ func (sess *session) fence(ctx context.Context, last *eventlog.Record) error {
 // of the turn's accepting record.
 func openTurn(last *eventlog.Record) (id string, start uint64, ok bool, err error) {
 	id = last.Header.Get(events.HeaderTurnID)
-	if id == "" || last.Header.Get(events.HeaderRecord) == "TurnFinished" {
+	if id == "" || last.Header.Get(events.HeaderRecord) == events.RecordTurnFinished {
 		return "", 0, false, nil
 	}
 	if last.Header.Get(events.HeaderTurnAccepted) != "" {
@@ -232,7 +233,7 @@ func (sess *session) reconcile(ctx context.Context, last *eventlog.Record) error
 	for _, id := range order {
 		if pending[id] {
 			entries = append(entries, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurablePermissionResponse{
-				RequestID: id, Response: events.JSON(`{"outcome":{"outcome":"cancelled"}}`), Status: events.PermissionTerminal, Reason: &reason,
+				RequestID: id, Response: events.JSON(acp.PermissionCancelled()), Status: events.PermissionTerminal, Reason: &reason,
 			}})
 		}
 	}
@@ -284,15 +285,17 @@ func (sess *session) turnRecords(ctx context.Context, start, end uint64) ([]*eve
 	return out, nil
 }
 
-// release drops the session from this replica: waiters get err, the IO
-// consumer stops, the state is forgotten and the owner lease given up. The
-// adapter keeps running; the next owner decides what to do with it.
+// release drops the session from this replica, because of err (nil: it
+// was idle): the IO consumer stops, the state is forgotten and the owner
+// lease given up. The adapter keeps running, and an open turn stays open in
+// the log: the next owner takes it over or closes it. Whoever waits for
+// the turn reads the log, so nothing here answers them.
 func (sess *session) release(err error) {
-	sess.detach()
-	if sess.turn != nil {
-		sess.turn.finish(nil, err)
-		sess.turn = nil
+	if err != nil && sess.turn != nil {
+		sess.lg.Info("leaving an open turn to the next owner", events.LogKeyTurn, sess.turn.id, events.LogKeyErr, err)
 	}
+	sess.detach()
+	sess.turn = nil
 	sess.pending = nil
 	sess.loaded = false
 	sess.releaseLease()

@@ -2,13 +2,12 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 )
@@ -30,17 +29,21 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 	runner := events.RunnerID(m.RunnerID)
 	r := &route{runner: runner, processID: m.ProcessID, acpSessionID: m.AcpSessionID, attachedAt: time.Now()}
 	hdr := sess.runnerHeader(r)
-	hdr.Set(events.HeaderCallID, turnID)
+	hdr.Set(events.HeaderTurnID, turnID)
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
 	st, err := events.Call[events.AdapterStatus](cctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerStatus),
 		&events.AcpGetSessionStateRequest{SessionID: m.AcpSessionID}, hdr)
-	if err != nil || !st.Alive || !st.CallWritten {
+	if err != nil {
+		sess.lg.Info("the open turn's runner does not answer; closing the turn", events.LogKeyTurn, turnID, events.LogKeyRunner, m.RunnerID, events.LogKeyErr, err)
+		return false
+	}
+	if !st.Alive || !st.PromptWritten {
 		return false
 	}
 
 	accept := recs[0]
-	t := &turn{id: turnID, callID: turnID, start: start, hash: accept.Header.Get(events.HeaderContentHash), done: make(chan struct{})}
+	t := &turn{id: turnID, start: start, hash: accept.Header.Get(events.HeaderContentHash)}
 	if key := accept.Header.Get(events.HeaderIdempotencyKey); key != "" {
 		t.key = &key
 	}
@@ -53,15 +56,20 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 		}
 		switch v, _ := events.Unmarshal(rec.Data); v := v.(type) {
 		case *events.AcpDurableSessionUpdate:
-			if kind, _ := events.PublicJSONType(v.Update); kind == acpwire.UpdateAgentMessageChunk {
+			if kind, _ := events.PublicJSONType(v.Update); kind == acp.UpdateAgentMessageChunk {
 				t.lastMessage = v.Update
 			}
 			t.outputBytes += int64(len(v.Update))
 		case *events.AcpDurablePermissionRequest:
-			if p := sess.pendingFromIO(ctx, v, rec.Header); p != nil {
-				pending[p.id] = p
-				order = append(order, p.id)
+			// Its ID is the runner's correlation ID: the runner answers it
+			// to the adapter, so the log alone rebuilds it.
+			p, err := newPermission(v.RequestID, v.Request)
+			if err != nil {
+				sess.lg.Warn("unreadable permission request in the log", events.LogKeySeq, rec.Sequence, events.LogKeyErr, err)
+				continue
 			}
+			pending[p.id] = p
+			order = append(order, p.id)
 		case *events.AcpDurablePermissionResponse:
 			delete(pending, v.RequestID)
 		}
@@ -84,35 +92,4 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 	sess.catchUp(r, 0)
 	sess.project(ctx)
 	return true
-}
-
-// pendingFromIO rebuilds a pending permission request from the ACP_IO
-// record that asked it: the adapter's JSON-RPC id is needed to answer it,
-// and only ACP_IO has it.
-func (sess *session) pendingFromIO(ctx context.Context, req *events.AcpDurablePermissionRequest, hdr nats.Header) *permission {
-	io, err := strconv.ParseUint(hdr.Get(events.HeaderIOSeq), 10, 64)
-	if err != nil {
-		return nil
-	}
-	rec, err := eventlog.At(ctx, sess.svc.js, events.StreamIO, io)
-	if err != nil || rec == nil {
-		return nil
-	}
-	cb, err := events.Decode[events.AcpHostRequestCallback](rec.Data)
-	if err != nil {
-		return nil
-	}
-	msg, err := acpwire.Parse(cb.Request)
-	if err != nil || msg.ID == nil {
-		return nil
-	}
-	parsed, err := acpwire.ParsePermissionRequest(msg.Params)
-	if err != nil {
-		return nil
-	}
-	p := &permission{id: req.RequestID, rpcID: json.RawMessage(append([]byte(nil), msg.ID...)), request: req.Request}
-	for _, o := range parsed.Options {
-		p.options = append(p.options, o.OptionID)
-	}
-	return p
 }

@@ -8,41 +8,34 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
-	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 )
 
 // turn is a prompt in flight. It ends exactly once, through endTurn, which
-// appends its TurnFinished and then calls finish.
+// appends its TurnFinished. Nobody waits on it in memory: a prompt's caller
+// is answered once the turn is accepted, and reads the log for its end
+// (eventlog.AwaitTurn), so the wait survives this replica.
 type turn struct {
-	id     string
-	key    *string
-	hash   string
-	callID string // the JSON-RPC correlation of its session/prompt
-	start  uint64 // sequence of its accepting record
-
-	once   sync.Once
-	done   chan struct{}
-	result *events.AcpPromptResponse
-	err    error
+	id    string
+	key   *string
+	hash  string
+	start uint64 // sequence of its accepting record
 
 	lastMessage events.JSON // the last completed agent message, for the result
 	outputBytes int64       // every update of the turn, for MaxTurnOutputBytes
 	perms       []*permission
 }
 
-func (t *turn) finish(result *events.AcpPromptResponse, err error) {
-	t.once.Do(func() {
-		t.result, t.err = result, err
-		close(t.done)
-	})
+// accepted is the prompt's answer for t.
+func (t *turn) accepted(sid events.SessionID) *events.PromptAccepted {
+	return &events.PromptAccepted{SessionID: string(sid), TurnID: t.id, Sequence: t.start}
 }
 
 // finishedTurn is what a session remembers of its last turn, to tell a
@@ -59,7 +52,7 @@ type finishedTurn struct {
 // for that turn is dropped and a new prompt waits; if it does not answer
 // within CancelGrace it is evicted.
 type drain struct {
-	callID string
+	turnID string
 	done   chan struct{}
 	timer  *time.Timer
 }
@@ -83,10 +76,10 @@ func contentHash(blocks []json.RawMessage) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// prompt accepts a prompt and dispatches it. It returns the turn to wait
-// on: a new one, the running one (the same keyed prompt, retried), or a
-// finished one whose stored outcome answers a keyed retry.
-func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, blocks []json.RawMessage) (*turn, error) {
+// prompt accepts a prompt and dispatches it, and answers with the turn to
+// wait for: a new one, the running one (the same keyed prompt, retried), or
+// a finished one whose stored outcome answers a keyed retry.
+func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, blocks []json.RawMessage) (*events.PromptAccepted, error) {
 	hash := contentHash(blocks)
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
@@ -99,13 +92,13 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 				if t.hash != hash {
 					return nil, idempotencyConflict(*req.IdempotencyKey)
 				}
-				return t, nil // the same prompt, retried: wait for the same turn
+				return t.accepted(sess.sid), nil // the same prompt, retried: the same turn
 			}
 			return nil, events.Errorf(events.CodeSessionBusy, "session %s is running turn %s", sess.sid, t.id)
 		}
 		if req.IdempotencyKey != nil {
-			if t, err := sess.keyedOutcome(ctx, *req.IdempotencyKey, hash); t != nil || err != nil {
-				return t, err
+			if acc, err := sess.keyedOutcome(ctx, *req.IdempotencyKey, hash); acc != nil || err != nil {
+				return acc, err
 			}
 		}
 		d := sess.draining()
@@ -128,8 +121,7 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 			return nil, err
 		}
 	}
-	t := &turn{id: nuid.Next(), key: req.IdempotencyKey, hash: hash, done: make(chan struct{})}
-	t.callID = t.id
+	t := &turn{id: nuid.Next(), key: req.IdempotencyKey, hash: hash}
 
 	// The user message is the acceptance: its first event carries the
 	// acceptance headers, and all of its events are one atomic append.
@@ -163,44 +155,43 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 	sess.buf.reset()
 	sess.svc.m.turnsStarted.Inc()
 	sess.project(ctx)
+	sess.dispatch(ctx, t, req.Content)
+	return t.accepted(sess.sid), nil
+}
 
-	// Dispatch exactly once. The runner acknowledges once the line is on the
-	// adapter's stdin; without that acknowledgement delivery is uncertain,
-	// and the turn fails rather than being sent again.
-	content := json.RawMessage(req.Content)
+// dispatch sends the turn's prompt to the adapter, exactly once. The runner
+// acknowledges once it is on the adapter's stdin; without that
+// acknowledgement delivery is uncertain, and the turn fails rather than
+// being sent again.
+func (sess *session) dispatch(ctx context.Context, t *turn, content events.JSON) {
+	r := sess.adapter
 	if sess.preamble != "" {
 		// A fallback restore armed the preamble for this prompt only: the
 		// agent gets it first; the log keeps the user's own message.
 		block, _ := json.Marshal(map[string]string{"type": "text", "text": sess.preamble})
-		content = slices.Concat(json.RawMessage("["), block, json.RawMessage(","), bytes.TrimPrefix(bytes.TrimSpace(content), []byte("[")))
+		content = slices.Concat(events.JSON("["), block, events.JSON(","), bytes.TrimPrefix(bytes.TrimSpace(content), []byte("[")))
 		sess.preamble = ""
 	}
-	params, _ := json.Marshal(struct {
-		SessionID string          `json:"sessionId"`
-		Prompt    json.RawMessage `json:"prompt"`
-	}{sess.adapter.acpSessionID, content})
-	hdr := sess.runnerHeader(sess.adapter)
-	hdr.Set(events.HeaderCallID, t.callID)
 	sess.svc.m.dispatches.Inc()
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
-	_, err = events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(sess.adapter.runner, events.RunnerCall),
-		&events.AcpSessionRequest{SessionID: sess.adapter.acpSessionID, Method: acpwire.MethodSessionPrompt, Params: params}, hdr)
-	if err != nil {
-		e := events.AsError(err)
-		if e.Code == events.CodeAdapterExited {
-			// The runner said the process is gone: certainly not delivered.
-			sess.detach()
-			sess.endTurn(ctx, 0, events.OutcomeFailed, "", e)
-			return t, nil
-		}
-		// The runner may or may not have written it: delivery is uncertain.
-		// The turn fails and is never sent again; if the adapter did get
-		// it, the route drains its answer (and is evicted after
-		// CancelGrace if none comes), so nothing of it enters the log.
-		sess.abortTurn(ctx, 0, events.OutcomeFailed, events.Errorf(events.CodePromptDeliveryUncertain, "prompt %s: %s", t.id, e.Message))
+	_, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerPrompt),
+		&events.RunnerPromptRequest{TurnID: t.id, Prompt: content}, sess.runnerHeader(r))
+	if err == nil {
+		return
 	}
-	return t, nil
+	e := events.AsError(err)
+	if e.Code == events.CodeAdapterExited {
+		// The runner said the process is gone: certainly not delivered.
+		sess.detach()
+		sess.endTurn(ctx, 0, events.OutcomeFailed, "", e)
+		return
+	}
+	// The runner may or may not have written it: delivery is uncertain.
+	// The turn fails and is never sent again; if the adapter did get it,
+	// the route drains its answer (and is evicted after CancelGrace if none
+	// comes), so nothing of it enters the log.
+	sess.abortTurn(ctx, 0, events.OutcomeFailed, events.Errorf(events.CodePromptDeliveryUncertain, "prompt %s: %s", t.id, e.Message))
 }
 
 func idempotencyConflict(key string) error {
@@ -209,9 +200,9 @@ func idempotencyConflict(key string) error {
 
 // keyedOutcome looks up the finished turn of an earlier prompt with the same
 // idempotency key: its TurnFinished lives on the key's own subject. It
-// returns a finished turn carrying the stored outcome, nil when the key was
-// never used, or idempotency_conflict when it was used for other content.
-func (sess *session) keyedOutcome(ctx context.Context, key, hash string) (*turn, error) {
+// returns that turn, finished, nil when the key was never used, or
+// idempotency_conflict when it was used for other content.
+func (sess *session) keyedOutcome(ctx context.Context, key, hash string) (*events.PromptAccepted, error) {
 	rec, err := eventlog.Last(ctx, sess.svc.js, events.StreamLog, events.KeySubject(sess.ns, sess.sid, key))
 	if err != nil {
 		return nil, events.Errorf(events.CodeUnavailable, "look up idempotency key: %v", err)
@@ -229,13 +220,8 @@ func (sess *session) keyedOutcome(ctx context.Context, key, hash string) (*turn,
 	if f.ContentHash != hash {
 		return nil, idempotencyConflict(key)
 	}
-	t := &turn{id: f.TurnID, key: f.IdempotencyKey, hash: f.ContentHash, done: make(chan struct{})}
-	if f.Error != nil {
-		t.finish(nil, &events.Error{Code: events.Code(f.Error.Code), Message: f.Error.Message})
-	} else {
-		t.finish(&events.AcpPromptResponse{SessionID: string(sess.sid), Message: f.Message, StopReason: f.StopReason}, nil)
-	}
-	return t, nil
+	start, _ := strconv.ParseUint(rec.Header.Get(events.HeaderTurnStart), 10, 64)
+	return &events.PromptAccepted{SessionID: string(sess.sid), TurnID: f.TurnID, Sequence: start, Finished: f}, nil
 }
 
 // endTurn appends the record that closes the active turn and wakes its
@@ -285,20 +271,20 @@ func (sess *session) endTurnWith(ctx context.Context, ioSeq uint64, outcome, sto
 	if sess.turn != t {
 		return // the append failed and released the session
 	}
+	if err != nil {
+		// Not recorded: the turn stays open in the log, and whoever loads
+		// the session next (this replica's next request, a claim) closes it
+		// from there. Here it is forgotten, so that nothing is written
+		// past a record the log does not have.
+		sess.lg.Warn("record the end of a turn", events.LogKeyTurn, t.id, events.LogKeyErr, err)
+		sess.release(err)
+		return
+	}
 	sess.turn = nil
 	sess.last = &finishedTurn{id: t.id, outcome: outcome, at: time.Now()}
-	if err != nil {
-		outcome = events.OutcomeFailed
-	}
 	sess.svc.m.turnsFinished.WithLabelValues(outcome).Inc()
-	switch {
-	case err != nil:
-		t.finish(nil, err)
-	case failure != nil:
+	if failure != nil {
 		sess.failure = rec.Error
-		t.finish(nil, failure)
-	default:
-		t.finish(&events.AcpPromptResponse{SessionID: string(sess.sid), Message: rec.Message, StopReason: stopReason}, nil)
 	}
 	sess.project(ctx)
 }
@@ -320,20 +306,19 @@ func (sess *session) abortTurnWith(ctx context.Context, ioSeq uint64, outcome st
 	r := sess.adapter
 	stopReason := ""
 	if outcome == events.OutcomeCancelled {
-		stopReason = acpwire.StopReasonCancelled
+		stopReason = acp.StopReasonCancelled
 	}
 	sess.endTurnWith(ctx, ioSeq, outcome, stopReason, failure, permReason)
 	if r == nil || sess.adapter != r || r.drain != nil {
 		return
 	}
-	d := &drain{callID: t.callID, done: make(chan struct{})}
+	d := &drain{turnID: t.id, done: make(chan struct{})}
 	r.drain = d
 	d.timer = time.AfterFunc(sess.svc.cfg.CancelGrace, func() { sess.evictDrained(r, d) })
-	params, _ := json.Marshal(map[string]string{"sessionId": r.acpSessionID})
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
-	if _, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerCall),
-		&events.AcpSessionRequest{SessionID: r.acpSessionID, Method: acpwire.MethodSessionCancel, Params: params}, sess.runnerHeader(r)); err != nil {
+	if _, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerCancel),
+		&events.RunnerCancelRequest{TurnID: t.id}, sess.runnerHeader(r)); err != nil {
 		sess.lg.Warn("send session/cancel", events.LogKeyErr, err)
 	}
 }
@@ -367,7 +352,9 @@ func (sess *session) evictDrained(r *route, d *drain) {
 	sess.endDrain(r)
 	sess.stopAdapter(r)
 	ctx := sess.svc.runCtx
-	_, _ = sess.append(ctx, 0, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: "cancel_ignored"}})
+	if _, err := sess.append(ctx, 0, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: events.UnloadCancelIgnored}}); err != nil {
+		sess.lg.Warn("record the eviction of an adapter", events.LogKeyErr, err)
+	}
 	sess.project(ctx)
 }
 
