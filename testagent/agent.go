@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -44,6 +45,9 @@ type agent struct {
 	nextReqID int64
 	prompts   map[string]*turn // running turns by the id of their session/prompt request
 	loggedIn  bool             // authenticate succeeded (see config.AuthMethod)
+	// loadFailures counts the session/load and session/resume calls
+	// config.FailLoad failed, by session ID.
+	loadFailures map[string]int
 }
 
 // session is one ACP session. Its fields are guarded by agent.mu.
@@ -74,6 +78,8 @@ func newAgent(cfg config, lg *slog.Logger, stdout io.Writer, errw *lockedWriter)
 		sessions: map[string]*session{},
 		pending:  map[string]chan inMessage{},
 		prompts:  map[string]*turn{},
+
+		loadFailures: map[string]int{},
 	}
 }
 
@@ -90,6 +96,11 @@ func (a *agent) run(ctx context.Context, stdin io.Reader) int {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	for i := range a.cfg.Garbage {
+		if err := a.out.writeLine(fmt.Appendf(nil, "this is not json: garbage line %d of %d\n", i+1, a.cfg.Garbage)); err != nil {
+			a.lg.Debug("write garbage failed", "err", err)
+		}
+	}
 	lines := make(chan readResult)
 	stop := make(chan struct{})
 	defer close(stop)
@@ -181,6 +192,12 @@ func (a *agent) handleLine(ctx context.Context, r readResult) {
 		return
 	}
 	msg, parseErr, err := decodeMessage(line)
+	if a.cfg.Silent {
+		// Read and dropped, as by an agent stuck before it speaks ACP
+		// (waiting for a login, a terminal, a network).
+		a.lg.Info("silent: not answering", "method", msg.Method)
+		return
+	}
 	switch {
 	case parseErr:
 		a.lg.Warn("inbound line is not JSON", "err", err)
@@ -477,6 +494,10 @@ func (a *agent) loadSession(msg inMessage, replay bool) {
 		a.respondErr(msg.ID, e)
 		return
 	}
+	if a.failLoad(p.SessionID) {
+		a.respondErr(msg.ID, &rpcError{Code: codeInternalError, Message: "Internal error"})
+		return
+	}
 	s, e := a.lookupSession(p.SessionID)
 	if e != nil {
 		a.respondErr(msg.ID, e)
@@ -495,6 +516,24 @@ func (a *agent) loadSession(msg inMessage, replay bool) {
 	}
 	a.respond(msg.ID, setup)
 	a.sendCommands(s.id)
+}
+
+// failLoad reports whether config.FailLoad fails this session/load or
+// session/resume of session id, and counts it.
+func (a *agent) failLoad(id string) bool {
+	switch a.cfg.FailLoad {
+	case 0:
+		return false
+	case failAlways:
+		return true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.loadFailures[id] >= a.cfg.FailLoad {
+		return false
+	}
+	a.loadFailures[id]++
+	return true
 }
 
 // lookupSession finds a session in memory or, failing that, in the state dir.

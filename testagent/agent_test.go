@@ -52,7 +52,7 @@ func FuzzHandleLine(f *testing.F) {
 
 func TestEnvNames(t *testing.T) {
 	exported := []string{EnvLoadSession, EnvResume, EnvClose, EnvConfigOptions, EnvForgetConfig, EnvLegacyModes, EnvLegacyModels,
-		EnvCommands, EnvStateDir, EnvControlDir, EnvExitOnEOF, EnvLogLevel, EnvAuthMethod}
+		EnvCommands, EnvStateDir, EnvControlDir, EnvExitOnEOF, EnvLogLevel, EnvAuthMethod, EnvSilent, EnvGarbage, EnvFailLoad}
 	var c config
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	c.registerFlags(fs)

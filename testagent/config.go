@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -28,6 +29,9 @@ const (
 	EnvAuthMethod    = "SKEIN_TESTAGENT_AUTH_METHOD"
 	EnvExitOnEOF     = "SKEIN_TESTAGENT_EXIT_ON_EOF"
 	EnvLogLevel      = "SKEIN_TESTAGENT_LOG_LEVEL"
+	EnvSilent        = "SKEIN_TESTAGENT_SILENT"
+	EnvGarbage       = "SKEIN_TESTAGENT_GARBAGE"
+	EnvFailLoad      = "SKEIN_TESTAGENT_FAIL_LOAD"
 )
 
 const envPrefix = "SKEIN_TESTAGENT_"
@@ -59,7 +63,22 @@ type config struct {
 	// default mode and model: an agent that keeps a conversation across
 	// processes but not its settings.
 	ForgetConfig bool
+	// Silent answers nothing at all (each request is logged to stderr and
+	// dropped): an agent that hangs before initialize.
+	Silent bool
+	// Garbage is how many lines that are not JSON the agent writes to
+	// stdout when it starts, before it reads anything: an adapter that
+	// prints a banner or its usage where ACP belongs.
+	Garbage int
+	// FailLoad makes the first FailLoad session/load and session/resume
+	// calls for each session ID answer -32603 Internal error, as
+	// gemini-cli does when it lost the session's chat file; failAlways
+	// makes every one fail.
+	FailLoad int
 }
+
+// failAlways is FailLoad for --fail-load=always.
+const failAlways = -1
 
 // registerFlags binds c to fs. Flag names are kebab-case; env names derive
 // from them (see envName).
@@ -90,12 +109,29 @@ func (c *config) registerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ControlDir, "control-dir", "", "directory for pause/release files (script command pause)")
 	fs.BoolVar(&c.ExitOnEOF, "exit-on-eof", true, "exit 0 once stdin is closed and running turns have ended")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "stderr log level: debug, info, warn, error")
+	fs.BoolVar(&c.Silent, "silent", false, "answer nothing: every request is logged to stderr and dropped")
+	fs.IntVar(&c.Garbage, "garbage", 0, "write this many non-JSON lines to stdout at start")
+	fs.Func("fail-load", "answer the first N session/load and session/resume calls of each session with -32603 Internal error (N, or always)", func(s string) error {
+		if s == "always" {
+			c.FailLoad = failAlways
+			return nil
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a count or always, got %q", s)
+		}
+		c.FailLoad = n
+		return nil
+	})
 }
 
 // validate checks flag combinations.
 func (c *config) validate() error {
 	if c.LegacyModels && len(c.ConfigOptions) > 0 {
 		return errors.New("-legacy-models and -config-options exclude each other: legacy-models agents answer session/set_config_option with -32601")
+	}
+	if c.Garbage < 0 {
+		return errors.New("-garbage must not be negative")
 	}
 	return nil
 }

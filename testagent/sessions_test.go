@@ -301,6 +301,8 @@ func TestBadFlags(t *testing.T) {
 			{args: []string{"--config-options=effort"}},
 			{args: []string{"--no-such-flag"}},
 			{args: []string{"positional"}},
+			{args: []string{"--fail-load=sometimes"}},
+			{args: []string{"--garbage=-1"}},
 			{env: map[string]string{testagent.EnvLoadSession: "maybe"}},
 		} {
 			p := start(t, o)

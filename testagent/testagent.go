@@ -52,6 +52,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	lg.Debug("testagent started",
 		"load_session", cfg.LoadSession, "resume", cfg.Resume, "close", cfg.Close,
 		"config_options", cfg.ConfigOptions, "legacy_modes", cfg.LegacyModes, "legacy_models", cfg.LegacyModels,
-		"commands", cfg.Commands, "state_dir", cfg.StateDir, "control_dir", cfg.ControlDir, "exit_on_eof", cfg.ExitOnEOF)
+		"commands", cfg.Commands, "state_dir", cfg.StateDir, "control_dir", cfg.ControlDir, "exit_on_eof", cfg.ExitOnEOF,
+		"silent", cfg.Silent, "garbage", cfg.Garbage, "fail_load", cfg.FailLoad)
 	return newAgent(cfg, lg, stdout, errw).run(ctx, stdin)
 }
