@@ -14,6 +14,7 @@ require (
 	github.com/minio/highwayhash v1.0.4 // indirect
 	github.com/nats-io/jwt/v2 v2.8.3 // indirect
 	github.com/nats-io/nats-server/v2 v2.15.3 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 )
 

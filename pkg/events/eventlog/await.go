@@ -1,0 +1,323 @@
+package eventlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"skein.dev/pkg/events"
+)
+
+// Waiting for a turn is a read of the log, never a held request (DESIGN
+// invariant 7). The prompt operation answers as soon as the turn is
+// accepted (events.PromptAccepted); whoever wants the turn's outcome then
+// reads the session's control records after the accepting one until the
+// turn's TurnFinished. Whichever session service replica ends the turn,
+// and however many die meanwhile, the record lands in the same log, so
+// the wait survives the restart of any service.
+//
+// The reader's algorithm is the schema's for every live reader:
+//
+//  1. subscribe live: the stream's RePublish of the session's control
+//     subjects, acp.tail.<ns>.<sid>.ctl and acp.tail.<ns>.<sid>.key.*
+//     (a keyed prompt's TurnFinished is on its key's subject), both into
+//     one channel;
+//  2. fetch: read those subjects forward from the accepting record's
+//     sequence, so that a record stored before the subscription existed is
+//     found too;
+//  3. dedupe by sequence: a record may arrive both ways.
+//
+// The turn ends at the TurnFinished whose TurnID is the accepted one. A
+// SessionDeleted after the acceptance ends the wait with
+// session_not_found: the deletion purged what the turn left.
+//
+// Core NATS may drop a message (a slow consumer, a reconnect, a follower
+// that lags on R3 when the fetch ran). Two safety nets: a control record
+// whose Nats-Last-Sequence names a record this reader has not seen makes
+// it read the gap at once; and every awaitRereadInterval it reads both
+// subjects again after the last record it fetched. A wait therefore costs
+// one subscription per subject and O(control records after the acceptance)
+// reads, plus two empty reads per interval.
+
+// awaitRereadInterval is how often a waiting reader reads the log again in
+// case the live subscription dropped the record it waits for.
+const awaitRereadInterval = 2 * time.Second
+
+// DefaultAcceptTimeout bounds Prompt's request for the acceptance of a
+// turn (not the wait for its end).
+const DefaultAcceptTimeout = 2 * time.Minute
+
+// awaitBatch is the page size of the forward reads.
+const awaitBatch = 256
+
+// awaitPending is the live channel's capacity. Control records are few
+// (one TurnFinished per turn, a handful of lifecycle records); an overflow
+// is dropped by the client library and found by the next read.
+const awaitPending = 64
+
+// AwaitTurn blocks until the turn acc accepted is finished in the session's
+// log and returns its TurnFinished. When acc.Finished is set (a keyed
+// retry of a turn that already ended) it returns that without reading.
+//
+// The wait has no deadline of its own: ctx bounds it, and its end returns
+// ctx's cause. A SessionDeleted after the acceptance, without the turn's
+// TurnFinished before it, is CodeSessionNotFound. Transient read failures
+// (a timeout, a reconnect) are retried at the next interval; other read
+// failures are returned.
+func AwaitTurn(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID, acc *events.PromptAccepted) (*events.TurnFinished, error) {
+	if acc == nil {
+		return nil, events.Errorf(events.CodeInvalidRequest, "await turn: no acceptance")
+	}
+	if acc.Finished != nil {
+		return acc.Finished, nil
+	}
+	if !ns.Valid() {
+		return nil, events.Errorf(events.CodeInvalidNamespace, "await turn: namespace %q is not valid", ns)
+	}
+	if !sid.Valid() {
+		return nil, events.Errorf(events.CodeInvalidSessionID, "await turn: session ID %q is not valid", sid)
+	}
+	if acc.TurnID == "" || acc.Sequence == 0 {
+		return nil, events.Errorf(events.CodeInvalidPayload, "await turn: acceptance without a turn ID or a sequence")
+	}
+	w := &turnWaiter{
+		js:       js,
+		sid:      sid,
+		turnID:   acc.TurnID,
+		accepted: acc.Sequence,
+		ctl:      events.LogSubject(ns, sid, events.LogControl),
+		keys:     keyFilter(ns, sid),
+	}
+	w.ctlRead, w.keyRead, w.ctlKnown = acc.Sequence, acc.Sequence, acc.Sequence
+
+	// 1. Subscribe live, before any read.
+	nc := js.Conn()
+	ch := make(chan *nats.Msg, awaitPending)
+	for _, subj := range []string{events.TailSubject(ns, sid, events.LogControl), tailKeyFilter(ns, sid)} {
+		sub, err := nc.ChanSubscribe(subj, ch)
+		if err != nil {
+			return nil, fmt.Errorf("await turn %s: subscribe %s: %w", acc.TurnID, subj, err)
+		}
+		defer func() { _ = sub.Unsubscribe() }() // nothing to do if the connection is gone
+	}
+
+	// 2. Fetch what was stored before the subscription. No flush is needed
+	// in between: the server handles one connection's protocol in order,
+	// so the subscription exists before the read's request arrives, and a
+	// record stored after the read looked is delivered live.
+	if f, err := w.read(ctx); f != nil || err != nil {
+		return found(f, err, foundByRead)
+	}
+	if awaitFirstRead != nil {
+		awaitFirstRead()
+	}
+
+	// 3. Follow, deduplicating by sequence.
+	tick := time.NewTicker(awaitRereadInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("await turn %s: %w", acc.TurnID, context.Cause(ctx))
+		case m := <-ch:
+			f, gap, err := w.live(m)
+			if f != nil || err != nil {
+				return found(f, err, foundLive)
+			}
+			if gap {
+				if f, err := w.read(ctx); f != nil || err != nil {
+					return found(f, err, foundByRead)
+				}
+			}
+		case <-tick.C:
+			if f, err := w.read(ctx); f != nil || err != nil {
+				return found(f, err, foundByRead)
+			}
+		}
+	}
+}
+
+// How a wait found its end, for tests (export_test.go).
+const (
+	foundByRead = "read"
+	foundLive   = "live"
+)
+
+// Test hooks, nil outside tests: awaitFirstRead runs once a wait is
+// subscribed and has read the log; awaitFound learns how it ended.
+var (
+	awaitFirstRead func()
+	awaitFound     func(how string)
+)
+
+func found(f *events.TurnFinished, err error, how string) (*events.TurnFinished, error) {
+	if awaitFound != nil {
+		awaitFound(how)
+	}
+	return f, err
+}
+
+// Prompt sends req to acp.api.<ns>.prompt and, once the turn is accepted,
+// waits for it (AwaitTurn): the helper for Go callers on NATS. It returns
+// the turn's result (TurnFinished.Result): the AcpPromptResponse of a turn
+// that completed or was cancelled, the turn's error otherwise. A refusal
+// (session_busy, idempotency_conflict, ...) is returned as the service
+// answered it.
+//
+// The request for the acceptance is bounded by DefaultAcceptTimeout, or
+// ctx's deadline when that comes first: accepting may restore an unloaded
+// session, but a replica that died holding the request must not hold the
+// caller. Whether a prompt whose acceptance timed out was accepted is
+// unknown; retry it with the same idempotency key to find out. The wait
+// for the turn is bounded by ctx only.
+func Prompt(ctx context.Context, js jetstream.JetStream, ns events.Namespace, req *events.AcpPromptRequest) (*events.AcpPromptResponse, error) {
+	if req == nil {
+		return nil, events.Errorf(events.CodeInvalidRequest, "prompt: nil request")
+	}
+	sid, err := events.OptionalSessionID(req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if !ns.Valid() {
+		return nil, events.Errorf(events.CodeInvalidNamespace, "namespace %q must match [a-z0-9][a-z0-9_-]{0,62}", ns)
+	}
+	actx, cancel := context.WithTimeout(ctx, DefaultAcceptTimeout)
+	acc, err := events.Call[events.PromptAccepted](actx, js.Conn(), events.APISubject(ns, events.OpPrompt), req, nil)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	f, err := AwaitTurn(ctx, js, ns, sid, acc)
+	if err != nil {
+		return nil, err
+	}
+	return f.Result(string(sid))
+}
+
+// turnWaiter is the state of one AwaitTurn.
+type turnWaiter struct {
+	js       jetstream.JetStream
+	sid      events.SessionID
+	turnID   string
+	accepted uint64 // the accepting record's sequence
+	ctl      string // the session's LogControl subject
+	keys     string // its keyed-finish subjects, a wildcard
+
+	// ctlRead and keyRead are the last sequences fetched on ctl and keys:
+	// the next read starts after them. ctlKnown is the sequence up to
+	// which every ctl record has been seen, fetched or live.
+	ctlRead, keyRead, ctlKnown uint64
+}
+
+// read fetches both subjects after what was last fetched, and returns the
+// turn's end if it is there. A transient failure returns nothing: the
+// next interval reads again.
+func (w *turnWaiter) read(ctx context.Context) (*events.TurnFinished, error) {
+	f, err := w.readSubject(ctx, w.ctl, &w.ctlRead)
+	w.ctlKnown = max(w.ctlKnown, w.ctlRead)
+	if f != nil || err != nil {
+		return f, err
+	}
+	return w.readSubject(ctx, w.keys, &w.keyRead)
+}
+
+// readSubject reads subject forward after *cursor, moving the cursor past
+// every record it checks.
+func (w *turnWaiter) readSubject(ctx context.Context, subject string, cursor *uint64) (*events.TurnFinished, error) {
+	for {
+		recs, err := Forward(ctx, w.js, events.StreamLog, subject, *cursor, awaitBatch)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("await turn %s: %w", w.turnID, context.Cause(ctx))
+		case transient(err):
+			return nil, nil
+		default:
+			return nil, fmt.Errorf("await turn %s: %w", w.turnID, err)
+		}
+		for _, r := range recs {
+			*cursor = r.Sequence
+			if f, err := w.check(r.Header, r.Sequence, r.Data); f != nil || err != nil {
+				return f, err
+			}
+		}
+		if len(recs) < awaitBatch {
+			return nil, nil
+		}
+	}
+}
+
+// live handles a record received on the tail. gap reports that a control
+// record stored before it was not seen (its Nats-Last-Sequence is past
+// what this reader knows): read the log now.
+func (w *turnWaiter) live(m *nats.Msg) (f *events.TurnFinished, gap bool, err error) {
+	seq, perr := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if perr != nil {
+		return nil, false, nil // not a republished record; nothing to learn
+	}
+	isCtl := strings.HasSuffix(m.Subject, "."+string(events.LogControl))
+	if isCtl && seq <= w.ctlRead || !isCtl && seq <= w.keyRead {
+		return nil, false, nil // fetched already: dedupe by sequence
+	}
+	if f, err := w.check(m.Header, seq, m.Data); f != nil || err != nil {
+		return f, false, err
+	}
+	if !isCtl {
+		return nil, false, nil // a key subject: each has its own sequence chain
+	}
+	prev, _ := strconv.ParseUint(m.Header.Get(jetstream.LastSequenceHeader), 10, 64)
+	if prev > w.ctlKnown {
+		return nil, true, nil
+	}
+	w.ctlKnown = max(w.ctlKnown, seq)
+	return nil, false, nil
+}
+
+// check returns the turn's TurnFinished when the record at seq is it, or
+// CodeSessionNotFound when it is the session's deletion. Records up to the
+// acceptance, and other records, are neither.
+func (w *turnWaiter) check(hdr nats.Header, seq uint64, data []byte) (*events.TurnFinished, error) {
+	switch hdr.Get(events.HeaderRecord) {
+	case events.RecordTurnFinished:
+		if id := hdr.Get(events.HeaderTurnID); id != "" && id != w.turnID {
+			return nil, nil // another turn's, named without decoding
+		}
+		f, err := events.Decode[events.TurnFinished](data)
+		if err != nil {
+			return nil, fmt.Errorf("await turn %s: record %d: %w", w.turnID, seq, err)
+		}
+		if f.TurnID != w.turnID {
+			return nil, nil
+		}
+		return f, nil
+	case events.RecordSessionDeleted:
+		if seq <= w.accepted {
+			return nil, nil // an earlier life of the session ID, republished late
+		}
+		return nil, events.Errorf(events.CodeSessionNotFound, "session %s was deleted before turn %s finished", w.sid, w.turnID)
+	}
+	return nil, nil
+}
+
+// keyFilter returns "acp.log.<ns>.<sid>.key.*", every keyed-finish subject
+// of the session (events.KeySubject).
+func keyFilter(ns events.Namespace, sid events.SessionID) string {
+	return events.LogSubject(ns, sid, "key") + ".*"
+}
+
+// tailKeyFilter is keyFilter's RePublish: "acp.tail.<ns>.<sid>.key.*".
+func tailKeyFilter(ns events.Namespace, sid events.SessionID) string {
+	return events.TailSubject(ns, sid, "key") + ".*"
+}
+
+// transient reports a read failure worth retrying at the next interval: a
+// timeout, no responder (a stream leader changing), a reconnect.
+func transient(err error) bool {
+	return isRetryable(err) || errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected)
+}
