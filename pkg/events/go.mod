@@ -14,12 +14,12 @@ require (
 	github.com/minio/highwayhash v1.0.4 // indirect
 	github.com/nats-io/jwt/v2 v2.8.3 // indirect
 	github.com/nats-io/nats-server/v2 v2.15.3 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 )
 
 require (
 	github.com/google/go-cmp v0.7.0
+	go.uber.org/goleak v1.3.0
 	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/nats-io/nkeys v0.4.17 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
