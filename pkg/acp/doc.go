@@ -6,5 +6,11 @@
 // uses). Payloads stay raw bytes; these functions read the few members a
 // service routes on and never re-encode what they read.
 //
+// It also holds Skein's one byte-preserving reader and editor of JSON
+// objects ([Members], [Member], [Elements], [WithoutMember],
+// [WithMember]): whatever reads or changes one member of an agent's JSON
+// uses them, so that every other byte stays as the agent wrote it. The
+// contracts are at the top of json.go.
+//
 // It imports nothing of Skein, so any service may use it.
 package acp

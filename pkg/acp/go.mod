@@ -1,3 +1,8 @@
 module skein.dev/pkg/acp
 
 go 1.26.8
+
+require (
+	github.com/go-json-experiment/json v1.27.2
+	github.com/google/go-cmp v0.7.0
+)

@@ -29,21 +29,24 @@ type Update struct {
 }
 
 // ParseUpdate reads the routing view of a session/update's update object.
-// It fails (ErrMalformed) unless update is an object whose sessionUpdate
-// is a string and whose messageId, if present, is a string or null.
+// It fails (ErrMalformed) unless update is a JSON object whose
+// sessionUpdate is a string and whose messageId, if present, is a string
+// or null; sessionUpdate and messageId must not repeat. Member names are
+// exact (case-sensitive); other members are not looked at.
 func ParseUpdate(update json.RawMessage) (*Update, error) {
-	var head struct {
-		Kind      *string         `json:"sessionUpdate"`
-		MessageID json.RawMessage `json:"messageId"`
+	var kind, msgID []byte
+	if err := lookup(update, field{"sessionUpdate", &kind}, field{"messageId", &msgID}); err != nil {
+		return nil, fmt.Errorf("update: %w", err)
 	}
-	if err := json.Unmarshal(update, &head); err != nil || head.Kind == nil {
-		return nil, malformed("update is not an object with a string sessionUpdate")
+	k, ok := stringValue(kind)
+	if !ok {
+		return nil, malformed("update: sessionUpdate is %s, want a string", describe(kind))
 	}
-	u := &Update{Kind: *head.Kind, Raw: update}
-	if len(head.MessageID) > 0 && string(head.MessageID) != "null" {
-		var id string
-		if err := json.Unmarshal(head.MessageID, &id); err != nil {
-			return nil, malformed("messageId is not a string or null")
+	u := &Update{Kind: k, Raw: update}
+	if msgID != nil && string(msgID) != "null" {
+		id, ok := stringValue(msgID)
+		if !ok {
+			return nil, malformed("update: messageId is %s, want a string or null", describe(msgID))
 		}
 		u.MessageID = &id
 	}
@@ -59,25 +62,43 @@ type PermissionOption struct {
 }
 
 // PermissionOptions reads the options of a session/request_permission's
-// params. It fails (ErrMalformed) unless options is an array of objects
-// each with a string optionId and a string kind.
+// params. It fails (ErrMalformed) unless request is a JSON object whose
+// options, if present and not null, is an array of objects each with a
+// string optionId and a string kind; name may be absent or null (it is
+// only shown to people) but is a string otherwise. No member may repeat.
+// Without options the list is empty (not nil).
 func PermissionOptions(request json.RawMessage) ([]PermissionOption, error) {
-	var params struct {
-		Options []struct {
-			OptionID *string `json:"optionId"`
-			Name     string  `json:"name"`
-			Kind     *string `json:"kind"`
-		} `json:"options"`
+	var options []byte
+	if err := lookup(request, field{"options", &options}); err != nil {
+		return nil, fmt.Errorf("permission request: %w", err)
 	}
-	if err := json.Unmarshal(request, &params); err != nil {
-		return nil, malformed("permission request: %v", err)
+	out := []PermissionOption{}
+	if options == nil || string(options) == "null" {
+		return out, nil
 	}
-	out := make([]PermissionOption, 0, len(params.Options))
-	for _, o := range params.Options {
-		if o.OptionID == nil || o.Kind == nil {
-			return nil, malformed("permission request: an option without a string optionId and kind")
+	err := Elements(options, func(v []byte) error {
+		var id, name, kind []byte
+		if err := lookup(v, field{"optionId", &id}, field{"name", &name}, field{"kind", &kind}); err != nil {
+			return fmt.Errorf("an option: %w", err)
 		}
-		out = append(out, PermissionOption{OptionID: *o.OptionID, Name: o.Name, Kind: *o.Kind})
+		o := PermissionOption{}
+		var ok bool
+		if o.OptionID, ok = stringValue(id); !ok {
+			return malformed("optionId is %s, want a string", describe(id))
+		}
+		if o.Kind, ok = stringValue(kind); !ok {
+			return malformed("option kind is %s, want a string", describe(kind))
+		}
+		if name != nil && string(name) != "null" {
+			if o.Name, ok = stringValue(name); !ok {
+				return malformed("option name is %s, want a string", describe(name))
+			}
+		}
+		out = append(out, o)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("permission request: options: %w", err)
 	}
 	return out, nil
 }
@@ -88,9 +109,9 @@ func PermissionCancelled() json.RawMessage {
 	return json.RawMessage(`{"outcome":{"outcome":"cancelled"}}`)
 }
 
-// PermissionSelected is the outcome that selects the option optionID.
+// PermissionSelected is the outcome that selects the option optionID. The
+// ID is written as a JSON string without HTML escapes, as agents sent it.
 func PermissionSelected(optionID string) json.RawMessage {
-	id, _ := json.Marshal(optionID) // a string always encodes
-	b := append([]byte(`{"outcome":{"outcome":"selected","optionId":`), id...)
+	b := append([]byte(`{"outcome":{"outcome":"selected","optionId":`), appendQuoted(nil, optionID)...)
 	return append(b, "}}"...)
 }
