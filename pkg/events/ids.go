@@ -72,23 +72,6 @@ func OptionalSessionID(s *string) (SessionID, error) {
 	return ParseSessionID(*s)
 }
 
-// Validate checks a respondPermission request and returns its session:
-// unlike the other requests, it names its session explicitly (it never
-// defaults to main), and it needs both a request ID and an option ID.
-func (r *AcpRespondPermissionRequest) Validate() (SessionID, error) {
-	if r.SessionID == "" {
-		return "", Errorf(CodeInvalidSessionID, "respondPermission needs a session ID")
-	}
-	sid, err := ParseSessionID(r.SessionID)
-	if err != nil {
-		return "", err
-	}
-	if r.RequestID == "" || r.OptionID == "" {
-		return "", Errorf(CodeInvalidRequest, "requestId and optionId are required")
-	}
-	return sid, nil
-}
-
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s

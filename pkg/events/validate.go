@@ -1,0 +1,325 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// Request validation, in one place. Every service that receives a request
+// of the API (the gateway from HTTP, the session and history services from
+// NATS) checks it with its Validate method, so the rules and the error
+// codes cannot drift apart: bad input gets the same typed error whoever
+// sees it first (DESIGN invariant 10). Validate never changes the request;
+// applying defaults (a cwd, a policy, a page size) is the serving service's
+// business. Each returns the session the request addresses: the one it
+// names, or DefaultSessionID when it names none (except respondPermission,
+// which must name one).
+//
+// The rules, where two services used to disagree:
+//
+//   - An idempotency key is 1 to MaxIdempotencyKeyBytes bytes of printable
+//     ASCII without spaces (0x21-0x7e): it travels in a NATS header
+//     (HeaderIdempotencyKey), where a line break would end it and other
+//     bytes are not safe. The gateway used to accept any bytes.
+//   - A history request that names both before and after is
+//     CodeInvalidCursor, like every other unusable cursor: a client
+//     branches on one code to reset its cursors. The gateway used to
+//     answer CodeInvalidRequest.
+//   - A history page holds 1 to MaxHistoryLimit entries; a limit outside
+//     that is CodeInvalidRequest.
+//   - An open request's cwd and additional directories are absolute paths,
+//     its mcpServers an array of objects, and its agent an ID of the
+//     SessionID alphabet (else CodeUnknownAgent: no registry entry can
+//     have it).
+
+// Limits shared by the services that check them: the gateway's and the
+// session service's flags default to these, and the history service serves
+// pages of at most MaxHistoryLimit, which is therefore the largest page any
+// client (the gateway's event stream backfill included) may ask for.
+const (
+	// DefaultMaxPromptBytes bounds a prompt's content (DESIGN "Limits":
+	// prompt 64 MiB).
+	DefaultMaxPromptBytes = 64 << 20
+	// DefaultMaxPromptBlocks bounds a prompt's number of content blocks
+	// (DESIGN "Limits": 16,384 blocks).
+	DefaultMaxPromptBlocks = 16384
+	// MaxIdempotencyKeyBytes bounds an idempotency key.
+	MaxIdempotencyKeyBytes = 256
+	// DefaultHistoryLimit is the page size of a history request that names
+	// none.
+	DefaultHistoryLimit = 100
+	// MaxHistoryLimit is the largest history page (DESIGN "Limits": page
+	// 10,000 entries). It is not configurable: a client must know what it
+	// may ask for.
+	MaxHistoryLimit = 10000
+	// MaxRequestIDBytes bounds a permission request ID (Skein's own:
+	// "perm_" and a NUID, so the bound is generous).
+	MaxRequestIDBytes = 256
+	// MaxOptionIDBytes bounds a permission option ID (the agent's).
+	MaxOptionIDBytes = 1024
+	// MaxConfigIDBytes bounds a config option ID (the agent's).
+	MaxConfigIDBytes = 256
+)
+
+// PromptLimits bounds a prompt's content. The zero value means the
+// defaults.
+type PromptLimits struct {
+	MaxBytes  int // content bytes; DefaultMaxPromptBytes when 0
+	MaxBlocks int // content blocks; DefaultMaxPromptBlocks when 0
+}
+
+func (l PromptLimits) withDefaults() PromptLimits {
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxPromptBytes
+	}
+	if l.MaxBlocks <= 0 {
+		l.MaxBlocks = DefaultMaxPromptBlocks
+	}
+	return l
+}
+
+// Validate checks a prompt: its session ID, its idempotency key (see the
+// rules above) and its content (PromptBlocks).
+func (r *AcpPromptRequest) Validate(lim PromptLimits) (SessionID, error) {
+	sid, err := OptionalSessionID(r.SessionID)
+	if err != nil {
+		return "", err
+	}
+	if err := ValidIdempotencyKey(r.IdempotencyKey); err != nil {
+		return "", err
+	}
+	if _, err := PromptBlocks(r.Content, lim); err != nil {
+		return "", err
+	}
+	return sid, nil
+}
+
+// ValidIdempotencyKey checks an optional idempotency key: absent, or 1 to
+// MaxIdempotencyKeyBytes bytes of printable ASCII without spaces.
+func ValidIdempotencyKey(key *string) error {
+	if key == nil {
+		return nil
+	}
+	if !printableToken(*key, MaxIdempotencyKeyBytes) {
+		return Errorf(CodeInvalidRequest, "idempotencyKey must be 1 to %d bytes of printable ASCII without spaces", MaxIdempotencyKeyBytes)
+	}
+	return nil
+}
+
+// PromptBlocks checks a prompt's content and returns its blocks, each as
+// the exact bytes sent: a non-empty JSON array of at most lim.MaxBlocks
+// content blocks, each an object with a non-empty string "type", in at
+// most lim.MaxBytes bytes. Too many bytes or blocks is CodePayloadTooLarge;
+// anything else wrong is CodeInvalidRequest. The blocks themselves are the
+// agent's to interpret.
+func PromptBlocks(content JSON, lim PromptLimits) ([]json.RawMessage, error) {
+	lim = lim.withDefaults()
+	if len(content) > lim.MaxBytes {
+		return nil, Errorf(CodePayloadTooLarge, "prompt content is %d bytes, more than %d", len(content), lim.MaxBytes)
+	}
+	if len(bytes.TrimSpace(content)) == 0 || bytes.Equal(bytes.TrimSpace(content), []byte("null")) {
+		return nil, Errorf(CodeInvalidRequest, "content is required")
+	}
+	var blocks []json.RawMessage
+	if err := json.Unmarshal(content, &blocks); err != nil {
+		return nil, Errorf(CodeInvalidRequest, "content must be an array of content blocks")
+	}
+	switch {
+	case len(blocks) == 0:
+		return nil, Errorf(CodeInvalidRequest, "content must not be empty")
+	case len(blocks) > lim.MaxBlocks:
+		return nil, Errorf(CodePayloadTooLarge, "content has %d blocks, more than %d", len(blocks), lim.MaxBlocks)
+	}
+	for i, raw := range blocks {
+		var head struct {
+			Type *string `json:"type"`
+		}
+		if !isJSONObject(raw) || json.Unmarshal(raw, &head) != nil || head.Type == nil || *head.Type == "" {
+			return nil, Errorf(CodeInvalidRequest, "content[%d] must be an object with a type", i)
+		}
+	}
+	return blocks, nil
+}
+
+// Validate checks an open request: an agent ID, and the options' shapes
+// (see the rules above). The agent's existence and the options' meaning
+// are the session service's to check.
+func (r *AcpOpenSessionRequest) Validate() (SessionID, error) {
+	sid, err := OptionalSessionID(r.SessionID)
+	if err != nil {
+		return "", err
+	}
+	if r.Agent == "" {
+		return "", Errorf(CodeInvalidRequest, "agent is required")
+	}
+	if !SessionID(r.Agent).Valid() {
+		return "", Errorf(CodeUnknownAgent, "agent %q is not a valid agent ID", truncate(r.Agent, 80))
+	}
+	if r.Cwd != nil && !absolutePath(*r.Cwd) {
+		return "", Errorf(CodeInvalidRequest, "cwd must be an absolute path; omit it for the default")
+	}
+	if len(r.AdditionalDirectories) > 0 {
+		var dirs []string
+		if json.Unmarshal(r.AdditionalDirectories, &dirs) != nil || !isJSONArray(r.AdditionalDirectories) {
+			return "", Errorf(CodeInvalidRequest, "additionalDirectories must be an array of absolute paths")
+		}
+		for _, d := range dirs {
+			if !absolutePath(d) {
+				return "", Errorf(CodeInvalidRequest, "additionalDirectories must be an array of absolute paths")
+			}
+		}
+	}
+	if len(r.Env) > 0 {
+		var env map[string]string
+		if json.Unmarshal(r.Env, &env) != nil || !isJSONObject(r.Env) {
+			return "", Errorf(CodeInvalidRequest, "env must be an object of strings")
+		}
+	}
+	if len(r.McpServers) > 0 {
+		var servers []map[string]json.RawMessage
+		if json.Unmarshal(r.McpServers, &servers) != nil || !isJSONArray(r.McpServers) {
+			return "", Errorf(CodeInvalidRequest, "mcpServers must be an array of objects")
+		}
+		for _, s := range servers {
+			if s == nil {
+				return "", Errorf(CodeInvalidRequest, "mcpServers must be an array of objects")
+			}
+		}
+	}
+	if r.PermissionPolicy != nil {
+		switch *r.PermissionPolicy {
+		case PolicyAllowAll, PolicyRejectAll, PolicyAsk:
+		default:
+			return "", Errorf(CodeInvalidRequest, "permissionPolicy must be %s, %s or %s", PolicyAllowAll, PolicyRejectAll, PolicyAsk)
+		}
+	}
+	return sid, nil
+}
+
+// Validate checks a cancelPrompt request: its session.
+func (r *AcpCancelPromptRequest) Validate() (SessionID, error) { return OptionalSessionID(r.SessionID) }
+
+// Validate checks an unloadSession request: its session.
+func (r *AcpUnloadSessionRequest) Validate() (SessionID, error) { return OptionalSessionID(r.SessionID) }
+
+// Validate checks a deleteSession request: its session.
+func (r *AcpDeleteSessionRequest) Validate() (SessionID, error) { return OptionalSessionID(r.SessionID) }
+
+// Validate checks a getSession request: its session.
+func (r *AcpGetDurableSessionRequest) Validate() (SessionID, error) {
+	return OptionalSessionID(r.SessionID)
+}
+
+// Validate checks a getSessionConfig request: its session.
+func (r *AcpGetSessionConfigRequest) Validate() (SessionID, error) {
+	return OptionalSessionID(r.SessionID)
+}
+
+// Validate checks a getSessionCapabilities request: its session.
+func (r *AcpGetSessionCapabilitiesRequest) Validate() (SessionID, error) {
+	return OptionalSessionID(r.SessionID)
+}
+
+// Validate checks a getSessionAgentInfo request: its session.
+func (r *AcpGetSessionAgentInfoRequest) Validate() (SessionID, error) {
+	return OptionalSessionID(r.SessionID)
+}
+
+// Validate checks a respondPermission request and returns its session:
+// unlike the other requests, it names its session explicitly (it never
+// defaults to main). The request ID is 1 to MaxRequestIDBytes bytes of
+// printable ASCII without spaces, the option ID 1 to MaxOptionIDBytes
+// bytes. Whether the option is on offer is the session's to say
+// (CodeInvalidPermissionOption).
+func (r *AcpRespondPermissionRequest) Validate() (SessionID, error) {
+	if r.SessionID == "" {
+		return "", Errorf(CodeInvalidSessionID, "respondPermission needs a session ID")
+	}
+	sid, err := ParseSessionID(r.SessionID)
+	if err != nil {
+		return "", err
+	}
+	if r.RequestID == "" || r.OptionID == "" {
+		return "", Errorf(CodeInvalidRequest, "requestId and optionId are required")
+	}
+	if !printableToken(r.RequestID, MaxRequestIDBytes) {
+		return "", Errorf(CodeInvalidRequest, "requestId must be 1 to %d bytes of printable ASCII without spaces", MaxRequestIDBytes)
+	}
+	if len(r.OptionID) > MaxOptionIDBytes {
+		return "", Errorf(CodeInvalidRequest, "optionId must be 1 to %d bytes", MaxOptionIDBytes)
+	}
+	return sid, nil
+}
+
+// Validate checks a setSessionConfigOption request: the config ID is 1 to
+// MaxConfigIDBytes bytes of printable ASCII without spaces, and the value
+// exactly one JSON string (valid UTF-8) or boolean. Whether the agent
+// accepts it is the agent's to say.
+func (r *AcpSetSessionConfigOptionRequest) Validate() (SessionID, error) {
+	sid, err := OptionalSessionID(r.SessionID)
+	if err != nil {
+		return "", err
+	}
+	if !printableToken(r.ConfigID, MaxConfigIDBytes) {
+		return "", Errorf(CodeInvalidRequest, "configId must be 1 to %d bytes of printable ASCII without spaces", MaxConfigIDBytes)
+	}
+	raw := bytes.TrimSpace(r.Value)
+	switch {
+	case len(raw) == 0 || bytes.Equal(raw, []byte("null")):
+		return "", Errorf(CodeInvalidRequest, "value is required")
+	case bytes.Equal(raw, []byte("true")), bytes.Equal(raw, []byte("false")):
+	case raw[0] == '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil || !utf8.Valid(raw) {
+			return "", Errorf(CodeInvalidRequest, "value must be a string of valid UTF-8")
+		}
+	default:
+		return "", Errorf(CodeInvalidRequest, "value must be a string or a boolean")
+	}
+	return sid, nil
+}
+
+// Validate checks a readHistory request: at most one of before and after
+// (both is CodeInvalidCursor), and a limit, when set, of 1 to
+// MaxHistoryLimit. Whether a cursor names retained history is the history
+// service's to say (CodeCursorExpired).
+func (r *AcpReadHistoryRequest) Validate() (SessionID, error) {
+	sid, err := OptionalSessionID(r.SessionID)
+	if err != nil {
+		return "", err
+	}
+	if r.Before != nil && r.After != nil {
+		return "", Errorf(CodeInvalidCursor, "before and after are mutually exclusive")
+	}
+	if r.Limit != nil && (*r.Limit == 0 || *r.Limit > MaxHistoryLimit) {
+		return "", Errorf(CodeInvalidRequest, "limit must be between 1 and %d, got %d", MaxHistoryLimit, *r.Limit)
+	}
+	return sid, nil
+}
+
+// printableToken reports whether s is 1 to limit bytes of printable ASCII
+// without spaces (0x21-0x7e).
+func printableToken(s string, limit int) bool {
+	if s == "" || len(s) > limit {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func absolutePath(p string) bool { return p != "" && p[0] == '/' }
+
+func isJSONObject(raw []byte) bool {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	return len(raw) > 0 && raw[0] == '{'
+}
+
+func isJSONArray(raw []byte) bool {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	return len(raw) > 0 && raw[0] == '['
+}
