@@ -201,10 +201,14 @@ func (r *AcpOpenSessionRequest) Validate() (SessionID, error) {
 func (r *AcpCancelPromptRequest) Validate() (SessionID, error) { return OptionalSessionID(r.SessionID) }
 
 // Validate checks an unloadSession request: its session.
-func (r *AcpUnloadSessionRequest) Validate() (SessionID, error) { return OptionalSessionID(r.SessionID) }
+func (r *AcpUnloadSessionRequest) Validate() (SessionID, error) {
+	return OptionalSessionID(r.SessionID)
+}
 
 // Validate checks a deleteSession request: its session.
-func (r *AcpDeleteSessionRequest) Validate() (SessionID, error) { return OptionalSessionID(r.SessionID) }
+func (r *AcpDeleteSessionRequest) Validate() (SessionID, error) {
+	return OptionalSessionID(r.SessionID)
+}
 
 // Validate checks a getSession request: its session.
 func (r *AcpGetDurableSessionRequest) Validate() (SessionID, error) {

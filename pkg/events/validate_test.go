@@ -109,13 +109,27 @@ func TestOpenValidate(t *testing.T) {
 
 func TestSessionOnlyValidate(t *testing.T) {
 	for name, validate := range map[string]func(*string) (events.SessionID, error){
-		"cancel":       func(s *string) (events.SessionID, error) { return (&events.AcpCancelPromptRequest{SessionID: s}).Validate() },
-		"unload":       func(s *string) (events.SessionID, error) { return (&events.AcpUnloadSessionRequest{SessionID: s}).Validate() },
-		"delete":       func(s *string) (events.SessionID, error) { return (&events.AcpDeleteSessionRequest{SessionID: s}).Validate() },
-		"get":          func(s *string) (events.SessionID, error) { return (&events.AcpGetDurableSessionRequest{SessionID: s}).Validate() },
-		"config":       func(s *string) (events.SessionID, error) { return (&events.AcpGetSessionConfigRequest{SessionID: s}).Validate() },
-		"capabilities": func(s *string) (events.SessionID, error) { return (&events.AcpGetSessionCapabilitiesRequest{SessionID: s}).Validate() },
-		"agent info":   func(s *string) (events.SessionID, error) { return (&events.AcpGetSessionAgentInfoRequest{SessionID: s}).Validate() },
+		"cancel": func(s *string) (events.SessionID, error) {
+			return (&events.AcpCancelPromptRequest{SessionID: s}).Validate()
+		},
+		"unload": func(s *string) (events.SessionID, error) {
+			return (&events.AcpUnloadSessionRequest{SessionID: s}).Validate()
+		},
+		"delete": func(s *string) (events.SessionID, error) {
+			return (&events.AcpDeleteSessionRequest{SessionID: s}).Validate()
+		},
+		"get": func(s *string) (events.SessionID, error) {
+			return (&events.AcpGetDurableSessionRequest{SessionID: s}).Validate()
+		},
+		"config": func(s *string) (events.SessionID, error) {
+			return (&events.AcpGetSessionConfigRequest{SessionID: s}).Validate()
+		},
+		"capabilities": func(s *string) (events.SessionID, error) {
+			return (&events.AcpGetSessionCapabilitiesRequest{SessionID: s}).Validate()
+		},
+		"agent info": func(s *string) (events.SessionID, error) {
+			return (&events.AcpGetSessionAgentInfoRequest{SessionID: s}).Validate()
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := validate(nil)
