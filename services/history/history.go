@@ -23,29 +23,27 @@ import (
 	"skein.dev/pkg/events/eventlog"
 )
 
-// Config configures the history service.
+// Config configures the history service. The largest page is not
+// configurable: it is events.MaxHistoryLimit, which every client (the
+// gateway's event stream backfill included) may rely on.
 type Config struct {
 	Replicas     int
 	DefaultLimit int // page size when a request names none
-	MaxLimit     int // largest page
 }
 
 // RegisterFlags registers the service's flags in fs, prefixed "history.".
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.IntVar(&c.DefaultLimit, "history.default-limit", 100, "history page size when the request names none")
-	fs.IntVar(&c.MaxLimit, "history.max-limit", 10000, "largest history page")
+	fs.IntVar(&c.DefaultLimit, "history.default-limit", events.DefaultHistoryLimit,
+		fmt.Sprintf("history page size when the request names none (at most %d)", events.MaxHistoryLimit))
 }
 
 // Validate fills in defaults.
 func (c *Config) Validate() error {
 	if c.DefaultLimit <= 0 {
-		c.DefaultLimit = 100
+		c.DefaultLimit = events.DefaultHistoryLimit
 	}
-	if c.MaxLimit <= 0 {
-		c.MaxLimit = 10000
-	}
-	if c.DefaultLimit > c.MaxLimit {
-		return fmt.Errorf("history.default-limit %d exceeds history.max-limit %d", c.DefaultLimit, c.MaxLimit)
+	if c.DefaultLimit > events.MaxHistoryLimit {
+		return fmt.Errorf("history.default-limit %d exceeds the largest page, %d", c.DefaultLimit, events.MaxHistoryLimit)
 	}
 	return nil
 }
@@ -115,17 +113,17 @@ func (s *Service) Run(ctx context.Context) error {
 		events.OpGetSession:  s.getSession,
 		events.OpListAgents:  s.listAgents,
 		events.OpGetSessionConfig: func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
-			return cached(ctx, s, ns, data, func(r *events.AcpGetSessionConfigRequest) *string { return r.SessionID }, func(m *events.SessionMeta) events.Variant {
+			return cached[events.AcpGetSessionConfigRequest](ctx, s, ns, data, func(m *events.SessionMeta) events.Variant {
 				return m.ConfigResponse()
 			})
 		},
 		events.OpGetSessionCapabilities: func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
-			return cached(ctx, s, ns, data, func(r *events.AcpGetSessionCapabilitiesRequest) *string { return r.SessionID }, func(m *events.SessionMeta) events.Variant {
+			return cached[events.AcpGetSessionCapabilitiesRequest](ctx, s, ns, data, func(m *events.SessionMeta) events.Variant {
 				return &events.AcpSessionCapabilitiesResponse{Capabilities: m.AgentCapabilities}
 			})
 		},
 		events.OpGetSessionAgentInfo: func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
-			return cached(ctx, s, ns, data, func(r *events.AcpGetSessionAgentInfoRequest) *string { return r.SessionID }, func(m *events.SessionMeta) events.Variant {
+			return cached[events.AcpGetSessionAgentInfoRequest](ctx, s, ns, data, func(m *events.SessionMeta) events.Variant {
 				return &events.AcpSessionAgentInfoResponse{AgentInfo: m.AgentInfo}
 			})
 		},
@@ -154,18 +152,12 @@ func (s *Service) readHistory(ctx context.Context, ns events.Namespace, data []b
 	if err != nil {
 		return nil, err
 	}
-	sid, err := events.OptionalSessionID(req.SessionID)
+	sid, err := req.Validate()
 	if err != nil {
 		return nil, err
 	}
-	if req.Before != nil && req.After != nil {
-		return nil, events.Errorf(events.CodeInvalidCursor, "before and after are mutually exclusive")
-	}
 	limit := s.cfg.DefaultLimit
 	if req.Limit != nil {
-		if *req.Limit == 0 || int(*req.Limit) > s.cfg.MaxLimit {
-			return nil, events.Errorf(events.CodeInvalidRequest, "limit must be between 1 and %d", s.cfg.MaxLimit)
-		}
 		limit = int(*req.Limit)
 	}
 	start := time.Now()
@@ -185,7 +177,7 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 	if err != nil {
 		return nil, "", unavailable(err)
 	}
-	if last == nil || last.Header.Get(events.HeaderRecord) == "SessionDeleted" {
+	if last == nil || last.Header.Get(events.HeaderRecord) == events.RecordSessionDeleted {
 		return nil, "", events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sid)
 	}
 	oldest, err := eventlog.Forward(ctx, s.js, events.StreamLog, subject, 0, 1)
@@ -247,7 +239,7 @@ func (s *Service) getSession(ctx context.Context, ns events.Namespace, data []by
 	if err != nil {
 		return nil, err
 	}
-	sid, err := events.OptionalSessionID(req.SessionID)
+	sid, err := req.Validate()
 	if err != nil {
 		return nil, err
 	}
@@ -331,12 +323,13 @@ func (s *Service) sessionMeta(ctx context.Context, ns events.Namespace, sid even
 func cached[T any, PT interface {
 	*T
 	events.Variant
-}](ctx context.Context, s *Service, ns events.Namespace, data []byte, id func(PT) *string, answer func(*events.SessionMeta) events.Variant) (events.Variant, error) {
+	Validate() (events.SessionID, error)
+}](ctx context.Context, s *Service, ns events.Namespace, data []byte, answer func(*events.SessionMeta) events.Variant) (events.Variant, error) {
 	req, err := events.Decode[T, PT](data)
 	if err != nil {
 		return nil, err
 	}
-	sid, err := events.OptionalSessionID(id(req))
+	sid, err := req.Validate()
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ func start(t *testing.T, maxEvents int64) *harness {
 	if err := eventlog.Provision(t.Context(), js, eventlog.Options{MaxEventsPerSession: maxEvents}, true); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := history.New(history.Config{DefaultLimit: 5, MaxLimit: 50}, slog.New(slog.NewTextHandler(t.Output(), nil)), nc, prometheus.NewRegistry())
+	svc, err := history.New(history.Config{DefaultLimit: 5}, slog.New(slog.NewTextHandler(t.Output(), nil)), nc, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestErrors(t *testing.T) {
 		{"invalid session ID", &events.AcpReadHistoryRequest{SessionID: new("a.b")}, events.CodeInvalidSessionID},
 		{"before and after", &events.AcpReadHistoryRequest{SessionID: new("s1"), Before: new(uint64(9)), After: new(uint64(1))}, events.CodeInvalidCursor},
 		{"limit zero", &events.AcpReadHistoryRequest{SessionID: new("s1"), Limit: new(uint32(0))}, events.CodeInvalidRequest},
-		{"limit too large", &events.AcpReadHistoryRequest{SessionID: new("s1"), Limit: new(uint32(51))}, events.CodeInvalidRequest},
+		{"limit too large", &events.AcpReadHistoryRequest{SessionID: new("s1"), Limit: new(uint32(events.MaxHistoryLimit + 1))}, events.CodeInvalidRequest},
 		{"wrong request type", &events.AcpPromptRequest{Content: events.JSON("[]")}, events.CodeInvalidPayload},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
