@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"skein.dev/pkg/acpwire"
-	"skein.dev/pkg/events"
 )
 
 // transcriptNamed returns the transcript with that file name.
@@ -218,7 +217,7 @@ func TestHelpersWire(t *testing.T) {
 		wantLine string // "" when nothing may be sent
 		reply    string // "" for notifications
 		want     any
-		wantErr  events.Code
+		wantErr  error
 	}{
 		{
 			name: "initialize defaults the version",
@@ -236,7 +235,7 @@ func TestHelpersWire(t *testing.T) {
 			},
 			wantLine: `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`,
 			reply:    `{"jsonrpc":"2.0","id":0,"result":{"agentInfo":{}}}`,
-			wantErr:  events.CodeAdapterProtocol,
+			wantErr:  acpwire.ErrProtocol,
 		},
 		{
 			name: "session/new with directories and MCP servers",
@@ -256,7 +255,7 @@ func TestHelpersWire(t *testing.T) {
 			},
 			wantLine: `{"jsonrpc":"2.0","id":0,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`,
 			reply:    `{"jsonrpc":"2.0","id":0,"result":{}}`,
-			wantErr:  events.CodeAdapterProtocol,
+			wantErr:  acpwire.ErrProtocol,
 		},
 		{
 			name: "session/load with a null result",
@@ -290,14 +289,14 @@ func TestHelpersWire(t *testing.T) {
 			call: func(ctx context.Context, c *acpwire.Conn) (any, error) {
 				return c.Prompt(ctx, "s1", raw(`[{"type":"text"`))
 			},
-			wantErr: events.CodeInvalidRequest,
+			wantErr: acpwire.ErrInvalidArgument,
 		},
 		{
 			name: "pretty-printed raw params",
 			call: func(ctx context.Context, c *acpwire.Conn) (any, error) {
 				return c.Call(ctx, "x", raw("{\n}"))
 			},
-			wantErr: events.CodeInvalidRequest,
+			wantErr: acpwire.ErrInvalidArgument,
 		},
 		{
 			name: "select config option",
@@ -328,7 +327,7 @@ func TestHelpersWire(t *testing.T) {
 			call:     func(ctx context.Context, c *acpwire.Conn) (any, error) { return nil, c.SetModel(ctx, "s1", "opus") },
 			wantLine: `{"jsonrpc":"2.0","id":0,"method":"session/set_model","params":{"sessionId":"s1","modelId":"opus"}}`,
 			reply:    `{"jsonrpc":"2.0","id":0,"error":{"code":-32601,"message":"Method not found"}}`,
-			wantErr:  events.CodeAdapterError,
+			wantErr:  errAgent,
 		},
 		{
 			name:     "close session",
@@ -363,8 +362,8 @@ func TestHelpersWire(t *testing.T) {
 				}
 			}
 			r := <-done
-			if tt.wantErr != "" {
-				if !isCode(r.err, tt.wantErr) {
+			if tt.wantErr != nil {
+				if !isKind(r.err, tt.wantErr) {
 					t.Errorf("error = %v, want %s", r.err, tt.wantErr)
 				}
 			} else if r.err != nil {
@@ -396,8 +395,8 @@ func TestWriteValidation(t *testing.T) {
 		"Notify unmarshalable":       c.Notify("x", func() {}),
 	}
 	for name, err := range bad {
-		if !isCode(err, events.CodeInvalidRequest) {
-			t.Errorf("%s = %v, want %s", name, err, events.CodeInvalidRequest)
+		if !isKind(err, acpwire.ErrInvalidArgument) {
+			t.Errorf("%s = %v, want %s", name, err, acpwire.ErrInvalidArgument)
 		}
 	}
 	for _, tt := range []struct {
@@ -434,8 +433,8 @@ func TestWriteFailure(t *testing.T) {
 	c := acpwire.NewConn(pr, failWriter{}, acpwire.Options{})
 	defer c.Close()
 	_, err := c.CallAsync("x", nil, func(*acpwire.Message) { t.Error("done called after a failed write") })
-	if !isCode(err, events.CodeAdapterExited) || !strings.Contains(err.Error(), "broken pipe") {
-		t.Errorf("CallAsync over a broken writer = %v, want %s naming the cause", err, events.CodeAdapterExited)
+	if !isKind(err, acpwire.ErrClosed) || !strings.Contains(err.Error(), "broken pipe") {
+		t.Errorf("CallAsync over a broken writer = %v, want %s naming the cause", err, acpwire.ErrClosed)
 	}
 	if c.Err() != nil {
 		t.Errorf("Err() after a failed write = %v, want nil: the reader decides when the connection ends", c.Err())

@@ -8,13 +8,13 @@ import (
 	"reflect"
 	"slices"
 	"sync"
-
-	"skein.dev/pkg/events"
 )
 
-// Log attribute keys used only here. pkg/events/logkeys.go has no keys for
-// JSON-RPC ids and methods yet.
+// Log attribute keys. logKeyErr is the key Skein's services use for an
+// error (pkg/events LogKeyErr), repeated here because this package
+// imports nothing of Skein.
 const (
+	logKeyErr    = "err"
 	logKeyMethod = "rpc_method"
 	logKeyID     = "rpc_id"
 	logKeyLine   = "line"
@@ -33,8 +33,8 @@ const (
 // bytes are never reused. Panics in callbacks are not recovered.
 type Options struct {
 	// MaxLineBytes bounds one line, not counting its '\n'. Zero means
-	// DefaultMaxLineBytes. A longer line ends the connection: Err returns a
-	// CodeLineTooLong error, pending calls fail, and the reader stops as soon
+	// DefaultMaxLineBytes. A longer line ends the connection: Err returns an
+	// ErrLineTooLong error, pending calls fail, and the reader stops as soon
 	// as the limit is crossed, so it never holds much more than MaxLineBytes.
 	MaxLineBytes int
 
@@ -58,7 +58,7 @@ type Options struct {
 	OnResponse func(*Message)
 
 	// OnProtocolError receives each non-blank line that is not a JSON-RPC
-	// 2.0 message (err is a CodeAdapterProtocol *events.Error), and the
+	// 2.0 message (err is an ErrProtocol *Error), and the
 	// reader then CONTINUES with the next line: ACP forbids non-ACP bytes on
 	// stdout, but real adapters sometimes print junk there, and one bad line
 	// must not kill a session. A final line cut off by EOF that does not
@@ -151,18 +151,19 @@ func NewConn(r io.Reader, w io.Writer, opts Options) *Conn {
 // after Done is closed.
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
-// Err returns nil while the connection runs, then why it ended: a
-// CodeAdapterExited *events.Error when the adapter closed its stdout (EOF),
-// reading failed, or Close was called; a CodeLineTooLong one when a line
-// exceeded MaxLineBytes. The first cause wins and never changes.
+// Err returns nil while the connection runs, then why it ended, as an
+// *Error: of kind ErrClosed when the adapter closed its stdout (its Err is
+// then io.EOF), reading failed (the read error), or Close was called; of
+// kind ErrLineTooLong when a line exceeded MaxLineBytes. The first cause
+// wins and never changes.
 func (c *Conn) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
 }
 
-// Close ends the connection: it records a CodeAdapterExited "connection
-// closed" error as Err (unless the connection had already ended), makes
+// Close ends the connection: it records an ErrClosed "connection closed"
+// error as Err (unless the connection had already ended), makes
 // blocked Calls and all later writes fail with it, and closes w and then r
 // when they implement io.Closer (closing the adapter's stdin, which asks it
 // to exit, and unblocking the reader). It does not wait for the reader
@@ -180,7 +181,7 @@ func (c *Conn) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
-	c.stop(events.Errorf(events.CodeAdapterExited, "connection closed"))
+	c.stop(newError(ErrClosed, nil, "connection closed"))
 
 	var errs []error
 	wc, wok := c.w.(io.Closer)
@@ -242,13 +243,13 @@ func (c *Conn) read() {
 
 // readError turns the line reader's final error into the connection's.
 func readError(err error) error {
-	if _, ok := errors.AsType[*events.Error](err); ok {
-		return err // CodeLineTooLong
+	if errors.Is(err, ErrLineTooLong) {
+		return err
 	}
 	if errors.Is(err, io.EOF) {
-		return events.Errorf(events.CodeAdapterExited, "adapter closed its stdout (EOF)")
+		return newError(ErrClosed, io.EOF, "adapter closed its stdout")
 	}
-	return events.Errorf(events.CodeAdapterExited, "read adapter stdout: %v", err)
+	return newError(ErrClosed, err, "read adapter stdout")
 }
 
 // failPending completes every outstanding call with a synthesized error
@@ -278,13 +279,13 @@ func (c *Conn) dispatch(line []byte, truncated bool) {
 	}
 	m, err := Parse(line)
 	if err != nil {
-		if e, ok := errors.AsType[*events.Error](err); ok && truncated {
+		if e, ok := errors.AsType[*Error](err); ok && truncated {
 			err = protocolError("final line cut off at EOF: %s", e.Message)
 		}
 		if f := c.opts.OnProtocolError; f != nil {
 			f(line, err)
 		} else {
-			c.lg.Warn("adapter wrote a line that is not ACP", events.LogKeyErr, err, logKeyLine, preview(line))
+			c.lg.Warn("adapter wrote a line that is not ACP", logKeyErr, err, logKeyLine, preview(line))
 		}
 		return
 	}
@@ -301,7 +302,7 @@ func (c *Conn) dispatch(line []byte, truncated bool) {
 		data := append(append([]byte(`{"method":`), appendString(nil, m.Method)...), '}')
 		err := c.RespondError(m.ID, &RPCError{Code: CodeMethodNotFound, Message: "Method not found", Data: data})
 		if err != nil {
-			c.lg.Warn("cannot answer an unhandled request", logKeyMethod, m.Method, events.LogKeyErr, err)
+			c.lg.Warn("cannot answer an unhandled request", logKeyMethod, m.Method, logKeyErr, err)
 		}
 	case KindResponse:
 		c.complete(m)

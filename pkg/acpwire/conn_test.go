@@ -15,11 +15,21 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"skein.dev/pkg/acpwire"
-	"skein.dev/pkg/events"
 )
 
-// isCode reports whether err is an *events.Error with code c.
-func isCode(err error, c events.Code) bool { return errors.Is(err, &events.Error{Code: c}) }
+// errAgent stands for "an *RPCError" in tables of expected errors.
+var errAgent = errors.New("the agent's *RPCError")
+
+// isKind reports whether err is an *acpwire.Error of that kind, or, for
+// errAgent, an *acpwire.RPCError.
+func isKind(err, kind error) bool {
+	if kind == errAgent {
+		_, ok := errors.AsType[*acpwire.RPCError](err)
+		return ok
+	}
+	e, ok := errors.AsType[*acpwire.Error](err)
+	return ok && e.Kind == kind && errors.Is(err, kind)
+}
 
 // runLines runs a Conn over input until EOF and returns what reached the
 // callbacks and what the Conn wrote.
@@ -65,19 +75,19 @@ func TestFraming(t *testing.T) {
 		input   string
 		max     int
 		want    []event
-		wantErr events.Code
+		wantErr error
 	}{
 		{
 			name:    "two messages",
 			input:   notif1 + "\n" + notif2 + "\n",
 			want:    []event{{"notification", notif1}, {"notification", notif2}},
-			wantErr: events.CodeAdapterExited,
+			wantErr: acpwire.ErrClosed,
 		},
 		{
 			name:    "blank lines are skipped",
 			input:   "\n  \t\r\n" + notif1 + "\r\n\n",
 			want:    []event{{"notification", notif1 + "\r"}},
-			wantErr: events.CodeAdapterExited,
+			wantErr: acpwire.ErrClosed,
 		},
 		{
 			name:  "garbage is reported and reading continues",
@@ -90,46 +100,46 @@ func TestFraming(t *testing.T) {
 				{"protocol-error", `{"jsonrpc":"1.0","method":"x"}`},
 				{"notification", notif2},
 			},
-			wantErr: events.CodeAdapterExited,
+			wantErr: acpwire.ErrClosed,
 		},
 		{
 			name:    "complete final line without newline is delivered",
 			input:   notif1 + "\n" + notif2,
 			want:    []event{{"notification", notif1}, {"notification", notif2}},
-			wantErr: events.CodeAdapterExited,
+			wantErr: acpwire.ErrClosed,
 		},
 		{
 			name:    "cut-off final line is a protocol error",
 			input:   notif1 + "\n" + notif2[:20],
 			want:    []event{{"notification", notif1}, {"protocol-error", notif2[:20]}},
-			wantErr: events.CodeAdapterExited,
+			wantErr: acpwire.ErrClosed,
 		},
 		{
 			name:    "line at the limit",
 			input:   notif2 + "\n",
 			max:     len(notif2),
 			want:    []event{{"notification", notif2}},
-			wantErr: events.CodeAdapterExited,
+			wantErr: acpwire.ErrClosed,
 		},
 		{
 			name:    "line over the limit ends the connection",
 			input:   notif2 + "\n" + notif1 + "\n" + notif2 + "\n",
 			max:     len(notif2),
 			want:    []event{{"notification", notif2}},
-			wantErr: events.CodeLineTooLong,
+			wantErr: acpwire.ErrLineTooLong,
 		},
 		{
 			name:    "final line over the limit without newline",
 			input:   notif2 + "\n" + notif1,
 			max:     len(notif2),
 			want:    []event{{"notification", notif2}},
-			wantErr: events.CodeLineTooLong,
+			wantErr: acpwire.ErrLineTooLong,
 		},
 		{
 			name:    "line longer than the read buffer",
 			input:   notif1[:len(notif1)-1] + `,"pad":"` + strings.Repeat("x", 200<<10) + `"}` + "\n" + notif2 + "\n",
 			want:    []event{{"notification", notif1[:len(notif1)-1] + `,"pad":"` + strings.Repeat("x", 200<<10) + `"}`}, {"notification", notif2}},
-			wantErr: events.CodeAdapterExited,
+			wantErr: acpwire.ErrClosed,
 		},
 	}
 	for _, tt := range tests {
@@ -138,7 +148,7 @@ func TestFraming(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("callbacks (-want +got):\n%s", diff)
 			}
-			if err := c.Err(); !isCode(err, tt.wantErr) {
+			if err := c.Err(); !isKind(err, tt.wantErr) {
 				t.Errorf("Err() = %v, want %s", err, tt.wantErr)
 			}
 		})
@@ -153,8 +163,8 @@ func TestProtocolErrorDetails(t *testing.T) {
 		OnProtocolError: func(_ []byte, err error) { gotErr = err },
 	})
 	waitDone(t, c)
-	if !isCode(gotErr, events.CodeAdapterProtocol) || !strings.Contains(gotErr.Error(), "cut off at EOF") {
-		t.Errorf("OnProtocolError(cut-off line) err = %v, want %s mentioning the cut", gotErr, events.CodeAdapterProtocol)
+	if !isKind(gotErr, acpwire.ErrProtocol) || !strings.Contains(gotErr.Error(), "cut off at EOF") {
+		t.Errorf("OnProtocolError(cut-off line) err = %v, want %s mentioning the cut", gotErr, acpwire.ErrProtocol)
 	}
 
 	var logs syncBuffer
@@ -185,8 +195,8 @@ func TestEndlessLine(t *testing.T) {
 	var r endless
 	c := acpwire.NewConn(&r, io.Discard, acpwire.Options{MaxLineBytes: limit})
 	waitDone(t, c)
-	if err := c.Err(); !isCode(err, events.CodeLineTooLong) {
-		t.Errorf("Err() = %v, want %s", err, events.CodeLineTooLong)
+	if err := c.Err(); !isKind(err, acpwire.ErrLineTooLong) {
+		t.Errorf("Err() = %v, want %s", err, acpwire.ErrLineTooLong)
 	}
 	if n := r.n.Load(); n > limit+128<<10 {
 		t.Errorf("read %d bytes of an endless line, want at most %d", n, limit+128<<10)
@@ -199,11 +209,11 @@ func TestEndFailsPendingCalls(t *testing.T) {
 	tests := []struct {
 		name    string
 		end     func(t *testing.T, c *acpwire.Conn, a *agentSide)
-		wantErr events.Code
+		wantErr error
 	}{
-		{"line too long", func(t *testing.T, _ *acpwire.Conn, a *agentSide) { a.send(t, []byte(strings.Repeat("x", 100))) }, events.CodeLineTooLong},
-		{"EOF", func(_ *testing.T, _ *acpwire.Conn, a *agentSide) { a.out.Close() }, events.CodeAdapterExited},
-		{"Close", func(_ *testing.T, c *acpwire.Conn, _ *agentSide) { c.Close() }, events.CodeAdapterExited},
+		{"line too long", func(t *testing.T, _ *acpwire.Conn, a *agentSide) { a.send(t, []byte(strings.Repeat("x", 100))) }, acpwire.ErrLineTooLong},
+		{"EOF", func(_ *testing.T, _ *acpwire.Conn, a *agentSide) { a.out.Close() }, acpwire.ErrClosed},
+		{"Close", func(_ *testing.T, c *acpwire.Conn, _ *agentSide) { c.Close() }, acpwire.ErrClosed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -225,18 +235,18 @@ func TestEndFailsPendingCalls(t *testing.T) {
 			a.recv(t)
 
 			tt.end(t, c, a)
-			if err := <-callErr; !isCode(err, tt.wantErr) {
+			if err := <-callErr; !isKind(err, tt.wantErr) {
 				t.Errorf("Call = %v, want %s", err, tt.wantErr)
 			}
 			waitDone(t, c)
 			expect(t, rec.ch, event{"done-ended", string(id)})
-			if err := c.Err(); !isCode(err, tt.wantErr) {
+			if err := c.Err(); !isKind(err, tt.wantErr) {
 				t.Errorf("Err() = %v, want %s", err, tt.wantErr)
 			}
-			if err := c.Notify(acpwire.MethodSessionCancel, nil); !isCode(err, tt.wantErr) {
+			if err := c.Notify(acpwire.MethodSessionCancel, nil); !isKind(err, tt.wantErr) {
 				t.Errorf("Notify after the end = %v, want %s", err, tt.wantErr)
 			}
-			if _, err := c.CallAsync("x", nil, func(*acpwire.Message) { t.Error("done called after CallAsync failed") }); !isCode(err, tt.wantErr) {
+			if _, err := c.CallAsync("x", nil, func(*acpwire.Message) { t.Error("done called after CallAsync failed") }); !isKind(err, tt.wantErr) {
 				t.Errorf("CallAsync after the end = %v, want %s", err, tt.wantErr)
 			}
 		})
@@ -355,8 +365,8 @@ func TestCallErrors(t *testing.T) {
 	if !errors.As(err, &rpcErr) || rpcErr.Code != acpwire.CodeAuthRequired {
 		t.Fatalf("Call = %v, want *RPCError with code %d", err, acpwire.CodeAuthRequired)
 	}
-	if !isCode(err, events.CodeAdapterError) {
-		t.Errorf("errors.Is(%v, CodeAdapterError) = false, want true", err)
+	if _, ok := errors.AsType[*acpwire.Error](err); ok {
+		t.Errorf("Call = %v, an *acpwire.Error: the agent's error must not look like the package's", err)
 	}
 }
 
@@ -477,8 +487,8 @@ func TestCloseUnclosableReader(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Errorf("Close() = %v, want nil", err)
 	}
-	if err := <-callErr; !isCode(err, events.CodeAdapterExited) {
-		t.Errorf("Call after Close = %v, want %s", err, events.CodeAdapterExited)
+	if err := <-callErr; !isKind(err, acpwire.ErrClosed) {
+		t.Errorf("Call after Close = %v, want %s", err, acpwire.ErrClosed)
 	}
 	// The reader may be blocked in Read (this line unblocks it) or may not
 	// have started at all; either way it must stop without a callback.

@@ -19,9 +19,12 @@
 //
 // # Strict envelope, lenient contents
 //
-// The envelope must be JSON-RPC 2.0 ([Parse] lists what it rejects, with a
-// CodeAdapterProtocol *events.Error). Inside params and results anything
-// goes: unknown members and values are the normal case, not an error.
+// The envelope must be JSON-RPC 2.0 ([Parse] lists what it rejects, with
+// an [ErrProtocol] error). Inside params and results anything goes:
+// unknown members and values are the normal case, not an error. Member
+// names are matched exactly, and a routing member (jsonrpc, id, method,
+// sessionId, ...) that appears twice is a protocol error, since decoders
+// disagree on which of the two counts.
 //
 // # The connection contract
 //
@@ -45,18 +48,29 @@
 // message is a single '\n'-terminated line written with one Write.
 //
 // The connection ends at EOF, on a read error, on a line longer than
-// Options.MaxLineBytes (CodeLineTooLong), or on [Conn.Close]. [Conn.Err]
-// then says why (CodeAdapterExited or CodeLineTooLong), writes fail, calls
+// Options.MaxLineBytes, or on [Conn.Close]. [Conn.Err] then says why
+// ([ErrClosed] or [ErrLineTooLong]), writes fail with that error, calls
 // still pending fail, and [Conn.Done] is closed once the reader has stopped.
 //
 // # Errors
 //
-// Failures are *events.Error values from skein.dev/pkg/events:
-// CodeAdapterProtocol (the adapter wrote something that is not ACP),
-// CodeLineTooLong, CodeAdapterExited (the connection is gone), and
-// CodeInvalidRequest (the caller passed a raw value that is not valid JSON,
-// so nothing was sent). An agent's JSON-RPC error is an [*RPCError], which
-// errors.Is and errors.As treat as CodeAdapterError. [IsUnknownSession]
+// The package's own failures are *[Error] values, each wrapping one kind
+// for errors.Is:
+//
+//   - [ErrProtocol]: the adapter wrote something that is not ACP (a line
+//     Parse refuses, params or a result of the wrong shape). Reading goes
+//     on.
+//   - [ErrLineTooLong]: a line over Options.MaxLineBytes; the connection
+//     has ended.
+//   - [ErrClosed]: the connection is gone (EOF, a failed read or write,
+//     Close). The cause, such as io.EOF or the write's error, is wrapped
+//     too.
+//   - [ErrInvalidArgument]: the caller passed a value that cannot be sent
+//     (a raw value that is not valid JSON, a missing method, a bad id);
+//     nothing was written.
+//
+// An agent's JSON-RPC error is an [*RPCError], which wraps none of these;
+// a call abandoned through its context returns ctx.Err(). [IsUnknownSession]
 // recognises the shapes real agents use to say a session does not exist.
 //
 // # Testing

@@ -3,20 +3,80 @@ package acpwire
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
-
-	"skein.dev/pkg/events"
 )
 
+// The kinds of this package's own failures, for errors.Is. Each *Error
+// wraps exactly one of them. What a failure means to the caller, and so
+// what a service reports, depends only on its kind:
+var (
+	// ErrProtocol: the adapter wrote something that is not ACP JSON-RPC
+	// 2.0 (Parse, ParseSessionUpdate, ParsePermissionRequest, and a result
+	// of the wrong shape in the typed helpers). The connection goes on.
+	ErrProtocol = errors.New("not ACP")
+
+	// ErrLineTooLong: the adapter wrote a line longer than
+	// Options.MaxLineBytes. The connection has ended.
+	ErrLineTooLong = errors.New("line too long")
+
+	// ErrClosed: the connection is gone: the adapter closed its stdout,
+	// reading it or writing its stdin failed, or Close was called.
+	ErrClosed = errors.New("connection closed")
+
+	// ErrInvalidArgument: the caller passed something that cannot be sent
+	// (a raw value that is not JSON, a missing method, a bad id). Nothing
+	// was written.
+	ErrInvalidArgument = errors.New("invalid argument")
+)
+
+// Error is a failure of this package (not the agent's: that is an
+// *RPCError). errors.Is(err, Kind) holds for its kind, and errors.Is and
+// errors.As also see the cause, if any: errors.Is(err, io.EOF) is true
+// for the Err of a Conn whose adapter closed its stdout.
+type Error struct {
+	Kind    error  // ErrProtocol, ErrLineTooLong, ErrClosed or ErrInvalidArgument
+	Message string // what happened, for people
+	Err     error  // the underlying cause (a read or write error), or nil
+}
+
+// Error returns "acpwire: <message>", then ": <cause>" when there is one.
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return "acpwire: " + e.Message
+	}
+	return "acpwire: " + e.Message + ": " + e.Err.Error()
+}
+
+// Unwrap returns the kind and, when there is one, the cause.
+func (e *Error) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.Kind}
+	}
+	return []error{e.Kind, e.Err}
+}
+
+// newError returns an *Error of kind with a formatted message.
+func newError(kind, cause error, format string, args ...any) *Error {
+	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...), Err: cause}
+}
+
+// protocolError returns the error for something the adapter wrote that is
+// not ACP.
+func protocolError(format string, args ...any) error {
+	return newError(ErrProtocol, nil, format, args...)
+}
+
+// invalidArgument reports a caller's bad argument: nothing was written.
+func invalidArgument(format string, args ...any) error {
+	return newError(ErrInvalidArgument, nil, format, args...)
+}
+
 // RPCError is a JSON-RPC error object: the agent's answer when a call
-// fails, or what a client handler sends back with Conn.RespondError.
-//
-// As an error it belongs to events.CodeAdapterError: errors.Is(err,
-// &events.Error{Code: events.CodeAdapterError}) is true for an *RPCError
-// anywhere in err's chain, and errors.As(err, new(*events.Error)) (hence
-// events.AsError) yields a CodeAdapterError *events.Error carrying the
-// JSON-RPC code and message. errors.As to *RPCError gives the original.
+// fails, or what a client handler sends back with Conn.RespondError. It is
+// the agent's error, not this package's: it wraps none of the kinds above.
+// errors.As(err, new(*RPCError)) finds it in a chain.
 type RPCError struct {
 	Code    int             `json:"code"`
 	Message string          `json:"message"`
@@ -44,25 +104,6 @@ func (e *RPCError) Error() string {
 		b.WriteString(")")
 	}
 	return b.String()
-}
-
-// Is reports whether target is an *events.Error with code
-// events.CodeAdapterError (its message is not compared).
-func (e *RPCError) Is(target error) bool {
-	t, ok := target.(*events.Error)
-	return ok && t.Code == events.CodeAdapterError
-}
-
-// As sets *target to an events.CodeAdapterError *events.Error when target is
-// a **events.Error, so that events.AsError does not turn an agent's error
-// into CodeInternal.
-func (e *RPCError) As(target any) bool {
-	t, ok := target.(**events.Error)
-	if !ok {
-		return false
-	}
-	*t = events.Errorf(events.CodeAdapterError, "%s", e.Error())
-	return true
 }
 
 // IsUnknownSession reports whether err (anywhere in its chain) is an
@@ -120,9 +161,6 @@ func saysSessionNotFound(s string) bool {
 
 // dataString returns the string member name of the object data, or "".
 func dataString(data json.RawMessage, name string) string {
-	if !json.Valid(data) {
-		return ""
-	}
 	var v []byte
 	if getFields(data, field{name, &v}) != nil {
 		return ""

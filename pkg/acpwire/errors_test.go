@@ -3,29 +3,58 @@ package acpwire_test
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
 	"skein.dev/pkg/acpwire"
-	"skein.dev/pkg/events"
 )
 
 func TestRPCErrorIdentity(t *testing.T) {
 	rpcErr := &acpwire.RPCError{Code: acpwire.CodeAuthRequired, Message: "Authentication required"}
 	wrapped := fmt.Errorf("session/new: %w", rpcErr)
 
-	if !errors.Is(wrapped, &events.Error{Code: events.CodeAdapterError}) {
-		t.Errorf("errors.Is(%v, CodeAdapterError) = false, want true", wrapped)
-	}
-	if errors.Is(wrapped, events.ErrAdapterExited) {
-		t.Errorf("errors.Is(%v, ErrAdapterExited) = true, want false", wrapped)
-	}
 	if got, ok := errors.AsType[*acpwire.RPCError](wrapped); !ok || got != rpcErr {
 		t.Errorf("errors.AsType[*RPCError](%v) = %v, %t, want the original", wrapped, got, ok)
 	}
-	e := events.AsError(wrapped)
-	if e.Code != events.CodeAdapterError || !strings.Contains(e.Message, "-32000") {
-		t.Errorf("events.AsError(%v) = %v, want %s naming -32000", wrapped, e, events.CodeAdapterError)
+	if got, ok := errors.AsType[*acpwire.Error](wrapped); ok {
+		t.Errorf("errors.AsType[*Error](%v) = %v, want none: the agent's error is not the package's", wrapped, got)
+	}
+	for _, kind := range []error{acpwire.ErrProtocol, acpwire.ErrLineTooLong, acpwire.ErrClosed, acpwire.ErrInvalidArgument} {
+		if errors.Is(wrapped, kind) {
+			t.Errorf("errors.Is(%v, %v) = true, want false", wrapped, kind)
+		}
+	}
+}
+
+func TestErrorIdentity(t *testing.T) {
+	kinds := []error{acpwire.ErrProtocol, acpwire.ErrLineTooLong, acpwire.ErrClosed, acpwire.ErrInvalidArgument}
+	cause := errors.New("broken pipe")
+	tests := []struct {
+		err   *acpwire.Error
+		cause error
+		text  string
+	}{
+		{&acpwire.Error{Kind: acpwire.ErrProtocol, Message: "line is not JSON"}, nil, "acpwire: line is not JSON"},
+		{&acpwire.Error{Kind: acpwire.ErrClosed, Message: "adapter closed its stdout", Err: io.EOF}, io.EOF, "acpwire: adapter closed its stdout: EOF"},
+		{&acpwire.Error{Kind: acpwire.ErrClosed, Message: "write to adapter stdin", Err: cause}, cause, "acpwire: write to adapter stdin: broken pipe"},
+	}
+	for _, tt := range tests {
+		wrapped := fmt.Errorf("call: %w", tt.err)
+		for _, kind := range kinds {
+			if got, want := errors.Is(wrapped, kind), kind == tt.err.Kind; got != want {
+				t.Errorf("errors.Is(%v, %v) = %t, want %t", wrapped, kind, got, want)
+			}
+		}
+		if tt.cause != nil && !errors.Is(wrapped, tt.cause) {
+			t.Errorf("errors.Is(%v, %v) = false, want true", wrapped, tt.cause)
+		}
+		if got, ok := errors.AsType[*acpwire.Error](wrapped); !ok || got != tt.err {
+			t.Errorf("errors.AsType[*Error](%v) = %v, %t, want the original", wrapped, got, ok)
+		}
+		if got := tt.err.Error(); got != tt.text {
+			t.Errorf("Error() = %q, want %q", got, tt.text)
+		}
 	}
 }
 
@@ -70,7 +99,7 @@ func TestIsUnknownSession(t *testing.T) {
 		{"auth required", &acpwire.RPCError{Code: acpwire.CodeAuthRequired, Message: "Authentication required"}, false},
 		{"not found before session", &acpwire.RPCError{Code: acpwire.CodeInternalError, Message: "file not found in session"}, false},
 		{"NotFoundError on invalid params", &acpwire.RPCError{Code: acpwire.CodeInvalidParams, Data: raw(`{"details":"NotFoundError"}`)}, false},
-		{"events error", events.ErrSessionNotFound, false},
+		{"package error", &acpwire.Error{Kind: acpwire.ErrClosed, Message: "session not found"}, false},
 		{"nil", nil, false},
 	}
 	for _, tt := range tests {

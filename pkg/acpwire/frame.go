@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-
-	"skein.dev/pkg/events"
 )
 
 // DefaultMaxLineBytes is the line limit when Options.MaxLineBytes is zero.
@@ -38,9 +36,8 @@ func newLineReader(r io.Reader, limit int) *lineReader {
 }
 
 // next returns the next line, without its '\n', in a new slice that the
-// caller owns. At the end of the stream it returns a non-nil error: a
-// *events.Error with CodeLineTooLong when a line exceeds max, else the
-// reader's error (io.EOF at a clean end). When the stream ended after a
+// caller owns. At the end of the stream it returns a non-nil error: an
+// ErrLineTooLong *Error when a line exceeds max, else the reader's error (io.EOF at a clean end). When the stream ended after a
 // non-empty line that had no '\n', next returns that line together with
 // the error; the caller must not call next again after an error.
 func (lr *lineReader) next() ([]byte, error) {
@@ -53,7 +50,7 @@ func (lr *lineReader) next() ([]byte, error) {
 		}
 		if len(lr.long)+n > lr.max {
 			lr.long = nil
-			return nil, events.Errorf(events.CodeLineTooLong, "adapter wrote a line longer than %d bytes", lr.max)
+			return nil, newError(ErrLineTooLong, nil, "adapter wrote a line longer than %d bytes", lr.max)
 		}
 		switch {
 		case err == nil && len(lr.long) == 0:

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"skein.dev/pkg/acpwire"
-	"skein.dev/pkg/events"
 )
 
 // parseSeeds are lines worth starting from besides the transcripts.
@@ -37,8 +36,8 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) {
 		m, err := acpwire.Parse(line)
 		if err != nil {
-			if !isCode(err, events.CodeAdapterProtocol) {
-				t.Fatalf("Parse(%q) error = %v, want a %s error", line, err, events.CodeAdapterProtocol)
+			if !isKind(err, acpwire.ErrProtocol) {
+				t.Fatalf("Parse(%q) error = %v, want a %s error", line, err, acpwire.ErrProtocol)
 			}
 			return
 		}
@@ -125,14 +124,14 @@ func FuzzFraming(f *testing.F) {
 
 		var want []event
 		var requests []*acpwire.Message
-		wantErr := events.CodeAdapterExited
+		wantErr := acpwire.ErrClosed
 		segs := bytes.Split(data, []byte("\n"))
 		for i, seg := range segs {
 			if i == len(segs)-1 && len(seg) == 0 {
 				break // the input ended with '\n'
 			}
 			if len(seg) > fuzzMaxLine {
-				wantErr = events.CodeLineTooLong
+				wantErr = acpwire.ErrLineTooLong
 				break
 			}
 			if len(bytes.Trim(seg, " \t\r")) == 0 {
@@ -151,7 +150,7 @@ func FuzzFraming(f *testing.F) {
 		if diff := cmp.Diff(want, rec.all()); diff != "" {
 			t.Fatalf("callbacks for %q (-want +got):\n%s", data, diff)
 		}
-		if err := c.Err(); !isCode(err, wantErr) {
+		if err := c.Err(); !isKind(err, wantErr) {
 			t.Fatalf("Err() = %v, want %s", err, wantErr)
 		}
 

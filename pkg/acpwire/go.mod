@@ -3,19 +3,7 @@ module skein.dev/pkg/acpwire
 go 1.26.8
 
 require (
+	github.com/go-json-experiment/json v1.27.2
 	github.com/google/go-cmp v0.7.0
-	skein.dev/pkg/events v0.0.0
+	go.uber.org/goleak v1.3.0
 )
-
-require (
-	github.com/klauspost/compress v1.20.4 // indirect
-	github.com/nats-io/nats.go v1.55.0 // indirect
-	github.com/nats-io/nkeys v0.4.17 // indirect
-	github.com/nats-io/nuid v1.0.1 // indirect
-	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
-	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
-	golang.org/x/crypto v0.58.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
-)
-
-replace skein.dev/pkg/events => ../events

@@ -2,8 +2,7 @@ package acpwire
 
 import (
 	"encoding/json"
-
-	"skein.dev/pkg/events"
+	"errors"
 )
 
 // Kind classifies a JSON-RPC message by shape: method and id make a request,
@@ -78,11 +77,6 @@ func (m *Message) Kind() Kind {
 	}
 }
 
-// protocolError returns the typed error for a line that is not ACP.
-func protocolError(format string, args ...any) error {
-	return events.Errorf(events.CodeAdapterProtocol, format, args...)
-}
-
 // Parse decodes line as exactly one JSON-RPC 2.0 message. line must not
 // include the newline that framed it; surrounding JSON whitespace is
 // allowed and kept in Raw.
@@ -91,8 +85,8 @@ func protocolError(format string, args ...any) error {
 // it, so the caller must not modify line afterwards. Conn hands every
 // callback a fresh copy.
 //
-// Anything that is not one JSON-RPC 2.0 message is an *events.Error with
-// CodeAdapterProtocol: invalid JSON, batches (ACP does not use them), any
+// Anything that is not one JSON-RPC 2.0 message is an *Error of kind
+// ErrProtocol: invalid JSON, batches (ACP does not use them), any
 // other non-object, a missing or wrong "jsonrpc" (it must be the string
 // "2.0"), a duplicated member name among jsonrpc/id/method/params/result/
 // error, a method that is not a non-empty string, an id that is not a
@@ -105,21 +99,18 @@ func protocolError(format string, args ...any) error {
 //
 // Parse never panics.
 func Parse(line []byte) (*Message, error) {
-	if !json.Valid(line) {
-		return nil, protocolError("line is not JSON")
-	}
-	switch body := trimSpace(line); body[0] {
-	case '{':
-	case '[':
-		return nil, protocolError("JSON-RPC batches are not used by ACP")
-	default:
-		return nil, protocolError("message is a JSON %s, not an object", valueType(body))
-	}
 	var version, id, method, params, result, rpcErr []byte
 	err := getFields(line,
 		field{"jsonrpc", &version}, field{"id", &id}, field{"method", &method},
 		field{"params", &params}, field{"result", &result}, field{"error", &rpcErr})
-	if err != nil {
+	switch {
+	case errors.Is(err, errNotJSON):
+		return nil, protocolError("line is not JSON")
+	case errors.Is(err, errNotObject) && trimSpace(line)[0] == '[':
+		return nil, protocolError("JSON-RPC batches are not used by ACP")
+	case errors.Is(err, errNotObject):
+		return nil, protocolError("message is a JSON %s, not an object", valueType(trimSpace(line)))
+	case err != nil:
 		return nil, protocolError("%v", err)
 	}
 	if v, ok := unquote(version); !ok || v != "2.0" {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"skein.dev/pkg/acpwire"
-	"skein.dev/pkg/events"
 )
 
 // raw is shorthand for a json.RawMessage in tables.
@@ -148,8 +147,8 @@ func TestParseRejects(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			m, err := acpwire.Parse([]byte(line))
-			if !isCode(err, events.CodeAdapterProtocol) {
-				t.Errorf("Parse(%s) = %+v, %v, want a %s error", line, m, err, events.CodeAdapterProtocol)
+			if !isKind(err, acpwire.ErrProtocol) {
+				t.Errorf("Parse(%s) = %+v, %v, want a %s error", line, m, err, acpwire.ErrProtocol)
 			}
 		})
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"skein.dev/pkg/acpwire"
-	"skein.dev/pkg/events"
 )
 
 // agentSide is the adapter's end of a Conn built by newPipeConn: the test
@@ -204,7 +203,7 @@ func replay(t *testing.T, tr transcript) {
 		t.Errorf("unexpected callback after the transcript: %+v", e)
 	default:
 	}
-	if err := c.Err(); !errors.Is(err, events.ErrAdapterExited) {
-		t.Errorf("Err() = %v, want %s", err, events.CodeAdapterExited)
+	if err := c.Err(); !errors.Is(err, acpwire.ErrClosed) {
+		t.Errorf("Err() = %v, want %s", err, acpwire.ErrClosed)
 	}
 }

@@ -19,7 +19,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"skein.dev/pkg/acpwire"
-	"skein.dev/pkg/events"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/transcripts.golden")
@@ -103,8 +102,8 @@ func oracleKind(line []byte) (acpwire.Kind, map[string]json.RawMessage) {
 func describeLine(l wireLine) string {
 	m, err := acpwire.Parse(l.JSON)
 	if err != nil {
-		e, _ := errors.AsType[*events.Error](err)
-		return fmt.Sprintf("invalid code=%v bytes=%d (%s)", e.Code, len(l.JSON), e.Message)
+		e, _ := errors.AsType[*acpwire.Error](err)
+		return fmt.Sprintf("invalid kind=%q bytes=%d (%s)", e.Kind, len(l.JSON), e.Message)
 	}
 	var b strings.Builder
 	b.WriteString(m.Kind().String())
@@ -211,8 +210,8 @@ func TestTranscriptLines(t *testing.T) {
 			m, err := acpwire.Parse(l.JSON)
 			if wantKind == acpwire.KindInvalid {
 				invalid++
-				if !errors.Is(err, &events.Error{Code: events.CodeAdapterProtocol}) {
-					t.Errorf("%v: Parse(cut-short line) error = %v, want %s", l, err, events.CodeAdapterProtocol)
+				if !errors.Is(err, acpwire.ErrProtocol) {
+					t.Errorf("%v: Parse(cut-short line) error = %v, want %s", l, err, acpwire.ErrProtocol)
 				}
 				continue
 			}
@@ -401,8 +400,8 @@ func TestTranscriptDispatch(t *testing.T) {
 			if diff := cmp.Diff(want, rec.all()); diff != "" {
 				t.Errorf("callbacks (-want +got):\n%s", diff)
 			}
-			if err := c.Err(); !errors.Is(err, events.ErrAdapterExited) {
-				t.Errorf("Err() = %v, want %s", err, events.CodeAdapterExited)
+			if err := c.Err(); !errors.Is(err, acpwire.ErrClosed) {
+				t.Errorf("Err() = %v, want %s", err, acpwire.ErrClosed)
 			}
 		})
 	}

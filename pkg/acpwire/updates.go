@@ -1,6 +1,9 @@
 package acpwire
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"errors"
+)
 
 // SessionUpdate is the routing view of the params of a session/update
 // notification. It decodes only what a client routes on; the update itself
@@ -19,17 +22,15 @@ type SessionUpdate struct {
 }
 
 // ParseSessionUpdate decodes the params of a session/update notification
-// (Message.Params). It returns a CodeAdapterProtocol *events.Error when
-// params are not an object, sessionId is not a string, update is not an
-// object, update.sessionUpdate is not a string, or update.messageId is
-// neither a string nor null. Unknown members anywhere are ignored.
+// (Message.Params). It returns an ErrProtocol *Error when params are not
+// a JSON object, sessionId is not a string, update is not an object,
+// update.sessionUpdate is not a string, update.messageId is neither a
+// string nor null, or one of these members repeats. Unknown members
+// anywhere are ignored.
 func ParseSessionUpdate(params json.RawMessage) (*SessionUpdate, error) {
-	if !json.Valid(params) {
-		return nil, protocolError("session/update params are not JSON")
-	}
 	var sid, update []byte
 	if err := getFields(params, field{"sessionId", &sid}, field{"update", &update}); err != nil {
-		return nil, protocolError("session/update params: %v", err)
+		return nil, paramsError(MethodSessionUpdate, err)
 	}
 	u := &SessionUpdate{Update: update}
 	var ok bool
@@ -80,17 +81,15 @@ type PermissionOption struct {
 }
 
 // ParsePermissionRequest decodes the params of a session/request_permission
-// request (Message.Params). It returns a CodeAdapterProtocol *events.Error
-// unless sessionId is a string, toolCall an object, and options an array of
-// objects each with a string optionId and a string kind. name may be absent
-// (it is only shown to people) but must be a string when present.
+// request (Message.Params). It returns an ErrProtocol *Error unless params
+// are a JSON object whose sessionId is a string, toolCall an object, and
+// options an array of objects each with a string optionId and a string
+// kind, none of these members repeated. name may be absent (it is only
+// shown to people) but must be a string when present.
 func ParsePermissionRequest(params json.RawMessage) (*PermissionRequest, error) {
-	if !json.Valid(params) {
-		return nil, protocolError("session/request_permission params are not JSON")
-	}
 	var sid, toolCall, options []byte
 	if err := getFields(params, field{"sessionId", &sid}, field{"toolCall", &toolCall}, field{"options", &options}); err != nil {
-		return nil, protocolError("session/request_permission params: %v", err)
+		return nil, paramsError(MethodRequestPermission, err)
 	}
 	req := &PermissionRequest{ToolCall: toolCall, Raw: params}
 	var ok bool
@@ -131,6 +130,14 @@ func ParsePermissionRequest(params json.RawMessage) (*PermissionRequest, error) 
 		return nil, err
 	}
 	return req, nil
+}
+
+// paramsError reports params that getFields refused.
+func paramsError(method string, err error) error {
+	if errors.Is(err, errNotJSON) {
+		return protocolError("%s params are not JSON", method)
+	}
+	return protocolError("%s params: %v", method, err)
 }
 
 // PermissionCancelled returns the result that answers a permission request

@@ -5,7 +5,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"skein.dev/pkg/acpwire"
-	"skein.dev/pkg/events"
 )
 
 func TestParseSessionUpdate(t *testing.T) {
@@ -62,8 +61,8 @@ func TestParseSessionUpdateRejects(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := acpwire.ParseSessionUpdate(raw(params))
-			if !isCode(err, events.CodeAdapterProtocol) {
-				t.Errorf("ParseSessionUpdate(%s) = %+v, %v, want a %s error", params, got, err, events.CodeAdapterProtocol)
+			if !isKind(err, acpwire.ErrProtocol) {
+				t.Errorf("ParseSessionUpdate(%s) = %+v, %v, want a %s error", params, got, err, acpwire.ErrProtocol)
 			}
 		})
 	}
@@ -112,8 +111,8 @@ func TestParsePermissionRequestRejects(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := acpwire.ParsePermissionRequest(raw(params))
-			if !isCode(err, events.CodeAdapterProtocol) {
-				t.Errorf("ParsePermissionRequest(%s) = %+v, %v, want a %s error", params, got, err, events.CodeAdapterProtocol)
+			if !isKind(err, acpwire.ErrProtocol) {
+				t.Errorf("ParsePermissionRequest(%s) = %+v, %v, want a %s error", params, got, err, acpwire.ErrProtocol)
 			}
 		})
 	}

@@ -5,11 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"unicode/utf8"
-
-	"skein.dev/pkg/events"
 )
 
 // Call sends a request and waits for its response. It returns the raw
@@ -39,7 +36,7 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 		if c.abandon(id) && c.opts.SendCancelRequest {
 			params := append(append([]byte(`{"requestId":`), idBytes(id)...), '}')
 			if err := c.Notify(MethodCancelRequest, json.RawMessage(params)); err != nil {
-				c.lg.Debug("cannot send $/cancel_request", logKeyID, id, events.LogKeyErr, err)
+				c.lg.Debug("cannot send $/cancel_request", logKeyID, id, logKeyErr, err)
 			}
 		}
 		return nil, ctx.Err()
@@ -222,16 +219,9 @@ func (c *Conn) write(line []byte) error {
 		return err
 	}
 	if _, err := c.w.Write(line); err != nil {
-		return fmt.Errorf("%w (%w)", events.Errorf(events.CodeAdapterExited, "write to adapter stdin failed"), err)
+		return newError(ErrClosed, err, "write to adapter stdin")
 	}
 	return nil
-}
-
-// invalidArgument reports a caller's bad argument (a raw value that is not
-// JSON, a missing method, ...) as a CodeInvalidRequest *events.Error:
-// nothing was written.
-func invalidArgument(format string, args ...any) error {
-	return events.Errorf(events.CodeInvalidRequest, "acpwire: "+format, args...)
 }
 
 // idBytes renders an outgoing id.
