@@ -32,6 +32,7 @@ const (
 	// Turns and adapters.
 	CodePromptDeliveryUncertain     Code = "prompt_delivery_uncertain" // accepted, but no proof the adapter received it; never replayed
 	CodeAgentUnavailable            Code = "agent_unavailable"         // no runner can host the agent now
+	CodeAgentNotInstalled           Code = "agent_not_installed"       // runners know the agent, but its command does not resolve on them
 	CodeAdapterExited               Code = "adapter_exited"            // the adapter process is gone
 	CodeAdapterError                Code = "adapter_error"             // the adapter answered with a JSON-RPC error
 	CodeAdapterProtocol             Code = "adapter_protocol"          // the adapter wrote something that is not ACP
@@ -57,6 +58,7 @@ var Codes = []Code{
 	CodeAdapterProtocol, CodeLineTooLong, CodePermissionPolicyUnsatisfied,
 	CodeInvalidPermissionOption, CodeMessageTooLarge, CodeTurnOutputTooLarge,
 	CodeWriteConflict, CodeUnavailable, CodeTimeout, CodeInternal,
+	CodeAgentNotInstalled,
 }
 
 // Known reports whether c is in the registry.

@@ -40,6 +40,7 @@ type AdapterAttached struct {
 	Pid               *uint32 `msgpack:"pid,omitempty"`
 	AcpSessionID      string  `msgpack:"acpSessionId"` // private: never in a public event
 	Tier              string  `msgpack:"tier"`
+	TierReason        string  `msgpack:"tierReason,omitempty"` // AdapterReady.Reason: why the restore ended at Tier
 	AgentCapabilities JSON    `msgpack:"agentCapabilities,omitempty"`
 	AgentInfo         JSON    `msgpack:"agentInfo,omitempty"`
 	Modes             JSON    `msgpack:"modes,omitempty"`
@@ -176,6 +177,11 @@ type RestoreRequest struct {
 type AdapterReady struct {
 	Tier    string                    `msgpack:"tier"`
 	Session AcpSessionCreatedResponse `msgpack:"session"`
+	// Reason says why the ladder ended at Tier when that was not simply the
+	// first method the agent advertises: the agent's errors it stepped
+	// past or retried, or that the agent offers neither resume nor load.
+	// The session service records it as AdapterAttached.TierReason.
+	Reason string `msgpack:"reason,omitempty"`
 }
 
 // AdapterStatus answers RunnerStatus.

@@ -53,6 +53,7 @@ var table = map[events.Code]Entry{
 	// option it does not offer are the caller's to resolve.
 	events.CodePromptDeliveryUncertain:     {Status: http.StatusBadGateway},
 	events.CodeAgentUnavailable:            {Status: http.StatusServiceUnavailable},
+	events.CodeAgentNotInstalled:           {Status: http.StatusServiceUnavailable}, // until a runner that has it is up
 	events.CodeAdapterExited:               {Status: http.StatusBadGateway},
 	events.CodeAdapterError:                {Status: http.StatusBadGateway},
 	events.CodeAdapterProtocol:             {Status: http.StatusBadGateway},
