@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -95,14 +97,20 @@ func (d *runnerDirectory) pick(agent string) (events.RunnerID, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var best *events.RunnerInfo
-	known := false
+	var knownBy []string // runners that list the agent without its command
+	var command string
+	installed := false
 	for _, r := range d.runners {
 		for _, a := range r.Agents {
 			if a.ID != agent {
 				continue
 			}
-			known = true
-			if !a.Installed || r.Load >= r.Capacity {
+			if !a.Installed {
+				knownBy, command = append(knownBy, r.ID), a.AdapterEntrypoint
+				continue
+			}
+			installed = true
+			if r.Load >= r.Capacity {
 				continue
 			}
 			if best == nil || float64(r.Load)/float64(r.Capacity) < float64(best.Load)/float64(best.Capacity) {
@@ -114,8 +122,12 @@ func (d *runnerDirectory) pick(agent string) (events.RunnerID, error) {
 	case best != nil:
 		best.Load++ // until its next heartbeat says otherwise
 		return events.RunnerID(best.ID), nil
-	case known:
+	case installed:
 		return "", events.Errorf(events.CodeAgentUnavailable, "no runner with agent %q has room", agent)
+	case len(knownBy) > 0:
+		slices.Sort(knownBy)
+		return "", events.Errorf(events.CodeAgentNotInstalled, "agent %q is not installed: its command %q does not resolve on runner %s",
+			agent, command, strings.Join(knownBy, ", "))
 	case len(d.runners) == 0:
 		return "", events.Errorf(events.CodeAgentUnavailable, "no adapter-runner is alive")
 	default:
