@@ -10,7 +10,7 @@ import (
 // errors, ctx.Err(), Err()), and keeps the raw result. Result fields that are
 // raw JSON are nil when the member is absent or null (the schema treats the
 // two alike); Raw always holds the result exactly as sent. A result of the
-// wrong shape is a CodeAdapterProtocol *events.Error.
+// wrong shape is an ErrProtocol *Error.
 
 // Implementation names a client or an agent (clientInfo, agentInfo).
 type Implementation struct {
@@ -191,17 +191,58 @@ type PromptResult struct {
 // To stop a turn, call Cancel and keep waiting: the agent answers with
 // StopReasonCancelled. Cancelling ctx abandons the call instead.
 func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt json.RawMessage) (*PromptResult, error) {
+	params, err := promptParams(sessionID, prompt)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := c.Call(ctx, MethodSessionPrompt, params)
+	if err != nil {
+		return nil, err
+	}
+	return promptResult(raw)
+}
+
+// PromptAsync sends session/prompt and returns once the request is written
+// to the agent's stdin, without waiting for the end of the turn. Exactly
+// one of these happens: PromptAsync returns an error and done is never
+// called, or done is called exactly once, on the reader goroutine, after
+// every notification the agent sent before its answer (CallAsync's
+// ordering). done gets the result as Prompt returns it, or an error: the
+// agent's *RPCError, an ErrProtocol *Error for a result
+// whose stopReason is not a string, or Err() when the connection ended
+// before the answer. A result without a stopReason is no error here
+// (StopReason ""); the caller decides what that means.
+func (c *Conn) PromptAsync(sessionID string, prompt json.RawMessage, done func(*PromptResult, error)) error {
+	params, err := promptParams(sessionID, prompt)
+	if err != nil {
+		return err
+	}
+	_, err = c.CallAsync(MethodSessionPrompt, params, func(m *Message) {
+		switch {
+		case m.Raw == nil: // synthesized: the connection ended first
+			done(nil, c.Err())
+		case m.Error != nil:
+			done(nil, m.Error)
+		default:
+			done(promptResult(m.Result))
+		}
+	})
+	return err
+}
+
+// promptParams builds the params of session/prompt, prompt verbatim.
+func promptParams(sessionID string, prompt json.RawMessage) (json.RawMessage, error) {
 	if err := checkRaw(prompt); err != nil {
 		return nil, invalidArgument("session/prompt: prompt: %v", err)
 	}
 	params := append([]byte(`{"sessionId":`), appendString(nil, sessionID)...)
 	params = append(params, `,"prompt":`...)
 	params = append(params, prompt...)
-	params = append(params, '}')
-	raw, err := c.Call(ctx, MethodSessionPrompt, json.RawMessage(params))
-	if err != nil {
-		return nil, err
-	}
+	return append(params, '}'), nil
+}
+
+// promptResult decodes the result of session/prompt.
+func promptResult(raw json.RawMessage) (*PromptResult, error) {
 	var stop []byte
 	if err := resultFields(MethodSessionPrompt, raw, false, field{"stopReason", &stop}); err != nil {
 		return nil, err
