@@ -63,8 +63,12 @@ type RunnerSetConfigRequest struct {
 
 // RunnerConfigResponse answers RunnerSetConfig: the agent's complete
 // options after the change. Nil ConfigOptions means the agent answered
-// without a list (a legacy set_mode/set_model): the caller sets the
-// option's current value in its cache itself.
+// without a list (a legacy set_mode/set_model, or a set_config_option
+// answer without configOptions): the caller sets the option's current
+// value in its cache itself. The agent's refusal is an error reply,
+// CodeAdapterError, with its JSON-RPC code and message in the message; a
+// value that is not one JSON string or boolean (or not a string, for a
+// legacy option) is CodeInvalidRequest, and nothing is sent.
 type RunnerConfigResponse struct {
 	ConfigOptions []JSON `msgpack:"configOptions,omitempty"`
 }

@@ -1,13 +1,68 @@
 package adapterrunner
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 
+	"skein.dev/pkg/acp"
 	"skein.dev/pkg/acpwire"
 	"skein.dev/pkg/events"
 )
+
+// The runner alone speaks ACP JSON-RPC. What an adapter writes becomes
+// typed ACP_IO records (events/runner.go), published from the connection's
+// single reader goroutine, so ACP_IO holds them in stdout order:
+//
+//	session/update              → AdapterUpdate (not while a session/load replays)
+//	session/request_permission  → AdapterPermissionRequest, answered later by RunnerPermission
+//	the answer to session/prompt → AdapterPromptResult
+//	other requests (fs/*, terminal/*, ...) → answered -32601 here: Skein advertises none
+//	other notifications         → dropped
+//
+// What the session service asks for (RunnerPrompt, RunnerCancel,
+// RunnerPermission, RunnerSetConfig) becomes JSON-RPC here, with the
+// adapter's private session ID and its own request ids, which never cross
+// NATS.
+
+// wireState is what the runner keeps about one adapter's ACP session.
+type wireState struct {
+	mu sync.Mutex
+	// sessionID is the adapter's private ACP session ID, set once the
+	// handshake or restore opened the session; "" before.
+	sessionID string
+	// legacy maps the ID of each config option the runner made from the
+	// agent's legacy modes or models lists to the method that sets it
+	// (session/set_mode, session/set_model).
+	legacy map[string]string
+	// perms maps the runner's ID of each permission request not yet
+	// answered to the adapter's JSON-RPC id for it.
+	perms map[string]json.RawMessage
+}
+
+// opened records the ACP session the handshake or restore opened, and the
+// options it mapped from legacy lists.
+func (p *process) opened(sessionID string, legacy map[string]string) {
+	p.wire.mu.Lock()
+	defer p.wire.mu.Unlock()
+	p.wire.sessionID, p.wire.legacy = sessionID, legacy
+}
+
+// session returns the adapter's ACP session ID.
+func (p *process) session() (string, error) {
+	p.wire.mu.Lock()
+	defer p.wire.mu.Unlock()
+	if p.wire.sessionID == "" {
+		return "", events.Errorf(events.CodeUnavailable, "agent %s has not opened its ACP session yet", p.agent.ID)
+	}
+	return p.wire.sessionID, nil
+}
 
 func (p *process) header(record string) nats.Header {
 	return nats.Header{
@@ -16,9 +71,12 @@ func (p *process) header(record string) nats.Header {
 	}
 }
 
-// publish appends v to the session's ACP_IO subject. It does not wait for
+// publish appends v to the session's ACP_IO subject, with hdr, or with
+// HeaderRecord and HeaderProcessID when hdr is nil. It does not wait for
 // the acknowledgement, so the reader goroutine keeps reading; messages from
-// one connection are stored in the order they were sent.
+// one connection are stored in the order they were sent. A publish the
+// stream refuses, or does not acknowledge in time, is counted and logged by
+// the JetStream context's error handler (Runner.notStored).
 func (p *process) publish(v events.Variant, hdr nats.Header) {
 	data, err := events.Marshal(v)
 	if err != nil {
@@ -28,75 +86,250 @@ func (p *process) publish(v events.Variant, hdr nats.Header) {
 	if hdr == nil {
 		hdr = p.header(v.VariantName())
 	}
-	fut, err := p.js.PublishMsgAsync(&nats.Msg{Subject: p.subject, Header: hdr, Data: data})
-	if err != nil {
+	if _, err := p.js.PublishMsgAsync(&nats.Msg{Subject: p.subject, Header: hdr, Data: data}); err != nil {
 		p.m.ioPublishErrors.Inc()
 		p.lg.Error("publish runner record", events.LogKeyRecord, v.VariantName(), events.LogKeyErr, err)
 		return
 	}
 	p.m.ioRecords.Inc()
-	go func() {
-		select {
-		case <-fut.Ok():
-		case err := <-fut.Err():
-			p.m.ioPublishErrors.Inc()
-			p.lg.Error("runner record not stored", events.LogKeyRecord, v.VariantName(), events.LogKeyErr, err)
-		}
-	}()
+}
+
+// notACP counts and logs something the adapter sent that breaks the
+// protocol but not the connection.
+func (p *process) notACP(err error) {
+	p.m.protocolErrors.Inc()
+	p.lg.Warn("adapter broke the ACP protocol", events.LogKeyErr, err)
 }
 
 func (p *process) onNotification(m *acpwire.Message) {
-	if p.replaying.Load() && m.Method == acpwire.MethodSessionUpdate {
+	if m.Method != acpwire.MethodSessionUpdate {
+		p.lg.Debug("adapter notification not forwarded", logKeyMethod, m.Method)
+		return
+	}
+	if p.replaying.Load() {
 		return // the log is the only history: a load's replay is not output
 	}
-	p.publish(&events.AcpSessionEvent{SessionID: string(p.sid), Notification: events.JSON(m.Raw)}, nil)
+	u, err := acpwire.ParseSessionUpdate(m.Params)
+	if err != nil {
+		p.notACP(err)
+		return
+	}
+	p.publish(&events.AdapterUpdate{Update: events.JSON(u.Update)}, nil)
 }
 
 func (p *process) onRequest(m *acpwire.Message) {
-	p.publish(&events.AcpHostRequestCallback{SessionID: string(p.sid), Request: events.JSON(m.Raw)}, nil)
+	if m.Method != acpwire.MethodRequestPermission {
+		// fs/*, terminal/* and the rest: Skein advertises none of them.
+		data, _ := json.Marshal(struct {
+			Method string `json:"method"`
+		}{m.Method}) // a struct of one string always encodes
+		p.refuse(m, &acpwire.RPCError{Code: acpwire.CodeMethodNotFound, Message: "Method not found", Data: data})
+		return
+	}
+	if _, err := acpwire.ParsePermissionRequest(m.Params); err != nil {
+		p.notACP(err)
+		p.refuse(m, &acpwire.RPCError{Code: acpwire.CodeInvalidParams, Message: "Invalid params: " + err.Error()})
+		return
+	}
+	requestID := "perm_" + nuid.Next()
+	p.wire.mu.Lock()
+	if p.wire.perms == nil {
+		p.wire.perms = map[string]json.RawMessage{}
+	}
+	p.wire.perms[requestID] = m.ID
+	p.wire.mu.Unlock()
+	// The private session ID stays here: the request becomes a public event.
+	p.publish(&events.AdapterPermissionRequest{RequestID: requestID, Request: events.JSON(acp.WithoutMember(m.Params, "sessionId"))}, nil)
 }
 
-// forward writes one request (callID set) or notification to the adapter.
-// The response is published to ACP_IO with the same call ID, from the reader
-// goroutine, after every line the adapter wrote before it.
-func (p *process) forward(callID, method string, params events.JSON) error {
-	var err error
-	if callID == "" {
-		err = p.conn.Notify(method, json.RawMessage(params))
-	} else {
-		_, err = p.conn.CallAsync(method, json.RawMessage(params), func(m *acpwire.Message) {
-			if m.Raw == nil {
-				// The adapter ended without answering: its exit, reported
-				// next, is the outcome.
-				return
-			}
-			hdr := p.header("AcpSessionRpcResponse")
-			hdr.Set(events.HeaderCallID, callID)
-			p.publish(&events.AcpSessionRpcResponse{SessionID: string(p.sid), Response: events.JSON(m.Raw)}, hdr)
-		})
+// refuse answers the adapter's request m with e.
+func (p *process) refuse(m *acpwire.Message, e *acpwire.RPCError) {
+	p.lg.Debug("adapter request refused", logKeyMethod, m.Method, "rpc_code", e.Code)
+	if err := p.conn.RespondError(m.ID, e); err != nil {
+		p.lg.Warn("cannot answer an adapter request", logKeyMethod, m.Method, events.LogKeyErr, err)
 	}
+}
+
+// logKeyMethod names a JSON-RPC method in the runner's logs.
+const logKeyMethod = "rpc_method"
+
+// prompt writes turn turnID's session/prompt to the adapter. Its answer is
+// published as an AdapterPromptResult from the reader goroutine, after
+// every update the adapter wrote before it.
+func (p *process) prompt(turnID string, prompt events.JSON) error {
+	sessionID, err := p.session()
 	if err != nil {
-		return events.Errorf(events.CodeAdapterExited, "write to agent %s: %v", p.agent.ID, err)
+		return err
 	}
-	if callID != "" {
-		p.mu.Lock()
-		p.written[callID] = true
-		p.order = append(p.order, callID)
-		if len(p.order) > maxWritten {
-			delete(p.written, p.order[0])
-			p.order = p.order[1:]
+	err = p.conn.PromptAsync(sessionID, oneLine(prompt), func(res *acpwire.PromptResult, err error) {
+		p.answered(turnID, res, err)
+	})
+	if err != nil {
+		return p.writeError(acpwire.MethodSessionPrompt, err)
+	}
+	p.mu.Lock()
+	p.written[turnID] = true
+	p.order = append(p.order, turnID)
+	if len(p.order) > maxWritten {
+		delete(p.written, p.order[0])
+		p.order = p.order[1:]
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+// answered publishes the adapter's answer to turn turnID's session/prompt.
+func (p *process) answered(turnID string, res *acpwire.PromptResult, err error) {
+	out := &events.AdapterPromptResult{TurnID: turnID}
+	rpcErr, isRPC := errors.AsType[*acpwire.RPCError](err)
+	switch {
+	case isRPC:
+		out.Error = &events.AdapterCallError{Code: events.CodeAdapterError, RPCCode: rpcErr.Code, Message: rpcErr.Message}
+	case err != nil:
+		e := events.AsError(acpError(err))
+		if e.Code != events.CodeAdapterProtocol {
+			// The adapter ended without answering: its exit, reported
+			// next, is the outcome.
+			return
 		}
-		p.mu.Unlock()
+		p.notACP(err)
+		out.Error = &events.AdapterCallError{Code: e.Code, Message: e.Message}
+	case res.StopReason == "":
+		err := events.Errorf(events.CodeAdapterProtocol, "session/prompt result has no stopReason")
+		p.notACP(err)
+		out.Error = &events.AdapterCallError{Code: err.Code, Message: err.Message}
+	default:
+		out.StopReason, out.Result = res.StopReason, events.JSON(res.Raw)
+	}
+	p.publish(out, nil)
+}
+
+// cancel sends session/cancel.
+func (p *process) cancel() error {
+	sessionID, err := p.session()
+	if err != nil {
+		return err
+	}
+	if err := p.conn.Cancel(sessionID); err != nil {
+		return p.writeError(acpwire.MethodSessionCancel, err)
 	}
 	return nil
 }
 
-// maxWritten bounds how many written call IDs a process remembers.
+// answerPermission answers the adapter's permission request requestID:
+// option optionID, or cancelled when optionID is nil. A request is
+// answered once: the first answer forgets it.
+func (p *process) answerPermission(requestID string, optionID *string) error {
+	p.wire.mu.Lock()
+	rpcID, ok := p.wire.perms[requestID]
+	delete(p.wire.perms, requestID)
+	p.wire.mu.Unlock()
+	if !ok {
+		return events.Errorf(events.CodeInvalidRequest, "%s: adapter process %s has no permission request %q pending", events.ReasonUnknownRequest, p.id, requestID)
+	}
+	outcome := acpwire.PermissionCancelled()
+	if optionID != nil {
+		outcome = acpwire.PermissionSelected(*optionID)
+	}
+	if err := p.conn.Respond(rpcID, outcome); err != nil {
+		return p.writeError(acpwire.MethodRequestPermission+" answer", err)
+	}
+	return nil
+}
+
+// setConfig sets option configID to value, one JSON string or boolean,
+// and returns the agent's complete options after the change. An option
+// the runner mapped from a legacy list is set with session/set_mode or
+// session/set_model, which answer no options: the result is then nil.
+func (p *process) setConfig(ctx context.Context, configID string, value events.JSON) ([]events.JSON, error) {
+	v, err := optionValue(value)
+	if err != nil {
+		return nil, err
+	}
+	sessionID, err := p.session()
+	if err != nil {
+		return nil, err
+	}
+	p.wire.mu.Lock()
+	method := p.wire.legacy[configID]
+	p.wire.mu.Unlock()
+	if method != "" {
+		id, ok := v.(string)
+		if !ok {
+			return nil, events.Errorf(events.CodeInvalidRequest, "option %s takes a string", configID)
+		}
+		if method == acpwire.MethodSessionSetMode {
+			err = p.conn.SetMode(ctx, sessionID, id)
+		} else {
+			err = p.conn.SetModel(ctx, sessionID, id)
+		}
+		if err != nil {
+			return nil, p.callError(method, err)
+		}
+		return nil, nil
+	}
+	raw, err := p.conn.SetConfigOption(ctx, sessionID, configID, oneLine(value))
+	if err != nil {
+		return nil, p.callError(acpwire.MethodSessionSetConfigOption, err)
+	}
+	if raw == nil {
+		return nil, nil // no list: the caller updates the one option
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, events.Errorf(events.CodeAdapterProtocol, "agent %s: session/set_config_option: configOptions is not an array", p.agent.ID)
+	}
+	opts := make([]events.JSON, len(list))
+	for i, o := range list {
+		opts[i] = events.JSON(o)
+	}
+	return opts, nil
+}
+
+// optionValue decodes value, which must be what session/set_config_option
+// takes: one JSON string or boolean.
+func optionValue(value events.JSON) (any, error) {
+	var v any
+	if err := json.Unmarshal(value, &v); err == nil {
+		switch v.(type) {
+		case string, bool:
+			return v, nil
+		}
+	}
+	return nil, events.Errorf(events.CodeInvalidRequest, "value must be one JSON string or boolean")
+}
+
+// oneLine returns raw JSON without the line breaks that pretty-printing
+// leaves between tokens, so that it fits in one ACP line. Anything else
+// is left as it is, invalid JSON too (acpwire refuses it).
+func oneLine(raw events.JSON) json.RawMessage {
+	if !bytes.ContainsAny(raw, "\r\n") {
+		return json.RawMessage(raw)
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return json.RawMessage(raw)
+	}
+	return b.Bytes()
+}
+
+// writeError is a failed write of what to the adapter as the session
+// service gets it: a request acpwire refused to send is CodeInvalidRequest;
+// anything else means the adapter is gone.
+func (p *process) writeError(what string, err error) error {
+	if errors.Is(err, acpwire.ErrInvalidArgument) {
+		return acpError(fmt.Errorf("%s: %w", what, err))
+	}
+	return events.Errorf(events.CodeAdapterExited, "write %s to agent %s: %v", what, p.agent.ID, err)
+}
+
+// maxWritten bounds how many turns a process remembers having written the
+// prompt of.
 const maxWritten = 1024
 
-// status reports whether the process runs and whether call callID was
-// written to it.
-func (p *process) status(callID string) *events.AdapterStatus {
+// status reports whether the process runs and whether turn turnID's
+// session/prompt was written to it.
+func (p *process) status(turnID string) *events.AdapterStatus {
 	st := &events.AdapterStatus{}
 	select {
 	case <-p.exited:
@@ -107,15 +340,7 @@ func (p *process) status(callID string) *events.AdapterStatus {
 	}
 	st.Alive = true
 	p.mu.Lock()
-	st.CallWritten = callID != "" && p.written[callID]
+	st.PromptWritten = turnID != "" && p.written[turnID]
 	p.mu.Unlock()
 	return st
-}
-
-// reply writes a complete JSON-RPC response to an agent-to-client request.
-func (p *process) reply(response events.JSON) error {
-	if err := p.conn.WriteRaw(response); err != nil {
-		return events.Errorf(events.CodeAdapterExited, "write to agent %s: %v", p.agent.ID, err)
-	}
-	return nil
 }

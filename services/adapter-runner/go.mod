@@ -7,6 +7,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	skein.dev/internal/memstat v0.0.0
 	skein.dev/internal/natstest v0.0.0
+	skein.dev/pkg/acp v0.0.0
 	skein.dev/pkg/acpwire v0.0.0
 	skein.dev/pkg/events v0.0.0
 	skein.dev/testagent v0.0.0
@@ -41,6 +42,8 @@ require (
 replace skein.dev/pkg/events => ../../pkg/events
 
 replace skein.dev/pkg/acpwire => ../../pkg/acpwire
+
+replace skein.dev/pkg/acp => ../../pkg/acp
 
 replace skein.dev/internal/memstat => ../../internal/memstat
 

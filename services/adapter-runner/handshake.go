@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"skein.dev/pkg/acpwire"
 	"skein.dev/pkg/events"
@@ -163,8 +164,12 @@ func (p *process) ready(tier string, init *acpwire.InitializeResult, sess *acpwi
 }
 
 // created is what the session service records about an adapter's session.
+// It also keeps, on the process, the ACP session ID and which options it
+// mapped from legacy lists: what RunnerPrompt, RunnerCancel and
+// RunnerSetConfig need to speak to the agent.
 func (p *process) created(init *acpwire.InitializeResult, sess *acpwire.SessionResult) (*events.AcpSessionCreatedResponse, error) {
 	var opts []events.JSON
+	var legacy map[string]string
 	if len(sess.ConfigOptions) > 0 && string(sess.ConfigOptions) != "null" {
 		var list []json.RawMessage
 		if err := json.Unmarshal(sess.ConfigOptions, &list); err != nil {
@@ -174,8 +179,9 @@ func (p *process) created(init *acpwire.InitializeResult, sess *acpwire.SessionR
 			opts = append(opts, events.JSON(o))
 		}
 	} else {
-		opts = legacyOptions(sess.Modes, sess.Models)
+		opts, legacy = legacyOptions(sess.Modes, sess.Models)
 	}
+	p.opened(sess.SessionID, legacy)
 	pid := p.pid
 	return &events.AcpSessionCreatedResponse{
 		SessionID:         sess.SessionID,
@@ -194,7 +200,7 @@ func nullable(raw json.RawMessage) events.JSON {
 	return events.JSON(raw)
 }
 
-// callError turns a failed call during the handshake into a typed error.
+// callError turns a failed call to the agent into a typed error.
 func (p *process) callError(method string, err error) error {
 	select {
 	case <-p.conn.Done():
@@ -207,15 +213,30 @@ func (p *process) callError(method string, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return events.Errorf(events.CodeTimeout, "agent %s did not answer %s in time", p.agent.ID, method)
 	}
-	return err
+	if errors.Is(err, context.Canceled) {
+		return events.Errorf(events.CodeUnavailable, "stopped waiting for agent %s to answer %s", p.agent.ID, method)
+	}
+	return acpError(fmt.Errorf("agent %s: %s: %w", p.agent.ID, method, err))
 }
 
 // legacyOptions maps an agent that has no config options but the legacy
 // mode and model lists (gemini, claude-code-acp) onto config options, so a
 // client sees one interface. Each carries _meta.skein.legacy, the method
-// that sets it (session/set_mode, session/set_model).
-func legacyOptions(modes, models json.RawMessage) []events.JSON {
-	var out []events.JSON
+// that sets it (session/set_mode, session/set_model), which methods also
+// maps the option's ID to.
+func legacyOptions(modes, models json.RawMessage) (out []events.JSON, methods map[string]string) {
+	add := func(opt legacyOption, method string) {
+		opt.Meta = legacyMeta(method)
+		b, err := json.Marshal(opt)
+		if err != nil {
+			return // strings only: it always encodes
+		}
+		out = append(out, b)
+		if methods == nil {
+			methods = map[string]string{}
+		}
+		methods[opt.ID] = method
+	}
 	var m struct {
 		CurrentModeID  string `json:"currentModeId"`
 		AvailableModes []struct {
@@ -225,13 +246,11 @@ func legacyOptions(modes, models json.RawMessage) []events.JSON {
 		} `json:"availableModes"`
 	}
 	if json.Unmarshal(modes, &m) == nil && len(m.AvailableModes) > 0 {
-		opt := legacyOption{ID: "mode", Name: "Mode", Category: "mode", Type: "select", CurrentValue: m.CurrentModeID, Meta: legacyMeta(acpwire.MethodSessionSetMode)}
+		opt := legacyOption{ID: "mode", Name: "Mode", Category: "mode", Type: "select", CurrentValue: m.CurrentModeID}
 		for _, a := range m.AvailableModes {
 			opt.Options = append(opt.Options, legacyValue{Value: a.ID, Name: a.Name, Description: a.Description})
 		}
-		if b, err := json.Marshal(opt); err == nil {
-			out = append(out, b)
-		}
+		add(opt, acpwire.MethodSessionSetMode)
 	}
 	var md struct {
 		CurrentModelID  string `json:"currentModelId"`
@@ -242,15 +261,13 @@ func legacyOptions(modes, models json.RawMessage) []events.JSON {
 		} `json:"availableModels"`
 	}
 	if json.Unmarshal(models, &md) == nil && len(md.AvailableModels) > 0 {
-		opt := legacyOption{ID: "model", Name: "Model", Category: "model", Type: "select", CurrentValue: md.CurrentModelID, Meta: legacyMeta(acpwire.MethodSessionSetModel)}
+		opt := legacyOption{ID: "model", Name: "Model", Category: "model", Type: "select", CurrentValue: md.CurrentModelID}
 		for _, a := range md.AvailableModels {
 			opt.Options = append(opt.Options, legacyValue{Value: a.ModelID, Name: a.Name, Description: a.Description})
 		}
-		if b, err := json.Marshal(opt); err == nil {
-			out = append(out, b)
-		}
+		add(opt, acpwire.MethodSessionSetModel)
 	}
-	return out
+	return out, methods
 }
 
 type legacyOption struct {

@@ -70,10 +70,10 @@ func waitSetups(t *testing.T, file, cwd string, n int, method string) []setupCal
 }
 
 // says prompts "instructions" and returns what the agent answered.
-func (h *harness) says(t *testing.T, sid, processID, acpSession string) string {
+func (h *harness) says(t *testing.T, sid, processID string) string {
 	t.Helper()
-	h.prompt(t, sid, processID, acpSession, "call-"+processID, "instructions")
-	_, before := until[*events.AcpSessionRpcResponse](t, h)
+	h.prompt(t, sid, processID, "turn-"+processID, "instructions")
+	_, before := until[*events.AdapterPromptResult](t, h)
 	return strings.Join(updateTexts(before), "")
 }
 
@@ -147,7 +147,7 @@ func TestInstructions(t *testing.T) {
 				if want := `{"cwd":` + quote(cwd) + `,"mcpServers":[]` + meta + `}`; string(calls[0].Params) != want {
 					t.Errorf("session/new params = %s, want %s", calls[0].Params, want)
 				}
-				if got := h.says(t, sid, "p1", created.SessionID); got != wantAnswer {
+				if got := h.says(t, sid, "p1"); got != wantAnswer {
 					t.Errorf("after create the agent says %q, want %q", got, wantAnswer)
 				}
 				if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
@@ -177,7 +177,7 @@ func TestInstructions(t *testing.T) {
 						t.Errorf("%s params = %s, want %s", c.Method, c.Params, want)
 					}
 				}
-				if got := h.says(t, sid, "p2", ready.Session.SessionID); got != wantAnswer {
+				if got := h.says(t, sid, "p2"); got != wantAnswer {
 					t.Errorf("after a %s restore the agent says %q, want %q", ready.Tier, got, wantAnswer)
 				}
 			})
@@ -197,19 +197,18 @@ func TestRestoreWithoutInstructionSettings(t *testing.T) {
 	h := startWith(t, adapterrunner.Config{OSInstructionsFile: osFile},
 		adapterrunner.Agent{ID: "resumer", Command: testAgent, Args: []string{"--resume", "--state-dir", t.TempDir()}})
 	created := h.create(t, "s1", "p1", "resumer")
-	if got := h.says(t, "s1", "p1", created.SessionID); got != "instructions: Operator rules." {
+	if got := h.says(t, "s1", "p1"); got != "instructions: Operator rules." {
 		t.Errorf("after create the agent says %q, want the OS instructions", got)
 	}
 	if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
 		&events.AcpCloseSessionRequest{}, header("s1", "p1")); err != nil {
 		t.Fatal(err)
 	}
-	ready, err := events.Call[events.AdapterReady](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerRestore),
-		&events.AcpResumeSessionRequest{SessionID: created.SessionID, AgentType: "resumer", McpServers: events.JSON("[]")}, header("s1", "p2"))
-	if err != nil {
+	if _, err := events.Call[events.AdapterReady](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerRestore),
+		&events.AcpResumeSessionRequest{SessionID: created.SessionID, AgentType: "resumer", McpServers: events.JSON("[]")}, header("s1", "p2")); err != nil {
 		t.Fatalf("restore: %v", err)
 	}
-	if got := h.says(t, "s1", "p2", ready.Session.SessionID); got != "instructions: (none)" {
+	if got := h.says(t, "s1", "p2"); got != "instructions: (none)" {
 		t.Errorf("after a bare restore the agent says %q, want none", got)
 	}
 	// Any other request is refused.

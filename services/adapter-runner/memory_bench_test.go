@@ -2,7 +2,6 @@ package adapterrunner_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -59,19 +58,15 @@ func BenchmarkLoadedAdapterMemory(b *testing.B) {
 			if err := h.nc.Flush(); err != nil {
 				b.Fatal(err)
 			}
-			// Allocated before the first reading: what the benchmark keeps
-			// per adapter is then only its ACP session ID.
-			acpIDs := make([]string, n)
-
 			before := memstat.Read(b)
 			start := time.Now()
-			h.loadAdapters(b, acpIDs)
+			h.loadAdapters(b, n)
 			b.Logf("%d adapters loaded in %v", n, time.Since(start).Round(time.Millisecond))
 			after := memstat.Read(b)
 
 			i := 0
 			for b.Loop() {
-				if err := h.prompt(b, i%n, acpIDs[i%n]); err != nil {
+				if err := h.prompt(b, i%n); err != nil {
 					b.Fatal(err)
 				}
 				i++
@@ -87,16 +82,20 @@ func BenchmarkLoadedAdapterMemory(b *testing.B) {
 // it publishes to ACP_IO.
 type memHarness struct {
 	nc      *nats.Conn
-	calls   sync.Map // call ID -> chan struct{}, closed when the answer is stored
-	callSeq atomic.Int64
+	turns   sync.Map // turn ID -> chan struct{}, closed when the prompt's result is stored
+	turnSeq atomic.Int64
 }
 
-// onIO closes the waiter of each forwarded call whose answer ACP_IO stored.
+// onIO closes the waiter of each turn whose prompt result ACP_IO stored.
 func (h *memHarness) onIO(m *nats.Msg) {
-	if m.Header.Get(events.HeaderRecord) != "AcpSessionRpcResponse" {
+	if m.Header.Get(events.HeaderRecord) != events.RecordAdapterPromptResult {
 		return
 	}
-	if ch, ok := h.calls.LoadAndDelete(m.Header.Get(events.HeaderCallID)); ok {
+	res, err := events.Decode[events.AdapterPromptResult](m.Data)
+	if err != nil {
+		return
+	}
+	if ch, ok := h.turns.LoadAndDelete(res.TurnID); ok {
 		close(ch.(chan struct{}))
 	}
 }
@@ -109,29 +108,28 @@ const loadWorkers = 32
 func memSessionID(i int) string { return fmt.Sprintf("m%05d", i) }
 func memProcessID(i int) string { return fmt.Sprintf("p%05d", i) }
 
-// loadAdapters starts an adapter for each of len(acpIDs) sessions, records
-// its ACP session ID, and runs one short prompt on it.
-func (h *memHarness) loadAdapters(b *testing.B, acpIDs []string) {
+// loadAdapters starts an adapter for each of n sessions and runs one short
+// prompt on it.
+func (h *memHarness) loadAdapters(b *testing.B, n int) {
 	b.Helper()
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range loadWorkers {
 		wg.Go(func() {
 			for i := range next {
-				created, err := events.Call[events.AcpSessionCreatedResponse](b.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
+				_, err := events.Call[events.AcpSessionCreatedResponse](b.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
 					&events.AcpCreateSessionRequest{AgentType: "test", ProtocolVersion: 1, McpServers: events.JSON("[]")}, header(memSessionID(i), memProcessID(i)))
 				if err != nil {
 					b.Errorf("create %s: %v", memSessionID(i), err)
 					continue
 				}
-				acpIDs[i] = created.SessionID
-				if err := h.prompt(b, i, created.SessionID); err != nil {
+				if err := h.prompt(b, i); err != nil {
 					b.Error(err)
 				}
 			}
 		})
 	}
-	for i := range acpIDs {
+	for i := range n {
 		next <- i
 	}
 	close(next)
@@ -141,25 +139,22 @@ func (h *memHarness) loadAdapters(b *testing.B, acpIDs []string) {
 	}
 }
 
-// prompt forwards a one-line session/prompt to the i-th session's adapter
-// and waits until its answer is stored on ACP_IO.
-func (h *memHarness) prompt(tb testing.TB, i int, acpSession string) error {
-	callID := fmt.Sprintf("c%d", h.callSeq.Add(1))
+// prompt sends a one-line prompt to the i-th session's adapter and waits
+// until its result is stored on ACP_IO.
+func (h *memHarness) prompt(tb testing.TB, i int) error {
+	turnID := fmt.Sprintf("t%d", h.turnSeq.Add(1))
 	done := make(chan struct{})
-	h.calls.Store(callID, done)
-	params, _ := json.Marshal(map[string]any{"sessionId": acpSession, "prompt": []map[string]string{{"type": "text", "text": "say hi"}}})
-	hdr := header(memSessionID(i), memProcessID(i))
-	hdr.Set(events.HeaderCallID, callID)
-	if _, err := events.Call[events.RunnerAck](tb.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCall),
-		&events.AcpSessionRequest{SessionID: acpSession, Method: "session/prompt", Params: params}, hdr); err != nil {
-		h.calls.Delete(callID)
+	h.turns.Store(turnID, done)
+	if _, err := events.Call[events.RunnerAck](tb.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPrompt),
+		&events.RunnerPromptRequest{TurnID: turnID, Prompt: events.JSON(`[{"type":"text","text":"say hi"}]`)}, header(memSessionID(i), memProcessID(i))); err != nil {
+		h.turns.Delete(turnID)
 		return fmt.Errorf("prompt %s: %w", memSessionID(i), err)
 	}
 	select {
 	case <-done:
 		return nil
 	case <-time.After(20 * time.Second):
-		h.calls.Delete(callID)
+		h.turns.Delete(turnID)
 		return fmt.Errorf("prompt %s: no answer on ACP_IO in 20s", memSessionID(i))
 	}
 }

@@ -70,9 +70,10 @@ type process struct {
 	subject   string
 	stopping  atomic.Bool
 	replaying atomic.Bool // a session/load is replaying history: drop its updates
+	wire      wireState   // the ACP session as the runner speaks it (adapterio.go)
 
 	mu        sync.Mutex
-	written   map[string]bool // call IDs of forwarded calls written to the adapter (the last maxWritten)
+	written   map[string]bool // turn IDs whose session/prompt was written to the adapter (the last maxWritten)
 	order     []string
 	exited    chan struct{} // closed after the exit is handled
 	stderrMax int64

@@ -36,8 +36,41 @@ type Runner struct {
 	osInstructions string
 	ready          chan struct{}
 
+	// handlers runs the requests that take a while (create, restore,
+	// set_config, stop), and watchers one goroutine per adapter that
+	// forgets it once it exited. Run waits for both before it returns.
+	handlers, watchers tasks
+
 	mu    sync.Mutex
 	procs map[string]*process // by events.SessionKey
+}
+
+// tasks is a set of goroutines that one owner waits for. Once closed it
+// starts no more.
+type tasks struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// start runs f in a goroutine of the set, unless the set is closed; it
+// reports whether f runs.
+func (t *tasks) start(f func()) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Go(f)
+	return true
+}
+
+// close starts no more goroutines and waits for those running to end.
+func (t *tasks) close() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	t.wg.Wait()
 }
 
 // New returns a Runner; it does no I/O except reading the agents file and
@@ -73,9 +106,12 @@ func (r *Runner) Ready() <-chan struct{} { return r.ready }
 func (r *Runner) ID() events.RunnerID { return events.RunnerID(r.cfg.ID) }
 
 // Run serves until ctx is done, then stops every adapter it hosts and
-// removes its heartbeat.
+// removes its heartbeat. It returns once every goroutine it started has
+// ended: request handlers, adapter processes and their watchers.
 func (r *Runner) Run(ctx context.Context) error {
-	js, err := jetstream.New(r.nc)
+	// Adapter output is published without waiting for each
+	// acknowledgement; the ones that fail or never come are reported here.
+	js, err := jetstream.New(r.nc, jetstream.WithPublishAsyncErrHandler(r.notStored), jetstream.WithPublishAsyncTimeout(ioAckTimeout))
 	if err != nil {
 		return err
 	}
@@ -95,34 +131,50 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runner service: %w", err)
 	}
+	// stop ends what Run started, in this order: the requests (ctx ends
+	// their waits; a create stops the adapter it was starting), the
+	// adapters still hosted, then their watchers, which end with them.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := func() {
+		_ = svc.Stop()
+		cancel()
+		r.handlers.close()
+		r.stopAll()
+		r.watchers.close()
+	}
 	id := events.RunnerID(r.cfg.ID)
 	endpoints := []struct {
 		op events.RunnerOp
 		h  micro.HandlerFunc
 	}{
-		// create takes seconds (process start, handshake): it runs in its
-		// own goroutine. The others are quick and keep their order.
-		{events.RunnerCreate, func(req micro.Request) { go r.handleCreate(ctx, js, req) }},
-		{events.RunnerRestore, func(req micro.Request) { go r.handleRestore(ctx, js, req) }},
-		{events.RunnerCall, r.handleCall},
+		// create and restore take seconds (process start, handshake),
+		// set_config waits for the agent, and stop for the process to end:
+		// each runs in a goroutine of its own. The others only write a
+		// line to the adapter, and keep their order.
+		{events.RunnerCreate, r.async(func(req micro.Request) { r.handleCreate(ctx, js, req) })},
+		{events.RunnerRestore, r.async(func(req micro.Request) { r.handleRestore(ctx, js, req) })},
+		{events.RunnerPrompt, r.handlePrompt},
+		{events.RunnerCancel, r.handleCancel},
+		{events.RunnerPermission, r.handlePermission},
+		{events.RunnerSetConfig, r.async(func(req micro.Request) { r.handleSetConfig(ctx, req) })},
 		{events.RunnerStatus, r.handleStatus},
-		{events.RunnerReply, r.handleReply},
-		{events.RunnerStop, func(req micro.Request) { go r.handleStop(req) }},
+		{events.RunnerStop, r.async(r.handleStop)},
 	}
 	for _, e := range endpoints {
 		if err := svc.AddEndpoint(string(e.op), e.h, micro.WithEndpointSubject(events.RunnerSubject(id, e.op))); err != nil {
-			_ = svc.Stop()
+			stop()
 			return fmt.Errorf("runner endpoint %s: %w", e.op, err)
 		}
 	}
 	if err := r.heartbeat(ctx, kv); err != nil {
-		_ = svc.Stop()
+		stop()
 		return err
 	}
 	// Subscriptions are in place on the server once the connection is
 	// flushed; only then may clients on other connections find them.
 	if err := r.nc.FlushTimeout(flushTimeout); err != nil {
-		_ = svc.Stop()
+		stop()
 		return fmt.Errorf("flush subscriptions: %w", err)
 	}
 	close(r.ready)
@@ -137,10 +189,9 @@ func (r *Runner) Run(ctx context.Context) error {
 				r.lg.Warn("heartbeat failed", events.LogKeyErr, err)
 			}
 		case <-ctx.Done():
-			_ = svc.Stop()
-			r.stopAll()
-			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			defer cancel()
+			stop()
+			cleanup, cancelCleanup := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancelCleanup()
 			_ = kv.Delete(cleanup, r.cfg.ID)
 			// What the adapters said last (their exits) is stored before
 			// Run returns and the caller closes the connection.
@@ -152,6 +203,25 @@ func (r *Runner) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// async returns a handler that runs h in a goroutine of r.handlers, or
+// refuses the request when the runner is stopping.
+func (r *Runner) async(h micro.HandlerFunc) micro.HandlerFunc {
+	return func(req micro.Request) {
+		if !r.handlers.start(func() { h(req) }) {
+			_ = events.RespondError(req, events.Errorf(events.CodeUnavailable, "runner %s is stopping", r.cfg.ID))
+		}
+	}
+}
+
+// notStored is the JetStream context's handler of asynchronous publishes
+// that failed: refused by the stream, unacknowledged within ioAckTimeout,
+// or lost to a disconnection.
+func (r *Runner) notStored(_ jetstream.JetStream, msg *nats.Msg, err error) {
+	r.m.ioPublishErrors.Inc()
+	r.lg.Error("runner record not stored", events.LogKeySubject, msg.Subject,
+		events.LogKeyRecord, msg.Header.Get(events.HeaderRecord), events.LogKeyProcess, msg.Header.Get(events.HeaderProcessID), events.LogKeyErr, err)
 }
 
 // Info returns what the runner announces in ACP_RUNNERS.
@@ -293,7 +363,7 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 	r.procs[key] = p
 	r.m.adapters.Set(float64(len(r.procs)))
 	r.mu.Unlock()
-	go func() {
+	forget := func() {
 		<-p.exited
 		r.mu.Lock()
 		if r.procs[key] == p {
@@ -301,7 +371,14 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 		}
 		r.m.adapters.Set(float64(len(r.procs)))
 		r.mu.Unlock()
-	}()
+	}
+	if !r.watchers.start(forget) {
+		// Run is past waiting for handlers: it cannot happen, but an
+		// adapter nobody would stop must not be left running.
+		p.stop()
+		forget()
+		return nil, events.Errorf(events.CodeUnavailable, "runner %s is stopping", r.cfg.ID)
+	}
 
 	hctx, cancel := context.WithTimeout(ctx, r.cfg.CreateTimeout)
 	defer cancel()
@@ -332,26 +409,84 @@ func (r *Runner) lookup(req micro.Request) (*process, error) {
 	return p, nil
 }
 
-func (r *Runner) handleCall(req micro.Request) {
+func (r *Runner) handlePrompt(req micro.Request) {
 	p, err := r.lookup(req)
 	if err != nil {
 		_ = events.RespondError(req, err)
 		return
 	}
-	call, err := events.Decode[events.AcpSessionRequest](req.Data())
+	prompt, err := events.Decode[events.RunnerPromptRequest](req.Data())
 	if err != nil {
 		_ = events.RespondError(req, err)
 		return
 	}
-	if !json.Valid(call.Params) && len(call.Params) > 0 {
-		_ = events.RespondError(req, events.Errorf(events.CodeInvalidRequest, "params of %s are not JSON", call.Method))
+	if prompt.TurnID == "" {
+		_ = events.RespondError(req, events.Errorf(events.CodeInvalidRequest, "prompt without a turn ID"))
 		return
 	}
-	if err := p.forward(req.Headers().Get(events.HeaderCallID), call.Method, call.Params); err != nil {
+	if err := p.prompt(prompt.TurnID, prompt.Prompt); err != nil {
 		_ = events.RespondError(req, err)
 		return
 	}
 	_ = events.Respond(req, &events.RunnerAck{ProcessID: p.id})
+}
+
+func (r *Runner) handleCancel(req micro.Request) {
+	p, err := r.lookup(req)
+	if err != nil {
+		_ = events.RespondError(req, err)
+		return
+	}
+	if _, err := events.Decode[events.RunnerCancelRequest](req.Data()); err != nil {
+		_ = events.RespondError(req, err)
+		return
+	}
+	if err := p.cancel(); err != nil {
+		_ = events.RespondError(req, err)
+		return
+	}
+	_ = events.Respond(req, &events.RunnerAck{ProcessID: p.id})
+}
+
+func (r *Runner) handlePermission(req micro.Request) {
+	p, err := r.lookup(req)
+	if err != nil {
+		_ = events.RespondError(req, err)
+		return
+	}
+	answer, err := events.Decode[events.RunnerPermissionAnswer](req.Data())
+	if err != nil {
+		_ = events.RespondError(req, err)
+		return
+	}
+	if err := p.answerPermission(answer.RequestID, answer.OptionID); err != nil {
+		_ = events.RespondError(req, err)
+		return
+	}
+	_ = events.Respond(req, &events.RunnerAck{ProcessID: p.id})
+}
+
+// handleSetConfig runs in its own goroutine: it waits for the agent's
+// answer, up to setConfigTimeout.
+func (r *Runner) handleSetConfig(ctx context.Context, req micro.Request) {
+	p, err := r.lookup(req)
+	if err != nil {
+		_ = events.RespondErrorAsync(r.nc, req, err)
+		return
+	}
+	set, err := events.Decode[events.RunnerSetConfigRequest](req.Data())
+	if err != nil {
+		_ = events.RespondErrorAsync(r.nc, req, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, setConfigTimeout)
+	defer cancel()
+	opts, err := p.setConfig(ctx, set.ConfigID, set.Value)
+	if err != nil {
+		_ = events.RespondErrorAsync(r.nc, req, err)
+		return
+	}
+	_ = events.RespondAsync(r.nc, req, &events.RunnerConfigResponse{ConfigOptions: opts})
 }
 
 func (r *Runner) handleStatus(req micro.Request) {
@@ -364,25 +499,7 @@ func (r *Runner) handleStatus(req micro.Request) {
 		_ = events.Respond(req, &events.AdapterStatus{}) // gone: not alive
 		return
 	}
-	_ = events.Respond(req, p.status(req.Headers().Get(events.HeaderCallID)))
-}
-
-func (r *Runner) handleReply(req micro.Request) {
-	p, err := r.lookup(req)
-	if err != nil {
-		_ = events.RespondError(req, err)
-		return
-	}
-	resp, err := events.Decode[events.AcpHostRequestCallbackResponse](req.Data())
-	if err != nil {
-		_ = events.RespondError(req, err)
-		return
-	}
-	if err := p.reply(resp.Response); err != nil {
-		_ = events.RespondError(req, err)
-		return
-	}
-	_ = events.Respond(req, &events.RunnerAck{ProcessID: p.id})
+	_ = events.Respond(req, p.status(req.Headers().Get(events.HeaderTurnID)))
 }
 
 func (r *Runner) handleStop(req micro.Request) {
@@ -410,6 +527,14 @@ func (r *Runner) stopAll() {
 	wg.Wait()
 }
 
-// flushTimeout bounds the flush that makes subscriptions visible before Run
-// reports ready.
-const flushTimeout = 10 * time.Second
+const (
+	// flushTimeout bounds the flush that makes subscriptions visible
+	// before Run reports ready.
+	flushTimeout = 10 * time.Second
+	// ioAckTimeout is how long an ACP_IO publish may wait for the
+	// stream's acknowledgement before it counts as failed.
+	ioAckTimeout = 30 * time.Second
+	// setConfigTimeout bounds waiting for the agent's answer to a
+	// configuration change.
+	setConfigTimeout = 30 * time.Second
+)

@@ -8,13 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
-
-	"go.uber.org/goleak"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
 
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
@@ -54,6 +54,9 @@ type harness struct {
 	runner  *adapterrunner.Runner
 	dataDir string
 	io      chan *nats.Msg
+	// stop stops the runner and returns what Run returned; the test's
+	// cleanup calls it too.
+	stop func() error
 }
 
 func start(t *testing.T, agents ...adapterrunner.Agent) *harness {
@@ -80,9 +83,17 @@ func startWith(t *testing.T, cfg adapterrunner.Config, agents ...adapterrunner.A
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
+	h.stop = sync.OnceValue(func() error {
 		cancel()
-		if err := <-done; err != nil {
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(20 * time.Second):
+			return fmt.Errorf("Run did not return within 20s of its context's end")
+		}
+	})
+	t.Cleanup(func() {
+		if err := h.stop(); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	})
@@ -118,19 +129,23 @@ func (h *harness) create(t *testing.T, sid, processID, agent string) *events.Acp
 	return resp
 }
 
-func (h *harness) prompt(t *testing.T, sid, processID, acpSession, callID, text string) {
+// prompt sends text as turn turnID's prompt and waits for the runner's
+// acknowledgement.
+func (h *harness) prompt(t *testing.T, sid, processID, turnID, text string) {
 	t.Helper()
 	content, _ := json.Marshal([]map[string]string{{"type": "text", "text": text}})
-	params, _ := json.Marshal(map[string]any{"sessionId": acpSession, "prompt": json.RawMessage(content)})
-	hdr := header(sid, processID)
-	hdr.Set(events.HeaderCallID, callID)
-	if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCall),
-		&events.AcpSessionRequest{SessionID: acpSession, Method: "session/prompt", Params: params}, hdr); err != nil {
-		t.Fatalf("call: %v", err)
+	ack, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPrompt),
+		&events.RunnerPromptRequest{TurnID: turnID, Prompt: content}, header(sid, processID))
+	if err != nil {
+		t.Fatalf("prompt: %v", err)
+	}
+	if ack.ProcessID != processID {
+		t.Errorf("prompt acknowledged by process %q, want %q", ack.ProcessID, processID)
 	}
 }
 
-// next returns the next ACP_IO record, decoded.
+// next returns the next ACP_IO record, decoded. Every record names its
+// variant and its process in headers.
 func (h *harness) next(t *testing.T) (events.Variant, nats.Header) {
 	t.Helper()
 	select {
@@ -138,6 +153,12 @@ func (h *harness) next(t *testing.T) (events.Variant, nats.Header) {
 		v, err := events.Unmarshal(m.Data)
 		if err != nil {
 			t.Fatalf("undecodable IO record: %v", err)
+		}
+		if got := m.Header.Get(events.HeaderRecord); got != v.VariantName() {
+			t.Errorf("%s record has %s %q", v.VariantName(), events.HeaderRecord, got)
+		}
+		if m.Header.Get(events.HeaderProcessID) == "" {
+			t.Errorf("%s record without %s", v.VariantName(), events.HeaderProcessID)
 		}
 		return v, m.Header
 	case <-time.After(20 * time.Second):
@@ -165,13 +186,13 @@ func TestCreatePromptAndResponseOrder(t *testing.T) {
 	if created.SessionID == "" || created.Pid == nil || len(created.AgentInfo) == 0 {
 		t.Fatalf("create = %+v, want an ACP session, a pid and agent info", created)
 	}
-	h.prompt(t, "s1", "p1", created.SessionID, "call-1", "say one\nsay two\nstop max_tokens")
-	resp, before := until[*events.AcpSessionRpcResponse](t, h)
+	h.prompt(t, "s1", "p1", "turn-1", "say one\nsay two\nstop max_tokens")
+	res, before := until[*events.AdapterPromptResult](t, h)
 	if got := strings.Join(updateTexts(before), "|"); got != "one|two" {
-		t.Errorf("notifications before the response = %q, want one|two", got)
+		t.Errorf("updates before the result = %q, want one|two", got)
 	}
-	if !strings.Contains(string(resp.Response), `"stopReason":"max_tokens"`) {
-		t.Errorf("response = %s, want stopReason max_tokens", resp.Response)
+	if res.TurnID != "turn-1" || res.StopReason != "max_tokens" || res.Error != nil || string(res.Result) != `{"stopReason":"max_tokens"}` {
+		t.Errorf("result = %+v (result %s), want turn-1, stopReason max_tokens and its raw result", res, res.Result)
 	}
 }
 
@@ -188,48 +209,38 @@ func TestAdapterEnvironmentIsIsolated(t *testing.T) {
 
 func TestCrashIsReportedAfterOutput(t *testing.T) {
 	h := start(t)
-	created := h.create(t, "s1", "p1", "test")
-	h.prompt(t, "s1", "p1", created.SessionID, "c1", "say bye\ncrash 3")
+	h.create(t, "s1", "p1", "test")
+	h.prompt(t, "s1", "p1", "t1", "say bye\ncrash 3")
 	exited, before := until[*events.AcpAgentExitedEvent](t, h)
 	if exited.ExitCode == nil || *exited.ExitCode != 3 || exited.Restart != events.RestartNotAttempted || exited.ProcessID != "p1" {
 		t.Errorf("exit = %+v, want code 3, restart not_attempted, process p1", exited)
 	}
-	sawBye := false
+	if got := strings.Join(updateTexts(before), "|"); got != "bye" {
+		t.Errorf("updates before the exit = %q, want the output before the crash", got)
+	}
 	for _, v := range before {
-		if ev, ok := v.(*events.AcpSessionEvent); ok && strings.Contains(string(ev.Notification), "bye") {
-			sawBye = true
-		}
-		if _, ok := v.(*events.AcpSessionRpcResponse); ok {
-			t.Errorf("a crashed prompt got a response")
+		if _, ok := v.(*events.AdapterPromptResult); ok {
+			t.Errorf("a crashed prompt got a result: %+v", v)
 		}
 	}
-	if !sawBye {
-		t.Errorf("the output before the crash is missing")
-	}
-	// The process is gone: calls now fail typed.
-	_, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCall),
-		&events.AcpSessionRequest{Method: "session/cancel"}, header("s1", "p1"))
+	// The process is gone: requests for it now fail typed.
+	_, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCancel),
+		&events.RunnerCancelRequest{TurnID: "t1"}, header("s1", "p1"))
 	if e := events.AsError(err); e == nil || e.Code != events.CodeAdapterExited {
-		t.Errorf("call after exit = %v, want %s", err, events.CodeAdapterExited)
+		t.Errorf("cancel after exit = %v, want %s", err, events.CodeAdapterExited)
 	}
 }
 
 func TestGarbageOnStdoutIsSkipped(t *testing.T) {
 	h := start(t)
-	created := h.create(t, "s1", "p1", "test")
-	h.prompt(t, "s1", "p1", created.SessionID, "c1", "garbage\nsay still here")
-	resp, before := until[*events.AcpSessionRpcResponse](t, h)
-	if !strings.Contains(string(resp.Response), "end_turn") {
-		t.Errorf("response = %s", resp.Response)
+	h.create(t, "s1", "p1", "test")
+	h.prompt(t, "s1", "p1", "t1", "garbage\nsay still here")
+	res, before := until[*events.AdapterPromptResult](t, h)
+	if res.StopReason != "end_turn" {
+		t.Errorf("result = %+v, want end_turn", res)
 	}
-	found := false
-	for _, v := range before {
-		if ev, ok := v.(*events.AcpSessionEvent); ok && strings.Contains(string(ev.Notification), "still here") {
-			found = true
-		}
-	}
-	if !found {
-		t.Errorf("the update after the garbage line is missing")
+	if got := strings.Join(updateTexts(before), "|"); got != "still here" {
+		t.Errorf("updates = %q, want the one after the garbage line", got)
 	}
 }
 
@@ -243,13 +254,13 @@ func TestStopIsNotAnExit(t *testing.T) {
 	// A stopped adapter reports no exit; the next record on ACP_IO is the
 	// next session's.
 	h.create(t, "s2", "p2", "test")
-	h.prompt(t, "s2", "p2", h.create(t, "s3", "p3", "test").SessionID, "c", "say x")
+	h.prompt(t, "s2", "p2", "t1", "say x")
 	for {
 		v, hdr := h.next(t)
 		if _, ok := v.(*events.AcpAgentExitedEvent); ok && hdr.Get(events.HeaderProcessID) == "p1" {
 			t.Fatal("a stopped adapter was reported as exited")
 		}
-		if _, ok := v.(*events.AcpSessionRpcResponse); ok {
+		if _, ok := v.(*events.AdapterPromptResult); ok {
 			return
 		}
 	}
@@ -329,16 +340,12 @@ func TestAuthMethod(t *testing.T) {
 func updateTexts(records []events.Variant) []string {
 	var texts []string
 	for _, v := range records {
-		if ev, ok := v.(*events.AcpSessionEvent); ok {
-			var n struct {
-				Params struct {
-					Update struct {
-						Content struct{ Text string } `json:"content"`
-					} `json:"update"`
-				} `json:"params"`
+		if u, ok := v.(*events.AdapterUpdate); ok {
+			var update struct {
+				Content struct{ Text string } `json:"content"`
 			}
-			_ = json.Unmarshal(ev.Notification, &n)
-			texts = append(texts, n.Params.Update.Content.Text)
+			_ = json.Unmarshal(u.Update, &update)
+			texts = append(texts, update.Content.Text)
 		}
 	}
 	return texts
