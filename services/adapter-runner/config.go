@@ -65,6 +65,10 @@ func (r Registry) validate() error {
 	return nil
 }
 
+// DefaultCreateTimeout is Config.CreateTimeout's default: half the session
+// service's default session.attach-timeout, which must be the longer.
+const DefaultCreateTimeout = 30 * time.Second
+
 // Config configures a Runner.
 type Config struct {
 	// ID names this runner on NATS; it must be unique among runners.
@@ -75,7 +79,9 @@ type Config struct {
 	// the same ID wins. skein wires the test agent here as "test" and "demo".
 	Builtin []Agent
 	// DataDir holds a directory per session with its isolated HOME, TMPDIR
-	// and default working directory.
+	// and default working directory, and the record of the adapters
+	// running (.adapters), by which a runner started on it after one that
+	// was killed kills what that one left running (leftovers.go).
 	DataDir string
 	// Capacity is how many adapters this runner hosts at once.
 	Capacity int
@@ -84,7 +90,13 @@ type Config struct {
 	// StopGrace bounds each step of stopping an adapter: stdin closed, then
 	// SIGTERM to its process group, then SIGKILL.
 	StopGrace time.Duration
-	// CreateTimeout bounds spawning an adapter and negotiating its session.
+	// CreateTimeout bounds spawning an adapter and opening or restoring
+	// its ACP session. It must be shorter than the session service's
+	// session.attach-timeout (60 s by default), which bounds the same
+	// request from the caller's side: an agent that never answers is then
+	// reported by the runner, with what the agent wrote (its first lines
+	// that are not ACP, the tail of its stderr), and not as a bare
+	// timeout of the request.
 	CreateTimeout time.Duration
 	// MaxLineBytes is the longest ACP line accepted from an adapter.
 	MaxLineBytes int
@@ -104,11 +116,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	host, _ := os.Hostname()
 	fs.StringVar(&c.ID, "adapter-runner.id", sanitizeID(host), "runner ID, unique among runners")
 	fs.StringVar(&c.AgentsFile, "adapter-runner.agents", "", "agent registry file (JSON: {\"agents\":[{\"id\",\"command\",\"args\",\"env\"}]}); env SKEIN_AGENTS")
-	fs.StringVar(&c.DataDir, "adapter-runner.data-dir", filepath.Join(os.TempDir(), "skein-runner"), "directory for per-session HOME, TMPDIR and working directories")
+	fs.StringVar(&c.DataDir, "adapter-runner.data-dir", filepath.Join(os.TempDir(), "skein-runner"), "directory for per-session HOME, TMPDIR and working directories, and the record of running adapters by which a restarted runner kills what a killed one left")
 	fs.IntVar(&c.Capacity, "adapter-runner.capacity", 64, "adapters hosted at once")
 	fs.DurationVar(&c.Heartbeat, "adapter-runner.heartbeat", 5*time.Second, "heartbeat interval in ACP_RUNNERS")
 	fs.DurationVar(&c.StopGrace, "adapter-runner.stop-grace", 2*time.Second, "grace for each step of stopping an adapter")
-	fs.DurationVar(&c.CreateTimeout, "adapter-runner.create-timeout", 60*time.Second, "bound on spawning an adapter and opening its ACP session")
+	fs.DurationVar(&c.CreateTimeout, "adapter-runner.create-timeout", DefaultCreateTimeout,
+		"bound on spawning an adapter and opening or restoring its ACP session; keep it below session.attach-timeout (60s by default), so that an agent that never answers is reported with what it wrote rather than as a timeout of the caller's request")
 	fs.IntVar(&c.MaxLineBytes, "adapter-runner.max-line-bytes", 16<<20, "longest ACP line accepted from an adapter")
 	fs.Int64Var(&c.MaxStderrBytes, "adapter-runner.max-stderr-bytes", 1<<20, "stderr forwarded per adapter")
 	fs.StringVar(&c.OSInstructionsFile, "adapter-runner.os-instructions-file", "", "file of OS instructions appended to every agent's system prompt unless its session skips them (read at start)")
@@ -135,7 +148,7 @@ func (c *Config) Validate() error {
 		c.StopGrace = 2 * time.Second
 	}
 	if c.CreateTimeout <= 0 {
-		c.CreateTimeout = 60 * time.Second
+		c.CreateTimeout = DefaultCreateTimeout
 	}
 	if c.MaxLineBytes <= 0 {
 		c.MaxLineBytes = 16 << 20
@@ -177,9 +190,14 @@ func (c *Config) osInstructions() (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// lookPath resolves a's command as the runner starts it: a name on the
+// runner's PATH, or a path to an executable file. An error means the agent
+// is not installed on this machine.
+func (a Agent) lookPath() (string, error) { return exec.LookPath(a.Command) }
+
 // installed reports whether a's command resolves on this machine.
 func installed(a Agent) bool {
-	_, err := exec.LookPath(a.Command)
+	_, err := a.lookPath()
 	return err == nil
 }
 
