@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
+	golang.org/x/sys v0.50.0
 	skein.dev/internal/memstat v0.0.0
 	skein.dev/internal/natstest v0.0.0
 	skein.dev/pkg/acp v0.0.0
@@ -34,7 +35,6 @@ require (
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	go.uber.org/goleak v1.3.0
 	golang.org/x/crypto v0.58.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )

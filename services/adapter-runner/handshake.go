@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"skein.dev/pkg/acpwire"
 	"skein.dev/pkg/events"
@@ -23,14 +25,14 @@ func (p *process) initialize(ctx context.Context, clientCaps events.JSON) (*acpw
 		ClientInfo:         &acpwire.Implementation{Name: "skein", Title: "Skein", Version: "0.1.0"},
 	})
 	if err != nil {
-		return nil, p.callError("initialize", err)
+		return nil, p.failed("initialize", err)
 	}
 	if init.ProtocolVersion != acpwire.ProtocolVersion {
 		return nil, events.Errorf(events.CodeAdapterProtocol, "agent %s speaks ACP version %d, not %d", p.agent.ID, init.ProtocolVersion, acpwire.ProtocolVersion)
 	}
 	if m := p.agent.AuthMethod; m != "" {
 		if err := p.conn.Authenticate(ctx, m); err != nil {
-			return nil, p.callError("authenticate", err)
+			return nil, p.failed("authenticate", err)
 		}
 	}
 	return init, nil
@@ -51,7 +53,7 @@ func (p *process) handshake(ctx context.Context, req *events.AcpCreateSessionReq
 		Meta:                  meta,
 	})
 	if err != nil {
-		return nil, p.callError("session/new", err)
+		return nil, p.failed("session/new", err)
 	}
 	return p.created(init, sess)
 }
@@ -59,11 +61,19 @@ func (p *process) handshake(ctx context.Context, req *events.AcpCreateSessionReq
 // restore brings back ACP session req.SessionID by the ladder: native
 // session/resume when the agent advertises it, then session/load when it
 // advertises that (the history it replays is dropped: the log is the only
-// history), and only when the agent says the session is unknown, a new
-// session (the fallback tier; the session service then arms its
-// continuation preamble). Any other failure fails the restore. Whichever
-// method it takes gets meta (the session's instructions) as its _meta: an
-// agent is given them again on every load or resume, as at creation.
+// history), then a new session (the fallback tier; the session service
+// then arms its continuation preamble). Whichever method it takes gets
+// meta (the session's instructions) as its _meta: an agent is given them
+// again on every load or resume, as at creation.
+//
+// A rung is left for the next when the agent answers it with a JSON-RPC
+// error: at once when the error says the session is unknown, after one
+// more try otherwise. An agent's error is about its own copy of the
+// session, and Skein's log holds the whole of it: gemini-cli answers a load
+// in the minute the session was created with -32603, having lost its own
+// chat file, and a session must not fail every later prompt for that. An
+// adapter that exits, does not answer, or breaks the protocol fails the
+// restore. AdapterReady.Reason tells what was stepped past.
 func (p *process) restore(ctx context.Context, req *events.AcpResumeSessionRequest, meta json.RawMessage) (*events.AdapterReady, error) {
 	init, err := p.initialize(ctx, nil)
 	if err != nil {
@@ -85,22 +95,51 @@ func (p *process) restore(ctx context.Context, req *events.AcpResumeSessionReque
 		McpServers:            json.RawMessage(req.McpServers),
 		Meta:                  meta,
 	}
-	if canResume {
-		sess, err := p.conn.ResumeSession(ctx, acpwire.ResumeSessionParams(params))
-		switch {
-		case err == nil:
-			return p.ready(events.TierResume, init, sess)
-		case !acpwire.IsUnknownSession(err):
-			return nil, p.callError("session/resume", err)
-		}
+	rungs := []struct {
+		tier, method string
+		offered      bool
+		call         func() (*acpwire.SessionResult, error)
+	}{
+		{events.TierResume, acpwire.MethodSessionResume, canResume, func() (*acpwire.SessionResult, error) {
+			return p.conn.ResumeSession(ctx, acpwire.ResumeSessionParams(params))
+		}},
+		{events.TierLoad, acpwire.MethodSessionLoad, caps.LoadSession, func() (*acpwire.SessionResult, error) {
+			return p.load(ctx, params)
+		}},
 	}
-	if caps.LoadSession {
-		sess, err := p.load(ctx, params)
+	var reasons []string
+	if !canResume && !caps.LoadSession {
+		reasons = append(reasons, "the agent offers neither session/resume nor session/load")
+	}
+	for _, r := range rungs {
+		if !r.offered {
+			continue
+		}
+		var failures []string // the agent's errors, one per try
+		for len(failures) < 2 {
+			sess, err := r.call()
+			if err == nil {
+				if len(failures) > 0 {
+					reasons = append(reasons, fmt.Sprintf("%s: %s, then it worked on the second try", r.method, failures[0]))
+				}
+				return p.ready(r.tier, strings.Join(reasons, "; "), init, sess)
+			}
+			rpcErr, ok := errors.AsType[*acpwire.RPCError](err)
+			if !ok || p.ended() {
+				return nil, p.failed(r.method, err)
+			}
+			failures = append(failures, fmt.Sprintf("%d %s", rpcErr.Code, rpcErr.Message))
+			if acpwire.IsUnknownSession(err) {
+				reasons = append(reasons, fmt.Sprintf("%s: the agent does not know the session (%s)", r.method, failures[len(failures)-1]))
+				failures = nil
+				break
+			}
+		}
 		switch {
-		case err == nil:
-			return p.ready(events.TierLoad, init, sess)
-		case !acpwire.IsUnknownSession(err):
-			return nil, p.callError("session/load", err)
+		case len(failures) == 2 && failures[0] == failures[1]:
+			reasons = append(reasons, fmt.Sprintf("%s: %s, twice", r.method, failures[0]))
+		case len(failures) == 2:
+			reasons = append(reasons, fmt.Sprintf("%s: %s, then %s", r.method, failures[0], failures[1]))
 		}
 	}
 	sess, err := p.conn.NewSession(ctx, acpwire.NewSessionParams{
@@ -110,9 +149,20 @@ func (p *process) restore(ctx context.Context, req *events.AcpResumeSessionReque
 		Meta:                  meta,
 	})
 	if err != nil {
-		return nil, p.callError("session/new", err)
+		return nil, p.failed("session/new", err)
 	}
-	return p.ready(events.TierFallback, init, sess)
+	return p.ready(events.TierFallback, strings.Join(reasons, "; "), init, sess)
+}
+
+// ended reports whether the adapter's stdout has ended: it exited, or is
+// about to.
+func (p *process) ended() bool {
+	select {
+	case <-p.conn.Done():
+		return true
+	default:
+		return false
+	}
 }
 
 // load runs session/load with the replay it triggers kept out of ACP_IO:
@@ -155,12 +205,12 @@ func field(obj json.RawMessage, name string) json.RawMessage {
 	return json.RawMessage(nullable(m[name]))
 }
 
-func (p *process) ready(tier string, init *acpwire.InitializeResult, sess *acpwire.SessionResult) (*events.AdapterReady, error) {
+func (p *process) ready(tier, reason string, init *acpwire.InitializeResult, sess *acpwire.SessionResult) (*events.AdapterReady, error) {
 	created, err := p.created(init, sess)
 	if err != nil {
 		return nil, err
 	}
-	return &events.AdapterReady{Tier: tier, Session: *created}, nil
+	return &events.AdapterReady{Tier: tier, Reason: reason, Session: *created}, nil
 }
 
 // created is what the session service records about an adapter's session.
@@ -182,6 +232,7 @@ func (p *process) created(init *acpwire.InitializeResult, sess *acpwire.SessionR
 		opts, legacy = legacyOptions(sess.Modes, sess.Models)
 	}
 	p.opened(sess.SessionID, legacy)
+	p.startLog.opened()
 	pid := p.pid
 	return &events.AcpSessionCreatedResponse{
 		SessionID:         sess.SessionID,
@@ -191,6 +242,33 @@ func (p *process) created(init *acpwire.InitializeResult, sess *acpwire.SessionR
 		AgentCapabilities: nullable(init.AgentCapabilities),
 		AgentInfo:         nullable(init.AgentInfo),
 	}, nil
+}
+
+// failed is the error of a start whose call of method failed: callError's,
+// then what the agent said meanwhile that is not ACP (startLog), so that
+// an agent that printed its usage or an error, or hangs, or exited, is
+// reported with its own words.
+func (p *process) failed(method string, err error) error {
+	_, answered := errors.AsType[*acpwire.RPCError](err)
+	if !answered && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		// Most likely the request could not be written: the adapter
+		// exited. Its stdout ends soon after, and then, for callError, the
+		// failure is the exit it is, and its last words are in stderr.
+		within(p.stopGrace, p.conn.Done(), p.stderrDone)
+	}
+	err = p.callError(method, err)
+	e, ok := errors.AsType[*events.Error](err)
+	if !ok {
+		return err
+	}
+	msg := e.Message
+	switch e.Code {
+	case events.CodeTimeout:
+		msg += fmt.Sprintf(" (waited %s)", time.Since(p.started).Round(time.Second))
+	case events.CodeAdapterExited:
+		within(p.stopGrace, p.stderrDone) // its last words may still be in the pipe
+	}
+	return &events.Error{Code: e.Code, Message: msg + p.startLog.String()}
 }
 
 func nullable(raw json.RawMessage) events.JSON {

@@ -3,8 +3,10 @@ package adapterrunner
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -78,6 +80,11 @@ type process struct {
 	exited    chan struct{} // closed after the exit is handled
 	stderrMax int64
 	stopGrace time.Duration
+
+	started    time.Time
+	startLog   startLog
+	stderrDone chan struct{} // closed once stderr is drained
+	record     string        // the adapter's leftover record (leftovers.go), "" if none
 }
 
 // spawnSpec is what a create request asks for.
@@ -101,11 +108,16 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 	if cwd == "" {
 		cwd = work
 	}
-	cmd := exec.Command(agent.Command, append(append([]string{}, agent.Args...), spec.args...)...)
+	path, err := agent.lookPath()
+	if err != nil {
+		return nil, events.Errorf(events.CodeAgentNotInstalled, "agent %s is not installed: %v", agent.ID, err)
+	}
+	cmd := exec.Command(path, append(append([]string{}, agent.Args...), spec.args...)...)
 	cmd.Dir = cwd
 	cmd.Env = adapterEnv(home, tmp, agent.Env, spec.env)
-	// Its own process group, so that stopping it also stops what it spawned.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so that stopping it also stops what it
+	// spawned, and killed when the runner dies (process_linux.go).
+	cmd.SysProcAttr = sysProcAttr()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -118,8 +130,20 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startCommand(cmd); err != nil {
+		if errors.Is(err, fs.ErrNotExist) { // removed since lookPath
+			return nil, events.Errorf(events.CodeAgentNotInstalled, "agent %s is not installed: %v", agent.ID, err)
+		}
 		return nil, events.Errorf(events.CodeAgentUnavailable, "start agent %s: %v", agent.ID, err)
+	}
+	record, err := recordAdapter(spec.dataDir, cmd.Process.Pid)
+	if err != nil {
+		// An adapter that a runner killed now would not be found again
+		// must not run.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		commandReaped()
+		return nil, err
 	}
 	p := &process{
 		ns: ns, sid: sid, id: id, agent: agent, js: js, m: m,
@@ -132,6 +156,10 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 		written:   map[string]bool{},
 		stderrMax: stderrMax,
 		stopGrace: stopGrace,
+
+		started:    time.Now(),
+		stderrDone: make(chan struct{}),
+		record:     record,
 	}
 	p.conn = acpwire.NewConn(stdout, stdin, acpwire.Options{
 		MaxLineBytes:   spec.maxLineBytes,
@@ -140,15 +168,15 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 		OnProtocolError: func(line []byte, err error) {
 			p.lg.Warn("adapter wrote a line that is not ACP", events.LogKeyErr, err)
 			p.m.protocolErrors.Inc()
+			p.startLog.junk(line)
 		},
 		Logger: p.lg,
 	})
-	stderrDone := make(chan struct{})
 	go func() {
-		defer close(stderrDone)
+		defer close(p.stderrDone)
 		p.pumpStderr(stderr)
 	}()
-	go p.wait(stderrDone)
+	go p.wait()
 	return p, nil
 }
 
@@ -188,6 +216,7 @@ func (p *process) pumpStderr(r io.Reader) {
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
+			p.startLog.write(buf[:n])
 			if sent < p.stderrMax {
 				chunk := buf[:min(int64(n), p.stderrMax-sent)]
 				sent += int64(len(chunk))
@@ -205,13 +234,41 @@ func (p *process) pumpStderr(r io.Reader) {
 	}
 }
 
-// wait reaps the process once stdout and stderr are drained, and reports an
-// exit nobody asked for as AcpAgentExitedEvent, after everything the adapter
-// wrote.
-func (p *process) wait(stderrDone <-chan struct{}) {
+// wait reaps the adapter, with everything in its process group killed
+// first, and reports an exit nobody asked for as AcpAgentExitedEvent, after
+// everything the adapter wrote.
+//
+// On Linux the adapter's exit is seen before it is reaped: its zombie still
+// holds its process ID, and so its group's, which no other process can be
+// given meanwhile. Whatever is left in the group is killed then, however
+// the adapter ended (stopped, exited on its own, killed), so that nothing it
+// spawned outlives it. Then stdout and stderr reach their end, as nothing
+// holds them open any more; if something that left the group still does,
+// they are closed under it after stopGrace. Its leftover record goes last,
+// before the reaping frees the process ID for another adapter's record.
+// Elsewhere the adapter is reaped once its output ends, and its group is
+// killed after.
+func (p *process) wait() {
+	seen := awaitExit(int(p.pid)) == nil
+	if seen {
+		p.killGroup()
+		within(p.stopGrace, p.conn.Done(), p.stderrDone)
+	} else {
+		<-p.conn.Done()
+		<-p.stderrDone
+	}
+	if p.record != "" {
+		if err := os.Remove(p.record); err != nil {
+			p.lg.Warn("cannot clear the adapter's leftover record", events.LogKeyErr, err)
+		}
+	}
+	err := p.cmd.Wait() // closes stdout and stderr, if they had not ended
+	if !seen {
+		p.killGroup()
+	}
 	<-p.conn.Done()
-	<-stderrDone
-	err := p.cmd.Wait()
+	<-p.stderrDone
+	commandReaped()
 	var code *int32
 	if p.cmd.ProcessState != nil {
 		c := int32(p.cmd.ProcessState.ExitCode())
@@ -229,6 +286,26 @@ func (p *process) wait(stderrDone <-chan struct{}) {
 		p.lg.Warn("adapter exited", "exit_code", code, events.LogKeyErr, err)
 	}
 	close(p.exited)
+}
+
+// within waits until every channel of done is closed, for at most d.
+func within(d time.Duration, done ...<-chan struct{}) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for _, c := range done {
+		select {
+		case <-c:
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// killGroup kills what is left in the adapter's process group.
+func (p *process) killGroup() {
+	if err := syscall.Kill(-int(p.pid), syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		p.lg.Warn("cannot kill the adapter's process group", events.LogKeyErr, err)
+	}
 }
 
 // stop ends the adapter: stdin closed, then SIGTERM to its process group,

@@ -109,6 +109,9 @@ func (r *Runner) ID() events.RunnerID { return events.RunnerID(r.cfg.ID) }
 // removes its heartbeat. It returns once every goroutine it started has
 // ended: request handlers, adapter processes and their watchers.
 func (r *Runner) Run(ctx context.Context) error {
+	// What a runner killed before this one left running (leftovers.go)
+	// goes before this one hosts anything.
+	killLeftovers(r.lg, r.cfg.DataDir)
 	// Adapter output is published without waiting for each
 	// acknowledgement; the ones that fail or never come are reported here.
 	js, err := jetstream.New(r.nc, jetstream.WithPublishAsyncErrHandler(r.notStored), jetstream.WithPublishAsyncTimeout(ioAckTimeout))

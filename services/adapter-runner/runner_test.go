@@ -273,7 +273,7 @@ func TestCreateErrors(t *testing.T) {
 		want  events.Code
 	}{
 		{"nope", events.CodeUnknownAgent},
-		{"missing", events.CodeAgentUnavailable},
+		{"missing", events.CodeAgentNotInstalled},
 	} {
 		_, err := events.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
 			&events.AcpCreateSessionRequest{AgentType: tc.agent, McpServers: events.JSON("[]")}, header("s1", "p1"))
