@@ -95,6 +95,9 @@ func FuzzMembers(f *testing.F) {
 			if !bytes.Contains(obj, k) || !bytes.Contains(obj, values[i]) {
 				t.Fatalf("Members(%q) member %d (%s: %s) is not in the input", obj, i, k, values[i])
 			}
+			if string(k.NameBytes()) != wantNames[i] {
+				t.Fatalf("Members(%q) key %d = %s (NameBytes %q), encoding/json reads %q", obj, i, k, k.NameBytes(), wantNames[i])
+			}
 			if wantNames[i] == name {
 				count++
 				last = wantValues[i]

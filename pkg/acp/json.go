@@ -75,6 +75,18 @@ func (k Key) Is(name string) bool {
 	return unquote(k) == name
 }
 
+// NameBytes is Name as bytes. For a name without escapes, nearly all of
+// them, it is the bytes between the quotes, not a copy: read-only, and
+// free to compare or look up (string(b) == s and m[string(b)] do not
+// allocate).
+func (k Key) NameBytes() []byte {
+	inner, ok := k.plain()
+	if ok {
+		return inner
+	}
+	return []byte(unquote(k))
+}
+
 // plain returns the bytes between the quotes when they are the name
 // itself: no escapes and valid UTF-8.
 func (k Key) plain() ([]byte, bool) {

@@ -104,6 +104,9 @@ func TestKey(t *testing.T) {
 		if k.Is(tt.name + "x") {
 			t.Errorf("Key(%s).Is(%q) = true, want false", tt.key, tt.name+"x")
 		}
+		if got := k.NameBytes(); string(got) != tt.name {
+			t.Errorf("Key(%s).NameBytes() = %q, want %q", tt.key, got, tt.name)
+		}
 	}
 }
 

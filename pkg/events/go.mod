@@ -10,6 +10,7 @@ require (
 
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
+	github.com/go-json-experiment/json v1.27.2 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/minio/highwayhash v1.0.4 // indirect
 	github.com/nats-io/jwt/v2 v2.8.3 // indirect
@@ -19,15 +20,18 @@ require (
 
 require (
 	github.com/google/go-cmp v0.7.0
-	go.uber.org/goleak v1.3.0
 	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/nats-io/nkeys v0.4.17 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/synadia-io/orbit.go/natsext v0.1.3 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
+	go.uber.org/goleak v1.3.0
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	skein.dev/internal/natstest v0.0.0
+	skein.dev/pkg/acp v0.0.0
 )
 
 replace skein.dev/internal/natstest => ../../internal/natstest
+
+replace skein.dev/pkg/acp => ../acp

@@ -1,12 +1,12 @@
 package events
 
 import (
-	"bytes"
-	"encoding/json"
 	"reflect"
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"skein.dev/pkg/acp"
 )
 
 // The public JSON form of events. The gateway, the CLI and the SSE stream
@@ -16,9 +16,10 @@ import (
 // update, the permission request and response objects) never appear, as
 // the schema's comment on AcpDurableEvent requires.
 //
-// Native field values are copied byte for byte, never re-encoded, so
-// unknown fields, _meta, number spellings and key order survive exactly as
-// the adapter wrote them.
+// Native members, keys and values, are copied byte for byte, never
+// re-encoded, so unknown fields, _meta, number spellings and key order
+// survive exactly as the adapter wrote them. They are read with pkg/acp's
+// member reader (acp.Members), Skein's one scanner of raw JSON.
 
 // Durability values of the public JSON.
 const (
@@ -110,16 +111,7 @@ func PublicDurableJSON(e *AcpDurableHistoryEntry) ([]byte, error) {
 	default:
 		return nil, Errorf(CodeInternal, "public json: unhandled durable event %s", ev.VariantName())
 	}
-	if err := checkObject(native); err != nil {
-		return nil, err
-	}
 	isUpdate := typ == nil
-	if isUpdate {
-		var err error
-		if typ, err = updateType(native); err != nil {
-			return nil, err
-		}
-	}
 
 	b := make([]byte, 0, len(native)+len(e.SessionID)+len(e.Timestamp)+160)
 	b = append(b, `{"sessionId":`...)
@@ -133,6 +125,7 @@ func PublicDurableJSON(e *AcpDurableHistoryEntry) ([]byte, error) {
 	b = append(b, `,"timestamp":`...)
 	b = appendJSONString(b, e.Timestamp)
 	b = append(b, `,"durability":"`+DurabilityDurable+`","type":`...)
+	typeAt := len(b) // an update's type is known once its members are read
 	b = append(b, typ...)
 	switch v := ev.(type) {
 	case *AcpDurablePermissionRequest:
@@ -148,7 +141,16 @@ func PublicDurableJSON(e *AcpDurableHistoryEntry) ([]byte, error) {
 			b = appendJSONString(b, *v.Reason)
 		}
 	}
-	b = appendMembers(b, native, reserved, isUpdate)
+	b, updateTyp, err := appendMembers(b, native, reserved, isUpdate)
+	if err != nil {
+		return nil, err
+	}
+	if isUpdate {
+		if err := checkType(updateTyp); err != nil {
+			return nil, err
+		}
+		b = slices.Insert(b, typeAt, updateTyp...)
+	}
 	return append(b, '}'), nil
 }
 
@@ -164,21 +166,21 @@ func PublicEphemeralJSON(e *AcpEphemeralSessionUpdateEvent) ([]byte, error) {
 	if e == nil {
 		return nil, Errorf(CodeInvalidPayload, "public json: nil ephemeral event")
 	}
-	if err := checkObject(e.Update); err != nil {
-		return nil, err
-	}
-	typ, err := updateType(e.Update)
-	if err != nil {
-		return nil, err
-	}
 	b := make([]byte, 0, len(e.Update)+len(e.SessionID)+96)
 	b = append(b, `{"sessionId":`...)
 	b = appendJSONString(b, e.SessionID)
 	b = append(b, `,"afterSequence":`...)
 	b = strconv.AppendUint(b, e.AfterSequence, 10)
 	b = append(b, `,"durability":"`+DurabilityEphemeral+`","type":`...)
-	b = append(b, typ...)
-	b = appendMembers(b, e.Update, ephemeralEnvelopeKeys, true)
+	typeAt := len(b)
+	b, typ, err := appendMembers(b, e.Update, ephemeralEnvelopeKeys, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkType(typ); err != nil {
+		return nil, err
+	}
+	b = slices.Insert(b, typeAt, typ...)
 	return append(b, '}'), nil
 }
 
@@ -189,78 +191,82 @@ func PublicEphemeralJSON(e *AcpEphemeralSessionUpdateEvent) ([]byte, error) {
 // JSON object whose first sessionUpdate member is a non-empty string, else
 // the error is an *Error with CodeInvalidPayload.
 func PublicJSONType(update JSON) (string, error) {
-	if err := checkObject(update); err != nil {
-		return "", err
-	}
 	raw, err := updateType(update)
 	if err != nil {
 		return "", err
 	}
-	return unquote(raw), nil
+	// A JSON string value decodes as a key does.
+	return acp.Key(raw).Name(), nil
 }
 
-// checkObject reports whether data is one valid JSON object.
-func checkObject(data []byte) error {
-	if !json.Valid(data) {
-		return Errorf(CodeInvalidPayload, "public json: not valid JSON")
+// invalidObject reports native JSON that acp.Members refused.
+func invalidObject(err error) error {
+	return Errorf(CodeInvalidPayload, "public json: not a valid JSON object: %v", err)
+}
+
+// updateType returns the raw JSON string of the first sessionUpdate member
+// of obj, which must be a valid JSON object.
+func updateType(obj []byte) ([]byte, error) {
+	var typ []byte
+	err := acp.Members(obj, func(key acp.Key, value []byte) error {
+		if typ == nil && key.Is(sessionUpdateTypeField) {
+			typ = value
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, invalidObject(err)
 	}
-	if i := skipSpace(data, 0); data[i] != '{' {
-		return Errorf(CodeInvalidPayload, "public json: not a JSON object")
+	return typ, checkType(typ)
+}
+
+// checkType checks the raw sessionUpdate value of an update (nil when it
+// has none).
+func checkType(typ []byte) error {
+	switch {
+	case typ == nil:
+		return Errorf(CodeInvalidPayload, "public json: update has no sessionUpdate")
+	case typ[0] != '"':
+		return Errorf(CodeInvalidPayload, "public json: sessionUpdate is not a string")
+	case len(typ) == 2:
+		return Errorf(CodeInvalidPayload, "public json: sessionUpdate is empty")
 	}
 	return nil
 }
 
-// updateType returns the raw JSON string of the first sessionUpdate member
-// of obj, which checkObject accepted.
-func updateType(obj []byte) ([]byte, error) {
-	var typ []byte
-	eachMember(obj, func(key, value []byte) bool {
-		if !keyIs(key, sessionUpdateTypeField) {
-			return true
-		}
-		typ = value
-		return false
-	})
-	switch {
-	case typ == nil:
-		return nil, Errorf(CodeInvalidPayload, "public json: update has no sessionUpdate")
-	case typ[0] != '"':
-		return nil, Errorf(CodeInvalidPayload, "public json: sessionUpdate is not a string")
-	case len(typ) == 2:
-		return nil, Errorf(CodeInvalidPayload, "public json: sessionUpdate is empty")
-	}
-	return typ, nil
-}
-
-// appendMembers appends ,key:value for every member of obj (which
-// checkObject accepted) in order, except members named in reserved, the
-// sessionUpdate member if consumeType, and repeats of an earlier key. Keys
-// and values are copied verbatim.
-func appendMembers(b, obj []byte, reserved []string, consumeType bool) []byte {
+// appendMembers appends ,key:value for every member of obj in order,
+// except members named in reserved, the sessionUpdate member if
+// consumeType, and repeats of an earlier key. Keys and values are copied
+// verbatim. When consumeType, it returns the raw value of the first
+// sessionUpdate member (nil if there is none): the object is read once.
+func appendMembers(b, obj []byte, reserved []string, consumeType bool) (_, typ []byte, _ error) {
 	var (
 		seenArr [16][]byte
 		seen    = seenArr[:0]
 		seenMap map[string]struct{}
 	)
-	eachMember(obj, func(key, value []byte) bool {
-		name := keyName(key)
+	err := acp.Members(obj, func(key acp.Key, value []byte) error {
+		name := key.NameBytes()
 		if slices.Contains(reserved, string(name)) {
-			return true
+			return nil
 		}
 		if consumeType && string(name) == sessionUpdateTypeField {
-			return true
+			if typ == nil {
+				typ = value
+			}
+			return nil
 		}
 		// First wins. A linear scan is cheapest for the usual dozen keys;
 		// a map takes over for objects with many.
 		if seenMap != nil {
 			if _, dup := seenMap[string(name)]; dup {
-				return true
+				return nil
 			}
 			seenMap[string(name)] = struct{}{}
 		} else {
 			for _, s := range seen {
 				if string(s) == string(name) {
-					return true
+					return nil
 				}
 			}
 			if len(seen) < len(seenArr) {
@@ -277,142 +283,12 @@ func appendMembers(b, obj []byte, reserved []string, consumeType bool) []byte {
 		b = append(b, key...)
 		b = append(b, ':')
 		b = append(b, value...)
-		return true
+		return nil
 	})
-	return b
-}
-
-// eachMember calls fn with the raw key (a JSON string, quotes included) and
-// the raw value of each member of obj, in order, until fn returns false. obj
-// must be valid JSON (json.Valid); the scan then only tracks strings and
-// nesting, and stays in bounds whatever obj holds.
-func eachMember(obj []byte, fn func(key, value []byte) bool) {
-	i := skipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return
+	if err != nil {
+		return nil, nil, invalidObject(err)
 	}
-	i++
-	for {
-		i = skipSpace(obj, i)
-		if i >= len(obj) || obj[i] != '"' {
-			return // '}' or malformed
-		}
-		kEnd := skipString(obj, i)
-		key := obj[i:kEnd]
-		i = skipSpace(obj, kEnd)
-		if i >= len(obj) || obj[i] != ':' {
-			return
-		}
-		i = skipSpace(obj, i+1)
-		vEnd := skipValue(obj, i)
-		if vEnd <= i || !fn(key, obj[i:vEnd]) {
-			return
-		}
-		i = skipSpace(obj, vEnd)
-		if i >= len(obj) || obj[i] != ',' {
-			return
-		}
-		i++
-	}
-}
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) {
-		switch data[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// skipString returns the index after the JSON string starting at data[i].
-func skipString(data []byte, i int) int {
-	for j := i + 1; j < len(data); j++ {
-		switch data[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return len(data)
-}
-
-// skipValue returns the index after the JSON value starting at data[i].
-func skipValue(data []byte, i int) int {
-	if i >= len(data) {
-		return i
-	}
-	switch data[i] {
-	case '"':
-		return skipString(data, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(data); j++ {
-			switch data[j] {
-			case '"':
-				j = skipString(data, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return len(data)
-	default: // number, true, false, null
-		j := i
-		for j < len(data) {
-			switch data[j] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return j
-			}
-			j++
-		}
-		return j
-	}
-}
-
-// keyName returns the name of a raw JSON key as encoding/json reads it.
-// Keys without escapes or invalid UTF-8, nearly all of them, are returned
-// without copying.
-func keyName(key []byte) []byte {
-	inner := key[1 : len(key)-1]
-	ascii := true
-	for _, c := range inner {
-		if c == '\\' {
-			return []byte(unquote(key))
-		}
-		ascii = ascii && c < utf8.RuneSelf
-	}
-	if !ascii && !utf8.Valid(inner) {
-		return []byte(unquote(key)) // invalid bytes read as U+FFFD
-	}
-	return inner
-}
-
-// keyIs reports whether the raw JSON key names name.
-func keyIs(key []byte, name string) bool {
-	return string(keyName(key)) == name
-}
-
-// unquote returns the value of a valid raw JSON string.
-func unquote(raw []byte) string {
-	inner := raw[1 : len(raw)-1]
-	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
-		return string(inner)
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		// raw passed json.Valid, so this cannot happen; keep the bytes.
-		return string(raw)
-	}
-	return s
+	return b, typ, nil
 }
 
 // appendJSONString appends s as a JSON string, escaped as encoding/json
