@@ -5,8 +5,9 @@
 // the one registry of error codes.
 //
 // Nothing in this package does I/O except the small request helpers in
-// api.go, which only wrap nats.Conn. Wire names are declared here and nowhere
-// else: a service that spells "acp.log." inline is a bug.
+// api.go and AddService in service.go, which only wrap nats.Conn. Wire
+// names are declared here and nowhere else: a service that spells
+// "acp.log." inline is a bug.
 //
 // # Wire format
 //

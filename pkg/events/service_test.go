@@ -1,0 +1,47 @@
+package events_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/micro"
+	"skein.dev/internal/natstest"
+	"skein.dev/pkg/events"
+)
+
+func TestVersion(t *testing.T) {
+	v := events.Version()
+	if v == "" || v != events.Version() {
+		t.Fatalf("Version() = %q, then %q: want one non-empty value", v, events.Version())
+	}
+	if sv := events.ServiceVersion(); !strings.Contains(sv, strings.TrimPrefix(v, "v")) {
+		t.Errorf("ServiceVersion() = %q, which does not show Version() %q", sv, v)
+	}
+}
+
+func TestAddService(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Run(t))
+	tests := []struct {
+		name string
+		cfg  micro.Config
+		want string
+	}{
+		{"version filled in", micro.Config{Name: "skein-test"}, events.ServiceVersion()},
+		{"version given", micro.Config{Name: "skein-test", Version: "2.0.0"}, "2.0.0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			svc, err := events.AddService(nc, tt.cfg)
+			if err != nil {
+				t.Fatalf("AddService(%+v) = %v", tt.cfg, err)
+			}
+			t.Cleanup(func() { svc.Stop() })
+			if got := svc.Info().Version; got != tt.want {
+				t.Errorf("AddService(%+v).Info().Version = %q, want %q", tt.cfg, got, tt.want)
+			}
+		})
+	}
+	if _, err := events.AddService(nc, micro.Config{Name: "skein-test", Version: "one"}); err == nil {
+		t.Errorf("AddService with version %q = nil error, want micro's", "one")
+	}
+}
