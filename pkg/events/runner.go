@@ -105,7 +105,7 @@ type AdapterPromptResult struct {
 // JSON-RPC error, its numeric code and message.
 type AdapterCallError struct {
 	Code    Code   `msgpack:"code"`
-	RPCCode int    `msgpack:"rpcCode,omitempty"`
+	RPCCode int32  `msgpack:"rpcCode,omitempty"`
 	Message string `msgpack:"message"`
 }
 

@@ -28,7 +28,7 @@ func TestSubjects(t *testing.T) {
 		{"SessionKey", events.SessionKey(ns, sid), "team-a.Main_1"},
 		{"APISubject", events.APISubject(ns, events.OpPrompt), "acp.api.team-a.prompt"},
 		{"APIWildcard", events.APIWildcard(events.OpReadHistory), "acp.api.*.read_history"},
-		{"RunnerSubject", events.RunnerSubject("r-1", events.RunnerCall), "acp.runner.r-1.call"},
+		{"RunnerSubject", events.RunnerSubject("r-1", events.RunnerPrompt), "acp.runner.r-1.prompt"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -184,7 +184,7 @@ func (p *process) answered(turnID string, res *acpwire.PromptResult, err error) 
 	rpcErr, isRPC := errors.AsType[*acpwire.RPCError](err)
 	switch {
 	case isRPC:
-		out.Error = &events.AdapterCallError{Code: events.CodeAdapterError, RPCCode: rpcErr.Code, Message: rpcErr.Message}
+		out.Error = &events.AdapterCallError{Code: events.CodeAdapterError, RPCCode: int32(rpcErr.Code), Message: rpcErr.Message}
 	case err != nil:
 		e := events.AsError(acpError(err))
 		if e.Code != events.CodeAdapterProtocol {

@@ -22,7 +22,7 @@ func (p *process) initialize(ctx context.Context, clientCaps events.JSON) (*acpw
 	init, err := p.conn.Initialize(ctx, acpwire.InitializeParams{
 		ProtocolVersion:    acpwire.ProtocolVersion,
 		ClientCapabilities: caps,
-		ClientInfo:         &acpwire.Implementation{Name: "skein", Title: "Skein", Version: "0.1.0"},
+		ClientInfo:         &acpwire.Implementation{Name: "skein", Title: "Skein", Version: events.Version()},
 	})
 	if err != nil {
 		return nil, p.failed("initialize", err)

@@ -125,9 +125,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runner bucket: %w", err)
 	}
-	svc, err := micro.AddService(r.nc, micro.Config{
+	svc, err := events.AddService(r.nc, micro.Config{
 		Name:        events.APIServiceRunner,
-		Version:     "0.1.0",
 		Description: "Skein adapter-runner: hosts ACP adapter processes",
 		Metadata:    map[string]string{"runner_id": r.cfg.ID},
 	})

@@ -97,9 +97,8 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.runners, err = js.KeyValue(ctx, events.BucketRunners); err != nil {
 		return fmt.Errorf("runners bucket: %w", err)
 	}
-	svc, err := micro.AddService(s.nc, micro.Config{
+	svc, err := events.AddService(s.nc, micro.Config{
 		Name:        events.APIServiceHistory,
-		Version:     "0.1.0",
 		Description: "Skein history service: storage-only reads",
 		QueueGroup:  events.APIServiceHistory,
 	})

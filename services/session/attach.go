@@ -94,7 +94,7 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 
 	cctx, cancel := context.WithTimeout(ctx, svc.cfg.AttachTimeout)
 	defer cancel()
-	tier, created, err := sess.startAdapter(cctx, runner, r)
+	tier, reason, created, err := sess.startAdapter(cctx, runner, r)
 	if err != nil {
 		sess.detach()
 		return runner, err
@@ -106,6 +106,7 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 		Pid:               created.Pid,
 		AcpSessionID:      created.SessionID,
 		Tier:              tier,
+		TierReason:        reason,
 		AgentCapabilities: created.AgentCapabilities,
 		AgentInfo:         created.AgentInfo,
 		Modes:             created.Modes,
@@ -138,13 +139,13 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 		}
 	}
 	svc.m.attachSeconds.WithLabelValues(tier).Observe(time.Since(start).Seconds())
-	sess.lg.Info("adapter attached", events.LogKeyRunner, string(runner), events.LogKeyProcess, r.processID, "tier", tier)
+	sess.lg.Info("adapter attached", events.LogKeyRunner, string(runner), events.LogKeyProcess, r.processID, "tier", tier, "tier_reason", reason)
 	return runner, nil
 }
 
 // startAdapter asks runner for an adapter: a new ACP session for a session
 // that never had one, else the restore ladder for the ACP session it had.
-func (sess *session) startAdapter(ctx context.Context, runner events.RunnerID, r *route) (string, *events.AcpSessionCreatedResponse, error) {
+func (sess *session) startAdapter(ctx context.Context, runner events.RunnerID, r *route) (tier, reason string, _ *events.AcpSessionCreatedResponse, _ error) {
 	o := sess.opened
 	var dirs []string
 	var env map[string]string
@@ -168,15 +169,15 @@ func (sess *session) startAdapter(ctx context.Context, runner events.RunnerID, r
 			SkipOsInstructions: o.SkipOsInstructions, AdditionalInstructions: o.AdditionalInstructions,
 		}, sess.runnerHeader(r))
 		if err != nil {
-			return "", nil, err
+			return "", "", nil, err
 		}
-		return ready.Tier, &ready.Session, nil
+		return ready.Tier, ready.Reason, &ready.Session, nil
 	}
 	created, err := events.Call[events.AcpSessionCreatedResponse](ctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerCreate), &events.AcpCreateSessionRequest{
 		AgentType: o.Agent, Cwd: o.Cwd, ProtocolVersion: 1, McpServers: mcp, Env: env, AdditionalDirectories: dirs,
 		SkipOsInstructions: o.SkipOsInstructions, AdditionalInstructions: o.AdditionalInstructions,
 	}, sess.runnerHeader(r))
-	return events.TierNew, created, err
+	return events.TierNew, "", created, err
 }
 
 func (sess *session) runnerHeader(r *route) nats.Header {

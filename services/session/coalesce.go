@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 )
 
@@ -128,50 +129,16 @@ func chunkText(update json.RawMessage) (string, bool) {
 }
 
 // withText returns update with content.text replaced by text, every other
-// byte as it was.
+// byte as it was (acp.WithMember, the one byte-preserving scanner).
 func withText(update json.RawMessage, text string) json.RawMessage {
-	content, ok := valueSpan(update, "content")
-	if !ok {
-		return update
-	}
-	inner := update[content[0]:content[1]]
-	span, ok := valueSpan(inner, "text")
-	if !ok {
+	content, ok, err := acp.Member(update, "content")
+	if err != nil || !ok {
 		return update
 	}
 	var quoted bytes.Buffer
 	enc := json.NewEncoder(&quoted)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(text)
+	_ = enc.Encode(text) // a string always encodes
 	q := bytes.TrimSuffix(quoted.Bytes(), []byte("\n"))
-	var b bytes.Buffer
-	b.Grow(len(update) + len(q))
-	b.Write(update[:content[0]+span[0]])
-	b.Write(q)
-	b.Write(update[content[0]+span[1]:])
-	return b.Bytes()
-}
-
-// valueSpan finds the byte span of the value of key in the JSON object obj.
-func valueSpan(obj []byte, key string) ([2]int, bool) {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return [2]int{}, false
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return [2]int{}, false
-		}
-		k, _ := t.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return [2]int{}, false
-		}
-		if k == key {
-			end := int(dec.InputOffset())
-			return [2]int{end - len(v), end}, true
-		}
-	}
-	return [2]int{}, false
+	return acp.WithMember(update, "content", acp.WithMember(content, "text", q))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 )
 
@@ -63,10 +64,10 @@ type Config struct {
 // RegisterFlags registers the service's flags in fs, prefixed "session.".
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DefaultCwd, "session.default-cwd", "", "working directory of sessions opened without one (empty: the runner's per-session directory)")
-	fs.DurationVar(&c.AttachTimeout, "session.attach-timeout", 60*time.Second, "bound on starting an adapter and opening its ACP session")
+	fs.DurationVar(&c.AttachTimeout, "session.attach-timeout", 60*time.Second, "bound on starting an adapter and opening its ACP session; keep it above adapter-runner.create-timeout, so the runner reports what the agent did first")
 	fs.DurationVar(&c.CallTimeout, "session.call-timeout", 10*time.Second, "bound on one runner control request")
-	fs.IntVar(&c.MaxPromptBytes, "session.max-prompt-bytes", 64<<20, "largest prompt content in bytes")
-	fs.IntVar(&c.MaxPromptBlocks, "session.max-prompt-blocks", 16384, "most content blocks in one prompt")
+	fs.IntVar(&c.MaxPromptBytes, "session.max-prompt-bytes", events.DefaultMaxPromptBytes, "largest prompt content in bytes, for NATS callers (the gateway applies its own, by default the same)")
+	fs.IntVar(&c.MaxPromptBlocks, "session.max-prompt-blocks", events.DefaultMaxPromptBlocks, "most content blocks in one prompt, for NATS callers (the gateway applies its own, by default the same)")
 	fs.DurationVar(&c.DrainWait, "session.drain-wait", 5*time.Second, "on shutdown, how long to wait for turns in flight")
 	fs.DurationVar(&c.CancelGrace, "session.cancel-grace", 10*time.Second, "how long an adapter may take to answer a cancelled prompt before it is evicted")
 	fs.Int64Var(&c.MaxMessageBytes, "session.max-message-bytes", 64<<20, "largest completed message; a turn that writes a larger one fails")
@@ -90,10 +91,10 @@ func (c *Config) Validate() error {
 		c.CallTimeout = 10 * time.Second
 	}
 	if c.MaxPromptBytes <= 0 {
-		c.MaxPromptBytes = 64 << 20
+		c.MaxPromptBytes = events.DefaultMaxPromptBytes
 	}
 	if c.MaxPromptBlocks <= 0 {
-		c.MaxPromptBlocks = 16384
+		c.MaxPromptBlocks = events.DefaultMaxPromptBlocks
 	}
 	if c.DrainWait <= 0 {
 		c.DrainWait = 5 * time.Second

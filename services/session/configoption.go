@@ -127,17 +127,11 @@ func (sess *session) withCurrentValue(configID string, value events.JSON) []even
 }
 
 // withValue returns a copy of opts with configID's current value set to
-// value.
+// value, the agent's option JSON otherwise byte for byte.
 func withValue(opts []events.JSON, configID string, value events.JSON) []events.JSON {
 	out := slices.Clone(opts)
 	if i := indexOption(out, configID); i >= 0 {
-		var m map[string]json.RawMessage
-		if json.Unmarshal(out[i], &m) == nil {
-			m["currentValue"] = json.RawMessage(value)
-			if b, err := json.Marshal(m); err == nil {
-				out[i] = b
-			}
-		}
+		out[i] = acp.WithMember(out[i], "currentValue", value)
 	}
 	return out
 }

@@ -8,19 +8,11 @@ import (
 )
 
 func (s *Service) handleOpen(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
-	req, err := events.Decode[events.AcpOpenSessionRequest](data)
+	req, sess, err := requestFor[events.AcpOpenSessionRequest](s, ns, data)
 	if err != nil {
 		return nil, err
 	}
-	sid, err := events.OptionalSessionID(req.SessionID)
-	if err != nil {
-		return nil, err
-	}
-	opened, err := s.normalizeOpen(req)
-	if err != nil {
-		return nil, err
-	}
-	sess := s.session(ns, sid)
+	opened := s.normalizeOpen(req)
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if err := sess.open(ctx, opened); err != nil {
@@ -34,31 +26,31 @@ func (s *Service) handlePrompt(ctx context.Context, ns events.Namespace, data []
 	if err != nil {
 		return nil, err
 	}
-	sid, err := events.OptionalSessionID(req.SessionID)
+	lim := events.PromptLimits{MaxBytes: s.cfg.MaxPromptBytes, MaxBlocks: s.cfg.MaxPromptBlocks}
+	sid, err := req.Validate(lim)
 	if err != nil {
 		return nil, err
 	}
-	blocks, err := s.validatePrompt(req.Content)
+	blocks, err := events.PromptBlocks(req.Content, lim) // checked: this only splits
 	if err != nil {
-		return nil, err
-	}
-	if err := validateIdempotencyKey(req.IdempotencyKey); err != nil {
 		return nil, err
 	}
 	return s.session(ns, sid).prompt(ctx, req, blocks)
 }
 
-// requestFor decodes a request of type T and finds the session it names
-// through id (omitted: main).
+// requestFor decodes a request of type T, validates it (pkg/events holds
+// every request's rules, which the gateway applies too), and finds the
+// session it names (omitted: main).
 func requestFor[T any, PT interface {
 	*T
 	events.Variant
-}](s *Service, ns events.Namespace, data []byte, id func(PT) *string) (PT, *session, error) {
+	Validate() (events.SessionID, error)
+}](s *Service, ns events.Namespace, data []byte) (PT, *session, error) {
 	req, err := events.Decode[T, PT](data)
 	if err != nil {
 		return nil, nil, err
 	}
-	sid, err := events.OptionalSessionID(id(req))
+	sid, err := req.Validate()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -67,7 +59,7 @@ func requestFor[T any, PT interface {
 
 func (s *Service) handleCancel(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
 	arrived := time.Now()
-	_, sess, err := requestFor(s, ns, data, func(r *events.AcpCancelPromptRequest) *string { return r.SessionID })
+	_, sess, err := requestFor[events.AcpCancelPromptRequest](s, ns, data)
 	if err != nil {
 		return nil, err
 	}
@@ -75,19 +67,15 @@ func (s *Service) handleCancel(ctx context.Context, ns events.Namespace, data []
 }
 
 func (s *Service) handleRespond(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
-	req, err := events.Decode[events.AcpRespondPermissionRequest](data)
+	req, sess, err := requestFor[events.AcpRespondPermissionRequest](s, ns, data)
 	if err != nil {
 		return nil, err
 	}
-	sid, err := req.Validate()
-	if err != nil {
-		return nil, err
-	}
-	return s.session(ns, sid).respond(ctx, req.RequestID, req.OptionID)
+	return sess.respond(ctx, req.RequestID, req.OptionID)
 }
 
 func (s *Service) handleUnload(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
-	_, sess, err := requestFor(s, ns, data, func(r *events.AcpUnloadSessionRequest) *string { return r.SessionID })
+	_, sess, err := requestFor[events.AcpUnloadSessionRequest](s, ns, data)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +86,7 @@ func (s *Service) handleUnload(ctx context.Context, ns events.Namespace, data []
 }
 
 func (s *Service) handleDelete(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
-	_, sess, err := requestFor(s, ns, data, func(r *events.AcpDeleteSessionRequest) *string { return r.SessionID })
+	_, sess, err := requestFor[events.AcpDeleteSessionRequest](s, ns, data)
 	if err != nil {
 		return nil, err
 	}
@@ -109,12 +97,9 @@ func (s *Service) handleDelete(ctx context.Context, ns events.Namespace, data []
 }
 
 func (s *Service) handleSetConfig(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
-	req, sess, err := requestFor(s, ns, data, func(r *events.AcpSetSessionConfigOptionRequest) *string { return r.SessionID })
+	req, sess, err := requestFor[events.AcpSetSessionConfigOptionRequest](s, ns, data)
 	if err != nil {
 		return nil, err
-	}
-	if req.ConfigID == "" {
-		return nil, events.Errorf(events.CodeInvalidRequest, "configId is required")
 	}
 	return sess.setConfigOption(ctx, req.ConfigID, req.Value)
 }

@@ -206,7 +206,10 @@ func TestCancelDropsBufferedChunks(t *testing.T) {
 			return false, err
 		}
 		for _, r := range recs {
-			if r.Header.Get(events.HeaderRecord) == "AcpSessionRpcResponse" && strings.Contains(string(r.Data), `"stopReason":"cancelled"`) {
+			if r.Header.Get(events.HeaderRecord) != events.RecordAdapterPromptResult {
+				continue
+			}
+			if res, err := events.Decode[events.AdapterPromptResult](r.Data); err == nil && res.StopReason == "cancelled" {
 				return true, nil
 			}
 		}
@@ -375,8 +378,10 @@ func TestAskPermission(t *testing.T) {
 	if string(stored["toolCall"]) != string(agentReq[0].params["toolCall"]) {
 		t.Errorf("durable toolCall = %s, the adapter sent %s", stored["toolCall"], agentReq[0].params["toolCall"])
 	}
-	if !strings.HasPrefix(req.RequestID, "perm_") || req.RequestID == "perm_"+string(agentReq[0].id) || req.RequestID == string(agentReq[0].id) {
-		t.Errorf("requestId %q, adapter JSON-RPC id %s", req.RequestID, agentReq[0].id)
+	// The public ID is the runner's correlation ID, never the adapter's
+	// JSON-RPC id (which stays inside the runner).
+	if !strings.HasPrefix(req.RequestID, "perm_") || req.RequestID != agentReq[0].id {
+		t.Errorf("requestId %q, the runner's correlation ID %q", req.RequestID, agentReq[0].id)
 	}
 	if rec.Header.Get(events.HeaderTurnID) == "" {
 		t.Errorf("the permission request carries no turn ID")
@@ -486,9 +491,10 @@ func TestAskTwoPermissionsInOneTurn(t *testing.T) {
 	}
 }
 
-// agentRequest is a session/request_permission as the adapter wrote it.
+// agentRequest is a session/request_permission as the runner recorded it:
+// its correlation ID and the adapter's params (without sessionId).
 type agentRequest struct {
-	id     json.RawMessage
+	id     string
 	params map[string]json.RawMessage
 }
 
@@ -504,21 +510,15 @@ func adapterPermissionRequests(t *testing.T, h *rig, sid string) []agentRequest 
 		if err != nil {
 			t.Fatal(err)
 		}
-		cb, ok := v.(*events.AcpHostRequestCallback)
+		req, ok := v.(*events.AdapterPermissionRequest)
 		if !ok {
 			continue
 		}
-		var msg struct {
-			ID     json.RawMessage            `json:"id"`
-			Method string                     `json:"method"`
-			Params map[string]json.RawMessage `json:"params"`
-		}
-		if err := json.Unmarshal(cb.Request, &msg); err != nil {
+		var params map[string]json.RawMessage
+		if err := json.Unmarshal(req.Request, &params); err != nil {
 			t.Fatal(err)
 		}
-		if msg.Method == "session/request_permission" {
-			out = append(out, agentRequest{msg.ID, msg.Params})
-		}
+		out = append(out, agentRequest{req.RequestID, params})
 	}
 	return out
 }

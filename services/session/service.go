@@ -116,9 +116,8 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 
-	svc, err := micro.AddService(s.nc, micro.Config{
+	svc, err := events.AddService(s.nc, micro.Config{
 		Name:        events.APIServiceSession,
-		Version:     "0.1.0",
 		Description: "Skein session service: the single writer of session logs",
 		QueueGroup:  events.APIServiceSession,
 	})

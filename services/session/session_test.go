@@ -115,7 +115,7 @@ func (h *harness) prompt(ctx context.Context, sid, key, script string) (*events.
 	if key != "" {
 		req.IdempotencyKey = &key
 	}
-	return events.Call[events.AcpPromptResponse](ctx, h.nc, events.APISubject("default", events.OpPrompt), req, nil)
+	return eventlog.Prompt(ctx, h.js, "default", req)
 }
 
 func code(err error) events.Code {
@@ -336,7 +336,7 @@ func TestPromptValidation(t *testing.T) {
 		"key with space":  {content: `[{"type":"text","text":"x"}]`, key: new("a b")},
 	} {
 		req := &events.AcpPromptRequest{SessionID: &sid, Content: events.JSON(tc.content), IdempotencyKey: tc.key}
-		if _, err := events.Call[events.AcpPromptResponse](t.Context(), h.nc, events.APISubject("default", events.OpPrompt), req, nil); code(err) != events.CodeInvalidRequest {
+		if _, err := events.Call[events.PromptAccepted](t.Context(), h.nc, events.APISubject("default", events.OpPrompt), req, nil); code(err) != events.CodeInvalidRequest {
 			t.Errorf("%s: prompt = %v, want %s", name, err, events.CodeInvalidRequest)
 		}
 	}

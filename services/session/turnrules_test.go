@@ -269,9 +269,10 @@ func TestCrashedOwnersTurnIsClosedUncertain(t *testing.T) {
 	}
 }
 
-// A client whose keyed prompt was cut off by the owner's shutdown retries
-// it on the next owner: the retry must answer the turn's stored outcome
-// (prompt_delivery_uncertain), never dispatch the prompt a second time.
+// A client whose keyed prompt was in flight across the owner's restart
+// retries it on the next owner: the retry must answer the turn's stored
+// outcome (prompt_delivery_uncertain), never dispatch the prompt a second
+// time.
 func TestKeyedRetryAfterOwnerRestartIsNotReplayed(t *testing.T) {
 	h := startRig(t, session.Config{})
 	ctx := t.Context()
@@ -284,13 +285,15 @@ func TestKeyedRetryAfterOwnerRestartIsNotReplayed(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.stopSvc() // the turn stays open in the log
-	if r := <-first; code(r.err) != events.CodeUnavailable {
-		t.Fatalf("prompt cut off by shutdown = %+v, %v, want %s", r.res, r.err, events.CodeUnavailable)
-	}
 	// The adapter is out of the new owner's reach: it cannot take the turn
 	// over (TestTakeoverContinuesTurn is that case), so it closes it.
 	h.partitionRunner()
 	h.startSession()
+	// The prompt in flight across the restart waits on the log: it gets the
+	// outcome the new owner recorded.
+	if r := <-first; code(r.err) != events.CodePromptDeliveryUncertain {
+		t.Fatalf("prompt in flight across the restart = %+v, %v, want %s", r.res, r.err, events.CodePromptDeliveryUncertain)
+	}
 
 	retry := h.promptAsync(ctx, "s1", "k1", script)
 	var got *promptResult
@@ -339,7 +342,6 @@ func TestOwnerRestartEndsPendingPermission(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.stopSvc()
-	<-done
 	// The adapter is out of the new owner's reach: it cannot take the turn
 	// over (TestTakeoverContinuesTurn is that case), so it closes it.
 	h.partitionRunner()
@@ -347,6 +349,9 @@ func TestOwnerRestartEndsPendingPermission(t *testing.T) {
 	h.startSession()
 	if err := h.open(t, "s1", events.AcpOpenSessionRequest{PermissionPolicy: ptr(events.PolicyAsk)}); err != nil {
 		t.Fatal(err)
+	}
+	if r := <-done; code(r.err) != events.CodePromptDeliveryUncertain {
+		t.Errorf("the prompt in flight across the restart = %+v, %v, want %s", r.res, r.err, events.CodePromptDeliveryUncertain)
 	}
 	_, evs := h.readLog(t, "s1")
 	resps := permissionResponses(evs, req.RequestID)
@@ -453,18 +458,14 @@ func adapterText(t *testing.T, h *rig, sid, prefix string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev, ok := v.(*events.AcpSessionEvent)
+		ev, ok := v.(*events.AdapterUpdate)
 		if !ok {
 			continue
 		}
-		var n struct {
-			Params struct {
-				Update update `json:"update"`
-			} `json:"params"`
-		}
-		if json.Unmarshal(ev.Notification, &n) == nil && n.Params.Update.SessionUpdate == "agent_message_chunk" &&
-			strings.HasPrefix(n.Params.Update.Content.Text, prefix) {
-			b.WriteString(n.Params.Update.Content.Text)
+		var u update
+		if json.Unmarshal(ev.Update, &u) == nil && u.SessionUpdate == "agent_message_chunk" &&
+			strings.HasPrefix(u.Content.Text, prefix) {
+			b.WriteString(u.Content.Text)
 		}
 	}
 	return b.String()
