@@ -65,14 +65,13 @@ func TestOpenAndGetSession(t *testing.T) {
 	if err := json.Unmarshal(r.body, &got); err != nil {
 		t.Fatalf("GET body %s: %v", r.body, err)
 	}
-	info, _ := e.backend.Session(ns, "s1")
 	for k, want := range map[string]string{
 		"sessionId":             `"s1"`,
 		"agent":                 `"demo"`,
 		"cwd":                   `"/work"`,
 		"additionalDirectories": `["/src/a","/src/b"]`,
 		"state":                 `{"status":"idle"}`,
-		"latestSequence":        jsonNumber(info.LatestSequence),
+		"latestSequence":        `0`, // no public event yet
 	} {
 		if string(got[k]) != want {
 			t.Errorf("GET %s = %s, want %s", k, got[k], want)
@@ -313,7 +312,8 @@ func TestHistoryRejectsBadQueries(t *testing.T) {
 		query string
 		code  events.Code
 	}{
-		{"?after=1&before=5", events.CodeInvalidRequest},
+		{"?after=1&before=5", events.CodeInvalidCursor}, // as the history service answers
+		{"?limit=10001", events.CodeInvalidRequest},     // past events.MaxHistoryLimit
 		{"?after=-1", events.CodeInvalidCursor},
 		{"?after=+1", events.CodeInvalidCursor},
 		{"?after=1.0", events.CodeInvalidCursor},
@@ -334,8 +334,53 @@ func TestHistoryRejectsBadQueries(t *testing.T) {
 	if n := e.backend.Calls(events.OpReadHistory); n != 0 {
 		t.Errorf("bad queries reached NATS: %d read_history calls, want 0", n)
 	}
-	e.backend.Fail(events.OpReadHistory, events.ErrCursorExpired)
-	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/history?after=1", ""), http.StatusGone, events.CodeCursorExpired)
+}
+
+// TestHistoryValidationAgrees: what the gateway rejects, the history
+// service rejects with the same code when it gets the request directly
+// (both call AcpReadHistoryRequest.Validate).
+func TestHistoryValidationAgrees(t *testing.T) {
+	e := newEnv(t)
+	e.backend.CreateSession(ns, "s1", "demo")
+	for name, tc := range map[string]struct {
+		query string
+		req   events.AcpReadHistoryRequest
+	}{
+		"before and after": {"?after=1&before=5", events.AcpReadHistoryRequest{After: new(uint64(1)), Before: new(uint64(5))}},
+		"zero limit":       {"?limit=0", events.AcpReadHistoryRequest{Limit: new(uint32(0))}},
+		"limit too large":  {"?limit=10001", events.AcpReadHistoryRequest{Limit: new(uint32(events.MaxHistoryLimit + 1))}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := e.do(http.MethodGet, "/v1/sessions/s1/history"+tc.query, "")
+			var body struct {
+				Error struct {
+					Code events.Code `json:"code"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(r.body, &body); err != nil {
+				t.Fatalf("body %s: %v", r.body, err)
+			}
+			req := tc.req
+			req.SessionID = new("s1")
+			_, err := events.Request(t.Context(), e.nc, events.APISubject(ns, events.OpReadHistory), &req, nil)
+			if e := events.AsError(err); e == nil || e.Code != body.Error.Code {
+				t.Errorf("gateway says %s, history service says %v", body.Error.Code, err)
+			}
+		})
+	}
+}
+
+// TestHistoryCursorExpired: a cursor before the retained history is
+// cursor_expired (410), as the history service decides.
+func TestHistoryCursorExpired(t *testing.T) {
+	e := newEnv(t, withBackend(gatewaytest.WithMaxEventsPerSession(2)))
+	e.backend.CreateSession(ns, "s1", "demo")
+	first := e.backend.Append(ns, "s1", gatewaytest.TextChunk("agent_message_chunk", "a"))
+	for _, text := range []string{"b", "c"} {
+		e.backend.Append(ns, "s1", gatewaytest.TextChunk("agent_message_chunk", text))
+	}
+	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/history?after="+jsonNumber(first-1), ""), http.StatusGone, events.CodeCursorExpired)
+	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/history?before="+jsonNumber(first+1), ""), http.StatusGone, events.CodeCursorExpired)
 }
 
 func TestInternalErrorsAreMasked(t *testing.T) {
@@ -346,8 +391,8 @@ func TestInternalErrorsAreMasked(t *testing.T) {
 		events.Errorf(events.CodeInvalidPayload, secret),
 		&events.Error{Code: "from_a_newer_registry", Message: secret},
 	} {
-		e.backend.Fail(events.OpGetSession, err)
-		r := e.do(http.MethodGet, "/v1/sessions/s1", "")
+		e.backend.Fail(events.OpUnloadSession, err)
+		r := e.do(http.MethodPost, "/v1/sessions/s1/unload", "")
 		body := wantError(t, r, http.StatusInternalServerError, events.CodeInternal)
 		if body.Error.Message != "internal error" || strings.Contains(string(r.body), secret) {
 			t.Errorf("%v: body %s, want a masked message", err, r.body)
@@ -422,10 +467,10 @@ func TestListAgents(t *testing.T) {
 		t.Errorf("list_agents request = %+v, want Reserved false", req)
 	}
 
-	// The service's order is kept.
+	// Sorted by ID, whatever the runners' order.
 	e.backend.SetAgents([]events.AcpAgentEntry{{ID: "b", AdapterEntrypoint: "b-acp"}, {ID: "a", Installed: true, AdapterEntrypoint: "a-acp"}})
 	r = e.do(http.MethodGet, "/v1/agents", "")
-	if want := `{"agents":[{"id":"b","installed":false,"adapterEntrypoint":"b-acp"},{"id":"a","installed":true,"adapterEntrypoint":"a-acp"}]}`; string(r.body) != want {
+	if want := `{"agents":[{"id":"a","installed":true,"adapterEntrypoint":"a-acp"},{"id":"b","installed":false,"adapterEntrypoint":"b-acp"}]}`; string(r.body) != want {
 		t.Errorf("GET /v1/agents = %s, want %s", r.body, want)
 	}
 
@@ -439,16 +484,8 @@ func TestListAgents(t *testing.T) {
 
 func TestListAgentsServiceErrors(t *testing.T) {
 	e := newEnv(t)
-	e.backend.Fail(events.OpListAgents, events.Errorf(events.CodeUnavailable, "runners bucket: no responders"))
+	e.backend.StopHistory()
 	wantError(t, e.do(http.MethodGet, "/v1/agents", ""), http.StatusServiceUnavailable, events.CodeUnavailable)
-
-	const secret = "decode runner heartbeat at runners.go:42"
-	e.backend.Fail(events.OpListAgents, events.Errorf(events.CodeInvalidPayload, secret))
-	r := e.do(http.MethodGet, "/v1/agents", "")
-	body := wantError(t, r, http.StatusInternalServerError, events.CodeInternal)
-	if body.Error.Message != "internal error" || strings.Contains(string(r.body), secret) {
-		t.Errorf("body %s, want a masked message", r.body)
-	}
 	if r := e.do(http.MethodPost, "/v1/agents", ""); r.status != http.StatusMethodNotAllowed {
 		t.Errorf("POST /v1/agents = %d, want 405", r.status)
 	}

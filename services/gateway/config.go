@@ -4,15 +4,22 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math"
+	"log/slog"
 	"time"
+
+	"skein.dev/pkg/events"
 )
 
-// Defaults of Config, as set by RegisterFlags.
+// Defaults of Config, as set by RegisterFlags. The prompt limits are the
+// shared ones of package events, which the session service's flags default
+// to as well: the gateway rejects early what the session service would.
 const (
-	DefaultAddr               = ":8080"
-	DefaultMaxBodyBytes       = 64 << 20 // DESIGN "Limits": prompt 64 MiB
-	DefaultMaxPromptBlocks    = 16384    // DESIGN "Limits": 16,384 blocks
+	DefaultAddr            = ":8080"
+	DefaultMaxPromptBytes  = events.DefaultMaxPromptBytes
+	DefaultMaxPromptBlocks = events.DefaultMaxPromptBlocks
+	// DefaultMaxBodyBytes is a prompt's content and room for its JSON
+	// envelope (the idempotency key, the field names).
+	DefaultMaxBodyBytes       = DefaultMaxPromptBytes + 64<<10
 	DefaultRequestTimeout     = 2 * time.Minute
 	DefaultKeepalive          = 15 * time.Second
 	DefaultStreamBuffer       = 1024
@@ -31,10 +38,13 @@ type Config struct {
 	// MaxBodyBytes bounds every request body. A larger one is
 	// payload_too_large and never reaches NATS.
 	MaxBodyBytes int64
-	// MaxPromptBlocks bounds the number of content blocks of one prompt.
+	// MaxPromptBytes and MaxPromptBlocks bound one prompt's content
+	// (events.PromptLimits). A larger one is payload_too_large.
+	MaxPromptBytes  int
 	MaxPromptBlocks int
-	// RequestTimeout bounds every request-API call except prompt, which
-	// blocks through the turn for as long as the HTTP client waits.
+	// RequestTimeout bounds every request-API call, the prompt's
+	// acceptance included. The wait for a prompt's turn to end has no
+	// deadline: it lasts as long as the HTTP client waits.
 	RequestTimeout time.Duration
 	// Keepalive is the interval of the ": keepalive" comments on an idle
 	// event stream, so proxies do not close it.
@@ -50,7 +60,8 @@ type Config struct {
 	// StreamWriteTimeout bounds one write to an event stream's client.
 	StreamWriteTimeout time.Duration
 	// BackfillPage is the page size of the history reads an event stream
-	// makes to catch up.
+	// makes to catch up: at most events.MaxHistoryLimit, the largest page
+	// a history service serves.
 	BackfillPage int
 	// ShutdownTimeout bounds how long Run waits for in-flight requests
 	// (prompts, mostly) once its context is done.
@@ -62,13 +73,14 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Addr, "gateway.http-addr", DefaultAddr, "HTTP listen address of the gateway")
 	fs.Int64Var(&c.MaxBodyBytes, "gateway.max-body-bytes", DefaultMaxBodyBytes, "maximum size of a request body in bytes")
+	fs.IntVar(&c.MaxPromptBytes, "gateway.max-prompt-bytes", DefaultMaxPromptBytes, "maximum size of a prompt's content in bytes")
 	fs.IntVar(&c.MaxPromptBlocks, "gateway.max-prompt-blocks", DefaultMaxPromptBlocks, "maximum number of content blocks in one prompt")
-	fs.DurationVar(&c.RequestTimeout, "gateway.request-timeout", DefaultRequestTimeout, "deadline of request-API calls other than prompt")
+	fs.DurationVar(&c.RequestTimeout, "gateway.request-timeout", DefaultRequestTimeout, "deadline of request-API calls (a prompt's acceptance, not its turn)")
 	fs.DurationVar(&c.Keepalive, "gateway.sse-keepalive", DefaultKeepalive, "interval of keepalive comments on an idle event stream")
 	fs.IntVar(&c.StreamBuffer, "gateway.sse-buffer", DefaultStreamBuffer, "live messages buffered per event stream before a slow client is cut off")
 	fs.Int64Var(&c.StreamBufferBytes, "gateway.sse-buffer-bytes", DefaultStreamBufferBytes, "payload bytes buffered per event stream before a slow client is cut off")
 	fs.DurationVar(&c.StreamWriteTimeout, "gateway.sse-write-timeout", DefaultStreamWriteTimeout, "deadline of one write to an event stream client")
-	fs.IntVar(&c.BackfillPage, "gateway.sse-backfill-page", DefaultBackfillPage, "history page size an event stream reads to catch up")
+	fs.IntVar(&c.BackfillPage, "gateway.sse-backfill-page", DefaultBackfillPage, fmt.Sprintf("history page size an event stream reads to catch up (at most %d)", events.MaxHistoryLimit))
 	fs.DurationVar(&c.ShutdownTimeout, "gateway.shutdown-timeout", DefaultShutdownTimeout, "how long to wait for in-flight requests on shutdown")
 }
 
@@ -89,6 +101,9 @@ func (c *Config) Validate() error {
 	if c.MaxBodyBytes <= 0 {
 		errs = append(errs, fmt.Errorf("gateway.max-body-bytes must be positive, got %d", c.MaxBodyBytes))
 	}
+	if c.MaxPromptBytes <= 0 {
+		errs = append(errs, fmt.Errorf("gateway.max-prompt-bytes must be positive, got %d", c.MaxPromptBytes))
+	}
 	if c.MaxPromptBlocks <= 0 {
 		errs = append(errs, fmt.Errorf("gateway.max-prompt-blocks must be positive, got %d", c.MaxPromptBlocks))
 	}
@@ -107,11 +122,35 @@ func (c *Config) Validate() error {
 	if c.StreamWriteTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("gateway.sse-write-timeout must be positive, got %v", c.StreamWriteTimeout))
 	}
-	if c.BackfillPage <= 0 || int64(c.BackfillPage) > math.MaxUint32 {
-		errs = append(errs, fmt.Errorf("gateway.sse-backfill-page must be in [1, %d], got %d", uint64(math.MaxUint32), c.BackfillPage))
+	if c.BackfillPage <= 0 || c.BackfillPage > events.MaxHistoryLimit {
+		errs = append(errs, fmt.Errorf("gateway.sse-backfill-page must be in [1, %d] (the largest history page), got %d", events.MaxHistoryLimit, c.BackfillPage))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("gateway.shutdown-timeout must be positive, got %v", c.ShutdownTimeout))
 	}
 	return errors.Join(errs...)
+}
+
+// promptLimits returns the prompt limits the gateway checks.
+func (c *Config) promptLimits() events.PromptLimits {
+	return events.PromptLimits{MaxBytes: c.MaxPromptBytes, MaxBlocks: c.MaxPromptBlocks}
+}
+
+// LogValue is the effective configuration as Run logs it once at start,
+// one attribute per flag. Nothing in it is secret today; a field that is
+// (a token, a key) must be logged as redacted, never as its value.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("http_addr", c.Addr),
+		slog.Int64("max_body_bytes", c.MaxBodyBytes),
+		slog.Int("max_prompt_bytes", c.MaxPromptBytes),
+		slog.Int("max_prompt_blocks", c.MaxPromptBlocks),
+		slog.Duration("request_timeout", c.RequestTimeout),
+		slog.Duration("sse_keepalive", c.Keepalive),
+		slog.Int("sse_buffer", c.StreamBuffer),
+		slog.Int64("sse_buffer_bytes", c.StreamBufferBytes),
+		slog.Duration("sse_write_timeout", c.StreamWriteTimeout),
+		slog.Int("sse_backfill_page", c.BackfillPage),
+		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
+	)
 }

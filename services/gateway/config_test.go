@@ -62,21 +62,21 @@ func TestGetConfig(t *testing.T) {
 	e.backend.SetConfigOptions(ns, "s1", ``)
 	wantStatus(t, e.do(http.MethodGet, "/v1/sessions/s1/config", ""), `{"revision":2,"options":[]}`)
 
-	// Options that are not an array are the service's fault, masked.
-	e.backend.SetConfigOptions(ns, "s1", `{"id":"mode"}`)
+	// Options that are not JSON are the service's fault, masked.
+	e.backend.SetConfigOptions(ns, "s1", `{"id":`)
 	if body := wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/config", ""), http.StatusInternalServerError, events.CodeInternal); body.Error.Message != "internal error" {
 		t.Errorf("message %q, want a masked one", body.Error.Message)
 	}
 
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/a.b/config", ""), http.StatusBadRequest, events.CodeInvalidSessionID)
-	e.backend.Fail(events.OpGetSessionConfig, events.Errorf(events.CodeUnavailable, "history moving"))
-	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/config", ""), http.StatusServiceUnavailable, events.CodeUnavailable)
 	if r := e.do(http.MethodPost, "/v1/sessions/s1/config", "{}"); r.status != http.StatusMethodNotAllowed {
 		t.Errorf("POST config = %d, want 405", r.status)
 	}
 	if n := e.backend.Calls(events.OpOpenSession) + e.backend.Calls(events.OpPrompt); n != 0 {
 		t.Errorf("reading the config opened or prompted: %d calls", n)
 	}
+	e.backend.StopHistory()
+	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/config", ""), http.StatusServiceUnavailable, events.CodeUnavailable)
 }
 
 func TestSetConfig(t *testing.T) {
@@ -202,8 +202,8 @@ func TestCapabilities(t *testing.T) {
 	e.backend.SetCapabilities(ns, "s1", `{"loadSession":`)
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/capabilities", ""), http.StatusInternalServerError, events.CodeInternal)
 
-	e.backend.Fail(events.OpGetSessionCapabilities, events.Errorf(events.CodeTimeout, "slow"))
-	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/capabilities", ""), http.StatusGatewayTimeout, events.CodeTimeout)
+	e.backend.StopHistory()
+	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/capabilities", ""), http.StatusServiceUnavailable, events.CodeUnavailable)
 }
 
 func TestAgentInfo(t *testing.T) {
@@ -220,9 +220,9 @@ func TestAgentInfo(t *testing.T) {
 	e.backend.SetAgentInfo(ns, "s1", "")
 	wantStatus(t, e.do(http.MethodGet, "/v1/sessions/s1/agent-info", ""), `{"agentInfo":null}`)
 
-	e.backend.Fail(events.OpGetSessionAgentInfo, events.Errorf(events.CodeUnavailable, "history moving"))
-	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/agent-info", ""), http.StatusServiceUnavailable, events.CodeUnavailable)
 	if n := e.backend.Calls(events.OpOpenSession); n != 0 {
 		t.Errorf("reading agent info opened the session: %d calls", n)
 	}
+	e.backend.StopHistory()
+	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/agent-info", ""), http.StatusServiceUnavailable, events.CodeUnavailable)
 }

@@ -356,8 +356,8 @@ func TestRespondPermission(t *testing.T) {
 		}
 		kinds = append(kinds, ev.Type)
 	}
-	if got := strings.Join(kinds, " "); got != "permission_request permission_response agent_message_chunk" {
-		t.Errorf("history = %s, want the request, its response, then the message", got)
+	if got := strings.Join(kinds, " "); got != "user_message_chunk permission_request permission_response agent_message_chunk" {
+		t.Errorf("history = %s, want the prompt, the request, its response, then the message", got)
 	}
 }
 

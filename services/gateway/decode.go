@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"unicode/utf8"
 
 	"skein.dev/pkg/events"
 )
@@ -18,9 +17,11 @@ import (
 // nothing after it. A field the gateway does not know is more likely a typo
 // (or a feature this gateway lacks) than something safe to drop. Fields of
 // schema type JsonUtf8 are kept as the exact bytes the client sent.
-
-// maxIdempotencyKey bounds an idempotency key, in bytes.
-const maxIdempotencyKey = 256
+//
+// The gateway decodes the HTTP shape (JSON, the URL, the query) into the
+// protocol's request and checks it with the request's Validate method
+// (package events): the same rules and codes as the session and history
+// services, which check it again.
 
 // readBody reads r's body, at most limit bytes.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
@@ -73,62 +74,34 @@ type openBody struct {
 	AdditionalInstructions *string         `json:"additionalInstructions"`
 }
 
-// decodeOpen decodes and checks the body of PUT /v1/sessions/{id}. It leaves
-// SessionID unset.
-func decodeOpen(body []byte) (*events.AcpOpenSessionRequest, error) {
+// decodeOpen decodes and checks the body of PUT /v1/sessions/{id} for the
+// session sid. Absent and null options are left unset.
+func decodeOpen(body []byte, sid events.SessionID) (*events.AcpOpenSessionRequest, error) {
 	var b openBody
 	if err := decodeObject(body, &b); err != nil {
 		return nil, err
 	}
-	if b.Agent == "" {
-		return nil, events.Errorf(events.CodeInvalidRequest, "agent is required")
-	}
-	if b.Cwd != nil && *b.Cwd == "" {
-		return nil, events.Errorf(events.CodeInvalidRequest, "cwd must not be empty; omit it for the default")
-	}
 	req := &events.AcpOpenSessionRequest{
+		SessionID:              new(string(sid)),
 		Agent:                  b.Agent,
 		Cwd:                    b.Cwd,
+		PermissionPolicy:       b.PermissionPolicy,
 		SkipOsInstructions:     b.SkipOsInstructions,
 		AdditionalInstructions: b.AdditionalInstructions,
 	}
 	if present(b.AdditionalDirectories) {
-		var dirs []string
-		if err := json.Unmarshal(b.AdditionalDirectories, &dirs); err != nil {
-			return nil, events.Errorf(events.CodeInvalidRequest, "additionalDirectories must be an array of strings")
-		}
 		req.AdditionalDirectories = events.JSON(b.AdditionalDirectories)
 	}
 	if present(b.Env) {
-		var env map[string]string
-		if err := json.Unmarshal(b.Env, &env); err != nil {
-			return nil, events.Errorf(events.CodeInvalidRequest, "env must be an object of strings")
-		}
 		req.Env = events.JSON(b.Env)
 	}
 	if present(b.McpServers) {
-		var servers []map[string]json.RawMessage
-		if err := json.Unmarshal(b.McpServers, &servers); err != nil {
-			return nil, events.Errorf(events.CodeInvalidRequest, "mcpServers must be an array of objects")
-		}
 		req.McpServers = events.JSON(b.McpServers)
 	}
-	if b.PermissionPolicy != nil {
-		switch *b.PermissionPolicy {
-		case events.PolicyAllowAll, events.PolicyRejectAll, events.PolicyAsk:
-			req.PermissionPolicy = b.PermissionPolicy
-		default:
-			return nil, events.Errorf(events.CodeInvalidRequest, "permissionPolicy must be %s, %s or %s",
-				events.PolicyAllowAll, events.PolicyRejectAll, events.PolicyAsk)
-		}
+	if _, err := req.Validate(); err != nil {
+		return nil, err
 	}
 	return req, nil
-}
-
-// isObject reports whether raw, a JSON value, is an object.
-func isObject(raw []byte) bool {
-	raw = bytes.TrimLeft(raw, " \t\r\n")
-	return len(raw) > 0 && raw[0] == '{'
 }
 
 // promptBody is the JSON form of AcpPromptRequest without its session ID.
@@ -137,83 +110,30 @@ type promptBody struct {
 	Content        json.RawMessage `json:"content"`
 }
 
-// decodePrompt decodes and checks the body of POST .../prompt: content is a
-// non-empty array of at most maxBlocks ACP content blocks, each an object
-// with a type. The blocks themselves are the agent's to interpret and pass
-// through byte for byte.
-func decodePrompt(body []byte, maxBlocks int) (*events.AcpPromptRequest, error) {
+// decodePrompt decodes and checks the body of POST .../prompt for the
+// session sid: content is a non-empty array of ACP content blocks within
+// lim, each an object with a type (events.PromptBlocks). The blocks
+// themselves are the agent's to interpret and pass through byte for byte.
+func decodePrompt(body []byte, sid events.SessionID, lim events.PromptLimits) (*events.AcpPromptRequest, error) {
 	var b promptBody
 	if err := decodeObject(body, &b); err != nil {
 		return nil, err
 	}
-	if b.IdempotencyKey != nil && (*b.IdempotencyKey == "" || len(*b.IdempotencyKey) > maxIdempotencyKey) {
-		return nil, events.Errorf(events.CodeInvalidRequest, "idempotencyKey must be 1 to %d bytes", maxIdempotencyKey)
+	req := &events.AcpPromptRequest{SessionID: new(string(sid)), IdempotencyKey: b.IdempotencyKey}
+	if present(b.Content) {
+		req.Content = events.JSON(b.Content)
 	}
-	if !present(b.Content) {
-		return nil, events.Errorf(events.CodeInvalidRequest, "content is required")
+	if _, err := req.Validate(lim); err != nil {
+		return nil, err
 	}
-	var blocks []json.RawMessage
-	if err := json.Unmarshal(b.Content, &blocks); err != nil {
-		return nil, events.Errorf(events.CodeInvalidRequest, "content must be an array of content blocks")
-	}
-	switch {
-	case len(blocks) == 0:
-		return nil, events.Errorf(events.CodeInvalidRequest, "content must not be empty")
-	case len(blocks) > maxBlocks:
-		return nil, events.Errorf(events.CodePayloadTooLarge, "content has %d blocks, more than %d", len(blocks), maxBlocks)
-	}
-	for i, raw := range blocks {
-		var block struct {
-			Type string `json:"type"`
-		}
-		if !isObject(raw) || json.Unmarshal(raw, &block) != nil || block.Type == "" {
-			return nil, events.Errorf(events.CodeInvalidRequest, "content[%d] must be an object with a type", i)
-		}
-	}
-	return &events.AcpPromptRequest{IdempotencyKey: b.IdempotencyKey, Content: events.JSON(b.Content)}, nil
+	return req, nil
 }
-
-// Limits of the permission answer, in bytes. A request ID is Skein's own
-// ("perm_" and a NUID), so the bound is generous; an option ID is the
-// agent's, so it is looser still.
-const (
-	maxRequestID = 256
-	maxOptionID  = 1024
-)
 
 // maxControlBody bounds the body of a cancel, an unload, a delete, a
-// permission answer or a config value: the longest valid one, an option ID of maxOptionID bytes written
-// entirely as \uXXXX escapes, fits several times over.
+// permission answer or a config value: the longest valid one, an option ID
+// of events.MaxOptionIDBytes bytes written entirely as \uXXXX escapes, fits
+// several times over.
 const maxControlBody = 16 << 10
-
-// parseRequestID checks a permission request ID from the URL: 1 to
-// maxRequestID bytes of printable ASCII without spaces (0x21 to 0x7e). It
-// travels in a payload, never in a subject, so '.' and '*' are harmless;
-// the bound keeps junk from reaching the session service.
-func parseRequestID(s string) (string, error) { return parseToken("requestId", s, maxRequestID) }
-
-// maxConfigID bounds a config option ID from the URL, in bytes.
-const maxConfigID = 256
-
-// parseConfigID checks a config option ID from the URL as parseRequestID
-// checks a request ID: 1 to maxConfigID bytes of printable ASCII without
-// spaces. The option ID is the agent's; whether the agent has it is the
-// agent's to say.
-func parseConfigID(s string) (string, error) { return parseToken("configId", s, maxConfigID) }
-
-// parseToken checks the path parameter name: 1 to limit bytes of printable
-// ASCII without spaces (0x21 to 0x7e).
-func parseToken(name, s string, limit int) (string, error) {
-	if s == "" || len(s) > limit {
-		return "", events.Errorf(events.CodeInvalidRequest, "%s must be 1 to %d bytes", name, limit)
-	}
-	for i := range len(s) {
-		if c := s[i]; c < 0x21 || c > 0x7e {
-			return "", events.Errorf(events.CodeInvalidRequest, "%s must be printable ASCII without spaces, got %q", name, truncate(s, 40))
-		}
-	}
-	return s, nil
-}
 
 // decodeEmpty checks the body of a control route without parameters
 // (cancel, unload, delete): nothing, or an empty JSON object. They have no
@@ -234,21 +154,24 @@ type respondBody struct {
 }
 
 // decodeRespond decodes and checks the body of POST
-// .../permissions/{requestId}: {"optionId": "..."}, 1 to maxOptionID bytes.
-// Whether the option is on offer is the session service's to say
-// (invalid_permission_option). It returns the option ID.
-func decodeRespond(body []byte) (string, error) {
+// .../permissions/{requestId} ({"optionId": "..."}) for the request
+// requestID of the session sid. Whether the option is on offer is the
+// session service's to say (invalid_permission_option).
+func decodeRespond(body []byte, sid events.SessionID, requestID string) (*events.AcpRespondPermissionRequest, error) {
 	var b respondBody
 	if err := decodeObject(body, &b); err != nil {
-		return "", err
+		return nil, err
 	}
 	if b.OptionID == nil {
-		return "", events.Errorf(events.CodeInvalidRequest, "optionId is required")
+		return nil, events.Errorf(events.CodeInvalidRequest, "optionId is required")
 	}
-	if *b.OptionID == "" || len(*b.OptionID) > maxOptionID {
-		return "", events.Errorf(events.CodeInvalidRequest, "optionId must be 1 to %d bytes", maxOptionID)
+	// respondPermission never defaults its session: the ID is always the
+	// URL's, "main" included.
+	req := &events.AcpRespondPermissionRequest{SessionID: string(sid), RequestID: requestID, OptionID: *b.OptionID}
+	if _, err := req.Validate(); err != nil {
+		return nil, err
 	}
-	return *b.OptionID, nil
+	return req, nil
 }
 
 // configValueBody is the JSON form of AcpSetSessionConfigOptionRequest
@@ -258,29 +181,22 @@ type configValueBody struct {
 }
 
 // decodeSetConfig decodes and checks the body of PUT
-// .../config/{configId}: {"value": V}, V exactly one JSON string (valid
-// UTF-8) or boolean. Whether the agent accepts it is the agent's to say
-// (adapter_error). It returns V as the client sent it.
-func decodeSetConfig(body []byte) (events.JSON, error) {
+// .../config/{configId} ({"value": V}, V one JSON string or boolean) for
+// the option configID of the session sid. V is kept as the client sent it;
+// whether the agent accepts it is the agent's to say (adapter_error).
+func decodeSetConfig(body []byte, sid events.SessionID, configID string) (*events.AcpSetSessionConfigOptionRequest, error) {
 	var b configValueBody
 	if err := decodeObject(body, &b); err != nil {
 		return nil, err
 	}
-	if !present(b.Value) {
-		return nil, events.Errorf(events.CodeInvalidRequest, "value is required")
+	req := &events.AcpSetSessionConfigOptionRequest{SessionID: new(string(sid)), ConfigID: configID}
+	if present(b.Value) {
+		req.Value = events.JSON(bytes.TrimSpace(b.Value))
 	}
-	raw := bytes.TrimSpace(b.Value)
-	switch {
-	case bytes.Equal(raw, []byte("true")), bytes.Equal(raw, []byte("false")):
-	case len(raw) > 0 && raw[0] == '"':
-		var s string
-		if json.Unmarshal(raw, &s) != nil || !utf8.Valid(raw) {
-			return nil, events.Errorf(events.CodeInvalidRequest, "value must be a string of valid UTF-8")
-		}
-	default:
-		return nil, events.Errorf(events.CodeInvalidRequest, "value must be a string or a boolean")
+	if _, err := req.Validate(); err != nil {
+		return nil, err
 	}
-	return events.JSON(raw), nil
+	return req, nil
 }
 
 // single returns the only value of key in q, or false when key is absent.
@@ -319,8 +235,10 @@ func parseSeq(name, s string) (uint64, error) {
 	return n, nil
 }
 
-// parseHistoryQuery parses ?after=N|before=N&limit=N. It leaves SessionID
-// unset.
+// parseHistoryQuery parses ?after=N|before=N&limit=N and checks the
+// request (AcpReadHistoryRequest.Validate: both cursors is invalid_cursor,
+// a limit outside [1, events.MaxHistoryLimit] invalid_request). It leaves
+// SessionID unset.
 func parseHistoryQuery(q url.Values) (*events.AcpReadHistoryRequest, error) {
 	if err := onlyKeys(q, "after", "before", "limit"); err != nil {
 		return nil, err
@@ -343,20 +261,20 @@ func parseHistoryQuery(q url.Values) (*events.AcpReadHistoryRequest, error) {
 		}
 		*c.dst = &n
 	}
-	if req.After != nil && req.Before != nil {
-		return nil, events.Errorf(events.CodeInvalidRequest, "after and before are mutually exclusive")
-	}
 	s, ok, err := single(q, "limit")
 	if err != nil {
 		return nil, err
 	}
 	if ok {
 		n, err := strconv.ParseUint(s, 10, 32)
-		if err != nil || n == 0 {
-			return nil, events.Errorf(events.CodeInvalidRequest, "limit must be an integer in [1, %d], got %q", uint64(1<<32-1), truncate(s, 40))
+		if err != nil {
+			return nil, events.Errorf(events.CodeInvalidRequest, "limit must be an integer in [1, %d], got %q", events.MaxHistoryLimit, truncate(s, 40))
 		}
 		limit := uint32(n)
 		req.Limit = &limit
+	}
+	if _, err := req.Validate(); err != nil {
+		return nil, err
 	}
 	return req, nil
 }

@@ -32,7 +32,7 @@ func FuzzDecodePrompt(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := decodePrompt(body, 4)
+		req, err := decodePrompt(body, "s1", events.PromptLimits{MaxBlocks: 4})
 		if err != nil {
 			if _, ok := asEventsError(err); !ok {
 				t.Fatalf("decodePrompt(%q) = %v, want an *events.Error", body, err)
@@ -46,8 +46,11 @@ func FuzzDecodePrompt(f *testing.F) {
 		if !bytes.Contains(body, req.Content) {
 			t.Fatalf("decodePrompt(%q) content %q is not the bytes the client sent", body, req.Content)
 		}
-		if req.IdempotencyKey != nil && (*req.IdempotencyKey == "" || len(*req.IdempotencyKey) > maxIdempotencyKey) {
+		if events.ValidIdempotencyKey(req.IdempotencyKey) != nil {
 			t.Fatalf("decodePrompt(%q) accepted idempotency key %q", body, *req.IdempotencyKey)
+		}
+		if req.SessionID == nil || *req.SessionID != "s1" {
+			t.Fatalf("decodePrompt(%q) session = %v, want s1", body, req.SessionID)
 		}
 	})
 }
@@ -66,7 +69,7 @@ func FuzzDecodeOpen(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := decodeOpen(body)
+		req, err := decodeOpen(body, "s1")
 		if err != nil {
 			if _, ok := asEventsError(err); !ok {
 				t.Fatalf("decodeOpen(%q) = %v, want an *events.Error", body, err)
@@ -81,8 +84,8 @@ func FuzzDecodeOpen(f *testing.F) {
 				t.Fatalf("decodeOpen(%q) %s = %q, want valid JSON the client sent", body, name, raw)
 			}
 		}
-		if req.SessionID != nil {
-			t.Fatalf("decodeOpen(%q) set a session ID", body)
+		if req.SessionID == nil || *req.SessionID != "s1" {
+			t.Fatalf("decodeOpen(%q) session = %v, want s1", body, req.SessionID)
 		}
 	})
 }
@@ -106,8 +109,8 @@ func FuzzParseHistoryQuery(f *testing.F) {
 		if req.After != nil && req.Before != nil {
 			t.Fatalf("parseHistoryQuery(%q) accepted both after and before", raw)
 		}
-		if req.Limit != nil && *req.Limit == 0 {
-			t.Fatalf("parseHistoryQuery(%q) accepted limit 0", raw)
+		if req.Limit != nil && (*req.Limit == 0 || *req.Limit > events.MaxHistoryLimit) {
+			t.Fatalf("parseHistoryQuery(%q) accepted limit %d", raw, *req.Limit)
 		}
 		for k := range q {
 			if k != "after" && k != "before" && k != "limit" {
@@ -160,24 +163,35 @@ func FuzzDecodeRespond(f *testing.F) {
 		`null`,
 		``,
 	} {
-		f.Add([]byte(seed))
+		f.Add([]byte(seed), "perm_1")
 	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		optionID, err := decodeRespond(body)
+	for _, id := range []string{"", " ", "a b", "\x00", "\x7f", "é", "a.b*>", strings.Repeat("p", 256), strings.Repeat("p", 257)} {
+		f.Add([]byte(`{"optionId":"allow"}`), id)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, requestID string) {
+		req, err := decodeRespond(body, "s1", requestID)
 		if err != nil {
 			if _, ok := asEventsError(err); !ok {
-				t.Fatalf("decodeRespond(%q) = %v, want an *events.Error", body, err)
+				t.Fatalf("decodeRespond(%q, %q) = %v, want an *events.Error", body, requestID, err)
 			}
 			return
 		}
-		if optionID == "" || len(optionID) > maxOptionID {
-			t.Fatalf("decodeRespond(%q) accepted option ID %q", body, optionID)
+		if req.OptionID == "" || len(req.OptionID) > events.MaxOptionIDBytes {
+			t.Fatalf("decodeRespond(%q) accepted option ID %q", body, req.OptionID)
+		}
+		if req.RequestID != requestID || requestID == "" || len(requestID) > events.MaxRequestIDBytes {
+			t.Fatalf("decodeRespond(%q, %q) request ID = %q", body, requestID, req.RequestID)
+		}
+		for _, c := range []byte(requestID) {
+			if c <= ' ' || c >= 0x7f {
+				t.Fatalf("decodeRespond accepted request ID byte %#x", c)
+			}
 		}
 		var again struct {
 			OptionID string `json:"optionId"`
 		}
-		if err := json.Unmarshal(body, &again); err != nil || again.OptionID != optionID {
-			t.Fatalf("decodeRespond(%q) = %q, but the body decodes to %q (%v)", body, optionID, again.OptionID, err)
+		if err := json.Unmarshal(body, &again); err != nil || again.OptionID != req.OptionID {
+			t.Fatalf("decodeRespond(%q) = %q, but the body decodes to %q (%v)", body, req.OptionID, again.OptionID, err)
 		}
 	})
 }
@@ -200,56 +214,6 @@ func FuzzDecodeEmpty(f *testing.F) {
 		var obj map[string]json.RawMessage
 		if trimmed != "" && (json.Unmarshal(body, &obj) != nil || obj == nil || len(obj) != 0) {
 			t.Fatalf("decodeEmpty(%q) accepted a body that is neither blank nor {}", body)
-		}
-	})
-}
-
-// FuzzParseRequestID: an accepted request ID is 1 to maxRequestID bytes of
-// printable ASCII without spaces, returned unchanged.
-func FuzzParseRequestID(f *testing.F) {
-	for _, seed := range []string{"perm_1", "", " ", "a b", "\x00", "\x7f", "é", "a.b*>", strings.Repeat("p", 256), strings.Repeat("p", 257)} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		id, err := parseRequestID(s)
-		if err != nil {
-			if _, ok := asEventsError(err); !ok {
-				t.Fatalf("parseRequestID(%q) = %v, want an *events.Error", s, err)
-			}
-			return
-		}
-		if id != s || id == "" || len(id) > maxRequestID {
-			t.Fatalf("parseRequestID(%q) = %q", s, id)
-		}
-		for _, c := range []byte(id) {
-			if c <= ' ' || c >= 0x7f {
-				t.Fatalf("parseRequestID(%q) accepted byte %#x", s, c)
-			}
-		}
-	})
-}
-
-// FuzzParseConfigID: an accepted config ID is 1 to maxConfigID bytes of
-// printable ASCII without spaces, returned unchanged.
-func FuzzParseConfigID(f *testing.F) {
-	for _, seed := range []string{"mode", "", " ", "a b", "\x00", "\x7f", "é", "a.b*>", strings.Repeat("c", 256), strings.Repeat("c", 257)} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		id, err := parseConfigID(s)
-		if err != nil {
-			if _, ok := asEventsError(err); !ok {
-				t.Fatalf("parseConfigID(%q) = %v, want an *events.Error", s, err)
-			}
-			return
-		}
-		if id != s || id == "" || len(id) > maxConfigID {
-			t.Fatalf("parseConfigID(%q) = %q", s, id)
-		}
-		for _, c := range []byte(id) {
-			if c <= ' ' || c >= 0x7f {
-				t.Fatalf("parseConfigID(%q) accepted byte %#x", s, c)
-			}
 		}
 	})
 }
@@ -338,16 +302,28 @@ func FuzzDecodeSetConfig(f *testing.F) {
 		`"a"`,
 		``,
 	} {
-		f.Add([]byte(seed))
+		f.Add([]byte(seed), "mode")
 	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		value, err := decodeSetConfig(body)
+	for _, id := range []string{"", " ", "a b", "\x00", "\x7f", "é", "a.b*>", strings.Repeat("c", 256), strings.Repeat("c", 257)} {
+		f.Add([]byte(`{"value":true}`), id)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, configID string) {
+		req, err := decodeSetConfig(body, "s1", configID)
 		if err != nil {
 			if _, ok := asEventsError(err); !ok {
-				t.Fatalf("decodeSetConfig(%q) = %v, want an *events.Error", body, err)
+				t.Fatalf("decodeSetConfig(%q, %q) = %v, want an *events.Error", body, configID, err)
 			}
 			return
 		}
+		if req.ConfigID != configID || configID == "" || len(configID) > events.MaxConfigIDBytes {
+			t.Fatalf("decodeSetConfig(%q, %q) config ID = %q", body, configID, req.ConfigID)
+		}
+		for _, c := range []byte(configID) {
+			if c <= ' ' || c >= 0x7f {
+				t.Fatalf("decodeSetConfig accepted config ID byte %#x", c)
+			}
+		}
+		value := []byte(req.Value)
 		if !bytes.Contains(body, value) {
 			t.Fatalf("decodeSetConfig(%q) value %q is not the bytes the client sent", body, value)
 		}

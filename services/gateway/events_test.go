@@ -108,23 +108,22 @@ func TestEventsResume(t *testing.T) {
 	wantDurable(t, s.next(), s5)
 }
 
-// TestEventsDedupe holds the backfill's history read until a record has
-// been stored after the subscription: it then arrives twice, from history
-// and from the tail, and must be sent once.
+// TestEventsDedupe holds the stream between its subscription and its
+// backfill until a record has been stored: it then arrives twice, from
+// history and from the tail, and must be sent once.
 func TestEventsDedupe(t *testing.T) {
 	e := newEnv(t)
 	e.backend.CreateSession(ns, "s1", "demo")
 	s1 := e.backend.Append(ns, "s1", chunk("one"))
 	entered, release := make(chan struct{}, 1), make(chan struct{})
-	e.backend.OnHistory(func() {
+	gateway.OnStreamSubscribed(t, func() {
 		entered <- struct{}{}
 		<-release
 	})
 	streamed := make(chan *sseStream, 1)
 	go func() { streamed <- e.stream("/v1/sessions/s1/events") }()
-	<-entered // subscribed, flushed, reading history
+	<-entered // subscribed, flushed, not yet reading history
 	s2 := e.backend.Append(ns, "s1", chunk("two"))
-	e.backend.OnHistory(nil)
 	close(release)
 	s := <-streamed
 
@@ -134,21 +133,21 @@ func TestEventsDedupe(t *testing.T) {
 	wantDurable(t, s.next(), s3) // not s2 again
 }
 
-// TestEventsGapFillFromTail: records stored before the stream subscribed
-// and hidden from its backfill (a lagging reader) are missed; the next
-// tail message names them as its predecessors and the stream fills the gap
-// before sending it.
+// TestEventsGapFillFromTail: records whose tail messages were lost are
+// missed; the next tail message names them as its predecessors and the
+// stream fills the gap from history before sending it.
 func TestEventsGapFillFromTail(t *testing.T) {
 	e := newEnv(t)
 	e.backend.CreateSession(ns, "s1", "demo")
 	s1 := e.backend.Append(ns, "s1", chunk("one"))
-	s2 := e.backend.Append(ns, "s1", chunk("two"))
-	s3 := e.backend.Append(ns, "s1", chunk("three"))
-	e.backend.HideHistoryAfter(s1)
 
 	s := e.stream("/v1/sessions/s1/events")
 	wantDurable(t, s.next(), s1)
-	e.backend.HideHistoryAfter(0)
+	var s2, s3 uint64
+	e.backend.WithoutTail(func() {
+		s2 = e.backend.Append(ns, "s1", chunk("two"))
+		s3 = e.backend.Append(ns, "s1", chunk("three"))
+	})
 	s4 := e.backend.Append(ns, "s1", chunk("four"))
 	wantDurable(t, s.next(), s2)
 	wantDurable(t, s.next(), s3)
@@ -167,12 +166,13 @@ func TestEventsGapFillFromDelta(t *testing.T) {
 	e := newEnv(t)
 	e.backend.CreateSession(ns, "s1", "demo")
 	s1 := e.backend.Append(ns, "s1", chunk("one"))
-	s2 := e.backend.Append(ns, "s1", `{"sessionUpdate":"tool_call","toolCallId":"c1","title":"t","status":"pending"}`)
-	e.backend.HideHistoryAfter(s1)
 
 	s := e.stream("/v1/sessions/s1/events")
 	wantDurable(t, s.next(), s1)
-	e.backend.HideHistoryAfter(0)
+	var s2 uint64
+	e.backend.WithoutTail(func() {
+		s2 = e.backend.Append(ns, "s1", `{"sessionUpdate":"tool_call","toolCallId":"c1","title":"t","status":"pending"}`)
+	})
 	e.backend.Delta(ns, "s1", s2, chunk("after the tool call"))
 	wantDurable(t, s.next(), s2)
 	wantEphemeral(t, s.next(), s2, "after the tool call")
@@ -196,9 +196,10 @@ func TestEventsStaleDeltas(t *testing.T) {
 	wantEphemeral(t, s.next(), s2, "fresh")
 }
 
-// TestEventsControlCursor: latestSequence, the usual cursor, may name a
-// lifecycle record, which no public event follows on the tail subject and
-// history never returns. That is not a gap.
+// TestEventsControlCursor: a cursor may name a lifecycle record (a delta's
+// afterSequence does, and a client may resume from one), which no public
+// event follows on the tail subject and history never returns. That is not
+// a gap.
 func TestEventsControlCursor(t *testing.T) {
 	e := newEnv(t)
 	e.backend.CreateSession(ns, "s1", "demo")
@@ -238,26 +239,35 @@ func TestEventsRejectsBadRequests(t *testing.T) {
 	}
 	// Failures of the first history read are ordinary HTTP errors.
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/nobody/events", ""), http.StatusNotFound, events.CodeSessionNotFound)
-	e.backend.Fail(events.OpReadHistory, events.ErrCursorExpired)
-	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/events?after=1", ""), http.StatusGone, events.CodeCursorExpired)
+}
+
+// TestEventsCursorExpired: a cursor older than the retained history is
+// cursor_expired, an ordinary HTTP error before the stream starts.
+func TestEventsCursorExpired(t *testing.T) {
+	e := newEnv(t, withBackend(gatewaytest.WithMaxEventsPerSession(2)))
+	e.backend.CreateSession(ns, "s1", "demo")
+	first := e.backend.Append(ns, "s1", chunk("one"))
+	e.backend.Append(ns, "s1", chunk("two"))
+	e.backend.Append(ns, "s1", chunk("three")) // "one" is pruned
+	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/events?after="+strconv.FormatUint(first-1, 10), ""), http.StatusGone, events.CodeCursorExpired)
 }
 
 func TestEventsHistoryFailsMidStream(t *testing.T) {
 	e := newEnv(t)
 	e.backend.CreateSession(ns, "s1", "demo")
 	s1 := e.backend.Append(ns, "s1", chunk("one"))
-	e.backend.Append(ns, "s1", chunk("two"))
-	e.backend.HideHistoryAfter(s1)
 	s := e.stream("/v1/sessions/s1/events")
 	wantDurable(t, s.next(), s1)
-	e.backend.Fail(events.OpReadHistory, events.Errorf(events.CodeInternal, "disk on fire"))
-	e.backend.Append(ns, "s1", chunk("three")) // a gap: the fill fails
+	// A record history cannot decode, whose tail message was lost: the
+	// fill the next one triggers fails.
+	e.backend.WithoutTail(func() { e.backend.AppendCorrupt(ns, "s1") })
+	e.backend.Append(ns, "s1", chunk("three"))
 	rest := s.ended()
 	if len(rest) != 1 {
 		t.Fatalf("stream ended with %v, want one error event", rest)
 	}
 	wantErrorEvent(t, rest[0], events.CodeInternal)
-	if strings.Contains(rest[0].Data, "disk on fire") {
+	if strings.Contains(rest[0].Data, "decode") || strings.Contains(rest[0].Data, "msgpack") {
 		t.Errorf("error event %s leaks the internal error", rest[0].Data)
 	}
 	if got := metric(t, e.reg, "acp_gateway_sse_stream_ends_total", "reason", "error"); got != 1 {

@@ -16,7 +16,7 @@
 //	PUT  /v1/sessions/{id}               open (idempotent): AcpOpenSessionRequest fields as JSON → 200 {}
 //	GET  /v1/sessions/{id}               AcpDurableSessionInfo as JSON
 //	DELETE /v1/sessions/{id}             empty or {} → 200 {}: tear down the runtime, remove metadata and history (idempotent)
-//	POST /v1/sessions/{id}/prompt        {"idempotencyKey"?, "content": [...]} → blocks through the turn
+//	POST /v1/sessions/{id}/prompt        {"idempotencyKey"?, "content": [...]} → blocks through the turn, reading the log
 //	POST /v1/sessions/{id}/cancel        empty or {} → {"status"}: cancelled, no_active_prompt, or the turn's outcome
 //	POST /v1/sessions/{id}/unload        empty or {} → 200 {}: stop the adapter, keep metadata and history
 //	POST /v1/sessions/{id}/permissions/{requestId}
@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/pkg/events"
@@ -61,6 +62,7 @@ type Gateway struct {
 	cfg     Config
 	lg      *slog.Logger
 	nc      *nats.Conn
+	js      jetstream.JetStream // reads of the session log (a prompt's wait)
 	metrics *metrics
 	handler http.Handler
 
@@ -84,10 +86,15 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 	if nc == nil {
 		return nil, errors.New("gateway: nil NATS connection")
 	}
+	js, err := jetstream.New(nc) // no I/O
+	if err != nil {
+		return nil, fmt.Errorf("gateway: jetstream: %w", err)
+	}
 	g := &Gateway{
 		cfg:      cfg,
 		lg:       lg.With("svc", "gateway"),
 		nc:       nc,
+		js:       js,
 		metrics:  newMetrics(reg),
 		ready:    make(chan struct{}),
 		stopping: make(chan struct{}),
@@ -135,7 +142,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.addr = ln.Addr().String()
 	g.mu.Unlock()
 	close(g.ready)
-	g.lg.Info("gateway listening", logKeyAddr, ln.Addr().String())
+	g.lg.Info("gateway listening", logKeyAddr, ln.Addr().String(), logKeyConfig, g.cfg)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

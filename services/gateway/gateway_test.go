@@ -33,7 +33,8 @@ func TestMain(m *testing.M) {
 const ns = events.DefaultNamespace
 
 // env is one gateway, served by Run on a loopback port, in front of the
-// fake services on a fresh embedded NATS server.
+// real history service and the fake session service (gatewaytest) on a
+// fresh embedded NATS server.
 type env struct {
 	t       *testing.T
 	nc      *nats.Conn
@@ -48,6 +49,7 @@ type env struct {
 
 type envOptions struct {
 	noBackend bool
+	backend   []gatewaytest.Option
 	config    func(*gateway.Config)
 }
 
@@ -60,7 +62,7 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	srv := natstest.Run(t)
 	e := &env{t: t, nc: natstest.Connect(t, srv), reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
 	if !o.noBackend {
-		e.backend = gatewaytest.Start(t, e.nc)
+		e.backend = gatewaytest.Start(t, e.nc, o.backend...)
 	}
 	cfg := gateway.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
@@ -107,6 +109,10 @@ func withConfig(f func(*gateway.Config)) func(*envOptions) {
 }
 
 func withoutBackend(o *envOptions) { o.noBackend = true }
+
+func withBackend(opts ...gatewaytest.Option) func(*envOptions) {
+	return func(o *envOptions) { o.backend = opts }
+}
 
 // response is a finished HTTP exchange.
 type response struct {

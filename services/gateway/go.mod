@@ -8,6 +8,7 @@ require (
 	go.uber.org/goleak v1.3.0
 	skein.dev/internal/natstest v0.0.0
 	skein.dev/pkg/events v0.0.0
+	skein.dev/services/history v0.0.0
 )
 
 require (
@@ -25,6 +26,8 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/synadia-io/orbit.go/jetstreamext v0.3.2 // indirect
+	github.com/synadia-io/orbit.go/natsext v0.1.3 // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
@@ -36,3 +39,5 @@ require (
 replace skein.dev/pkg/events => ../../pkg/events
 
 replace skein.dev/internal/natstest => ../../internal/natstest
+
+replace skein.dev/services/history => ../history

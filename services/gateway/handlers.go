@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 )
 
 // target resolves the namespace and the session a request addresses. An
@@ -38,11 +39,10 @@ func (g *Gateway) handleOpen(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	req, err := decodeOpen(body)
+	req, err := decodeOpen(body, sid)
 	if err != nil {
 		return err
 	}
-	req.SessionID = new(string(sid))
 	ctx, cancel := g.callContext(r)
 	defer cancel()
 	if _, err := events.Call[events.AcpOpenSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpOpenSession), req, nil); err != nil {
@@ -75,8 +75,17 @@ func (g *Gateway) handleGetSession(w http.ResponseWriter, r *http.Request) error
 
 // handlePrompt serves POST /v1/sessions/{id}/prompt. It blocks through the
 // turn, for as long as the client waits: there is no deadline of its own.
-// A client that goes away does not cancel the turn (the session service
-// owns it); it only stops waiting.
+//
+// Waiting is a read of the log, never a held request (DESIGN invariant 7):
+// the session service answers the prompt as soon as the turn is accepted
+// (events.PromptAccepted, within RequestTimeout), and the gateway then
+// reads the session's log until the turn's TurnFinished
+// (eventlog.AwaitTurn). So the answer arrives whichever session service
+// replica ends the turn, even when the one that accepted it died. A client
+// that goes away does not cancel the turn (the session service owns it);
+// it only stops waiting. Sending the same prompt again with the same
+// idempotency key waits for the same turn, or answers its outcome at once
+// when it already ended.
 func (g *Gateway) handlePrompt(w http.ResponseWriter, r *http.Request) error {
 	ns, sid, err := g.target(r)
 	if err != nil {
@@ -86,12 +95,21 @@ func (g *Gateway) handlePrompt(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	req, err := decodePrompt(body, g.cfg.MaxPromptBlocks)
+	req, err := decodePrompt(body, sid, g.cfg.promptLimits())
 	if err != nil {
 		return err
 	}
-	req.SessionID = new(string(sid))
-	resp, err := events.Call[events.AcpPromptResponse](r.Context(), g.nc, events.APISubject(ns, events.OpPrompt), req, nil)
+	ctx, cancel := g.callContext(r)
+	acc, err := events.Call[events.PromptAccepted](ctx, g.nc, events.APISubject(ns, events.OpPrompt), req, nil)
+	cancel()
+	if err != nil {
+		return err
+	}
+	finished, err := eventlog.AwaitTurn(r.Context(), g.js, ns, sid, acc)
+	if err != nil {
+		return err
+	}
+	resp, err := finished.Result(string(sid))
 	if err != nil {
 		return err
 	}
@@ -112,9 +130,9 @@ func (g *Gateway) controlBodyLimit() int64 { return min(g.cfg.MaxBodyBytes, maxC
 // cancelled, no_active_prompt, or the outcome of the turn that ended while
 // the cancel waited for it.
 func (g *Gateway) handleCancel(w http.ResponseWriter, r *http.Request) error {
-	return g.sessionControl(w, r, events.OpCancelPrompt,
-		func(sid *string) events.Variant { return &events.AcpCancelPromptRequest{SessionID: sid} },
-		func(v events.Variant) error { return writeStatus(w, v.(*events.AcpCancelPromptResponse).Status, nil) })
+	return sessionControl(g, w, r, events.OpCancelPrompt,
+		func(sid *string) validator { return &events.AcpCancelPromptRequest{SessionID: sid} },
+		func(resp *events.AcpCancelPromptResponse) error { return writeStatus(w, resp.Status, nil) })
 }
 
 // handleUnload serves POST /v1/sessions/{id}/unload: cancel the running
@@ -122,9 +140,9 @@ func (g *Gateway) handleCancel(w http.ResponseWriter, r *http.Request) error {
 // session's metadata and history stay, and its next prompt restores it.
 // Unloading a session that is already unloaded succeeds.
 func (g *Gateway) handleUnload(w http.ResponseWriter, r *http.Request) error {
-	return g.sessionControl(w, r, events.OpUnloadSession,
-		func(sid *string) events.Variant { return &events.AcpUnloadSessionRequest{SessionID: sid} },
-		func(events.Variant) error { writeJSON(w, http.StatusOK, []byte(`{}`)); return nil })
+	return sessionControl(g, w, r, events.OpUnloadSession,
+		func(sid *string) validator { return &events.AcpUnloadSessionRequest{SessionID: sid} },
+		func(*events.AcpUnloadSessionResponse) error { writeJSON(w, http.StatusOK, []byte(`{}`)); return nil })
 }
 
 // handleDelete serves DELETE /v1/sessions/{id}: tear down the session's
@@ -133,15 +151,25 @@ func (g *Gateway) handleUnload(w http.ResponseWriter, r *http.Request) error {
 // and history. Deleting a missing or already deleted session succeeds;
 // reopening the ID starts a new, empty session.
 func (g *Gateway) handleDelete(w http.ResponseWriter, r *http.Request) error {
-	return g.sessionControl(w, r, events.OpDeleteSession,
-		func(sid *string) events.Variant { return &events.AcpDeleteSessionRequest{SessionID: sid} },
-		func(events.Variant) error { writeJSON(w, http.StatusOK, []byte(`{}`)); return nil })
+	return sessionControl(g, w, r, events.OpDeleteSession,
+		func(sid *string) validator { return &events.AcpDeleteSessionRequest{SessionID: sid} },
+		func(*events.AcpDeleteSessionResponse) error { writeJSON(w, http.StatusOK, []byte(`{}`)); return nil })
+}
+
+// validator is a request of the API that checks itself.
+type validator interface {
+	events.Variant
+	Validate() (events.SessionID, error)
 }
 
 // sessionControl serves a control route whose body is empty or {}: it
 // sends op the request build makes for the URL's session, and writes the
-// reply with render.
-func (g *Gateway) sessionControl(w http.ResponseWriter, r *http.Request, op events.Op, build func(sid *string) events.Variant, render func(events.Variant) error) error {
+// reply, which must be a *T (anything else is invalid_payload, masked),
+// with render.
+func sessionControl[T any, PT interface {
+	*T
+	events.Variant
+}](g *Gateway, w http.ResponseWriter, r *http.Request, op events.Op, build func(sid *string) validator, render func(PT) error) error {
 	ns, sid, err := g.target(r)
 	if err != nil {
 		return err
@@ -153,9 +181,13 @@ func (g *Gateway) sessionControl(w http.ResponseWriter, r *http.Request, op even
 	if err := decodeEmpty(body); err != nil {
 		return err
 	}
+	req := build(new(string(sid)))
+	if _, err := req.Validate(); err != nil {
+		return err
+	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
-	resp, err := events.Request(ctx, g.nc, events.APISubject(ns, op), build(new(string(sid))), nil)
+	resp, err := events.Call[T, PT](ctx, g.nc, events.APISubject(ns, op), req, nil)
 	if err != nil {
 		return err
 	}
@@ -173,23 +205,16 @@ func (g *Gateway) handleRespond(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	requestID, err := parseRequestID(r.PathValue("requestId"))
-	if err != nil {
-		return err
-	}
 	body, err := readBody(w, r, g.controlBodyLimit())
 	if err != nil {
 		return err
 	}
-	optionID, err := decodeRespond(body)
+	req, err := decodeRespond(body, sid, r.PathValue("requestId"))
 	if err != nil {
 		return err
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
-	// respondPermission never defaults its session: the ID is always the
-	// URL's, "main" included.
-	req := &events.AcpRespondPermissionRequest{SessionID: string(sid), RequestID: requestID, OptionID: optionID}
 	resp, err := events.Call[events.AcpRespondPermissionResponse](ctx, g.nc, events.APISubject(ns, events.OpRespondPermission), req, nil)
 	if err != nil {
 		return err
@@ -271,21 +296,16 @@ func (g *Gateway) handleSetConfig(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	configID, err := parseConfigID(r.PathValue("configId"))
-	if err != nil {
-		return err
-	}
 	body, err := readBody(w, r, g.controlBodyLimit())
 	if err != nil {
 		return err
 	}
-	value, err := decodeSetConfig(body)
+	req, err := decodeSetConfig(body, sid, r.PathValue("configId"))
 	if err != nil {
 		return err
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
-	req := &events.AcpSetSessionConfigOptionRequest{SessionID: new(string(sid)), ConfigID: configID, Value: value}
 	resp, err := events.Call[events.AcpSessionConfigResponse](ctx, g.nc, events.APISubject(ns, events.OpSetSessionConfigOption), req, nil)
 	if err != nil {
 		return err

@@ -24,6 +24,7 @@ const (
 	logKeyStatus    = "status"
 	logKeyAddr      = "addr"
 	logKeyCause     = "cause"
+	logKeyConfig    = "config"
 )
 
 // statusClientClosed is recorded (never sent) when the client went away

@@ -6,24 +6,25 @@ import (
 	"slices"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 )
 
-// Session config, capabilities and agent info, as the history service
-// reads them and the session service sets them:
+// Session config, capabilities and agent info, as the session service sets
+// them in the ACP_SESSIONS projection, which the real history service reads
+// (get_session_config, get_session_capabilities, get_session_agent_info):
 //
-//   - get_session_config answers the session's options (DefaultConfigOptions
-//     until SetConfigOptions) and their revision (0 for a new session).
+//   - A new session has the options DefaultConfigOptions at revision 0,
+//     until SetConfigOptions.
 //   - set_session_config_option plays the agent: the option must exist,
 //     a select takes a string among its values (grouped ones included) and
 //     a boolean a boolean; anything else is adapter_error. A value it
 //     accepts becomes the option's currentValue, the revision goes up by
-//     one, and the answer is the whole collection. The session is restored
-//     if it was unloaded.
-//   - get_session_capabilities and get_session_agent_info answer
-//     DefaultCapabilities and DefaultAgentInfo until SetCapabilities and
-//     SetAgentInfo say otherwise; "" answers nothing (empty).
-//
-// Each answers session_not_found for a session that does not exist.
+//     one (recorded as ConfigChanged), and the answer is the whole
+//     collection. The session is restored if it was unloaded. It answers
+//     session_not_found for a session that does not exist.
+//   - The capabilities and agent info are DefaultCapabilities and
+//     DefaultAgentInfo until SetCapabilities and SetAgentInfo say
+//     otherwise; "" stores nothing (empty).
 
 // DefaultConfigOptions is the config options of a new session: a select
 // ("mode", ask or code, the second grouped) and a boolean ("web_search").
@@ -42,20 +43,28 @@ const DefaultAgentInfo = `{"name":"demo-agent","title":"Demo Agent","version":"0
 // default. req names an existing session.
 type SetConfigFunc func(ctx context.Context, ns events.Namespace, req *events.AcpSetSessionConfigOptionRequest) (*events.AcpSessionConfigResponse, error)
 
-// sessionConfig is what the fake knows of a session's agent.
-type sessionConfig struct {
-	revision     uint64
-	options      events.JSON
-	capabilities events.JSON
-	agentInfo    events.JSON
+// splitOptions returns the options of a JSON array, one element each, as
+// the projection keeps them (SessionMeta.ConfigOptions). Anything but an
+// array is kept as one element, garbage included: the projection then
+// holds what a broken writer stored.
+func splitOptions(options string) []events.JSON {
+	if options == "" {
+		return nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal([]byte(options), &list); err != nil {
+		return []events.JSON{events.JSON(options)}
+	}
+	out := make([]events.JSON, len(list))
+	for i, o := range list {
+		out[i] = events.JSON(o)
+	}
+	return out
 }
 
-func newSessionConfig() sessionConfig {
-	return sessionConfig{
-		options:      events.JSON(DefaultConfigOptions),
-		capabilities: events.JSON(DefaultCapabilities),
-		agentInfo:    events.JSON(DefaultAgentInfo),
-	}
+// joinOptions is the inverse of splitOptions: the JSON array.
+func joinOptions(options []events.JSON) events.JSON {
+	return (&events.SessionMeta{ConfigOptions: options}).ConfigResponse().Options
 }
 
 // OnSetConfig replaces how set_session_config_option is answered; nil
@@ -67,13 +76,14 @@ func (b *Backend) OnSetConfig(fn SetConfigFunc) {
 }
 
 // SetConfigOptions replaces the session's config options with options, a
-// JSON array of ACP config options, and bumps their revision, as a
-// config_option_update from the agent would.
+// JSON array of ACP config options (anything else is stored as one broken
+// option), and bumps their revision, as a config_option_update from the
+// agent would.
 func (b *Backend) SetConfigOptions(ns events.Namespace, sid events.SessionID, options string) {
 	b.tb.Helper()
-	b.editConfig(ns, sid, func(c *sessionConfig) {
-		c.options = events.JSON(options)
-		c.revision++
+	b.editMeta(ns, sid, func(m *events.SessionMeta) {
+		m.ConfigOptions = splitOptions(options)
+		m.ConfigRevision++
 	})
 }
 
@@ -81,13 +91,13 @@ func (b *Backend) SetConfigOptions(ns events.Namespace, sid events.SessionID, op
 // makes them empty.
 func (b *Backend) SetCapabilities(ns events.Namespace, sid events.SessionID, capabilities string) {
 	b.tb.Helper()
-	b.editConfig(ns, sid, func(c *sessionConfig) { c.capabilities = events.JSON(capabilities) })
+	b.editMeta(ns, sid, func(m *events.SessionMeta) { m.AgentCapabilities = events.JSON(capabilities) })
 }
 
 // SetAgentInfo replaces the agent info of the session; "" makes it empty.
 func (b *Backend) SetAgentInfo(ns events.Namespace, sid events.SessionID, agentInfo string) {
 	b.tb.Helper()
-	b.editConfig(ns, sid, func(c *sessionConfig) { c.agentInfo = events.JSON(agentInfo) })
+	b.editMeta(ns, sid, func(m *events.SessionMeta) { m.AgentInfo = events.JSON(agentInfo) })
 }
 
 // ConfigRevision returns the revision of the session's config options, or
@@ -99,10 +109,11 @@ func (b *Backend) ConfigRevision(ns events.Namespace, sid events.SessionID) (uin
 	if !ok {
 		return 0, false
 	}
-	return s.config.revision, true
+	return s.meta.ConfigRevision, true
 }
 
-func (b *Backend) editConfig(ns events.Namespace, sid events.SessionID, edit func(*sessionConfig)) {
+// editMeta changes the session's projection and writes it.
+func (b *Backend) editMeta(ns events.Namespace, sid events.SessionID, edit func(*events.SessionMeta)) {
 	b.tb.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -111,67 +122,17 @@ func (b *Backend) editConfig(ns events.Namespace, sid events.SessionID, edit fun
 		b.tb.Fatalf("gatewaytest: no session %s", sid)
 		return
 	}
-	edit(&s.config)
-}
-
-// config returns a copy of the session's config.
-func (b *Backend) config(ns events.Namespace, sid events.SessionID) (sessionConfig, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s, ok := b.sessions[key(ns, sid)]
-	if !ok {
-		return sessionConfig{}, events.Errorf(events.CodeSessionNotFound, "no session %s", sid)
-	}
-	return s.config, nil
-}
-
-// configFor decodes a config read of type T, records it under op, and
-// returns the config of the session id names (omitted: main).
-func configFor[T any, PT interface {
-	*T
-	events.Variant
-}](b *Backend, op events.Op, ns events.Namespace, data []byte, id func(PT) *string) (sessionConfig, error) {
-	_, sid, err := decodeFor(b, op, data, id)
-	if err != nil {
-		return sessionConfig{}, err
-	}
-	return b.config(ns, sid)
-}
-
-func (b *Backend) getSessionConfig(ns events.Namespace, data []byte) (events.Variant, error) {
-	c, err := configFor(b, events.OpGetSessionConfig, ns, data, func(r *events.AcpGetSessionConfigRequest) *string { return r.SessionID })
-	if err != nil {
-		return nil, err
-	}
-	return &events.AcpSessionConfigResponse{Revision: c.revision, Options: c.options}, nil
-}
-
-func (b *Backend) getSessionCapabilities(ns events.Namespace, data []byte) (events.Variant, error) {
-	c, err := configFor(b, events.OpGetSessionCapabilities, ns, data, func(r *events.AcpGetSessionCapabilitiesRequest) *string { return r.SessionID })
-	if err != nil {
-		return nil, err
-	}
-	return &events.AcpSessionCapabilitiesResponse{Capabilities: c.capabilities}, nil
-}
-
-func (b *Backend) getSessionAgentInfo(ns events.Namespace, data []byte) (events.Variant, error) {
-	c, err := configFor(b, events.OpGetSessionAgentInfo, ns, data, func(r *events.AcpGetSessionAgentInfoRequest) *string { return r.SessionID })
-	if err != nil {
-		return nil, err
-	}
-	return &events.AcpSessionAgentInfoResponse{AgentInfo: c.agentInfo}, nil
+	edit(&s.meta)
+	b.projectLocked(s)
 }
 
 func (b *Backend) setSessionConfigOption(ns events.Namespace, data []byte) (events.Variant, error) {
-	req, sid, err := decodeFor(b, events.OpSetSessionConfigOption, data, func(r *events.AcpSetSessionConfigOptionRequest) *string { return r.SessionID })
+	req, sid, err := decodeFor[events.AcpSetSessionConfigOptionRequest](b, events.OpSetSessionConfigOption, data)
 	if err != nil {
 		return nil, err
 	}
-	if req.ConfigID == "" || len(req.Value) == 0 {
-		return nil, events.Errorf(events.CodeInvalidRequest, "configId and value are required")
-	}
 	b.mu.Lock()
-	s, ok := b.sessions[key(ns, sid)]
+	_, ok := b.sessions[key(ns, sid)]
 	hook := b.onSetConfig
 	b.mu.Unlock()
 	if !ok {
@@ -183,14 +144,24 @@ func (b *Backend) setSessionConfigOption(ns events.Namespace, data []byte) (even
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s.unloaded = false // the session service restores the adapter to ask the agent
-	options, err := setOption(s.config.options, req.ConfigID, req.Value)
+	s, err := b.sessionLocked(ns, sid)
 	if err != nil {
 		return nil, err
 	}
-	s.config.options = options
-	s.config.revision++
-	return &events.AcpSessionConfigResponse{Revision: s.config.revision, Options: s.config.options}, nil
+	s.unloaded = false // the session service restores the adapter to ask the agent
+	options, err := setOption(joinOptions(s.meta.ConfigOptions), req.ConfigID, req.Value)
+	if err != nil {
+		return nil, err
+	}
+	s.meta.ConfigOptions = splitOptions(string(options))
+	s.meta.ConfigRevision++
+	if _, err := b.appendLocked(s, eventlog.Entry{Kind: events.LogControl, Value: &events.ConfigChanged{
+		Revision: s.meta.ConfigRevision, ConfigOptions: s.meta.ConfigOptions,
+	}}); err != nil {
+		return nil, err
+	}
+	b.projectLocked(s)
+	return s.meta.ConfigResponse(), nil
 }
 
 // setOption returns options with the currentValue of the option id set to

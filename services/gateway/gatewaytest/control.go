@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 )
 
 // Cancels, unloads, deletes and permission requests, as the session
@@ -17,18 +17,20 @@ import (
 //
 //   - cancel_prompt ends the turn being played: its context is cancelled,
 //     its pending permission requests end as terminal (prompt_cancelled),
-//     and its prompt answers stopReason "cancelled" whatever the PromptFunc
-//     returns. Without a running turn the status is no_active_prompt.
-//   - unload_session ends the turn being played as cancel_prompt does and
-//     marks the session unloaded (see Unloaded); metadata and history stay,
-//     and the next prompt restores it. Unloading twice succeeds.
+//     and its TurnFinished is cancelled (stopReason "cancelled") whatever
+//     the PromptFunc returns. Without a running turn the status is
+//     no_active_prompt.
+//   - unload_session ends the turn being played as cancel_prompt does,
+//     records SessionUnloaded and marks the session unloaded (see
+//     Unloaded); metadata and history stay, and the next prompt restores
+//     it. Unloading twice succeeds.
 //   - delete_session ends the turn being played as cancel_prompt does,
 //     except that its pending permission requests end with
-//     session_deleted, then forgets the session and purges its log:
-//     get_session and read_history answer session_not_found, and
-//     open_session of the ID starts a new, empty session. Deleting a
-//     missing or already deleted session succeeds. (The fake leaves no
-//     tombstone.)
+//     session_deleted, then appends the SessionDeleted tombstone, purges
+//     the rest of the session's log and removes its projection: get_session
+//     and read_history answer session_not_found, and open_session of the
+//     ID starts a new, empty session after the tombstone. Deleting a
+//     missing or already deleted session succeeds.
 //   - Turn.RequestPermission stores a permission_request event and keeps
 //     the request pending until respond_permission answers it, or the turn
 //     is cancelled or ends. getSession's state is then "waiting" with the
@@ -163,21 +165,17 @@ func (t *Turn) RequestPermission(request string) (*Permission, error) {
 	for _, o := range parsed.Options {
 		p.options = append(p.options, o.OptionID)
 	}
-	running := t.state == turnRunning
-	b.mu.Unlock()
-	if !running {
+	defer b.mu.Unlock()
+	s, ok := b.sessions[key(t.NS, t.SID)]
+	if t.state != turnRunning || !ok {
 		p.done <- PermissionOutcome{Status: events.PermissionTerminal, Reason: events.ReasonPromptCancelled}
 		return p, nil
 	}
-	if _, err := b.append(t.NS, t.SID, events.LogEvents, &events.AcpDurablePermissionRequest{RequestID: p.ID, Request: p.request}); err != nil {
+	if _, err := b.appendLocked(s, t.entry(events.LogEvents, &events.AcpDurablePermissionRequest{RequestID: p.ID, Request: p.request})); err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	t.pending = append(t.pending, p)
-	if s, ok := b.sessions[key(t.NS, t.SID)]; ok {
-		s.project()
-	}
+	b.projectLocked(s)
 	return p, nil
 }
 
@@ -198,7 +196,7 @@ func (b *Backend) Pending(ns events.Namespace, sid events.SessionID) []string {
 }
 
 func (b *Backend) cancelPrompt(ns events.Namespace, data []byte) (events.Variant, error) {
-	_, sid, err := decodeFor(b, events.OpCancelPrompt, data, func(r *events.AcpCancelPromptRequest) *string { return r.SessionID })
+	_, sid, err := decodeFor[events.AcpCancelPromptRequest](b, events.OpCancelPrompt, data)
 	if err != nil {
 		return nil, err
 	}
@@ -211,39 +209,43 @@ func (b *Backend) cancelPrompt(ns events.Namespace, data []byte) (events.Variant
 	if hook != nil {
 		return hook(b.ctx, ns, sid)
 	}
-
-	if !b.cancelTurn(ns, sid, false) {
+	if !b.cancelRunning(ns, sid, false) {
 		return &events.AcpCancelPromptResponse{Status: events.CancelNoActivePrompt}, nil
 	}
 	return &events.AcpCancelPromptResponse{Status: events.CancelCancelled}, nil
 }
 
-// cancelTurn cancels the session's running turn, if any, and reports
-// whether there was one. With unload, the session is also marked unloaded,
-// under the same locks, so no prompt can slip in between.
-func (b *Backend) cancelTurn(ns events.Namespace, sid events.SessionID, unload bool) bool {
+// cancelRunning cancels the session's running turn, if any, and reports
+// whether there was one. With unload, the session is also unloaded, under
+// the same lock, so no prompt can slip in between.
+func (b *Backend) cancelRunning(ns events.Namespace, sid events.SessionID, unload bool) bool {
 	b.permMu.Lock()
 	defer b.permMu.Unlock()
 	b.mu.Lock()
 	var t *Turn
-	if s, ok := b.sessions[key(ns, sid)]; ok {
-		if s.turn != nil && s.turn.state == turnRunning {
-			t = s.turn
-			t.state = turnCancelled
-		}
-		s.unloaded = s.unloaded || unload
+	if s, ok := b.sessions[key(ns, sid)]; ok && s.turn != nil && s.turn.state == turnRunning {
+		t = s.turn
 	}
 	b.mu.Unlock()
-	if t == nil {
-		return false
+	if t != nil {
+		b.cancelTurn(t, events.ReasonPromptCancelled)
 	}
-	t.stop()
-	b.terminate(t, events.ReasonPromptCancelled)
-	return true
+	if unload {
+		b.mu.Lock()
+		if s, ok := b.sessions[key(ns, sid)]; ok && !s.unloaded {
+			s.unloaded = true
+			if _, err := b.appendLocked(s, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: events.UnloadRequested}}); err != nil {
+				b.errorf("unload %s: %v", sid, err)
+			}
+			b.projectLocked(s)
+		}
+		b.mu.Unlock()
+	}
+	return t != nil
 }
 
 func (b *Backend) unloadSession(ns events.Namespace, data []byte) (events.Variant, error) {
-	_, sid, err := decodeFor(b, events.OpUnloadSession, data, func(r *events.AcpUnloadSessionRequest) *string { return r.SessionID })
+	_, sid, err := decodeFor[events.AcpUnloadSessionRequest](b, events.OpUnloadSession, data)
 	if err != nil {
 		return nil, err
 	}
@@ -256,49 +258,66 @@ func (b *Backend) unloadSession(ns events.Namespace, data []byte) (events.Varian
 	if hook != nil {
 		return hook(b.ctx, ns, sid)
 	}
-	b.cancelTurn(ns, sid, true)
+	b.cancelRunning(ns, sid, true)
 	return &events.AcpUnloadSessionResponse{}, nil
 }
 
 func (b *Backend) deleteSession(ns events.Namespace, data []byte) (events.Variant, error) {
-	_, sid, err := decodeFor(b, events.OpDeleteSession, data, func(r *events.AcpDeleteSessionRequest) *string { return r.SessionID })
+	_, sid, err := decodeFor[events.AcpDeleteSessionRequest](b, events.OpDeleteSession, data)
 	if err != nil {
 		return nil, err
 	}
-	// permMu is held throughout, so the running turn cannot finish (and
-	// release the session) until the session is gone; mu is held except
-	// while the turn's requests end, when the turn keeps the session busy.
+	// permMu is held throughout, so no permission request can be asked or
+	// answered while the session goes.
 	b.permMu.Lock()
 	defer b.permMu.Unlock()
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	s, ok := b.sessions[key(ns, sid)]
+	var t *Turn
+	if ok && s.turn != nil && s.turn.state == turnRunning {
+		t = s.turn
+	}
+	b.mu.Unlock()
 	if !ok {
 		return &events.AcpDeleteSessionResponse{}, nil
 	}
-	if t := s.turn; t != nil && t.state == turnRunning {
-		t.state = turnCancelled
-		b.mu.Unlock()
-		t.stop()
-		b.terminate(t, events.ReasonSessionDeleted)
-		b.mu.Lock()
+	if t != nil {
+		b.cancelTurn(t, events.ReasonSessionDeleted)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, err := b.appendLocked(s, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionDeleted{Reason: events.DeleteRequested}}); err != nil {
+		return nil, err
 	}
 	delete(b.sessions, key(ns, sid))
-	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, opTimeout)
 	defer cancel()
-	if err := b.log.Purge(ctx, jetstream.WithPurgeSubject(events.LogFilter(ns, sid))); err != nil {
-		return nil, events.Errorf(events.CodeUnavailable, "purge %s: %v", events.LogFilter(ns, sid), err)
+	// Everything but the tombstone goes: the events and keyed finishes
+	// entirely, the control records but the last.
+	for _, purge := range []struct {
+		subject string
+		keep    uint64
+	}{
+		{events.LogSubject(ns, sid, events.LogEvents), 0},
+		{events.LogSubject(ns, sid, "key") + ".>", 0},
+		{events.LogSubject(ns, sid, events.LogControl), 1},
+	} {
+		opts := []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject(purge.subject)}
+		if purge.keep > 0 {
+			opts = append(opts, jetstream.WithPurgeKeep(purge.keep))
+		}
+		if err := b.log.Purge(ctx, opts...); err != nil {
+			return nil, events.Errorf(events.CodeUnavailable, "purge %s: %v", purge.subject, err)
+		}
+	}
+	if err := b.meta.Delete(ctx, events.SessionKey(ns, sid)); err != nil {
+		return nil, events.Errorf(events.CodeUnavailable, "delete the projection of %s: %v", sid, err)
 	}
 	return &events.AcpDeleteSessionResponse{}, nil
 }
 
 func (b *Backend) respondPermission(ns events.Namespace, data []byte) (events.Variant, error) {
-	req, err := events.Decode[events.AcpRespondPermissionRequest](data)
-	if err != nil {
-		return nil, err
-	}
-	b.remember(events.OpRespondPermission, req)
-	sid, err := req.Validate()
+	req, sid, err := decodeFor[events.AcpRespondPermissionRequest](b, events.OpRespondPermission, data)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +334,11 @@ func (b *Backend) respondPermission(ns events.Namespace, data []byte) (events.Va
 	b.permMu.Lock()
 	defer b.permMu.Unlock()
 	b.mu.Lock()
-	s := b.sessions[key(ns, sid)]
+	defer b.mu.Unlock()
+	s, err := b.sessionLocked(ns, sid)
+	if err != nil {
+		return nil, err
+	}
 	t := s.turn
 	var p *Permission
 	if t != nil {
@@ -328,53 +351,48 @@ func (b *Backend) respondPermission(ns events.Namespace, data []byte) (events.Va
 		if !ok {
 			reason = events.ReasonUnknownRequest
 		}
-		b.mu.Unlock()
 		return &events.AcpRespondPermissionResponse{Status: events.PermissionNotPending, Reason: &reason}, nil
 	}
-	b.mu.Unlock()
 	if !slices.Contains(p.options, req.OptionID) {
 		valid, _ := json.Marshal(p.options) // strings always marshal
 		return nil, events.Errorf(events.CodeInvalidPermissionOption, "option %q is not one of %s", req.OptionID, valid)
 	}
 	optionID, _ := json.Marshal(req.OptionID)
 	response := `{"outcome":{"outcome":"selected","optionId":` + string(optionID) + `}}`
-	if _, err := b.append(ns, sid, events.LogEvents, &events.AcpDurablePermissionResponse{
+	if _, err := b.appendLocked(s, t.entry(events.LogEvents, &events.AcpDurablePermissionResponse{
 		RequestID: p.ID, Response: events.JSON(response), Status: events.PermissionAccepted,
-	}); err != nil {
+	})); err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	t.pending = slices.DeleteFunc(t.pending, func(x *Permission) bool { return x == p })
 	s.resolve(p.ID, events.ReasonAlreadyResolved)
-	s.project()
+	b.projectLocked(s)
 	p.done <- PermissionOutcome{Status: events.PermissionAccepted, OptionID: req.OptionID}
 	return &events.AcpRespondPermissionResponse{Status: events.PermissionAccepted}, nil
 }
 
 // terminate ends every pending request of t with reason, each recorded as
-// a terminal permission_response. The caller holds permMu.
+// a terminal permission_response. The caller holds permMu, not mu.
 func (b *Backend) terminate(t *Turn, reason string) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	pending := t.pending
 	t.pending = nil
-	b.mu.Unlock()
+	s, ok := b.sessions[key(t.NS, t.SID)]
 	for _, p := range pending {
-		r := reason
-		if _, err := b.append(t.NS, t.SID, events.LogEvents, &events.AcpDurablePermissionResponse{
-			RequestID: p.ID, Response: events.JSON(`{"outcome":{"outcome":"cancelled"}}`), Status: events.PermissionTerminal, Reason: &r,
-		}); err != nil {
-			b.tb.Errorf("gatewaytest: record terminal permission %s: %v", p.ID, err)
+		if ok {
+			r := reason
+			if _, err := b.appendLocked(s, t.entry(events.LogEvents, &events.AcpDurablePermissionResponse{
+				RequestID: p.ID, Response: events.JSON(`{"outcome":{"outcome":"cancelled"}}`), Status: events.PermissionTerminal, Reason: &r,
+			})); err != nil {
+				b.errorf("record terminal permission %s: %v", p.ID, err)
+			}
+			s.resolve(p.ID, reason)
 		}
 		p.done <- PermissionOutcome{Status: events.PermissionTerminal, Reason: reason}
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if s, ok := b.sessions[key(t.NS, t.SID)]; ok {
-		for _, p := range pending {
-			s.resolve(p.ID, reason)
-		}
-		s.project()
+	if ok && len(pending) > 0 {
+		b.projectLocked(s)
 	}
 }
 
@@ -387,10 +405,10 @@ func (s *session) resolve(requestID, reason string) {
 	s.resolved[requestID] = reason
 }
 
-// project sets the session's state as the session service does: waiting
-// (with the pending requests) or running while a turn is played, idle
-// otherwise. The caller holds b.mu.
-func (s *session) project() {
+// state is the session's state as the session service projects it:
+// waiting (with the pending requests) or running while a turn is played,
+// idle otherwise. The caller holds b.mu.
+func (s *session) state() events.JSON {
 	type request struct {
 		RequestID string      `json:"requestId"`
 		Request   events.JSON `json:"request"`
@@ -415,5 +433,5 @@ func (s *session) project() {
 		// parsed it already.
 		panic("gatewaytest: state: " + err.Error())
 	}
-	s.info.State = b
+	return b
 }

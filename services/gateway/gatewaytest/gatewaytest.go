@@ -1,9 +1,23 @@
-// Package gatewaytest stands in for Skein's session and history services on
-// a real NATS server, so that the gateway and its HTTP clients can be tested
-// end to end without them. It is a fake service on real NATS, not a mock:
-// requests travel as msgpack over nats micro endpoints, and session events
-// are real records in a real ACP_LOG stream whose RePublish feeds the live
-// tail.
+// Package gatewaytest runs what the gateway talks to on a real NATS server,
+// so that the gateway and its HTTP clients can be tested end to end:
+//
+//   - the real history service (services/history), which answers
+//     read_history, get_session, list_agents and the cached getters from
+//     the real ACP_LOG stream and the ACP_SESSIONS and ACP_RUNNERS buckets,
+//     as in production;
+//   - a fake session service, which plays the session service's part of
+//     the contract on the same stream and buckets: it appends a session's
+//     records through eventlog.Writer (SessionOpened, the accepting user
+//     message, updates, TurnFinished, SessionDeleted, ...), keeps the
+//     ACP_SESSIONS projection the history service reads, and answers
+//     prompt the way the session service does (events.PromptAccepted as
+//     soon as the turn is accepted; the outcome is the turn's TurnFinished
+//     in the log). Each turn is played by a PromptFunc the test chooses.
+//
+// Nothing is mocked: requests travel as msgpack over nats micro endpoints,
+// records are stored in JetStream and reach live viewers through the
+// stream's RePublish. SessionContract (contract.go) holds the fake session
+// service to the rules a client relies on; the real one must pass it too.
 //
 // Only tests import it. It does not import nats-server: pair it with
 // internal/natstest.
@@ -11,12 +25,9 @@ package gatewaytest
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,47 +37,74 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
+	"skein.dev/services/history"
 )
-
-// DefaultHistoryLimit is the page size of a history read without a limit.
-const DefaultHistoryLimit = 100
 
 // DefaultCwd is the cwd of a session opened without one.
 const DefaultCwd = "/home/agentos"
 
-// LogStreamConfig is the ACP_LOG configuration the backend creates: the
-// parts of the real one that live viewers depend on (subjects, RePublish to
-// the tail, direct gets).
-func LogStreamConfig() jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:        events.StreamLog,
-		Subjects:    []string{events.LogSubjectsAll},
-		Storage:     jetstream.FileStorage,
-		AllowDirect: true,
-		RePublish: &jetstream.RePublish{
-			Source:      events.LogSubjectsAll,
-			Destination: events.TailSubjectsAll,
-		},
-	}
+// runnerID is the fake runner whose heartbeat in ACP_RUNNERS lists the
+// agents (SetAgents).
+const runnerID = "gatewaytest"
+
+// heartbeatEvery refreshes the fake runner's heartbeat well within the
+// bucket's TTL (eventlog.DefaultRunnerTTL).
+const heartbeatEvery = eventlog.DefaultRunnerTTL / 3
+
+// opTimeout bounds one JetStream operation of the fake.
+const opTimeout = 10 * time.Second
+
+// historyOps are the ops the real history service answers.
+var historyOps = []events.Op{
+	events.OpReadHistory, events.OpGetSession, events.OpListAgents,
+	events.OpGetSessionConfig, events.OpGetSessionCapabilities, events.OpGetSessionAgentInfo,
 }
 
-// PromptFunc plays one turn of the fake session service. It writes the
-// session's log through t and returns the prompt's response or error. ctx
-// ends when the test does, or when cancel_prompt cancels the turn; the
-// prompt then answers stopReason "cancelled" whatever the function returns.
+// PromptFunc plays one turn of the fake session service. The turn is
+// accepted (its user message stored) before it runs; it writes the rest of
+// the session's log through t and returns the prompt's response or error,
+// which becomes the turn's TurnFinished: completed with the response's
+// stopReason and message (cancelled when the stopReason is "cancelled"),
+// or failed with the error. ctx ends when the test does, or when
+// cancel_prompt, unload_session or delete_session ends the turn; the
+// turn's TurnFinished is then theirs (cancelled) whatever the function
+// returns.
 type PromptFunc func(ctx context.Context, t *Turn) (*events.AcpPromptResponse, error)
 
-// Backend is the fake session and history services. Its methods are safe
-// for concurrent use.
+// Option configures Start.
+type Option func(*options)
+
+type options struct {
+	maxEvents int64
+}
+
+// WithMaxEventsPerSession makes ACP_LOG keep at most n records per subject
+// (eventlog.Options.MaxEventsPerSession): older events are pruned, and the
+// history service answers cursor_expired for a cursor before them.
+func WithMaxEventsPerSession(n int64) Option {
+	return func(o *options) { o.maxEvents = n }
+}
+
+// Backend is the real history service and the fake session service. Its
+// methods are safe for concurrent use.
 type Backend struct {
-	tb  testing.TB
-	nc  *nats.Conn
-	js  jetstream.JetStream
-	log jetstream.Stream
+	tb      testing.TB
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	log     jetstream.Stream
+	meta    jetstream.KeyValue
+	runners jetstream.KeyValue
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	turns  sync.WaitGroup
+
+	history     *history.Service
+	historyStop context.CancelFunc
+	historyDone chan error
+	observed    *nats.Subscription // every request to a history op
+	heartbeat   chan struct{}      // closed when the heartbeat loop returns
 
 	// permMu serialises every change to permission requests (asked,
 	// answered, ended) with the append that records it, as the session
@@ -76,7 +114,6 @@ type Backend struct {
 
 	mu          sync.Mutex
 	sessions    map[string]*session
-	hideAfter   uint64
 	failures    map[events.Op]error
 	calls       map[events.Op]int
 	last        map[events.Op]events.Variant
@@ -85,38 +122,46 @@ type Backend struct {
 	onUnload    UnloadFunc
 	onRespond   RespondFunc
 	onSetConfig SetConfigFunc
-	onHistory   func()
-	agentList   []events.AcpAgentEntry // what list_agents answers
+	agentList   []events.AcpAgentEntry // the fake runner's agents
 	nextID      uint64                 // of turns and permission requests
+	historyOff  bool                   // StopHistory was called
+	closed      bool                   // the test is ending: no new turns
 }
 
+// session is what the fake session service holds of one session. Guarded
+// by Backend.mu.
 type session struct {
-	info     events.AcpDurableSessionInfo
-	eventNo  uint64
-	turn     *Turn             // the turn being played, or nil
-	resolved map[string]string // permission request ID → why it is no longer pending
-	unloaded bool              // by unload_session, until the next prompt
-	config   sessionConfig     // options, capabilities and agent info
+	ns       events.Namespace
+	sid      events.SessionID
+	w        *eventlog.Writer
+	meta     events.SessionMeta // the ACP_SESSIONS projection
+	turn     *Turn              // the turn being played, or nil
+	keyed    map[string]*Turn   // turns by idempotency key
+	resolved map[string]string  // permission request ID → why it is no longer pending
+	unloaded bool               // by unload_session, until the next prompt
 }
 
-// Start creates the ACP_LOG stream and serves open_session, get_session,
-// prompt, cancel_prompt, unload_session, delete_session,
-// respond_permission, read_history, list_agents, get_session_config,
-// set_session_config_option, get_session_capabilities and
-// get_session_agent_info for every namespace on nc until the test ends.
-// Prompts play Echo unless OnPrompt says otherwise; cancels, unloads and
-// permission answers act on the turn being played (see Turn) unless
-// OnCancel, OnUnload or OnRespond say otherwise, and deletes always do;
-// list_agents answers DefaultAgents unless SetAgents says otherwise; the
-// config ops play the agent (see SetConfigFunc) unless OnSetConfig,
-// SetConfigOptions, SetCapabilities or SetAgentInfo say otherwise.
-func Start(tb testing.TB, nc *nats.Conn) *Backend {
+// Start provisions the streams and buckets (eventlog.Provision), runs the
+// real history service, and serves the session service's ops
+// (open_session, prompt, cancel_prompt, unload_session, delete_session,
+// respond_permission, set_session_config_option) for every namespace on nc
+// until the test ends. Prompts play Echo unless OnPrompt says otherwise;
+// cancels, unloads and permission answers act on the turn being played
+// (see Turn) unless OnCancel, OnUnload or OnRespond say otherwise, and
+// deletes always do; set_session_config_option plays the agent unless
+// OnSetConfig says otherwise. The fake runner offers DefaultAgents unless
+// SetAgents says otherwise.
+func Start(tb testing.TB, nc *nats.Conn, opts ...Option) *Backend {
 	tb.Helper()
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		tb.Fatalf("gatewaytest: jetstream: %v", err)
 	}
-	ctx, cancel := context.WithCancel(tb.Context())
+	ctx, cancel := context.WithCancel(context.WithoutCancel(tb.Context()))
 	b := &Backend{
 		tb:        tb,
 		nc:        nc,
@@ -129,29 +174,46 @@ func Start(tb testing.TB, nc *nats.Conn) *Backend {
 		last:      map[events.Op]events.Variant{},
 		prompt:    Echo,
 		agentList: DefaultAgents(),
+		heartbeat: make(chan struct{}),
 	}
-	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	sctx, scancel := context.WithTimeout(ctx, opTimeout)
 	defer scancel()
-	if b.log, err = js.CreateOrUpdateStream(sctx, LogStreamConfig()); err != nil {
-		tb.Fatalf("gatewaytest: create %s: %v", events.StreamLog, err)
+	if err := eventlog.Provision(sctx, js, eventlog.Options{MaxEventsPerSession: o.maxEvents}, true); err != nil {
+		tb.Fatalf("gatewaytest: provision: %v", err)
 	}
-	svc, err := micro.AddService(nc, micro.Config{Name: "gatewaytest", Version: "0.0.1"})
+	if b.log, err = js.Stream(sctx, events.StreamLog); err != nil {
+		tb.Fatalf("gatewaytest: %s: %v", events.StreamLog, err)
+	}
+	if b.meta, err = js.KeyValue(sctx, events.BucketSessions); err != nil {
+		tb.Fatalf("gatewaytest: %s: %v", events.BucketSessions, err)
+	}
+	if b.runners, err = js.KeyValue(sctx, events.BucketRunners); err != nil {
+		tb.Fatalf("gatewaytest: %s: %v", events.BucketRunners, err)
+	}
+	if err := b.putHeartbeat(); err != nil {
+		tb.Fatalf("gatewaytest: runner heartbeat: %v", err)
+	}
+	go b.heartbeatLoop()
+
+	// Requests to the history service are observed (Calls, LastRequest)
+	// by a plain subscription beside it, which never answers.
+	if b.observed, err = nc.SubscribeSync(events.APIWildcard("*")); err != nil {
+		tb.Fatalf("gatewaytest: observe requests: %v", err)
+	}
+	b.startHistory()
+
+	svc, err := micro.AddService(nc, micro.Config{Name: "gatewaytest-session", Version: "0.0.1"})
 	if err != nil {
 		tb.Fatalf("gatewaytest: add service: %v", err)
 	}
 	endpoints := map[events.Op]func(events.Namespace, []byte) (events.Variant, error){
 		events.OpOpenSession:            b.openSession,
-		events.OpGetSession:             b.getSession,
-		events.OpReadHistory:            b.readHistory,
 		events.OpCancelPrompt:           b.cancelPrompt,
 		events.OpUnloadSession:          b.unloadSession,
 		events.OpDeleteSession:          b.deleteSession,
 		events.OpRespondPermission:      b.respondPermission,
-		events.OpListAgents:             b.listAgents,
-		events.OpGetSessionConfig:       b.getSessionConfig,
 		events.OpSetSessionConfigOption: b.setSessionConfigOption,
-		events.OpGetSessionCapabilities: b.getSessionCapabilities,
-		events.OpGetSessionAgentInfo:    b.getSessionAgentInfo,
+		events.OpPrompt:                 b.promptOp,
 	}
 	for op, fn := range endpoints {
 		handler := func(req micro.Request) {
@@ -163,57 +225,140 @@ func Start(tb testing.TB, nc *nats.Conn) *Backend {
 			if err == nil {
 				resp, err = fn(ns, req.Data())
 			}
-			b.reply(req, resp, err)
+			if err != nil {
+				_ = events.RespondError(req, err) // the requester may be gone; nothing to do
+				return
+			}
+			_ = events.Respond(req, resp)
 		}
 		if err := svc.AddEndpoint(string(op), micro.HandlerFunc(handler), micro.WithEndpointSubject(events.APIWildcard(op))); err != nil {
 			tb.Fatalf("gatewaytest: add endpoint %s: %v", op, err)
 		}
 	}
-	// A turn blocks for as long as it plays, so each one runs in its own
-	// goroutine; the endpoint's own goroutine takes the next request.
-	if err := svc.AddEndpoint(string(events.OpPrompt), micro.HandlerFunc(b.handlePrompt), micro.WithEndpointSubject(events.APIWildcard(events.OpPrompt))); err != nil {
-		tb.Fatalf("gatewaytest: add endpoint %s: %v", events.OpPrompt, err)
-	}
 	tb.Cleanup(func() {
+		b.mu.Lock()
+		b.closed = true // no turn starts once Wait may run
+		b.mu.Unlock()
 		cancel()
 		b.turns.Wait()
 		if err := svc.Stop(); err != nil {
 			tb.Errorf("gatewaytest: stop service: %v", err)
 		}
+		b.StopHistory()
+		_ = b.observed.Unsubscribe() // the connection may be closed already
+		<-b.heartbeat
 	})
 	return b
 }
 
-func (b *Backend) reply(req micro.Request, resp events.Variant, err error) {
+// startHistory runs the real history service until StopHistory.
+func (b *Backend) startHistory() {
+	lg := slog.New(slog.NewTextHandler(b.tb.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	svc, err := history.New(history.Config{}, lg, b.nc, nil)
 	if err != nil {
-		_ = events.RespondError(req, err) // the requester may be gone; nothing to do
-		return
+		b.tb.Fatalf("gatewaytest: history: %v", err)
 	}
-	_ = events.Respond(req, resp)
+	ctx, stop := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	select {
+	case <-svc.Ready():
+	case err := <-done:
+		stop()
+		b.tb.Fatalf("gatewaytest: history service: %v", err)
+	}
+	b.history, b.historyStop, b.historyDone = svc, stop, done
 }
 
-// replyLater answers req from a goroutine other than its handler's.
-// micro's request loop reads the error a request was answered with once
-// the handler returns, for its stats, so req.Error (events.RespondError)
-// from here would race with it. An error goes out through Respond instead,
-// with the same headers and body, which micro does not remember.
-func (b *Backend) replyLater(req micro.Request, resp events.Variant, err error) {
-	if err == nil {
-		var data []byte
-		if data, err = events.Marshal(resp); err == nil {
-			_ = req.Respond(data) // the requester may be gone; nothing to do
+// StopHistory stops the history service: its ops then find no responder,
+// which a client sees as unavailable. Requests to them are no longer
+// observed either (an observer is interest, which would turn "no
+// responder" into a timeout). Stopping it twice is harmless.
+func (b *Backend) StopHistory() {
+	b.mu.Lock()
+	stopped := b.historyOff
+	b.historyOff = true
+	b.mu.Unlock()
+	if stopped {
+		return
+	}
+	b.drainObserved()
+	_ = b.observed.Unsubscribe() // the connection may be closed already
+	b.historyStop()
+	if err := <-b.historyDone; err != nil {
+		b.tb.Errorf("gatewaytest: history service: %v", err)
+	}
+}
+
+// putHeartbeat writes the fake runner's heartbeat with the agents it
+// offers.
+func (b *Backend) putHeartbeat() error {
+	b.mu.Lock()
+	info := &events.RunnerInfo{ID: runnerID, Agents: slices.Clone(b.agentList), Capacity: 100}
+	b.mu.Unlock()
+	data, err := events.Marshal(info)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, opTimeout)
+	defer cancel()
+	_, err = b.runners.Put(ctx, runnerID, data)
+	return err
+}
+
+// heartbeatLoop keeps the fake runner alive until the test ends.
+func (b *Backend) heartbeatLoop() {
+	defer close(b.heartbeat)
+	tick := time.NewTicker(heartbeatEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
 			return
+		case <-tick.C:
+			if err := b.putHeartbeat(); err != nil && b.ctx.Err() == nil {
+				b.tb.Errorf("gatewaytest: runner heartbeat: %v", err)
+			}
 		}
 	}
-	e := events.AsError(err)
-	if e.Code == events.CodeInternal {
-		e = events.ErrInternal // as events.RespondError masks it
+}
+
+// drainObserved counts the requests to history ops received so far. The
+// flush makes every request the server delivered to this connection
+// before it pending on the subscription.
+func (b *Backend) drainObserved() {
+	if err := b.nc.Flush(); err != nil {
+		return // the connection is gone: nothing more will arrive
 	}
-	body, _ := events.Marshal(e.Response()) // an AcpErrorResponse always encodes
-	_ = req.Respond(body, micro.WithHeaders(micro.Headers{
-		micro.ErrorCodeHeader: {string(e.Code)},
-		micro.ErrorHeader:     {e.Message},
-	}))
+	for b.observed.IsValid() {
+		if n, _, _ := b.observed.Pending(); n == 0 {
+			return
+		}
+		m, err := b.observed.NextMsg(opTimeout)
+		if err != nil {
+			return
+		}
+		op := events.Op(m.Subject[len(m.Subject)-len(lastToken(m.Subject)):])
+		if !slices.Contains(historyOps, op) {
+			continue // a session op: its handler counts it
+		}
+		v, err := events.Unmarshal(m.Data)
+		b.mu.Lock()
+		b.calls[op]++
+		if err == nil {
+			b.last[op] = v
+		}
+		b.mu.Unlock()
+	}
+}
+
+func lastToken(subject string) string {
+	for i := len(subject) - 1; i >= 0; i-- {
+		if subject[i] == '.' {
+			return subject[i+1:]
+		}
+	}
+	return subject
 }
 
 // failure records a call of op and returns the error Fail set for it.
@@ -224,8 +369,14 @@ func (b *Backend) failure(op events.Op) error {
 	return b.failures[op]
 }
 
-// Fail makes every later call of op fail with err, until Fail(op, nil).
+// Fail makes every later call of the session op op fail with err, until
+// Fail(op, nil). The history service's ops cannot be made to fail this
+// way: it is the real one (use StopHistory, or give it a log that fails).
 func (b *Backend) Fail(op events.Op, err error) {
+	b.tb.Helper()
+	if slices.Contains(historyOps, op) {
+		b.tb.Fatalf("gatewaytest: Fail(%s): the real history service serves it", op)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failures[op] = err
@@ -233,6 +384,7 @@ func (b *Backend) Fail(op events.Op, err error) {
 
 // Calls returns how many requests for op arrived so far.
 func (b *Backend) Calls(op events.Op) int {
+	b.drainObserved()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.calls[op]
@@ -240,6 +392,7 @@ func (b *Backend) Calls(op events.Op) int {
 
 // LastRequest returns the last request for op that decoded, or nil.
 func (b *Backend) LastRequest(op events.Op) events.Variant {
+	b.drainObserved()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.last[op]
@@ -252,24 +405,6 @@ func (b *Backend) OnPrompt(fn PromptFunc) {
 	b.prompt = fn
 }
 
-// OnHistory sets a function that every history read calls first, in the
-// endpoint's goroutine, before it reads the log: a test can block it to
-// hold a reader at a known point. nil removes it.
-func (b *Backend) OnHistory(fn func()) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.onHistory = fn
-}
-
-// HideHistoryAfter makes history reads ignore every record after seq, as a
-// lagging reader would; 0 shows everything again. A live viewer that reads
-// history meanwhile misses those records, which is how tests make gaps.
-func (b *Backend) HideHistoryAfter(seq uint64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.hideAfter = seq
-}
-
 func key(ns events.Namespace, sid events.SessionID) string { return events.SessionKey(ns, sid) }
 
 // CreateSession opens sid in ns directly, as open_session would.
@@ -280,7 +415,10 @@ func (b *Backend) CreateSession(ns events.Namespace, sid events.SessionID, agent
 	}
 }
 
-// Session returns a copy of the session's metadata, or false.
+// Session returns a copy of the session's metadata as the fake session
+// service projects it, or false. Its LatestSequence is the session's
+// newest record of any kind; get_session answers the newest public
+// event's.
 func (b *Backend) Session(ns events.Namespace, sid events.SessionID) (events.AcpDurableSessionInfo, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -288,14 +426,16 @@ func (b *Backend) Session(ns events.Namespace, sid events.SessionID) (events.Acp
 	if !ok {
 		return events.AcpDurableSessionInfo{}, false
 	}
-	return s.info, true
+	info := s.meta.Info
+	info.LatestSequence = s.w.Position().LastSeq
+	return info, true
 }
 
 // Append stores one session update (raw ACP JSON) as a durable event of
 // the session and returns its sequence.
 func (b *Backend) Append(ns events.Namespace, sid events.SessionID, update string) uint64 {
 	b.tb.Helper()
-	seq, err := b.append(ns, sid, events.LogEvents, &events.AcpDurableSessionUpdate{Update: events.JSON(update)})
+	seq, err := b.append(ns, sid, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{Update: events.JSON(update)}})
 	if err != nil {
 		b.tb.Fatalf("gatewaytest: append to %s: %v", sid, err)
 	}
@@ -303,16 +443,64 @@ func (b *Backend) Append(ns events.Namespace, sid events.SessionID, update strin
 }
 
 // AppendControl stores a lifecycle record (not a public event) in the
-// session's log and returns its sequence: it moves latestSequence without
+// session's log and returns its sequence: it moves the log's end without
 // anything a viewer could see.
 func (b *Backend) AppendControl(ns events.Namespace, sid events.SessionID) uint64 {
 	b.tb.Helper()
-	rec := &events.TurnFinished{TurnID: "t" + strconv.FormatInt(time.Now().UnixNano(), 36), Outcome: events.OutcomeCompleted, StopReason: "end_turn"}
-	seq, err := b.append(ns, sid, events.LogControl, rec)
+	seq, err := b.append(ns, sid, eventlog.Entry{Kind: events.LogControl, Value: &events.OwnerChanged{Owner: runnerID, LeaseRevision: 1}})
 	if err != nil {
 		b.tb.Fatalf("gatewaytest: append control record to %s: %v", sid, err)
 	}
 	return seq
+}
+
+// AppendCorrupt stores a public event whose payload does not decode, as a
+// broken writer might: every history read that reaches it fails
+// (invalid_payload, which the gateway masks as internal).
+func (b *Backend) AppendCorrupt(ns events.Namespace, sid events.SessionID) uint64 {
+	b.tb.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.sessions[key(ns, sid)]
+	if !ok {
+		b.tb.Fatalf("gatewaytest: no session %s", sid)
+	}
+	pos := s.w.Position()
+	msg := nats.NewMsg(events.LogSubject(ns, sid, events.LogEvents))
+	msg.Data = []byte("not msgpack")
+	msg.Header.Set(events.HeaderRecord, events.AcpDurableSessionUpdate{}.VariantName())
+	msg.Header.Set(events.HeaderEventNo, strconv.FormatUint(pos.LastEventNo+1, 10))
+	ctx, cancel := context.WithTimeout(b.ctx, opTimeout)
+	defer cancel()
+	ack, err := b.js.PublishMsg(ctx, msg) // the fake is the session's only writer
+	if err != nil {
+		b.tb.Fatalf("gatewaytest: append a corrupt record to %s: %v", sid, err)
+	}
+	s.w = eventlog.NewWriter(b.js, ns, sid, eventlog.Position{LastSeq: ack.Sequence, LastEventNo: pos.LastEventNo + 1}, writerToken(ack.Sequence))
+	return ack.Sequence
+}
+
+// WithoutTail runs fn while ACP_LOG republishes nothing: records appended
+// meanwhile are stored, and history has them, but no live viewer sees them
+// arrive, as when core NATS drops messages. The next record that is
+// republished names the last one as its predecessor (Nats-Last-Sequence),
+// which is how a viewer finds the gap.
+func (b *Backend) WithoutTail(fn func()) {
+	b.tb.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, opTimeout)
+	defer cancel()
+	cfg := b.log.CachedInfo().Config
+	quiet := cfg
+	quiet.RePublish = nil
+	if _, err := b.js.UpdateStream(ctx, quiet); err != nil {
+		b.tb.Fatalf("gatewaytest: stop republishing: %v", err)
+	}
+	defer func() {
+		if _, err := b.js.UpdateStream(ctx, cfg); err != nil {
+			b.tb.Fatalf("gatewaytest: republish again: %v", err)
+		}
+	}()
+	fn()
 }
 
 // Delta publishes a live delta (raw ACP JSON update) that follows the
@@ -348,39 +536,61 @@ func (b *Backend) delta(ns events.Namespace, sid events.SessionID, after uint64,
 	return b.nc.PublishMsg(msg)
 }
 
-func (b *Backend) append(ns events.Namespace, sid events.SessionID, kind events.LogKind, v events.Variant) (uint64, error) {
+// append stores entries as one atomic append to the session's log and
+// returns the first one's sequence. Appends of one backend are serial,
+// like one owner's.
+func (b *Backend) append(ns events.Namespace, sid events.SessionID, entries ...eventlog.Entry) (uint64, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock() // appends of one backend are serial, like one owner's
+	defer b.mu.Unlock()
 	s, ok := b.sessions[key(ns, sid)]
 	if !ok {
 		return 0, events.Errorf(events.CodeSessionNotFound, "no session %s", sid)
 	}
-	data, err := events.Marshal(v)
+	return b.appendLocked(s, entries...)
+}
+
+// appendLocked is append for a caller that holds b.mu.
+func (b *Backend) appendLocked(s *session, entries ...eventlog.Entry) (uint64, error) {
+	ctx, cancel := context.WithTimeout(b.ctx, opTimeout)
+	defer cancel()
+	got, err := s.w.Append(ctx, entries...)
 	if err != nil {
 		return 0, err
 	}
-	msg := nats.NewMsg(events.LogSubject(ns, sid, kind))
-	msg.Data = data
-	msg.Header.Set(events.HeaderRecord, v.VariantName())
-	if kind == events.LogEvents {
-		msg.Header.Set(events.HeaderEventNo, strconv.FormatUint(s.eventNo+1, 10))
+	s.meta.Info.UpdatedAt = now()
+	return got[0].Seq, nil
+}
+
+func now() string { return time.Now().UTC().Format(events.TimestampFormat) }
+
+// writerToken names the fake's writer of a session after seq, unique per
+// life of the session.
+func writerToken(seq uint64) string { return "gatewaytest" + strconv.FormatUint(seq, 10) }
+
+// projectLocked writes the session's ACP_SESSIONS projection, with its
+// state as the session service sets it: waiting (with the pending
+// requests) or running while a turn is played, idle otherwise. The caller
+// holds b.mu.
+func (b *Backend) projectLocked(s *session) {
+	s.meta.Info.State = s.state()
+	data, err := events.Marshal(&s.meta)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(b.ctx, opTimeout)
+		defer cancel()
+		_, err = b.meta.Put(ctx, events.SessionKey(s.ns, s.sid), data)
 	}
-	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-	defer cancel()
-	ack, err := b.js.PublishMsg(ctx, msg)
-	if err != nil {
-		return 0, fmt.Errorf("publish %s: %w", msg.Subject, err)
+	if err != nil && b.ctx.Err() == nil {
+		b.tb.Errorf("gatewaytest: project %s: %v", s.sid, err)
 	}
-	if kind == events.LogEvents {
-		s.eventNo++
-	}
-	s.info.LatestSequence = ack.Sequence
-	s.info.UpdatedAt = time.Now().UTC().Format(time.RFC3339Nano)
-	return ack.Sequence, nil
 }
 
 func (b *Backend) openSession(ns events.Namespace, data []byte) (events.Variant, error) {
-	req, sid, err := decodeFor(b, events.OpOpenSession, data, func(r *events.AcpOpenSessionRequest) *string { return r.SessionID })
+	req, err := events.Decode[events.AcpOpenSessionRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	b.remember(events.OpOpenSession, req)
+	sid, err := req.Validate()
 	if err != nil {
 		return nil, err
 	}
@@ -390,8 +600,8 @@ func (b *Backend) openSession(ns events.Namespace, data []byte) (events.Variant,
 // The agents the fake knows; any other is unknown_agent.
 var agents = []string{"demo", "other"}
 
-// DefaultAgents returns what list_agents answers until SetAgents: the
-// agents the fake knows, sorted by ID, "demo" installed and "other" not.
+// DefaultAgents returns what the fake runner offers until SetAgents: the
+// agents the fake knows, "demo" installed and "other" not.
 func DefaultAgents() []events.AcpAgentEntry {
 	return []events.AcpAgentEntry{
 		{ID: "demo", Installed: true, AdapterEntrypoint: "/usr/local/bin/skein-demo-agent"},
@@ -399,23 +609,16 @@ func DefaultAgents() []events.AcpAgentEntry {
 	}
 }
 
-// SetAgents replaces what list_agents answers, in the order given (the
-// history service sorts by ID). nil or empty answers no agents.
+// SetAgents replaces what the fake runner offers in its heartbeat, which
+// list_agents reads (and sorts by ID). nil or empty offers no agents.
 func (b *Backend) SetAgents(agents []events.AcpAgentEntry) {
+	b.tb.Helper()
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.agentList = slices.Clone(agents)
-}
-
-func (b *Backend) listAgents(_ events.Namespace, data []byte) (events.Variant, error) {
-	req, err := events.Decode[events.AcpListAgentsRequest](data)
-	if err != nil {
-		return nil, err
+	b.mu.Unlock()
+	if err := b.putHeartbeat(); err != nil {
+		b.tb.Fatalf("gatewaytest: runner heartbeat: %v", err)
 	}
-	b.remember(events.OpListAgents, req)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return &events.AcpListAgentsResponse{Agents: slices.Clone(b.agentList)}, nil
 }
 
 func (b *Backend) open(ns events.Namespace, sid events.SessionID, req *events.AcpOpenSessionRequest) (*events.AcpOpenSessionResponse, error) {
@@ -423,63 +626,76 @@ func (b *Backend) open(ns events.Namespace, sid events.SessionID, req *events.Ac
 		return nil, events.Errorf(events.CodeUnknownAgent, "no agent %q", req.Agent)
 	}
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if s, ok := b.sessions[key(ns, sid)]; ok {
-		b.mu.Unlock()
-		if s.info.Agent != req.Agent {
-			return nil, events.Errorf(events.CodeSessionConflict, "session %s was opened with agent %s", sid, s.info.Agent)
+		if s.meta.Info.Agent != req.Agent {
+			return nil, events.Errorf(events.CodeSessionConflict, "session %s was opened with agent %s", sid, s.meta.Info.Agent)
 		}
 		return &events.AcpOpenSessionResponse{}, nil
 	}
-	now := time.Now().UTC().Format(time.RFC3339Nano)
-	info := events.AcpDurableSessionInfo{
-		SessionID:             string(sid),
-		Agent:                 req.Agent,
-		Cwd:                   DefaultCwd,
-		AdditionalDirectories: events.JSON(`[]`),
-		State:                 events.JSON(`{"status":"idle"}`),
-		CreatedAt:             now,
-		UpdatedAt:             now,
+	// A new session, or a new life of a deleted one: its records follow
+	// whatever the log holds (a tombstone), its events are numbered from 1.
+	ctx, cancel := context.WithTimeout(b.ctx, opTimeout)
+	defer cancel()
+	last, err := eventlog.Last(ctx, b.js, events.StreamLog, events.LogFilter(ns, sid))
+	if err != nil {
+		return nil, events.Errorf(events.CodeUnavailable, "read the log of %s: %v", sid, err)
+	}
+	var pos eventlog.Position
+	if last != nil {
+		pos.LastSeq = last.Sequence
+	}
+	t := now()
+	s := &session{ns: ns, sid: sid, w: eventlog.NewWriter(b.js, ns, sid, pos, writerToken(pos.LastSeq))}
+	s.meta = events.SessionMeta{
+		Namespace: string(ns),
+		Info: events.AcpDurableSessionInfo{
+			SessionID:             string(sid),
+			Agent:                 req.Agent,
+			Cwd:                   DefaultCwd,
+			AdditionalDirectories: events.JSON(`[]`),
+			CreatedAt:             t,
+			UpdatedAt:             t,
+		},
+		PermissionPolicy:  events.PolicyAllowAll,
+		AgentCapabilities: events.JSON(DefaultCapabilities),
+		AgentInfo:         events.JSON(DefaultAgentInfo),
+		ConfigOptions:     splitOptions(DefaultConfigOptions),
 	}
 	if req.Cwd != nil {
-		info.Cwd = *req.Cwd
+		s.meta.Info.Cwd = *req.Cwd
 	}
 	if len(req.AdditionalDirectories) > 0 {
-		info.AdditionalDirectories = req.AdditionalDirectories
+		s.meta.Info.AdditionalDirectories = req.AdditionalDirectories
 	}
-	b.sessions[key(ns, sid)] = &session{info: info, config: newSessionConfig()}
-	b.mu.Unlock()
-	// The first record of a real session is SessionOpened, on the control
-	// subject: latestSequence is then not a public event.
-	if _, err := b.append(ns, sid, events.LogControl, &events.SessionOpened{Agent: req.Agent, Cwd: info.Cwd, PermissionPolicy: events.PolicyAllowAll}); err != nil {
+	if req.PermissionPolicy != nil {
+		s.meta.PermissionPolicy = *req.PermissionPolicy
+	}
+	// The first record of a session is SessionOpened, on the control
+	// subject: the log's end is then not a public event.
+	if _, err := b.appendLocked(s, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionOpened{
+		Agent: req.Agent, Cwd: s.meta.Info.Cwd, PermissionPolicy: s.meta.PermissionPolicy,
+	}}); err != nil {
 		return nil, err
 	}
+	b.sessions[key(ns, sid)] = s
+	b.projectLocked(s)
 	return &events.AcpOpenSessionResponse{}, nil
 }
 
-func (b *Backend) getSession(ns events.Namespace, data []byte) (events.Variant, error) {
-	_, sid, err := decodeFor(b, events.OpGetSession, data, func(r *events.AcpGetDurableSessionRequest) *string { return r.SessionID })
-	if err != nil {
-		return nil, err
-	}
-	info, ok := b.Session(ns, sid)
-	if !ok {
-		return nil, events.Errorf(events.CodeSessionNotFound, "no session %s", sid)
-	}
-	return &events.AcpGetDurableSessionResponse{Session: info}, nil
-}
-
 // decodeFor decodes a request of type T, records it under op, and returns
-// it with the session id names (omitted: main).
+// it with the session it names, checked by its Validate method.
 func decodeFor[T any, PT interface {
 	*T
 	events.Variant
-}](b *Backend, op events.Op, data []byte, id func(PT) *string) (PT, events.SessionID, error) {
+	Validate() (events.SessionID, error)
+}](b *Backend, op events.Op, data []byte) (PT, events.SessionID, error) {
 	req, err := events.Decode[T, PT](data)
 	if err != nil {
 		return nil, "", err
 	}
 	b.remember(op, req)
-	sid, err := events.OptionalSessionID(id(req))
+	sid, err := req.Validate()
 	if err != nil {
 		return nil, "", err
 	}
@@ -492,286 +708,19 @@ func (b *Backend) remember(op events.Op, v events.Variant) {
 	b.last[op] = v
 }
 
-// readHistory serves a page from the stream itself, reading every record
-// of the session: fine for a fake.
-func (b *Backend) readHistory(ns events.Namespace, data []byte) (events.Variant, error) {
-	req, err := events.Decode[events.AcpReadHistoryRequest](data)
-	if err != nil {
-		return nil, err
-	}
-	b.remember(events.OpReadHistory, req)
-	b.mu.Lock()
-	hook := b.onHistory
-	b.mu.Unlock()
-	if hook != nil {
-		hook()
-	}
-	sid, err := events.OptionalSessionID(req.SessionID)
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := b.Session(ns, sid); !ok {
+// sessionLocked returns the session, or session_not_found. The caller
+// holds b.mu.
+func (b *Backend) sessionLocked(ns events.Namespace, sid events.SessionID) (*session, error) {
+	s, ok := b.sessions[key(ns, sid)]
+	if !ok {
 		return nil, events.Errorf(events.CodeSessionNotFound, "no session %s", sid)
 	}
-	if req.After != nil && req.Before != nil {
-		return nil, events.Errorf(events.CodeInvalidRequest, "after and before are mutually exclusive")
-	}
-	b.mu.Lock()
-	hide := b.hideAfter
-	b.mu.Unlock()
-	all, err := b.entries(ns, sid, hide)
-	if err != nil {
-		return nil, err
-	}
-	limit := DefaultHistoryLimit
-	if req.Limit != nil {
-		limit = int(*req.Limit)
-	}
-	page := &events.AcpHistoryPageResponse{Events: []events.AcpDurableHistoryEntry{}}
-	if req.Before != nil {
-		end := 0
-		for end < len(all) && all[end].Sequence < *req.Before {
-			end++
-		}
-		start := max(0, end-limit)
-		page.Events = all[start:end]
-		page.HasMoreBefore = start > 0
-		page.HasMoreAfter = end < len(all)
-		return page, nil
-	}
-	var after uint64
-	if req.After != nil {
-		after = *req.After
-	}
-	start := 0
-	for start < len(all) && all[start].Sequence <= after {
-		start++
-	}
-	end := min(len(all), start+limit)
-	page.Events = all[start:end]
-	page.HasMoreBefore = start > 0
-	page.HasMoreAfter = end < len(all)
-	return page, nil
+	return s, nil
 }
 
-// entries returns every public event of the session up to hide (0: all).
-func (b *Backend) entries(ns events.Namespace, sid events.SessionID, hide uint64) ([]events.AcpDurableHistoryEntry, error) {
-	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-	defer cancel()
-	subject := events.LogSubject(ns, sid, events.LogEvents)
-	var out []events.AcpDurableHistoryEntry
-	for seq := uint64(1); ; seq++ {
-		m, err := b.log.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, events.Errorf(events.CodeUnavailable, "read %s: %v", subject, err)
-		}
-		if hide > 0 && m.Sequence > hide {
-			return out, nil
-		}
-		e, err := events.Entry(sid, m.Sequence, m.Time, m.Header, m.Data)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *e)
-		seq = m.Sequence
+// errorf reports a failure of the fake itself.
+func (b *Backend) errorf(format string, args ...any) {
+	if b.ctx.Err() == nil {
+		b.tb.Errorf("gatewaytest: "+format, args...)
 	}
-}
-
-func (b *Backend) handlePrompt(req micro.Request) {
-	ns, err := events.NamespaceFromAPISubject(req.Subject())
-	if err == nil {
-		err = b.failure(events.OpPrompt)
-	}
-	var p *events.AcpPromptRequest
-	if err == nil {
-		p, err = events.Decode[events.AcpPromptRequest](req.Data())
-	}
-	var sid events.SessionID
-	if err == nil {
-		b.remember(events.OpPrompt, p)
-		sid, err = events.OptionalSessionID(p.SessionID)
-	}
-	var (
-		t    *Turn
-		play PromptFunc
-	)
-	if err == nil {
-		t, play, err = b.claim(ns, sid, p)
-	}
-	if err != nil {
-		b.reply(req, nil, err)
-		return
-	}
-	b.turns.Go(func() {
-		defer t.stop()
-		resp, err := play(t.ctx, t)
-		resp, err = b.finish(t, resp, err)
-		b.replyLater(req, resp, err)
-	})
-}
-
-// claim makes a new turn the session's running one and returns it with the
-// function that plays it.
-func (b *Backend) claim(ns events.Namespace, sid events.SessionID, req *events.AcpPromptRequest) (*Turn, PromptFunc, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s, ok := b.sessions[key(ns, sid)]
-	switch {
-	case !ok:
-		return nil, nil, events.Errorf(events.CodeSessionNotFound, "no session %s", sid)
-	case s.turn != nil:
-		return nil, nil, events.ErrSessionBusy
-	}
-	b.nextID++
-	t := &Turn{b: b, NS: ns, SID: sid, Request: req, ID: "turn_" + strconv.FormatUint(b.nextID, 10)}
-	t.ctx, t.stop = context.WithCancel(b.ctx)
-	s.turn = t
-	s.unloaded = false // the prompt restores an unloaded session
-	s.project()
-	return t, b.prompt, nil
-}
-
-// finish ends t once its function returned resp and err: a cancel that
-// came first wins (the prompt answers stopReason cancelled), requests
-// still pending end as terminal, and the session is released before the
-// prompt is answered, so the caller may prompt again at once.
-func (b *Backend) finish(t *Turn, resp *events.AcpPromptResponse, err error) (*events.AcpPromptResponse, error) {
-	b.permMu.Lock()
-	defer b.permMu.Unlock()
-	b.mu.Lock()
-	cancelled := t.state == turnCancelled
-	t.state = turnFinished
-	b.mu.Unlock()
-	reason := events.ReasonTurnFailed
-	if errors.Is(err, events.ErrAdapterExited) {
-		reason = events.ReasonAdapterExited
-	}
-	b.terminate(t, reason)
-	if cancelled {
-		resp, err = &events.AcpPromptResponse{SessionID: string(t.SID), StopReason: events.OutcomeCancelled}, nil
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if s, ok := b.sessions[key(t.NS, t.SID)]; ok && s.turn == t {
-		s.turn = nil
-		s.project()
-	}
-	return resp, err
-}
-
-// Turn is one prompt being played: the request and the means to write the
-// session's log.
-type Turn struct {
-	b       *Backend
-	NS      events.Namespace
-	SID     events.SessionID
-	Request *events.AcpPromptRequest
-	// ID is the turn's ID, as getSession's state shows it.
-	ID string
-
-	// ctx is the PromptFunc's, scoped to this turn (the per-message
-	// exception of STYLE R12); stop ends it, on cancel_prompt or when the
-	// turn is over.
-	ctx  context.Context
-	stop context.CancelFunc
-
-	// Guarded by b.mu.
-	state   turnState
-	pending []*Permission // permission requests waiting for an answer, oldest first
-}
-
-type turnState int
-
-const (
-	turnRunning turnState = iota
-	turnCancelled
-	turnFinished
-)
-
-// Append stores a durable session update and returns its sequence.
-func (t *Turn) Append(update string) (uint64, error) {
-	return t.b.append(t.NS, t.SID, events.LogEvents, &events.AcpDurableSessionUpdate{Update: events.JSON(update)})
-}
-
-// Delta publishes a live delta following the durable sequence after.
-func (t *Turn) Delta(after uint64, update string) error {
-	return t.b.delta(t.NS, t.SID, after, update)
-}
-
-// Echo is the default turn. It stores the prompt's blocks as
-// user_message_chunk events, a tool call (pending, then completed) and a
-// plan, streams the reply "Hello, world" as three agent_message_chunk
-// deltas, stores the completed message, and ends the turn with end_turn.
-// A prompt whose first text block is "fail" fails with adapter_exited
-// after storing the user message.
-func Echo(_ context.Context, t *Turn) (*events.AcpPromptResponse, error) {
-	text, err := userMessages(t)
-	if err != nil {
-		return nil, err
-	}
-	if text == "fail" {
-		return nil, events.Errorf(events.CodeAdapterExited, "the demo agent exited")
-	}
-	steps := []string{
-		`{"sessionUpdate":"tool_call","toolCallId":"call_1","title":"Read README.md","kind":"read","status":"pending"}`,
-		`{"sessionUpdate":"tool_call_update","toolCallId":"call_1","status":"completed"}`,
-		`{"sessionUpdate":"plan","entries":[{"content":"Say hello","priority":"high","status":"completed"}]}`,
-	}
-	var last uint64
-	for _, u := range steps {
-		if last, err = t.Append(u); err != nil {
-			return nil, err
-		}
-	}
-	for _, chunk := range []string{"Hel", "lo, ", "world"} {
-		if err := t.Delta(last, TextChunk("agent_message_chunk", chunk)); err != nil {
-			return nil, err
-		}
-	}
-	message := TextChunk("agent_message_chunk", "Hello, world")
-	if _, err := t.Append(message); err != nil {
-		return nil, err
-	}
-	return &events.AcpPromptResponse{SessionID: string(t.SID), Message: events.JSON(message), StopReason: "end_turn"}, nil
-}
-
-// userMessages stores each block of the prompt as a user_message_chunk and
-// returns the text of the first text block.
-func userMessages(t *Turn) (string, error) {
-	var blocks []json.RawMessage
-	if err := json.Unmarshal(t.Request.Content, &blocks); err != nil {
-		return "", events.Errorf(events.CodeInvalidRequest, "content: %v", err)
-	}
-	first := ""
-	for _, block := range blocks {
-		if _, err := t.Append(`{"sessionUpdate":"user_message_chunk","content":` + string(block) + `}`); err != nil {
-			return "", err
-		}
-		if first == "" {
-			first = textOf(block)
-		}
-	}
-	return first, nil
-}
-
-// TextChunk returns a session update of kind (agent_message_chunk, ...)
-// carrying one text content block.
-func TextChunk(kind, text string) string {
-	quoted, _ := json.Marshal(text) // a string always marshals
-	return `{"sessionUpdate":"` + kind + `","content":{"type":"text","text":` + string(quoted) + `}}`
-}
-
-// textOf returns the text of a text content block, or "".
-func textOf(block []byte) string {
-	var b struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(block, &b) != nil || b.Type != "text" {
-		return ""
-	}
-	return strings.TrimSpace(b.Text)
 }

@@ -1,0 +1,195 @@
+package gateway_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
+	"skein.dev/services/gateway/gatewaytest"
+)
+
+// The prompt's caller waits on the log, never on a held request (DESIGN
+// invariant 7): these tests hold the gateway to it.
+
+// TestPromptOutlivesTheAcceptingReplica: the session service replica that
+// accepted the turn answers and is gone; another writer ends the turn in
+// the log. The HTTP prompt gets the turn's result all the same.
+func TestPromptOutlivesTheAcceptingReplica(t *testing.T) {
+	e := newEnv(t, withoutBackend)
+	js, err := jetstream.New(e.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eventlog.Provision(t.Context(), js, eventlog.Options{}, true); err != nil {
+		t.Fatal(err)
+	}
+	w := eventlog.NewWriter(js, ns, "s1", eventlog.Position{}, "replica-a")
+	if _, err := w.Append(t.Context(), eventlog.Entry{Kind: events.LogControl, Value: &events.SessionOpened{Agent: "demo", PermissionPolicy: events.PolicyAllowAll}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Replica A accepts the turn, answers, and stops serving.
+	accepted := make(chan *events.PromptAccepted, 1)
+	svc, err := micro.AddService(e.nc, micro.Config{Name: "replica-a", Version: "0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	err = svc.AddEndpoint("prompt", micro.HandlerFunc(func(req micro.Request) {
+		got, err := w.Append(context.WithoutCancel(t.Context()), eventlog.Entry{Kind: events.LogEvents,
+			Header: map[string][]string{events.HeaderTurnID: {"t1"}, events.HeaderTurnAccepted: {"1"}},
+			Value:  &events.AcpDurableSessionUpdate{Update: events.JSON(gatewaytest.TextChunk("user_message_chunk", "hi"))}})
+		if err != nil {
+			_ = events.RespondError(req, err)
+			return
+		}
+		acc := &events.PromptAccepted{SessionID: "s1", TurnID: "t1", Sequence: got[0].Seq}
+		_ = events.Respond(req, acc)
+		accepted <- acc
+	}), micro.WithEndpointSubject(events.APISubject(ns, events.OpPrompt)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := make(chan response, 1)
+	go func() {
+		prompt <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"hi"}]}`)
+	}()
+	acc := await(t, accepted, prompt)
+	if err := svc.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Replica B takes the session over and finishes the turn.
+	b := eventlog.NewWriter(js, ns, "s1", w.Position(), "replica-b")
+	if _, err := b.Append(t.Context(),
+		eventlog.Entry{Kind: events.LogControl, Value: &events.OwnerChanged{Owner: "b", LeaseRevision: 2}},
+		eventlog.Entry{Kind: events.LogControl, Value: &events.TurnFinished{TurnID: acc.TurnID, Outcome: events.OutcomeCompleted, StopReason: "end_turn",
+			Message: events.JSON(gatewaytest.TextChunk("agent_message_chunk", "done"))}},
+	); err != nil {
+		t.Fatal(err)
+	}
+	r := <-prompt
+	want := `{"sessionId":"s1","message":` + gatewaytest.TextChunk("agent_message_chunk", "done") + `,"stopReason":"end_turn"}`
+	if r.status != http.StatusOK || string(r.body) != want {
+		t.Errorf("prompt = %d %s, want 200 %s", r.status, r.body, want)
+	}
+}
+
+// TestPromptIdempotencyKey: a prompt sent again with its idempotency key
+// gets the same turn's outcome, whether the turn still runs or already
+// ended; the key with other content is idempotency_conflict.
+func TestPromptIdempotencyKey(t *testing.T) {
+	e := newEnv(t)
+	e.backend.CreateSession(ns, "s1", "demo")
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.backend.OnPrompt(func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
+		once.Do(func() { close(started) })
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		msg := gatewaytest.TextChunk("agent_message_chunk", "once")
+		if _, err := turn.Append(msg); err != nil {
+			return nil, err
+		}
+		return &events.AcpPromptResponse{SessionID: string(turn.SID), Message: events.JSON(msg), StopReason: "end_turn"}, nil
+	})
+	const body = `{"idempotencyKey":"k1","content":[{"type":"text","text":"hi"}]}`
+	first := make(chan response, 1)
+	go func() { first <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", body) }()
+	await(t, started, first)
+	// A retry while the turn runs waits for the same turn, not session_busy.
+	retry := make(chan response, 1)
+	go func() { retry <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", body) }()
+	eventually(t, "the retry to reach the session service", func() bool { return e.backend.Calls(events.OpPrompt) == 2 })
+	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"idempotencyKey":"k1","content":[{"type":"text","text":"other"}]}`),
+		http.StatusConflict, events.CodeIdempotencyConflict)
+	close(release)
+
+	want := `{"sessionId":"s1","message":` + gatewaytest.TextChunk("agent_message_chunk", "once") + `,"stopReason":"end_turn"}`
+	for name, ch := range map[string]chan response{"first": first, "retry while running": retry} {
+		if r := <-ch; r.status != http.StatusOK || string(r.body) != want {
+			t.Errorf("%s = %d %s, want 200 %s", name, r.status, r.body, want)
+		}
+	}
+	// After the turn: its stored outcome, at once; no new turn.
+	if r := e.do(http.MethodPost, "/v1/sessions/s1/prompt", body); r.status != http.StatusOK || string(r.body) != want {
+		t.Errorf("retry after the turn = %d %s, want 200 %s", r.status, r.body, want)
+	}
+	r := e.do(http.MethodGet, "/v1/sessions/s1/history", "")
+	if n := strings.Count(string(r.body), `"type":"agent_message_chunk"`); n != 1 {
+		t.Errorf("history has %d replies, want 1 (one turn): %s", n, r.body)
+	}
+}
+
+// TestPromptClientGoesAway: a client that disconnects ends the gateway's
+// wait (the handler returns, counted as 499), and the turn goes on.
+func TestPromptClientGoesAway(t *testing.T) {
+	e := newEnv(t)
+	e.backend.CreateSession(ns, "s1", "demo")
+	started := make(chan struct{})
+	e.backend.OnPrompt(blockingTurn(started))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/v1/sessions/s1/prompt", strings.NewReader(`{"content":[{"type":"text","text":"hi"}]}`))
+		if err == nil {
+			var resp *http.Response
+			if resp, err = e.client.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		done <- err
+	}()
+	<-started
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the cancelled request succeeded")
+	}
+	eventually(t, "the prompt handler to return", func() bool {
+		return metric(t, e.reg, "acp_gateway_requests_total", "route", "POST /v1/sessions/{id}/prompt", "code", "499") == 1
+	})
+	if info, _ := e.backend.Session(ns, "s1"); !strings.Contains(string(info.State), `"running"`) {
+		t.Errorf("state = %s, want the turn still running", info.State)
+	}
+	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/cancel", ""), `{"status":"cancelled"}`)
+}
+
+// TestWrongReplyVariant: a service that answers with the wrong variant is
+// an internal error (masked, logged), never a panic.
+func TestWrongReplyVariant(t *testing.T) {
+	e := newEnv(t, withoutBackend)
+	svc, err := micro.AddService(e.nc, micro.Config{Name: "confused", Version: "0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	wrong := micro.HandlerFunc(func(req micro.Request) { _ = events.Respond(req, &events.AcpListAgentsResponse{}) })
+	for _, op := range []events.Op{events.OpPrompt, events.OpCancelPrompt, events.OpUnloadSession, events.OpDeleteSession} {
+		if err := svc.AddEndpoint(string(op), wrong, micro.WithEndpointSubject(events.APISubject(ns, op))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, rt := range []struct{ method, path, body string }{
+		{http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"hi"}]}`},
+		{http.MethodPost, "/v1/sessions/s1/cancel", ""},
+		{http.MethodPost, "/v1/sessions/s1/unload", ""},
+		{http.MethodDelete, "/v1/sessions/s1", ""},
+	} {
+		r := e.do(rt.method, rt.path, rt.body)
+		if body := wantError(t, r, http.StatusInternalServerError, events.CodeInternal); body.Error.Message != "internal error" {
+			t.Errorf("%s %s: message %q, want a masked one", rt.method, rt.path, body.Error.Message)
+		}
+	}
+	if !strings.Contains(e.logs.String(), "AcpListAgentsResponse") {
+		t.Errorf("the log does not name the wrong variant:\n%s", e.logs.String())
+	}
+}
