@@ -31,19 +31,20 @@ func TestMain(m *testing.M) {
 
 const ns = events.DefaultNamespace
 
-// env is a real gateway, served over HTTP, in front of the fake services
-// on an embedded NATS server.
+// env is a real gateway, served over HTTP, in front of the real history
+// service and the fake session service (gatewaytest) on an embedded NATS
+// server.
 type env struct {
 	t       *testing.T
 	backend *gatewaytest.Backend
 	url     string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...gatewaytest.Option) *env {
 	t.Helper()
 	srv := natstest.Run(t)
 	nc := natstest.Connect(t, srv)
-	backend := gatewaytest.Start(t, nc)
+	backend := gatewaytest.Start(t, nc, opts...)
 	cfg := gateway.DefaultConfig()
 	gw, err := gateway.New(cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), nc, nil)
 	if err != nil {
@@ -402,19 +403,22 @@ func TestEventsResumesWhenUnavailable(t *testing.T) {
 // TestEventsReportsStreamErrors: an error event other than unavailable
 // ends the command with that error.
 func TestEventsReportsStreamErrors(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, gatewaytest.WithMaxEventsPerSession(2))
 	e.backend.CreateSession(ns, "main", "demo")
-	s1 := e.backend.Append(ns, "main", gatewaytest.TextChunk("user_message_chunk", "one"))
-	e.backend.Append(ns, "main", gatewaytest.TextChunk("user_message_chunk", "two"))
-	e.backend.HideHistoryAfter(s1)
+	e.backend.Append(ns, "main", gatewaytest.TextChunk("user_message_chunk", "one"))
 	var stdout, stderr syncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- execute(t.Context(), map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr, "events")
 	}()
 	eventually(t, "the first event", func() bool { return strings.Count(stdout.String(), "\n") == 1 })
-	e.backend.Fail(events.OpReadHistory, events.Errorf(events.CodeCursorExpired, "pruned"))
-	e.backend.Append(ns, "main", gatewaytest.TextChunk("user_message_chunk", "three")) // a gap the stream cannot fill
+	// Records the stream misses and history prunes: a gap it cannot fill.
+	e.backend.WithoutTail(func() {
+		for _, text := range []string{"two", "three", "four"} {
+			e.backend.Append(ns, "main", gatewaytest.TextChunk("user_message_chunk", text))
+		}
+	})
+	e.backend.Append(ns, "main", gatewaytest.TextChunk("user_message_chunk", "five"))
 	select {
 	case err := <-done:
 		wantCode(t, err, "cursor_expired")
@@ -454,9 +458,9 @@ func TestAgents(t *testing.T) {
 	if r := e.run(t.Context(), "", "agents"); r.err != nil || r.stdout != "" {
 		t.Errorf("agents without agents = %v, printed %q, want nothing", r.err, r.stdout)
 	}
-	e.backend.Fail(events.OpListAgents, events.ErrUnavailable)
-	wantCode(t, e.run(t.Context(), "", "agents").err, "unavailable")
 	if r := e.run(t.Context(), "", "agents", "-s", "main"); r.err == nil {
 		t.Error("agents -s succeeded: the command addresses no session")
 	}
+	e.backend.StopHistory()
+	wantCode(t, e.run(t.Context(), "", "agents").err, "unavailable")
 }

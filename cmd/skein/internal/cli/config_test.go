@@ -36,7 +36,7 @@ func TestConfig(t *testing.T) {
 	if r := e.run(t.Context(), "", "config", "extra"); r.err == nil {
 		t.Error("config with an argument succeeded")
 	}
-	e.backend.Fail(events.OpGetSessionConfig, events.ErrUnavailable)
+	e.backend.StopHistory()
 	wantCode(t, e.run(t.Context(), "", "config").err, "unavailable")
 }
 
@@ -117,9 +117,9 @@ func TestInfo(t *testing.T) {
 	if r := e.run(t.Context(), "", "info", "-s", "s1"); r.err != nil || r.stdout != "agentInfo: null\ncapabilities: null\n" {
 		t.Errorf("info without either = %v, printed %q", r.err, r.stdout)
 	}
-	e.backend.Fail(events.OpGetSessionCapabilities, events.ErrUnavailable)
-	wantCode(t, e.run(t.Context(), "", "info", "-s", "s1").err, "unavailable")
 	if n := e.backend.Calls(events.OpOpenSession); n != 0 {
 		t.Errorf("info opened a session: %d open calls", n)
 	}
+	e.backend.StopHistory()
+	wantCode(t, e.run(t.Context(), "", "info", "-s", "s1").err, "unavailable")
 }

@@ -80,10 +80,21 @@ func (t *turn) run(ctx context.Context, text string) error {
 	if err != nil {
 		return fmt.Errorf("encode prompt: %w", err)
 	}
+	// The prompt request runs beside the loop below, which prints the
+	// turn's events meanwhile. run owns it: whichever way run returns, the
+	// request is cancelled (the turn goes on in the session service; only
+	// the wait for it ends) and run waits for the goroutine to end.
 	result := make(chan promptResult, 1)
+	pctx, cancelPrompt := context.WithCancel(ctx)
+	promptDone := make(chan struct{})
 	go func() {
-		resp, err := t.cl.prompt(ctx, t.session, promptRequest{IdempotencyKey: t.key, Content: content})
+		defer close(promptDone)
+		resp, err := t.cl.prompt(pctx, t.session, promptRequest{IdempotencyKey: t.key, Content: content})
 		result <- promptResult{resp, err}
+	}()
+	defer func() {
+		cancelPrompt()
+		<-promptDone
 	}()
 
 	p := newPrinter(t.app.stdout)
