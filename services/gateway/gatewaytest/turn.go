@@ -67,9 +67,21 @@ const (
 )
 
 // Append stores a durable session update of the turn and returns its
-// sequence.
+// sequence. Once the turn ended (a cancel, an unload, a delete) nothing
+// more is stored, as the session service drops a cancelled adapter's
+// output: Append then fails.
 func (t *Turn) Append(update string) (uint64, error) {
-	return t.b.append(t.NS, t.SID, t.entry(events.LogEvents, &events.AcpDurableSessionUpdate{Update: events.JSON(update)}))
+	b := t.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t.state != turnRunning {
+		return 0, events.Errorf(events.CodeUnavailable, "turn %s has ended", t.ID)
+	}
+	s, err := b.sessionLocked(t.NS, t.SID)
+	if err != nil {
+		return 0, err
+	}
+	return b.appendLocked(s, t.entry(events.LogEvents, &events.AcpDurableSessionUpdate{Update: events.JSON(update)}))
 }
 
 // Delta publishes a live delta following the durable sequence after.
