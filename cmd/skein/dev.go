@@ -72,6 +72,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err != nil {
 		return err
 	}
+	logConfig(lg, fs)
 	dataDir, err := filepath.Abs(c.dataDir)
 	if err != nil {
 		return err

@@ -58,6 +58,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	logConfig(lg, fs)
 	if c.Runner.Builtin, err = builtinAgents(); err != nil {
 		return err
 	}
