@@ -26,9 +26,11 @@ import (
 )
 
 // TestChaosKillSessionService runs the session service as its own OS
-// process, puts 20 sessions mid-turn, kills the process with SIGKILL and
-// starts another: every turn completes (a keyed retry returns it), and every
-// log passes the audit.
+// process, puts 20 sessions mid-turn through HTTP prompts, kills the process
+// with SIGKILL and starts another. The prompts stay in flight across the
+// kill: each waits on the log, not on the process, and returns its turn's
+// real outcome once the new process has taken the turn over. Every log
+// passes the audit.
 func TestChaosKillSessionService(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes; skipped in -short")
@@ -48,11 +50,16 @@ func TestChaosKillSessionService(t *testing.T) {
 		}
 	}
 	script := func(i int) string { return fmt.Sprintf("chunks 3 before\npause c%d\nsay after %d", i, i) }
-	reqCtx, cancelReqs := context.WithCancel(ctx)
+	type answer struct {
+		code int
+		body []byte
+	}
+	answers := make([]answer, sessions)
 	var wg sync.WaitGroup
 	for i := range sessions {
 		wg.Go(func() {
-			_, _ = postPrompt(reqCtx, fmt.Sprint(base, "c", i, "/prompt"), fmt.Sprint("key-", i), script(i))
+			code, body := postPrompt(ctx, fmt.Sprint(base, "c", i, "/prompt"), fmt.Sprint("key-", i), script(i))
+			answers[i] = answer{code, body}
 		})
 	}
 	for i := range sessions {
@@ -64,8 +71,6 @@ func TestChaosKillSessionService(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = session.Wait()
-	cancelReqs() // those requests' answers died with the process
-	wg.Wait()
 
 	startSession()
 	for i := range sessions {
@@ -73,15 +78,23 @@ func TestChaosKillSessionService(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	wg.Wait() // every prompt sent before the kill returns, none cancelled
 	js := ps.js()
-	for i := range sessions {
-		if body, ok := awaitKeyed(ctx, fmt.Sprint(base, "c", i, "/prompt"), fmt.Sprint("key-", i), script(i), fmt.Sprint("after ", i)); !ok {
-			t.Errorf("session c%d: keyed retry = %s, want the turn completed", i, body)
-			continue
+	for i, a := range answers {
+		var res struct {
+			StopReason string          `json:"stopReason"`
+			Message    json.RawMessage `json:"message"`
+		}
+		if a.code != http.StatusOK || json.Unmarshal(a.body, &res) != nil || res.StopReason != "end_turn" || !strings.Contains(string(res.Message), fmt.Sprint("after ", i)) {
+			t.Errorf("session c%d: the prompt in flight across the kill = %d %s, want 200 and the completed turn", i, a.code, a.body)
 		}
 		log := eventlogtest.Audit(t, js, "default", events.SessionID(fmt.Sprint("c", i)))
 		if got := log.Outcomes(); len(got) != 1 || got[0] != "completed" {
 			t.Errorf("session c%d: outcomes %v, want one completed turn", i, got)
+		}
+		// A retry with the same key returns the same turn's outcome.
+		if body, ok := awaitKeyed(ctx, fmt.Sprint(base, "c", i, "/prompt"), fmt.Sprint("key-", i), script(i), fmt.Sprint("after ", i)); !ok {
+			t.Errorf("session c%d: keyed retry = %s, want the turn completed", i, body)
 		}
 	}
 }

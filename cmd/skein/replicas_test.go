@@ -86,9 +86,15 @@ func TestReplicasStaleOwner(t *testing.T) {
 
 	// A keyed turn pauses mid-way; A is paused with it.
 	script := "chunks 3 before\npause s1\nsay after the takeover"
-	reqCtx, cancelReq := context.WithCancel(ctx)
-	defer cancelReq()
-	go func() { _, _ = postPrompt(reqCtx, ps.base+"s1/prompt", "key-1", script) }()
+	type answer struct {
+		code int
+		body []byte
+	}
+	inFlight := make(chan answer, 1)
+	go func() {
+		code, body := postPrompt(ctx, ps.base+"s1/prompt", "key-1", script)
+		inFlight <- answer{code, body}
+	}()
 	if err := testagent.WaitPaused(ctx, ps.control, "s1"); err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +121,12 @@ func TestReplicasStaleOwner(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+
+	// The prompt in flight since before A paused waits on the log, not on
+	// A: it returns the turn B completed.
+	if a := <-inFlight; a.code != http.StatusOK || !strings.Contains(string(a.body), "after the takeover") {
+		t.Errorf("the prompt in flight across the takeover = %d %s, want the turn completed", a.code, a.body)
 	}
 
 	// A resumes: its renewal or its next append fails, and it steps down.
@@ -304,10 +316,11 @@ func TestSoakRollingSessionReplicas(t *testing.T) {
 			return fmt.Sprintf("chunks 3 r%d\npause %s\nsay done %d.%d", round, pause(i), round, i)
 		}
 		key := func(i int) string { return fmt.Sprintf("r%d-%d", round, i) }
-		reqCtx, cancelReqs := context.WithCancel(ctx)
+		bodies := make([][]byte, sessions)
+		codes := make([]int, sessions)
 		var wg sync.WaitGroup
 		for i := range sessions {
-			wg.Go(func() { _, _ = postPrompt(reqCtx, ps.base+sid(i)+"/prompt", key(i), script(i)) })
+			wg.Go(func() { codes[i], bodies[i] = postPrompt(ctx, ps.base+sid(i)+"/prompt", key(i), script(i)) })
 		}
 		for i := range sessions {
 			if err := testagent.WaitPaused(ctx, ps.control, pause(i)); err != nil {
@@ -322,15 +335,18 @@ func TestSoakRollingSessionReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = replicas[victim].Wait()
-		cancelReqs() // answers that went with the replica
-		wg.Wait()
 		replicas[victim] = ps.startSession(io.Discard, ttl...)
 		for i := range sessions {
 			if err := testagent.Release(ctx, ps.control, pause(i)); err != nil {
 				t.Fatal(err)
 			}
 		}
+		wg.Wait() // the prompts in flight across the replica's end return, none cancelled
 		for i := range sessions {
+			want := fmt.Sprintf("done %d.%d", round, i)
+			if codes[i] != http.StatusOK || !strings.Contains(string(bodies[i]), want) {
+				t.Errorf("round %d (%v), %s: the prompt in flight = %d %s, want the turn completed", round, sig, sid(i), codes[i], bodies[i])
+			}
 			if body, ok := awaitKeyed(ctx, ps.base+sid(i)+"/prompt", key(i), script(i), fmt.Sprintf("done %d.%d", round, i)); !ok {
 				t.Errorf("round %d (%v), %s: keyed retry = %s, want the turn completed", round, sig, sid(i), body)
 			}
