@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"skein.dev/pkg/events"
@@ -134,23 +133,4 @@ func (c *Config) Validate() error {
 // promptLimits returns the prompt limits the gateway checks.
 func (c *Config) promptLimits() events.PromptLimits {
 	return events.PromptLimits{MaxBytes: c.MaxPromptBytes, MaxBlocks: c.MaxPromptBlocks}
-}
-
-// LogValue is the effective configuration as Run logs it once at start,
-// one attribute per flag. Nothing in it is secret today; a field that is
-// (a token, a key) must be logged as redacted, never as its value.
-func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("http_addr", c.Addr),
-		slog.Int64("max_body_bytes", c.MaxBodyBytes),
-		slog.Int("max_prompt_bytes", c.MaxPromptBytes),
-		slog.Int("max_prompt_blocks", c.MaxPromptBlocks),
-		slog.Duration("request_timeout", c.RequestTimeout),
-		slog.Duration("sse_keepalive", c.Keepalive),
-		slog.Int("sse_buffer", c.StreamBuffer),
-		slog.Int64("sse_buffer_bytes", c.StreamBufferBytes),
-		slog.Duration("sse_write_timeout", c.StreamWriteTimeout),
-		slog.Int("sse_backfill_page", c.BackfillPage),
-		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
-	)
 }

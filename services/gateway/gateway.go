@@ -142,7 +142,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.addr = ln.Addr().String()
 	g.mu.Unlock()
 	close(g.ready)
-	g.lg.Info("gateway listening", logKeyAddr, ln.Addr().String(), logKeyConfig, g.cfg)
+	// The effective configuration is logged once by the binary, with every
+	// other service's (cmd/skein, configlog.go), secrets redacted.
+	g.lg.Info("gateway listening", logKeyAddr, ln.Addr().String())
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

@@ -24,7 +24,6 @@ const (
 	logKeyStatus    = "status"
 	logKeyAddr      = "addr"
 	logKeyCause     = "cause"
-	logKeyConfig    = "config"
 )
 
 // statusClientClosed is recorded (never sent) when the client went away
