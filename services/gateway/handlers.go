@@ -100,7 +100,7 @@ func (g *Gateway) handlePrompt(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx, cancel := g.callContext(r)
-	acc, err := events.Call[events.PromptAccepted](ctx, g.nc, events.APISubject(ns, events.OpPrompt), req, nil)
+	acc, err := eventlog.Accept(ctx, g.nc, ns, req) // a keyed prompt is asked again when no answer comes
 	cancel()
 	if err != nil {
 		return err

@@ -188,7 +188,7 @@ func Prompt(ctx context.Context, js jetstream.JetStream, ns events.Namespace, re
 		return nil, events.Errorf(events.CodeInvalidNamespace, "namespace %q must match [a-z0-9][a-z0-9_-]{0,62}", ns)
 	}
 	actx, cancel := context.WithTimeout(ctx, DefaultAcceptTimeout)
-	acc, err := events.Call[events.PromptAccepted](actx, js.Conn(), events.APISubject(ns, events.OpPrompt), req, nil)
+	acc, err := Accept(actx, js.Conn(), ns, req)
 	cancel()
 	if err != nil {
 		return nil, err
@@ -198,6 +198,63 @@ func Prompt(ctx context.Context, js jetstream.JetStream, ns events.Namespace, re
 		return nil, err
 	}
 	return f.Result(string(sid))
+}
+
+// Accept sends req to acp.api.<ns>.prompt and returns its acceptance: the
+// first half of Prompt, for callers that wait for the turn themselves
+// (the gateway). ctx bounds it.
+//
+// A prompt with an idempotency key is safe to send again: the session
+// service joins the turn it already accepted, or answers the stored outcome
+// of one that ended. So when no answer comes — the replica that took the
+// request died before answering, or none serves yet — a keyed prompt is
+// sent again, each attempt bounded by AcceptAttempt, until ctx ends: a
+// caller in flight across a session service's kill -9 gets its turn. A
+// prompt without a key is sent once; if its answer is lost, whether it was
+// accepted is unknown (timeout).
+func Accept(ctx context.Context, nc *nats.Conn, ns events.Namespace, req *events.AcpPromptRequest) (*events.PromptAccepted, error) {
+	subject := events.APISubject(ns, events.OpPrompt)
+	if req.IdempotencyKey == nil {
+		return events.Call[events.PromptAccepted](ctx, nc, subject, req, nil)
+	}
+	backoff := acceptBackoff
+	for {
+		actx, cancel := context.WithTimeout(ctx, AcceptAttempt)
+		acc, err := events.Call[events.PromptAccepted](actx, nc, subject, req, nil)
+		cancel()
+		if err == nil || !resendable(err) || ctx.Err() != nil {
+			if err != nil && ctx.Err() != nil && resendable(err) {
+				return nil, events.Errorf(events.CodeTimeout, "no acceptance of the keyed prompt from %s in time: %v", subject, err)
+			}
+			return acc, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, events.Errorf(events.CodeTimeout, "no acceptance of the keyed prompt from %s in time: %v", subject, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// AcceptAttempt bounds one attempt of a keyed prompt's acceptance: longer
+// than an acceptance takes without a restore, short enough that a replica
+// that died holding the request costs the caller little. An attempt cut
+// short while a restore runs is harmless: the next joins the same turn.
+const AcceptAttempt = 5 * time.Second
+
+// acceptBackoff is the first pause between attempts; it doubles up to 1 s.
+const acceptBackoff = 50 * time.Millisecond
+
+// resendable reports whether an acceptance may be asked again: no answer
+// came (timeout, no responders), or the service said to retry
+// (unavailable, write_conflict: the session moved between replicas).
+func resendable(err error) bool {
+	switch events.AsError(err).Code {
+	case events.CodeTimeout, events.CodeUnavailable, events.CodeWriteConflict:
+		return true
+	}
+	return false
 }
 
 // turnWaiter is the state of one AwaitTurn.
