@@ -11,6 +11,7 @@ require (
 	golang.org/x/sync v0.25.0
 	skein.dev/internal/natstest v0.0.0
 	skein.dev/pkg/acpwire v0.0.0
+	skein.dev/pkg/acp v0.0.0 // indirect
 	skein.dev/pkg/events v0.0.0
 	skein.dev/services/adapter-runner v0.0.0
 	skein.dev/services/gateway v0.0.0
@@ -23,6 +24,7 @@ require (
 	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-json-experiment/json v1.27.2 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
@@ -60,3 +62,5 @@ replace skein.dev/services/adapter-runner => ../../services/adapter-runner
 replace skein.dev/services/history => ../../services/history
 
 replace skein.dev/testagent => ../../testagent
+
+replace skein.dev/pkg/acp => ../../pkg/acp

@@ -7,6 +7,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	go.uber.org/goleak v1.3.0
 	skein.dev/internal/natstest v0.0.0
+	skein.dev/pkg/acp v0.0.0 // indirect
 	skein.dev/pkg/events v0.0.0
 	skein.dev/services/history v0.0.0
 )
@@ -15,6 +16,7 @@ require (
 	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-json-experiment/json v1.27.2 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/minio/highwayhash v1.0.4 // indirect
@@ -41,3 +43,5 @@ replace skein.dev/pkg/events => ../../pkg/events
 replace skein.dev/internal/natstest => ../../internal/natstest
 
 replace skein.dev/services/history => ../history
+
+replace skein.dev/pkg/acp => ../../pkg/acp

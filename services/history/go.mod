@@ -6,6 +6,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	skein.dev/internal/natstest v0.0.0
+	skein.dev/pkg/acp v0.0.0 // indirect
 	skein.dev/pkg/events v0.0.0
 )
 
@@ -35,6 +36,10 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
+require github.com/go-json-experiment/json v1.27.2 // indirect
+
 replace skein.dev/pkg/events => ../../pkg/events
 
 replace skein.dev/internal/natstest => ../../internal/natstest
+
+replace skein.dev/pkg/acp => ../../pkg/acp
