@@ -145,6 +145,7 @@ func (p *process) onRequest(m *acpwire.Message) {
 // refuse answers the adapter's request m with e.
 func (p *process) refuse(m *acpwire.Message, e *acpwire.RPCError) {
 	p.lg.Debug("adapter request refused", logKeyMethod, m.Method, "rpc_code", e.Code)
+	<-p.connReady
 	if err := p.conn.RespondError(m.ID, e); err != nil {
 		p.lg.Warn("cannot answer an adapter request", logKeyMethod, m.Method, events.LogKeyErr, err)
 	}

@@ -58,16 +58,20 @@ func systemPromptMeta(text string) json.RawMessage {
 // calls) is published to ACP_IO from the single reader goroutine, so ACP_IO
 // holds it in stdout order; stderr and the exit follow.
 type process struct {
-	ns        events.Namespace
-	sid       events.SessionID
-	id        string // process ID, chosen by the session service
-	agent     Agent
-	lg        *slog.Logger
-	js        jetstream.JetStream
-	m         *metrics
-	cmd       *exec.Cmd
-	stdin     io.WriteCloser
-	conn      *acpwire.Conn
+	ns    events.Namespace
+	sid   events.SessionID
+	id    string // process ID, chosen by the session service
+	agent Agent
+	lg    *slog.Logger
+	js    jetstream.JetStream
+	m     *metrics
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	conn  *acpwire.Conn
+	// connReady is closed once conn is set: the reader goroutine starts
+	// inside NewConn, and a callback that answers the adapter (an early
+	// request) must not see conn unset.
+	connReady chan struct{}
 	pid       uint32
 	subject   string
 	stopping  atomic.Bool
@@ -160,7 +164,9 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 		started:    time.Now(),
 		stderrDone: make(chan struct{}),
 		record:     record,
+		connReady:  make(chan struct{}),
 	}
+	defer close(p.connReady)
 	p.conn = acpwire.NewConn(stdout, stdin, acpwire.Options{
 		MaxLineBytes:   spec.maxLineBytes,
 		OnNotification: p.onNotification,
