@@ -255,7 +255,83 @@ func (s *Service) getSession(ctx context.Context, ns events.Namespace, data []by
 	if lastEv != nil {
 		info.LatestSequence = lastEv.Sequence
 	}
+	if info.State, err = s.currentState(ctx, ns, sid, meta); err != nil {
+		return nil, err
+	}
 	return &events.AcpGetDurableSessionResponse{Session: info}, nil
+}
+
+// currentState is the session's state as its log says now. The projection
+// is written after the log (the log is the truth), so it may lag: its
+// writer is between an append and the projection write, or died there. A
+// caller whose prompt returned has seen the turn's TurnFinished in the log
+// and must not be told the session still runs. So the log's newest record
+// is read (one direct get); when it is newer than what the projection
+// reflects, the state is derived from it: an open turn from its headers
+// (eventlog.OpenTurn), a turn that ended since from its TurnFinished,
+// found among the few control records after the projection.
+func (s *Service) currentState(ctx context.Context, ns events.Namespace, sid events.SessionID, meta *events.SessionMeta) (events.JSON, error) {
+	last, err := eventlog.Last(ctx, s.js, events.StreamLog, events.LogFilter(ns, sid))
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if last == nil || last.Sequence <= meta.LogPosition {
+		return meta.Info.State, nil
+	}
+	st, err := events.ParseSessionState(meta.Info.State)
+	if err != nil {
+		return nil, err
+	}
+	turnID, _, open, err := eventlog.OpenTurn(last)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case open && st.TurnID == turnID:
+		if !st.TurnOpen() {
+			st.Status = events.StatusRunning
+		}
+	case open:
+		st = &events.SessionState{Status: events.StatusRunning, TurnID: turnID}
+	case st.TurnOpen():
+		// The projected turn ended after the projection was written.
+		finished, err := s.turnFinishedAfter(ctx, ns, sid, meta.LogPosition, st.TurnID)
+		if err != nil {
+			return nil, err
+		}
+		st = &events.SessionState{Status: events.StatusIdle}
+		if finished != nil && finished.Error != nil {
+			st = &events.SessionState{Status: events.StatusFailed, Error: &events.StateError{Code: finished.Error.Code, Message: finished.Error.Message}}
+		}
+	default:
+		return meta.Info.State, nil
+	}
+	return st.Encode()
+}
+
+// maxLagRecords bounds the records read after a lagging projection to find
+// the TurnFinished of its turn: a projection lags by a few records, the
+// ones one request appends.
+const maxLagRecords = 256
+
+// turnFinishedAfter returns the TurnFinished of turnID among the session's
+// records after seq, or nil.
+func (s *Service) turnFinishedAfter(ctx context.Context, ns events.Namespace, sid events.SessionID, seq uint64, turnID string) (*events.TurnFinished, error) {
+	recs, err := eventlog.Forward(ctx, s.js, events.StreamLog, events.LogFilter(ns, sid), seq, maxLagRecords)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	for _, r := range recs {
+		if r.Header.Get(events.HeaderRecord) != events.RecordTurnFinished || r.Header.Get(events.HeaderTurnID) != turnID {
+			continue
+		}
+		f, err := events.Decode[events.TurnFinished](r.Data)
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
+	}
+	return nil, nil
 }
 
 // listAgents answers from the runners' heartbeats in ACP_RUNNERS: every

@@ -14,6 +14,7 @@ require (
 
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
+	github.com/go-json-experiment/json v1.27.2 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/minio/highwayhash v1.0.4 // indirect
 	github.com/nats-io/jwt/v2 v2.8.3 // indirect
@@ -39,6 +40,7 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	skein.dev/services/adapter-runner v0.0.0
+	skein.dev/services/history v0.0.0
 	skein.dev/testagent v0.0.0
 )
 
@@ -53,5 +55,7 @@ replace skein.dev/internal/memstat => ../../internal/memstat
 replace skein.dev/internal/natstest => ../../internal/natstest
 
 replace skein.dev/services/adapter-runner => ../adapter-runner
+
+replace skein.dev/services/history => ../history
 
 replace skein.dev/testagent => ../../testagent

@@ -554,11 +554,18 @@ func projectedMeta(t testing.TB, h *rig, sid string) *events.SessionMeta {
 	return meta
 }
 
+// projectedState is the session's state as a client reads it: getSession
+// (the history service), which must never say a turn runs after its
+// prompt returned.
 func projectedState(t testing.TB, h *rig, sid string) sessionState {
 	t.Helper()
-	meta := projectedMeta(t, h, sid)
+	resp, err := events.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession),
+		&events.AcpGetDurableSessionRequest{SessionID: &sid}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var st sessionState
-	if err := json.Unmarshal(meta.Info.State, &st); err != nil {
+	if err := json.Unmarshal(resp.Session.State, &st); err != nil {
 		t.Fatal(err)
 	}
 	return st

@@ -22,6 +22,7 @@ import (
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
 	adapterrunner "skein.dev/services/adapter-runner"
+	"skein.dev/services/history"
 	"skein.dev/services/session"
 	"skein.dev/testagent"
 )
@@ -72,6 +73,13 @@ func startRig(t testing.TB, cfg session.Config) *rig {
 	}
 	r.startRunner("r1")
 	r.startSession()
+	// The real history service: getSession, the read a client makes after
+	// a prompt returns, is the one tests check states with.
+	hist, err := history.New(history.Config{}, r.lg, r.connect(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runStoppable(t, "history", hist)
 	return r
 }
 

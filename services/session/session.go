@@ -174,22 +174,10 @@ func (sess *session) fence(ctx context.Context, last *eventlog.Record) error {
 	return nil
 }
 
-// openTurn reports the turn last belongs to, if that turn is open: last is
-// a turn's record and not the one that finished it. start is the sequence
-// of the turn's accepting record.
+// openTurn reports the turn last belongs to, if that turn is open
+// (eventlog.OpenTurn: the one home of the rule).
 func openTurn(last *eventlog.Record) (id string, start uint64, ok bool, err error) {
-	id = last.Header.Get(events.HeaderTurnID)
-	if id == "" || last.Header.Get(events.HeaderRecord) == events.RecordTurnFinished {
-		return "", 0, false, nil
-	}
-	if last.Header.Get(events.HeaderTurnAccepted) != "" {
-		return id, last.Sequence, true, nil
-	}
-	start, err = strconv.ParseUint(last.Header.Get(events.HeaderTurnStart), 10, 64)
-	if err != nil {
-		return "", 0, false, events.Errorf(events.CodeInternal, "record %d of open turn %s has no %s", last.Sequence, id, events.HeaderTurnStart)
-	}
-	return id, start, true, nil
+	return eventlog.OpenTurn(last)
 }
 
 // reconcile closes a turn that an earlier owner accepted and never finished:

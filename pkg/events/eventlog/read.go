@@ -176,3 +176,24 @@ func EventNo(r *Record) uint64 {
 	n, _ := strconv.ParseUint(r.Header.Get(events.HeaderEventNo), 10, 64)
 	return n
 }
+
+// OpenTurn applies the rule that tells from a session's newest record
+// whether a turn is open: the record carries HeaderTurnID and is not the
+// TurnFinished that closed it. It returns that turn's ID and start, the
+// sequence of its accepting record (the record itself, when it accepted
+// the turn; HeaderTurnStart otherwise). One direct get (Last on the
+// session's LogFilter) and this answer whether a session runs, in O(1).
+func OpenTurn(last *Record) (id string, start uint64, open bool, err error) {
+	id = last.Header.Get(events.HeaderTurnID)
+	if id == "" || last.Header.Get(events.HeaderRecord) == events.RecordTurnFinished {
+		return "", 0, false, nil
+	}
+	if last.Header.Get(events.HeaderTurnAccepted) != "" {
+		return id, last.Sequence, true, nil
+	}
+	start, err = strconv.ParseUint(last.Header.Get(events.HeaderTurnStart), 10, 64)
+	if err != nil {
+		return "", 0, false, events.Errorf(events.CodeInternal, "record %d of open turn %s has no %s", last.Sequence, id, events.HeaderTurnStart)
+	}
+	return id, start, true, nil
+}
