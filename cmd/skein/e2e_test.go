@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
 
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
@@ -39,7 +40,16 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	// Every test stops what it started: the stacks' Run, the processes'
+	// watchers, the gateway's handlers.
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // envRunSkein makes the test binary run skein's main (see TestMain).
