@@ -192,7 +192,7 @@ func TestPrompt(t *testing.T) {
 }
 
 func TestPromptRejectsBadInput(t *testing.T) {
-	e := newEnv(t, withConfig(func(c *gateway.Config) { c.MaxPromptBlocks = 2 }))
+	e := newEnv(t)
 	e.backend.CreateSession(ns, "s1", "demo")
 	tests := []struct {
 		name   string
@@ -206,7 +206,6 @@ func TestPromptRejectsBadInput(t *testing.T) {
 		{"content not an array", `{"content":"hi"}`, 400, events.CodeInvalidRequest},
 		{"block not an object", `{"content":["hi"]}`, 400, events.CodeInvalidRequest},
 		{"block without type", `{"content":[{"text":"hi"}]}`, 400, events.CodeInvalidRequest},
-		{"too many blocks", `{"content":[{"type":"text"},{"type":"text"},{"type":"text"}]}`, 413, events.CodePayloadTooLarge},
 		{"empty idempotency key", `{"idempotencyKey":"","content":[{"type":"text"}]}`, 400, events.CodeInvalidRequest},
 		{"long idempotency key", `{"idempotencyKey":"` + strings.Repeat("k", 257) + `","content":[{"type":"text"}]}`, 400, events.CodeInvalidRequest},
 		{"unknown field", `{"content":[{"type":"text"}],"stream":true}`, 400, events.CodeInvalidRequest},

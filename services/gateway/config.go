@@ -4,21 +4,21 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"time"
 
 	"skein.dev/pkg/events"
 )
 
-// Defaults of Config, as set by RegisterFlags. The prompt limits are the
-// shared ones of package events, which the session service's flags default
-// to as well: the gateway rejects early what the session service would.
+// Defaults of Config, as set by RegisterFlags. The prompt's limits (bytes,
+// blocks) have one owner, the session service (session.max-prompt-bytes,
+// session.max-prompt-blocks), which every prompt reaches, from HTTP or NATS:
+// the gateway checks a prompt's shape and bounds its body, nothing more.
 const (
-	DefaultAddr            = ":8080"
-	DefaultMaxPromptBytes  = events.DefaultMaxPromptBytes
-	DefaultMaxPromptBlocks = events.DefaultMaxPromptBlocks
+	DefaultAddr = ":8080"
 	// DefaultMaxBodyBytes is a prompt's content and room for its JSON
 	// envelope (the idempotency key, the field names).
-	DefaultMaxBodyBytes       = DefaultMaxPromptBytes + 64<<10
+	DefaultMaxBodyBytes       = events.DefaultMaxPromptBytes + 64<<10
 	DefaultRequestTimeout     = 2 * time.Minute
 	DefaultKeepalive          = 15 * time.Second
 	DefaultStreamBuffer       = 1024
@@ -37,10 +37,6 @@ type Config struct {
 	// MaxBodyBytes bounds every request body. A larger one is
 	// payload_too_large and never reaches NATS.
 	MaxBodyBytes int64
-	// MaxPromptBytes and MaxPromptBlocks bound one prompt's content
-	// (events.PromptLimits). A larger one is payload_too_large.
-	MaxPromptBytes  int
-	MaxPromptBlocks int
 	// RequestTimeout bounds every request-API call, the prompt's
 	// acceptance included. The wait for a prompt's turn to end has no
 	// deadline: it lasts as long as the HTTP client waits.
@@ -72,8 +68,6 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Addr, "gateway.http-addr", DefaultAddr, "HTTP listen address of the gateway")
 	fs.Int64Var(&c.MaxBodyBytes, "gateway.max-body-bytes", DefaultMaxBodyBytes, "maximum size of a request body in bytes")
-	fs.IntVar(&c.MaxPromptBytes, "gateway.max-prompt-bytes", DefaultMaxPromptBytes, "maximum size of a prompt's content in bytes")
-	fs.IntVar(&c.MaxPromptBlocks, "gateway.max-prompt-blocks", DefaultMaxPromptBlocks, "maximum number of content blocks in one prompt")
 	fs.DurationVar(&c.RequestTimeout, "gateway.request-timeout", DefaultRequestTimeout, "deadline of request-API calls (a prompt's acceptance, not its turn)")
 	fs.DurationVar(&c.Keepalive, "gateway.sse-keepalive", DefaultKeepalive, "interval of keepalive comments on an idle event stream")
 	fs.IntVar(&c.StreamBuffer, "gateway.sse-buffer", DefaultStreamBuffer, "live messages buffered per event stream before a slow client is cut off")
@@ -100,12 +94,6 @@ func (c *Config) Validate() error {
 	if c.MaxBodyBytes <= 0 {
 		errs = append(errs, fmt.Errorf("gateway.max-body-bytes must be positive, got %d", c.MaxBodyBytes))
 	}
-	if c.MaxPromptBytes <= 0 {
-		errs = append(errs, fmt.Errorf("gateway.max-prompt-bytes must be positive, got %d", c.MaxPromptBytes))
-	}
-	if c.MaxPromptBlocks <= 0 {
-		errs = append(errs, fmt.Errorf("gateway.max-prompt-blocks must be positive, got %d", c.MaxPromptBlocks))
-	}
 	if c.RequestTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("gateway.request-timeout must be positive, got %v", c.RequestTimeout))
 	}
@@ -130,7 +118,9 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// promptLimits returns the prompt limits the gateway checks.
+// promptLimits returns the limits the gateway checks a prompt against:
+// its body's, no others. How large a prompt may be is the session
+// service's to say.
 func (c *Config) promptLimits() events.PromptLimits {
-	return events.PromptLimits{MaxBytes: c.MaxPromptBytes, MaxBlocks: c.MaxPromptBlocks}
+	return events.PromptLimits{MaxBytes: int(c.MaxBodyBytes), MaxBlocks: math.MaxInt}
 }

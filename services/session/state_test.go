@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"strings"
 	"testing"
 
 	"skein.dev/pkg/events"
@@ -30,5 +31,32 @@ func TestStateAfterPromptReturns(t *testing.T) {
 		if st := projectedState(t, h, "s1"); st.Status != want || st.TurnID != "" {
 			t.Fatalf("getSession right after prompt %d returned = %+v, want %s with no turn", i, st, want)
 		}
+	}
+}
+
+// The session service owns the prompt limits (the gateway only bounds the
+// HTTP body): a prompt past them is payload_too_large, and nothing of it
+// is accepted.
+func TestPromptLimits(t *testing.T) {
+	h := startRig(t, session.Config{MaxPromptBlocks: 2, MaxPromptBytes: 200})
+	if err := h.open(t, "s1", events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	sid := "s1"
+	for name, content := range map[string]string{
+		"too many blocks": `[{"type":"text","text":"a"},{"type":"text","text":"b"},{"type":"text","text":"c"}]`,
+		"too many bytes":  `[{"type":"text","text":"` + strings.Repeat("x", 200) + `"}]`,
+	} {
+		req := &events.AcpPromptRequest{SessionID: &sid, Content: events.JSON(content)}
+		if _, err := events.Call[events.PromptAccepted](t.Context(), h.nc, events.APISubject("default", events.OpPrompt), req, nil); code(err) != events.CodePayloadTooLarge {
+			t.Errorf("%s: prompt = %v, want %s", name, err, events.CodePayloadTooLarge)
+		}
+	}
+	if n, err := h.lastSeq(t.Context(), sid); err != nil || n == 0 {
+		t.Fatalf("log of s1: %d, %v", n, err)
+	}
+	log, _ := h.readLog(t, sid)
+	if len(log.Turns) != 0 {
+		t.Errorf("%d turns accepted past the limits, want 0", len(log.Turns))
 	}
 }
