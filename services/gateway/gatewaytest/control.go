@@ -409,25 +409,17 @@ func (s *session) resolve(requestID, reason string) {
 // waiting (with the pending requests) or running while a turn is played,
 // idle otherwise. The caller holds b.mu.
 func (s *session) state() events.JSON {
-	type request struct {
-		RequestID string      `json:"requestId"`
-		Request   events.JSON `json:"request"`
-	}
-	state := struct {
-		Status   string    `json:"status"`
-		TurnID   string    `json:"turnId,omitempty"`
-		Requests []request `json:"requests,omitempty"`
-	}{Status: "idle"}
+	state := events.SessionState{Status: events.StatusIdle}
 	if t := s.turn; t != nil {
-		state.Status, state.TurnID = "running", t.ID
+		state.Status, state.TurnID = events.StatusRunning, t.ID
 		for _, p := range t.pending {
-			state.Requests = append(state.Requests, request{RequestID: p.ID, Request: p.request})
+			state.Requests = append(state.Requests, events.PendingPermission{RequestID: p.ID, Request: p.request})
 		}
 		if len(state.Requests) > 0 {
-			state.Status = "waiting"
+			state.Status = events.StatusWaiting
 		}
 	}
-	b, err := json.Marshal(state)
+	b, err := state.Encode()
 	if err != nil {
 		// Only an invalid request JSON can fail, and RequestPermission
 		// parsed it already.

@@ -91,7 +91,7 @@ func Read(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid 
 		}
 		if open != nil && id == open.ID {
 			open.Records = append(open.Records, r)
-			if r.Header.Get(events.HeaderRecord) == "TurnFinished" {
+			if r.Header.Get(events.HeaderRecord) == events.RecordTurnFinished {
 				if f, err := events.Decode[events.TurnFinished](r.Data); err == nil {
 					open.Finish = f
 					open.Finished = r.Sequence
@@ -167,7 +167,7 @@ func (l *Log) Check() []string {
 		accepted[t.ID] = true
 		finishes := 0
 		for _, r := range t.Records {
-			if r.Header.Get(events.HeaderRecord) == "TurnFinished" {
+			if r.Header.Get(events.HeaderRecord) == events.RecordTurnFinished {
 				finishes++
 			}
 		}
