@@ -16,6 +16,7 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/acpwire"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 )
 
 // Benchmarks of the whole path, each beside its baseline in the same run:
@@ -110,9 +111,14 @@ func BenchmarkPromptRoundTrip(b *testing.B) {
 		nc := natstest.Connect(b, ns)
 		sid := "rt"
 		req := &events.AcpPromptRequest{SessionID: &sid, Content: events.JSON(`[{"type":"text","text":"` + script + `"}]`)}
-		subj := events.APISubject(events.DefaultNamespace, events.OpPrompt)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// The Go caller's way: accepted, then the turn's end read from the
+		// log (eventlog.Prompt).
 		measure(b, func() {
-			if _, err := events.Call[events.AcpPromptResponse](b.Context(), nc, subj, req, nil); err != nil {
+			if _, err := eventlog.Prompt(b.Context(), js, events.DefaultNamespace, req); err != nil {
 				b.Fatal(err)
 			}
 		})
