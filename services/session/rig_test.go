@@ -429,3 +429,66 @@ func parallelLoops(t *testing.T, sids []string, n int, body func(sid string, i i
 	}
 	wg.Wait()
 }
+
+// promptRequest is the prompt of script, with the idempotency key key
+// ("": none).
+func promptRequest(sid, key, script string) *events.AcpPromptRequest {
+	content, _ := json.Marshal([]map[string]string{{"type": "text", "text": script}})
+	req := &events.AcpPromptRequest{SessionID: &sid, Content: content}
+	if key != "" {
+		req.IdempotencyKey = &key
+	}
+	return req
+}
+
+// accept sends a prompt and returns the service's answer: the turn it
+// accepted (or joined, or found finished), without waiting for the turn's
+// end, which eventlog.AwaitTurn reads from the log.
+func (h *harness) accept(ctx context.Context, sid, key, script string) (*events.PromptAccepted, error) {
+	return events.Call[events.PromptAccepted](ctx, h.nc, events.APISubject("default", events.OpPrompt), promptRequest(sid, key, script), nil)
+}
+
+// audit is readLog for the loops of parallelLoops, whose goroutines must
+// not stop the test: it returns what eventlogtest.Audit would fail the test
+// with, as one error.
+func (h *harness) audit(ctx context.Context, sid string) (*eventlogtest.Log, []decoded, error) {
+	log, err := eventlogtest.Read(ctx, h.js, "default", events.SessionID(sid))
+	if err != nil {
+		return nil, nil, err
+	}
+	return auditRecords(sid, log)
+}
+
+// auditRecords checks log (Log.Check) and decodes its public events.
+func auditRecords(sid string, log *eventlogtest.Log) (*eventlogtest.Log, []decoded, error) {
+	if problems := log.Check(); len(problems) > 0 {
+		return nil, nil, fmt.Errorf("audit %s: %s", sid, strings.Join(problems, "; "))
+	}
+	evs, err := decodeEvents(log.Events)
+	if err != nil {
+		return nil, nil, err
+	}
+	return log, evs, nil
+}
+
+// turnsAfter returns the turns of log accepted after sequence after.
+func turnsAfter(log *eventlogtest.Log, after uint64) []*eventlogtest.Turn {
+	var out []*eventlogtest.Turn
+	for _, t := range log.Turns {
+		if t.Accepted > after {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// userText returns the joined text of turnID's user message among evs.
+func userText(evs []decoded, turnID string) string {
+	var s strings.Builder
+	for _, e := range evs {
+		if e.turnID == turnID && e.upd != nil && e.upd.SessionUpdate == "user_message_chunk" {
+			s.WriteString(e.upd.Content.Text)
+		}
+	}
+	return s.String()
+}
