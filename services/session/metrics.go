@@ -56,6 +56,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		livePublishErrors: f.NewCounter(prometheus.CounterOpts{Name: "acp_session_live_publish_errors_total", Help: "Live events (deltas, stderr) that could not be published."}),
 		lostRecords:       f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_unrecorded_total", Help: "Records the service could not append, by record (the log is left for the next owner to reconcile)."}, []string{"record"}),
 		claimsSkipped:     f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_claims_skipped_total", Help: "Claims that did not load their session, by reason (idle, owned, unreadable, failed)."}, []string{"reason"}),
-		projectionSkips:   f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_projection_skips_total", Help: "ACP_SESSIONS projection writes not made, by reason (deleted, newer, failed)."}, []string{"reason"}),
+		projectionSkips:   f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_projection_skips_total", Help: "ACP_SESSIONS projection writes not made, by reason (not_owner, deleted, newer, failed)."}, []string{"reason"}),
 	}
 }

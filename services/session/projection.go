@@ -6,18 +6,33 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 )
 
 // project writes the ACP_SESSIONS projection. It is best effort: the log is
-// the truth and the projection is rebuilt from it. The write is
-// conditional on the revision this replica last read or wrote (metaRev), so
-// that a write landing after the session's deletion, or from an owner that
-// was replaced, never brings a deleted session back or overwrites a newer
-// projection: on a conflict the entry is read again, and written only when
-// it still exists and reflects an older log position than this one.
+// the truth and the projection is rebuilt from it. Only the owner writes
+// it, and only while its appends succeed (a failed append releases the
+// session: nothing more is projected). The write is conditional on the
+// revision this replica last read or wrote (metaRev; 0 means nothing may be
+// there, not even a delete marker), so that a write landing after the
+// session's deletion, or from an owner that was replaced, never brings a
+// deleted session back or overwrites a newer projection. On a conflict the
+// entry is read again:
+//
+//   - it exists: written over only when it reflects an older log position;
+//   - it was deleted after this replica read it: left deleted;
+//   - a delete marker was there before this replica ever projected: left
+//     deleted, unless the log still ends with this replica's own last
+//     append (then the marker is an earlier deletion's, before this
+//     session was reopened here; a later deletion's tombstone would have
+//     moved the log past it).
 func (sess *session) project(ctx context.Context) {
 	if sess.opened == nil {
 		return
+	}
+	if sess.lease.Load() == 0 {
+		sess.svc.m.projectionSkips.WithLabelValues("not_owner").Inc()
+		return // released (an append failed, or the lease went)
 	}
 	m := sess.projection()
 	data, err := events.Marshal(&m)
@@ -28,28 +43,25 @@ func (sess *session) project(ctx context.Context) {
 	}
 	kv, key := sess.svc.meta, sess.key()
 	for range 3 {
-		var rev uint64
-		if sess.metaRev == 0 {
-			rev, err = kv.Create(ctx, key, data)
-		} else {
-			rev, err = kv.Update(ctx, key, data, sess.metaRev)
-		}
-		if err == nil {
+		rev, uerr := kv.Update(ctx, key, data, sess.metaRev)
+		if uerr == nil {
 			sess.metaRev = rev
 			return
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
+		if err = uerr; !errors.Is(err, jetstream.ErrKeyExists) {
 			break
 		}
-		// Someone else wrote it since: read what is there now.
 		e, gerr := kv.Get(ctx, key)
 		switch {
 		case errors.Is(gerr, jetstream.ErrKeyNotFound), errors.Is(gerr, jetstream.ErrKeyDeleted):
-			// Deleted after this replica read it: the session is gone, or
-			// going; only a new SessionOpened (metaRev 0) projects it anew.
-			sess.svc.m.projectionSkips.WithLabelValues("deleted").Inc()
-			sess.lg.Info("session projection was deleted; not writing it back")
-			return
+			marker, ok := sess.overwritableMarker(ctx)
+			if !ok {
+				sess.svc.m.projectionSkips.WithLabelValues("deleted").Inc()
+				sess.lg.Info("session projection was deleted; not writing it back")
+				return
+			}
+			sess.metaRev = marker
+			continue
 		case gerr != nil:
 			err = gerr
 		default:
@@ -65,6 +77,26 @@ func (sess *session) project(ctx context.Context) {
 	}
 	sess.svc.m.projectionSkips.WithLabelValues("failed").Inc()
 	sess.lg.Warn("write session projection", events.LogKeyErr, err)
+}
+
+// overwritableMarker returns the revision of the delete marker on the
+// session's projection when this replica may write over it: it never
+// projected over the marker's deletion (metaRev 0), and the log still ends
+// with this replica's own last append, so no deletion came after its writes.
+func (sess *session) overwritableMarker(ctx context.Context) (uint64, bool) {
+	if sess.metaRev != 0 {
+		return 0, false // deleted after this replica read or wrote it
+	}
+	js := sess.svc.js
+	last, err := eventlog.Last(ctx, js, events.StreamLog, events.LogFilter(sess.ns, sess.sid))
+	if err != nil || last == nil || last.Sequence != sess.w.Position().LastSeq {
+		return 0, false
+	}
+	marker, err := eventlog.Last(ctx, js, "KV_"+events.BucketSessions, "$KV."+events.BucketSessions+"."+sess.key())
+	if err != nil || marker == nil {
+		return 0, false
+	}
+	return marker.Sequence, true
 }
 
 // projection is the session's ACP_SESSIONS entry now.

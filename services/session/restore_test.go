@@ -48,7 +48,8 @@ func TestRestoreTiers(t *testing.T) {
 		{"resumer", events.TierResume},
 		{"loader", events.TierLoad},
 		{"forgetful", events.TierFallback},
-		{"test", events.TierFallback}, // advertises neither
+		{"test", events.TierFallback},     // advertises neither
+		{"amnesiac", events.TierFallback}, // its load fails: never unpromptable
 	} {
 		t.Run(tc.agent, func(t *testing.T) {
 			sid := "restore-" + tc.agent
@@ -66,6 +67,13 @@ func TestRestoreTiers(t *testing.T) {
 			}
 			if got := h.tiers(t, sid); strings.Join(got, ",") != events.TierNew+","+tc.tier {
 				t.Errorf("tiers = %v, want new then %s", got, tc.tier)
+			}
+			if tc.agent == "amnesiac" {
+				// The reason is recorded: the agent's error, tried twice.
+				attached, err := h.lastAttached(ctx, sid)
+				if err != nil || !strings.Contains(attached.TierReason, "-32603") {
+					t.Errorf("the fallback's reason = %+v, %v; want the agent's -32603", attached, err)
+				}
 			}
 			// The test agent echoes the text it was given: after a fallback
 			// it was given the preamble first, with the history in it.

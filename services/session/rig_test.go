@@ -102,6 +102,10 @@ func (r *rig) startRunner(id string) {
 			{ID: "resumer", Command: testAgent, Args: []string{"--resume", "--load-session", "--state-dir", r.stateDir}, Env: env},
 			{ID: "loader", Command: testAgent, Args: []string{"--load-session", "--state-dir", r.stateDir}, Env: env},
 			{ID: "forgetful", Command: testAgent, Args: []string{"--load-session"}, Env: env},
+			// An agent that lost its own copy of the session, as gemini-cli
+			// does when the load comes in the session's first minute: its
+			// session/load answers -32603, every time.
+			{ID: "amnesiac", Command: testAgent, Args: []string{"--load-session", "--state-dir", r.stateDir, "--fail-load", "always"}, Env: env},
 			// Configuration: config options, or only the legacy mode and
 			// model lists.
 			{ID: "configurable", Command: testAgent, Args: []string{"--config-options=mode,model", "--resume", "--state-dir", r.stateDir}, Env: env},
