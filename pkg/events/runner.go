@@ -120,10 +120,14 @@ func (e *AdapterCallError) Err() *Error { return &Error{Code: e.Code, Message: e
 // (a keyed prompt retried after its turn finished): it is that turn's
 // TurnFinished, and there is nothing to wait for.
 type PromptAccepted struct {
-	SessionID string        `msgpack:"sessionId"`
-	TurnID    string        `msgpack:"turnId"`
-	Sequence  uint64        `msgpack:"sequence"`
-	Finished  *TurnFinished `msgpack:"finished,omitempty"`
+	SessionID string `msgpack:"sessionId"`
+	TurnID    string `msgpack:"turnId"`
+	Sequence  uint64 `msgpack:"sequence"`
+	// Keyed says where the turn's TurnFinished will be: on the session's
+	// key subject (KeySubject) when true, on its control subject when
+	// false; nil (not said) means either, and a waiter watches both.
+	Keyed    *bool         `msgpack:"keyed,omitempty"`
+	Finished *TurnFinished `msgpack:"finished,omitempty"`
 }
 
 // Result is the prompt's answer once its turn finished with f: the

@@ -35,7 +35,8 @@ type turn struct {
 
 // accepted is the prompt's answer for t.
 func (t *turn) accepted(sid events.SessionID) *events.PromptAccepted {
-	return &events.PromptAccepted{SessionID: string(sid), TurnID: t.id, Sequence: t.start}
+	keyed := t.key != nil
+	return &events.PromptAccepted{SessionID: string(sid), TurnID: t.id, Sequence: t.start, Keyed: &keyed}
 }
 
 // finishedTurn is what a session remembers of its last turn, to tell a

@@ -96,10 +96,16 @@ func AwaitTurn(ctx context.Context, js jetstream.JetStream, ns events.Namespace,
 	}
 	w.ctlRead, w.keyRead, w.ctlKnown = acc.Sequence, acc.Sequence, acc.Sequence
 
-	// 1. Subscribe live, before any read.
+	// 1. Subscribe live, before any read. The control subject says when the
+	// session is deleted, and carries the finish of a turn without a key;
+	// a keyed turn's finish is on the key subjects (acc.Keyed nil: either).
 	nc := js.Conn()
 	ch := make(chan *nats.Msg, awaitPending)
-	for _, subj := range []string{events.TailSubject(ns, sid, events.LogControl), tailKeyFilter(ns, sid)} {
+	subjects := []string{events.TailSubject(ns, sid, events.LogControl), tailKeyFilter(ns, sid)}
+	if acc.Keyed != nil && !*acc.Keyed {
+		subjects, w.keys = subjects[:1], ""
+	}
+	for _, subj := range subjects {
 		sub, err := nc.ChanSubscribe(subj, ch)
 		if err != nil {
 			return nil, fmt.Errorf("await turn %s: subscribe %s: %w", acc.TurnID, subj, err)
@@ -264,7 +270,7 @@ type turnWaiter struct {
 	turnID   string
 	accepted uint64 // the accepting record's sequence
 	ctl      string // the session's LogControl subject
-	keys     string // its keyed-finish subjects, a wildcard
+	keys     string // its keyed-finish subjects, a wildcard ("": the turn has no key)
 
 	// ctlRead and keyRead are the last sequences fetched on ctl and keys:
 	// the next read starts after them. ctlKnown is the sequence up to
@@ -278,7 +284,7 @@ type turnWaiter struct {
 func (w *turnWaiter) read(ctx context.Context) (*events.TurnFinished, error) {
 	f, err := w.readSubject(ctx, w.ctl, &w.ctlRead)
 	w.ctlKnown = max(w.ctlKnown, w.ctlRead)
-	if f != nil || err != nil {
+	if f != nil || err != nil || w.keys == "" {
 		return f, err
 	}
 	return w.readSubject(ctx, w.keys, &w.keyRead)

@@ -54,7 +54,8 @@ func (l *turnLog) accept(id string, key *string) *events.PromptAccepted {
 	seq := l.append(eventlog.Entry{Kind: events.LogEvents, Header: hdr, Value: &events.AcpDurableSessionUpdate{
 		Update: events.JSON(`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}}`),
 	}})
-	return &events.PromptAccepted{SessionID: string(l.sid), TurnID: id, Sequence: seq}
+	keyed := key != nil
+	return &events.PromptAccepted{SessionID: string(l.sid), TurnID: id, Sequence: seq, Keyed: &keyed}
 }
 
 // update appends a public event of turn id.
@@ -524,5 +525,29 @@ func BenchmarkAwaitTurn(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// An acceptance that does not say whether its turn is keyed (an older
+// session service) is waited for on both subjects: a keyed finish is found
+// by the read and live.
+func TestAwaitTurnKeyedNotSaid(t *testing.T) {
+	js := setup(t)
+	for _, live := range []bool{false, true} {
+		sid := events.SessionID(fmt.Sprint("unsaid-", live))
+		l := newTurnLog(t, js, sid)
+		key := "k1"
+		acc := l.accept("t1", &key)
+		acc.Keyed = nil
+		if !live {
+			l.finish("t1", &key, "end_turn", true)
+		}
+		ch := awaitAsync(t, t.Context(), js, sid, acc)
+		if live {
+			l.finish("t1", &key, "end_turn", true)
+		}
+		if r := receive(t, ch); r.err != nil || r.f.TurnID != "t1" {
+			t.Errorf("live=%v: AwaitTurn = %+v, %v; want turn t1's finish", live, r.f, r.err)
+		}
 	}
 }

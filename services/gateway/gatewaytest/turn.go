@@ -179,7 +179,8 @@ func (b *Backend) promptOp(ns events.Namespace, data []byte) (events.Variant, er
 		resp, err := play(t.ctx, t)
 		b.finish(t, resp, err)
 	})
-	return &events.PromptAccepted{SessionID: string(sid), TurnID: t.ID, Sequence: t.start}, nil
+	keyed := req.IdempotencyKey != nil
+	return &events.PromptAccepted{SessionID: string(sid), TurnID: t.ID, Sequence: t.start, Keyed: &keyed}, nil
 }
 
 // finish ends t once its function returned resp and err, unless a cancel,
