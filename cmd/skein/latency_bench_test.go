@@ -185,13 +185,11 @@ func BenchmarkTurnEnd(b *testing.B) {
 		var mu sync.Mutex
 		var responseAt time.Time
 		ioSub, err := nc.Subscribe(events.IOTailSubject("default", "end"), func(m *nats.Msg) {
-			if r, err := events.Decode[events.AcpSessionRpcResponse](m.Data); err == nil {
-				if msg, err := acpwire.Parse(r.Response); err == nil {
-					if at, ok := sentAt(msg.Result); ok {
-						mu.Lock()
-						responseAt = at
-						mu.Unlock()
-					}
+			if r, err := events.Decode[events.AdapterPromptResult](m.Data); err == nil {
+				if at, ok := sentAt(json.RawMessage(r.Result)); ok {
+					mu.Lock()
+					responseAt = at
+					mu.Unlock()
 				}
 			}
 		})
@@ -202,7 +200,7 @@ func BenchmarkTurnEnd(b *testing.B) {
 		var s samples
 		ctlSub, err := nc.Subscribe(events.TailSubject("default", "end", events.LogControl), func(m *nats.Msg) {
 			got := time.Now()
-			if m.Header.Get(events.HeaderRecord) != "TurnFinished" {
+			if m.Header.Get(events.HeaderRecord) != events.RecordTurnFinished {
 				return
 			}
 			mu.Lock()
