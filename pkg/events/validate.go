@@ -268,20 +268,33 @@ func (r *AcpSetSessionConfigOptionRequest) Validate() (SessionID, error) {
 	if !printableToken(r.ConfigID, MaxConfigIDBytes) {
 		return "", Errorf(CodeInvalidRequest, "configId must be 1 to %d bytes of printable ASCII without spaces", MaxConfigIDBytes)
 	}
-	raw := bytes.TrimSpace(r.Value)
+	if _, err := ConfigValue(r.Value); err != nil {
+		return "", err
+	}
+	return sid, nil
+}
+
+// ConfigValue decodes a configuration option's value, which must be what
+// session/set_config_option takes: exactly one JSON string (valid UTF-8)
+// or boolean. It returns a string or a bool.
+func ConfigValue(value JSON) (any, error) {
+	raw := bytes.TrimSpace(value)
 	switch {
 	case len(raw) == 0 || bytes.Equal(raw, []byte("null")):
-		return "", Errorf(CodeInvalidRequest, "value is required")
-	case bytes.Equal(raw, []byte("true")), bytes.Equal(raw, []byte("false")):
+		return nil, Errorf(CodeInvalidRequest, "value is required")
+	case bytes.Equal(raw, []byte("true")):
+		return true, nil
+	case bytes.Equal(raw, []byte("false")):
+		return false, nil
 	case raw[0] == '"':
 		var s string
 		if json.Unmarshal(raw, &s) != nil || !utf8.Valid(raw) {
-			return "", Errorf(CodeInvalidRequest, "value must be a string of valid UTF-8")
+			return nil, Errorf(CodeInvalidRequest, "value must be a string of valid UTF-8")
 		}
+		return s, nil
 	default:
-		return "", Errorf(CodeInvalidRequest, "value must be a string or a boolean")
+		return nil, Errorf(CodeInvalidRequest, "value must be one JSON string or boolean")
 	}
-	return sid, nil
 }
 
 // Validate checks a readHistory request: at most one of before and after

@@ -243,7 +243,7 @@ func (p *process) answerPermission(requestID string, optionID *string) error {
 // the runner mapped from a legacy list is set with session/set_mode or
 // session/set_model, which answer no options: the result is then nil.
 func (p *process) setConfig(ctx context.Context, configID string, value events.JSON) ([]events.JSON, error) {
-	v, err := optionValue(value)
+	v, err := events.ConfigValue(value)
 	if err != nil {
 		return nil, err
 	}
@@ -285,19 +285,6 @@ func (p *process) setConfig(ctx context.Context, configID string, value events.J
 		opts[i] = events.JSON(o)
 	}
 	return opts, nil
-}
-
-// optionValue decodes value, which must be what session/set_config_option
-// takes: one JSON string or boolean.
-func optionValue(value events.JSON) (any, error) {
-	var v any
-	if err := json.Unmarshal(value, &v); err == nil {
-		switch v.(type) {
-		case string, bool:
-			return v, nil
-		}
-	}
-	return nil, events.Errorf(events.CodeInvalidRequest, "value must be one JSON string or boolean")
 }
 
 // oneLine returns raw JSON without the line breaks that pretty-printing

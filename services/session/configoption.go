@@ -17,7 +17,7 @@ import (
 // mapped from legacy modes or models are set with session/set_mode or
 // session/set_model.
 func (sess *session) setConfigOption(ctx context.Context, configID string, value events.JSON) (*events.AcpSessionConfigResponse, error) {
-	if _, err := optionValue(value); err != nil {
+	if _, err := events.ConfigValue(value); err != nil {
 		return nil, err
 	}
 	sess.mu.Lock()
@@ -51,7 +51,7 @@ func (sess *session) setConfigOption(ctx context.Context, configID string, value
 // answer nothing: opts is then nil, and the caller sets the option's
 // current value itself.
 func (sess *session) sendOption(ctx context.Context, configID string, value events.JSON) ([]events.JSON, error) {
-	v, err := optionValue(value)
+	v, err := events.ConfigValue(value)
 	if err != nil {
 		return nil, err
 	}
@@ -72,19 +72,6 @@ func (sess *session) sendOption(ctx context.Context, configID string, value even
 		return nil, err
 	}
 	return resp.ConfigOptions, nil
-}
-
-// optionValue decodes value, which must be what session/set_config_option
-// takes: one JSON string or boolean.
-func optionValue(value events.JSON) (any, error) {
-	var v any
-	if err := json.Unmarshal(value, &v); err == nil {
-		switch v.(type) {
-		case string, bool:
-			return v, nil
-		}
-	}
-	return nil, events.Errorf(events.CodeInvalidRequest, "value must be one JSON string or boolean")
 }
 
 // configChanged makes opts the session's options: a new revision, recorded

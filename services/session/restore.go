@@ -99,7 +99,7 @@ func (sess *session) reapplyConfig(ctx context.Context, r *route, cached []event
 	opts := sess.meta.ConfigOptions
 	for _, o := range cached {
 		id, value := currentValue(o)
-		want, err := optionValue(value)
+		want, err := events.ConfigValue(value)
 		if err != nil {
 			continue // nothing session/set_config_option could send
 		}
