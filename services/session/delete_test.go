@@ -241,7 +241,7 @@ func TestDeleteRacesRespond(t *testing.T) {
 		if first := recs[0].Header.Get(events.HeaderRecord); first != events.RecordSessionOpened {
 			return fmt.Errorf("the tail starts with %s, want %s", first, events.RecordSessionOpened)
 		}
-		log, evs, err := auditRecords(sid, groupLog(sid, recs))
+		log, evs, err := auditRecords(sid, eventlogtest.Group("default", events.SessionID(sid), recs))
 		if err != nil {
 			return err
 		}
@@ -330,29 +330,3 @@ func (h *harness) noMeta(ctx context.Context, sid string) error {
 	return fmt.Errorf("%s has metadata (revision %d, log position %d, process %q); want none", sid, e.Revision(), m.LogPosition, m.ProcessID)
 }
 
-// groupLog groups records the way eventlogtest.Read groups a stored log,
-// for records caught on the tail.
-func groupLog(sid string, recs []*eventlog.Record) *eventlogtest.Log {
-	log := &eventlogtest.Log{Records: recs}
-	evSubject := events.LogSubject("default", events.SessionID(sid), events.LogEvents)
-	var open *eventlogtest.Turn
-	for _, r := range recs {
-		if r.Subject == evSubject {
-			log.Events = append(log.Events, r)
-		}
-		id := r.Header.Get(events.HeaderTurnID)
-		if r.Header.Get(events.HeaderTurnAccepted) != "" {
-			open = &eventlogtest.Turn{ID: id, Accepted: r.Sequence}
-			log.Turns = append(log.Turns, open)
-		}
-		if open != nil && id == open.ID {
-			open.Records = append(open.Records, r)
-			if r.Header.Get(events.HeaderRecord) == events.RecordTurnFinished {
-				if f, err := events.Decode[events.TurnFinished](r.Data); err == nil {
-					open.Finish, open.Finished = f, r.Sequence
-				}
-			}
-		}
-	}
-	return log
-}

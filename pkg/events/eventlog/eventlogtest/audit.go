@@ -78,9 +78,17 @@ func Read(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid 
 		log.Records = append(log.Records, recs...)
 		after = recs[len(recs)-1].Sequence
 	}
+	return Group(ns, sid, log.Records), nil
+}
+
+// Group groups a session's records, in stream order, into its public
+// events and its turns: for a reader that has the records already (caught
+// from the tail, say, before a deletion purged them).
+func Group(ns events.Namespace, sid events.SessionID, recs []*eventlog.Record) *Log {
+	log := &Log{Records: recs}
 	evSubject := events.LogSubject(ns, sid, events.LogEvents)
 	var open *Turn
-	for _, r := range log.Records {
+	for _, r := range recs {
 		if r.Subject == evSubject {
 			log.Events = append(log.Events, r)
 		}
@@ -99,7 +107,7 @@ func Read(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid 
 			}
 		}
 	}
-	return log, nil
+	return log
 }
 
 // Check returns every invariant the log breaks, as sentences.
