@@ -346,9 +346,9 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 	key := events.SessionKey(ns, sid)
 	r.mu.Lock()
 	old := r.procs[key]
-	if old == nil && len(r.procs) >= r.cfg.Capacity {
+	if n := len(r.procs); old == nil && n >= r.cfg.Capacity {
 		r.mu.Unlock()
-		return nil, events.Errorf(events.CodeAgentUnavailable, "runner %s is at capacity (%d)", r.cfg.ID, r.cfg.Capacity)
+		return nil, events.Errorf(events.CodeAgentUnavailable, "runner %s full: %d of %d adapters (adapter-runner.capacity)", r.cfg.ID, n, r.cfg.Capacity)
 	}
 	r.mu.Unlock()
 	if old != nil {

@@ -98,6 +98,7 @@ func (d *runnerDirectory) pick(agent string) (events.RunnerID, error) {
 	defer d.mu.Unlock()
 	var best *events.RunnerInfo
 	var knownBy []string // runners that list the agent without its command
+	var full []string    // runners with the agent installed and no room: "id (load of capacity)"
 	var command string
 	installed := false
 	for _, r := range d.runners {
@@ -111,6 +112,7 @@ func (d *runnerDirectory) pick(agent string) (events.RunnerID, error) {
 			}
 			installed = true
 			if r.Load >= r.Capacity {
+				full = append(full, fmt.Sprintf("%s (%d of %d adapters)", r.ID, r.Load, r.Capacity))
 				continue
 			}
 			if best == nil || float64(r.Load)/float64(r.Capacity) < float64(best.Load)/float64(best.Capacity) {
@@ -123,7 +125,8 @@ func (d *runnerDirectory) pick(agent string) (events.RunnerID, error) {
 		best.Load++ // until its next heartbeat says otherwise
 		return events.RunnerID(best.ID), nil
 	case installed:
-		return "", events.Errorf(events.CodeAgentUnavailable, "no runner with agent %q has room", agent)
+		slices.Sort(full)
+		return "", events.Errorf(events.CodeAgentUnavailable, "no runner with agent %q has room: runners full: %s", agent, strings.Join(full, ", "))
 	case len(knownBy) > 0:
 		slices.Sort(knownBy)
 		return "", events.Errorf(events.CodeAgentNotInstalled, "agent %q is not installed: its command %q does not resolve on runner %s",

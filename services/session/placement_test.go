@@ -48,8 +48,9 @@ func TestPlacementSaysWhyNoRunner(t *testing.T) {
 		code  events.Code
 		says  string
 	}{
-		// Placement or r1 itself, whichever sees r1's load first.
-		{"test", events.CodeAgentUnavailable, ""},
+		// Placement or r1 itself, whichever sees r1's load first: either
+		// way the error says the runner is full, and by how much.
+		{"test", events.CodeAgentUnavailable, "1 of 1 adapters"},
 		{"ghost", events.CodeAgentNotInstalled, `agent "ghost" is not installed: its command "/nonexistent/ghost-acp" does not resolve on runner r1, r2`},
 		{"nobody", events.CodeUnknownAgent, `no runner knows agent "nobody"`},
 	} {
