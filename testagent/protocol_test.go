@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -504,6 +505,45 @@ func TestFlood(t *testing.T) {
 			if u["sessionUpdate"] != "x_flood" || u["n"] != float64(i+1) || len(u["data"].(string)) != 100 {
 				t.Errorf("update %d = %v, want x_flood number %d with 100 bytes", i, u, i+1)
 			}
+		}
+	})
+}
+
+// TestStream checks the paced stream: count chunks of size bytes, stamped,
+// none written before its time on the schedule.
+func TestStream(t *testing.T) {
+	forEachMode(t, func(t *testing.T, start startFunc) {
+		p := start(t, opts{})
+		sid, _ := p.newSession()
+		const count, interval = 5, 10 * time.Millisecond // rate 100/s
+		ups, stop := p.turn(sid, "stream 5 100 8")
+		if stop != "end_turn" {
+			t.Errorf("stopReason = %q, want end_turn", stop)
+		}
+		if len(ups) != count {
+			t.Fatalf("stream sent %d updates, want %d", len(ups), count)
+		}
+		var first, last float64
+		for i, u := range ups {
+			content, _ := u["content"].(map[string]any)
+			if u["sessionUpdate"] != "agent_message_chunk" || content["text"] != "abcdefgh" || u["messageId"] != ups[0]["messageId"] {
+				t.Errorf("update %d = %v, want a chunk of 8 bytes of the one message", i, u)
+			}
+			meta, _ := u["_meta"].(map[string]any)
+			skein, _ := meta["skein"].(map[string]any)
+			at, ok := skein["sentAt"].(float64)
+			if !ok || at < last {
+				t.Errorf("update %d: _meta %v, want an increasing skein.sentAt", i, u["_meta"])
+			}
+			if i == 0 {
+				first = at
+			}
+			last = at
+		}
+		// Chunk i is written no earlier than start + i·interval, and the
+		// first one right after start.
+		if span := time.Duration(last - first); span < (count-2)*interval {
+			t.Errorf("%d chunks at 100/s took %v, want at least %v", count, span, (count-2)*interval)
 		}
 	})
 }

@@ -35,6 +35,7 @@ const (
 	opUpdate       opKind = "update"
 	opFlood        opKind = "flood"
 	opStamp        opKind = "stamp"
+	opStream       opKind = "stream"
 	opPermissions  opKind = "permissions"
 	opStampEnd     opKind = "stampend"
 	opNotify       opKind = "notify"
@@ -67,6 +68,7 @@ var keywords = map[opKind]func(op *op, args string) error{
 	opUpdate:       parseUpdate,
 	opFlood:        parseFlood,
 	opStamp:        parseStamp,
+	opStream:       parseStream,
 	opPermissions:  parsePermission,
 	opStampEnd:     parseNoArgs,
 	opNotify:       parseNotify,
@@ -399,6 +401,42 @@ func parseStamp(o *op, args string) error {
 	o.N, o.ID = n, f[1]
 	if len(f) == 3 {
 		return parseSleep(o, f[2])
+	}
+	return nil
+}
+
+// Bounds of "stream": a rate above maxStreamRate per second is not a pace
+// but a flood; the size default is about one LLM token or two.
+const (
+	maxStreamRate     = 1_000_000
+	defaultStreamSize = 16
+)
+
+// parseStream reads "stream <count> <rate> [size]": count chunks at rate
+// per second (a decimal, e.g. 0.5 or 50), each of size bytes of text.
+func parseStream(o *op, args string) error {
+	f := strings.Fields(args)
+	if len(f) < 2 || len(f) > 3 {
+		return fmt.Errorf("want stream <count> <rate> [size], got %q", args)
+	}
+	n, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil || n < 1 || n > maxFlood {
+		return fmt.Errorf("stream count must be in [1, %d], got %q", maxFlood, f[0])
+	}
+	rate, err := strconv.ParseFloat(f[1], 64)
+	if err != nil || !(rate > 0 && rate <= maxStreamRate) {
+		return fmt.Errorf("stream rate must be a number of chunks per second in (0, %d], got %q", maxStreamRate, f[1])
+	}
+	size := uint64(defaultStreamSize)
+	if len(f) == 3 {
+		if size, err = strconv.ParseUint(f[2], 10, 64); err != nil || size > maxBigBytes {
+			return fmt.Errorf("stream size must be in [0, %d], got %q", maxBigBytes, f[2])
+		}
+	}
+	o.N, o.Size = n, size
+	o.Delay = time.Duration(float64(time.Second) / rate)
+	if o.Delay <= 0 {
+		o.Delay = 1
 	}
 	return nil
 }

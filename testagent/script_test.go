@@ -125,6 +125,15 @@ func TestParseScript(t *testing.T) {
 				{Kind: opInstructions, Line: 12},
 			},
 		},
+		{
+			name: "stream",
+			in:   "stream 100 50\nstream 3 0.5 0\nstream 1 1000 64",
+			want: []op{
+				{Kind: opStream, Line: 1, N: 100, Size: defaultStreamSize, Delay: 20 * time.Millisecond},
+				{Kind: opStream, Line: 2, N: 3, Size: 0, Delay: 2 * time.Second},
+				{Kind: opStream, Line: 3, N: 1, Size: 64, Delay: time.Millisecond},
+			},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,6 +189,14 @@ func TestParseScriptErrors(t *testing.T) {
 		"mode",
 		"mode a b",
 		"config now",
+		"stream",
+		"stream 10",
+		"stream 0 50",
+		"stream 10 0",
+		"stream 10 -5",
+		"stream 10 fast",
+		"stream 10 50 -1",
+		"stream 10 50 16 extra",
 	} {
 		t.Run(in, func(t *testing.T) {
 			_, err := parseScript("say ok\n" + in)

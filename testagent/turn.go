@@ -187,6 +187,45 @@ func stampMeta() json.RawMessage {
 	return json.RawMessage(`{"skein":{"sentAt":` + strconv.FormatInt(time.Now().UnixNano(), 10) + `}}`)
 }
 
+// stampedChunk writes one agent_message_chunk of the current message whose
+// text is the JSON string text, stamped as "stamp" does.
+func (t *turn) stampedChunk(text string) {
+	if t.msgID == "" {
+		t.a.mu.Lock()
+		t.sess.nextMsg++
+		t.msgID = "msg_" + strconv.Itoa(t.sess.nextMsg)
+		t.a.mu.Unlock()
+	}
+	id, _ := json.Marshal(t.msgID)
+	t.emitRaw(json.RawMessage(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":` + text + `},"messageId":` + string(id) + `,"_meta":` + string(stampMeta()) + `}`))
+}
+
+// stream runs "stream": o.N stamped chunks of o.Size bytes, chunk i due at
+// start + i·o.Delay. The schedule is absolute, so the rate holds however
+// long the writes take; a chunk that is late goes out at once.
+func (t *turn) stream(ctx context.Context, o op) (*outcome, error) {
+	text, _ := json.Marshal(bigText(int(o.Size)))
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	start := time.Now()
+	for i := range o.N {
+		if wait := time.Until(start.Add(time.Duration(i) * o.Delay)); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-t.cancelled:
+				return nil, errTurnCancelled
+			case <-ctx.Done():
+				return nil, errTurnCancelled
+			}
+		} else if t.done(ctx) {
+			return nil, errTurnCancelled
+		}
+		t.stampedChunk(string(text))
+	}
+	return nil, nil
+}
+
 // exec runs one op. A non-nil outcome ends the turn with it.
 func (t *turn) exec(ctx context.Context, o op) (*outcome, error) {
 	a := t.a
@@ -290,20 +329,15 @@ func (t *turn) exec(ctx context.Context, o op) (*outcome, error) {
 				}
 			}
 			if o.ID == "chunk" {
-				if t.msgID == "" {
-					t.a.mu.Lock()
-					t.sess.nextMsg++
-					t.msgID = "msg_" + strconv.Itoa(t.sess.nextMsg)
-					t.a.mu.Unlock()
-				}
-				id, _ := json.Marshal(t.msgID)
-				t.emitRaw(json.RawMessage(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"."},"messageId":` + string(id) + `,"_meta":` + string(stampMeta()) + `}`))
+				t.stampedChunk(`"."`)
 			} else {
 				t.emitRaw(json.RawMessage(`{"sessionUpdate":"x_stamp","n":` + strconv.FormatInt(i+1, 10) + `,"_meta":` + string(stampMeta()) + `}`))
 			}
 		}
 	case opStampEnd:
 		t.stampEnd = true
+	case opStream:
+		return t.stream(ctx, o)
 	case opFlood:
 		// n updates of an unknown kind ("x_flood"), each about size bytes:
 		// durable one by one on the client side, for throughput tests.
