@@ -23,6 +23,7 @@ type devConfig struct {
 	dataDir    string
 	natsListen string
 	maxPayload int
+	pprofAddr  string
 }
 
 func devCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
@@ -38,6 +39,7 @@ Flags (single or double dash; every service flag also reads SKEIN_<NAME>):
   --http ADDR         gateway HTTP address (default 127.0.0.1:8080)
   --nats-listen ADDR  also serve NATS on ADDR (loopback), for the nats CLI
   --agents FILE       agent registry file (env SKEIN_AGENTS)
+  --pprof ADDR        serve net/http/pprof on ADDR (loopback only), for profiling
 Run "skein dev -h" for every flag.`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,6 +58,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.StringVar(&c.natsListen, "nats-listen", "", "also serve NATS on this loopback address, e.g. 127.0.0.1:4222")
 	fs.StringVar(&c.stack.Runner.AgentsFile, "agents", "", "agent registry file (same as --adapter-runner.agents; env SKEIN_AGENTS)")
 	fs.IntVar(&c.maxPayload, "nats-max-payload", 8<<20, "largest NATS message the embedded server accepts")
+	fs.StringVar(&c.pprofAddr, "pprof", "", pprofUsage)
 	if err := applyEnv(fs, getenv); err != nil {
 		return err
 	}
@@ -67,6 +70,11 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 			return nil
 		}
 		return err
+	}
+	if c.pprofAddr != "" {
+		if err := checkLoopback(c.pprofAddr); err != nil {
+			return fmt.Errorf("--pprof: %w", err)
+		}
 	}
 	lg, err := newLogger(c.stack.LogLevel, false)
 	if err != nil {
@@ -113,8 +121,10 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err != nil {
 		return err
 	}
-	err = st.run(ctx, lg, c.stack.MetricsAddr, func() {
-		printWelcome(stdout, "http://"+st.gateway.Addr(), ns, c.natsListen, dataDir)
+	err = runWithPprof(ctx, c.pprofAddr, lg, func(ctx context.Context) error {
+		return st.run(ctx, lg, c.stack.MetricsAddr, func() {
+			printWelcome(stdout, "http://"+st.gateway.Addr(), ns, c.natsListen, dataDir)
+		})
 	})
 	_ = nc.Drain()
 	return err

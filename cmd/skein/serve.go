@@ -28,13 +28,14 @@ Run "skein serve -h" for every flag.`,
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	var c stackConfig
-	var natsURL, credsFile string
+	var natsURL, credsFile, pprofAddr string
 	fs := flag.NewFlagSet("skein serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c.registerFlags(fs)
 	fs.StringVar(&c.Targets, "target", TargetAll, "services to run: all, or a comma list of gateway, session, adapter-runner, history")
 	fs.StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s), comma separated (env NATS_URL)")
 	fs.StringVar(&credsFile, "nats-creds", "", "NATS credentials file")
+	fs.StringVar(&pprofAddr, "pprof", "", pprofUsage)
 	if v := getenv("NATS_URL"); v != "" {
 		natsURL = v
 	}
@@ -53,6 +54,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	targets, err := parseTargets(c.Targets)
 	if err != nil {
 		return err
+	}
+	if pprofAddr != "" {
+		if err := checkLoopback(pprofAddr); err != nil {
+			return fmt.Errorf("--pprof: %w", err)
+		}
 	}
 	lg, err := newLogger(c.LogLevel, true)
 	if err != nil {
@@ -75,8 +81,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	err = st.run(ctx, lg, c.MetricsAddr, func() {
-		lg.Info("skein serving", "targets", targets, "nats", nc.ConnectedUrlRedacted())
+	err = runWithPprof(ctx, pprofAddr, lg, func(ctx context.Context) error {
+		return st.run(ctx, lg, c.MetricsAddr, func() {
+			lg.Info("skein serving", "targets", targets, "nats", nc.ConnectedUrlRedacted())
+		})
 	})
 	_ = nc.Drain()
 	return err

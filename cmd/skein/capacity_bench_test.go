@@ -1,0 +1,593 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"skein.dev/internal/natstest"
+	"skein.dev/pkg/acpwire"
+)
+
+// Capacity: how many sessions streaming at once one skein process serves
+// before live deltas get late. Each session's test agent streams stamped
+// agent_message_chunks ("stream COUNT RATE SIZE") and one SSE viewer per
+// session (GET /v1/sessions/{id}/events?after=0) takes receive time − stamp
+// as the live delta latency.
+//
+// The stack runs as `skein serve -target=all` in a process of its own (this
+// test binary as skein), against nats-server in a process of its own
+// (natstest.RunProcess), so each one's CPU is read from /proc/<pid>/stat:
+// utime+stime of that process alone. The agents are children of the skein
+// process, with their own pids, and their CPU is in the parent's cutime and
+// cstime, which are not read: skein's figure is the runner, the session
+// service, the gateway and the history service, nothing else. The viewers
+// and the benchmark run in this process and share the machine's cores.
+//
+//	BenchmarkCapacity/path=skein,sessions=N,rate=R: N sessions through Skein
+//	BenchmarkCapacity/path=pipe,sessions=N,rate=R: baseline, the same N agents
+//	  read over their stdout pipes by this process (read time − stamp)
+//	BenchmarkCapacity/path=jetstream,sessions=N,rate=R: baseline, synchronous
+//	  JetStream publishes of the same lines at the same aggregate rate, from N
+//	  goroutines on one connection (latency: publish to ack)
+//
+// Metrics: p50-ms and p99-ms (live delta, or publish latency), chunks/s
+// delivered, skein-cpu-s/kchunk and nats-cpu-s/kchunk (CPU seconds per 1,000
+// chunks: numerically the CPU milliseconds per chunk), lost (chunks never
+// seen by a viewer, e.g. a stream cut off as too slow).
+//
+// One b.Loop iteration is one window of streaming (1 s): every session runs
+// a turn of RATE×window chunks. Sizes: with -benchtime=1x (make bench-smoke)
+// 4 sessions; otherwise 10 and 40.
+//
+// BenchmarkCapacitySweep (only with SKEIN_LONG set, run by make test-long,
+// without the race detector) sweeps path=skein over N = 20, 40, 60, 80, 120,
+// 160, ... with a 5 s window, stops after the first N whose p99 is over
+// 50 ms (or at 400 sessions), and reports the knee: the largest N whose p99
+// stayed under 50 ms (BenchmarkCapacitySweep/rate=50,result=knee,
+// knee-sessions). For profiling, SKEIN_CAPACITY_SESSIONS=60,80 runs those
+// sizes instead, SKEIN_CAPACITY_WINDOW=20s lengthens the window, and
+// SKEIN_CAPACITY_PPROF=127.0.0.1:6060 starts skein with --pprof there.
+
+const (
+	capacityRate  = 50 // chunks per second per session
+	capacitySize  = 16 // bytes of text per chunk
+	capacityKnee  = 50 * time.Millisecond
+	capacityDrain = 30 * time.Second // longest wait for the last chunks after a window
+	clockTicks    = 100              // USER_HZ: the unit of /proc/<pid>/stat times
+)
+
+func BenchmarkCapacity(b *testing.B) {
+	sizes := []int{10, 40}
+	if f := flag.Lookup("test.benchtime"); f != nil && f.Value.String() == "1x" {
+		sizes = []int{4}
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("path=skein,sessions=%d,rate=%d", n, capacityRate), func(b *testing.B) {
+			reportCapacity(b, runSkeinCapacity(b, n, capacityRate, time.Second, ""))
+		})
+		b.Run(fmt.Sprintf("path=pipe,sessions=%d,rate=%d", n, capacityRate), func(b *testing.B) {
+			reportCapacity(b, runPipeCapacity(b, n, capacityRate, time.Second))
+		})
+		b.Run(fmt.Sprintf("path=jetstream,sessions=%d,rate=%d", n, capacityRate), func(b *testing.B) {
+			reportCapacity(b, runRawCapacity(b, n, capacityRate, time.Second))
+		})
+	}
+}
+
+func BenchmarkCapacitySweep(b *testing.B) {
+	sizes := []int{20, 40, 60, 80, 120, 160, 200, 240, 320, 400}
+	if v := os.Getenv("SKEIN_CAPACITY_SESSIONS"); v != "" {
+		sizes = nil
+		for f := range strings.SplitSeq(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("SKEIN_CAPACITY_SESSIONS=%q: want a comma list of session counts", v)
+			}
+			sizes = append(sizes, n)
+		}
+	} else if os.Getenv("SKEIN_LONG") == "" {
+		b.Skip("the capacity sweep runs with SKEIN_LONG=1 (make test-long)")
+	}
+	window := 5 * time.Second
+	if v := os.Getenv("SKEIN_CAPACITY_WINDOW"); v != "" {
+		var err error
+		if window, err = time.ParseDuration(v); err != nil || window < time.Second {
+			b.Fatalf("SKEIN_CAPACITY_WINDOW=%q: want a duration of 1s or more", v)
+		}
+	}
+	pprof := os.Getenv("SKEIN_CAPACITY_PPROF")
+	knee := 0
+	for _, n := range sizes {
+		var res capacityResult
+		b.Run(fmt.Sprintf("sessions=%d,rate=%d", n, capacityRate), func(b *testing.B) {
+			res = runSkeinCapacity(b, n, capacityRate, window, pprof)
+			reportCapacity(b, res)
+		})
+		if res.samples == 0 || res.p99 >= capacityKnee || res.lost > 0 {
+			break
+		}
+		knee = n
+	}
+	b.Logf("capacity knee at %d chunks/s per session: %d sessions (live delta p99 < %v)", capacityRate, knee, capacityKnee)
+	b.Run(fmt.Sprintf("rate=%d,result=knee", capacityRate), func(b *testing.B) {
+		for b.Loop() {
+		}
+		b.ReportMetric(float64(knee), "knee-sessions")
+	})
+}
+
+// capacityResult is what one run measured.
+type capacityResult struct {
+	p50, p99         time.Duration
+	samples          int
+	chunks           int // delivered
+	lost             int
+	cut              int // viewers cut off by the gateway as too slow
+	elapsed          time.Duration
+	skeinCPU, natCPU time.Duration // -1: not measured
+}
+
+func reportCapacity(b *testing.B, r capacityResult) {
+	if r.samples == 0 {
+		b.Fatal("no samples")
+	}
+	b.ReportMetric(float64(r.p50.Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(r.p99.Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(r.chunks)/r.elapsed.Seconds(), "chunks/s")
+	b.ReportMetric(float64(r.lost), "lost")
+	if r.cut > 0 {
+		b.ReportMetric(float64(r.cut), "cut-streams")
+	}
+	if r.skeinCPU >= 0 {
+		b.ReportMetric(r.skeinCPU.Seconds()*1000/float64(max(r.chunks, 1)), "skein-cpu-s/kchunk")
+	}
+	if r.natCPU >= 0 {
+		b.ReportMetric(r.natCPU.Seconds()*1000/float64(max(r.chunks, 1)), "nats-cpu-s/kchunk")
+	}
+}
+
+// streamScript is the turn of one window: rate×window stamped chunks.
+func streamScript(rate int, window time.Duration) (string, int) {
+	n := int(float64(rate) * window.Seconds())
+	return fmt.Sprintf("stream %d %d %d", n, rate, capacitySize), n
+}
+
+// tally counts chunks received and their latencies, from many goroutines,
+// and lets one goroutine wait for a count.
+type tally struct {
+	mu   sync.Mutex
+	lat  []time.Duration
+	last time.Time
+	cut  int           // viewers cut off
+	tick chan struct{} // a receipt happened
+}
+
+func newTally() *tally { return &tally{tick: make(chan struct{}, 1)} }
+
+func (t *tally) add(got, at time.Time) {
+	t.mu.Lock()
+	t.lat = append(t.lat, got.Sub(at))
+	t.last = got
+	t.mu.Unlock()
+	select {
+	case t.tick <- struct{}{}:
+	default:
+	}
+}
+
+func (t *tally) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.lat)
+}
+
+func (t *tally) reset() {
+	t.mu.Lock()
+	t.lat, t.last = nil, time.Time{}
+	t.mu.Unlock()
+}
+
+// waitFor waits until want chunks have arrived, or for limit.
+func (t *tally) waitFor(ctx context.Context, want int, limit time.Duration) {
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	for t.count() < want {
+		select {
+		case <-t.tick:
+		case <-deadline.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// result summarises the tally over a window that started at start.
+func (t *tally) result(start time.Time, want int) capacityResult {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := capacityResult{samples: len(t.lat), chunks: len(t.lat), lost: want - len(t.lat), cut: t.cut, skeinCPU: -1, natCPU: -1}
+	r.elapsed = max(t.last.Sub(start), time.Millisecond)
+	if len(t.lat) > 0 {
+		slices.Sort(t.lat)
+		r.p50, r.p99 = t.lat[len(t.lat)/2], t.lat[len(t.lat)*99/100]
+	}
+	return r
+}
+
+// runSkeinCapacity measures n sessions through skein serve and its viewers.
+func runSkeinCapacity(b *testing.B, n, rate int, window time.Duration, pprofAddr string) capacityResult {
+	natsURL := natstest.RunProcess(b)
+	natsPid := natsServerPid(b, natsURL)
+	sk := startServe(b, natsURL, n+8, pprofAddr)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n + 8}}
+	b.Cleanup(client.CloseIdleConnections)
+	ctx := b.Context()
+
+	// Open the sessions (the first waits for the gateway), then one viewer
+	// each: a 200 means its subscriptions are in place.
+	bases := make([]string, n)
+	for i := range bases {
+		bases[i] = fmt.Sprintf("%s/v1/sessions/cap%d", sk.url, i)
+		if err := pollFor(ctx, "skein serve to open a session", func() bool {
+			return httpDo(ctx, client, http.MethodPut, bases[i], `{"agent":"test"}`) == nil
+		}); err != nil {
+			b.Fatalf("%v\nskein output:\n%s", err, sk.out)
+		}
+	}
+	tl := newTally()
+	vctx, stopViewers := context.WithCancel(ctx)
+	var viewers sync.WaitGroup
+	b.Cleanup(func() { stopViewers(); viewers.Wait() })
+	for _, base := range bases {
+		body, err := openEvents(vctx, client, base+"/events?after=0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		viewers.Go(func() { readEvents(body, tl) })
+	}
+	round := func(script string) {
+		var wg sync.WaitGroup
+		for _, base := range bases {
+			wg.Go(func() {
+				if err := httpDo(ctx, client, http.MethodPost, base+"/prompt", promptBody(script)); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	// Warm up: every adapter attached and every viewer live.
+	round("stream 1 1")
+	tl.waitFor(ctx, n, capacityDrain)
+	if got := tl.count(); got != n {
+		b.Fatalf("warm-up: %d of %d viewers saw the chunk\nskein output:\n%s", got, n, sk.out)
+	}
+	tl.reset()
+
+	script, perTurn := streamScript(rate, window)
+	skein0, nats0 := procCPU(b, sk.pid), procCPU(b, natsPid)
+	start := time.Now()
+	for b.Loop() {
+		round(script)
+	}
+	want := b.N * n * perTurn
+	tl.waitFor(ctx, want, capacityDrain)
+	res := tl.result(start, want)
+	res.skeinCPU, res.natCPU = procCPU(b, sk.pid)-skein0, procCPU(b, natsPid)-nats0
+	return res
+}
+
+// runPipeCapacity is the baseline: the same agents, read over pipes here.
+func runPipeCapacity(b *testing.B, n, rate int, window time.Duration) capacityResult {
+	tl := newTally()
+	type agent struct {
+		conn *acpwire.Conn
+		sid  string
+	}
+	agents := make([]agent, n)
+	for i := range agents {
+		conn := startAgent(b, func(m *acpwire.Message) {
+			got := time.Now()
+			if u, err := acpwire.ParseSessionUpdate(m.Params); err == nil {
+				if at, ok := sentAt(u.Update); ok {
+					tl.add(got, at)
+				}
+			}
+		})
+		sess, err := conn.NewSession(b.Context(), acpwire.NewSessionParams{Cwd: b.TempDir()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		agents[i] = agent{conn, sess.SessionID}
+	}
+	script, perTurn := streamScript(rate, window)
+	var content struct{ Content json.RawMessage }
+	_ = json.Unmarshal([]byte(promptBody(script)), &content)
+	start := time.Now()
+	for b.Loop() {
+		var wg sync.WaitGroup
+		for _, a := range agents {
+			wg.Go(func() {
+				if _, err := a.conn.Prompt(b.Context(), a.sid, content.Content); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	want := b.N * n * perTurn
+	tl.waitFor(b.Context(), want, capacityDrain)
+	return tl.result(start, want)
+}
+
+// runRawCapacity is the baseline of NATS alone: n publishers, each paced at
+// rate, sending the lines the agents write to a file-stored stream, one
+// synchronous publish at a time.
+func runRawCapacity(b *testing.B, n, rate int, window time.Duration) capacityResult {
+	natsURL := natstest.RunProcess(b)
+	natsPid := natsServerPid(b, natsURL)
+	js, err := jetstream.New(natstest.ConnectURL(b, natsURL))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := js.CreateStream(b.Context(), jetstream.StreamConfig{Name: "RAW", Subjects: []string{"raw.>"}, Storage: jetstream.FileStorage}); err != nil {
+		b.Fatal(err)
+	}
+	text, _ := json.Marshal(strings.Repeat("x", capacitySize))
+	line := func(at time.Time) []byte {
+		return []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_0123456789abcdef01234567","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":` +
+			string(text) + `},"messageId":"msg_1","_meta":{"skein":{"sentAt":` + strconv.FormatInt(at.UnixNano(), 10) + "}}}}}\n")
+	}
+	_, perTurn := streamScript(rate, window)
+	interval := time.Second / time.Duration(rate)
+	tl := newTally()
+	nats0 := procCPU(b, natsPid)
+	start := time.Now()
+	for b.Loop() {
+		var wg sync.WaitGroup
+		for i := range n {
+			subject := fmt.Sprintf("raw.%d", i)
+			wg.Go(func() {
+				t0 := time.Now()
+				timer := time.NewTimer(0)
+				defer timer.Stop()
+				for k := range perTurn {
+					if wait := time.Until(t0.Add(time.Duration(k) * interval)); wait > 0 {
+						timer.Reset(wait)
+						<-timer.C
+					}
+					at := time.Now()
+					if _, err := js.Publish(b.Context(), subject, line(at)); err != nil {
+						b.Error(err)
+						return
+					}
+					tl.add(time.Now(), at)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	res := tl.result(start, b.N*n*perTurn)
+	res.natCPU = procCPU(b, natsPid) - nats0
+	return res
+}
+
+// serveProcess is `skein serve -target=all` run as a process of this test
+// binary.
+type serveProcess struct {
+	pid int
+	url string
+	out *lockedBuffer
+}
+
+func startServe(b *testing.B, natsURL string, capacity int, pprofAddr string) *serveProcess {
+	b.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	httpAddr := freeAddrTB(b)
+	args := []string{"serve", "--target=all", "--nats", natsURL, "--gateway.http-addr", httpAddr,
+		"--adapter-runner.id", "capacity", "--adapter-runner.data-dir", filepath.Join(b.TempDir(), "runner"),
+		"--adapter-runner.capacity", strconv.Itoa(capacity), "--log-level", "warn"}
+	if pprofAddr != "" {
+		args = append(args, "--pprof", pprofAddr)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), envRunSkein+"=1")
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		// SIGTERM: the runner stops its adapters on the way out.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	return &serveProcess{pid: cmd.Process.Pid, url: "http://" + httpAddr, out: out}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the process's two output pipes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.buf.Len() > 1<<20 { // a flood of warnings: keep the first MiB
+		return len(p), nil
+	}
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func freeAddrTB(b *testing.B) string {
+	b.Helper()
+	// freeAddr takes a *testing.T; the same, for a benchmark.
+	l, err := (&net.ListenConfig{}).Listen(b.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func httpDo(ctx context.Context, c *http.Client, method, url, body string) error {
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s = %d %s", method, url, resp.StatusCode, out)
+	}
+	return nil
+}
+
+// openEvents opens an event stream and returns its body once the gateway
+// answered 200.
+func openEvents(ctx context.Context, c *http.Client, url string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET %s = %d", url, resp.StatusCode)
+	}
+	return resp.Body, nil
+}
+
+// readEvents reads an event stream until it ends, adding the latency of
+// each stamped ephemeral event to tl. It looks for the stamp's digits
+// rather than decoding the JSON, to cost the viewer side little.
+func readEvents(body io.ReadCloser, tl *tally) {
+	defer body.Close()
+	r := bufio.NewReaderSize(body, 64<<10)
+	key := []byte(`"sentAt":`)
+	var kind []byte
+	for {
+		line, err := r.ReadSlice('\n')
+		if err != nil {
+			return
+		}
+		got := time.Now()
+		switch {
+		case bytes.HasPrefix(line, []byte("event: ")):
+			kind = append(kind[:0], bytes.TrimSpace(line[len("event: "):])...)
+			if string(kind) == "error" {
+				tl.mu.Lock()
+				tl.cut++
+				tl.mu.Unlock()
+			}
+		case bytes.HasPrefix(line, []byte("data: ")) && string(kind) == "ephemeral":
+			i := bytes.Index(line, key)
+			if i < 0 {
+				continue
+			}
+			digits := line[i+len(key):]
+			end := bytes.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' })
+			if end < 0 {
+				end = len(digits)
+			}
+			if ns, err := strconv.ParseInt(string(digits[:end]), 10, 64); err == nil {
+				tl.add(got, time.Unix(0, ns))
+			}
+		case len(bytes.TrimSpace(line)) == 0:
+			kind = kind[:0]
+		}
+	}
+}
+
+// procCPU returns the user and system CPU time of process pid itself, its
+// threads included and its children (cutime, cstime) not.
+func procCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// pid (comm) state ppid ...: utime and stime are fields 14 and 15, the
+	// 12th and 13th after the comm's closing parenthesis.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("/proc/%d/stat: %q", pid, stat)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// natsServerPid finds the nats-server natstest.RunProcess started for url:
+// a child of this process named nats-server whose ports file (in its
+// --ports_file_dir, named by its pid) lists url.
+func natsServerPid(b *testing.B, url string) int {
+	b.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		cmdline, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		if filepath.Base(args[0]) != "nats-server" {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		for i, a := range args[:len(args)-1] {
+			if a != "--ports_file_dir" {
+				continue
+			}
+			ports, err := os.ReadFile(filepath.Join(args[i+1], fmt.Sprintf("nats-server_%d.ports", pid)))
+			if err == nil && bytes.Contains(ports, []byte(`"`+url+`"`)) {
+				return pid
+			}
+		}
+	}
+	b.Fatalf("no nats-server process serves %s", url)
+	return 0
+}
