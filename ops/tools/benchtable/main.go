@@ -60,6 +60,17 @@ var rows = []row{
 	{"history page of 50, backward (a direct get per record)", "BenchmarkReadPage/dir=backward,path=eventlog,page=50", "page-ms", "BenchmarkReadPage/dir=backward,path=jetstreamext,page=50", "page-ms", ""},
 	// A surviving replica takes over 1,000 running turns: from the owner's
 	// death (lease TTL 1 s) to the last takeover, and the claims alone.
+	// Capacity: 40 sessions streaming 50 chunks/s each through skein serve
+	// (its own process, nats-server in another), beside the same agents
+	// read over pipes and raw JetStream publishes of the same lines at the
+	// same aggregate rate. CPU is seconds per 1,000 chunks of that process
+	// alone (agents excluded); the knee comes from make test-long's sweep.
+	{"capacity, 40 sessions × 50 chunks/s: live delta p50", "BenchmarkCapacity/path=skein,sessions=40,rate=50", "p50-ms", "BenchmarkCapacity/path=pipe,sessions=40,rate=50", "p50-ms", ""},
+	{"capacity, 40 sessions × 50 chunks/s: live delta p99", "BenchmarkCapacity/path=skein,sessions=40,rate=50", "p99-ms", "BenchmarkCapacity/path=pipe,sessions=40,rate=50", "p99-ms", "< 50 ms"},
+	{"capacity, 40 sessions × 50 chunks/s: chunks delivered", "BenchmarkCapacity/path=skein,sessions=40,rate=50", "chunks/s", "BenchmarkCapacity/path=pipe,sessions=40,rate=50", "chunks/s", ""},
+	{"capacity, 40 sessions: skein CPU per 1,000 chunks", "BenchmarkCapacity/path=skein,sessions=40,rate=50", "skein-cpu-s/kchunk", "BenchmarkCapacity/path=jetstream,sessions=40,rate=50", "nats-cpu-s/kchunk", ""},
+	{"capacity, 40 sessions: nats-server CPU per 1,000 chunks", "BenchmarkCapacity/path=skein,sessions=40,rate=50", "nats-cpu-s/kchunk", "BenchmarkCapacity/path=jetstream,sessions=40,rate=50", "nats-cpu-s/kchunk", ""},
+	{"capacity knee: sessions × 50 chunks/s with live delta p99 < 50 ms", "BenchmarkCapacitySweep/rate=50,result=knee", "knee-sessions", "", "", ""},
 	{"takeover of 1,000 running sessions after their owner dies (TTL 1 s)", "BenchmarkTakeover/sessions=1000/owner-ttl=1s", "takeover-s", "", "", ""},
 	{"  of which claiming them, after the leases expired", "BenchmarkTakeover/sessions=1000/owner-ttl=1s", "claim-s", "", "", ""},
 }
