@@ -329,4 +329,3 @@ func (h *harness) noMeta(ctx context.Context, sid string) error {
 	}
 	return fmt.Errorf("%s has metadata (revision %d, log position %d, process %q); want none", sid, e.Revision(), m.LogPosition, m.ProcessID)
 }
-
