@@ -239,6 +239,9 @@ func (s *stream) serve(ctx context.Context) string {
 	if err := s.fill(ctx); err != nil {
 		return s.fail(ctx, err, endError)
 	}
+	if err := s.flush(); err != nil { // the backfill, written page by page
+		return endClientGone
+	}
 
 	keepalive := time.NewTicker(s.g.cfg.Keepalive)
 	defer keepalive.Stop()
@@ -258,13 +261,21 @@ func (s *stream) serve(ctx context.Context) string {
 		case <-s.overflow:
 			// Handled at the top of the loop.
 		case <-keepalive.C:
-			if err := s.write([]byte(": keepalive\n\n")); err != nil {
+			if err := s.write([]byte(": keepalive\n\n")); err != nil || s.flush() != nil {
 				return endClientGone
 			}
 		case m := <-s.inbox:
 			s.queued.Add(-int64(len(m.Data)))
 			if err := s.handle(ctx, m); err != nil {
 				return s.fail(ctx, err, endError)
+			}
+			// Flush once the events that arrived together are written: a
+			// burst costs one flush (one write to the client), a lone
+			// event is flushed at once, so no event waits for another.
+			if len(s.inbox) == 0 {
+				if err := s.flush(); err != nil {
+					return endClientGone
+				}
 			}
 		}
 	}
@@ -287,7 +298,9 @@ func (s *stream) fail(ctx context.Context, err error, reason string) string {
 	if merr != nil {
 		return endError
 	}
-	_ = s.event("", "error", data) // the stream ends either way
+	if s.event("", "error", data) == nil { // the stream ends either way
+		_ = s.flush()
+	}
 	return reason
 }
 
@@ -475,7 +488,8 @@ func appendData(b, data []byte) []byte {
 	}
 }
 
-// write sends b and flushes it, within Config.StreamWriteTimeout.
+// write sends b, within Config.StreamWriteTimeout. It does not flush: the
+// stream flushes once it has nothing more to write at once (see serve).
 func (s *stream) write(b []byte) error {
 	if err := s.rc.SetWriteDeadline(time.Now().Add(s.g.cfg.StreamWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return fmt.Errorf("%w: %w", errClientGone, err)
@@ -483,7 +497,7 @@ func (s *stream) write(b []byte) error {
 	if _, err := s.w.Write(b); err != nil {
 		return fmt.Errorf("%w: %w", errClientGone, err)
 	}
-	return s.flush()
+	return nil
 }
 
 func (s *stream) flush() error {
