@@ -40,6 +40,12 @@ const (
 	// HeaderIOSeq is the ACP_IO stream sequence of the runner record whose
 	// handling produced a log record: where a new owner resumes ACP_IO.
 	HeaderIOSeq = "Acp-Io-Seq"
+	// HeaderIOHeld, beside HeaderIOSeq, is the ACP_IO sequence of the first
+	// chunk of a message in progress that the owner held in memory when it
+	// wrote the record (chunks become durable only when their message
+	// ends). A new owner taking the turn over reads the chunks again from
+	// there, and applies the records after HeaderIOSeq as usual.
+	HeaderIOHeld = "Acp-Io-Held"
 	// HeaderNamespace and HeaderSessionID address a session on runner
 	// control requests.
 	HeaderNamespace = "Acp-Namespace"

@@ -23,6 +23,11 @@ func (sess *session) stamp(ioSeq uint64, entries []eventlog.Entry) {
 		}
 		if ioSeq != 0 {
 			entries[i].Header.Set(events.HeaderIOSeq, strconv.FormatUint(ioSeq, 10))
+			if sess.buf.active {
+				// Chunks of a message in progress are held past this record:
+				// a new owner reads them again from here.
+				entries[i].Header.Set(events.HeaderIOHeld, strconv.FormatUint(sess.buf.firstSeq, 10))
+			}
 		}
 		if sess.turn != nil {
 			entries[i].Header.Set(events.HeaderTurnID, sess.turn.id)

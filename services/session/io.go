@@ -146,11 +146,14 @@ func (sess *session) onUpdate(ctx context.Context, ioSeq uint64, r *route, raw e
 	switch upd.Kind {
 	case acp.UpdateAgentMessageChunk, acp.UpdateAgentThoughtChunk:
 		if !sess.buf.continues(upd.Kind, upd.MessageID) {
-			if err := sess.flush(ctx, ioSeq); err != nil {
+			// The message that ends is stamped with its own last chunk, not
+			// with this one: this chunk is held in memory only, and a new
+			// owner must read it again.
+			if err := sess.flush(ctx, sess.buf.lastSeq); err != nil {
 				return
 			}
 		}
-		sess.buf.add(upd.Kind, upd.MessageID, upd.Raw)
+		sess.buf.add(upd.Kind, upd.MessageID, upd.Raw, ioSeq)
 		if sess.buf.bytes > cfg.MaxMessageBytes {
 			sess.buf.reset()
 			if sess.turn != nil {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"time"
 
@@ -48,11 +49,13 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 		t.key = &key
 	}
 	resume, _ := strconv.ParseUint(accept.Header.Get(events.HeaderIOApplied), 10, 64)
+	var held uint64 // the first chunk the old owner held in memory at resume, 0: none
 	pending := map[string]*permission{}
 	var order []string
 	for _, rec := range recs {
-		if io, err := strconv.ParseUint(rec.Header.Get(events.HeaderIOSeq), 10, 64); err == nil && io > resume {
+		if io, err := strconv.ParseUint(rec.Header.Get(events.HeaderIOSeq), 10, 64); err == nil && io >= resume {
 			resume = io
+			held, _ = strconv.ParseUint(rec.Header.Get(events.HeaderIOHeld), 10, 64)
 		}
 		switch v, _ := events.Unmarshal(rec.Data); v := v.(type) {
 		case *events.AcpDurableSessionUpdate:
@@ -80,6 +83,11 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 		}
 	}
 
+	// The message in progress was in the old owner's memory only: hold its
+	// chunks again (they were shown live already; nothing is republished).
+	if held != 0 && !sess.holdAgain(ctx, held, resume, t) {
+		return false
+	}
 	r.applied = resume
 	if r.sub, err = sess.svc.nc.Subscribe(events.IOTailSubject(sess.ns, sess.sid), func(msg *nats.Msg) { sess.onTail(r, msg) }); err != nil {
 		return false
@@ -91,5 +99,41 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 	sess.svc.m.takeovers.Inc()
 	sess.catchUp(r, 0)
 	sess.project(ctx)
+	return true
+}
+
+// holdAgain reads the session's ACP_IO records from first to last and
+// holds their message chunks in the coalescer, as the old owner held them
+// when it wrote its last record: the chunks of the message in progress.
+// Records of other kinds in that span were applied by the old owner; they
+// are skipped. It reports whether the records could be read.
+func (sess *session) holdAgain(ctx context.Context, first, last uint64, t *turn) bool {
+	sess.buf.reset()
+	for after := first - 1; after < last; {
+		recs, err := eventlog.Forward(ctx, sess.svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid), after, 256)
+		if err != nil || len(recs) == 0 {
+			sess.lg.Warn("read the held chunks of an open turn", events.LogKeySeq, after, events.LogKeyErr, err)
+			return false
+		}
+		for _, rec := range recs {
+			if rec.Sequence > last {
+				return true
+			}
+			after = rec.Sequence
+			u, err := events.Decode[events.AdapterUpdate](rec.Data)
+			if err != nil {
+				continue // not an update: applied by the old owner
+			}
+			upd, err := acp.ParseUpdate(json.RawMessage(u.Update))
+			if err != nil || (upd.Kind != acp.UpdateAgentMessageChunk && upd.Kind != acp.UpdateAgentThoughtChunk) {
+				continue
+			}
+			if !sess.buf.continues(upd.Kind, upd.MessageID) {
+				sess.buf.reset() // cannot happen: a new message flushes the last
+			}
+			sess.buf.add(upd.Kind, upd.MessageID, upd.Raw, rec.Sequence)
+			t.outputBytes += int64(len(upd.Raw))
+		}
+	}
 	return true
 }

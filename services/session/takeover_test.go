@@ -1,10 +1,12 @@
 package session_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 	"skein.dev/services/session"
 	"skein.dev/testagent"
 )
@@ -59,4 +61,102 @@ func TestTakeoverContinuesTurn(t *testing.T) {
 	if got := strings.Join(texts, ","); got != want {
 		t.Errorf("durable updates\n got %s\nwant %s", got, want)
 	}
+}
+
+// A message that begins right before its owner stops is not lost: the
+// chunk that ended the previous message (and so made it durable) was held
+// in memory only, and the next owner must apply it again. Each script
+// pauses right after the first chunk of a new message.
+func TestTakeoverKeepsTheMessageInProgress(t *testing.T) {
+	for name, tc := range map[string]struct{ script, durable, want string }{
+		"thought after text": {"chunks 2 early\nthink hmm\npause tk\nsay done", "agent_message_chunk:early 1 early 2 ",
+			"agent_message_chunk:early 1 early 2 ,agent_thought_chunk:hmm,agent_message_chunk:done"},
+		"text after a plan": {"plan read | write\nchunks 1 first\npause tk\nchunks 1 second", "plan:",
+			"plan:,agent_message_chunk:first 1 second 1 "},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := startRig(t, session.Config{})
+			ctx := t.Context()
+			if err := h.open(t, "tk", events.AcpOpenSessionRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			first := h.promptAsync(ctx, "tk", "key-1", tc.script)
+			if err := testagent.WaitPaused(ctx, h.control, "tk"); err != nil {
+				t.Fatal(err)
+			}
+			// The owner applied the new message's first chunk: the update
+			// it ended is durable.
+			if err := poll(ctx, "the update before the pause to be durable", func() (bool, error) {
+				return slices.Contains(durableTexts(t, h, "tk"), tc.durable), nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			h.stopSvc()
+			h.startSession() // adopts the session and takes the turn over
+			if err := testagent.Release(ctx, h.control, "tk"); err != nil {
+				t.Fatal(err)
+			}
+			if r := <-first; r.err != nil {
+				t.Fatalf("prompt in flight across the stop = %v", r.err)
+			}
+			h.readLog(t, "tk") // audits
+			if got := strings.Join(durableTexts(t, h, "tk"), ","); got != tc.want {
+				t.Errorf("durable updates\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// The same for a permission request: the chunks before it are held in
+// memory while the request waits, and survive the owner's stop.
+func TestTakeoverKeepsChunksBeforeAPermission(t *testing.T) {
+	h := startRig(t, session.Config{})
+	ctx := t.Context()
+	if err := h.open(t, "tp", events.AcpOpenSessionRequest{PermissionPolicy: ptr(events.PolicyAsk)}); err != nil {
+		t.Fatal(err)
+	}
+	first := h.promptAsync(ctx, "tp", "key-1", "chunks 2 before\npermission call_1 allow_once=yes,reject_once=no\nsay after")
+	_, req, err := h.waitPermissionRequest(ctx, "tp", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.stopSvc()
+	h.startSession() // takes the turn over, its request pending
+	if res, err := h.respondPermission(ctx, "tp", req.RequestID, "yes"); err != nil || res.Status != events.PermissionAccepted {
+		t.Fatalf("respond after the takeover = %+v, %v", res, err)
+	}
+	if r := <-first; r.err != nil {
+		t.Fatalf("prompt in flight across the stop = %v", r.err)
+	}
+	_, evs := h.readLog(t, "tp")
+	var text strings.Builder
+	for _, e := range evs {
+		if e.upd != nil && e.upd.SessionUpdate == "agent_message_chunk" {
+			text.WriteString(e.upd.Content.Text)
+		}
+	}
+	if got := text.String(); !strings.Contains(got, "before 1 before 2") || !strings.Contains(got, "after") {
+		t.Errorf("the agent's durable text = %q, want the chunks before the request and the words after it", got)
+	}
+}
+
+// durableTexts returns the session's durable agent updates, each as
+// "kind:text".
+func durableTexts(t *testing.T, h *rig, sid string) []string {
+	t.Helper()
+	recs, err := eventlog.Forward(t.Context(), h.js, events.StreamLog, events.LogSubject("default", events.SessionID(sid), events.LogEvents), 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := decodeEvents(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, e := range evs {
+		if e.upd != nil && e.upd.SessionUpdate != "user_message_chunk" {
+			texts = append(texts, e.upd.SessionUpdate+":"+e.upd.Content.Text)
+		}
+	}
+	return texts
 }
