@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/natstest"
@@ -144,7 +145,7 @@ func startProcessStack(t *testing.T) *processStack {
 	cfg.Runner.Builtin = []adapterrunner.Agent{{ID: "test", Command: ps.exe, Args: []string{testAgentCommand},
 		Env: map[string]string{testagent.EnvControlDir: ps.control}}}
 	lg := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
-	st, err := newStack(&cfg, []string{TargetGateway, TargetHistory, TargetAdapterRunner}, lg, natstest.Connect(t, ps.ns))
+	st, err := newStack(&cfg, []string{TargetGateway, TargetHistory, TargetAdapterRunner}, lg, func(string) (*nats.Conn, error) { return natstest.Connect(t, ps.ns), nil })
 	if err != nil {
 		t.Fatal(err)
 	}

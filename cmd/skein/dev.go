@@ -110,23 +110,19 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		ns.Shutdown()
 		ns.WaitForShutdown()
 	}()
-	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("skein dev"))
-	if err != nil {
-		return fmt.Errorf("connect to embedded nats: %w", err)
-	}
-	defer nc.Close()
-
 	targets, _ := parseTargets(TargetAll)
-	st, err := newStack(&c.stack, targets, lg, nc)
+	st, err := newStack(&c.stack, targets, lg, func(service string) (*nats.Conn, error) {
+		return nats.Connect("", nats.InProcessServer(ns), nats.Name("skein dev "+service))
+	})
 	if err != nil {
 		return err
 	}
+	defer st.close()
 	err = runWithPprof(ctx, c.pprofAddr, lg, func(ctx context.Context) error {
 		return st.run(ctx, lg, c.stack.MetricsAddr, func() {
 			printWelcome(stdout, "http://"+st.gateway.Addr(), ns, c.natsListen, dataDir)
 		})
 	})
-	_ = nc.Drain()
 	return err
 }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
@@ -77,8 +78,8 @@ func startStackTB(t testing.TB, ns *server.Server, dataDir string) *testStack {
 		t.Fatal(err)
 	}
 	lg := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	nc := natstest.Connect(t, ns)
-	st, err := newStack(&cfg, allTargets, lg, nc)
+	// Each service on its own connection, as skein serve and skein dev run them.
+	st, err := newStack(&cfg, allTargets, lg, func(string) (*nats.Conn, error) { return natstest.Connect(t, ns), nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,19 +68,25 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if c.Runner.Builtin, err = builtinAgents(); err != nil {
 		return err
 	}
-	opts := []nats.Option{nats.Name("skein " + c.Targets), nats.MaxReconnects(-1)}
+	opts := []nats.Option{nats.MaxReconnects(-1)}
 	if credsFile != "" {
 		opts = append(opts, nats.UserCredentials(credsFile))
 	}
-	nc, err := nats.Connect(natsURL, opts...)
-	if err != nil {
-		return fmt.Errorf("connect to nats %s: %w", natsURL, err)
-	}
-	defer nc.Close()
-	st, err := newStack(&c, targets, lg, nc)
+	var nc *nats.Conn // the first service's, for the log line below
+	st, err := newStack(&c, targets, lg, func(service string) (*nats.Conn, error) {
+		conn, err := nats.Connect(natsURL, append(opts, nats.Name("skein "+service))...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", natsURL, err)
+		}
+		if nc == nil {
+			nc = conn
+		}
+		return conn, nil
+	})
 	if err != nil {
 		return err
 	}
+	defer st.close()
 	err = runWithPprof(ctx, pprofAddr, lg, func(ctx context.Context) error {
 		return st.run(ctx, lg, c.MetricsAddr, func() {
 			lg.Info("skein serving", "targets", targets, "nats", nc.ConnectedUrlRedacted())

@@ -87,15 +87,25 @@ type runnable interface {
 	Ready() <-chan struct{}
 }
 
-// stack is a set of constructed services sharing one NATS connection.
+// stack is a set of constructed services, each on a NATS connection of
+// its own (see dialer).
 type stack struct {
 	services map[string]runnable
 	gateway  *gateway.Gateway
 	reg      *prometheus.Registry
+	conns    []*nats.Conn
 }
 
-// newStack constructs the services named by targets. It does no I/O.
-func newStack(cfg *stackConfig, targets []string, lg *slog.Logger, nc *nats.Conn) (*stack, error) {
+// dialer returns the NATS connection for one service. Each service of a
+// process gets its own: a connection has one reader and one writer
+// goroutine, and a runner streaming adapter output, the session service
+// applying it and the gateway fanning it out to viewers would otherwise
+// queue behind each other on them.
+type dialer func(service string) (*nats.Conn, error)
+
+// newStack constructs the services named by targets, dialing their
+// connections. It does no other I/O. close drains the connections.
+func newStack(cfg *stackConfig, targets []string, lg *slog.Logger, dial dialer) (*stack, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	st := &stack{services: map[string]runnable{}, reg: reg}
@@ -105,6 +115,14 @@ func newStack(cfg *stackConfig, targets []string, lg *slog.Logger, nc *nats.Conn
 			svc runnable
 			err error
 		)
+		nc, err := dial(t)
+		if err != nil {
+			st.close()
+			return nil, fmt.Errorf("%s: connect to nats: %w", t, err)
+		}
+		if !slices.Contains(st.conns, nc) {
+			st.conns = append(st.conns, nc)
+		}
 		switch t {
 		case TargetGateway:
 			st.gateway, err = gateway.New(cfg.Gateway, lg, nc, reg)
@@ -117,11 +135,20 @@ func newStack(cfg *stackConfig, targets []string, lg *slog.Logger, nc *nats.Conn
 			svc, err = history.New(cfg.History, lg, nc, reg)
 		}
 		if err != nil {
+			st.close()
 			return nil, fmt.Errorf("%s: %w", t, err)
 		}
 		st.services[t] = svc
 	}
 	return st, nil
+}
+
+// close drains the services' connections: what they published is sent
+// before the connections close. Call it after run returned.
+func (st *stack) close() {
+	for _, nc := range st.conns {
+		_ = nc.Drain() // a connection already closed has nothing to send
+	}
 }
 
 // run runs every service until ctx is done or one fails; the first failure
