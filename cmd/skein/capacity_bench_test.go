@@ -402,6 +402,41 @@ type serveProcess struct {
 
 func startServe(b *testing.B, natsURL string, capacity int, pprofAddr string) *serveProcess {
 	b.Helper()
+	// The HTTP port is picked here and may be taken by another process
+	// before skein binds it: then skein exits at once, and another port is
+	// tried.
+	for attempt := 1; ; attempt++ {
+		sp, exited := startServeOnce(b, natsURL, capacity, pprofAddr)
+		err := pollFor(b.Context(), "skein serve's gateway", func() bool {
+			select {
+			case <-exited:
+				return true
+			default:
+			}
+			resp, err := http.Get(sp.url + "/v1/agents")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		})
+		select {
+		case <-exited:
+			if attempt < 3 && strings.Contains(sp.out.String(), "address already in use") {
+				continue
+			}
+			b.Fatalf("skein serve exited:\n%s", sp.out)
+		default:
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		return sp
+	}
+}
+
+// startServeOnce starts skein serve; exited is closed when it ends.
+func startServeOnce(b *testing.B, natsURL string, capacity int, pprofAddr string) (*serveProcess, <-chan struct{}) {
 	exe, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
@@ -420,19 +455,19 @@ func startServe(b *testing.B, natsURL string, capacity int, pprofAddr string) *s
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	b.Cleanup(func() {
 		// SIGTERM: the runner stops its adapters on the way out.
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-exited:
 		case <-time.After(20 * time.Second):
 			_ = cmd.Process.Kill()
-			<-done
+			<-exited
 		}
 	})
-	return &serveProcess{pid: cmd.Process.Pid, url: "http://" + httpAddr, out: out}
+	return &serveProcess{pid: cmd.Process.Pid, url: "http://" + httpAddr, out: out}, exited
 }
 
 // lockedBuffer is a bytes.Buffer safe for the process's two output pipes.

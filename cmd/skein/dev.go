@@ -55,7 +55,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	c.stack.registerFlags(fs)
 	fs.StringVar(&c.dataDir, "data", ".skein", "state directory: NATS storage and per-session agent directories")
 	fs.StringVar(&c.stack.Gateway.Addr, "http", "127.0.0.1:8080", "gateway HTTP address (same as --gateway.http-addr)")
-	fs.StringVar(&c.natsListen, "nats-listen", "", "also serve NATS on this loopback address, e.g. 127.0.0.1:4222")
+	fs.StringVar(&c.natsListen, "nats-listen", "", "also serve NATS on this loopback address, e.g. 127.0.0.1:4222 (port 0: a free one, printed at start)")
 	fs.StringVar(&c.stack.Runner.AgentsFile, "agents", "", "agent registry file (same as --adapter-runner.agents; env SKEIN_AGENTS)")
 	fs.IntVar(&c.maxPayload, "nats-max-payload", 8<<20, "largest NATS message the embedded server accepts")
 	fs.StringVar(&c.pprofAddr, "pprof", "", pprofUsage)
@@ -151,6 +151,9 @@ func startEmbeddedNATS(dir, listen string, maxPayload int) (*server.Server, erro
 		}
 		if opts.Port, err = strconv.Atoi(port); err != nil {
 			return nil, fmt.Errorf("--nats-listen %q: bad port", listen)
+		}
+		if opts.Port == 0 {
+			opts.Port = server.RANDOM_PORT // as with --http: port 0 picks a free one (nats-server's 0 means 4222)
 		}
 		opts.Host = host
 	}

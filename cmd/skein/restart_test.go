@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -97,20 +96,20 @@ type devProcess struct {
 	cmd     *exec.Cmd
 	base    string // http://…/v1/sessions/
 	natsURL string
-	out     *bytes.Buffer
+	out     *lockedBuffer
 }
 
 func startDev(t *testing.T, exe, data, agents string) *devProcess {
 	t.Helper()
-	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
-	out := &bytes.Buffer{}
-	cmd := exec.Command(exe, "dev", "--data", data, "--http", httpAddr, "--nats-listen", natsAddr, "--agents", agents, "--log-level", "warn")
+	// Port 0 for both: skein dev picks free ports and prints them (a port
+	// the test picked could be taken by another process before skein binds).
+	out := &lockedBuffer{}
+	cmd := exec.Command(exe, "dev", "--data", data, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--agents", agents, "--log-level", "warn")
 	cmd.Env = append(os.Environ(), envRunSkein+"=1")
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &devProcess{cmd: cmd, base: "http://" + httpAddr + "/v1/sessions/", natsURL: "nats://" + natsAddr, out: out}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -118,7 +117,25 @@ func startDev(t *testing.T, exe, data, agents string) *devProcess {
 			t.Logf("skein dev output:\n%s", out)
 		}
 	})
-	return d
+	var httpURL, natsURL string
+	if err := pollFor(t.Context(), "skein dev's welcome", func() bool {
+		httpURL, natsURL = welcomeURL(out.String(), "HTTP"), welcomeURL(out.String(), "NATS")
+		return httpURL != "" && natsURL != ""
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return &devProcess{cmd: cmd, base: httpURL + "/v1/sessions/", natsURL: natsURL, out: out}
+}
+
+// welcomeURL returns the URL skein dev's welcome prints after label
+// ("HTTP", "NATS"), or "".
+func welcomeURL(out, label string) string {
+	for line := range strings.Lines(out) {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == label {
+			return f[1]
+		}
+	}
+	return ""
 }
 
 func (d *devProcess) kill(t *testing.T) {
@@ -198,15 +215,4 @@ func pollWithin(ctx context.Context, limit time.Duration, what string, cond func
 		}
 	}
 	return nil
-}
-
-// freeAddr returns a loopback address with a port free now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
