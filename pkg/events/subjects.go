@@ -28,6 +28,14 @@ const (
 	BucketRunners = "ACP_RUNNERS"
 )
 
+// KVStream returns the name of the stream that backs bucket ("KV_<bucket>"),
+// for direct gets of a key's history.
+func KVStream(bucket string) string { return "KV_" + bucket }
+
+// KVSubject returns the subject that holds key in bucket
+// ("$KV.<bucket>.<key>"), for conditional publishes and direct gets.
+func KVSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
+
 // LogKind is the last token of a log subject.
 type LogKind string
 

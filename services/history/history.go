@@ -242,20 +242,29 @@ func (s *Service) getSession(ctx context.Context, ns events.Namespace, data []by
 	if err != nil {
 		return nil, err
 	}
-	lastEv, err := eventlog.Last(ctx, s.js, events.StreamLog, events.LogSubject(ns, sid, events.LogEvents))
-	if err != nil {
-		return nil, unavailable(err)
-	}
 	meta, err := s.sessionMeta(ctx, ns, sid)
 	if err != nil {
 		return nil, err
+	}
+	// The session's newest record says whether the projection lags; when
+	// it is a public event, it is also the newest public event.
+	last, err := eventlog.Last(ctx, s.js, events.StreamLog, events.LogFilter(ns, sid))
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	evSubject := events.LogSubject(ns, sid, events.LogEvents)
+	lastEv := last
+	if last != nil && last.Subject != evSubject {
+		if lastEv, err = eventlog.Last(ctx, s.js, events.StreamLog, evSubject); err != nil {
+			return nil, unavailable(err)
+		}
 	}
 	info := meta.Info
 	info.LatestSequence = 0
 	if lastEv != nil {
 		info.LatestSequence = lastEv.Sequence
 	}
-	if info.State, err = s.currentState(ctx, ns, sid, meta); err != nil {
+	if info.State, err = s.currentState(ctx, ns, sid, meta, last); err != nil {
 		return nil, err
 	}
 	return &events.AcpGetDurableSessionResponse{Session: info}, nil
@@ -265,16 +274,12 @@ func (s *Service) getSession(ctx context.Context, ns events.Namespace, data []by
 // is written after the log (the log is the truth), so it may lag: its
 // writer is between an append and the projection write, or died there. A
 // caller whose prompt returned has seen the turn's TurnFinished in the log
-// and must not be told the session still runs. So the log's newest record
-// is read (one direct get); when it is newer than what the projection
+// and must not be told the session still runs. So last, the log's newest
+// record, is compared with it: when last is newer than what the projection
 // reflects, the state is derived from it: an open turn from its headers
 // (eventlog.OpenTurn), a turn that ended since from its TurnFinished,
 // found among the few control records after the projection.
-func (s *Service) currentState(ctx context.Context, ns events.Namespace, sid events.SessionID, meta *events.SessionMeta) (events.JSON, error) {
-	last, err := eventlog.Last(ctx, s.js, events.StreamLog, events.LogFilter(ns, sid))
-	if err != nil {
-		return nil, unavailable(err)
-	}
+func (s *Service) currentState(ctx context.Context, ns events.Namespace, sid events.SessionID, meta *events.SessionMeta, last *eventlog.Record) (events.JSON, error) {
 	if last == nil || last.Sequence <= meta.LogPosition {
 		return meta.Info.State, nil
 	}

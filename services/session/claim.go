@@ -101,7 +101,7 @@ func (s *Service) claim(ctx context.Context, key string) {
 		skip("idle", nil)
 		return
 	}
-	if _, _, open, err := openTurn(last); err != nil || !open {
+	if _, _, open, err := eventlog.OpenTurn(last); err != nil || !open {
 		skip("idle", err)
 		return
 	}

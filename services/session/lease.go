@@ -45,7 +45,7 @@ func (e *ownedElsewhere) Unwrap() error {
 	return events.Errorf(events.CodeUnavailable, "session %s is moving between session replicas; retry", e.key)
 }
 
-// errLeaseLost is what a turn's waiters get when its replica steps down.
+// errLeaseLost is why a replica that stepped down released a session.
 func errLeaseLost(key string) error {
 	return events.Errorf(events.CodeWriteConflict, "this session replica lost the owner lease of %s; retry (with the same idempotency key to join the turn)", key)
 }
@@ -169,7 +169,7 @@ func (sess *session) releaseLease() {
 // server refuses (the lease expired or moved) makes the replica step down
 // from that session.
 func (s *Service) renewLeases(ctx context.Context) {
-	every(ctx, s.cfg.OwnerTTL/3, func() bool { s.renewAll(ctx); return true })
+	every(ctx, s.cfg.OwnerTTL/3, func() { s.renewAll(ctx) })
 }
 
 func (s *Service) renewAll(ctx context.Context) {
@@ -179,13 +179,12 @@ func (s *Service) renewAll(ctx context.Context) {
 		ack  jetstream.PubAckFuture
 	}
 	var inflight []renewal
-	subject := "$KV." + events.BucketOwners + "."
 	for _, sess := range s.loaded() {
 		rev := sess.lease.Load()
 		if rev == 0 {
 			continue
 		}
-		ack, err := s.js.PublishAsync(subject+sess.key(), []byte(s.token), jetstream.WithExpectLastSequencePerSubject(rev))
+		ack, err := s.js.PublishAsync(events.KVSubject(events.BucketOwners, sess.key()), []byte(s.token), jetstream.WithExpectLastSequencePerSubject(rev))
 		if err != nil {
 			s.lg.Warn("renew owner lease", events.LogKeyErr, err)
 			continue

@@ -92,7 +92,7 @@ func (sess *session) overwritableMarker(ctx context.Context) (uint64, bool) {
 	if err != nil || last == nil || last.Sequence != sess.w.Position().LastSeq {
 		return 0, false
 	}
-	marker, err := eventlog.Last(ctx, js, "KV_"+events.BucketSessions, "$KV."+events.BucketSessions+"."+sess.key())
+	marker, err := eventlog.Last(ctx, js, events.KVStream(events.BucketSessions), events.KVSubject(events.BucketSessions, sess.key()))
 	if err != nil || marker == nil {
 		return 0, false
 	}

@@ -388,7 +388,7 @@ func (h *harness) readLog(t testing.TB, sid string) (*eventlogtest.Log, []decode
 func finishes(turn *eventlogtest.Turn) int {
 	n := 0
 	for _, r := range turn.Records {
-		if r.Header.Get(events.HeaderRecord) == "TurnFinished" {
+		if r.Header.Get(events.HeaderRecord) == events.RecordTurnFinished {
 			n++
 		}
 	}
@@ -398,9 +398,20 @@ func finishes(turn *eventlogtest.Turn) int {
 // agentText returns the joined text of the durable agent_message_chunk
 // updates among evs that belong to turn id.
 func agentText(evs []decoded, turnID string) string {
+	return messageText(evs, turnID, "agent_message_chunk")
+}
+
+// userText returns the joined text of turnID's user message among evs.
+func userText(evs []decoded, turnID string) string {
+	return messageText(evs, turnID, "user_message_chunk")
+}
+
+// messageText joins the texts of the updates of kind among evs that belong
+// to turnID.
+func messageText(evs []decoded, turnID, kind string) string {
 	var s strings.Builder
 	for _, e := range evs {
-		if e.turnID == turnID && e.upd != nil && e.upd.SessionUpdate == "agent_message_chunk" {
+		if e.turnID == turnID && e.upd != nil && e.upd.SessionUpdate == kind {
 			s.WriteString(e.upd.Content.Text)
 		}
 	}
@@ -484,15 +495,4 @@ func turnsAfter(log *eventlogtest.Log, after uint64) []*eventlogtest.Turn {
 		}
 	}
 	return out
-}
-
-// userText returns the joined text of turnID's user message among evs.
-func userText(evs []decoded, turnID string) string {
-	var s strings.Builder
-	for _, e := range evs {
-		if e.turnID == turnID && e.upd != nil && e.upd.SessionUpdate == "user_message_chunk" {
-			s.WriteString(e.upd.Content.Text)
-		}
-	}
-	return s.String()
 }

@@ -214,7 +214,7 @@ const recordHeadroom = 16 << 10
 // the stream. Otherwise it reclaims adapters idle past IdleTimeout or older
 // than MaxAdapterAge, and gives up sessions unloaded and idle that long.
 func (s *Service) sweep(ctx context.Context) {
-	every(ctx, s.cfg.SweepInterval, func() bool { s.sweepOnce(ctx); return true })
+	every(ctx, s.cfg.SweepInterval, func() { s.sweepOnce(ctx) })
 }
 
 func (s *Service) sweepOnce(ctx context.Context) {
@@ -308,8 +308,8 @@ const (
 	claimQueueLen = 1024
 )
 
-// every calls f every d until ctx is done or f returns false.
-func every(ctx context.Context, d time.Duration, f func() bool) {
+// every calls f every d until ctx is done.
+func every(ctx context.Context, d time.Duration, f func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
@@ -318,9 +318,7 @@ func every(ctx context.Context, d time.Duration, f func() bool) {
 			return
 		case <-t.C:
 		}
-		if !f() {
-			return
-		}
+		f()
 	}
 }
 

@@ -160,7 +160,7 @@ func (sess *session) rebuild(ctx context.Context) error {
 // stays open to whoever reads the log next.
 func (sess *session) fence(ctx context.Context, last *eventlog.Record) error {
 	hdr := nats.Header{}
-	if id, start, ok, err := openTurn(last); err != nil {
+	if id, start, ok, err := eventlog.OpenTurn(last); err != nil {
 		return err
 	} else if ok {
 		hdr.Set(events.HeaderTurnID, id)
@@ -174,12 +174,6 @@ func (sess *session) fence(ctx context.Context, last *eventlog.Record) error {
 	return nil
 }
 
-// openTurn reports the turn last belongs to, if that turn is open
-// (eventlog.OpenTurn: the one home of the rule).
-func openTurn(last *eventlog.Record) (id string, start uint64, ok bool, err error) {
-	return eventlog.OpenTurn(last)
-}
-
 // reconcile closes a turn that an earlier owner accepted and never finished:
 // nothing proves the adapter received it, and Skein never replays a prompt.
 // The turn is open when the newest record belongs to a turn and is not the
@@ -187,7 +181,7 @@ func openTurn(last *eventlog.Record) (id string, start uint64, ok bool, err erro
 // key and content hash (so a keyed retry gets this outcome, not a new
 // turn), and its pending permission requests become terminal.
 func (sess *session) reconcile(ctx context.Context, last *eventlog.Record) error {
-	turnID, start, open, err := openTurn(last)
+	turnID, start, open, err := eventlog.OpenTurn(last)
 	if !open {
 		return err
 	}
