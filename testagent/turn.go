@@ -49,6 +49,21 @@ func (t *turn) done(ctx context.Context) bool {
 	}
 }
 
+// wait returns after d, or errTurnCancelled as soon as the turn is
+// cancelled or ctx ends.
+func (t *turn) wait(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-t.cancelled:
+		return errTurnCancelled
+	case <-ctx.Done():
+		return errTurnCancelled
+	}
+}
+
 // outcome is how a turn ends: a stop reason, a JSON-RPC error, or a crash
 // (no answer at all).
 type outcome struct {
@@ -205,18 +220,11 @@ func (t *turn) stampedChunk(text string) {
 // long the writes take; a chunk that is late goes out at once.
 func (t *turn) stream(ctx context.Context, o op) (*outcome, error) {
 	text, _ := json.Marshal(bigText(int(o.Size)))
-	timer := time.NewTimer(0)
-	defer timer.Stop()
 	start := time.Now()
 	for i := range o.N {
 		if wait := time.Until(start.Add(time.Duration(i) * o.Delay)); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-t.cancelled:
-				return nil, errTurnCancelled
-			case <-ctx.Done():
-				return nil, errTurnCancelled
+			if err := t.wait(ctx, wait); err != nil {
+				return nil, err
 			}
 		} else if t.done(ctx) {
 			return nil, errTurnCancelled
@@ -276,14 +284,8 @@ func (t *turn) exec(ctx context.Context, o op) (*outcome, error) {
 	case opPermissions:
 		return t.permissions(ctx, o)
 	case opSleep:
-		timer := time.NewTimer(o.Delay)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-		case <-t.cancelled:
-			return nil, errTurnCancelled
-		case <-ctx.Done():
-			return nil, errTurnCancelled
+		if err := t.wait(ctx, o.Delay); err != nil {
+			return nil, err
 		}
 	case opPause:
 		err := pause(ctx, a.cfg.ControlDir, o.ID, t.sess.id, t.cancelled)
@@ -317,15 +319,8 @@ func (t *turn) exec(ctx context.Context, o op) (*outcome, error) {
 	case opStamp:
 		for i := range o.N {
 			if i > 0 && o.Delay > 0 {
-				timer := time.NewTimer(o.Delay)
-				select {
-				case <-timer.C:
-				case <-t.cancelled:
-					timer.Stop()
-					return nil, errTurnCancelled
-				case <-ctx.Done():
-					timer.Stop()
-					return nil, errTurnCancelled
+				if err := t.wait(ctx, o.Delay); err != nil {
+					return nil, err
 				}
 			}
 			if o.ID == "chunk" {
