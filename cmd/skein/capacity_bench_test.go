@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,7 +53,10 @@ import (
 // Metrics: p50-ms and p99-ms (live delta, or publish latency), chunks/s
 // delivered, skein-cpu-s/kchunk and nats-cpu-s/kchunk (CPU seconds per 1,000
 // chunks: numerically the CPU milliseconds per chunk), lost (chunks never
-// seen by a viewer, e.g. a stream cut off as too slow).
+// seen by a viewer, e.g. a stream cut off as too slow). The load's own cost
+// is reported beside them, since it shares the machine: agents-cpu-s/kchunk
+// (the agents, summed) and busy-cores (the whole machine, from /proc/stat,
+// over the window).
 //
 // One b.Loop iteration is one window of streaming (1 s): every session runs
 // a turn of RATE×window chunks. Sizes: with -benchtime=1x (make bench-smoke)
@@ -65,7 +69,8 @@ import (
 // stayed under 50 ms (BenchmarkCapacitySweep/rate=50,result=knee,
 // knee-sessions). For profiling, SKEIN_CAPACITY_SESSIONS=60,80 runs those
 // sizes instead, SKEIN_CAPACITY_WINDOW=20s lengthens the window, and
-// SKEIN_CAPACITY_PPROF=127.0.0.1:6060 starts skein with --pprof there.
+// SKEIN_CAPACITY_PPROF=127.0.0.1:6060 starts skein with --pprof there, and
+// SKEIN_CAPACITY_NATS_PROFILE=6061 nats-server with its profiling port.
 
 const (
 	capacityRate  = 50 // chunks per second per session
@@ -144,6 +149,8 @@ type capacityResult struct {
 	cut              int // viewers cut off by the gateway as too slow
 	elapsed          time.Duration
 	skeinCPU, natCPU time.Duration // -1: not measured
+	agentCPU         time.Duration // the agents, summed; -1: not measured
+	busy             float64       // the machine's busy cores over the window; -1: not measured
 }
 
 func reportCapacity(b *testing.B, r capacityResult) {
@@ -162,6 +169,12 @@ func reportCapacity(b *testing.B, r capacityResult) {
 	}
 	if r.natCPU >= 0 {
 		b.ReportMetric(r.natCPU.Seconds()*1000/float64(max(r.chunks, 1)), "nats-cpu-s/kchunk")
+	}
+	if r.agentCPU >= 0 {
+		b.ReportMetric(r.agentCPU.Seconds()*1000/float64(max(r.chunks, 1)), "agents-cpu-s/kchunk")
+	}
+	if r.busy >= 0 {
+		b.ReportMetric(r.busy, "busy-cores")
 	}
 }
 
@@ -225,7 +238,7 @@ func (t *tally) waitFor(ctx context.Context, want int, limit time.Duration) {
 func (t *tally) result(start time.Time, want int) capacityResult {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := capacityResult{samples: len(t.lat), chunks: len(t.lat), lost: want - len(t.lat), cut: t.cut, skeinCPU: -1, natCPU: -1}
+	r := capacityResult{samples: len(t.lat), chunks: len(t.lat), lost: want - len(t.lat), cut: t.cut, skeinCPU: -1, natCPU: -1, agentCPU: -1, busy: -1}
 	r.elapsed = max(t.last.Sub(start), time.Millisecond)
 	if len(t.lat) > 0 {
 		slices.Sort(t.lat)
@@ -236,7 +249,11 @@ func (t *tally) result(start time.Time, want int) capacityResult {
 
 // runSkeinCapacity measures n sessions through skein serve and its viewers.
 func runSkeinCapacity(b *testing.B, n, rate int, window time.Duration, pprofAddr string) capacityResult {
-	natsURL := natstest.RunProcess(b)
+	var natsArgs []string
+	if port := os.Getenv("SKEIN_CAPACITY_NATS_PROFILE"); port != "" {
+		natsArgs = []string{"--profile", port}
+	}
+	natsURL := natstest.RunProcess(b, natsArgs...)
 	natsPid := natsServerPid(b, natsURL)
 	sk := startServe(b, natsURL, n+8, pprofAddr)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n + 8}}
@@ -285,7 +302,8 @@ func runSkeinCapacity(b *testing.B, n, rate int, window time.Duration, pprofAddr
 	tl.reset()
 
 	script, perTurn := streamScript(rate, window)
-	skein0, nats0 := procCPU(b, sk.pid), procCPU(b, natsPid)
+	agents := childPids(sk.pid)
+	skein0, nats0, agents0, machine0 := procCPU(b, sk.pid), procCPU(b, natsPid), sumCPU(agents), machineCPU(b)
 	start := time.Now()
 	for b.Loop() {
 		round(script)
@@ -293,7 +311,8 @@ func runSkeinCapacity(b *testing.B, n, rate int, window time.Duration, pprofAddr
 	want := b.N * n * perTurn
 	tl.waitFor(ctx, want, capacityDrain)
 	res := tl.result(start, want)
-	res.skeinCPU, res.natCPU = procCPU(b, sk.pid)-skein0, procCPU(b, natsPid)-nats0
+	res.skeinCPU, res.natCPU, res.agentCPU = procCPU(b, sk.pid)-skein0, procCPU(b, natsPid)-nats0, sumCPU(agents)-agents0
+	res.busy = machineCPU(b).busySince(machine0)
 	return res
 }
 
@@ -595,6 +614,71 @@ func procCPU(b *testing.B, pid int) time.Duration {
 		b.Fatalf("/proc/%d/stat: %q", pid, stat)
 	}
 	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// childPids returns the processes whose parent is pid: the agents of a
+// skein serve.
+func childPids(pid int) []int {
+	var out []int
+	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range procs {
+		stat, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			child, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// sumCPU is procCPU summed over pids, those that still run.
+func sumCPU(pids []int) time.Duration {
+	var sum time.Duration
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		sum += time.Duration(utime+stime) * time.Second / clockTicks
+	}
+	return sum
+}
+
+// machineTimes is the first line of /proc/stat: every CPU's time, summed,
+// and the part of it idle (idle and iowait).
+type machineTimes struct{ total, idle int64 }
+
+func machineCPU(b *testing.B) machineTimes {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	line, _, _ := bytes.Cut(data, []byte("\n"))
+	var t machineTimes
+	for i, f := range strings.Fields(string(line))[1:] {
+		v, _ := strconv.ParseInt(f, 10, 64)
+		t.total += v
+		if i == 3 || i == 4 {
+			t.idle += v
+		}
+	}
+	return t
+}
+
+// busySince returns how many cores were busy, on average, since t0.
+func (t machineTimes) busySince(t0 machineTimes) float64 {
+	total := t.total - t0.total
+	if total <= 0 {
+		return 0
+	}
+	return float64(runtime.NumCPU()) * (1 - float64(t.idle-t0.idle)/float64(total))
 }
 
 // natsServerPid finds the nats-server natstest.RunProcess started for url:

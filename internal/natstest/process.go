@@ -17,8 +17,10 @@ import (
 // process of its own with JetStream, file storage in tb.TempDir() and a
 // loopback port chosen by the kernel, and returns its client URL. It is
 // stopped when the test ends. Benchmarks that read this process's memory
-// use it instead of Run, so that the server's memory is not counted.
-func RunProcess(tb testing.TB) string {
+// use it instead of Run, so that the server's memory is not counted. Any
+// args are added to the server's command line (for instance "--profile",
+// "6061" to profile it).
+func RunProcess(tb testing.TB, args ...string) string {
 	tb.Helper()
 	dir := tb.TempDir()
 	bin := filepath.Join(dir, "nats-server")
@@ -26,7 +28,7 @@ func RunProcess(tb testing.TB) string {
 		tb.Fatalf("natstest: build nats-server: %v\n%s", err, out)
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(tb.Context()))
-	cmd := exec.CommandContext(ctx, bin, "-js", "-sd", filepath.Join(dir, "store"), "-a", "127.0.0.1", "-p", "-1", "--ports_file_dir", dir)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-js", "-sd", filepath.Join(dir, "store"), "-a", "127.0.0.1", "-p", "-1", "--ports_file_dir", dir}, args...)...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 10 * time.Second
 	if err := cmd.Start(); err != nil {
