@@ -52,6 +52,12 @@ const (
 	HeaderSessionID = "Acp-Session-Id"
 	// HeaderProcessID names the adapter process a runner record came from.
 	HeaderProcessID = "Acp-Process-Id"
+	// HeaderRecordNo numbers the records of one adapter process in ACP_IO,
+	// 1, 2, 3, ... in the order the runner published them. Most records
+	// are published without waiting for JetStream's acknowledgement, so the
+	// number is how their reader tells a record the stream never stored
+	// (a gap in the numbers) from one it has not applied yet.
+	HeaderRecordNo = "Acp-Record-No"
 	// HeaderAfterSequence is set on live deltas: the latest durable sequence
 	// of the session when the delta was published.
 	HeaderAfterSequence = "Acp-After-Sequence"

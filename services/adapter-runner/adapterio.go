@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -64,19 +65,18 @@ func (p *process) session() (string, error) {
 	return p.wire.sessionID, nil
 }
 
-func (p *process) header(record string) nats.Header {
-	return nats.Header{
-		events.HeaderRecord:    []string{record},
-		events.HeaderProcessID: []string{p.id},
-	}
-}
-
-// publish appends v to the session's ACP_IO subject, with hdr, or with
-// HeaderRecord and HeaderProcessID when hdr is nil. It does not wait for
-// the acknowledgement, so the reader goroutine keeps reading; messages from
-// one connection are stored in the order they were sent. A publish the
-// stream refuses, or does not acknowledge in time, is counted and logged by
-// the JetStream context's error handler (Runner.notStored).
+// publish appends v to the session's ACP_IO subject, numbered in
+// HeaderRecordNo, without waiting: the reader goroutine keeps reading, and
+// messages from one connection are stored in the order they were sent.
+//
+// Only some records ask for JetStream's acknowledgement: every record
+// that is not adapter output (a prompt's answer, a permission request, an
+// exit) and every ackEvery-th record, so that a stream that stops storing
+// is noticed (Runner.notStored counts and logs it) and the acknowledgements
+// a flood of output costs stay few. The rest go out as plain publishes,
+// which cost the server one message instead of two and the runner no
+// acknowledgement to read. A record the stream did not store leaves a gap
+// in the numbers, which the session owner reports.
 func (p *process) publish(v events.Variant, hdr nats.Header) {
 	data, err := events.Marshal(v)
 	if err != nil {
@@ -84,15 +84,38 @@ func (p *process) publish(v events.Variant, hdr nats.Header) {
 		return
 	}
 	if hdr == nil {
-		hdr = p.header(v.VariantName())
+		hdr = nats.Header{}
 	}
-	if _, err := p.js.PublishMsgAsync(&nats.Msg{Subject: p.subject, Header: hdr, Data: data}); err != nil {
+	hdr[events.HeaderRecord] = []string{v.VariantName()}
+	hdr[events.HeaderProcessID] = []string{p.id}
+	msg := &nats.Msg{Subject: p.subject, Header: hdr, Data: data}
+	_, output := v.(*events.AdapterUpdate)
+	if !output {
+		_, output = v.(*events.AcpAgentStderrEvent)
+	}
+	// The number and the publish go together: the numbers reach the
+	// stream in order even when stdout's and stderr's goroutines publish
+	// at once.
+	p.pub.Lock()
+	defer p.pub.Unlock()
+	n := p.pub.records + 1
+	hdr[events.HeaderRecordNo] = []string{strconv.FormatUint(n, 10)}
+	if !output || n%ackEvery == 0 {
+		_, err = p.js.PublishMsgAsync(msg)
+	} else {
+		err = p.js.Conn().PublishMsg(msg)
+	}
+	if err != nil {
 		p.m.ioPublishErrors.Inc()
 		p.lg.Error("publish runner record", events.LogKeyRecord, v.VariantName(), events.LogKeyErr, err)
 		return
 	}
+	p.pub.records = n
 	p.m.ioRecords.Inc()
 }
+
+// ackEvery is how often adapter output asks for an acknowledgement.
+const ackEvery = 64
 
 // notACP counts and logs something the adapter sent that breaks the
 // protocol but not the connection.

@@ -77,6 +77,11 @@ type process struct {
 	stopping  atomic.Bool
 	replaying atomic.Bool // a session/load is replaying history: drop its updates
 	wire      wireState   // the ACP session as the runner speaks it (adapterio.go)
+	// pub numbers the records published to ACP_IO (HeaderRecordNo).
+	pub struct {
+		sync.Mutex
+		records uint64
+	}
 
 	mu        sync.Mutex
 	written   map[string]bool // turn IDs whose session/prompt was written to the adapter (the last maxWritten)

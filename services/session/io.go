@@ -98,6 +98,9 @@ func (sess *session) applyIO(r *route, ioSeq uint64, hdr nats.Header, data []byt
 	if hdr.Get(events.HeaderProcessID) != r.processID {
 		return // output of an adapter process this session no longer uses
 	}
+	if !sess.counted(ioSeq, r, hdr) {
+		return
+	}
 	v, err := events.Unmarshal(data)
 	if err != nil {
 		sess.svc.m.ioRejected.WithLabelValues("undecodable").Inc()
@@ -121,6 +124,35 @@ func (sess *session) applyIO(r *route, ioSeq uint64, hdr nats.Header, data []byt
 		sess.svc.m.ioRejected.WithLabelValues("unexpected").Inc()
 		sess.lg.Warn("unexpected runner record", events.LogKeyRecord, v.VariantName())
 	}
+}
+
+// counted checks a record's number against the last one applied from its
+// process: a record the stream never stored (the runner does not wait to
+// hear) leaves a gap, and the output of the running turn is then not
+// whole, so the turn fails. It reports whether to apply the record. A
+// record without a number (a runner before numbering) is applied.
+func (sess *session) counted(ioSeq uint64, r *route, hdr nats.Header) bool {
+	no, err := strconv.ParseUint(hdr.Get(events.HeaderRecordNo), 10, 64)
+	if err != nil {
+		return true
+	}
+	last := r.recordNo
+	r.recordNo = no
+	if last == 0 || no == last+1 {
+		return true
+	}
+	if no <= last {
+		return false // stored twice (a runner's retry): applied already
+	}
+	lost := no - last - 1
+	sess.svc.m.ioLost.Add(float64(lost))
+	sess.lg.Error("adapter output lost: ACP_IO did not store records of the process",
+		events.LogKeyProcess, r.processID, "records", lost, events.LogKeySeq, ioSeq)
+	if sess.turn != nil {
+		sess.abortTurn(sess.svc.runCtx, ioSeq, events.OutcomeFailed, events.Errorf(events.CodeUnavailable,
+			"%d records of the agent's output were not stored; the turn's output is incomplete", lost))
+	}
+	return true
 }
 
 // onUpdate applies one session update the adapter sent.

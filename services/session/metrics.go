@@ -18,6 +18,7 @@ type metrics struct {
 	attachSeconds  *prometheus.HistogramVec // by tier
 	ioRecords      *prometheus.CounterVec   // by record
 	ioGapRecords   prometheus.Counter
+	ioLost         prometheus.Counter
 	reclaims       *prometheus.CounterVec // by reason
 	takeovers      prometheus.Counter
 	leases         *prometheus.CounterVec // by event
@@ -51,6 +52,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		forwards:       f.NewCounter(prometheus.CounterOpts{Name: "acp_session_forwarded_requests_total", Help: "Requests passed on to the replica owning their session."}),
 		fences:         f.NewCounter(prometheus.CounterOpts{Name: "acp_session_owner_fences_total", Help: "OwnerChanged records appended on taking a session over."}),
 		ioGapRecords:   f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_gap_records_total", Help: "ACP_IO records read from the stream to fill a gap in the live tail."}),
+		ioLost:         f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_lost_records_total", Help: "Runner records ACP_IO never stored: gaps in an adapter process's record numbers."}),
 
 		ioRejected:        f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_io_rejected_total", Help: "ACP_IO records not applied, by reason (undecodable, unexpected, malformed_update, malformed_permission)."}, []string{"reason"}),
 		livePublishErrors: f.NewCounter(prometheus.CounterOpts{Name: "acp_session_live_publish_errors_total", Help: "Live events (deltas, stderr) that could not be published."}),

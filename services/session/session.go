@@ -58,6 +58,7 @@ type route struct {
 	acpSessionID string
 	sub          *nats.Subscription // the session's IOTailSubject
 	applied      uint64             // ACP_IO sequence of the last record applied
+	recordNo     uint64             // HeaderRecordNo of the last record of processID applied; 0 before the first
 	drain        *drain             // a turn that ended before the adapter answered it
 	attachedAt   time.Time
 }

@@ -525,3 +525,42 @@ func TestPromptAfterRunnerLeft(t *testing.T) {
 		t.Errorf("%d turns accepted, want none", len(log.Turns))
 	}
 }
+
+// Output ACP_IO never stored fails the turn. The runner publishes adapter
+// output without waiting for acknowledgements, numbered per process: here
+// the stream refuses one record (larger than its MaxMsgSize), and the owner
+// sees the gap in the numbers. The turn fails, typed, with the loss
+// counted, and the next turn runs as usual.
+func TestLostOutputFailsTurn(t *testing.T) {
+	h := startRig(t, session.Config{})
+	ctx := t.Context()
+	if err := h.open(t, "s1", events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.prompt(ctx, "s1", "", "say warm"); err != nil {
+		t.Fatal(err)
+	}
+	str, err := h.js.Stream(ctx, events.StreamIO)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := str.CachedInfo().Config
+	cfg.MaxMsgSize = 4096
+	if _, err := h.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.prompt(ctx, "s1", "", "say before\nbig 20000\nsay after")
+	if code(err) != events.CodeUnavailable || !strings.Contains(err.Error(), "not stored") {
+		t.Fatalf("prompt with a record ACP_IO refused = %v, want unavailable: output not stored", err)
+	}
+	if lost := gatherCounter(t, h.reg, "acp_session_io_lost_records_total"); lost != 1 {
+		t.Errorf("lost records counted %v, want 1", lost)
+	}
+	if _, err := h.prompt(ctx, "s1", "", "say ok"); err != nil {
+		t.Fatalf("the next turn: %v", err)
+	}
+	log, _ := h.readLog(t, "s1")
+	if got, want := log.Outcomes(), []string{"completed", "failed", "completed"}; !slices.Equal(got, want) {
+		t.Fatalf("outcomes %v, want %v", got, want)
+	}
+}
