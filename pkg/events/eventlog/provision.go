@@ -87,7 +87,7 @@ func LogStreamConfig(o Options) jetstream.StreamConfig {
 // IOStreamConfig returns the ACP_IO configuration.
 func IOStreamConfig(o Options) jetstream.StreamConfig {
 	o = o.withDefaults()
-	return jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name:         events.StreamIO,
 		Description:  "Skein adapter output, per session, as observed by adapter-runners",
 		Subjects:     []string{events.IOSubjectsAll},
@@ -103,6 +103,18 @@ func IOStreamConfig(o Options) jetstream.StreamConfig {
 			Destination: events.IOTailAll,
 		},
 	}
+	if cfg.Replicas == 1 {
+		// Every message chunk an agent writes is a record here, and on a
+		// single server the store writes each one to its file as it
+		// comes (a replicated stream writes behind its Raft log already,
+		// and refuses this mode). Writing behind turns a write per record
+		// into one per burst. What it risks is the last milliseconds of
+		// records when nats-server itself is killed: the gap in the
+		// runner's record numbers tells the owner, which fails the turn
+		// (HeaderRecordNo). ACP_LOG, the truth, writes through.
+		cfg.PersistMode = jetstream.AsyncPersistMode
+	}
+	return cfg
 }
 
 // Provision creates ACP_LOG, ACP_IO and the KV buckets where they are
@@ -115,6 +127,10 @@ func Provision(ctx context.Context, js jetstream.JetStream, o Options, update bo
 	for _, cfg := range []jetstream.StreamConfig{LogStreamConfig(o), IOStreamConfig(o)} {
 		var err error
 		if update {
+			if str, serr := js.Stream(ctx, cfg.Name); serr == nil {
+				// A stream's persist mode is fixed when it is created.
+				cfg.PersistMode = str.CachedInfo().Config.PersistMode
+			}
 			_, err = js.CreateOrUpdateStream(ctx, cfg)
 		} else if _, err = js.CreateStream(ctx, cfg); errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			err = nil
