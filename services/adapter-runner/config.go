@@ -69,6 +69,16 @@ func (r Registry) validate() error {
 // service's default session.attach-timeout, which must be the longer.
 const DefaultCreateTimeout = 30 * time.Second
 
+// DefaultCapacity is the adapters a runner hosts at once unless configured.
+// It is the capacity benchmark's knee on the 2-core machines Skein is
+// tested on (cmd/skein BenchmarkCapacitySweep: the most sessions streaming
+// 50 chunks a second whose live delta p99 stays under 50 ms, the agents
+// running on the same machine), which measured between 40 and 160: past
+// it, one more session slows every session on the runner, and refusing it
+// (agent_unavailable) sends it to another runner instead. A bigger machine
+// raises it with adapter-runner.capacity, after running the benchmark.
+const DefaultCapacity = 64
+
 // Config configures a Runner.
 type Config struct {
 	// ID names this runner on NATS; it must be unique among runners.
@@ -83,7 +93,12 @@ type Config struct {
 	// running (.adapters), by which a runner started on it after one that
 	// was killed kills what that one left running (leftovers.go).
 	DataDir string
-	// Capacity is how many adapters this runner hosts at once.
+	// Capacity is how many adapters this runner hosts at once; past it, a
+	// create is refused agent_unavailable ("runner r1 full: 64 of 64
+	// adapters"), so that a new session goes to another runner rather
+	// than slowing every session here. The default, DefaultCapacity, is
+	// chosen from what one runner's machine sustains (docs/ARCHITECTURE.md,
+	// "Capacity").
 	Capacity int
 	// Heartbeat is how often the runner refreshes its ACP_RUNNERS entry.
 	Heartbeat time.Duration
@@ -117,7 +132,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ID, "adapter-runner.id", sanitizeID(host), "runner ID, unique among runners")
 	fs.StringVar(&c.AgentsFile, "adapter-runner.agents", "", "agent registry file (JSON: {\"agents\":[{\"id\",\"command\",\"args\",\"env\"}]}); env SKEIN_AGENTS")
 	fs.StringVar(&c.DataDir, "adapter-runner.data-dir", filepath.Join(os.TempDir(), "skein-runner"), "directory for per-session HOME, TMPDIR and working directories, and the record of running adapters by which a restarted runner kills what a killed one left")
-	fs.IntVar(&c.Capacity, "adapter-runner.capacity", 64, "adapters hosted at once")
+	fs.IntVar(&c.Capacity, "adapter-runner.capacity", DefaultCapacity, "adapters hosted at once; past it a session is refused agent_unavailable (see docs/ARCHITECTURE.md, Capacity)")
 	fs.DurationVar(&c.Heartbeat, "adapter-runner.heartbeat", 5*time.Second, "heartbeat interval in ACP_RUNNERS")
 	fs.DurationVar(&c.StopGrace, "adapter-runner.stop-grace", 2*time.Second, "grace for each step of stopping an adapter")
 	fs.DurationVar(&c.CreateTimeout, "adapter-runner.create-timeout", DefaultCreateTimeout,
@@ -139,7 +154,7 @@ func (c *Config) Validate() error {
 		return errors.New("adapter-runner.data-dir must be set")
 	}
 	if c.Capacity <= 0 {
-		c.Capacity = 64
+		c.Capacity = DefaultCapacity
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = 5 * time.Second
