@@ -601,19 +601,31 @@ func readEvents(body io.ReadCloser, tl *tally) {
 // threads included and its children (cutime, cstime) not.
 func procCPU(b *testing.B, pid int) time.Duration {
 	b.Helper()
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	d, err := statCPU(pid)
 	if err != nil {
 		b.Fatal(err)
+	}
+	return d
+}
+
+// statCPU reads process pid's utime+stime from /proc/<pid>/stat.
+func statCPU(pid int) (time.Duration, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
 	}
 	// pid (comm) state ppid ...: utime and stime are fields 14 and 15, the
 	// 12th and 13th after the comm's closing parenthesis.
 	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, stat)
+	}
 	utime, err1 := strconv.ParseInt(f[11], 10, 64)
 	stime, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		b.Fatalf("/proc/%d/stat: %q", pid, stat)
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, stat)
 	}
-	return time.Duration(utime+stime) * time.Second / clockTicks
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
 }
 
 // childPids returns the processes whose parent is pid: the agents of a
@@ -635,18 +647,13 @@ func childPids(pid int) []int {
 	return out
 }
 
-// sumCPU is procCPU summed over pids, those that still run.
+// sumCPU is statCPU summed over pids, those that still run.
 func sumCPU(pids []int) time.Duration {
 	var sum time.Duration
 	for _, pid := range pids {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
+		if d, err := statCPU(pid); err == nil {
+			sum += d
 		}
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		utime, _ := strconv.ParseInt(f[11], 10, 64)
-		stime, _ := strconv.ParseInt(f[12], 10, 64)
-		sum += time.Duration(utime+stime) * time.Second / clockTicks
 	}
 	return sum
 }

@@ -70,6 +70,8 @@ var rows = []row{
 	{"capacity, 40 sessions × 50 chunks/s: chunks delivered", "BenchmarkCapacity/path=skein,sessions=40,rate=50", "chunks/s", "BenchmarkCapacity/path=pipe,sessions=40,rate=50", "chunks/s", ""},
 	{"capacity, 40 sessions: skein CPU per 1,000 chunks", "BenchmarkCapacity/path=skein,sessions=40,rate=50", "skein-cpu-s/kchunk", "BenchmarkCapacity/path=jetstream,sessions=40,rate=50", "nats-cpu-s/kchunk", ""},
 	{"capacity, 40 sessions: nats-server CPU per 1,000 chunks", "BenchmarkCapacity/path=skein,sessions=40,rate=50", "nats-cpu-s/kchunk", "BenchmarkCapacity/path=jetstream,sessions=40,rate=50", "nats-cpu-s/kchunk", ""},
+	{"capacity, 40 sessions: the agents' CPU per 1,000 chunks (the load)", "BenchmarkCapacity/path=skein,sessions=40,rate=50", "agents-cpu-s/kchunk", "", "", ""},
+	{"capacity, 40 sessions: the machine's busy cores", "BenchmarkCapacity/path=skein,sessions=40,rate=50", "busy-cores", "", "", ""},
 	{"capacity knee: sessions × 50 chunks/s with live delta p99 < 50 ms", "BenchmarkCapacitySweep/rate=50,result=knee", "knee-sessions", "", "", ""},
 	{"takeover of 1,000 running sessions after their owner dies (TTL 1 s)", "BenchmarkTakeover/sessions=1000/owner-ttl=1s", "takeover-s", "", "", ""},
 	{"  of which claiming them, after the leases expired", "BenchmarkTakeover/sessions=1000/owner-ttl=1s", "claim-s", "", "", ""},
