@@ -181,47 +181,55 @@ func BenchmarkTurnEnd(b *testing.B) {
 		mustDo(b, http.MethodPut, base, `{"agent":"test"}`)
 		nc := natstest.Connect(b, ns)
 		// The agent's response reaches the session through ACP_IO; its
-		// stamp says when the agent wrote it.
-		var mu sync.Mutex
-		var responseAt time.Time
-		ioSub, err := nc.Subscribe(events.IOTailSubject("default", "end"), func(m *nats.Msg) {
-			if r, err := events.Decode[events.AdapterPromptResult](m.Data); err == nil {
-				if at, ok := sentAt(json.RawMessage(r.Result)); ok {
-					mu.Lock()
-					responseAt = at
-					mu.Unlock()
-				}
+		// stamp says when the agent wrote it. Both subjects feed one
+		// channel, read by this goroutine in the order they arrived: a
+		// turn's response comes before its TurnFinished.
+		arrivals := make(chan *nats.Msg, 16384)
+		for _, subject := range []string{events.IOTailSubject("default", "end"), events.TailSubject("default", "end", events.LogControl)} {
+			sub, err := nc.ChanSubscribe(subject, arrivals)
+			if err != nil {
+				b.Fatal(err)
 			}
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer ioSub.Unsubscribe()
-		var s samples
-		ctlSub, err := nc.Subscribe(events.TailSubject("default", "end", events.LogControl), func(m *nats.Msg) {
-			got := time.Now()
-			if m.Header.Get(events.HeaderRecord) != events.RecordTurnFinished {
-				return
-			}
-			mu.Lock()
-			at := responseAt
-			mu.Unlock()
-			if !at.IsZero() {
-				s.add(got.Sub(at))
-			}
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer ctlSub.Unsubscribe()
-		body := promptBody(script)
-		mustDo(b, http.MethodPost, base+"/prompt", body)
-		s = samples{}
-		for b.Loop() {
-			mustDo(b, http.MethodPost, base+"/prompt", body)
+			defer sub.Unsubscribe()
 		}
 		if err := nc.Flush(); err != nil {
 			b.Fatal(err)
+		}
+		var responseAt time.Time
+		// finished waits for the TurnFinished of the turn just run and
+		// returns how long after the agent's response it arrived.
+		finished := func() time.Duration {
+			timeout := time.NewTimer(30 * time.Second)
+			defer timeout.Stop()
+			for {
+				select {
+				case m := <-arrivals:
+					got := time.Now()
+					if m.Subject != events.TailSubject("default", "end", events.LogControl) {
+						if r, err := events.Decode[events.AdapterPromptResult](m.Data); err == nil {
+							if at, ok := sentAt(json.RawMessage(r.Result)); ok {
+								responseAt = at
+							}
+						}
+						continue
+					}
+					if m.Header.Get(events.HeaderRecord) == events.RecordTurnFinished && !responseAt.IsZero() {
+						d := got.Sub(responseAt)
+						responseAt = time.Time{}
+						return d
+					}
+				case <-timeout.C:
+					b.Fatal("no TurnFinished after the agent's response within 30 s")
+				}
+			}
+		}
+		body := promptBody(script)
+		mustDo(b, http.MethodPost, base+"/prompt", body)
+		finished()
+		var s samples
+		for b.Loop() {
+			mustDo(b, http.MethodPost, base+"/prompt", body)
+			s.add(finished())
 		}
 		s.report(b)
 	})
