@@ -3,10 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,17 +153,7 @@ func measure(b *testing.B, op func()) {
 
 func mustDo(tb testing.TB, method, url, body string) {
 	tb.Helper()
-	req, err := http.NewRequestWithContext(tb.Context(), method, url, strings.NewReader(body))
-	if err != nil {
+	if err := httpDo(tb.Context(), http.DefaultClient, method, url, body); err != nil {
 		tb.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		tb.Fatalf("%s %s = %d %s", method, url, resp.StatusCode, b)
 	}
 }

@@ -460,7 +460,7 @@ func startServeOnce(b *testing.B, natsURL string, capacity int, pprofAddr string
 	if err != nil {
 		b.Fatal(err)
 	}
-	httpAddr := freeAddrTB(b)
+	httpAddr := freeAddr(b)
 	args := []string{"serve", "--target=all", "--nats", natsURL, "--gateway.http-addr", httpAddr,
 		"--adapter-runner.id", "capacity", "--adapter-runner.data-dir", filepath.Join(b.TempDir(), "runner"),
 		"--adapter-runner.capacity", strconv.Itoa(capacity), "--log-level", "warn"}
@@ -510,12 +510,13 @@ func (l *lockedBuffer) String() string {
 	return l.buf.String()
 }
 
-func freeAddrTB(b *testing.B) string {
-	b.Helper()
-	// freeAddr takes a *testing.T; the same, for a benchmark.
-	l, err := (&net.ListenConfig{}).Listen(b.Context(), "tcp", "127.0.0.1:0")
+// freeAddr returns a loopback address whose port is free now (another
+// process may take it before it is bound: callers retry).
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	l, err := (&net.ListenConfig{}).Listen(tb.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer l.Close()
 	return l.Addr().String()

@@ -71,10 +71,8 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		}
 		return err
 	}
-	if c.pprofAddr != "" {
-		if err := checkLoopback(c.pprofAddr); err != nil {
-			return fmt.Errorf("--pprof: %w", err)
-		}
+	if err := checkPprofFlag(c.pprofAddr); err != nil {
+		return err
 	}
 	lg, err := newLogger(c.stack.LogLevel, false)
 	if err != nil {

@@ -45,6 +45,18 @@ func servePprof(ctx context.Context, addr string, lg *slog.Logger) error {
 	return nil
 }
 
+// checkPprofFlag checks --pprof: empty (off) or a loopback address. skein
+// serve and dev check it before they start anything.
+func checkPprofFlag(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if err := checkLoopback(addr); err != nil {
+		return fmt.Errorf("--pprof: %w", err)
+	}
+	return nil
+}
+
 // checkLoopback accepts host:port whose host is a loopback IP or localhost:
 // profiles show the process's internals and must not be reachable from the
 // network.
@@ -67,9 +79,6 @@ func checkLoopback(addr string) error {
 func runWithPprof(ctx context.Context, addr string, lg *slog.Logger, run func(context.Context) error) error {
 	if addr == "" {
 		return run(ctx)
-	}
-	if err := checkLoopback(addr); err != nil {
-		return fmt.Errorf("--pprof: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

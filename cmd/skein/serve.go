@@ -55,10 +55,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	if pprofAddr != "" {
-		if err := checkLoopback(pprofAddr); err != nil {
-			return fmt.Errorf("--pprof: %w", err)
-		}
+	if err := checkPprofFlag(pprofAddr); err != nil {
+		return err
 	}
 	lg, err := newLogger(c.LogLevel, true)
 	if err != nil {

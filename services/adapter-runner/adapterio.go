@@ -77,21 +77,21 @@ func (p *process) session() (string, error) {
 // which cost the server one message instead of two and the runner no
 // acknowledgement to read. A record the stream did not store leaves a gap
 // in the numbers, which the session owner reports.
-func (p *process) publish(v events.Variant, hdr nats.Header) {
+func (p *process) publish(v events.Variant) {
 	data, err := events.Marshal(v)
 	if err != nil {
 		p.lg.Error("encode runner record", events.LogKeyRecord, v.VariantName(), events.LogKeyErr, err)
 		return
 	}
-	if hdr == nil {
-		hdr = nats.Header{}
+	hdr := nats.Header{
+		events.HeaderRecord:    []string{v.VariantName()},
+		events.HeaderProcessID: []string{p.id},
 	}
-	hdr[events.HeaderRecord] = []string{v.VariantName()}
-	hdr[events.HeaderProcessID] = []string{p.id}
 	msg := &nats.Msg{Subject: p.subject, Header: hdr, Data: data}
-	_, output := v.(*events.AdapterUpdate)
-	if !output {
-		_, output = v.(*events.AcpAgentStderrEvent)
+	var output bool
+	switch v.(type) {
+	case *events.AdapterUpdate, *events.AcpAgentStderrEvent:
+		output = true
 	}
 	// The number and the publish go together: the numbers reach the
 	// stream in order even when stdout's and stderr's goroutines publish
@@ -137,7 +137,7 @@ func (p *process) onNotification(m *acpwire.Message) {
 		p.notACP(err)
 		return
 	}
-	p.publish(&events.AdapterUpdate{Update: events.JSON(u.Update)}, nil)
+	p.publish(&events.AdapterUpdate{Update: events.JSON(u.Update)})
 }
 
 func (p *process) onRequest(m *acpwire.Message) {
@@ -162,7 +162,7 @@ func (p *process) onRequest(m *acpwire.Message) {
 	p.wire.perms[requestID] = m.ID
 	p.wire.mu.Unlock()
 	// The private session ID stays here: the request becomes a public event.
-	p.publish(&events.AdapterPermissionRequest{RequestID: requestID, Request: events.JSON(acp.WithoutMember(m.Params, "sessionId"))}, nil)
+	p.publish(&events.AdapterPermissionRequest{RequestID: requestID, Request: events.JSON(acp.WithoutMember(m.Params, "sessionId"))})
 }
 
 // refuse answers the adapter's request m with e.
@@ -225,7 +225,7 @@ func (p *process) answered(turnID string, res *acpwire.PromptResult, err error) 
 	default:
 		out.StopReason, out.Result = res.StopReason, events.JSON(res.Raw)
 	}
-	p.publish(out, nil)
+	p.publish(out)
 }
 
 // cancel sends session/cancel.

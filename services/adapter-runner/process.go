@@ -234,7 +234,7 @@ func (p *process) pumpStderr(r io.Reader) {
 				p.publish(&events.AcpAgentStderrEvent{
 					SessionID: string(p.sid), AgentType: p.agent.ID, ProcessID: p.id,
 					Chunk: append([]byte(nil), chunk...),
-				}, nil)
+				})
 			} else {
 				p.m.stderrDropped.Add(float64(n))
 			}
@@ -292,7 +292,7 @@ func (p *process) wait() {
 		p.publish(&events.AcpAgentExitedEvent{
 			SessionID: string(p.sid), AgentType: p.agent.ID, ProcessID: p.id,
 			Pid: &pid, ExitCode: code, Restart: events.RestartNotAttempted,
-		}, nil)
+		})
 		p.m.unexpectedExits.Inc()
 		p.lg.Warn("adapter exited", "exit_code", code, events.LogKeyErr, err)
 	}

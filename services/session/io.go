@@ -142,7 +142,7 @@ func (sess *session) counted(ioSeq uint64, r *route, hdr nats.Header) bool {
 		return true
 	}
 	if no <= last {
-		return false // stored twice (a runner's retry): applied already
+		return false // not newer than one applied: a runner never sends it
 	}
 	lost := no - last - 1
 	sess.svc.m.ioLost.Add(float64(lost))
