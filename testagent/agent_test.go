@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -76,5 +78,59 @@ func TestParseConfig(t *testing.T) {
 	}
 	if c, err := parseConfig(nil, func(string) string { return "" }, io.Discard); err != nil || !c.ExitOnEOF {
 		t.Errorf("default config = %+v, %v; want exit-on-eof on", c, err)
+	}
+}
+
+// writes records each Write whole, and tells wrote of each.
+type writes struct {
+	mu    sync.Mutex
+	all   [][]byte
+	wrote chan []byte
+}
+
+func (w *writes) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.all = append(w.all, bytes.Clone(p))
+	w.wrote <- bytes.Clone(p)
+	return len(p), nil
+}
+
+// "burst" writes what follows in one Write, up to a command that waits.
+func TestBurst(t *testing.T) {
+	out := writes{wrote: make(chan []byte, 16)}
+	a := newAgent(config{ExitOnEOF: true}, slog.New(slog.DiscardHandler), &out, &lockedWriter{w: io.Discard})
+	ctx, cancel := context.WithCancel(t.Context())
+	a.handleLine(ctx, readResult{line: []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)})
+	a.handleLine(ctx, readResult{line: []byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)})
+	var created struct {
+		Result struct{ SessionID string } `json:"result"`
+	}
+	out.mu.Lock()
+	err := json.Unmarshal(out.all[len(out.all)-1], &created)
+	out.mu.Unlock()
+	if err != nil || created.Result.SessionID == "" {
+		t.Fatalf("session/new answered %v", err)
+	}
+	script, _ := json.Marshal("say before\nburst\nchunks 3 x\nplan a | b\nsleep 1\nsay after")
+	a.handleLine(ctx, readResult{line: fmt.Appendf(nil,
+		`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%s}]}}`,
+		created.Result.SessionID, script)})
+	for w := range out.wrote { // until the prompt's answer
+		if bytes.Contains(w, []byte(`"id":2,`)) {
+			break
+		}
+	}
+	a.shutdown(cancel, 0)
+
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	var lines []int // the number of lines of each Write after session/new's answer
+	for _, w := range out.all[2:] {
+		lines = append(lines, bytes.Count(w, []byte("\n")))
+	}
+	// say before; the burst: three chunks and a plan; say after; the answer.
+	if want := []int{1, 4, 1, 1}; !slices.Equal(lines, want) {
+		t.Errorf("lines per write = %v, want %v", lines, want)
 	}
 }

@@ -164,6 +164,28 @@ type lineWriter struct {
 	mu   sync.Mutex
 	w    io.Writer
 	dead atomic.Bool
+	// held gathers the lines of a burst (hold) for one Write (release).
+	held    []byte
+	holding bool
+}
+
+// hold gathers the lines written from now on, to go out in one Write at
+// release: a burst, which the reader gets in one read.
+func (lw *lineWriter) hold() {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	lw.holding = true
+}
+
+// release writes the lines gathered since hold, in one Write.
+func (lw *lineWriter) release() {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	held := lw.held
+	lw.held, lw.holding = nil, false
+	if len(held) > 0 && !lw.dead.Load() {
+		_, _ = lw.w.Write(held) // a write that fails fails the next line too
+	}
 }
 
 // writeJSON encodes v as one line. HTML escaping is off so text reads as
@@ -187,6 +209,10 @@ func (lw *lineWriter) writeLine(b []byte) error {
 	defer lw.mu.Unlock()
 	if lw.dead.Load() {
 		return errWriterDead
+	}
+	if lw.holding {
+		lw.held = append(lw.held, b...)
+		return nil
 	}
 	_, err := lw.w.Write(b)
 	return err

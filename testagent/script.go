@@ -44,6 +44,7 @@ const (
 	opMode         opKind = "mode"
 	opConfig       opKind = "config"
 	opInstructions opKind = "instructions"
+	opBurst        opKind = "burst"
 )
 
 // keywords maps each command keyword to its parser. A parser gets the
@@ -77,6 +78,16 @@ var keywords = map[opKind]func(op *op, args string) error{
 	opMode:         parseMode,
 	opConfig:       parseNoArgs,
 	opInstructions: parseNoArgs,
+	opBurst:        parseNoArgs,
+}
+
+// writesOnly are the commands that only write: a burst goes on across
+// them, and any other command (one that waits, asks or stops) ends it first.
+var writesOnly = map[opKind]bool{
+	opSay: true, opChunks: true, opMessage: true, opThink: true, opTool: true, opToolStep: true,
+	opPlan: true, opBig: true, opUpdate: true, opFlood: true, opNotify: true, opUsage: true,
+	opTitle: true, opMode: true, opConfig: true, opInstructions: true, opBurst: true,
+	opStamp: true, opStampEnd: true,
 }
 
 // Limits that keep a typo from exhausting memory or hanging a test run.

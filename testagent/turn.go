@@ -149,9 +149,13 @@ func (t *turn) run(ctx context.Context, text string) outcome {
 		t.chunk("agent_message_chunk", err.Error())
 		return outcome{stopReason: stopEndTurn}
 	}
+	defer t.a.out.release() // a burst ends with the script
 	for _, o := range ops {
 		if t.done(ctx) {
 			return outcome{stopReason: stopCancelled}
+		}
+		if !writesOnly[o.Kind] {
+			t.a.out.release()
 		}
 		out, err := t.exec(ctx, o)
 		switch {
@@ -331,6 +335,8 @@ func (t *turn) exec(ctx context.Context, o op) (*outcome, error) {
 		}
 	case opStampEnd:
 		t.stampEnd = true
+	case opBurst:
+		t.a.out.hold()
 	case opStream:
 		return t.stream(ctx, o)
 	case opFlood:

@@ -67,6 +67,13 @@ type Options struct {
 	// '\r') are skipped silently.
 	OnProtocolError func(line []byte, err error)
 
+	// OnIdle is called when the reader has handled every whole line it has
+	// read and is about to wait for more (or the stream has ended): the
+	// moment to flush what the callbacks gathered from a burst of lines,
+	// at no cost in latency, since a line that arrives alone is followed
+	// by OnIdle at once. Nil does nothing.
+	OnIdle func()
+
 	// SendCancelRequest makes Call send $/cancel_request {"requestId": id}
 	// when its ctx is done before the response arrives. The agent must
 	// still answer the request; that late answer reaches only OnResponse.
@@ -237,8 +244,18 @@ func (c *Conn) read() {
 			c.stop(readError(err))
 			break
 		}
+		if !lr.hasLine() {
+			c.idle()
+		}
 	}
+	c.idle()
 	c.failPending()
+}
+
+func (c *Conn) idle() {
+	if f := c.opts.OnIdle; f != nil {
+		f()
+	}
 }
 
 // readError turns the line reader's final error into the connection's.

@@ -501,3 +501,44 @@ func TestCloseUnclosableReader(t *testing.T) {
 		t.Errorf("second Close() = %v, want nil", err)
 	}
 }
+
+// TestOnIdle: lines read at once are handled one by one and OnIdle follows
+// the last of them, once; a line that arrives alone is followed by OnIdle
+// at once; the end of the stream calls it too.
+func TestOnIdle(t *testing.T) {
+	pr, pw := io.Pipe()
+	var (
+		mu  sync.Mutex
+		got []string
+	)
+	note := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, s)
+	}
+	idle := make(chan struct{}, 8)
+	c := acpwire.NewConn(pr, io.Discard, acpwire.Options{
+		OnNotification: func(m *acpwire.Message) { note(m.Method) },
+		OnIdle:         func() { note("idle"); idle <- struct{}{} },
+	})
+	// One Write reaches the reader in one read: three lines, then half of
+	// a fourth, which the reader must wait for.
+	burst := notif1 + "\n" + notif2 + "\n" + notif1 + "\n" + notif2[:10]
+	if _, err := io.WriteString(pw, burst); err != nil {
+		t.Fatal(err)
+	}
+	<-idle
+	if _, err := io.WriteString(pw, notif2[10:]+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-idle
+	pw.Close()
+	waitDone(t, c)
+	<-idle
+	want := []string{"session/update", "_vendor/ping", "session/update", "idle", "_vendor/ping", "idle", "idle"}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("callbacks (-want +got):\n%s", diff)
+	}
+}

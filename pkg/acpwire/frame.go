@@ -70,6 +70,13 @@ func (lr *lineReader) next() ([]byte, error) {
 	}
 }
 
+// hasLine reports whether a whole line is buffered already: whether next
+// returns without reading.
+func (lr *lineReader) hasLine() bool {
+	buf, _ := lr.br.Peek(lr.br.Buffered()) // never reads: the bytes are buffered
+	return bytes.IndexByte(buf, '\n') >= 0
+}
+
 // take returns a copy of the assembled line and resets the buffer.
 func (lr *lineReader) take() []byte {
 	line := bytes.Clone(lr.long)

@@ -37,14 +37,18 @@ const (
 	// HeaderIdempotencyKey ride on the accepting record.
 	HeaderContentHash    = "Acp-Content-Hash"
 	HeaderIdempotencyKey = "Acp-Idempotency-Key"
-	// HeaderIOSeq is the ACP_IO stream sequence of the runner record whose
-	// handling produced a log record: where a new owner resumes ACP_IO.
+	// HeaderIOSeq is the ACP_IO position of the adapter message whose
+	// handling produced a log record: where a new owner resumes ACP_IO. It
+	// is the runner record's stream sequence ("1234"), and for an update of
+	// an AdapterUpdates record, the update's number there after a dot, from
+	// 1 ("1234.3"): the updates after it are still to be applied.
 	HeaderIOSeq = "Acp-Io-Seq"
-	// HeaderIOHeld, beside HeaderIOSeq, is the ACP_IO sequence of the first
-	// chunk of a message in progress that the owner held in memory when it
-	// wrote the record (chunks become durable only when their message
-	// ends). A new owner taking the turn over reads the chunks again from
-	// there, and applies the records after HeaderIOSeq as usual.
+	// HeaderIOHeld, beside HeaderIOSeq, is the ACP_IO position (the same
+	// form) of the first chunk of a message in progress that the owner held
+	// in memory when it wrote the record (chunks become durable only when
+	// their message ends). A new owner taking the turn over reads the
+	// chunks again from there, and applies what follows HeaderIOSeq as
+	// usual.
 	HeaderIOHeld = "Acp-Io-Held"
 	// HeaderNamespace and HeaderSessionID address a session on runner
 	// control requests.

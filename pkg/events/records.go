@@ -236,6 +236,7 @@ const (
 	RecordAgentExited              = "AcpAgentExitedEvent"
 	RecordAgentStderr              = "AcpAgentStderrEvent"
 	RecordAdapterUpdate            = "AdapterUpdate"
+	RecordAdapterUpdates           = "AdapterUpdates"
 	RecordAdapterPermissionRequest = "AdapterPermissionRequest"
 	RecordAdapterPromptResult      = "AdapterPromptResult"
 )

@@ -12,6 +12,7 @@ package events
 // stdout (then stderr and the exit):
 //
 //	AdapterUpdate             a session/update's update object
+//	AdapterUpdates            several, the adapter wrote them together
 //	AdapterPermissionRequest  a session/request_permission, with the runner's correlation ID
 //	AdapterPromptResult       the answer to a turn's session/prompt (or its JSON-RPC error)
 //	AcpAgentStderrEvent       a chunk of the adapter's stderr
@@ -78,6 +79,15 @@ type AdapterUpdate struct {
 	Update JSON `msgpack:"update"`
 }
 
+// AdapterUpdates is several session/update notifications' update objects,
+// raw, in the order the adapter wrote them: the ones the runner read from
+// its stdout at once (a burst), stored as one record. An update in it is
+// placed in ACP_IO by the record's sequence and its number there, from 1
+// (HeaderIOSeq "seq.n").
+type AdapterUpdates struct {
+	Updates []JSON `msgpack:"updates"`
+}
+
 // AdapterPermissionRequest is a session/request_permission the adapter
 // sent. RequestID is the runner's correlation ID ("perm_" + a NUID):
 // globally unique, never the adapter's JSON-RPC id, so the session service
@@ -139,12 +149,25 @@ func (f *TurnFinished) Result(sid string) (*AcpPromptResponse, error) {
 	return &AcpPromptResponse{SessionID: sid, Message: f.Message, StopReason: f.StopReason}, nil
 }
 
+// UpdatesOf returns the updates an ACP_IO record carries, in order: one
+// for an AdapterUpdate, several for AdapterUpdates, none for any other.
+func UpdatesOf(v Variant) []JSON {
+	switch v := v.(type) {
+	case *AdapterUpdate:
+		return []JSON{v.Update}
+	case *AdapterUpdates:
+		return v.Updates
+	}
+	return nil
+}
+
 func (RunnerPromptRequest) VariantName() string      { return "RunnerPromptRequest" }
 func (RunnerCancelRequest) VariantName() string      { return "RunnerCancelRequest" }
 func (RunnerPermissionAnswer) VariantName() string   { return "RunnerPermissionAnswer" }
 func (RunnerSetConfigRequest) VariantName() string   { return "RunnerSetConfigRequest" }
 func (RunnerConfigResponse) VariantName() string     { return "RunnerConfigResponse" }
 func (AdapterUpdate) VariantName() string            { return RecordAdapterUpdate }
+func (AdapterUpdates) VariantName() string           { return RecordAdapterUpdates }
 func (AdapterPermissionRequest) VariantName() string { return RecordAdapterPermissionRequest }
 func (AdapterPromptResult) VariantName() string      { return RecordAdapterPromptResult }
 func (PromptAccepted) VariantName() string           { return "PromptAccepted" }
@@ -156,6 +179,7 @@ func init() {
 	register(func() Variant { return new(RunnerSetConfigRequest) })
 	register(func() Variant { return new(RunnerConfigResponse) })
 	register(func() Variant { return new(AdapterUpdate) })
+	register(func() Variant { return new(AdapterUpdates) })
 	register(func() Variant { return new(AdapterPermissionRequest) })
 	register(func() Variant { return new(AdapterPromptResult) })
 	register(func() Variant { return new(PromptAccepted) })

@@ -77,7 +77,64 @@ func (p *process) session() (string, error) {
 // which cost the server one message instead of two and the runner no
 // acknowledgement to read. A record the stream did not store leaves a gap
 // in the numbers, which the session owner reports.
+//
+// The updates gathered from a burst (gather) are published first: records
+// reach ACP_IO in the order the adapter wrote them.
 func (p *process) publish(v events.Variant) {
+	p.pub.Lock()
+	defer p.pub.Unlock()
+	p.flushLocked()
+	p.publishLocked(v)
+}
+
+// gather holds an update the reader got in a burst of the adapter's stdout
+// (several lines read at once), to be published with the rest of the
+// burst as one AdapterUpdates record when the reader has handled them all
+// (flush, its acpwire.Options.OnIdle). A burst of a flood then costs
+// ACP_IO, its republish and the owner one message instead of one per
+// update, and a lone update waits for nothing: the reader is idle at once
+// after it. A burst is cut at maxBurstUpdates updates or maxBurstBytes.
+func (p *process) gather(u events.JSON) {
+	p.pub.Lock()
+	defer p.pub.Unlock()
+	if n := len(p.pub.updates); n > 0 && (n == maxBurstUpdates || p.pub.bytes+len(u) > maxBurstBytes) {
+		p.flushLocked()
+	}
+	p.pub.updates = append(p.pub.updates, u)
+	p.pub.bytes += len(u)
+}
+
+// A burst's record holds at most maxBurstUpdates updates of maxBurstBytes
+// in all (or one larger update alone): far below any NATS max_payload, and
+// few enough that a burst is not held for long behind the reader.
+const (
+	maxBurstUpdates = 256
+	maxBurstBytes   = 64 << 10
+)
+
+// flush publishes the updates gathered: one AdapterUpdate, or several as
+// one AdapterUpdates.
+func (p *process) flush() {
+	p.pub.Lock()
+	defer p.pub.Unlock()
+	p.flushLocked()
+}
+
+func (p *process) flushLocked() {
+	switch len(p.pub.updates) {
+	case 0:
+		return
+	case 1:
+		p.publishLocked(&events.AdapterUpdate{Update: p.pub.updates[0]})
+	default:
+		p.publishLocked(&events.AdapterUpdates{Updates: p.pub.updates})
+	}
+	clear(p.pub.updates)
+	p.pub.updates, p.pub.bytes = p.pub.updates[:0], 0
+}
+
+// publishLocked is publish, with p.pub held and nothing gathered.
+func (p *process) publishLocked(v events.Variant) {
 	data, err := events.Marshal(v)
 	if err != nil {
 		p.lg.Error("encode runner record", events.LogKeyRecord, v.VariantName(), events.LogKeyErr, err)
@@ -90,14 +147,12 @@ func (p *process) publish(v events.Variant) {
 	msg := &nats.Msg{Subject: p.subject, Header: hdr, Data: data}
 	var output bool
 	switch v.(type) {
-	case *events.AdapterUpdate, *events.AcpAgentStderrEvent:
+	case *events.AdapterUpdate, *events.AdapterUpdates, *events.AcpAgentStderrEvent:
 		output = true
 	}
-	// The number and the publish go together: the numbers reach the
-	// stream in order even when stdout's and stderr's goroutines publish
-	// at once.
-	p.pub.Lock()
-	defer p.pub.Unlock()
+	// The number and the publish go together (under p.pub): the numbers
+	// reach the stream in order even when stdout's and stderr's goroutines
+	// publish at once.
 	n := p.pub.records + 1
 	hdr[events.HeaderRecordNo] = []string{strconv.FormatUint(n, 10)}
 	if !output || n%ackEvery == 0 {
@@ -137,10 +192,13 @@ func (p *process) onNotification(m *acpwire.Message) {
 		p.notACP(err)
 		return
 	}
-	p.publish(&events.AdapterUpdate{Update: events.JSON(u.Update)})
+	p.gather(events.JSON(u.Update))
 }
 
 func (p *process) onRequest(m *acpwire.Message) {
+	// What came before the request is published before it is answered,
+	// since the answer may wait on the adapter's stdin.
+	p.flush()
 	if m.Method != acpwire.MethodRequestPermission {
 		// fs/*, terminal/* and the rest: Skein advertises none of them.
 		data, _ := json.Marshal(struct {

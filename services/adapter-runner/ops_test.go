@@ -182,7 +182,7 @@ printf '%s\n' '{"jsonrpc":"2.0","id":"fs-1","method":"fs/read_text_file","params
 	_, before := until[*events.AdapterPromptResult](t, h)
 	for _, v := range before {
 		switch v := v.(type) {
-		case *events.AdapterUpdate:
+		case *events.AdapterUpdate, *events.AdapterUpdates:
 		case *events.AcpAgentStderrEvent: // the agent logs the answers it did not ask for
 		default:
 			t.Errorf("ACP_IO has a %s", v.VariantName())

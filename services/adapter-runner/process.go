@@ -77,10 +77,13 @@ type process struct {
 	stopping  atomic.Bool
 	replaying atomic.Bool // a session/load is replaying history: drop its updates
 	wire      wireState   // the ACP session as the runner speaks it (adapterio.go)
-	// pub numbers the records published to ACP_IO (HeaderRecordNo).
+	// pub numbers the records published to ACP_IO (HeaderRecordNo) and
+	// holds the updates of a burst not yet published (gather).
 	pub struct {
 		sync.Mutex
 		records uint64
+		updates []events.JSON
+		bytes   int
 	}
 
 	mu        sync.Mutex
@@ -176,6 +179,7 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 		MaxLineBytes:   spec.maxLineBytes,
 		OnNotification: p.onNotification,
 		OnRequest:      p.onRequest,
+		OnIdle:         p.flush,
 		OnProtocolError: func(line []byte, err error) {
 			p.lg.Warn("adapter wrote a line that is not ACP", events.LogKeyErr, err)
 			p.m.protocolErrors.Inc()

@@ -11,22 +11,22 @@ import (
 	"skein.dev/pkg/events/eventlog"
 )
 
-// stamp sets the headers every record carries: the ACP_IO record it came
-// from (ioSeq, when not zero) and the turn running when it was made.
-func (sess *session) stamp(ioSeq uint64, entries []eventlog.Entry) {
-	if ioSeq == 0 && sess.turn == nil {
+// stamp sets the headers every record carries: the place in ACP_IO it
+// came from (at, when not zero) and the turn running when it was made.
+func (sess *session) stamp(at ioPos, entries []eventlog.Entry) {
+	if at == (ioPos{}) && sess.turn == nil {
 		return
 	}
 	for i := range entries {
 		if entries[i].Header == nil {
 			entries[i].Header = nats.Header{}
 		}
-		if ioSeq != 0 {
-			entries[i].Header.Set(events.HeaderIOSeq, strconv.FormatUint(ioSeq, 10))
+		if at != (ioPos{}) {
+			entries[i].Header.Set(events.HeaderIOSeq, at.String())
 			if sess.buf.active {
 				// Chunks of a message in progress are held past this record:
 				// a new owner reads them again from here.
-				entries[i].Header.Set(events.HeaderIOHeld, strconv.FormatUint(sess.buf.firstSeq, 10))
+				entries[i].Header.Set(events.HeaderIOHeld, sess.buf.first.String())
 			}
 		}
 		if sess.turn != nil {
@@ -37,9 +37,9 @@ func (sess *session) stamp(ioSeq uint64, entries []eventlog.Entry) {
 }
 
 // append writes entries to the log, as one atomic append, after whatever
-// is queued. ioSeq, when not zero, is the ACP_IO record they came from.
-func (sess *session) append(ctx context.Context, ioSeq uint64, entries ...eventlog.Entry) ([]eventlog.Appended, error) {
-	sess.stamp(ioSeq, entries)
+// is queued. at, when not zero, is the place in ACP_IO they came from.
+func (sess *session) append(ctx context.Context, at ioPos, entries ...eventlog.Entry) ([]eventlog.Appended, error) {
+	sess.stamp(at, entries)
 	if err := sess.commit(ctx); err != nil {
 		return nil, err
 	}
@@ -51,8 +51,8 @@ func (sess *session) append(ctx context.Context, ioSeq uint64, entries ...eventl
 // appends (group commit); commit happens before anything that must observe
 // the log's end (a live delta's afterSequence, a turn's end, a request's
 // answer) and whenever nothing more is waiting.
-func (sess *session) queue(ioSeq uint64, entries ...eventlog.Entry) {
-	sess.stamp(ioSeq, entries)
+func (sess *session) queue(at ioPos, entries ...eventlog.Entry) {
+	sess.stamp(at, entries)
 	sess.pending = append(sess.pending, entries...)
 }
 

@@ -20,7 +20,7 @@ func (sess *session) open(ctx context.Context, o *events.SessionOpened) error {
 		return err
 	}
 	if sess.opened == nil {
-		if _, err := sess.append(ctx, 0, eventlog.Entry{Kind: events.LogControl, Value: o}); err != nil {
+		if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: o}); err != nil {
 			return err
 		}
 		sess.opened = o
@@ -113,7 +113,7 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 		ConfigOptions:     created.ConfigOptions,
 		IOStartSeq:        ioStart,
 	}
-	if _, err := sess.append(ctx, 0, eventlog.Entry{Kind: events.LogControl, Value: attached}); err != nil {
+	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: attached}); err != nil {
 		sess.stopAdapter(r)
 		return runner, err
 	}

@@ -17,7 +17,7 @@ func (s *Service) runnerGone(id events.RunnerID) {
 		sess.mu.Lock()
 		if r := sess.adapter; r != nil && r.runner == id {
 			sess.lg.Warn("the adapter's runner is gone", events.LogKeyRunner, string(id))
-			sess.onExit(s.runCtx, 0, r, &events.AcpAgentExitedEvent{
+			sess.onExit(s.runCtx, ioPos{}, r, &events.AcpAgentExitedEvent{
 				SessionID: string(sess.sid), AgentType: sess.opened.Agent, ProcessID: r.processID,
 				Restart: events.RestartNotAttempted, // ExitCode absent: observed indirectly
 			})

@@ -22,10 +22,10 @@ type coalescer struct {
 	messageID *string
 	chunks    []json.RawMessage
 	bytes     int64
-	// firstSeq and lastSeq are the ACP_IO sequences of the first and the
-	// last chunk held: what a new owner must read again to hold them too,
-	// since they are in memory only until the message ends.
-	firstSeq, lastSeq uint64
+	// first and last are the ACP_IO positions of the first and the last
+	// chunk held: what a new owner must read again to hold them too, since
+	// they are in memory only until the message ends.
+	first, last ioPos
 }
 
 func (c *coalescer) continues(kind string, messageID *string) bool {
@@ -38,14 +38,14 @@ func (c *coalescer) continues(kind string, messageID *string) bool {
 	return c.messageID == nil || *c.messageID == *messageID
 }
 
-// add holds one chunk, the ACP_IO record ioSeq.
-func (c *coalescer) add(kind string, messageID *string, update json.RawMessage, ioSeq uint64) {
+// add holds one chunk, at that place in ACP_IO.
+func (c *coalescer) add(kind string, messageID *string, update json.RawMessage, at ioPos) {
 	if !c.active {
-		c.active, c.kind, c.messageID, c.firstSeq = true, kind, messageID, ioSeq
+		c.active, c.kind, c.messageID, c.first = true, kind, messageID, at
 	}
 	c.chunks = append(c.chunks, update)
 	c.bytes += int64(len(update))
-	c.lastSeq = ioSeq
+	c.last = at
 }
 
 func (c *coalescer) reset() { *c = coalescer{} }

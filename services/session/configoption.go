@@ -37,7 +37,7 @@ func (sess *session) setConfigOption(ctx context.Context, configID string, value
 	if opts == nil {
 		opts = sess.withCurrentValue(configID, value)
 	}
-	if err := sess.configChanged(ctx, 0, opts); err != nil {
+	if err := sess.configChanged(ctx, ioPos{}, opts); err != nil {
 		return nil, err
 	}
 	return sess.configResponse(), nil
@@ -76,10 +76,10 @@ func (sess *session) sendOption(ctx context.Context, configID string, value even
 
 // configChanged makes opts the session's options: a new revision, recorded
 // (ConfigChanged) and projected.
-func (sess *session) configChanged(ctx context.Context, ioSeq uint64, opts []events.JSON) error {
+func (sess *session) configChanged(ctx context.Context, at ioPos, opts []events.JSON) error {
 	sess.meta.ConfigOptions = opts
 	sess.meta.ConfigRevision++
-	if _, err := sess.append(ctx, ioSeq, eventlog.Entry{Kind: events.LogControl, Value: &events.ConfigChanged{
+	if _, err := sess.append(ctx, at, eventlog.Entry{Kind: events.LogControl, Value: &events.ConfigChanged{
 		Revision: sess.meta.ConfigRevision, ConfigOptions: opts,
 	}}); err != nil {
 		return err
@@ -142,7 +142,7 @@ func legacyMethod(option events.JSON) string {
 // onConfigUpdate keeps the cache in step with what the agent announces on
 // its own: config_option_update replaces the options, current_mode_update
 // moves a mode option mapped from legacy modes.
-func (sess *session) onConfigUpdate(ctx context.Context, ioSeq uint64, kind string, update json.RawMessage) {
+func (sess *session) onConfigUpdate(ctx context.Context, at ioPos, kind string, update json.RawMessage) {
 	switch kind {
 	case acp.UpdateConfigOption:
 		var u struct {
@@ -155,7 +155,7 @@ func (sess *session) onConfigUpdate(ctx context.Context, ioSeq uint64, kind stri
 		for i, o := range u.ConfigOptions {
 			opts[i] = events.JSON(o)
 		}
-		if err := sess.configChanged(ctx, ioSeq, opts); err != nil {
+		if err := sess.configChanged(ctx, at, opts); err != nil {
 			sess.lg.Warn("record the agent's config options", events.LogKeyErr, err)
 		}
 	case acp.UpdateCurrentMode:
@@ -169,7 +169,7 @@ func (sess *session) onConfigUpdate(ctx context.Context, ioSeq uint64, kind stri
 		value, _ := json.Marshal(u.CurrentModeID)
 		next := sess.withCurrentValue("mode", value)
 		if !bytes.Equal(next[i], sess.meta.ConfigOptions[i]) {
-			if err := sess.configChanged(ctx, ioSeq, next); err != nil {
+			if err := sess.configChanged(ctx, at, next); err != nil {
 				sess.lg.Warn("record the agent's mode", events.LogKeyErr, err)
 			}
 		}

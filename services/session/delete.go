@@ -26,12 +26,12 @@ func (sess *session) delete(ctx context.Context) error {
 		return nil
 	}
 	if sess.turn != nil {
-		sess.abortTurnWith(ctx, 0, events.OutcomeCancelled, nil, events.ReasonSessionDeleted)
+		sess.abortTurnWith(ctx, ioPos{}, events.OutcomeCancelled, nil, events.ReasonSessionDeleted)
 	}
 	if r := sess.adapter; r != nil {
 		sess.stopAdapter(r)
 	}
-	out, err := sess.append(ctx, 0, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionDeleted{Reason: events.DeleteRequested}})
+	out, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionDeleted{Reason: events.DeleteRequested}})
 	if err != nil {
 		return err
 	}

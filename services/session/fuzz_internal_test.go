@@ -42,3 +42,54 @@ func FuzzCoalesce(f *testing.F) {
 		}
 	})
 }
+
+func TestIOPos(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+		p  ioPos
+	}{
+		{"1234", true, ioPos{1234, 0}},
+		{"1234.3", true, ioPos{1234, 3}},
+		{"0", false, ioPos{}},
+		{"12.0", false, ioPos{}},
+		{"12.", false, ioPos{}},
+		{".3", false, ioPos{}},
+		{"12.-1", false, ioPos{}},
+		{"x", false, ioPos{}},
+		{"", false, ioPos{}},
+	} {
+		p, ok := parseIOPos(tc.in)
+		if ok != tc.ok || p != tc.p {
+			t.Errorf("parseIOPos(%q) = %v, %v; want %v, %v", tc.in, p, ok, tc.p, tc.ok)
+		}
+		if ok && p.String() != tc.in {
+			t.Errorf("%v.String() = %q, want %q", p, p.String(), tc.in)
+		}
+	}
+	// In ACP_IO order: 5.1 < 5.2 < 5 (the whole record) < 6.1.
+	order := []ioPos{{5, 1}, {5, 2}, {5, 0}, {6, 1}}
+	for i, p := range order {
+		for j, q := range order {
+			if got := p.after(q); got != (i > j) {
+				t.Errorf("%v.after(%v) = %v", p, q, got)
+			}
+		}
+	}
+}
+
+// FuzzIOPos: what parses prints back to a string that parses the same.
+func FuzzIOPos(f *testing.F) {
+	for _, s := range []string{"1", "1234.3", "18446744073709551615.2", "0.1", "1.0", "1..2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, ok := parseIOPos(s)
+		if !ok {
+			return
+		}
+		if q, ok := parseIOPos(p.String()); !ok || q != p {
+			t.Errorf("parseIOPos(%q) = %v, whose String %q parses to %v, %v", s, p, p.String(), q, ok)
+		}
+	})
+}

@@ -60,7 +60,7 @@ func (sess *session) commitOrFail(ctx context.Context) bool {
 	}
 	sess.lg.Warn("append adapter output", events.LogKeyErr, err)
 	if sess.turn != nil {
-		sess.abortTurn(ctx, 0, events.OutcomeFailed, events.AsError(err))
+		sess.abortTurn(ctx, ioPos{}, events.OutcomeFailed, events.AsError(err))
 	}
 	return false
 }
@@ -95,6 +95,11 @@ func (sess *session) catchUp(r *route, upTo uint64) {
 // applyIO applies one ACP_IO record, in the order the runner observed it.
 func (sess *session) applyIO(r *route, ioSeq uint64, hdr nats.Header, data []byte) {
 	r.applied = ioSeq
+	skip := 0 // updates of this record an old owner applied
+	if r.skip.seq == ioSeq {
+		skip = r.skip.n
+	}
+	r.skip = ioPos{}
 	if hdr.Get(events.HeaderProcessID) != r.processID {
 		return // output of an adapter process this session no longer uses
 	}
@@ -108,18 +113,26 @@ func (sess *session) applyIO(r *route, ioSeq uint64, hdr nats.Header, data []byt
 		return
 	}
 	ctx := sess.svc.runCtx
+	at := ioPos{seq: ioSeq}
 	sess.svc.m.ioRecords.WithLabelValues(v.VariantName()).Inc()
 	switch v := v.(type) {
 	case *events.AdapterUpdate:
-		sess.onUpdate(ctx, ioSeq, r, v.Update)
+		sess.onUpdate(ctx, at, r, v.Update)
+	case *events.AdapterUpdates:
+		for i, u := range v.Updates[min(skip, len(v.Updates)):] {
+			if sess.adapter != r {
+				return // the update before ended the route (an aborted turn)
+			}
+			sess.onUpdate(ctx, ioPos{seq: ioSeq, n: skip + i + 1}, r, u)
+		}
 	case *events.AdapterPermissionRequest:
-		sess.onPermissionRequest(ctx, ioSeq, r, v)
+		sess.onPermissionRequest(ctx, at, r, v)
 	case *events.AdapterPromptResult:
-		sess.onPromptResult(ctx, ioSeq, r, v)
+		sess.onPromptResult(ctx, at, r, v)
 	case *events.AcpAgentStderrEvent:
 		sess.publishLive(v, nil)
 	case *events.AcpAgentExitedEvent:
-		sess.onExit(ctx, ioSeq, r, v)
+		sess.onExit(ctx, at, r, v)
 	default:
 		sess.svc.m.ioRejected.WithLabelValues("unexpected").Inc()
 		sess.lg.Warn("unexpected runner record", events.LogKeyRecord, v.VariantName())
@@ -149,14 +162,14 @@ func (sess *session) counted(ioSeq uint64, r *route, hdr nats.Header) bool {
 	sess.lg.Error("adapter output lost: ACP_IO did not store records of the process",
 		events.LogKeyProcess, r.processID, "records", lost, events.LogKeySeq, ioSeq)
 	if sess.turn != nil {
-		sess.abortTurn(sess.svc.runCtx, ioSeq, events.OutcomeFailed, events.Errorf(events.CodeUnavailable,
+		sess.abortTurn(sess.svc.runCtx, ioPos{seq: ioSeq}, events.OutcomeFailed, events.Errorf(events.CodeUnavailable,
 			"%d records of the agent's output were not stored; the turn's output is incomplete", lost))
 	}
 	return true
 }
 
 // onUpdate applies one session update the adapter sent.
-func (sess *session) onUpdate(ctx context.Context, ioSeq uint64, r *route, raw events.JSON) {
+func (sess *session) onUpdate(ctx context.Context, at ioPos, r *route, raw events.JSON) {
 	if r.drain != nil {
 		return // output of a turn already ended; the adapter is winding it down
 	}
@@ -170,7 +183,7 @@ func (sess *session) onUpdate(ctx context.Context, ioSeq uint64, r *route, raw e
 	if t := sess.turn; t != nil {
 		t.outputBytes += int64(len(upd.Raw))
 		if t.outputBytes > cfg.MaxTurnOutputBytes {
-			sess.abortTurn(ctx, ioSeq, events.OutcomeFailed, events.Errorf(events.CodeTurnOutputTooLarge,
+			sess.abortTurn(ctx, at, events.OutcomeFailed, events.Errorf(events.CodeTurnOutputTooLarge,
 				"the turn's output passed %d bytes", cfg.MaxTurnOutputBytes))
 			return
 		}
@@ -181,15 +194,15 @@ func (sess *session) onUpdate(ctx context.Context, ioSeq uint64, r *route, raw e
 			// The message that ends is stamped with its own last chunk, not
 			// with this one: this chunk is held in memory only, and a new
 			// owner must read it again.
-			if err := sess.flush(ctx, sess.buf.lastSeq); err != nil {
+			if err := sess.flush(ctx, sess.buf.last); err != nil {
 				return
 			}
 		}
-		sess.buf.add(upd.Kind, upd.MessageID, upd.Raw, ioSeq)
+		sess.buf.add(upd.Kind, upd.MessageID, upd.Raw, at)
 		if sess.buf.bytes > cfg.MaxMessageBytes {
 			sess.buf.reset()
 			if sess.turn != nil {
-				sess.abortTurn(ctx, ioSeq, events.OutcomeFailed, events.Errorf(events.CodeMessageTooLarge,
+				sess.abortTurn(ctx, at, events.OutcomeFailed, events.Errorf(events.CodeMessageTooLarge,
 					"a message passed %d bytes", cfg.MaxMessageBytes))
 			}
 			return
@@ -208,30 +221,30 @@ func (sess *session) onUpdate(ctx context.Context, ioSeq uint64, r *route, raw e
 	default:
 		// Any other update ends the message in progress, then is durable
 		// at once, in arrival order.
-		if err := sess.flush(ctx, ioSeq); err != nil {
+		if err := sess.flush(ctx, at); err != nil {
 			return
 		}
 		if len(upd.Raw) > sess.svc.maxRecord {
 			if sess.turn != nil {
-				sess.abortTurn(ctx, ioSeq, events.OutcomeFailed, events.Errorf(events.CodePayloadTooLarge,
+				sess.abortTurn(ctx, at, events.OutcomeFailed, events.Errorf(events.CodePayloadTooLarge,
 					"a %s update of %d bytes is larger than a log record may be (%d)", upd.Kind, len(upd.Raw), sess.svc.maxRecord))
 			}
 			return
 		}
-		sess.queue(ioSeq, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{Update: events.JSON(upd.Raw)}})
+		sess.queue(at, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{Update: events.JSON(upd.Raw)}})
 		if upd.Kind == acp.UpdateConfigOption || upd.Kind == acp.UpdateCurrentMode {
-			sess.onConfigUpdate(ctx, ioSeq, upd.Kind, upd.Raw)
+			sess.onConfigUpdate(ctx, at, upd.Kind, upd.Raw)
 		}
 	}
 }
 
 // flush makes the buffered message durable, coalesced.
-func (sess *session) flush(ctx context.Context, ioSeq uint64) error {
+func (sess *session) flush(ctx context.Context, at ioPos) error {
 	kind := sess.buf.kind
 	updates, err := sess.buf.take(sess.svc.maxRecord)
 	if err != nil {
 		if sess.turn != nil {
-			sess.abortTurn(ctx, ioSeq, events.OutcomeFailed, events.AsError(err))
+			sess.abortTurn(ctx, at, events.OutcomeFailed, events.AsError(err))
 		}
 		return err
 	}
@@ -245,7 +258,7 @@ func (sess *session) flush(ctx context.Context, ioSeq uint64) error {
 			entries[i].Header = nats.Header{events.HeaderPart: []string{strconv.Itoa(i)}}
 		}
 	}
-	sess.queue(ioSeq, entries...)
+	sess.queue(at, entries...)
 	if sess.turn != nil && kind == acp.UpdateAgentMessageChunk {
 		// The turn's result carries its last message, unless the message
 		// had to be split to fit the log: then it is only in history.
@@ -280,7 +293,7 @@ func (sess *session) publishLive(v events.Variant, hdr nats.Header) {
 
 // onPromptResult ends the turn whose session/prompt this answers, or the
 // drain of a turn that already ended.
-func (sess *session) onPromptResult(ctx context.Context, ioSeq uint64, r *route, res *events.AdapterPromptResult) {
+func (sess *session) onPromptResult(ctx context.Context, at ioPos, r *route, res *events.AdapterPromptResult) {
 	if d := r.drain; d != nil && res.TurnID == d.turnID {
 		sess.endDrain(r)
 		return
@@ -290,7 +303,7 @@ func (sess *session) onPromptResult(ctx context.Context, ioSeq uint64, r *route,
 		return
 	}
 	if res.Error != nil {
-		sess.endTurn(ctx, ioSeq, events.OutcomeFailed, "", res.Error.Err())
+		sess.endTurn(ctx, at, events.OutcomeFailed, "", res.Error.Err())
 		return
 	}
 	outcome := events.OutcomeCompleted
@@ -299,17 +312,17 @@ func (sess *session) onPromptResult(ctx context.Context, ioSeq uint64, r *route,
 		// the turn is cancelled, and its buffered chunks are dropped.
 		outcome = events.OutcomeCancelled
 	}
-	sess.endTurn(ctx, ioSeq, outcome, res.StopReason, nil)
+	sess.endTurn(ctx, at, outcome, res.StopReason, nil)
 }
 
 // onExit records an adapter exit nobody asked for, fails the active turn
 // (its pending permission requests become terminal) and evicts the route.
 // There is no respawn: the next prompt attaches anew.
-func (sess *session) onExit(ctx context.Context, ioSeq uint64, r *route, ev *events.AcpAgentExitedEvent) {
+func (sess *session) onExit(ctx context.Context, at ioPos, r *route, ev *events.AcpAgentExitedEvent) {
 	sess.buf.reset()
 	sess.endDrain(r)
 	sess.detach() // first: nothing is sent to the dead adapter any more
-	if _, err := sess.append(ctx, ioSeq, eventlog.Entry{Kind: events.LogControl, Value: ev}); err != nil {
+	if _, err := sess.append(ctx, at, eventlog.Entry{Kind: events.LogControl, Value: ev}); err != nil {
 		// The exit is in ACP_IO still (when the runner saw it): a later
 		// owner's takeover finds the adapter gone and closes the turn.
 		sess.svc.m.lostRecords.WithLabelValues(events.RecordAgentExited).Inc()
@@ -319,7 +332,7 @@ func (sess *session) onExit(ctx context.Context, ioSeq uint64, r *route, ev *eve
 		}
 	}
 	if sess.turn != nil {
-		sess.endTurn(ctx, ioSeq, events.OutcomeFailed, "", events.Errorf(events.CodeAdapterExited, "the agent exited during the turn"))
+		sess.endTurn(ctx, at, events.OutcomeFailed, "", events.Errorf(events.CodeAdapterExited, "the agent exited during the turn"))
 	}
 	sess.project(ctx)
 }

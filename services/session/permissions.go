@@ -54,7 +54,7 @@ func (sess *session) resolve(requestID, reason string) {
 // timeout, for respondPermission, a cancel, the adapter's exit or the
 // session's deletion, whichever comes first. The request's ID is the
 // runner's correlation ID: it is the public requestId too.
-func (sess *session) onPermissionRequest(ctx context.Context, ioSeq uint64, r *route, req *events.AdapterPermissionRequest) {
+func (sess *session) onPermissionRequest(ctx context.Context, at ioPos, r *route, req *events.AdapterPermissionRequest) {
 	if sess.turn == nil || r.drain != nil {
 		// No turn wants it (or its turn was cancelled): cancelled at once.
 		sess.answer(ctx, r, req.RequestID, nil)
@@ -69,7 +69,7 @@ func (sess *session) onPermissionRequest(ctx context.Context, ioSeq uint64, r *r
 	if err != nil {
 		sess.svc.m.ioRejected.WithLabelValues("malformed_permission").Inc()
 		sess.answer(ctx, r, req.RequestID, nil)
-		sess.abortTurn(ctx, ioSeq, events.OutcomeFailed, events.Errorf(events.CodeAdapterProtocol, "permission request: %v", err))
+		sess.abortTurn(ctx, at, events.OutcomeFailed, events.Errorf(events.CodeAdapterProtocol, "permission request: %v", err))
 		return
 	}
 	if sess.opened.PermissionPolicy != events.PolicyAsk {
@@ -78,7 +78,7 @@ func (sess *session) onPermissionRequest(ctx context.Context, ioSeq uint64, r *r
 			// The policy cannot answer: the adapter is told the request was
 			// cancelled, and the turn fails.
 			sess.answer(ctx, r, req.RequestID, nil)
-			sess.abortTurn(ctx, ioSeq, events.OutcomeFailed, events.AsError(err))
+			sess.abortTurn(ctx, at, events.OutcomeFailed, events.AsError(err))
 			return
 		}
 		sess.answer(ctx, r, req.RequestID, &optionID)
@@ -86,12 +86,12 @@ func (sess *session) onPermissionRequest(ctx context.Context, ioSeq uint64, r *r
 	}
 	if len(sess.turn.perms) >= sess.svc.cfg.MaxPendingPermissions {
 		sess.answer(ctx, r, req.RequestID, nil)
-		sess.abortTurn(ctx, ioSeq, events.OutcomeFailed, events.Errorf(events.CodePayloadTooLarge, "more than %d permission requests pending", sess.svc.cfg.MaxPendingPermissions))
+		sess.abortTurn(ctx, at, events.OutcomeFailed, events.Errorf(events.CodePayloadTooLarge, "more than %d permission requests pending", sess.svc.cfg.MaxPendingPermissions))
 		return
 	}
-	if _, err := sess.append(ctx, ioSeq, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurablePermissionRequest{RequestID: p.id, Request: p.request}}); err != nil {
+	if _, err := sess.append(ctx, at, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurablePermissionRequest{RequestID: p.id, Request: p.request}}); err != nil {
 		sess.answer(ctx, r, req.RequestID, nil)
-		sess.abortTurn(ctx, ioSeq, events.OutcomeFailed, events.AsError(err))
+		sess.abortTurn(ctx, at, events.OutcomeFailed, events.AsError(err))
 		return
 	}
 	sess.turn.perms = append(sess.turn.perms, p)
@@ -137,7 +137,7 @@ func (sess *session) respond(ctx context.Context, requestID, optionID string) (*
 		return notPending(events.ReasonAdapterExited), nil
 	}
 	response := acp.PermissionSelected(optionID)
-	if _, err := sess.append(ctx, 0, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurablePermissionResponse{
+	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurablePermissionResponse{
 		RequestID: p.id, Response: events.JSON(response), Status: events.PermissionAccepted,
 	}}); err != nil {
 		return nil, err
@@ -155,7 +155,7 @@ func notPending(reason string) *events.AcpRespondPermissionResponse {
 // terminatePermissions ends every pending request of the running turn with
 // reason: the adapter is answered cancelled (if it is still there) and each
 // ending is recorded as a terminal permission_response event.
-func (sess *session) terminatePermissions(ctx context.Context, ioSeq uint64, reason string) {
+func (sess *session) terminatePermissions(ctx context.Context, at ioPos, reason string) {
 	t := sess.turn
 	if t == nil || len(t.perms) == 0 {
 		return
@@ -173,7 +173,7 @@ func (sess *session) terminatePermissions(ctx context.Context, ioSeq uint64, rea
 		}})
 		sess.resolve(p.id, reason)
 	}
-	if _, err := sess.append(ctx, ioSeq, entries...); err != nil {
+	if _, err := sess.append(ctx, at, entries...); err != nil {
 		sess.svc.m.lostRecords.WithLabelValues("AcpDurablePermissionResponse").Add(float64(len(entries)))
 		sess.lg.Warn("record terminal permission requests", events.LogKeyErr, err)
 	}

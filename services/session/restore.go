@@ -126,7 +126,7 @@ func (sess *session) reapplyConfig(ctx context.Context, r *route, cached []event
 	if slices.EqualFunc(opts, sess.meta.ConfigOptions, func(a, b events.JSON) bool { return string(a) == string(b) }) {
 		return nil
 	}
-	if err := sess.configChanged(ctx, 0, opts); err != nil {
+	if err := sess.configChanged(ctx, ioPos{}, opts); err != nil {
 		if sess.adapter != r {
 			return err
 		}
@@ -170,14 +170,14 @@ func (sess *session) unloadLocked(ctx context.Context, reason string) error {
 		return err
 	}
 	if sess.turn != nil {
-		sess.abortTurn(ctx, 0, events.OutcomeCancelled, nil)
+		sess.abortTurn(ctx, ioPos{}, events.OutcomeCancelled, nil)
 	}
 	r := sess.adapter
 	if r == nil {
 		return nil
 	}
 	sess.stopAdapter(r)
-	if _, err := sess.append(ctx, 0, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: reason}}); err != nil {
+	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: reason}}); err != nil {
 		return err
 	}
 	sess.project(ctx)

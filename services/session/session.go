@@ -58,6 +58,7 @@ type route struct {
 	acpSessionID string
 	sub          *nats.Subscription // the session's IOTailSubject
 	applied      uint64             // ACP_IO sequence of the last record applied
+	skip         ioPos              // the updates of record skip.seq up to skip.n were applied (by an old owner, see takeover)
 	recordNo     uint64             // HeaderRecordNo of the last record of processID applied; 0 before the first
 	drain        *drain             // a turn that ended before the adapter answered it
 	attachedAt   time.Time
@@ -231,7 +232,7 @@ func (sess *session) reconcile(ctx context.Context, last *eventlog.Record) error
 			events.HeaderTurnStart: []string{strconv.FormatUint(start, 10)},
 		}
 	}
-	if _, err := sess.append(ctx, 0, entries...); err != nil {
+	if _, err := sess.append(ctx, ioPos{}, entries...); err != nil {
 		return err
 	}
 	for _, id := range order {

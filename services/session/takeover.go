@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"iter"
 	"strconv"
 	"time"
 
@@ -48,14 +49,16 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 	if key := accept.Header.Get(events.HeaderIdempotencyKey); key != "" {
 		t.key = &key
 	}
-	resume, _ := strconv.ParseUint(accept.Header.Get(events.HeaderIOApplied), 10, 64)
-	var held uint64 // the first chunk the old owner held in memory at resume, 0: none
+	// resume is the last place in ACP_IO the old owner applied.
+	var resume ioPos
+	resume.seq, _ = strconv.ParseUint(accept.Header.Get(events.HeaderIOApplied), 10, 64)
+	var held ioPos // the first chunk the old owner held in memory at resume; zero: none
 	pending := map[string]*permission{}
 	var order []string
 	for _, rec := range recs {
-		if io, err := strconv.ParseUint(rec.Header.Get(events.HeaderIOSeq), 10, 64); err == nil && io >= resume {
-			resume = io
-			held, _ = strconv.ParseUint(rec.Header.Get(events.HeaderIOHeld), 10, 64)
+		if at, ok := parseIOPos(rec.Header.Get(events.HeaderIOSeq)); ok && !resume.after(at) {
+			resume = at
+			held, _ = parseIOPos(rec.Header.Get(events.HeaderIOHeld))
 		}
 		switch v, _ := events.Unmarshal(rec.Data); v := v.(type) {
 		case *events.AcpDurableSessionUpdate:
@@ -85,10 +88,15 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 
 	// The message in progress was in the old owner's memory only: hold its
 	// chunks again (they were shown live already; nothing is republished).
-	if held != 0 && !sess.holdAgain(ctx, held, resume, t) {
+	if held != (ioPos{}) && !sess.holdAgain(ctx, held, resume, t) {
 		return false
 	}
-	r.applied = resume
+	r.applied = resume.seq
+	if resume.n != 0 {
+		// Within a burst: its record is read again, and its updates after
+		// resume applied.
+		r.applied, r.skip = resume.seq-1, resume
+	}
 	if r.sub, err = sess.svc.nc.Subscribe(events.IOTailSubject(sess.ns, sess.sid), func(msg *nats.Msg) { sess.onTail(r, msg) }); err != nil {
 		return false
 	}
@@ -102,38 +110,57 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 	return true
 }
 
-// holdAgain reads the session's ACP_IO records from first to last and
-// holds their message chunks in the coalescer, as the old owner held them
-// when it wrote its last record: the chunks of the message in progress.
-// Records of other kinds in that span were applied by the old owner; they
-// are skipped. It reports whether the records could be read.
-func (sess *session) holdAgain(ctx context.Context, first, last uint64, t *turn) bool {
+// holdAgain reads the session's ACP_IO from first to last (both included)
+// and holds their message chunks in the coalescer, as the old owner held
+// them when it wrote its last record: the chunks of the message in
+// progress. Records of other kinds in that span were applied by the old
+// owner; they are skipped. It reports whether the records could be read.
+func (sess *session) holdAgain(ctx context.Context, first, last ioPos, t *turn) bool {
 	sess.buf.reset()
-	for after := first - 1; after < last; {
+	for after := first.seq - 1; after < last.seq; {
 		recs, err := eventlog.Forward(ctx, sess.svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid), after, 256)
 		if err != nil || len(recs) == 0 {
 			sess.lg.Warn("read the held chunks of an open turn", events.LogKeySeq, after, events.LogKeyErr, err)
 			return false
 		}
 		for _, rec := range recs {
-			if rec.Sequence > last {
+			if rec.Sequence > last.seq {
 				return true
 			}
 			after = rec.Sequence
-			u, err := events.Decode[events.AdapterUpdate](rec.Data)
-			if err != nil {
-				continue // not an update: applied by the old owner
+			for at, update := range updatesOf(rec) {
+				if first.after(at) || at.after(last) {
+					continue
+				}
+				upd, err := acp.ParseUpdate(json.RawMessage(update))
+				if err != nil || (upd.Kind != acp.UpdateAgentMessageChunk && upd.Kind != acp.UpdateAgentThoughtChunk) {
+					continue
+				}
+				if !sess.buf.continues(upd.Kind, upd.MessageID) {
+					sess.buf.reset() // cannot happen: a new message flushes the last
+				}
+				sess.buf.add(upd.Kind, upd.MessageID, upd.Raw, at)
+				t.outputBytes += int64(len(upd.Raw))
 			}
-			upd, err := acp.ParseUpdate(json.RawMessage(u.Update))
-			if err != nil || (upd.Kind != acp.UpdateAgentMessageChunk && upd.Kind != acp.UpdateAgentThoughtChunk) {
-				continue
-			}
-			if !sess.buf.continues(upd.Kind, upd.MessageID) {
-				sess.buf.reset() // cannot happen: a new message flushes the last
-			}
-			sess.buf.add(upd.Kind, upd.MessageID, upd.Raw, rec.Sequence)
-			t.outputBytes += int64(len(upd.Raw))
 		}
 	}
 	return true
+}
+
+// updatesOf yields the updates an ACP_IO record carries, each with its
+// place: none when it is not an AdapterUpdate or AdapterUpdates.
+func updatesOf(rec *eventlog.Record) iter.Seq2[ioPos, events.JSON] {
+	return func(yield func(ioPos, events.JSON) bool) {
+		v, _ := events.Unmarshal(rec.Data)
+		_, burst := v.(*events.AdapterUpdates)
+		for i, u := range events.UpdatesOf(v) {
+			at := ioPos{seq: rec.Sequence}
+			if burst {
+				at.n = i + 1
+			}
+			if !yield(at, u) {
+				return
+			}
+		}
+	}
 }

@@ -73,6 +73,11 @@ func TestTakeoverKeepsTheMessageInProgress(t *testing.T) {
 			"agent_message_chunk:early 1 early 2 ,agent_thought_chunk:hmm,agent_message_chunk:done"},
 		"text after a plan": {"plan read | write\nchunks 1 first\npause tk\nchunks 1 second", "plan:",
 			"plan:,agent_message_chunk:first 1 second 1 "},
+		// One ACP_IO record of four updates: the owner stored the first
+		// two (the thought at "seq.2"), and holds the last two; the next
+		// owner applies the record again from its third update.
+		"within a burst": {"burst\nplan read | write\nthink hmm\nchunks 2 first\npause tk\nchunks 1 second", "agent_thought_chunk:hmm",
+			"plan:,agent_thought_chunk:hmm,agent_message_chunk:first 1 first 2 second 1 "},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := startRig(t, session.Config{})
@@ -108,14 +113,25 @@ func TestTakeoverKeepsTheMessageInProgress(t *testing.T) {
 }
 
 // The same for a permission request: the chunks before it are held in
-// memory while the request waits, and survive the owner's stop.
+// memory while the request waits, and survive the owner's stop. In a
+// burst, the chunks are held from the middle of its record.
 func TestTakeoverKeepsChunksBeforeAPermission(t *testing.T) {
+	for name, tc := range map[string]struct{ before, want string }{
+		"alone": {"chunks 2 before", "before 1 before 2 permission: selected yesafter"},
+		// The early chunk is in the record, before the ones held.
+		"in a burst": {"burst\nchunks 1 early\nplan a | b\nchunks 2 before", "early 1 before 1 before 2 permission: selected yesafter"},
+	} {
+		t.Run(name, func(t *testing.T) { testTakeoverKeepsChunksBeforeAPermission(t, tc.before, tc.want) })
+	}
+}
+
+func testTakeoverKeepsChunksBeforeAPermission(t *testing.T, before, want string) {
 	h := startRig(t, session.Config{})
 	ctx := t.Context()
 	if err := h.open(t, "tp", events.AcpOpenSessionRequest{PermissionPolicy: ptr(events.PolicyAsk)}); err != nil {
 		t.Fatal(err)
 	}
-	first := h.promptAsync(ctx, "tp", "key-1", "chunks 2 before\npermission call_1 allow_once=yes,reject_once=no\nsay after")
+	first := h.promptAsync(ctx, "tp", "key-1", before+"\npermission call_1 allow_once=yes,reject_once=no\nsay after")
 	_, req, err := h.waitPermissionRequest(ctx, "tp", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -135,8 +151,8 @@ func TestTakeoverKeepsChunksBeforeAPermission(t *testing.T) {
 			text.WriteString(e.upd.Content.Text)
 		}
 	}
-	if got := text.String(); !strings.Contains(got, "before 1 before 2") || !strings.Contains(got, "after") {
-		t.Errorf("the agent's durable text = %q, want the chunks before the request and the words after it", got)
+	if got := text.String(); got != want {
+		t.Errorf("the agent's durable text = %q, want %q", got, want)
 	}
 }
 

@@ -146,7 +146,7 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 		}
 		entries = append(entries, eventlog.Entry{Kind: events.LogEvents, Header: hdr, Value: &events.AcpDurableSessionUpdate{Update: upd}})
 	}
-	accepted, err := sess.append(ctx, 0, entries...)
+	accepted, err := sess.append(ctx, ioPos{}, entries...)
 	if err != nil {
 		return nil, err
 	}
@@ -185,14 +185,14 @@ func (sess *session) dispatch(ctx context.Context, t *turn, content events.JSON)
 	if e.Code == events.CodeAdapterExited {
 		// The runner said the process is gone: certainly not delivered.
 		sess.detach()
-		sess.endTurn(ctx, 0, events.OutcomeFailed, "", e)
+		sess.endTurn(ctx, ioPos{}, events.OutcomeFailed, "", e)
 		return
 	}
 	// The runner may or may not have written it: delivery is uncertain.
 	// The turn fails and is never sent again; if the adapter did get it,
 	// the route drains its answer (and is evicted after CancelGrace if none
 	// comes), so nothing of it enters the log.
-	sess.abortTurn(ctx, 0, events.OutcomeFailed, events.Errorf(events.CodePromptDeliveryUncertain, "prompt %s: %s", t.id, e.Message))
+	sess.abortTurn(ctx, ioPos{}, events.OutcomeFailed, events.Errorf(events.CodePromptDeliveryUncertain, "prompt %s: %s", t.id, e.Message))
 }
 
 func idempotencyConflict(key string) error {
@@ -230,19 +230,19 @@ func (sess *session) keyedOutcome(ctx context.Context, key, hash string) (*event
 // durable: a failed or cancelled turn's chunks are dropped (clients saw them
 // live, as ephemeral events, and the turn's end tells them to let go).
 // Permission requests still pending become terminal with permReason.
-func (sess *session) endTurn(ctx context.Context, ioSeq uint64, outcome, stopReason string, failure *events.Error) {
-	sess.endTurnWith(ctx, ioSeq, outcome, stopReason, failure, "")
+func (sess *session) endTurn(ctx context.Context, at ioPos, outcome, stopReason string, failure *events.Error) {
+	sess.endTurnWith(ctx, at, outcome, stopReason, failure, "")
 }
 
 // endTurnWith is endTurn with the reason pending permission requests end
 // with ("" derives it from the outcome).
-func (sess *session) endTurnWith(ctx context.Context, ioSeq uint64, outcome, stopReason string, failure *events.Error, permReason string) {
+func (sess *session) endTurnWith(ctx context.Context, at ioPos, outcome, stopReason string, failure *events.Error, permReason string) {
 	t := sess.turn
 	if t == nil {
 		return
 	}
 	if outcome == events.OutcomeCompleted {
-		if err := sess.flush(ctx, ioSeq); err != nil {
+		if err := sess.flush(ctx, at); err != nil {
 			outcome, failure = events.OutcomeFailed, events.AsError(err)
 		}
 	} else {
@@ -257,7 +257,7 @@ func (sess *session) endTurnWith(ctx context.Context, ioSeq uint64, outcome, sto
 	case failure != nil && failure.Code == events.CodeAdapterExited:
 		reason = events.ReasonAdapterExited
 	}
-	sess.terminatePermissions(ctx, ioSeq, reason)
+	sess.terminatePermissions(ctx, at, reason)
 	rec := &events.TurnFinished{TurnID: t.id, Outcome: outcome, StopReason: stopReason, IdempotencyKey: t.key, ContentHash: t.hash}
 	if failure != nil {
 		rec.Error = failure.Response()
@@ -268,7 +268,7 @@ func (sess *session) endTurnWith(ctx context.Context, ioSeq uint64, outcome, sto
 	if t.key != nil {
 		entry.Subject = events.KeySubject(sess.ns, sess.sid, *t.key)
 	}
-	_, err := sess.append(ctx, ioSeq, entry)
+	_, err := sess.append(ctx, at, entry)
 	if sess.turn != t {
 		return // the append failed and released the session
 	}
@@ -293,13 +293,13 @@ func (sess *session) endTurnWith(ctx context.Context, ioSeq uint64, outcome, sto
 // abortTurn ends the running turn before the adapter answered it: the turn
 // is recorded with outcome (cancelled, or failed with failure), the adapter
 // is sent session/cancel, and the route drains until the adapter answers.
-func (sess *session) abortTurn(ctx context.Context, ioSeq uint64, outcome string, failure *events.Error) {
-	sess.abortTurnWith(ctx, ioSeq, outcome, failure, "")
+func (sess *session) abortTurn(ctx context.Context, at ioPos, outcome string, failure *events.Error) {
+	sess.abortTurnWith(ctx, at, outcome, failure, "")
 }
 
 // abortTurnWith is abortTurn with the reason pending permission requests
 // end with ("" derives it from the outcome).
-func (sess *session) abortTurnWith(ctx context.Context, ioSeq uint64, outcome string, failure *events.Error, permReason string) {
+func (sess *session) abortTurnWith(ctx context.Context, at ioPos, outcome string, failure *events.Error, permReason string) {
 	t := sess.turn
 	if t == nil {
 		return
@@ -309,7 +309,7 @@ func (sess *session) abortTurnWith(ctx context.Context, ioSeq uint64, outcome st
 	if outcome == events.OutcomeCancelled {
 		stopReason = acp.StopReasonCancelled
 	}
-	sess.endTurnWith(ctx, ioSeq, outcome, stopReason, failure, permReason)
+	sess.endTurnWith(ctx, at, outcome, stopReason, failure, permReason)
 	if r == nil || sess.adapter != r || r.drain != nil {
 		return
 	}
@@ -353,7 +353,7 @@ func (sess *session) evictDrained(r *route, d *drain) {
 	sess.endDrain(r)
 	sess.stopAdapter(r)
 	ctx := sess.svc.runCtx
-	if _, err := sess.append(ctx, 0, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: events.UnloadCancelIgnored}}); err != nil {
+	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: events.UnloadCancelIgnored}}); err != nil {
 		sess.lg.Warn("record the eviction of an adapter", events.LogKeyErr, err)
 	}
 	sess.project(ctx)
@@ -376,7 +376,7 @@ func (sess *session) cancel(ctx context.Context, arrived time.Time) (*events.Acp
 		return &events.AcpCancelPromptResponse{Status: events.CancelNoActivePrompt}, nil
 	}
 	t := sess.turn
-	sess.abortTurn(ctx, 0, events.OutcomeCancelled, nil)
+	sess.abortTurn(ctx, ioPos{}, events.OutcomeCancelled, nil)
 	if l := sess.last; l == nil || l.id != t.id {
 		return nil, events.Errorf(events.CodeUnavailable, "the cancellation of turn %s could not be recorded", t.id)
 	}

@@ -458,14 +458,12 @@ func adapterText(t *testing.T, h *rig, sid, prefix string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev, ok := v.(*events.AdapterUpdate)
-		if !ok {
-			continue
-		}
-		var u update
-		if json.Unmarshal(ev.Update, &u) == nil && u.SessionUpdate == "agent_message_chunk" &&
-			strings.HasPrefix(u.Content.Text, prefix) {
-			b.WriteString(u.Content.Text)
+		for _, raw := range events.UpdatesOf(v) {
+			var u update
+			if json.Unmarshal(raw, &u) == nil && u.SessionUpdate == "agent_message_chunk" &&
+				strings.HasPrefix(u.Content.Text, prefix) {
+				b.WriteString(u.Content.Text)
+			}
 		}
 	}
 	return b.String()
