@@ -80,6 +80,13 @@ func KeySubject(ns Namespace, sid SessionID, key string) string {
 	return join("acp.log", string(ns), string(sid), "key", hex.EncodeToString(sum[:16]))
 }
 
+// TitleSubject returns "acp.log.<ns>.<sid>.title", where the session's
+// TitleChanged records are stored instead of on LogControl, so that one
+// direct get (the subject's last message) finds the session's title.
+func TitleSubject(ns Namespace, sid SessionID) string {
+	return join("acp.log", string(ns), string(sid), "title")
+}
+
 // TailSubject returns "acp.tail.<ns>.<sid>.<kind>": the stream's RePublish of
 // every record stored on LogSubject, for cheap fan-out to live viewers. It
 // carries the Nats-Sequence and Nats-Last-Sequence headers.
@@ -142,6 +149,8 @@ const (
 	OpPrompt      Op = "prompt"       // AcpPromptRequest → AcpPromptResponse
 	OpReadHistory Op = "read_history" // AcpReadHistoryRequest → AcpHistoryPageResponse
 	OpGetSession  Op = "get_session"  // AcpGetDurableSessionRequest → AcpGetDurableSessionResponse
+	// OpListSessions: AcpListDurableSessionsRequest → AcpListDurableSessionsResponse.
+	OpListSessions Op = "list_sessions"
 	OpListAgents  Op = "list_agents"  // AcpListAgentsRequest → AcpListAgentsResponse
 	// OpCancelPrompt: AcpCancelPromptRequest → AcpCancelPromptResponse.
 	OpCancelPrompt Op = "cancel_prompt"
@@ -159,6 +168,8 @@ const (
 	OpUnloadSession Op = "unload_session"
 	// OpRespondPermission: AcpRespondPermissionRequest → AcpRespondPermissionResponse.
 	OpRespondPermission Op = "respond_permission"
+	// OpRenameSession: RenameSessionRequest → RenameSessionResponse (title.go).
+	OpRenameSession Op = "rename_session"
 )
 
 // APIServiceSession and friends name the nats micro services, as shown by

@@ -53,6 +53,10 @@ const (
 	// 10,000 entries). It is not configurable: a client must know what it
 	// may ask for.
 	MaxHistoryLimit = 10000
+	// DefaultListLimit is the page size of a listSessions request that
+	// names none, and MaxListLimit the largest page.
+	DefaultListLimit = 50
+	MaxListLimit     = 10000
 	// MaxRequestIDBytes bounds a permission request ID (Skein's own:
 	// "perm_" and a NUID, so the bound is generous).
 	MaxRequestIDBytes = 256
@@ -313,6 +317,17 @@ func (r *AcpReadHistoryRequest) Validate() (SessionID, error) {
 		return "", Errorf(CodeInvalidRequest, "limit must be between 1 and %d, got %d", MaxHistoryLimit, *r.Limit)
 	}
 	return sid, nil
+}
+
+// Validate checks a listSessions request and returns its page size.
+func (r *AcpListDurableSessionsRequest) Validate() (int, error) {
+	if r.Limit == nil {
+		return DefaultListLimit, nil
+	}
+	if *r.Limit == 0 || *r.Limit > MaxListLimit {
+		return 0, Errorf(CodeInvalidRequest, "limit must be between 1 and %d, got %d", MaxListLimit, *r.Limit)
+	}
+	return int(*r.Limit), nil
 }
 
 // printableToken reports whether s is 1 to limit bytes of printable ASCII

@@ -36,6 +36,8 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
+require github.com/google/btree v1.1.3
+
 require github.com/go-json-experiment/json v1.27.2 // indirect
 
 replace skein.dev/pkg/events => ../../pkg/events

@@ -59,6 +59,9 @@ type Service struct {
 	js      jetstream.JetStream
 	meta    jetstream.KeyValue
 	runners jetstream.KeyValue
+	index   *sessionIndex
+	indexed prometheus.Gauge
+	lists   prometheus.Histogram
 }
 
 // New returns a Service; it does no I/O.
@@ -75,6 +78,14 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 			Name: "acp_history_page_seconds", Help: "Latency of one history page, by direction.",
 			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 14),
 		}, []string{"direction"}),
+		lists: promauto.With(reg).NewHistogram(prometheus.HistogramOpts{
+			Name: "acp_history_list_seconds", Help: "Latency of one listSessions page, read from the index.",
+			Buckets: prometheus.ExponentialBuckets(10e-6, 2, 16),
+		}),
+		index: newSessionIndex(),
+		indexed: promauto.With(reg).NewGauge(prometheus.GaugeOpts{
+			Name: "acp_history_index_build_seconds", Help: "How long this replica took to build its listSessions index from ACP_SESSIONS at start.",
+		}),
 	}, nil
 }
 
@@ -97,6 +108,22 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.runners, err = js.KeyValue(ctx, events.BucketRunners); err != nil {
 		return fmt.Errorf("runners bucket: %w", err)
 	}
+	indexCtx, stopIndex := context.WithCancel(ctx)
+	defer stopIndex()
+	indexDone := make(chan error, 1)
+	go func() {
+		indexDone <- s.index.run(indexCtx, s.meta, func(key string, err error) {
+			s.lg.Warn("session projection not indexed", "key", key, events.LogKeyErr, err)
+		})
+	}()
+	go func() {
+		select {
+		case <-s.index.ready:
+			s.indexed.Set(s.index.built.Seconds())
+			s.lg.Info("session index built", "seconds", s.index.built.Seconds())
+		case <-indexCtx.Done():
+		}
+	}()
 	svc, err := events.AddService(s.nc, micro.Config{
 		Name:        events.APIServiceHistory,
 		Description: "Skein history service: storage-only reads",
@@ -108,9 +135,10 @@ func (s *Service) Run(ctx context.Context) error {
 	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	endpoints := map[events.Op]events.OpHandler{
-		events.OpReadHistory: s.readHistory,
-		events.OpGetSession:  s.getSession,
-		events.OpListAgents:  s.listAgents,
+		events.OpReadHistory:  s.readHistory,
+		events.OpGetSession:   s.getSession,
+		events.OpListSessions: s.listSessions,
+		events.OpListAgents:   s.listAgents,
 		events.OpGetSessionConfig: func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
 			return cached[events.AcpGetSessionConfigRequest](ctx, s, ns, data, func(m *events.SessionMeta) events.Variant {
 				return m.ConfigResponse()
@@ -142,8 +170,55 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	close(s.ready)
 	s.lg.Info("history service ready")
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case err := <-indexDone:
+		if ctx.Err() == nil {
+			_ = svc.Stop()
+			return fmt.Errorf("session index: %w", err)
+		}
+	}
 	return svc.Stop()
+}
+
+// indexWait bounds how long a listSessions request waits for a replica
+// that is building its index.
+const indexWait = 5 * time.Second
+
+// listSessions serves a page of the caller's namespace from the index.
+// It waits for the index to be built (a replica just started).
+func (s *Service) listSessions(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+	req, err := events.Decode[events.AcpListDurableSessionsRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := req.Validate()
+	if err != nil {
+		return nil, err
+	}
+	var after *listCursor
+	if req.Cursor != nil {
+		if after, err = parseListCursor(*req.Cursor); err != nil {
+			return nil, err
+		}
+	}
+	wait := time.NewTimer(indexWait)
+	defer wait.Stop()
+	select {
+	case <-s.index.ready:
+	case <-wait.C:
+		return nil, events.Errorf(events.CodeUnavailable, "this replica is still building its session index")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	start := time.Now()
+	rows, next := s.index.page(ns, after, limit)
+	s.lists.Observe(time.Since(start).Seconds())
+	resp := &events.AcpListDurableSessionsResponse{Sessions: rows}
+	if next != nil {
+		resp.NextCursor = new(next.String())
+	}
+	return resp, nil
 }
 
 func (s *Service) readHistory(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {

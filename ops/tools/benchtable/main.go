@@ -58,6 +58,12 @@ var rows = []row{
 	// orbit.go's jetstreamext, which allocates a 64k-entry channel per request.
 	{"history page of 50, forward (one batch direct get)", "BenchmarkReadPage/dir=forward,path=eventlog,page=50", "page-ms", "BenchmarkReadPage/dir=forward,path=jetstreamext,page=50", "page-ms", ""},
 	{"history page of 50, backward (a direct get per record)", "BenchmarkReadPage/dir=backward,path=eventlog,page=50", "page-ms", "BenchmarkReadPage/dir=backward,path=jetstreamext,page=50", "page-ms", ""},
+	// listSessions: a page of 100 over 100,000 sessions, from the history
+	// service's index, and the time a starting replica takes to build it.
+	{"listSessions page of 100 over 100,000 sessions, newest, p50", "BenchmarkListSessions/sessions=100000,page=100,at=newest", "p50-ms", "", "", "< 5 ms"},
+	{"listSessions page of 100 over 100,000 sessions, middle, p50", "BenchmarkListSessions/sessions=100000,page=100,at=middle", "p50-ms", "", "", "< 5 ms"},
+	{"listSessions page of 100 over 100,000 sessions, oldest, p50", "BenchmarkListSessions/sessions=100000,page=100,at=oldest", "p50-ms", "", "", "< 5 ms"},
+	{"listSessions index rebuilt at start, 100,000 sessions", "BenchmarkListSessions/sessions=100000,page=100,at=newest", "rebuild-s", "", "", ""},
 	// A surviving replica takes over 1,000 running turns: from the owner's
 	// death (lease TTL 1 s) to the last takeover, and the claims alone.
 	// Capacity: 40 sessions streaming 50 chunks/s each through skein serve
