@@ -120,6 +120,36 @@ func FuzzParseHistoryQuery(f *testing.F) {
 	})
 }
 
+func FuzzParseListQuery(f *testing.F) {
+	for _, seed := range []string{"limit=2", "cursor=l1AAAAAAAAAAAHMx&limit=10", "limit=0", "limit=10001", "cursor=a&cursor=b", "x=1", ""} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		req, err := parseListQuery(q)
+		if err != nil {
+			if _, ok := asEventsError(err); !ok {
+				t.Fatalf("parseListQuery(%q) = %v, want an *events.Error", raw, err)
+			}
+			return
+		}
+		if req.Limit != nil && (*req.Limit == 0 || *req.Limit > events.MaxListLimit) {
+			t.Fatalf("parseListQuery(%q) accepted limit %d", raw, *req.Limit)
+		}
+		if req.Cursor != nil && *req.Cursor != q.Get("cursor") {
+			t.Fatalf("parseListQuery(%q) took cursor %q", raw, *req.Cursor)
+		}
+		for k := range q {
+			if k != "cursor" && k != "limit" {
+				t.Fatalf("parseListQuery(%q) accepted parameter %q", raw, k)
+			}
+		}
+	})
+}
+
 func FuzzParseStreamCursor(f *testing.F) {
 	f.Add("", "after=5")
 	f.Add("7", "after=5")

@@ -196,6 +196,7 @@ type route struct {
 type handler func(g *Gateway, w http.ResponseWriter, r *http.Request) error
 
 var routeTable = []route{
+	{http.MethodGet, "/v1/sessions", (*Gateway).handleListSessions},
 	{http.MethodPut, "/v1/sessions/{id}", (*Gateway).handleOpen},
 	{http.MethodGet, "/v1/sessions/{id}", (*Gateway).handleGetSession},
 	{http.MethodDelete, "/v1/sessions/{id}", (*Gateway).handleDelete},

@@ -57,7 +57,7 @@ const opTimeout = 10 * time.Second
 
 // historyOps are the ops the real history service answers.
 var historyOps = []events.Op{
-	events.OpReadHistory, events.OpGetSession, events.OpListAgents,
+	events.OpReadHistory, events.OpGetSession, events.OpListSessions, events.OpListAgents,
 	events.OpGetSessionConfig, events.OpGetSessionCapabilities, events.OpGetSessionAgentInfo,
 }
 
