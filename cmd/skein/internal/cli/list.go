@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// listedSession is one session of GET /v1/sessions, as the list shows it;
+// raw is the object as the gateway sent it (for --json).
+type listedSession struct {
+	SessionID      string  `json:"sessionId"`
+	Agent          string  `json:"agent"`
+	LatestSequence uint64  `json:"latestSequence"`
+	Title          *string `json:"title"`
+	UpdatedAt      string  `json:"updatedAt"`
+	State          struct {
+		Status   string            `json:"status"`
+		Requests []json.RawMessage `json:"requests"`
+		Error    *struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	} `json:"state"`
+	raw json.RawMessage
+}
+
+// sessionPage is one page of GET /v1/sessions.
+type sessionPage struct {
+	Sessions   []listedSession
+	NextCursor string
+}
+
+// sessions returns one page of the caller's sessions after cursor ("":
+// the first), limit a page (0: the gateway's default).
+func (c *client) sessions(ctx context.Context, cursor string, limit uint32) (*sessionPage, error) {
+	v := url.Values{}
+	if cursor != "" {
+		v.Set("cursor", cursor)
+	}
+	if limit != 0 {
+		v.Set("limit", strconv.FormatUint(uint64(limit), 10))
+	}
+	u := c.base + "/v1/sessions"
+	if len(v) > 0 {
+		u += "?" + v.Encode()
+	}
+	var resp struct {
+		Sessions   []json.RawMessage `json:"sessions"`
+		NextCursor string            `json:"nextCursor"`
+	}
+	if err := c.do(ctx, http.MethodGet, u, nil, &resp); err != nil {
+		return nil, err
+	}
+	page := &sessionPage{Sessions: make([]listedSession, len(resp.Sessions)), NextCursor: resp.NextCursor}
+	for i, raw := range resp.Sessions {
+		if err := json.Unmarshal(raw, &page.Sessions[i]); err != nil {
+			return nil, fmt.Errorf("the gateway sent a session that does not read: %w", err)
+		}
+		page.Sessions[i].raw = raw
+	}
+	return page, nil
+}
+
+func (a *app) listCommand() *cobra.Command {
+	var (
+		c      common
+		limit  uint32
+		cursor string
+		all    bool
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List your sessions, the most recently updated first",
+		Long: `List your sessions, the most recently updated first, one a line of
+tab-separated fields: the session ID, its status (idle, running, waiting,
+failed), what needs you ("2 permission requests", "failed: <code>", or "-"),
+when it was last updated, and its title. No adapter starts.
+
+A page holds --limit sessions (the gateway's default is 50). When there are
+more, the command says on stderr how to ask for the next page (--cursor);
+--all pages through every session. With --json, each session is printed as
+the gateway's JSON object on a line.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, done := a.client(&c)
+			defer done()
+			for {
+				page, err := cl.sessions(cmd.Context(), cursor, limit)
+				if err != nil {
+					return fmt.Errorf("list sessions: %w", err)
+				}
+				for i := range page.Sessions {
+					if err := a.printSession(&page.Sessions[i], asJSON); err != nil {
+						return err
+					}
+				}
+				if page.NextCursor == "" {
+					return nil
+				}
+				if !all {
+					_, err := fmt.Fprintf(a.stderr, "more: skein list --cursor %s\n", page.NextCursor)
+					return err
+				}
+				cursor = page.NextCursor
+			}
+		},
+	}
+	c.registerServer(cmd)
+	cmd.Flags().Uint32Var(&limit, "limit", 0, "sessions a page (1 to 10000; default the gateway's, 50)")
+	cmd.Flags().StringVar(&cursor, "cursor", "", "start after this cursor (printed after a page when there are more)")
+	cmd.Flags().BoolVar(&all, "all", false, "page through every session")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print each session as a JSON object on a line")
+	return cmd
+}
+
+// printSession prints one session: as a JSON line, or as the tab-separated
+// fields ID, STATUS, ATTENTION, UPDATED and TITLE.
+func (a *app) printSession(s *listedSession, asJSON bool) error {
+	if asJSON {
+		_, err := a.stdout.Write(append(append([]byte(nil), s.raw...), '\n'))
+		return err
+	}
+	attention := "-"
+	switch {
+	case len(s.State.Requests) == 1:
+		attention = "1 permission request"
+	case len(s.State.Requests) > 1:
+		attention = fmt.Sprintf("%d permission requests", len(s.State.Requests))
+	case s.State.Error != nil:
+		attention = "failed: " + s.State.Error.Code
+	}
+	title := ""
+	if s.Title != nil {
+		title = strings.Join(strings.Fields(*s.Title), " ")
+	}
+	_, err := fmt.Fprintf(a.stdout, "%s\t%s\t%s\t%s\t%s\n", s.SessionID, s.State.Status, attention, s.UpdatedAt, title)
+	return err
+}
