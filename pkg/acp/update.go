@@ -53,6 +53,18 @@ func ParseUpdate(update json.RawMessage) (*Update, error) {
 	return u, nil
 }
 
+// SessionInfoTitle returns the title a session_info_update sets: its
+// "title" member when that is a JSON string. A title that is null (the
+// schema's "clear"), absent, or of another type sets nothing (ok false),
+// as does an update that is not a JSON object or repeats "title".
+func SessionInfoTitle(update json.RawMessage) (title string, ok bool) {
+	v, found, err := Member(update, "title")
+	if err != nil || !found {
+		return "", false
+	}
+	return stringValue(v)
+}
+
 // PermissionOption is one choice offered in a permission request. Choose by
 // Kind (a Permission constant, or an unknown value), answer with OptionID.
 type PermissionOption struct {

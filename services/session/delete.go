@@ -48,6 +48,7 @@ func (sess *session) delete(ctx context.Context) error {
 	}{
 		{log, events.LogSubject(sess.ns, sess.sid, events.LogEvents), 0},
 		{log, keySubjects(sess.ns, sess.sid), 0},
+		{log, events.TitleSubject(sess.ns, sess.sid), 0},
 		{log, events.LogSubject(sess.ns, sess.sid, events.LogControl), 1},
 	}
 	if io, err := js.Stream(ctx, events.StreamIO); err == nil {
@@ -71,6 +72,7 @@ func (sess *session) delete(ctx context.Context) error {
 	}
 	// Forget everything but where the log ends and how requests ended.
 	sess.opened, sess.meta, sess.metaRev, sess.failure, sess.last, sess.preamble = nil, events.SessionMeta{}, 0, nil, nil, ""
+	sess.title, sess.titleSource = "", ""
 	sess.w = eventlog.NewWriter(js, sess.ns, sess.sid, eventlog.Position{LastSeq: tombstone}, sess.svc.token)
 	sess.lg.Info("session deleted")
 	return nil

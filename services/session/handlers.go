@@ -96,6 +96,20 @@ func (s *Service) handleDelete(ctx context.Context, ns events.Namespace, data []
 	return &events.AcpDeleteSessionResponse{}, nil
 }
 
+// handleRename serves OpRenameSession. The request's Validate applies the
+// title rules (events.NormalizeTitle); a bad title changes nothing.
+func (s *Service) handleRename(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+	req, err := events.Decode[events.RenameSessionRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	sid, title, err := req.Validate()
+	if err != nil {
+		return nil, err
+	}
+	return s.session(ns, sid).rename(ctx, title)
+}
+
 func (s *Service) handleSetConfig(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
 	req, sess, err := requestFor[events.AcpSetSessionConfigOptionRequest](s, ns, data)
 	if err != nil {

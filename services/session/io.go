@@ -232,8 +232,11 @@ func (sess *session) onUpdate(ctx context.Context, at ioPos, r *route, raw event
 			return
 		}
 		sess.queue(at, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{Update: events.JSON(upd.Raw)}})
-		if upd.Kind == acp.UpdateConfigOption || upd.Kind == acp.UpdateCurrentMode {
+		switch upd.Kind {
+		case acp.UpdateConfigOption, acp.UpdateCurrentMode:
 			sess.onConfigUpdate(ctx, at, upd.Kind, upd.Raw)
+		case acp.UpdateSessionInfo:
+			sess.onSessionInfo(ctx, at, upd.Raw)
 		}
 	}
 }

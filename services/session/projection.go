@@ -136,6 +136,9 @@ func (sess *session) projection() events.SessionMeta {
 		CreatedAt:             sess.createdAt.UTC().Format(events.TimestampFormat),
 		UpdatedAt:             sess.updatedAt.UTC().Format(events.TimestampFormat),
 	}
+	if sess.title != "" {
+		m.Info.Title = new(sess.title)
+	}
 	return m
 }
 

@@ -132,6 +132,7 @@ func (s *Service) Run(ctx context.Context) error {
 		events.OpUnloadSession:          s.handleUnload,
 		events.OpDeleteSession:          s.handleDelete,
 		events.OpSetSessionConfigOption: s.handleSetConfig,
+		events.OpRenameSession:          s.handleRename,
 
 		events.OpRespondPermission: s.handleRespond,
 	}

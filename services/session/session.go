@@ -45,6 +45,11 @@ type session struct {
 	meta      events.SessionMeta
 	metaRev   uint64 // the ACP_SESSIONS revision of meta, as last read or written here (0: none)
 
+	// title is the session's title ("": none yet) and titleSource where it
+	// came from (events.Title*), as its newest TitleChanged says (title.go).
+	title       string
+	titleSource string
+
 	// resolved remembers, for recently resolved permission requests, what
 	// resolved them (bounded by maxResolved, oldest first out).
 	resolved      map[string]string
@@ -141,6 +146,9 @@ func (sess *session) rebuild(ctx context.Context) error {
 
 		sess.updatedAt = last.Time
 		if sess.opened != nil {
+			if err := sess.loadTitle(ctx, first[0].Sequence); err != nil {
+				return err
+			}
 			if err := sess.loadMeta(ctx); err != nil {
 				return err
 			}

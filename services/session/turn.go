@@ -157,6 +157,8 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 	sess.svc.m.turnsStarted.Inc()
 	sess.project(ctx)
 	sess.dispatch(ctx, t, req.Content)
+	// After the dispatch, which it must not delay or stand in the way of.
+	sess.deriveTitle(ctx, blocks)
 	return t.accepted(sess.sid), nil
 }
 

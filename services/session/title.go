@@ -1,0 +1,126 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+
+	"skein.dev/pkg/acp"
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
+)
+
+// Titles (the rules are pkg/events' title.go). The session holds its title
+// and where it came from in memory; every change is a TitleChanged record
+// on the session's TitleSubject, whose last message a new owner reads back
+// (loadTitle): one direct get, however long the session, and nothing of
+// the ACP_SESSIONS projection, which only shows the title.
+
+// loadTitle reads the session's title from the newest TitleChanged record,
+// ignoring one older than the session's opening at opened (left by a
+// session of the same ID that was deleted, if its purge failed).
+func (sess *session) loadTitle(ctx context.Context, opened uint64) error {
+	rec, err := eventlog.Last(ctx, sess.svc.js, events.StreamLog, events.TitleSubject(sess.ns, sess.sid))
+	if err != nil {
+		return events.Errorf(events.CodeUnavailable, "read the title of %s: %v", sess.sid, err)
+	}
+	sess.title, sess.titleSource = "", ""
+	if rec == nil || rec.Sequence < opened {
+		return nil
+	}
+	tc, err := events.Decode[events.TitleChanged](rec.Data)
+	if err != nil {
+		// Only a bug writes one that does not decode: the session goes on
+		// without a title rather than not at all.
+		sess.lg.Error("undecodable title record", events.LogKeySeq, rec.Sequence, events.LogKeyErr, err)
+		return nil
+	}
+	sess.title, sess.titleSource = tc.Title, tc.Source
+	return nil
+}
+
+// setTitle records title, from source (events.Title*), as the session's
+// title. at is the place in ACP_IO it came from, if any. Setting the title
+// the session has, from the same source, writes nothing.
+func (sess *session) setTitle(ctx context.Context, at ioPos, title, source string) error {
+	if title == sess.title && source == sess.titleSource {
+		return nil
+	}
+	if _, err := sess.append(ctx, at, eventlog.Entry{
+		Kind:    events.LogControl,
+		Subject: events.TitleSubject(sess.ns, sess.sid),
+		Value:   &events.TitleChanged{Title: title, Source: source},
+	}); err != nil {
+		return err
+	}
+	sess.title, sess.titleSource = title, source
+	return nil
+}
+
+// deriveTitle gives a session without a title one derived from the user
+// message blocks just accepted (events.PromptTitle); a message without
+// text leaves it without. The turn is accepted whatever happens here: a
+// title that could not be recorded is logged, and the next prompt tries
+// again.
+func (sess *session) deriveTitle(ctx context.Context, blocks []json.RawMessage) {
+	if sess.title != "" || !sess.loaded {
+		return
+	}
+	title := events.PromptTitle(blocks)
+	if title == "" {
+		return
+	}
+	if err := sess.setTitle(ctx, ioPos{}, title, events.TitleFromMessage); err != nil {
+		sess.svc.m.lostRecords.WithLabelValues(events.RecordTitleChanged).Inc()
+		sess.lg.Warn("record the derived title", events.LogKeyErr, err)
+		return
+	}
+	sess.project(ctx)
+}
+
+// onSessionInfo applies the title of the agent's session_info_update,
+// when it has a string one and the session was not renamed: a rename is
+// the user's word, which the agent does not override.
+func (sess *session) onSessionInfo(ctx context.Context, at ioPos, update json.RawMessage) {
+	raw, ok := acp.SessionInfoTitle(update)
+	if !ok || sess.titleSource == events.TitleRenamed {
+		return
+	}
+	title := events.AgentTitle(raw)
+	if title == "" || title == sess.title {
+		return
+	}
+	if err := sess.setTitle(ctx, at, title, events.TitleFromAgent); err != nil {
+		sess.svc.m.lostRecords.WithLabelValues(events.RecordTitleChanged).Inc()
+		sess.lg.Warn("record the agent's title", events.LogKeyErr, err)
+		return
+	}
+	sess.project(ctx)
+}
+
+// rename sets the session's title (already normalized by the request's
+// Validate) and answers with the session as getSession shows it. It never
+// starts an adapter: an unloaded session stays unloaded. From now on the
+// agent's titles no longer change it.
+func (sess *session) rename(ctx context.Context, title string) (*events.RenameSessionResponse, error) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if err := sess.loadExisting(ctx); err != nil {
+		return nil, err
+	}
+	if err := sess.setTitle(ctx, ioPos{}, title, events.TitleRenamed); err != nil {
+		return nil, err
+	}
+	sess.project(ctx)
+	info := sess.projection().Info
+	// getSession's latestSequence is the newest public event's, not the
+	// newest record's (this rename's).
+	last, err := eventlog.Last(ctx, sess.svc.js, events.StreamLog, events.LogSubject(sess.ns, sess.sid, events.LogEvents))
+	if err != nil {
+		return nil, events.Errorf(events.CodeUnavailable, "read the log of %s: %v", sess.sid, err)
+	}
+	info.LatestSequence = 0
+	if last != nil {
+		info.LatestSequence = last.Sequence
+	}
+	return &events.RenameSessionResponse{Session: info}, nil
+}
