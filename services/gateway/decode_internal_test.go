@@ -150,6 +150,31 @@ func FuzzParseListQuery(f *testing.F) {
 	})
 }
 
+func FuzzParseWatchQuery(f *testing.F) {
+	for _, seed := range []string{"after=3&timeout=15", "timeout=500ms", "timeout=30s", "timeout=31", "limit=0", "after=x", "x=1", ""} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		wq, err := parseWatchQuery(q)
+		if err != nil {
+			if _, ok := asEventsError(err); !ok {
+				t.Fatalf("parseWatchQuery(%q) = %v, want an *events.Error", raw, err)
+			}
+			return
+		}
+		if wq.timeout <= 0 || wq.timeout > MaxWatchTimeout {
+			t.Fatalf("parseWatchQuery(%q) accepted timeout %v", raw, wq.timeout)
+		}
+		if wq.limit != nil && (*wq.limit == 0 || *wq.limit > events.MaxHistoryLimit) {
+			t.Fatalf("parseWatchQuery(%q) accepted limit %d", raw, *wq.limit)
+		}
+	})
+}
+
 func FuzzParseStreamCursor(f *testing.F) {
 	f.Add("", "after=5")
 	f.Add("7", "after=5")

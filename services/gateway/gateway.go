@@ -206,6 +206,7 @@ var routeTable = []route{
 	{http.MethodPost, "/v1/sessions/{id}/permissions/{requestId}", (*Gateway).handleRespond},
 	{http.MethodGet, "/v1/sessions/{id}/history", (*Gateway).handleHistory},
 	{http.MethodGet, "/v1/sessions/{id}/events", (*Gateway).handleEvents},
+	{http.MethodGet, "/v1/sessions/{id}/watch", (*Gateway).handleWatch},
 	{http.MethodGet, "/v1/sessions/{id}/config", (*Gateway).handleGetConfig},
 	{http.MethodPut, "/v1/sessions/{id}/config/{configId}", (*Gateway).handleSetConfig},
 	{http.MethodGet, "/v1/sessions/{id}/capabilities", (*Gateway).handleCapabilities},

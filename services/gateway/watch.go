@@ -1,0 +1,172 @@
+package gateway
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"skein.dev/pkg/events"
+)
+
+// Watch's timeout: the default, and the longest a client may ask for.
+const (
+	DefaultWatchTimeout = 15 * time.Second
+	MaxWatchTimeout     = 30 * time.Second
+)
+
+// watchCoalesce is how long a watch that woke on a new record waits for
+// the rest of its burst before it reads: a turn's updates come in one
+// answer, not one each.
+const watchCoalesce = 5 * time.Millisecond
+
+// watchQuery is GET .../watch's query.
+type watchQuery struct {
+	after   uint64
+	timeout time.Duration
+	limit   *uint32
+}
+
+// handleWatch serves GET /v1/sessions/{id}/watch?after=&timeout=&limit=:
+// a long poll for clients that cannot hold a stream. It answers as soon as
+// the session has durable events after the cursor, or its state changes,
+// with a history page after the cursor and the session's state:
+// {events, hasMoreBefore, hasMoreAfter, state, cursor}; at the timeout,
+// with no events and the same cursor. cursor is what to ask after next.
+//
+// Waiting is a read of the log: the handler subscribes to the stream's
+// RePublish of the session's records first, then reads the page, and only
+// a record stored after that read can wake it; no request is held open
+// across a turn anywhere behind the gateway.
+func (g *Gateway) handleWatch(w http.ResponseWriter, r *http.Request) error {
+	ns, sid, err := g.target(r)
+	if err != nil {
+		return err
+	}
+	q, err := parseWatchQuery(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	// Something stored for the session: a public event or a lifecycle
+	// record (a turn's end changes the state).
+	stored := make(chan struct{}, 1)
+	signal := func(*nats.Msg) {
+		select {
+		case stored <- struct{}{}:
+		default:
+		}
+	}
+	for _, kind := range []events.LogKind{events.LogEvents, events.LogControl} {
+		sub, err := g.nc.Subscribe(events.TailSubject(ns, sid, kind), signal)
+		if err != nil {
+			return events.Errorf(events.CodeUnavailable, "subscribe: %v", err)
+		}
+		defer func() { _ = sub.Unsubscribe() }() // the connection may be closing; nothing to do
+	}
+	ctx, cancel := g.callContext(r)
+	err = g.nc.FlushWithContext(ctx)
+	cancel()
+	if err != nil {
+		return events.Errorf(events.CodeUnavailable, "flush subscription: %v", err)
+	}
+
+	req := &events.AcpReadHistoryRequest{SessionID: new(string(sid)), After: &q.after, Limit: q.limit}
+	page, err := g.watchPage(r, ns, req)
+	if err != nil {
+		return err
+	}
+	if len(page.Events) == 0 {
+		timeout := time.NewTimer(q.timeout)
+		defer timeout.Stop()
+		select {
+		case <-stored:
+			coalesce := time.NewTimer(watchCoalesce)
+			select {
+			case <-coalesce.C:
+			case <-r.Context().Done():
+				coalesce.Stop()
+				return nil
+			}
+			if page, err = g.watchPage(r, ns, req); err != nil {
+				return err
+			}
+		case <-timeout.C:
+		case <-g.stopping:
+		case <-r.Context().Done():
+			return nil // the client left
+		}
+	}
+
+	ctx, cancel = g.callContext(r)
+	defer cancel()
+	info, err := events.Call[events.AcpGetDurableSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpGetSession),
+		&events.AcpGetDurableSessionRequest{SessionID: new(string(sid))}, nil)
+	if err != nil {
+		return err
+	}
+	b, err := renderHistory(page)
+	if err != nil {
+		return err
+	}
+	cursor := q.after
+	if n := len(page.Events); n > 0 {
+		cursor = page.Events[n-1].Sequence
+	}
+	b = b[:len(b)-1] // the page's closing brace
+	b = append(b, `,"state":`...)
+	b = append(b, info.Session.State...)
+	b = append(b, `,"cursor":`...)
+	b = strconv.AppendUint(b, cursor, 10)
+	b = append(b, '}')
+	writeJSON(w, http.StatusOK, b)
+	return nil
+}
+
+// watchPage reads the page after the watch's cursor.
+func (g *Gateway) watchPage(r *http.Request, ns events.Namespace, req *events.AcpReadHistoryRequest) (*events.AcpHistoryPageResponse, error) {
+	ctx, cancel := g.callContext(r)
+	defer cancel()
+	return g.readHistory(ctx, ns, req)
+}
+
+// parseWatchQuery reads watch's query: after (default 0), timeout (whole
+// seconds, or a duration such as "500ms"; default 15 s, at most 30 s) and
+// limit, each at most once.
+func parseWatchQuery(q url.Values) (*watchQuery, error) {
+	if err := onlyKeys(q, "after", "timeout", "limit"); err != nil {
+		return nil, err
+	}
+	wq := &watchQuery{timeout: DefaultWatchTimeout}
+	if s, ok, err := single(q, "after"); err != nil {
+		return nil, err
+	} else if ok {
+		if wq.after, err = parseSeq("after", s); err != nil {
+			return nil, err
+		}
+	}
+	if s, ok, err := single(q, "timeout"); err != nil {
+		return nil, err
+	} else if ok {
+		d, err := time.ParseDuration(s)
+		if n, nerr := strconv.ParseUint(s, 10, 32); nerr == nil {
+			d, err = time.Duration(n)*time.Second, nil
+		}
+		if err != nil || d <= 0 || d > MaxWatchTimeout {
+			return nil, events.Errorf(events.CodeInvalidRequest, "timeout must be whole seconds or a duration in (0, %v], got %q", MaxWatchTimeout, truncate(s, 40))
+		}
+		wq.timeout = d
+	}
+	if s, ok, err := single(q, "limit"); err != nil {
+		return nil, err
+	} else if ok {
+		n, err := strconv.ParseUint(s, 10, 32)
+		if err != nil || n == 0 || n > events.MaxHistoryLimit {
+			return nil, events.Errorf(events.CodeInvalidRequest, "limit must be an integer in [1, %d], got %q", events.MaxHistoryLimit, truncate(s, 40))
+		}
+		limit := uint32(n)
+		wq.limit = &limit
+	}
+	return wq, nil
+}

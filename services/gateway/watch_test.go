@@ -1,0 +1,100 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"testing"
+
+	"skein.dev/pkg/events"
+	"skein.dev/services/gateway/gatewaytest"
+)
+
+type watchResult struct {
+	Events []struct {
+		Sequence uint64 `json:"sequence"`
+		Type     string `json:"type"`
+	} `json:"events"`
+	HasMoreAfter bool `json:"hasMoreAfter"`
+	State        struct {
+		Status string `json:"status"`
+	} `json:"state"`
+	Cursor *uint64 `json:"cursor"`
+}
+
+func (e *env) watch(t *testing.T, sid, query string) watchResult {
+	t.Helper()
+	r := e.do(http.MethodGet, "/v1/sessions/"+sid+"/watch"+query, "")
+	if r.status != http.StatusOK {
+		t.Fatalf("GET watch%s = %d %s", query, r.status, r.body)
+	}
+	var w watchResult
+	if err := json.Unmarshal(r.body, &w); err != nil || w.Cursor == nil || w.State.Status == "" {
+		t.Fatalf("GET watch%s = %s (%v), want events, state and cursor", query, r.body, err)
+	}
+	return w
+}
+
+// A watch answers at once when there are events after its cursor; else it
+// waits for the next ones (the answer holds them: it woke, since a watch
+// that times out answers none); at its timeout it answers none and the same
+// cursor.
+func TestWatch(t *testing.T) {
+	e := newEnv(t)
+	e.backend.CreateSession(ns, "s1", "demo")
+
+	w := e.watch(t, "s1", "?timeout=100ms")
+	if len(w.Events) != 0 || *w.Cursor != 0 || w.State.Status != "idle" {
+		t.Fatalf("watch of an idle session = %+v, want no events, cursor 0, idle", w)
+	}
+
+	woke := make(chan watchResult, 1)
+	go func() { woke <- e.watch(t, "s1", "?after=0&timeout=30") }()
+	if r := e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"hi"}]}`); r.status != http.StatusOK {
+		t.Fatalf("prompt = %d %s", r.status, r.body)
+	}
+	w = <-woke
+	if len(w.Events) == 0 || *w.Cursor != w.Events[len(w.Events)-1].Sequence {
+		t.Fatalf("the watch woken by a prompt = %+v, want its events and the last one's sequence as cursor", w)
+	}
+
+	// Events after the cursor: at once, a page at a time.
+	all := e.watch(t, "s1", "?after=0&limit=10000")
+	if all.HasMoreAfter || len(all.Events) < 3 {
+		t.Fatalf("everything = %+v", all)
+	}
+	first := e.watch(t, "s1", "?after=0&limit=2")
+	if len(first.Events) != 2 || !first.HasMoreAfter || *first.Cursor != all.Events[1].Sequence {
+		t.Errorf("a page of 2 = %+v, want 2 events, more after, cursor %d", first, all.Events[1].Sequence)
+	}
+	last := *all.Cursor
+	w = e.watch(t, "s1", "?timeout=100ms&after="+strconv.FormatUint(last, 10))
+	if len(w.Events) != 0 || *w.Cursor != last || w.State.Status != "idle" {
+		t.Errorf("a watch that times out = %+v, want no events and cursor %d", w, last)
+	}
+}
+
+func TestWatchErrors(t *testing.T) {
+	e := newEnv(t, withBackend(gatewaytest.WithMaxEventsPerSession(3)))
+	wantError(t, e.do(http.MethodGet, "/v1/sessions/nobody/watch?timeout=1", ""), http.StatusNotFound, events.CodeSessionNotFound)
+	e.backend.CreateSession(ns, "s1", "demo")
+	for _, q := range []string{"?timeout=0", "?timeout=31", "?timeout=31s", "?timeout=-1s", "?timeout=x", "?limit=0", "?limit=10001",
+		"?after=1&after=2", "?since=1"} {
+		wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/watch"+q, ""), http.StatusBadRequest, events.CodeInvalidRequest)
+	}
+	for _, q := range []string{"?after=-1", "?after=x"} {
+		wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/watch"+q, ""), http.StatusBadRequest, events.CodeInvalidCursor)
+	}
+	// The oldest events pruned: a cursor before them has expired.
+	if r := e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"hi"}]}`); r.status != http.StatusOK {
+		t.Fatalf("prompt = %d %s", r.status, r.body)
+	}
+	r := e.do(http.MethodGet, "/v1/sessions/s1/watch?after=1&timeout=1", "")
+	if r.status == http.StatusOK {
+		t.Fatalf("watch after a pruned event = 200 %s, want cursor_expired", r.body)
+	}
+	var body apiError
+	if err := json.Unmarshal(r.body, &body); err != nil || body.Error.Code != string(events.CodeCursorExpired) {
+		t.Errorf("watch after a pruned event = %d %s, want cursor_expired", r.status, r.body)
+	}
+}
