@@ -428,8 +428,8 @@ func TestHealthAndMetrics(t *testing.T) {
 	if got := metric(t, e.reg, "acp_gateway_requests_total", "route", "GET /v1/sessions/{id}", "code", "404"); got != 1 {
 		t.Errorf("requests_total{route=GET /v1/sessions/{id},code=404} = %v, want 1", got)
 	}
-	if r := e.do(http.MethodPatch, "/v1/sessions/s1", ""); r.status != http.StatusMethodNotAllowed {
-		t.Errorf("PATCH = %d, want 405", r.status)
+	if r := e.do(http.MethodPost, "/v1/sessions/s1", ""); r.status != http.StatusMethodNotAllowed {
+		t.Errorf("POST /v1/sessions/s1 = %d, want 405", r.status)
 	}
 }
 

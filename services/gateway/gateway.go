@@ -200,6 +200,7 @@ var routeTable = []route{
 	{http.MethodPut, "/v1/sessions/{id}", (*Gateway).handleOpen},
 	{http.MethodGet, "/v1/sessions/{id}", (*Gateway).handleGetSession},
 	{http.MethodDelete, "/v1/sessions/{id}", (*Gateway).handleDelete},
+	{http.MethodPatch, "/v1/sessions/{id}", (*Gateway).handleRename},
 	{http.MethodPost, "/v1/sessions/{id}/prompt", (*Gateway).handlePrompt},
 	{http.MethodPost, "/v1/sessions/{id}/cancel", (*Gateway).handleCancel},
 	{http.MethodPost, "/v1/sessions/{id}/unload", (*Gateway).handleUnload},

@@ -144,7 +144,7 @@ type session struct {
 // Start provisions the streams and buckets (eventlog.Provision), runs the
 // real history service, and serves the session service's ops
 // (open_session, prompt, cancel_prompt, unload_session, delete_session,
-// respond_permission, set_session_config_option) for every namespace on nc
+// respond_permission, set_session_config_option, rename_session) for every namespace on nc
 // until the test ends. Prompts play Echo unless OnPrompt says otherwise;
 // cancels, unloads and permission answers act on the turn being played
 // (see Turn) unless OnCancel, OnUnload or OnRespond say otherwise, and
@@ -214,6 +214,7 @@ func Start(tb testing.TB, nc *nats.Conn, opts ...Option) *Backend {
 		events.OpRespondPermission:      b.respondPermission,
 		events.OpSetSessionConfigOption: b.setSessionConfigOption,
 		events.OpPrompt:                 b.promptOp,
+		events.OpRenameSession:          b.renameSession,
 	}
 	for op, fn := range endpoints {
 		handler := func(req micro.Request) {

@@ -1,0 +1,69 @@
+package gateway
+
+import (
+	"net/http"
+	"unicode/utf8"
+
+	"skein.dev/pkg/events"
+)
+
+// handleRename serves PATCH /v1/sessions/{id}: {"title": "…"} renames the
+// session, and the answer is the session as GET /v1/sessions/{id} shows it.
+// The title rules are events.NormalizeTitle's (trimmed, 1 to 120
+// characters, valid UTF-8, no control characters); any other title is
+// invalid_request and changes nothing. A rename never starts an adapter,
+// and from then on the agent's own titles no longer replace it.
+func (g *Gateway) handleRename(w http.ResponseWriter, r *http.Request) error {
+	ns, sid, err := g.target(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(w, r, g.controlBodyLimit())
+	if err != nil {
+		return err
+	}
+	req, err := decodeRename(body, sid)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := g.callContext(r)
+	defer cancel()
+	resp, err := events.Call[events.RenameSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpRenameSession), req, nil)
+	if err != nil {
+		return err
+	}
+	b, err := renderSession(&resp.Session)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, b)
+	return nil
+}
+
+// renameBody is the JSON form of RenameSessionRequest without its session
+// ID, which comes from the URL.
+type renameBody struct {
+	Title *string `json:"title"`
+}
+
+// decodeRename decodes and checks the body of PATCH /v1/sessions/{id} for
+// the session sid. The body must be valid UTF-8 as a whole: encoding/json
+// would read invalid bytes in the title as U+FFFD and so accept a title
+// the rules refuse.
+func decodeRename(body []byte, sid events.SessionID) (*events.RenameSessionRequest, error) {
+	if !utf8.Valid(body) {
+		return nil, events.Errorf(events.CodeInvalidRequest, "request body must be valid UTF-8")
+	}
+	var b renameBody
+	if err := decodeObject(body, &b); err != nil {
+		return nil, err
+	}
+	if b.Title == nil {
+		return nil, events.Errorf(events.CodeInvalidRequest, "title is required")
+	}
+	req := &events.RenameSessionRequest{SessionID: new(string(sid)), Title: *b.Title}
+	if _, _, err := req.Validate(); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
