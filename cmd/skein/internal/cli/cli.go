@@ -1,6 +1,6 @@
 // Package cli implements the client commands of the skein binary: open,
-// prompt, cancel, unload, delete, respond, history, events, watch, agents,
-// list, config and info. They talk to a gateway over its HTTP API (services/gateway),
+// prompt, cancel, unload, delete, rename, respond, history, events, watch,
+// agents, list, config and info. They talk to a gateway over its HTTP API (services/gateway),
 // never to NATS, so they work against any deployment.
 //
 // The gateway is the --server flag, else the SKEIN_URL environment
@@ -44,15 +44,15 @@ const stopEndTurn = "end_turn"
 const defaultSession = "main"
 
 // Commands returns the client commands: open, prompt, cancel, unload,
-// delete, respond, history, events, watch, agents, list, config (and config
-// set) and info.
+// delete, rename, respond, history, events, watch, agents, list, config (and
+// config set) and info.
 // getenv supplies SKEIN_URL; stdout gets the commands' output and stderr
 // their diagnostics (a turn's stop reason). Standard input is the
 // command's (cobra's InOrStdin). Every command returns an *APIError when the
 // gateway refused it.
 func Commands(getenv func(string) string, stdout, stderr io.Writer) []*cobra.Command {
 	a := &app{getenv: getenv, stdout: stdout, stderr: stderr}
-	return []*cobra.Command{a.openCommand(), a.promptCommand(), a.cancelCommand(), a.unloadCommand(), a.deleteCommand(), a.respondCommand(), a.historyCommand(), a.eventsCommand(), a.watchCommand(), a.agentsCommand(), a.listCommand(), a.configCommand(), a.infoCommand()}
+	return []*cobra.Command{a.openCommand(), a.promptCommand(), a.cancelCommand(), a.unloadCommand(), a.deleteCommand(), a.renameCommand(), a.respondCommand(), a.historyCommand(), a.eventsCommand(), a.watchCommand(), a.agentsCommand(), a.listCommand(), a.configCommand(), a.infoCommand()}
 }
 
 // app holds what every command shares.
