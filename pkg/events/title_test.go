@@ -123,7 +123,7 @@ func TestPromptTitle(t *testing.T) {
 		{"text blocks joined", blocks(`{"type":"text","text":"hello"}`, `{"type":"image","data":"AAAA","mimeType":"image/png"}`, `{"type":"text","text":"world"}`), "hello world"},
 		{"no text", blocks(`{"type":"image","data":"AAAA","mimeType":"image/png"}`), ""},
 		{"text not a string", blocks(`{"type":"text","text":7}`), ""},
-		{"long", blocks(`{"type":"text","text":"`+strings.Repeat("word ", 100)+`"}`), strings.TrimSpace(strings.Repeat("word ", 16)) + "…"},
+		{"long", blocks(`{"type":"text","text":"` + strings.Repeat("word ", 100) + `"}`), strings.TrimSpace(strings.Repeat("word ", 16)) + "…"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
