@@ -57,24 +57,20 @@ func (sess *session) setTitle(ctx context.Context, at ioPos, title, source strin
 }
 
 // deriveTitle gives a session without a title one derived from the user
-// message blocks just accepted (events.PromptTitle); a message without
-// text leaves it without. The turn is accepted whatever happens here: a
-// title that could not be recorded is logged, and the next prompt tries
-// again.
-func (sess *session) deriveTitle(ctx context.Context, blocks []json.RawMessage) {
-	if sess.title != "" || !sess.loaded {
-		return
+// message blocks about to be accepted (events.PromptTitle); a message
+// without text leaves it without. The caller projects it with the
+// acceptance. An error is the append's: the log cannot be written (or is
+// another replica's now), so the prompt fails before anything is accepted,
+// and its retry derives the title again (or finds it in the log).
+func (sess *session) deriveTitle(ctx context.Context, blocks []json.RawMessage) error {
+	if sess.title != "" {
+		return nil
 	}
 	title := events.PromptTitle(blocks)
 	if title == "" {
-		return
+		return nil
 	}
-	if err := sess.setTitle(ctx, ioPos{}, title, events.TitleFromMessage); err != nil {
-		sess.svc.m.lostRecords.WithLabelValues(events.RecordTitleChanged).Inc()
-		sess.lg.Warn("record the derived title", events.LogKeyErr, err)
-		return
-	}
-	sess.project(ctx)
+	return sess.setTitle(ctx, ioPos{}, title, events.TitleFromMessage)
 }
 
 // onSessionInfo applies the title of the agent's session_info_update,

@@ -122,6 +122,13 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 			return nil, err
 		}
 	}
+	// The first message with text names a session that has no title. Its
+	// record goes before the acceptance, not into the turn: a turn's
+	// records are the user's message and what the agent made of it, and a
+	// live delta's afterSequence is then the message's own sequence.
+	if err := sess.deriveTitle(ctx, blocks); err != nil {
+		return nil, err
+	}
 	t := &turn{id: nuid.Next(), key: req.IdempotencyKey, hash: hash}
 
 	// The user message is the acceptance: its first event carries the
@@ -157,8 +164,6 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 	sess.svc.m.turnsStarted.Inc()
 	sess.project(ctx)
 	sess.dispatch(ctx, t, req.Content)
-	// After the dispatch, which it must not delay or stand in the way of.
-	sess.deriveTitle(ctx, blocks)
 	return t.accepted(sess.sid), nil
 }
 
