@@ -151,7 +151,7 @@ const (
 	OpGetSession  Op = "get_session"  // AcpGetDurableSessionRequest → AcpGetDurableSessionResponse
 	// OpListSessions: AcpListDurableSessionsRequest → AcpListDurableSessionsResponse.
 	OpListSessions Op = "list_sessions"
-	OpListAgents  Op = "list_agents"  // AcpListAgentsRequest → AcpListAgentsResponse
+	OpListAgents   Op = "list_agents" // AcpListAgentsRequest → AcpListAgentsResponse
 	// OpCancelPrompt: AcpCancelPromptRequest → AcpCancelPromptResponse.
 	OpCancelPrompt Op = "cancel_prompt"
 	// OpGetSessionConfig: AcpGetSessionConfigRequest → AcpSessionConfigResponse.
