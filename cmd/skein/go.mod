@@ -10,8 +10,8 @@ require (
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.25.0
 	skein.dev/internal/natstest v0.0.0
-	skein.dev/pkg/acpwire v0.0.0
 	skein.dev/pkg/acp v0.0.0 // indirect
+	skein.dev/pkg/acpwire v0.0.0
 	skein.dev/pkg/events v0.0.0
 	skein.dev/services/adapter-runner v0.0.0
 	skein.dev/services/gateway v0.0.0
@@ -45,9 +45,12 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	skein.dev/pkg/client v0.0.0
 )
 
 replace skein.dev/pkg/events => ../../pkg/events
+
+replace skein.dev/pkg/client => ../../pkg/client
 
 replace skein.dev/pkg/acpwire => ../../pkg/acpwire
 
