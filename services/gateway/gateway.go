@@ -65,6 +65,7 @@ type Gateway struct {
 	js      jetstream.JetStream // reads of the session log (a prompt's wait)
 	metrics *metrics
 	handler http.Handler
+	hub     *hub // the live feeds of event streams, one per watched session
 
 	ready    chan struct{}
 	stopping chan struct{} // closed when Run begins shutting down
@@ -99,6 +100,7 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 		ready:    make(chan struct{}),
 		stopping: make(chan struct{}),
 	}
+	g.hub = newHub(g)
 	g.handler = g.instrument(g.routes())
 	return g, nil
 }

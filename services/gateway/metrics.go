@@ -24,6 +24,8 @@ type metrics struct {
 	streamEnds   *prometheus.CounterVec
 	gapFills     prometheus.Counter
 	overflows    prometheus.Counter
+
+	liveSubscriptions prometheus.Gauge
 }
 
 // newMetrics builds the instruments and registers them with reg. A nil reg
@@ -49,11 +51,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 		gapFills: f.NewCounter(prometheus.CounterOpts{
 			Name: "acp_gateway_sse_gap_fills_total",
-			Help: "History reads an event stream made because its live tail skipped an event.",
+			Help: "Catch-ups because a live tail skipped an event: a session feed's direct gets (once for all its viewers) or one event stream's history read.",
 		}),
 		overflows: f.NewCounter(prometheus.CounterOpts{
 			Name: "acp_gateway_sse_overflows_total",
 			Help: "Event streams whose live buffer overflowed because the client was too slow.",
+		}),
+		liveSubscriptions: f.NewGauge(prometheus.GaugeOpts{
+			Name: "acp_gateway_live_subscriptions",
+			Help: "NATS subscriptions the gateway holds for event streams: two per watched session (its tail and its deltas), however many viewers watch it.",
 		}),
 	}
 }

@@ -8,11 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"skein.dev/pkg/events"
 )
@@ -45,25 +41,33 @@ import (
 //
 // # Algorithm
 //
-//  1. Subscribe to the stream's RePublish of the session's public events
-//     (events.TailSubject) and to its live deltas (events.LiveSubject), and
-//     flush, so the server holds both subscriptions before anything is read.
+//  1. Join the session's feed on this gateway (hub.go): the subscriptions
+//     to the stream's RePublish of the session's public events
+//     (events.TailSubject) and to its live deltas (events.LiveSubject),
+//     which every viewer of the session on this gateway shares. The feed
+//     queues each message for the stream from now on. Flush, so the
+//     server holds both subscriptions before anything is read.
 //  2. Backfill from history after the cursor until hasMoreAfter is false.
 //     Until the first page arrives nothing is written, so a bad session or
 //     an expired cursor is an ordinary HTTP error (404, 410), not an event.
-//  3. Stream what arrived meanwhile and what follows, deduplicated by
+//  3. Stream what was queued meanwhile and what follows, deduplicated by
 //     sequence: a durable event at or below the last sequence sent is
-//     dropped.
-//  4. Gaps. A tail message names the previous sequence on its subject
-//     (Nats-Last-Sequence). When that is above the last sequence sent,
-//     something was missed (a record stored between the subscription and
-//     the history read, a message lost in transit), and the stream reads
-//     history after the last sequence sent before it emits the message.
-//     A delta whose afterSequence is above everything known sent proves
-//     that a durable event it follows exists, so it triggers the same fill
-//     first. (afterSequence may name a lifecycle record, which history
-//     never returns; the fill then finds nothing and is not repeated for
-//     that sequence.)
+//     dropped. (Subscribe first, then fetch after the cursor, then dedupe:
+//     a client reconnecting with Last-Event-ID follows the same protocol,
+//     deduplicating by (sessionId, sequence).)
+//  4. Gaps. The feed catches up on the events it missed itself, once for
+//     all its viewers (by event number, from the log). Each queued event
+//     also names the public event before it (Nats-Last-Sequence, or the
+//     feed's check). When that is above the last sequence sent, something
+//     was missed (a record stored between the subscription and the history
+//     read, before the feed had an event to count from, or one the feed
+//     could not read back), and the stream reads history after the last
+//     sequence sent before it emits the message. A delta whose
+//     afterSequence is above everything known sent, and whose predecessor
+//     the feed could not vouch for, proves that a durable event it follows
+//     may exist, so it triggers the same fill first. (afterSequence may
+//     name a lifecycle record, which history never returns; the fill then
+//     finds nothing and is not repeated for that sequence.)
 //  5. Stale deltas. A delta whose afterSequence is below the last durable
 //     sequence sent was published before that event, so in this stream it
 //     would arrive out of order, and when that event is the completed
@@ -71,10 +75,12 @@ import (
 //     dropped: deltas are live-only, and the durable message is
 //     authoritative. A delta whose afterSequence equals the last sequence
 //     sent belongs to the message being streamed and is emitted.
-//  6. Back-pressure. Live messages wait in a buffer of Config.StreamBuffer
-//     messages and Config.StreamBufferBytes while the client is slow. When it overflows, the stream ends with an
-//     error event (code unavailable) instead of dropping anything silently;
-//     the client resumes with Last-Event-ID and catches up from history.
+//  6. Back-pressure. Live messages wait in the stream's queue of
+//     Config.StreamBuffer messages and Config.StreamBufferBytes while the
+//     client is slow. When it overflows, this stream alone ends with an
+//     error event (code unavailable) instead of dropping anything
+//     silently; the client resumes with Last-Event-ID and catches up from
+//     history. The session's other viewers go on.
 //
 // The stream ends when the client goes away or the gateway stops (an error
 // event, code unavailable: resume with Last-Event-ID).
@@ -88,8 +94,8 @@ var streamSubscribed func()
 // left to tell.
 var errClientGone = errors.New("event stream client gone")
 
-// stream is one event stream. It lives in its handler's goroutine; only
-// push runs elsewhere (in the NATS subscriptions' goroutines).
+// stream is one event stream. It lives in its handler's goroutine; its
+// feed fills its viewer's queue from the feed's goroutine.
 type stream struct {
 	g   *Gateway
 	lg  *slog.Logger
@@ -99,9 +105,6 @@ type stream struct {
 	ns  events.Namespace
 	sid events.SessionID
 
-	tailSubject string
-	liveSubject string
-
 	// last is the highest durable sequence sent, or the client's cursor.
 	last uint64
 	// known is a sequence at or below which every durable event has been
@@ -110,10 +113,7 @@ type stream struct {
 	started bool
 	buf     []byte
 
-	inbox    chan *nats.Msg
-	queued   atomic.Int64 // payload bytes in inbox
-	overflow chan struct{}
-	overOnce sync.Once
+	v *viewer // its place in the session's feed
 }
 
 // handleEvents serves GET /v1/sessions/{id}/events.
@@ -127,18 +127,14 @@ func (g *Gateway) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s := &stream{
-		g:           g,
-		r:           r,
-		w:           w,
-		rc:          http.NewResponseController(w),
-		ns:          ns,
-		sid:         sid,
-		tailSubject: events.TailSubject(ns, sid, events.LogEvents),
-		liveSubject: events.LiveSubject(ns, sid),
-		last:        cursor,
-		known:       cursor,
-		inbox:       make(chan *nats.Msg, g.cfg.StreamBuffer),
-		overflow:    make(chan struct{}),
+		g:     g,
+		r:     r,
+		w:     w,
+		rc:    http.NewResponseController(w),
+		ns:    ns,
+		sid:   sid,
+		last:  cursor,
+		known: cursor,
 	}
 	s.lg = g.lg.With(logKeyRequestID, requestID(r), events.LogKeyNamespace, ns, events.LogKeySession, sid)
 	g.metrics.streams.Inc()
@@ -153,81 +149,16 @@ func (g *Gateway) handleEvents(w http.ResponseWriter, r *http.Request) error {
 // logKeyReason names why an event stream ended.
 const logKeyReason = "reason"
 
-// push queues a live message; it runs in the stream's forwarding goroutine
-// and never blocks. Once the buffer overflowed it drops everything: the stream
-// is ending and its client will catch up from history.
-func (s *stream) push(m *nats.Msg) {
-	select {
-	case <-s.overflow:
-		return
-	default:
-	}
-	size := int64(len(m.Data))
-	if s.queued.Add(size) <= s.g.cfg.StreamBufferBytes {
-		select {
-		case s.inbox <- m:
-			return
-		default:
-		}
-	}
-	s.queued.Add(-size)
-	s.overflowed()
-}
-
-// overflowed ends the stream's buffering: its client must catch up from
-// history.
-func (s *stream) overflowed() {
-	s.overOnce.Do(func() {
-		s.g.metrics.overflows.Inc()
-		close(s.overflow)
-	})
-}
-
-// arrivalBuffer is how many messages may wait between the connection's read
-// loop and a stream's forwarding goroutine.
-const arrivalBuffer = 8192
-
 // serve runs the stream and returns why it ended.
 func (s *stream) serve(ctx context.Context) string {
-	// Both subscriptions feed one channel, filled by the connection's read
-	// loop in the order messages arrived, and one goroutine moves them on:
-	// a delta published before a durable event is never overtaken by it
-	// (two callback subscriptions would each have a goroutine of their own).
-	arrivals := make(chan *nats.Msg, arrivalBuffer)
-	var subs []*nats.Subscription
-	for _, subject := range []string{s.tailSubject, s.liveSubject} {
-		sub, err := s.g.nc.ChanSubscribe(subject, arrivals)
-		if err != nil {
-			return s.fail(ctx, events.Errorf(events.CodeUnavailable, "subscribe %s: %v", subject, err), endError)
-		}
-		subs = append(subs, sub)
-		defer func() { _ = sub.Unsubscribe() }() // the connection may be closing; nothing to do
+	f, v, err := s.g.hub.join(ctx, s.ns, s.sid)
+	if err != nil {
+		return s.fail(ctx, err, endError)
 	}
-	forwardDone := make(chan struct{})
-	defer func() { <-forwardDone }()
-	fwdCtx, stopForward := context.WithCancel(ctx)
-	defer stopForward()
-	go func() {
-		defer close(forwardDone)
-		for {
-			select {
-			case <-fwdCtx.Done():
-				return
-			case m := <-arrivals:
-				for _, sub := range subs {
-					// A full channel drops messages (a slow consumer): the
-					// stream can no longer be complete.
-					if n, _ := sub.Dropped(); n > 0 {
-						s.overflowed()
-						return
-					}
-				}
-				s.push(m)
-			}
-		}
-	}()
+	defer s.g.hub.leave(f, v)
+	s.v = v
 	fctx, cancel := context.WithTimeout(ctx, s.g.cfg.RequestTimeout)
-	err := s.g.nc.FlushWithContext(fctx)
+	err = s.g.nc.FlushWithContext(fctx)
 	cancel()
 	if err != nil {
 		return s.fail(ctx, events.Errorf(events.CodeUnavailable, "flush subscriptions: %v", err), endError)
@@ -248,7 +179,7 @@ func (s *stream) serve(ctx context.Context) string {
 	for {
 		// Overflow first: past it the buffer no longer holds everything.
 		select {
-		case <-s.overflow:
+		case <-s.v.overflow:
 			return s.fail(ctx, events.Errorf(events.CodeUnavailable,
 				"client fell too far behind the live events; resume with Last-Event-ID"), endOverflow)
 		default:
@@ -258,21 +189,21 @@ func (s *stream) serve(ctx context.Context) string {
 			return endClientGone
 		case <-s.g.stopping:
 			return s.fail(ctx, events.Errorf(events.CodeUnavailable, "gateway is shutting down; resume with Last-Event-ID"), endShutdown)
-		case <-s.overflow:
+		case <-s.v.overflow:
 			// Handled at the top of the loop.
 		case <-keepalive.C:
 			if err := s.write([]byte(": keepalive\n\n")); err != nil || s.flush() != nil {
 				return endClientGone
 			}
-		case m := <-s.inbox:
-			s.queued.Add(-int64(len(m.Data)))
-			if err := s.handle(ctx, m); err != nil {
+		case it := <-s.v.queue:
+			s.v.take(it)
+			if err := s.handle(ctx, it); err != nil {
 				return s.fail(ctx, err, endError)
 			}
 			// Flush once the events that arrived together are written: a
 			// burst costs one flush (one write to the client), a lone
 			// event is flushed at once, so no event waits for another.
-			if len(s.inbox) == 0 {
+			if len(s.v.queue) == 0 {
 				if err := s.flush(); err != nil {
 					return endClientGone
 				}
@@ -304,49 +235,55 @@ func (s *stream) fail(ctx context.Context, err error, reason string) string {
 	return reason
 }
 
-// handle processes one live message.
-func (s *stream) handle(ctx context.Context, m *nats.Msg) error {
-	switch m.Subject {
-	case s.tailSubject:
-		entry, prev, err := events.TailEntry(s.sid, m)
-		if err != nil {
-			s.lg.Error("undecodable tail record", events.LogKeySubject, m.Subject,
-				events.LogKeySeq, m.Header.Get("Nats-Sequence"), events.LogKeyErr, err)
-			return nil
-		}
-		if entry.Sequence <= s.last {
+// handle processes one item of the session's feed.
+func (s *stream) handle(ctx context.Context, it *liveItem) error {
+	if it.durable {
+		if it.seq <= s.last {
 			return nil // already sent, by the backfill or a fill
 		}
-		if prev > s.last {
-			if err := s.gapFill(ctx, "tail", prev); err != nil {
+		if it.prev > s.last {
+			if err := s.gapFill(ctx, "tail", it.prev); err != nil {
 				return err
 			}
-			if entry.Sequence <= s.last {
+			if it.seq <= s.last {
 				return nil
 			}
 		}
-		return s.durable(entry)
-	case s.liveSubject:
-		v, err := events.Unmarshal(m.Data)
-		if err != nil {
-			s.lg.Warn("undecodable live message", events.LogKeySubject, m.Subject, events.LogKeyErr, err)
-			return nil
-		}
-		delta, ok := v.(*events.AcpEphemeralSessionUpdateEvent)
-		if !ok {
-			return nil // stderr and other live traffic are not for clients
-		}
-		if delta.AfterSequence > max(s.last, s.known) {
-			if err := s.gapFill(ctx, "delta", delta.AfterSequence); err != nil {
+		return s.durableItem(it)
+	}
+	if it.prevKnown {
+		// The feed vouches that no public event lies in (prev, after].
+		if it.prev > s.last {
+			if err := s.gapFill(ctx, "delta", it.prev); err != nil {
 				return err
 			}
-			s.known = max(s.known, delta.AfterSequence)
 		}
-		if delta.AfterSequence < s.last {
-			return nil // stale: see step 5 of the algorithm
+		s.known = max(s.known, it.after)
+	} else if it.after > max(s.last, s.known) {
+		if err := s.gapFill(ctx, "delta", it.after); err != nil {
+			return err
 		}
-		return s.ephemeral(delta)
+		s.known = max(s.known, it.after)
 	}
+	if it.after < s.last {
+		return nil // stale: see step 5 of the algorithm
+	}
+	if err := s.write(it.frame); err != nil {
+		return err
+	}
+	s.g.metrics.streamEvents.WithLabelValues(events.DurabilityEphemeral).Inc()
+	return nil
+}
+
+// durableItem emits a durable event of the feed and advances s.last.
+func (s *stream) durableItem(it *liveItem) error {
+	if it.frame != nil {
+		if err := s.write(it.frame); err != nil {
+			return err
+		}
+		s.g.metrics.streamEvents.WithLabelValues(events.DurabilityDurable).Inc()
+	}
+	s.last = it.seq
 	return nil
 }
 
@@ -418,20 +355,6 @@ func (s *stream) durable(e *events.AcpDurableHistoryEntry) error {
 	return nil
 }
 
-// ephemeral emits one delta.
-func (s *stream) ephemeral(d *events.AcpEphemeralSessionUpdateEvent) error {
-	data, err := events.PublicEphemeralJSON(d)
-	if err != nil {
-		s.lg.Warn("live delta has no public form", events.LogKeySeq, d.AfterSequence, events.LogKeyErr, err)
-		return nil
-	}
-	if err := s.event("", "ephemeral", data); err != nil {
-		return err
-	}
-	s.g.metrics.streamEvents.WithLabelValues(events.DurabilityEphemeral).Inc()
-	return nil
-}
-
 // start writes the response headers.
 func (s *stream) start() error {
 	s.started = true
@@ -446,7 +369,16 @@ func (s *stream) start() error {
 // event writes one SSE event. data is split at line ends, each part its own
 // data line, since a raw line break would end the field.
 func (s *stream) event(id, name string, data []byte) error {
-	b := s.buf[:0]
+	b := appendEvent(s.buf[:0], id, name, data)
+	err := s.write(b)
+	if cap(b) <= maxKeptBuffer {
+		s.buf = b[:0]
+	}
+	return err
+}
+
+// appendEvent appends one SSE event to b.
+func appendEvent(b []byte, id, name string, data []byte) []byte {
 	if id != "" {
 		b = append(b, "id: "...)
 		b = append(b, id...)
@@ -456,12 +388,7 @@ func (s *stream) event(id, name string, data []byte) error {
 	b = append(b, name...)
 	b = append(b, '\n')
 	b = appendData(b, data)
-	b = append(b, '\n')
-	err := s.write(b)
-	if cap(b) <= maxKeptBuffer {
-		s.buf = b[:0]
-	}
-	return err
+	return append(b, '\n')
 }
 
 // maxKeptBuffer bounds the scratch buffer a stream keeps between events, so
