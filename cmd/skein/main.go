@@ -1,7 +1,8 @@
 // Command skein is the one Skein binary. It runs any set of services against
 // a NATS cluster (skein serve -target=...), the whole stack on an embedded
-// NATS for development (skein dev), and the client commands that talk to a
-// gateway (open, prompt, history, events).
+// NATS for development (skein dev), the client commands that talk to a
+// gateway (open, prompt, history, events, ...), and skein follow, which
+// reads sessions over NATS with the Go client.
 package main
 
 import (
@@ -40,7 +41,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(devCommand(getenv, stdout, stderr), serveCommand(getenv, stderr))
+	root.AddCommand(devCommand(getenv, stdout, stderr), serveCommand(getenv, stderr), followCommand(getenv, stdout))
 	root.AddCommand(cli.Commands(getenv, stdout, stderr)...)
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "skein:", err)

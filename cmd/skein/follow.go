@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"iter"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"skein.dev/pkg/client"
+	"skein.dev/pkg/events"
+)
+
+// followCommand is `skein follow`: the Go client's Follow and Subscribe
+// (pkg/client) on the command line, for operators and services that reach
+// NATS rather than a gateway.
+func followCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	var (
+		natsURL, credsFile, namespace, session string
+		after                                  uint64
+	)
+	cmd := &cobra.Command{
+		Use:   "follow [--session ID [--after N]]",
+		Short: "Print the durable events of every session of a namespace as they are stored, over NATS",
+		Long: `Connect to Skein's NATS and print each durable event of every session of the
+namespace as it is stored, one JSON object a line (the gateway's form), until
+interrupted. With --session, print that session's history after --after first,
+then its new events: every event once, in order. Unlike the other client
+commands this one talks to NATS directly (the Go client, pkg/client), not to
+a gateway.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if v := getenv("NATS_URL"); v != "" && !cmd.Flags().Changed("nats") {
+				natsURL = v
+			}
+			var opts []nats.Option
+			if credsFile != "" {
+				opts = append(opts, nats.UserCredentials(credsFile))
+			}
+			nc, err := nats.Connect(natsURL, append(opts, nats.Name("skein follow"))...)
+			if err != nil {
+				return fmt.Errorf("connect to %s: %w", natsURL, err)
+			}
+			defer nc.Close()
+			cl, err := client.New(nc, client.WithNamespace(namespace))
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			var evs iter.Seq2[*events.AcpDurableHistoryEntry, error]
+			if session != "" {
+				evs = cl.Subscribe(ctx, session, after)
+			} else {
+				evs = cl.Follow(ctx)
+			}
+			return printEvents(ctx, stdout, evs)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s), comma separated (env NATS_URL)")
+	fs.StringVar(&credsFile, "nats-creds", "", "NATS credentials file")
+	fs.StringVar(&namespace, "namespace", string(events.DefaultNamespace), "the namespace to follow")
+	fs.StringVarP(&session, "session", "s", "", "follow this session only, from its history after --after")
+	fs.Uint64Var(&after, "after", 0, "with --session: start after this durable sequence")
+	return cmd
+}
+
+// printEvents prints each event's public JSON on a line until the
+// iteration ends; the end of ctx is the normal end.
+func printEvents(ctx context.Context, w io.Writer, evs iter.Seq2[*events.AcpDurableHistoryEntry, error]) error {
+	for ev, err := range evs {
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		line, err := events.PublicDurableJSON(ev)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(append(line, '\n')); err != nil {
+			return err
+		}
+	}
+	return nil
+}
