@@ -81,6 +81,14 @@ var rows = []row{
 	{"capacity knee: sessions × 50 chunks/s with live delta p99 < 50 ms", "BenchmarkCapacitySweep/rate=50,result=knee", "knee-sessions", "", "", ""},
 	{"takeover of 1,000 running sessions after their owner dies (TTL 1 s)", "BenchmarkTakeover/sessions=1000/owner-ttl=1s", "takeover-s", "", "", ""},
 	{"  of which claiming them, after the leases expired", "BenchmarkTakeover/sessions=1000/owner-ttl=1s", "claim-s", "", "", ""},
+	// Live fan-out: one session, 1,000 SSE viewers on one gateway, 50
+	// durable events a second; delivery is from the append's start to each
+	// viewer reading the event, beside one viewer alone. The gateway holds
+	// the session's two live subscriptions (and the request API's reply
+	// subscription) whatever the number of viewers.
+	{"live fan-out, 1,000 SSE viewers of one session: delivery p50", "BenchmarkLiveFanout/viewers=1000,rate=50", "p50-ms", "BenchmarkLiveFanout/viewers=1,rate=50", "p50-ms", ""},
+	{"live fan-out, 1,000 SSE viewers of one session: delivery p99", "BenchmarkLiveFanout/viewers=1000,rate=50", "p99-ms", "BenchmarkLiveFanout/viewers=1,rate=50", "p99-ms", ""},
+	{"live fan-out, 1,000 SSE viewers: NATS subscriptions of the gateway", "BenchmarkLiveFanout/viewers=1000,rate=50", "nats-subs", "BenchmarkLiveFanout/viewers=1,rate=50", "nats-subs", ""},
 }
 
 var procSuffix = regexp.MustCompile(`-\d+$`)

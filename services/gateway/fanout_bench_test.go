@@ -1,0 +1,166 @@
+package gateway_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"skein.dev/internal/natstest"
+	"skein.dev/services/gateway"
+	"skein.dev/services/gateway/gatewaytest"
+)
+
+// fanoutRate is how many durable events a second BenchmarkLiveFanout
+// appends to its session.
+const fanoutRate = 50
+
+// BenchmarkLiveFanout: one session, N SSE viewers on one gateway (served
+// by Run on a loopback port, in front of the real history service), and
+// durable events appended at a steady rate, each carrying the time its
+// append began. It reports the delivery latency from the append to each
+// viewer reading the event, p50 and p99 over every (viewer, event), and the
+// NATS subscriptions the gateway's connection holds (the live feed's two,
+// and the request API's reply subscription). viewers=1 is the baseline.
+func BenchmarkLiveFanout(b *testing.B) {
+	for _, viewers := range []int{1, 1000} {
+		b.Run(fmt.Sprintf("viewers=%d,rate=%d", viewers, fanoutRate), func(b *testing.B) {
+			benchFanout(b, viewers)
+		})
+	}
+}
+
+func benchFanout(b *testing.B, n int) {
+	srv := natstest.Run(b)
+	backend := gatewaytest.Start(b, natstest.Connect(b, srv))
+	backend.CreateSession(ns, "s1", "demo")
+	gnc := natstest.Connect(b, srv) // the gateway's alone, so its subscriptions can be counted
+	cfg := gateway.DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	reg := prometheus.NewRegistry()
+	gw, err := gateway.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), gnc, reg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, stopGateway := context.WithCancel(context.WithoutCancel(b.Context()))
+	ran := make(chan error, 1)
+	go func() { ran <- gw.Run(ctx) }()
+	defer func() {
+		stopGateway()
+		if err := <-ran; err != nil {
+			b.Errorf("Run = %v", err)
+		}
+	}()
+	<-gw.Ready()
+	url := "http://" + gw.Addr() + "/v1/sessions/s1/events"
+
+	// The viewers, each on a connection of its own.
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	vctx, stopViewers := context.WithCancel(b.Context())
+	viewers := make([]*fanoutViewer, n)
+	var wg sync.WaitGroup
+	defer func() {
+		stopViewers()
+		wg.Wait()
+	}()
+	for i := range viewers {
+		req, err := http.NewRequestWithContext(vctx, http.MethodGet, url, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp, err := client.Do(req) // returns once the stream has joined and backfilled
+		if err != nil {
+			b.Fatalf("viewer %d: %v", i, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("viewer %d: status %d", i, resp.StatusCode)
+		}
+		v := &fanoutViewer{}
+		viewers[i] = v
+		wg.Go(func() { v.read(resp.Body) })
+	}
+	subs := gnc.NumSubscriptions()
+	liveSubs := metric(b, reg, "acp_gateway_live_subscriptions")
+
+	tick := time.NewTicker(time.Second / fanoutRate)
+	defer tick.Stop()
+	var appended int64
+	for b.Loop() {
+		<-tick.C
+		backend.Append(ns, "s1", chunk(strconv.FormatInt(time.Now().UnixNano(), 10)))
+		appended++
+	}
+	eventually(b, "every viewer to read every event", func() bool {
+		for _, v := range viewers {
+			if v.received.Load() < appended {
+				return false
+			}
+		}
+		return true
+	})
+	stopViewers()
+	wg.Wait()
+
+	var all []time.Duration
+	for _, v := range viewers {
+		all = append(all, v.latencies...)
+	}
+	slices.Sort(all)
+	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(subs), "nats-subs")
+	b.ReportMetric(liveSubs, "live-subs")
+}
+
+// fanoutViewer reads one event stream and times each event it carries.
+type fanoutViewer struct {
+	received  atomic.Int64
+	latencies []time.Duration // read by the benchmark once read returned
+}
+
+var textField = []byte(`"text":"`)
+
+// read reads events until the stream ends. Each event's text is the
+// UnixNano time its append began.
+func (v *fanoutViewer) read(body io.ReadCloser) {
+	defer body.Close()
+	br := bufio.NewReader(body)
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return
+		}
+		if !bytes.HasPrefix(line, []byte("data: ")) {
+			continue
+		}
+		now := time.Now()
+		i := bytes.Index(line, textField)
+		if i < 0 {
+			continue
+		}
+		rest := line[i+len(textField):]
+		j := bytes.IndexByte(rest, '"')
+		if j < 0 {
+			continue
+		}
+		sent, err := strconv.ParseInt(string(rest[:j]), 10, 64)
+		if err != nil {
+			continue
+		}
+		v.latencies = append(v.latencies, now.Sub(time.Unix(0, sent)))
+		v.received.Add(1)
+	}
+}
