@@ -4,7 +4,8 @@
 // service (events.Call on events.APISubject), and the live stream is a
 // subscription to the session log's RePublish (events.TailSubject) and to
 // the ephemeral deltas (events.LiveSubject), backfilled and gap-filled from
-// history.
+// history. Every viewer of a session on one gateway shares that one pair of
+// subscriptions (hub.go).
 //
 // The gateway validates and bounds input (IDs, cursors, body size, JSON
 // shape) so that bad input never reaches NATS, maps error codes to HTTP
