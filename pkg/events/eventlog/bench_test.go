@@ -77,7 +77,7 @@ func BenchmarkAppend(b *testing.B) {
 
 // BenchmarkReadPage measures one history page of page=N records of a
 // session whose log holds 2,000: forward (one batch direct get) and
-// backward (one direct get per record, so a page costs O(page) reads).
+// backward (an event-number search, then one batch direct get).
 // Baseline jetstreamext: the same requests through orbit.go's GetBatch and
 // GetLastMsgsFor, which receive on a synchronous subscription with the
 // connection's default pending channel.

@@ -1,6 +1,9 @@
 package eventlog
 
-import "testing"
+import (
+	"sync/atomic"
+	"testing"
+)
 
 // AwaitObserver reports the steps of the AwaitTurn calls of one test.
 type AwaitObserver struct {
@@ -19,4 +22,20 @@ func ObserveAwait(tb testing.TB) *AwaitObserver {
 	awaitFound = func(how string) { o.Found <- how }
 	tb.Cleanup(func() { awaitFirstRead, awaitFound = nil, nil })
 	return o
+}
+
+// StepBack is the backward read that steps one direct get per record, the
+// baseline of BenchmarkHistoryDepth's backward pages.
+var StepBack = stepBack
+
+// StepBacks counts the backward reads of event-numbered records that fell
+// back to stepping (the log changed under the search, or it failed).
+var StepBacks atomic.Int64
+
+// Probes counts locate's single-record probes.
+var Probes atomic.Int64
+
+func init() {
+	stepBackHook = func() { StepBacks.Add(1) }
+	probeHook = func() { Probes.Add(1) }
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -97,26 +98,262 @@ func Forward(ctx context.Context, js jetstream.JetStream, stream, subject string
 }
 
 // Backward returns up to limit records on subject (a literal subject) with
-// sequences less than before, oldest first. It steps back one record per
-// request, so a page costs O(limit) round trips whatever the length of the
-// session.
+// sequences less than before, oldest first.
+//
+// Public events carry a contiguous per-session event number (HeaderEventNo),
+// which tells exactly how many events lie between two records whatever the
+// interleaving with other sessions. So a backward page is found, not walked:
+// the newest record before the cursor (one multi_last direct get) says which
+// event numbers the page holds, and the subject's first record is a second
+// anchor. The session's density between the two says where the page starts;
+// one batch direct get from a little before there reads the page, a quarter
+// page of slack allowed (seekPage). When the density misleads (the session
+// was busier or quieter there), an interpolation search of single-record
+// direct gets corrects it (locate). A page so costs one batch of O(limit)
+// records plus two or three single reads, like a forward page, whatever
+// the length of the session and its interleaving.
+//
+// Records without event numbers (control subjects, whose pages are short)
+// are read by stepping back one direct get per record.
 func Backward(ctx context.Context, js jetstream.JetStream, stream, subject string, before uint64, limit int) ([]*Record, error) {
+	if limit <= 0 || before <= 1 {
+		return nil, nil
+	}
+	hi, err := lastBefore(ctx, js, stream, subject, before)
+	if err != nil || hi == nil {
+		return nil, err
+	}
+	nHi := EventNo(hi)
+	if nHi == 0 {
+		return stepBack(ctx, js, stream, subject, before, limit)
+	}
+	if limit == 1 {
+		return []*Record{hi}, nil
+	}
+	first, err := directGet(ctx, js, stream, directGetRequest{Seq: 1, NextBySubj: subject})
+	if err != nil {
+		return nil, fmt.Errorf("first of %s: %w", subject, err)
+	}
+	if first == nil || EventNo(first) == 0 || EventNo(first) > nHi || first.Sequence > hi.Sequence {
+		// Pruned or deleted between the two reads: read the slow way.
+		return fallBack(ctx, js, stream, subject, before, limit)
+	}
+	// The page is the events from wantNo to nHi.
+	wantNo := EventNo(first)
+	var recs []*Record
+	if nHi >= uint64(limit) && nHi-uint64(limit)+1 > wantNo {
+		wantNo = nHi - uint64(limit) + 1
+		recs, err = seekPage(ctx, js, stream, subject, anchor{first.Sequence, EventNo(first)}, anchor{hi.Sequence, nHi}, wantNo, slackFor(limit))
+	} else {
+		count := int(nHi - wantNo + 1)
+		recs, err = directBatch(ctx, js, stream, directGetRequest{Seq: first.Sequence, NextBySubj: subject, Batch: count}, count)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("page of %s before %d: %w", subject, before, err)
+	}
+	// Keep the events from wantNo to nHi; they must be contiguous and end
+	// with hi. Anything else means the log changed under the reads (a
+	// prune, a delete): fall back to stepping, which needs no numbers.
+	recs = slices.DeleteFunc(recs, func(r *Record) bool { n := EventNo(r); return n < wantNo || n > nHi })
+	if len(recs) == 0 || recs[len(recs)-1].Sequence != hi.Sequence {
+		return fallBack(ctx, js, stream, subject, before, limit)
+	}
+	for i, r := range recs {
+		if EventNo(r) != wantNo+uint64(i) {
+			return fallBack(ctx, js, stream, subject, before, limit)
+		}
+	}
+	if len(recs) > limit {
+		recs = recs[len(recs)-limit:]
+	}
+	return recs, nil
+}
+
+// seekPage reads the events from want to hi.key (and maybe a few around
+// them) given the records lo and hi, lo.key < want < hi.key. It guesses
+// where want lies from the session's density between lo and hi, a little
+// early, and reads from there in one batch long enough for the page if the
+// guess is within slack events early: the common case, one round trip.
+// A guess past want is corrected with locate and one more batch for the
+// events before those read; a guess too early reads on from where its batch
+// ended, or searches again from there.
+func seekPage(ctx context.Context, js jetstream.JetStream, stream, subject string, lo, hi anchor, want, slack uint64) ([]*Record, error) {
+	from := max(want-min(slack, want), lo.key) // the earliest start that still is one batch
+	count := int(hi.key - from + 1)
+	guess := interpolate(lo, hi, want-min(slack/2, want-lo.key))
+	recs, err := directBatch(ctx, js, stream, directGetRequest{Seq: guess, NextBySubj: subject, Batch: count}, count)
+	if err != nil || len(recs) == 0 {
+		return nil, err
+	}
+	n0, last := EventNo(recs[0]), recs[len(recs)-1]
+	switch nLast := EventNo(last); {
+	case n0 == 0 || nLast == 0:
+		return nil, nil
+	case n0 > want:
+		// Past the page's start: find it, and read up to the batch.
+		start, _, err := locate(ctx, js, stream, subject, EventNo, lo, anchor{recs[0].Sequence, n0}, want, slack)
+		if err != nil || start == nil {
+			return nil, err
+		}
+		n := int(n0 - EventNo(start))
+		head, err := directBatch(ctx, js, stream, directGetRequest{Seq: start.Sequence, NextBySubj: subject, Batch: n}, n)
+		if err != nil {
+			return nil, err
+		}
+		return append(head, recs...), nil
+	case nLast >= hi.key:
+		return recs, nil
+	case nLast >= want:
+		// Started early but holds part of the page: read the rest.
+		n := int(hi.key - nLast)
+		rest, err := directBatch(ctx, js, stream, directGetRequest{Seq: last.Sequence + 1, NextBySubj: subject, Batch: n}, n)
+		if err != nil {
+			return nil, err
+		}
+		return append(recs, rest...), nil
+	default:
+		// Far too early: search from where the batch ended.
+		start, _, err := locate(ctx, js, stream, subject, EventNo, anchor{last.Sequence, nLast}, hi, want, slack)
+		if err != nil || start == nil {
+			return nil, err
+		}
+		n := int(hi.key - EventNo(start) + 1)
+		return directBatch(ctx, js, stream, directGetRequest{Seq: start.Sequence, NextBySubj: subject, Batch: n}, n)
+	}
+}
+
+// interpolate returns the sequence where key lies if the subject's keys
+// grow evenly from lo to hi.
+func interpolate(lo, hi anchor, key uint64) uint64 {
+	return lo.seq + uint64(float64(key-lo.key)*float64(hi.seq-lo.seq)/float64(hi.key-lo.key))
+}
+
+// slackFor is how many events before a page's first a located record may
+// be: the page's batch then reads that many more records instead of
+// searching further, and a probe is dearer than a few records.
+func slackFor(limit int) uint64 { return uint64(max(limit/8, 1)) }
+
+// lastBefore returns the newest record on subject with a sequence less than
+// before, or nil.
+func lastBefore(ctx context.Context, js jetstream.JetStream, stream, subject string, before uint64) (*Record, error) {
+	recs, err := directBatch(ctx, js, stream, directGetRequest{MultiLastFor: []string{subject}, UpToSeq: before - 1, Batch: 1}, 1)
+	if err != nil {
+		return nil, fmt.Errorf("last of %s before %d: %w", subject, before, err)
+	}
+	if len(recs) == 0 {
+		// The server answers nothing for an up_to_seq past the stream's
+		// last sequence: then the subject's last record is the answer.
+		last, err := Last(ctx, js, stream, subject)
+		if err != nil || last == nil || last.Sequence >= before {
+			return nil, err
+		}
+		return last, nil
+	}
+	return recs[0], nil
+}
+
+// anchor is a known record of a subject: its sequence and its key (an
+// event number, a running byte total).
+type anchor struct{ seq, key uint64 }
+
+// maxProbes bounds locate's search. Interpolation converges in a few
+// probes; every third probe bisects instead, so a skewed session still
+// needs no more than about three times log2(its stream span) of them.
+const maxProbes = 200
+
+// locate searches subject for a record whose key is at most want and at
+// least want-slack, given records lo and hi of the subject with
+// lo.key < want < hi.key; key must grow with the sequence. It returns that
+// record (found), or, when there is none, the first record whose key is
+// above want (above). Both are nil when the log does not hold what the
+// anchors say (it changed under the search).
+//
+// Each probe is a single-record direct get of the first record on subject
+// at or after a guessed sequence. Between two known records the key grows
+// at some rate per stream sequence, other sessions' records in between;
+// the guess for want is where that rate puts it. A probe that lands past
+// want moves the upper bound below the guess (the record before the one
+// found is before the guess); one that lands before want but further than
+// slack becomes the lower anchor.
+func locate(ctx context.Context, js jetstream.JetStream, stream, subject string, key func(*Record) uint64, lo, hi anchor, want, slack uint64) (found, above *Record, err error) {
+	// The record sought lies in [loSeq, hiSeq].
+	loSeq, hiSeq := lo.seq, hi.seq
+	for probe := range maxProbes {
+		var guess uint64
+		if probe%3 == 2 {
+			guess = loSeq + (hiSeq-loSeq)/2
+		} else {
+			// Aim slack/2 early: landing a little before want ends the
+			// search, landing past it costs another probe.
+			guess = interpolate(lo, hi, want-min(slack/2, want-lo.key))
+		}
+		guess = min(max(guess, loSeq), hiSeq)
+		if probeHook != nil {
+			probeHook()
+		}
+		r, err := directGet(ctx, js, stream, directGetRequest{Seq: guess, NextBySubj: subject})
+		if err != nil {
+			return nil, nil, fmt.Errorf("locate %d on %s: %w", want, subject, err)
+		}
+		if r == nil {
+			return nil, nil, nil
+		}
+		k := key(r)
+		switch {
+		case k == 0:
+			return nil, nil, nil
+		case k <= want && want-k <= slack:
+			return r, nil, nil
+		case k < want:
+			lo = anchor{r.Sequence, k}
+			loSeq = r.Sequence + 1
+		default: // past want: the record before r is before the guess
+			hi = anchor{r.Sequence, k}
+			above = r
+			if guess == 0 || guess-1 < loSeq {
+				return nil, above, nil
+			}
+			hiSeq = guess - 1
+		}
+		if loSeq > hiSeq {
+			return nil, above, nil
+		}
+	}
+	return nil, nil, nil
+}
+
+// stepBackHook, when set (by tests), is called when Backward falls back to
+// stepping on event-numbered records.
+var stepBackHook func()
+
+// probeHook, when set (by tests), is called for each probe of locate.
+var probeHook func()
+
+// fallBack is stepBack where the event-number search could not be trusted.
+func fallBack(ctx context.Context, js jetstream.JetStream, stream, subject string, before uint64, limit int) ([]*Record, error) {
+	if stepBackHook != nil {
+		stepBackHook()
+	}
+	return stepBack(ctx, js, stream, subject, before, limit)
+}
+
+// stepBack steps back from before one record per direct get: O(limit)
+// round trips. It needs no event numbers.
+func stepBack(ctx context.Context, js jetstream.JetStream, stream, subject string, before uint64, limit int) ([]*Record, error) {
 	var out []*Record
 	cursor := before
 	for len(out) < limit && cursor > 1 {
-		recs, err := directBatch(ctx, js, stream, directGetRequest{MultiLastFor: []string{subject}, UpToSeq: cursor - 1, Batch: 1}, 1)
+		r, err := lastBefore(ctx, js, stream, subject, cursor)
 		if err != nil {
-			return nil, fmt.Errorf("step back on %s before %d: %w", subject, cursor, err)
+			return nil, fmt.Errorf("step back: %w", err)
 		}
-		if len(recs) == 0 {
+		if r == nil {
 			break
 		}
-		out = append(out, recs[0])
-		cursor = recs[0].Sequence
+		out = append(out, r)
+		cursor = r.Sequence
 	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
+	slices.Reverse(out)
 	return out, nil
 }
 
@@ -124,7 +361,7 @@ func Backward(ctx context.Context, js jetstream.JetStream, stream, subject strin
 // (at most limit), up to the end-of-batch marker. It subscribes with a
 // channel sized to the batch: a synchronous subscription would allocate the
 // connection's default pending channel (64k entries, half a megabyte) for
-// every request, and a history page steps back one request per record.
+// every request.
 func directBatch(ctx context.Context, js jetstream.JetStream, stream string, req directGetRequest, limit int) ([]*Record, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -177,11 +414,19 @@ func EventNo(r *Record) uint64 {
 	return n
 }
 
+// EventBytes returns the HeaderEventBytes of r (the running total of its
+// session's event payload bytes), or 0 when it has none.
+func EventBytes(r *Record) uint64 {
+	n, _ := strconv.ParseUint(r.Header.Get(events.HeaderEventBytes), 10, 64)
+	return n
+}
+
 // OpenTurn applies the rule that tells from a session's newest record
 // whether a turn is open: the record carries HeaderTurnID and is not the
 // TurnFinished that closed it. It returns that turn's ID and start, the
 // sequence of its accepting record (the record itself, when it accepted
-// the turn; HeaderTurnStart otherwise). One direct get (Last on the
+// the turn; for another block of the accepting append, the sequence less
+// HeaderTurnBlock; HeaderTurnStart otherwise). One direct get (Last on the
 // session's LogFilter) and this answer whether a session runs, in O(1).
 func OpenTurn(last *Record) (id string, start uint64, open bool, err error) {
 	id = last.Header.Get(events.HeaderTurnID)
@@ -190,6 +435,14 @@ func OpenTurn(last *Record) (id string, start uint64, open bool, err error) {
 	}
 	if last.Header.Get(events.HeaderTurnAccepted) != "" {
 		return id, last.Sequence, true, nil
+	}
+	if b := last.Header.Get(events.HeaderTurnBlock); b != "" {
+		// Another block of the accepting append, stored right after it.
+		i, err := strconv.ParseUint(b, 10, 64)
+		if err != nil || i == 0 || i >= last.Sequence {
+			return "", 0, false, events.Errorf(events.CodeInternal, "record %d of open turn %s has a bad %s %q", last.Sequence, id, events.HeaderTurnBlock, b)
+		}
+		return id, last.Sequence - i, true, nil
 	}
 	start, err = strconv.ParseUint(last.Header.Get(events.HeaderTurnStart), 10, 64)
 	if err != nil {

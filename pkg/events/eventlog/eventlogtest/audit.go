@@ -65,20 +65,14 @@ func Audit(tb testing.TB, js jetstream.JetStream, ns events.Namespace, sid event
 
 // Read loads the session's records and groups its turns, without judging.
 func Read(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID) (*Log, error) {
-	log := &Log{}
-	var after uint64
-	for {
-		recs, err := eventlog.Forward(ctx, js, events.StreamLog, events.LogFilter(ns, sid), after, 1000)
+	var recs []*eventlog.Record
+	for r, err := range eventlog.Replay(ctx, js, events.StreamLog, events.LogFilter(ns, sid), 0) {
 		if err != nil {
 			return nil, err
 		}
-		if len(recs) == 0 {
-			break
-		}
-		log.Records = append(log.Records, recs...)
-		after = recs[len(recs)-1].Sequence
+		recs = append(recs, r)
 	}
-	return Group(ns, sid, log.Records), nil
+	return Group(ns, sid, recs), nil
 }
 
 // Group groups a session's records, in stream order, into its public
