@@ -244,7 +244,20 @@ func (s *Service) readHistory(ctx context.Context, ns events.Namespace, data []b
 }
 
 // page reads one page. Each costs O(limit) JetStream reads plus two to find
-// the session's bounds, whatever the session's length.
+// the session's bounds, whatever the session's length and however its
+// events are interleaved with other sessions' (eventlog.Backward finds a
+// backward page by event number instead of stepping back to it).
+//
+// Cursors are ACP_LOG stream sequences, positions in the stream's order:
+// any sequence is one, a sequence of another session's record included, and
+// the page holds this session's events after (or before) it, so a cursor
+// from another session reads nothing of that session and no answer names
+// it. When the session's oldest events were pruned (its oldest retained
+// event's number is above 1), a cursor before the oldest retained event is
+// cursor_expired, naming that event's sequence: after=0 too, since the
+// events it asks for are gone, and expiry is a typed error, never a silent
+// skip. A cursor beyond the newest event is an empty page, hasMoreAfter
+// false.
 func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.SessionID, before, after *uint64, limit int) (*events.AcpHistoryPageResponse, string, error) {
 	subject := events.LogSubject(ns, sid, events.LogEvents)
 	last, err := eventlog.Last(ctx, s.js, events.StreamLog, events.LogFilter(ns, sid))
@@ -268,8 +281,8 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 	dir := "forward"
 	switch {
 	case after != nil:
-		if pruned && *after > 0 && *after < first.Sequence {
-			return nil, "", events.Errorf(events.CodeCursorExpired, "events after %d are no longer retained; the oldest is %d", *after, first.Sequence)
+		if pruned && *after < first.Sequence {
+			return nil, "", events.Errorf(events.CodeCursorExpired, "events after %d are no longer retained; the oldest retained is %d", *after, first.Sequence)
 		}
 		if recs, err = eventlog.Forward(ctx, s.js, events.StreamLog, subject, *after, limit+1); err != nil {
 			return nil, "", unavailable(err)
@@ -284,7 +297,7 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 		cursor := last.Sequence + 1
 		if before != nil {
 			if pruned && *before <= first.Sequence {
-				return nil, "", events.Errorf(events.CodeCursorExpired, "events before %d are no longer retained; the oldest is %d", *before, first.Sequence)
+				return nil, "", events.Errorf(events.CodeCursorExpired, "events before %d are no longer retained; the oldest retained is %d", *before, first.Sequence)
 			}
 			cursor = *before
 		}

@@ -25,13 +25,20 @@ type harness struct {
 // most maxEvents records per subject.
 func start(t *testing.T, maxEvents int64) *harness {
 	t.Helper()
+	return startWith(t, eventlog.Options{MaxEventsPerSession: maxEvents})
+}
+
+// startWith runs the history service on an embedded NATS whose streams are
+// provisioned with o.
+func startWith(t *testing.T, o eventlog.Options) *harness {
+	t.Helper()
 	ns := natstest.Run(t)
 	nc := natstest.Connect(t, ns)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eventlog.Provision(t.Context(), js, eventlog.Options{MaxEventsPerSession: maxEvents}, true); err != nil {
+	if err := eventlog.Provision(t.Context(), js, o, true); err != nil {
 		t.Fatal(err)
 	}
 	svc, err := history.New(history.Config{DefaultLimit: 5}, slog.New(slog.NewTextHandler(t.Output(), nil)), nc, prometheus.NewRegistry())
@@ -168,15 +175,17 @@ func TestCursorExpired(t *testing.T) {
 	if _, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: new("s1"), Before: &seqs[7]}); events.AsError(err).Code != events.CodeCursorExpired {
 		t.Errorf("before the oldest retained event = %v, want %s", err, events.CodeCursorExpired)
 	}
-	page, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: new("s1"), After: new(uint64(0)), Limit: new(uint32(50))})
+	// The newest page still reads what is retained, and its event numbers
+	// show the gap.
+	page, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: new("s1"), Limit: new(uint32(50))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := seqsOf(page); fmt.Sprint(got) != fmt.Sprint(seqs[7:]) {
-		t.Errorf("after=0 = %v, want the retained %v", got, seqs[7:])
+		t.Errorf("newest page = %v, want the retained %v", got, seqs[7:])
 	}
-	if page.Events[0].EventNo != 8 {
-		t.Errorf("oldest retained eventNo = %d, want 8: the gap shows the pruning", page.Events[0].EventNo)
+	if page.Events[0].EventNo != 8 || page.HasMoreBefore {
+		t.Errorf("oldest retained eventNo = %d (hasMoreBefore %v), want 8 and false: the gap shows the pruning", page.Events[0].EventNo, page.HasMoreBefore)
 	}
 }
 

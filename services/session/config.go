@@ -59,6 +59,11 @@ type Config struct {
 	// renewal (renewed every third of it): how long the sessions of a
 	// replica that stops answering wait before another takes them.
 	OwnerTTL time.Duration
+	// MaxEventsPerSession and MaxBytesPerSession bound the history ACP_LOG
+	// keeps of each session; the oldest events are pruned first, and an
+	// append larger than either is rejected (eventlog.Retention).
+	MaxEventsPerSession int64
+	MaxBytesPerSession  int64
 }
 
 // RegisterFlags registers the service's flags in fs, prefixed "session.".
@@ -79,6 +84,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MaxAdapterAge, "session.max-adapter-age", 24*time.Hour, "unload an adapter attached this long, between turns (0: never)")
 	fs.DurationVar(&c.SweepInterval, "session.sweep-interval", 2*time.Second, "how often idle adapters and running turns are checked")
 	fs.DurationVar(&c.OwnerTTL, "session.owner-ttl", eventlog.DefaultOwnerTTL, "how long a session's owner lease outlives its last renewal (at least 1s)")
+	fs.Int64Var(&c.MaxEventsPerSession, "session.max-events-per-session", eventlog.DefaultMaxEventsPerSession, "most public events ACP_LOG keeps of a session; the oldest are pruned first")
+	fs.Int64Var(&c.MaxBytesPerSession, "session.max-bytes-per-session", eventlog.DefaultMaxBytesPerSession, "most bytes of public event payloads ACP_LOG keeps of a session; the oldest are pruned first")
 	fs.IntVar(&c.GroupCommitMin, "session.group-commit-min", 8, "on replicated streams, the smallest group of queued adapter output written as one atomic batch")
 }
 

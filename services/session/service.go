@@ -90,7 +90,8 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: s.cfg.Replicas, OwnerTTL: s.cfg.OwnerTTL}, true); err != nil {
+	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: s.cfg.Replicas, OwnerTTL: s.cfg.OwnerTTL,
+		MaxEventsPerSession: s.cfg.MaxEventsPerSession, MaxBytesPerSession: s.cfg.MaxBytesPerSession}, true); err != nil {
 		return err
 	}
 	s.js = js

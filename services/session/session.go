@@ -127,6 +127,7 @@ func (sess *session) rebuild(ctx context.Context) error {
 		return events.Errorf(events.CodeUnavailable, "read log of %s: %v", sess.sid, err)
 	}
 	sess.w = eventlog.NewWriter(js, sess.ns, sess.sid, pos, sess.svc.token)
+	sess.w.OnPruneError(func(err error) { sess.lg.Warn("history over its byte cap not pruned", events.LogKeyErr, err) })
 	if last != nil {
 		// The first control record opens the session, unless the session
 		// was deleted: then a tombstone comes first, and a reopening after it.

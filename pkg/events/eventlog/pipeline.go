@@ -41,6 +41,13 @@ const pipelineAckWait = 10 * time.Second
 // whose atomic batches are cheap, is the fast path.
 func (w *Writer) AppendEach(ctx context.Context, entries []Entry) ([]Appended, error) {
 	out := make([]Appended, 0, len(entries))
+	if err := w.prepare(ctx); err != nil {
+		return nil, err
+	}
+	if n := countEvents(entries); n > w.ret.MaxEvents {
+		return nil, events.Errorf(events.CodePayloadTooLarge, "%d events in one append; a session keeps at most %d", n, w.ret.MaxEvents)
+	}
+	defer w.prune(ctx)
 	if w.window == 0 {
 		w.window = 16
 	}
@@ -84,6 +91,12 @@ func (w *Writer) sendWindow(ctx context.Context, entries []Entry) ([]Appended, e
 			break
 		}
 		m := msgs[0]
+		if err := w.checkBatch(msgs); err != nil {
+			if len(futs) == 0 {
+				return nil, err
+			}
+			break // the records before it are sent; it fails as the first of the next window
+		}
 		if prevID != "" {
 			m.Header.Del(jetstream.ExpectedLastSubjSeqHeader)
 			m.Header.Del(expectedLastSubjSeqSubjHeader)
@@ -96,9 +109,10 @@ func (w *Writer) sendWindow(ctx context.Context, entries []Entry) ([]Appended, e
 		}
 		futs = append(futs, fut)
 		apps = append(apps, a[0])
-		pred = Position{LastSeq: pred.LastSeq + 1, LastEventNo: pred.LastEventNo}
+		pred = Position{LastSeq: pred.LastSeq + 1, LastEventNo: pred.LastEventNo, EventBytes: pred.EventBytes}
 		if a[0].EventNo != 0 {
 			pred.LastEventNo = a[0].EventNo
+			pred.EventBytes = headerBytes(m)
 		}
 	}
 	var stored []Appended
@@ -116,6 +130,7 @@ func (w *Writer) sendWindow(ctx context.Context, entries []Entry) ([]Appended, e
 			w.pos.LastSeq = ack.Sequence
 			if apps[i].EventNo != 0 {
 				w.pos.LastEventNo = apps[i].EventNo
+				w.pos.EventBytes = headerBytes(fut.Msg())
 			}
 			apps[i].Seq = ack.Sequence
 			stored = append(stored, apps[i])
@@ -162,9 +177,9 @@ func (w *Writer) resync(ctx context.Context, futs []jetstream.PubAckFuture) erro
 		if f.Msg().Header.Get(jetstream.MsgIDHeader) == id {
 			w.pos.LastSeq = rec.Sequence
 			if n := EventNo(rec); n != 0 {
-				w.pos.LastEventNo = n
+				w.pos.LastEventNo, w.pos.EventBytes = n, EventBytes(rec)
 			} else if ev, err := Last(ctx, w.js, events.StreamLog, w.evSubj); err == nil && ev != nil {
-				w.pos.LastEventNo = EventNo(ev)
+				w.pos.LastEventNo, w.pos.EventBytes = EventNo(ev), EventBytes(ev)
 			}
 			return nil
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,6 +18,10 @@ const (
 	// beyond it the oldest records of the subject are pruned (and a cursor
 	// into them is cursor_expired).
 	DefaultMaxEventsPerSession = 1_000_000
+	// DefaultMaxBytesPerSession is the other bound of a session's history:
+	// the payload bytes of its public events. JetStream bounds bytes per
+	// stream only, so the session's writer enforces it (Retention).
+	DefaultMaxBytesPerSession = 1 << 30
 	// DefaultIOMaxAge is how long runner output stays in ACP_IO. The owner
 	// applies it within milliseconds; the rest is a window for takeover.
 	DefaultIOMaxAge = 24 * time.Hour
@@ -35,8 +40,12 @@ const (
 // Options sets the replication and limits of what Provision creates. The zero
 // value means a single replica and the defaults above.
 type Options struct {
-	Replicas            int
+	Replicas int
+	// MaxEventsPerSession and MaxBytesPerSession bound what ACP_LOG keeps
+	// of a session (see Retention). They are applied when the stream is
+	// created or updated.
 	MaxEventsPerSession int64
+	MaxBytesPerSession  int64
 	IOMaxAge            time.Duration
 	// OwnerTTL is the lifetime of an owner lease (ACP_OWNERS' max age; at
 	// least a second, the shortest marker the server keeps).
@@ -49,6 +58,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxEventsPerSession <= 0 {
 		o.MaxEventsPerSession = DefaultMaxEventsPerSession
+	}
+	if o.MaxBytesPerSession <= 0 {
+		o.MaxBytesPerSession = DefaultMaxBytesPerSession
 	}
 	if o.IOMaxAge <= 0 {
 		o.IOMaxAge = DefaultIOMaxAge
@@ -77,11 +89,40 @@ func LogStreamConfig(o Options) jetstream.StreamConfig {
 		AllowRollup:        true,
 		AllowMsgTTL:        true,
 		MaxConsumers:       DefaultMaxConsumers,
+		// The byte cap travels with the stream, as the count cap does, so
+		// every writer applies the one the operator set.
+		Metadata: map[string]string{metaMaxBytesPerSession: strconv.FormatInt(o.MaxBytesPerSession, 10)},
 		RePublish: &jetstream.RePublish{
 			Source:      events.LogSubjectsAll,
 			Destination: events.TailSubjectsAll,
 		},
 	}
+}
+
+// metaMaxBytesPerSession is the ACP_LOG metadata key of the byte cap.
+const metaMaxBytesPerSession = "skein.max_bytes_per_session"
+
+// Retention is what ACP_LOG keeps of each session's public events: at most
+// MaxEvents events and MaxBytes bytes of event payloads, the oldest pruned
+// first. JetStream prunes by count itself (the stream's per-subject message
+// limit); the session's writer prunes by bytes after an append (Writer). An
+// append with more events or bytes than either is rejected whole.
+type Retention struct {
+	MaxEvents int64
+	MaxBytes  int64
+}
+
+// RetentionOf reads the retention of an ACP_LOG configuration, with the
+// defaults for what it does not say.
+func RetentionOf(cfg jetstream.StreamConfig) Retention {
+	r := Retention{MaxEvents: cfg.MaxMsgsPerSubject, MaxBytes: DefaultMaxBytesPerSession}
+	if r.MaxEvents <= 0 {
+		r.MaxEvents = DefaultMaxEventsPerSession
+	}
+	if n, err := strconv.ParseInt(cfg.Metadata[metaMaxBytesPerSession], 10, 64); err == nil && n > 0 {
+		r.MaxBytes = n
+	}
+	return r
 }
 
 // IOStreamConfig returns the ACP_IO configuration.

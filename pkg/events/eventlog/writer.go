@@ -39,6 +39,9 @@ type Appended struct {
 type Position struct {
 	LastSeq     uint64 // stream sequence of the session's newest record; 0 when it has none
 	LastEventNo uint64 // event number of its newest public event
+	// EventBytes is the running payload total of the newest public event
+	// (HeaderEventBytes); 0 when unknown, and the writer then reads it.
+	EventBytes uint64
 }
 
 // LoadPosition reads where the log of (ns, sid) ends, and returns the newest
@@ -57,6 +60,7 @@ func LoadPosition(ctx context.Context, js jetstream.JetStream, ns events.Namespa
 	}
 	if lastEv != nil {
 		pos.LastEventNo = EventNo(lastEv)
+		pos.EventBytes = EventBytes(lastEv)
 	}
 	return pos, last, nil
 }
@@ -74,6 +78,7 @@ type Writer struct {
 	token  string
 	pos    Position
 	window int // AppendEach's window, adapted to how often predictions hold
+	ret    retention
 }
 
 // NewWriter returns a writer that appends after pos. token identifies the
@@ -108,15 +113,23 @@ func (w *Writer) Append(ctx context.Context, entries ...Entry) ([]Appended, erro
 	if len(entries) > MaxBatch {
 		return nil, events.Errorf(events.CodePayloadTooLarge, "%d records in one append; at most %d", len(entries), MaxBatch)
 	}
+	if err := w.prepare(ctx); err != nil {
+		return nil, err
+	}
 	msgs, out, err := w.build(entries)
 	if err != nil {
+		return nil, err
+	}
+	if err := w.checkBatch(msgs); err != nil {
 		return nil, err
 	}
 	var lastErr error
 	for attempt := range 3 {
 		lastSeq, err := w.publish(ctx, msgs)
 		if err == nil {
-			return w.commit(out, lastSeq), nil
+			out = w.commit(msgs, out, lastSeq)
+			w.prune(ctx)
+			return out, nil
 		}
 		lastErr = err
 		switch {
@@ -125,7 +138,9 @@ func (w *Writer) Append(ctx context.Context, entries ...Entry) ([]Appended, erro
 			// was stored after all: then the log ends with our last message.
 			if attempt > 0 || isBatchDuplicate(err) {
 				if seq, ok := w.storedAlready(ctx, msgs[len(msgs)-1]); ok {
-					return w.commit(out, seq), nil
+					out = w.commit(msgs, out, seq)
+					w.prune(ctx)
+					return out, nil
 				}
 			}
 			return nil, events.Errorf(events.CodeWriteConflict, "session %s/%s: log moved past %d: %v", w.ns, w.sid, w.pos.LastSeq, err)
@@ -150,7 +165,7 @@ func (w *Writer) build(entries []Entry) ([]*nats.Msg, []Appended, error) {
 func (w *Writer) buildAt(entries []Entry, pos Position) ([]*nats.Msg, []Appended, error) {
 	msgs := make([]*nats.Msg, len(entries))
 	out := make([]Appended, len(entries))
-	eventNo := pos.LastEventNo
+	eventNo, eventBytes := pos.LastEventNo, pos.EventBytes
 	base := string(w.ns) + "." + string(w.sid) + "." + strconv.FormatUint(pos.LastSeq, 10) + "." + w.token + "."
 	for i, e := range entries {
 		data, err := events.Marshal(e.Value)
@@ -170,6 +185,10 @@ func (w *Writer) buildAt(entries []Entry, pos Position) ([]*nats.Msg, []Appended
 			eventNo++
 			out[i].EventNo = eventNo
 			hdr.Set(events.HeaderEventNo, strconv.FormatUint(eventNo, 10))
+			if w.ret.tracked {
+				eventBytes += uint64(len(data))
+				hdr.Set(events.HeaderEventBytes, strconv.FormatUint(eventBytes, 10))
+			}
 			subj = w.evSubj
 		case events.LogControl:
 			if e.Subject != "" {
@@ -209,12 +228,13 @@ func (w *Writer) publish(ctx context.Context, msgs []*nats.Msg) (uint64, error) 
 	return ack.Sequence, nil
 }
 
-func (w *Writer) commit(out []Appended, lastSeq uint64) []Appended {
+func (w *Writer) commit(msgs []*nats.Msg, out []Appended, lastSeq uint64) []Appended {
 	first := lastSeq - uint64(len(out)) + 1
 	for i := range out {
 		out[i].Seq = first + uint64(i)
 		if out[i].EventNo != 0 {
 			w.pos.LastEventNo = out[i].EventNo
+			w.pos.EventBytes = headerBytes(msgs[i])
 		}
 	}
 	w.pos.LastSeq = lastSeq

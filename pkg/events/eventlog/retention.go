@@ -1,0 +1,190 @@
+package eventlog
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"skein.dev/pkg/events"
+)
+
+// The per-session byte cap.
+//
+// JetStream bounds a subject by message count (ACP_LOG's per-subject limit
+// is the event cap, and the server prunes by it), but bytes only per
+// stream. So the session's single writer bounds bytes itself:
+//
+//   - Every public event carries HeaderEventBytes, the running total of the
+//     session's event payload bytes up to and including it. What a session
+//     retains is then known from two records: the newest event's total,
+//     less the oldest retained one's, plus that one's own size.
+//   - After an append whose total passes the cap, the writer reads the
+//     oldest retained event (one direct get), and when the session does
+//     hold more than the cap, finds the event where retention must start
+//     (the search Backward uses, on running totals instead of event
+//     numbers) and purges the events before it: one subject purge with a
+//     sequence (js stream Purge, WithPurgeSubject, WithPurgeSequence).
+//   - It prunes down to 15/16 of the cap, not to the cap, so that a session
+//     appending at its cap purges once per 1/16 of it, not once per append.
+//   - An append holding more event bytes (or events) than the caps is
+//     rejected whole, before anything is written: keeping it would prune
+//     part of it at once.
+//
+// Only public events count and are pruned: the control records of a session
+// (a few per turn) are what rebuilds it, and its first one opens it.
+// Sessions written before the header existed are bounded by count only: a
+// writer that finds its newest event without a total does not start one.
+
+// retention is a writer's view of Retention and of what the session holds.
+type retention struct {
+	Retention
+	loaded  bool
+	tracked bool // events carry HeaderEventBytes; the byte cap applies
+	stream  jetstream.Stream
+	// base is the running total before the oldest retained event, when
+	// baseKnown: the session retains pos.EventBytes - base bytes.
+	base      uint64
+	baseKnown bool
+	// failed receives prune errors; the next append retries.
+	failed func(error)
+}
+
+// OnPruneError sets what receives an error of pruning the session's
+// oldest events past the byte cap after an append. The append itself has
+// succeeded; the next one tries the prune again.
+func (w *Writer) OnPruneError(fn func(error)) { w.ret.failed = fn }
+
+// prepare reads, once per writer, the stream's retention and where the
+// session's running byte total stands.
+func (w *Writer) prepare(ctx context.Context) error {
+	if w.ret.loaded {
+		return nil
+	}
+	str, err := w.js.Stream(ctx, events.StreamLog)
+	if err != nil {
+		return events.Errorf(events.CodeUnavailable, "append to %s/%s: read %s: %v", w.ns, w.sid, events.StreamLog, err)
+	}
+	w.ret.stream = str
+	w.ret.Retention = RetentionOf(str.CachedInfo().Config)
+	switch {
+	case w.pos.LastEventNo == 0 || w.pos.EventBytes > 0:
+		w.ret.tracked = true
+	default:
+		// A position without a total: the newest event has it, or the
+		// session predates totals.
+		ev, err := Last(ctx, w.js, events.StreamLog, w.evSubj)
+		if err != nil {
+			return events.Errorf(events.CodeUnavailable, "append to %s/%s: %v", w.ns, w.sid, err)
+		}
+		if ev != nil && EventNo(ev) == w.pos.LastEventNo && EventBytes(ev) > 0 {
+			w.pos.EventBytes = EventBytes(ev)
+			w.ret.tracked = true
+		}
+	}
+	w.ret.loaded = true
+	return nil
+}
+
+// checkBatch rejects messages that alone hold more events or event bytes
+// than the session may keep.
+func (w *Writer) checkBatch(msgs []*nats.Msg) error {
+	var n, size int64
+	for _, m := range msgs {
+		if m.Header.Get(events.HeaderEventNo) != "" {
+			n++
+			size += int64(len(m.Data))
+		}
+	}
+	if n > w.ret.MaxEvents {
+		return events.Errorf(events.CodePayloadTooLarge, "%d events in one append; a session keeps at most %d", n, w.ret.MaxEvents)
+	}
+	if size > w.ret.MaxBytes {
+		return events.Errorf(events.CodePayloadTooLarge, "%d bytes of events in one append; a session keeps at most %d", size, w.ret.MaxBytes)
+	}
+	return nil
+}
+
+func countEvents(entries []Entry) int64 {
+	var n int64
+	for _, e := range entries {
+		if e.Kind == events.LogEvents {
+			n++
+		}
+	}
+	return n
+}
+
+// headerBytes is the HeaderEventBytes of a message the writer built.
+func headerBytes(m *nats.Msg) uint64 {
+	n, _ := strconv.ParseUint(m.Header.Get(events.HeaderEventBytes), 10, 64)
+	return n
+}
+
+// prune purges the session's oldest events when it retains more event
+// bytes than the cap. Errors go to OnPruneError's function; the next
+// append tries again.
+func (w *Writer) prune(ctx context.Context) {
+	if err := w.pruneBytes(ctx); err != nil && w.ret.failed != nil {
+		w.ret.failed(fmt.Errorf("prune %s/%s to %d bytes: %w", w.ns, w.sid, w.ret.MaxBytes, err))
+	}
+}
+
+func (w *Writer) pruneBytes(ctx context.Context) error {
+	r := &w.ret
+	total, limit := w.pos.EventBytes, uint64(r.MaxBytes)
+	if !r.tracked || total <= limit || r.baseKnown && total-r.base <= limit {
+		return nil
+	}
+	first, err := directGet(ctx, w.js, events.StreamLog, directGetRequest{Seq: 1, NextBySubj: w.evSubj})
+	if err != nil || first == nil {
+		return err
+	}
+	ft := EventBytes(first)
+	if ft == 0 || ft < uint64(len(first.Data)) {
+		// The oldest events predate totals: leave them to the count cap,
+		// and look again once the retained totals alone pass the cap.
+		r.base, r.baseKnown = 0, true
+		return nil
+	}
+	r.base, r.baseKnown = ft-uint64(len(first.Data)), true
+	if total-r.base <= limit {
+		return nil
+	}
+	last, err := Last(ctx, w.js, events.StreamLog, w.evSubj)
+	if err != nil || last == nil {
+		return err
+	}
+	lt := EventBytes(last)
+	if lt == 0 {
+		return nil
+	}
+	// Retention starts after the first event whose total reaches want: then
+	// at most lowWater bytes remain.
+	lowWater := limit - limit/16
+	want := lt - min(lowWater, lt)
+	cut := first
+	if ft < want {
+		found, above, err := locate(ctx, w.js, events.StreamLog, w.evSubj, EventBytes, anchor{first.Sequence, ft}, anchor{last.Sequence, lt}, want, limit/32)
+		if err != nil {
+			return err
+		}
+		if cut = found; cut == nil {
+			cut = above
+		}
+		if cut == nil {
+			return fmt.Errorf("no event with a running total near %d between %d and %d", want, first.Sequence, last.Sequence)
+		}
+	}
+	keep := cut.Sequence + 1 // purge through cut
+	if cut.Sequence >= last.Sequence {
+		keep = last.Sequence // an event of nearly the cap alone: keep it
+	}
+	if err := r.stream.Purge(ctx, jetstream.WithPurgeSubject(w.evSubj), jetstream.WithPurgeSequence(keep)); err != nil {
+		return err
+	}
+	r.baseKnown = false // read again when the total next passes the cap
+	return nil
+}
