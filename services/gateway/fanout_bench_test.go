@@ -104,6 +104,10 @@ func benchFanout(b *testing.B, n int) {
 		appended++
 	}
 	eventually(b, "every viewer to read every event", func() bool {
+		// A viewer cut off for falling behind never will: say so now.
+		if n := metric(b, reg, "acp_gateway_sse_overflows_total"); n != 0 {
+			b.Fatalf("%v viewers were cut off for falling behind", n)
+		}
 		for _, v := range viewers {
 			if v.received.Load() < appended {
 				return false

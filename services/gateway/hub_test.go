@@ -199,3 +199,46 @@ func TestLiveHubSlowViewerAlone(t *testing.T) {
 		wantDurable(t, r.next(), seq)
 	}
 }
+
+// TestLiveHubJoinWhileAppending: viewers join a session's feed one after
+// another while events are appended without pause. Each follows the
+// protocol (join, backfill after its cursor, dedupe by sequence), so each
+// receives every event of the log from its cursor on, once and in order,
+// whichever of the backfill and the feed brought it.
+func TestLiveHubJoinWhileAppending(t *testing.T) {
+	e := newEnv(t)
+	e.backend.CreateSession(ns, "s1", "demo")
+	stop, appended := make(chan struct{}), make(chan []uint64, 1)
+	go func() {
+		var seqs []uint64
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				appended <- seqs
+				return
+			default:
+			}
+			seqs = append(seqs, e.backend.Append(ns, "s1", chunk(strconv.Itoa(i))))
+		}
+	}()
+	var streams []*sseStream
+	for range 12 {
+		s, _ := e.viewers(1, "/v1/sessions/s1/events")
+		streams = append(streams, s[0])
+	}
+	close(stop)
+	seqs := <-appended
+	if len(seqs) == 0 {
+		t.Fatal("nothing appended")
+	}
+	for i, s := range streams {
+		for _, seq := range seqs {
+			if ev := s.next(); ev.ID != strconv.FormatUint(seq, 10) {
+				t.Fatalf("viewer %d: event %q %s, want durable %d", i, ev.ID, ev.Data, seq)
+			}
+		}
+	}
+	if got := metric(t, e.reg, "acp_gateway_live_subscriptions"); got != 2 {
+		t.Errorf("live subscriptions = %v, want 2", got)
+	}
+}

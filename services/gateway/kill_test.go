@@ -112,6 +112,7 @@ func TestEventsSurviveGatewayKill(t *testing.T) {
 	// Events stored while no gateway runs.
 	dead := count.Load()
 	eventually(t, "appends while no gateway runs", func() bool { return count.Load() >= dead+10 })
+	appendedDead := count.Load() - dead
 
 	b := startGatewayProcess(t, bin, srv.ClientURL())
 	second := openSSE(t, b.url, lastID)
@@ -154,7 +155,8 @@ func TestEventsSurviveGatewayKill(t *testing.T) {
 			t.Fatalf("durable event %d = %d, the log's is %d", i, deduped[i], r.Sequence)
 		}
 	}
-	t.Logf("%d events: %d before the kill, %d after; %d received twice", len(recs), killedAt, len(got)-killedAt, len(got)-len(deduped))
+	t.Logf("%d events: %d received before the kill, %d after, at least %d appended while no gateway ran; %d received twice",
+		len(recs), killedAt, len(got)-killedAt, appendedDead, len(got)-len(deduped))
 }
 
 // gatewayProcess is a skein serve -target=gateway process.

@@ -3,6 +3,8 @@ package gateway
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"skein.dev/pkg/events"
 )
 
 // Reasons an event stream ends: the values of the reason label of
@@ -21,9 +23,13 @@ type metrics struct {
 	requests     *prometheus.CounterVec
 	streams      prometheus.Gauge
 	streamEvents *prometheus.CounterVec
-	streamEnds   *prometheus.CounterVec
-	gapFills     prometheus.Counter
-	overflows    prometheus.Counter
+	// durableEvents and ephemeralEvents are streamEvents' two series,
+	// looked up once: every viewer counts every event it writes.
+	durableEvents   prometheus.Counter
+	ephemeralEvents prometheus.Counter
+	streamEnds      *prometheus.CounterVec
+	gapFills        prometheus.Counter
+	overflows       prometheus.Counter
 
 	liveSubscriptions prometheus.Gauge
 }
@@ -32,7 +38,7 @@ type metrics struct {
 // registers nothing, which suits tests that do not look.
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
-	return &metrics{
+	m := &metrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "acp_gateway_requests_total",
 			Help: "HTTP requests by route pattern and response status code.",
@@ -62,4 +68,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "NATS subscriptions the gateway holds for event streams: two per watched session (its tail and its deltas), however many viewers watch it.",
 		}),
 	}
+	m.durableEvents = m.streamEvents.WithLabelValues(events.DurabilityDurable)
+	m.ephemeralEvents = m.streamEvents.WithLabelValues(events.DurabilityEphemeral)
+	return m
 }

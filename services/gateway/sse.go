@@ -271,7 +271,7 @@ func (s *stream) handle(ctx context.Context, it *liveItem) error {
 	if err := s.write(it.frame); err != nil {
 		return err
 	}
-	s.g.metrics.streamEvents.WithLabelValues(events.DurabilityEphemeral).Inc()
+	s.g.metrics.ephemeralEvents.Inc()
 	return nil
 }
 
@@ -281,7 +281,7 @@ func (s *stream) durableItem(it *liveItem) error {
 		if err := s.write(it.frame); err != nil {
 			return err
 		}
-		s.g.metrics.streamEvents.WithLabelValues(events.DurabilityDurable).Inc()
+		s.g.metrics.durableEvents.Inc()
 	}
 	s.last = it.seq
 	return nil
@@ -351,7 +351,7 @@ func (s *stream) durable(e *events.AcpDurableHistoryEntry) error {
 		return err
 	}
 	s.last = e.Sequence
-	s.g.metrics.streamEvents.WithLabelValues(events.DurabilityDurable).Inc()
+	s.g.metrics.durableEvents.Inc()
 	return nil
 }
 
