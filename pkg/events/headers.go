@@ -20,6 +20,12 @@ const (
 	// content blocks; the other blocks' events follow in the same atomic
 	// append, so acceptance is never partial.
 	HeaderTurnAccepted = "Acp-Turn-Accepted"
+	// HeaderTurnBlock is, on each other event of an accepting append, the
+	// block's index in the prompt (1, 2, ...). An atomic append stores its
+	// records at consecutive sequences, so the accepting record is this
+	// one's sequence less the index: a new owner finds a turn's start from
+	// whichever of its records ends the log.
+	HeaderTurnBlock = "Acp-Turn-Block"
 	// HeaderIOApplied, on a turn's accepting record, is the ACP_IO sequence
 	// of the last adapter record the owner had applied when it accepted the
 	// turn: where a new owner taking the turn over resumes reading, at the

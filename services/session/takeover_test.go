@@ -176,3 +176,44 @@ func durableTexts(t *testing.T, h *rig, sid string) []string {
 	}
 	return texts
 }
+
+// A prompt of several content blocks is accepted as one atomic append of
+// one event per block; when the owner stops right after it, the log ends
+// with the last block's event, and the next owner still finds the open
+// turn (its start is the batch's first record) and takes it over.
+func TestTakeoverAfterAMultiBlockAcceptance(t *testing.T) {
+	h := startRig(t, session.Config{})
+	ctx := t.Context()
+	if err := h.open(t, "tm", events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	sid := "tm"
+	content := events.JSON(`[{"type":"text","text":"pause tm\nsay done"},{"type":"text","text":"a second block"},{"type":"text","text":"a third"}]`)
+	first := make(chan promptResult, 1)
+	go func() {
+		res, err := eventlog.Prompt(ctx, h.js, "default", &events.AcpPromptRequest{SessionID: &sid, Content: content})
+		first <- promptResult{res, err}
+	}()
+	if err := testagent.WaitPaused(ctx, h.control, "tm"); err != nil {
+		t.Fatal(err)
+	}
+	last, err := eventlog.Last(ctx, h.js, events.StreamLog, events.LogFilter("default", "tm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.Header.Get(events.HeaderTurnID) == "" || last.Header.Get(events.HeaderTurnAccepted) != "" {
+		t.Fatalf("the log ends with %s %v, want the acceptance's last block", last.Header.Get(events.HeaderRecord), last.Header)
+	}
+	h.stopSvc()
+	h.startSession() // adopts the session and takes the turn over
+	if err := testagent.Release(ctx, h.control, "tm"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-first; r.err != nil || r.res.StopReason != "end_turn" || !strings.Contains(string(r.res.Message), "done") {
+		t.Fatalf("prompt in flight across the stop = %+v, %v, want the turn's own end", r.res, r.err)
+	}
+	log, _ := h.readLog(t, "tm") // audits
+	if got := log.Outcomes(); len(got) != 1 || got[0] != events.OutcomeCompleted {
+		t.Errorf("outcomes = %v, want one completed turn", got)
+	}
+}

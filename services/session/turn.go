@@ -143,6 +143,9 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 		upd = append(upd, messageID...)
 		upd = append(upd, '}')
 		hdr := nats.Header{events.HeaderTurnID: []string{t.id}}
+		if i > 0 {
+			hdr.Set(events.HeaderTurnBlock, strconv.Itoa(i))
+		}
 		if i == 0 {
 			hdr.Set(events.HeaderTurnAccepted, strconv.Itoa(len(blocks)))
 			hdr.Set(events.HeaderIOApplied, strconv.FormatUint(sess.adapter.applied, 10))

@@ -425,7 +425,8 @@ func EventBytes(r *Record) uint64 {
 // whether a turn is open: the record carries HeaderTurnID and is not the
 // TurnFinished that closed it. It returns that turn's ID and start, the
 // sequence of its accepting record (the record itself, when it accepted
-// the turn; HeaderTurnStart otherwise). One direct get (Last on the
+// the turn; for another block of the accepting append, the sequence less
+// HeaderTurnBlock; HeaderTurnStart otherwise). One direct get (Last on the
 // session's LogFilter) and this answer whether a session runs, in O(1).
 func OpenTurn(last *Record) (id string, start uint64, open bool, err error) {
 	id = last.Header.Get(events.HeaderTurnID)
@@ -434,6 +435,14 @@ func OpenTurn(last *Record) (id string, start uint64, open bool, err error) {
 	}
 	if last.Header.Get(events.HeaderTurnAccepted) != "" {
 		return id, last.Sequence, true, nil
+	}
+	if b := last.Header.Get(events.HeaderTurnBlock); b != "" {
+		// Another block of the accepting append, stored right after it.
+		i, err := strconv.ParseUint(b, 10, 64)
+		if err != nil || i == 0 || i >= last.Sequence {
+			return "", 0, false, events.Errorf(events.CodeInternal, "record %d of open turn %s has a bad %s %q", last.Sequence, id, events.HeaderTurnBlock, b)
+		}
+		return id, last.Sequence - i, true, nil
 	}
 	start, err = strconv.ParseUint(last.Header.Get(events.HeaderTurnStart), 10, 64)
 	if err != nil {

@@ -153,6 +153,9 @@ func (b *Backend) promptOp(ns events.Namespace, data []byte) (events.Variant, er
 		upd := `{"sessionUpdate":"user_message_chunk","content":` + string(block) + `,"messageId":` + string(messageID) + `}`
 		entries[i] = eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{Update: events.JSON(upd)},
 			Header: nats.Header{events.HeaderTurnID: {t.ID}}}
+		if i > 0 {
+			entries[i].Header.Set(events.HeaderTurnBlock, strconv.Itoa(i))
+		}
 	}
 	first := entries[0].Header
 	first.Set(events.HeaderTurnAccepted, strconv.Itoa(len(blocks)))
