@@ -35,7 +35,9 @@ func TestFollowCommand(t *testing.T) {
 		args []string
 	}{{&all, nil}, {&one, []string{"--session", "f1"}}} {
 		args := append([]string{"follow", "--nats", ns.ClientURL()}, c.args...)
-		go func() { done <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), c.out, &syncBuffer{}) }()
+		go func() {
+			done <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), c.out, &syncBuffer{})
+		}()
 	}
 	// The history of f1 comes first on the session's follower: it is
 	// subscribed once that is out.

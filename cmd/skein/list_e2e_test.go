@@ -11,9 +11,10 @@ import (
 )
 
 type listedSession struct {
-	SessionID string `json:"sessionId"`
-	UpdatedAt string `json:"updatedAt"`
-	State     struct {
+	SessionID      string `json:"sessionId"`
+	UpdatedAt      string `json:"updatedAt"`
+	LatestSequence uint64 `json:"latestSequence"`
+	State          struct {
 		Status   string `json:"status"`
 		Requests []struct {
 			RequestID string `json:"requestId"`
@@ -125,6 +126,18 @@ func TestListSessionsEndToEnd(t *testing.T) {
 		t.Fatalf("%v: listed %+v", err, list)
 	}
 	newestFirst(t, list)
+	// A row's latestSequence is getSession's: the newest public event's,
+	// not the newest record's (a turn ends with a lifecycle record).
+	for _, s := range list {
+		code, body := do(t, http.MethodGet, st.url+"/v1/sessions/"+s.SessionID, "")
+		var got listedSession
+		if code != http.StatusOK || json.Unmarshal(body, &got) != nil {
+			t.Fatalf("GET %s = %d %s", s.SessionID, code, body)
+		}
+		if s.LatestSequence == 0 || s.LatestSequence != got.LatestSequence {
+			t.Errorf("%s lists latestSequence %d, getSession says %d", s.SessionID, s.LatestSequence, got.LatestSequence)
+		}
+	}
 }
 
 func newestFirst(t *testing.T, list []listedSession) {
