@@ -45,7 +45,7 @@ func TestCursorRules(t *testing.T) {
 	sid := new("s1")
 
 	// Older than what is retained, after=0 included, is expired.
-	for _, after := range []uint64{0, 1, seqs[2], seqs[6], oldest - 1} {
+	for _, after := range []uint64{0, 1, seqs[2], seqs[6], oldest - 2} {
 		_, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: sid, After: &after})
 		wantExpired(t, fmt.Sprintf("after=%d", after), err, oldest)
 	}
@@ -53,10 +53,15 @@ func TestCursorRules(t *testing.T) {
 		_, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: sid, Before: &before})
 		wantExpired(t, fmt.Sprintf("before=%d", before), err, oldest)
 	}
-	// From the oldest retained on, pages read.
-	page, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: sid, After: new(oldest - 0), Limit: new(uint32(2))})
+	// From the oldest retained on, pages read: after the sequence before
+	// it (every pruned event is before that), and after it.
+	page, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: sid, After: new(oldest - 1), Limit: new(uint32(2))})
+	if err != nil || !slices.Equal(seqsOf(page), seqs[7:9]) || page.HasMoreBefore || !page.HasMoreAfter {
+		t.Errorf("after the oldest retained less one = %v, %v, want %v, nothing before", seqsOf(page), err, seqs[7:9])
+	}
+	page, err = h.read(t, &events.AcpReadHistoryRequest{SessionID: sid, After: new(oldest), Limit: new(uint32(2))})
 	if err != nil || !slices.Equal(seqsOf(page), seqs[8:10]) || !page.HasMoreBefore || !page.HasMoreAfter {
-		t.Errorf("after the oldest retained = %v, %v, want %v with more on both sides", page, err, seqs[8:10])
+		t.Errorf("after the oldest retained = %v, %v, want %v with more on both sides", seqsOf(page), err, seqs[8:10])
 	}
 	// Beyond the newest: an empty page, nothing more after.
 	for _, after := range []uint64{newest, newest + 1, newest + 1_000_000} {
@@ -152,7 +157,7 @@ func TestCursorExpiredByBytes(t *testing.T) {
 		t.Fatalf("newest page = %v, want a suffix of %v, pruned", got, seqs)
 	}
 	oldest := got[0]
-	for _, after := range []uint64{0, seqs[0], oldest - 1} {
+	for _, after := range []uint64{0, seqs[0], oldest - 2} {
 		_, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: new("s1"), After: &after})
 		wantExpired(t, fmt.Sprintf("after=%d", after), err, oldest)
 	}

@@ -256,8 +256,8 @@ func (s *Service) readHistory(ctx context.Context, ns events.Namespace, data []b
 // event's number is above 1), a cursor before the oldest retained event is
 // cursor_expired, naming that event's sequence: after=0 too, since the
 // events it asks for are gone, and expiry is a typed error, never a silent
-// skip. A cursor beyond the newest event is an empty page, hasMoreAfter
-// false.
+// skip. after = that sequence less one reads from it. A cursor beyond the
+// newest event is an empty page, hasMoreAfter false.
 func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.SessionID, before, after *uint64, limit int) (*events.AcpHistoryPageResponse, string, error) {
 	subject := events.LogSubject(ns, sid, events.LogEvents)
 	last, err := eventlog.Last(ctx, s.js, events.StreamLog, events.LogFilter(ns, sid))
@@ -281,7 +281,9 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 	dir := "forward"
 	switch {
 	case after != nil:
-		if pruned && *after < first.Sequence {
+		// after = first-1 asks for everything from the oldest retained
+		// event on, and every pruned event is before it: not expired.
+		if pruned && *after+1 < first.Sequence {
 			return nil, "", events.Errorf(events.CodeCursorExpired, "events after %d are no longer retained; the oldest retained is %d", *after, first.Sequence)
 		}
 		if recs, err = eventlog.Forward(ctx, s.js, events.StreamLog, subject, *after, limit+1); err != nil {

@@ -57,7 +57,18 @@ var rows = []row{
 	// A history page read from the log: our batch direct gets beside
 	// orbit.go's jetstreamext, which allocates a 64k-entry channel per request.
 	{"history page of 50, forward (one batch direct get)", "BenchmarkReadPage/dir=forward,path=eventlog,page=50", "page-ms", "BenchmarkReadPage/dir=forward,path=jetstreamext,page=50", "page-ms", ""},
-	{"history page of 50, backward (a direct get per record)", "BenchmarkReadPage/dir=backward,path=eventlog,page=50", "page-ms", "BenchmarkReadPage/dir=backward,path=jetstreamext,page=50", "page-ms", ""},
+	{"history page of 50, backward (event-number search, one batch)", "BenchmarkReadPage/dir=backward,path=eventlog,page=50", "page-ms", "BenchmarkReadPage/dir=backward,path=jetstreamext,page=50", "page-ms", ""},
+	// History at depth: one session among 100 others, 4 of their events
+	// between two of its on average (BenchmarkHistoryDepth).
+	{"history page of 100, newest of 100,000 interleaved events, forward, p50", "BenchmarkHistoryDepth/events=100000,others=100,page=100,at=newest,dir=forward", "p50-ms", "", "", "< 5 ms"},
+	{"history page of 100, newest of 100,000 interleaved events, backward, p50", "BenchmarkHistoryDepth/events=100000,others=100,page=100,at=newest,dir=backward", "p50-ms", "BenchmarkHistoryDepth/events=100000,others=100,page=100,at=newest,dir=forward", "p50-ms", "< 5 ms, <= 1.5x forward"},
+	{"history page of 100, middle of 100,000 interleaved events, forward, p50", "BenchmarkHistoryDepth/events=100000,others=100,page=100,at=middle,dir=forward", "p50-ms", "", "", "< 5 ms"},
+	{"history page of 100, middle of 100,000 interleaved events, backward, p50", "BenchmarkHistoryDepth/events=100000,others=100,page=100,at=middle,dir=backward", "p50-ms", "BenchmarkHistoryDepth/events=100000,others=100,page=100,at=middle,dir=forward", "p50-ms", "< 5 ms, <= 1.5x forward"},
+	{"history page of 100, oldest of 100,000 interleaved events, forward, p50", "BenchmarkHistoryDepth/events=100000,others=100,page=100,at=oldest,dir=forward", "p50-ms", "", "", "< 5 ms"},
+	{"history page of 100, oldest of 100,000 interleaved events, backward, p50", "BenchmarkHistoryDepth/events=100000,others=100,page=100,at=oldest,dir=backward", "p50-ms", "BenchmarkHistoryDepth/events=100000,others=100,page=100,at=oldest,dir=forward", "p50-ms", "< 5 ms, <= 1.5x forward"},
+	{"history page of 100, middle, backward by event number vs stepping back per record", "BenchmarkHistoryDepth/events=100000,others=100,page=100,at=middle,dir=backward", "p50-ms", "BenchmarkHistoryDepth/events=100000,others=100,page=100,at=middle,dir=stepback", "p50-ms", ""},
+	{"full replay of a 100,000-event interleaved session (eventlog.Replay)", "BenchmarkHistoryDepth/events=100000,others=100,replay=eventlog", "events/s", "BenchmarkHistoryDepth/events=100000,others=100,replay=raw", "events/s", ">= 50% of raw"},
+	{"full replay, a loop of batch direct gets of 1,000", "BenchmarkHistoryDepth/events=100000,others=100,replay=batch", "events/s", "BenchmarkHistoryDepth/events=100000,others=100,replay=raw", "events/s", ""},
 	// listSessions: a page of 100 over 100,000 sessions, from the history
 	// service's index, and the time a starting replica takes to build it.
 	{"listSessions page of 100 over 100,000 sessions, newest, p50", "BenchmarkListSessions/sessions=100000,page=100,at=newest", "p50-ms", "", "", "< 5 ms"},

@@ -38,11 +38,17 @@ func writeInterleaved(tb testing.TB, js jetstream.JetStream, rng *rand.Rand, eve
 		tb.Fatal(err)
 	}
 	var futs []jetstream.PubAckFuture
+	published := 0
 	publish := func(subject string, no uint64) {
 		m := nats.NewMsg(subject)
 		m.Header.Set(events.HeaderRecord, events.AcpDurableSessionUpdate{}.VariantName())
 		m.Header.Set(events.HeaderEventNo, strconv.FormatUint(no, 10))
 		m.Data = data
+		// Wait for the acknowledgements every few hundred publishes: more
+		// outstanding stalls the client on a loaded machine.
+		if published++; published%500 == 0 {
+			<-js.PublishAsyncComplete()
+		}
 		f, err := js.PublishMsgAsync(m)
 		if err != nil {
 			tb.Fatal(err)

@@ -24,11 +24,17 @@ func writeBursty(tb testing.TB, js jetstream.JetStream, rng *rand.Rand, n int) (
 	subject := events.LogSubject("default", "long", events.LogEvents)
 	otherNo := map[int]uint64{}
 	var futs []jetstream.PubAckFuture
+	published := 0
 	publish := func(subject string, no uint64) jetstream.PubAckFuture {
 		m := nats.NewMsg(subject)
 		m.Header.Set(events.HeaderRecord, events.AcpDurableSessionUpdate{}.VariantName())
 		m.Header.Set(events.HeaderEventNo, strconv.FormatUint(no, 10))
 		m.Data = []byte("event " + strconv.FormatUint(no, 10))
+		// Wait for the acknowledgements every few hundred publishes: more
+		// outstanding stalls the client on a loaded machine.
+		if published++; published%500 == 0 {
+			<-js.PublishAsyncComplete()
+		}
 		f, err := js.PublishMsgAsync(m)
 		if err != nil {
 			tb.Fatal(err)

@@ -106,8 +106,8 @@ func Forward(ctx context.Context, js jetstream.JetStream, stream, subject string
 // the newest record before the cursor (one multi_last direct get) says which
 // event numbers the page holds, and the subject's first record is a second
 // anchor. The session's density between the two says where the page starts;
-// one batch direct get from a little before there reads the page, a quarter
-// page of slack allowed (seekPage). When the density misleads (the session
+// one batch direct get from a little before there reads the page, an eighth
+// of a page of slack allowed (seekPage). When the density misleads (the session
 // was busier or quieter there), an interpolation search of single-record
 // direct gets corrects it (locate). A page so costs one batch of O(limit)
 // records plus two or three single reads, like a forward page, whatever

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,13 +45,46 @@ type retention struct {
 	Retention
 	loaded  bool
 	tracked bool // events carry HeaderEventBytes; the byte cap applies
-	stream  jetstream.Stream
 	// base is the running total before the oldest retained event, when
 	// baseKnown: the session retains pos.EventBytes - base bytes.
 	base      uint64
 	baseKnown bool
 	// failed receives prune errors; the next append retries.
 	failed func(error)
+}
+
+// retentionTTL is how long a connection's reading of ACP_LOG's retention
+// serves new writers: a replica loading many sessions at once (a takeover)
+// asks the server once, not once per session.
+const retentionTTL = 10 * time.Second
+
+type cachedRetention struct {
+	Retention
+	read time.Time
+}
+
+// retentions caches each JetStream context's reading of the retention.
+var retentions sync.Map // jetstream.JetStream -> cachedRetention
+
+// streamRetention returns ACP_LOG's retention, read at most retentionTTL ago.
+func streamRetention(ctx context.Context, js jetstream.JetStream) (Retention, error) {
+	if c, ok := retentions.Load(js); ok && time.Since(c.(cachedRetention).read) < retentionTTL {
+		return c.(cachedRetention).Retention, nil
+	}
+	str, err := js.Stream(ctx, events.StreamLog)
+	if err != nil {
+		return Retention{}, err
+	}
+	r := RetentionOf(str.CachedInfo().Config)
+	now := time.Now()
+	retentions.Range(func(k, v any) bool { // forget contexts no longer used
+		if now.Sub(v.(cachedRetention).read) >= retentionTTL {
+			retentions.Delete(k)
+		}
+		return true
+	})
+	retentions.Store(js, cachedRetention{r, now})
+	return r, nil
 }
 
 // OnPruneError sets what receives an error of pruning the session's
@@ -63,12 +98,11 @@ func (w *Writer) prepare(ctx context.Context) error {
 	if w.ret.loaded {
 		return nil
 	}
-	str, err := w.js.Stream(ctx, events.StreamLog)
+	ret, err := streamRetention(ctx, w.js)
 	if err != nil {
 		return events.Errorf(events.CodeUnavailable, "append to %s/%s: read %s: %v", w.ns, w.sid, events.StreamLog, err)
 	}
-	w.ret.stream = str
-	w.ret.Retention = RetentionOf(str.CachedInfo().Config)
+	w.ret.Retention = ret
 	switch {
 	case w.pos.LastEventNo == 0 || w.pos.EventBytes > 0:
 		w.ret.tracked = true
@@ -182,7 +216,11 @@ func (w *Writer) pruneBytes(ctx context.Context) error {
 	if cut.Sequence >= last.Sequence {
 		keep = last.Sequence // an event of nearly the cap alone: keep it
 	}
-	if err := r.stream.Purge(ctx, jetstream.WithPurgeSubject(w.evSubj), jetstream.WithPurgeSequence(keep)); err != nil {
+	str, err := w.js.Stream(ctx, events.StreamLog)
+	if err != nil {
+		return err
+	}
+	if err := str.Purge(ctx, jetstream.WithPurgeSubject(w.evSubj), jetstream.WithPurgeSequence(keep)); err != nil {
 		return err
 	}
 	r.baseKnown = false // read again when the total next passes the cap
