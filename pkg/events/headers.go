@@ -12,6 +12,13 @@ const (
 	// (LogEvents records only), starting at 1. A reader that sees it jump
 	// knows history was pruned.
 	HeaderEventNo = "Acp-Event-No"
+	// HeaderEventBytes is, on a public event, the running total of the
+	// payload bytes of the session's public events up to and including
+	// it. The bytes a session retains are then the newest event's total
+	// less the oldest retained one's, plus that one's size: two reads. The
+	// session's writer prunes the oldest events by it, JetStream having no
+	// per-subject byte limit (eventlog.Retention).
+	HeaderEventBytes = "Acp-Event-Bytes"
 	// HeaderTurnID names the turn a record belongs to. Every record
 	// appended while a turn runs carries it.
 	HeaderTurnID = "Acp-Turn-Id"
