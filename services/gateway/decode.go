@@ -261,22 +261,29 @@ func parseHistoryQuery(q url.Values) (*events.AcpReadHistoryRequest, error) {
 		}
 		*c.dst = &n
 	}
-	s, ok, err := single(q, "limit")
-	if err != nil {
+	var err error
+	if req.Limit, err = parseLimit(q, events.MaxHistoryLimit); err != nil {
 		return nil, err
-	}
-	if ok {
-		n, err := strconv.ParseUint(s, 10, 32)
-		if err != nil {
-			return nil, events.Errorf(events.CodeInvalidRequest, "limit must be an integer in [1, %d], got %q", events.MaxHistoryLimit, truncate(s, 40))
-		}
-		limit := uint32(n)
-		req.Limit = &limit
 	}
 	if _, err := req.Validate(); err != nil {
 		return nil, err
 	}
 	return req, nil
+}
+
+// parseLimit reads the query's limit, at most once: nil when absent, else
+// an integer in [1, max].
+func parseLimit(q url.Values, max uint32) (*uint32, error) {
+	s, ok, err := single(q, "limit")
+	if err != nil || !ok {
+		return nil, err
+	}
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || n == 0 || n > uint64(max) {
+		return nil, events.Errorf(events.CodeInvalidRequest, "limit must be an integer in [1, %d], got %q", max, truncate(s, 40))
+	}
+	limit := uint32(n)
+	return &limit, nil
 }
 
 // parseStreamCursor returns the sequence an event stream resumes after:

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"strconv"
 
 	"skein.dev/pkg/events"
 )
@@ -49,19 +48,7 @@ func parseListQuery(q url.Values) (*events.AcpListDurableSessionsRequest, error)
 	if ok {
 		req.Cursor = &cursor
 	}
-	s, ok, err := single(q, "limit")
-	if err != nil {
-		return nil, err
-	}
-	if ok {
-		n, err := strconv.ParseUint(s, 10, 32)
-		if err != nil {
-			return nil, events.Errorf(events.CodeInvalidRequest, "limit must be an integer in [1, %d], got %q", events.MaxListLimit, truncate(s, 40))
-		}
-		limit := uint32(n)
-		req.Limit = &limit
-	}
-	if _, err := req.Validate(); err != nil {
+	if req.Limit, err = parseLimit(q, events.MaxListLimit); err != nil {
 		return nil, err
 	}
 	return req, nil

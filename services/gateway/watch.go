@@ -158,15 +158,9 @@ func parseWatchQuery(q url.Values) (*watchQuery, error) {
 		}
 		wq.timeout = d
 	}
-	if s, ok, err := single(q, "limit"); err != nil {
+	var err error
+	if wq.limit, err = parseLimit(q, events.MaxHistoryLimit); err != nil {
 		return nil, err
-	} else if ok {
-		n, err := strconv.ParseUint(s, 10, 32)
-		if err != nil || n == 0 || n > events.MaxHistoryLimit {
-			return nil, events.Errorf(events.CodeInvalidRequest, "limit must be an integer in [1, %d], got %q", events.MaxHistoryLimit, truncate(s, 40))
-		}
-		limit := uint32(n)
-		wq.limit = &limit
 	}
 	return wq, nil
 }

@@ -32,30 +32,44 @@ func start(t *testing.T, maxEvents int64) *harness {
 // provisioned with o.
 func startWith(t *testing.T, o eventlog.Options) *harness {
 	t.Helper()
-	ns := natstest.Run(t)
-	nc := natstest.Connect(t, ns)
+	h := provision(t, o)
+	serve(t, h.nc, history.Config{DefaultLimit: 5})
+	return h
+}
+
+// provision starts an embedded NATS and provisions its streams with o;
+// nothing serves them yet.
+func provision(tb testing.TB, o eventlog.Options) *harness {
+	tb.Helper()
+	nc := natstest.Connect(tb, natstest.Run(tb))
 	js, err := jetstream.New(nc)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	if err := eventlog.Provision(t.Context(), js, o, true); err != nil {
-		t.Fatal(err)
+	if err := eventlog.Provision(tb.Context(), js, o, true); err != nil {
+		tb.Fatal(err)
 	}
-	svc, err := history.New(history.Config{DefaultLimit: 5}, slog.New(slog.NewTextHandler(t.Output(), nil)), nc, prometheus.NewRegistry())
+	return &harness{nc: nc, js: js}
+}
+
+// serve runs a history service on nc until the test ends, and returns once
+// it serves requests.
+func serve(tb testing.TB, nc *nats.Conn, cfg history.Config) {
+	tb.Helper()
+	svc, err := history.New(cfg, slog.New(slog.NewTextHandler(tb.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), nc, prometheus.NewRegistry())
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
+	ctx, cancel := context.WithCancel(tb.Context())
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
+			tb.Errorf("Run: %v", err)
 		}
 	})
 	<-svc.Ready()
-	return &harness{nc: nc, js: js}
 }
 
 // write appends n public events to sid, interleaved with another session's

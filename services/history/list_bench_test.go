@@ -1,17 +1,11 @@
 package history_test
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
-
-	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/services/history"
@@ -23,15 +17,8 @@ import (
 // starts takes to build its index from ACP_SESSIONS (rebuild-s).
 func BenchmarkListSessions(b *testing.B) {
 	const sessions, page = 100_000, 100
-	ns := natstest.Run(b)
-	nc := natstest.Connect(b, ns)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := eventlog.Provision(b.Context(), js, eventlog.Options{}, true); err != nil {
-		b.Fatal(err)
-	}
+	h := provision(b, eventlog.Options{})
+	js := h.js
 	// The projections, written as the session service writes them, but
 	// in flight together.
 	for i := range sessions {
@@ -55,20 +42,8 @@ func BenchmarkListSessions(b *testing.B) {
 		b.Fatal("projections not stored")
 	}
 
-	svc, err := history.New(history.Config{}, slog.New(slog.DiscardHandler), nc, prometheus.NewRegistry())
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(b.Context())
-	done := make(chan error, 1)
 	start := time.Now()
-	go func() { done <- svc.Run(ctx) }()
-	b.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	<-svc.Ready()
-	h := &harness{nc: nc, js: js}
+	serve(b, h.nc, history.Config{})
 	first, err := h.list(b, "default", nil, page) // waits for the index
 	if err != nil {
 		b.Fatal(err)

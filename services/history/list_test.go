@@ -3,15 +3,10 @@ package history_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
-
-	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/services/history"
@@ -212,33 +207,11 @@ func TestListSessionsRequests(t *testing.T) {
 
 // A replica that starts builds its index from the bucket alone.
 func TestListSessionsIndexRebuilt(t *testing.T) {
-	ns := natstest.Run(t)
-	nc := natstest.Connect(t, ns)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eventlog.Provision(t.Context(), js, eventlog.Options{}, true); err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{nc: nc, js: js}
+	h := provision(t, eventlog.Options{})
 	for i := range 20 {
 		h.project(t, "default", fmt.Sprintf("s%02d", i), time.Duration(i)*time.Second)
 	}
-	svc, err := history.New(history.Config{}, slog.New(slog.DiscardHandler), nc, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	<-svc.Ready()
+	serve(t, h.nc, history.Config{})
 	// The first request waits for the index: no sleep, no retry.
 	resp, err := h.list(t, "default", nil, 100)
 	if err != nil {

@@ -15,19 +15,35 @@ import (
 // listedSession is one session of GET /v1/sessions, as the list shows it;
 // raw is the object as the gateway sent it (for --json).
 type listedSession struct {
-	SessionID      string  `json:"sessionId"`
-	Agent          string  `json:"agent"`
-	LatestSequence uint64  `json:"latestSequence"`
-	Title          *string `json:"title"`
-	UpdatedAt      string  `json:"updatedAt"`
-	State          struct {
-		Status   string            `json:"status"`
-		Requests []json.RawMessage `json:"requests"`
-		Error    *struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	} `json:"state"`
-	raw json.RawMessage
+	SessionID      string       `json:"sessionId"`
+	Agent          string       `json:"agent"`
+	LatestSequence uint64       `json:"latestSequence"`
+	Title          *string      `json:"title"`
+	UpdatedAt      string       `json:"updatedAt"`
+	State          sessionState `json:"state"`
+	raw            json.RawMessage
+}
+
+// sessionState is the part of a session's state the commands print.
+type sessionState struct {
+	Status   string            `json:"status"`
+	Requests []json.RawMessage `json:"requests"`
+	Error    *struct {
+		Code string `json:"code"`
+	} `json:"error"`
+}
+
+// waitingFor says how many permission requests wait for the user ("" for
+// none).
+func (s *sessionState) waitingFor() string {
+	switch n := len(s.Requests); n {
+	case 0:
+		return ""
+	case 1:
+		return "1 permission request"
+	default:
+		return fmt.Sprintf("%d permission requests", n)
+	}
 }
 
 // sessionPage is one page of GET /v1/sessions.
@@ -128,14 +144,13 @@ func (a *app) printSession(s *listedSession, asJSON bool) error {
 		_, err := a.stdout.Write(append(append([]byte(nil), s.raw...), '\n'))
 		return err
 	}
-	attention := "-"
+	attention := s.State.waitingFor()
 	switch {
-	case len(s.State.Requests) == 1:
-		attention = "1 permission request"
-	case len(s.State.Requests) > 1:
-		attention = fmt.Sprintf("%d permission requests", len(s.State.Requests))
+	case attention != "":
 	case s.State.Error != nil:
 		attention = "failed: " + s.State.Error.Code
+	default:
+		attention = "-"
 	}
 	title := ""
 	if s.Title != nil {

@@ -16,14 +16,8 @@ import (
 type watchResult struct {
 	Events       []json.RawMessage `json:"events"`
 	HasMoreAfter bool              `json:"hasMoreAfter"`
-	State        struct {
-		Status   string            `json:"status"`
-		Requests []json.RawMessage `json:"requests"`
-		Error    *struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	} `json:"state"`
-	Cursor uint64 `json:"cursor"`
+	State        sessionState      `json:"state"`
+	Cursor       uint64            `json:"cursor"`
 }
 
 // watch long-polls the session for events after the durable sequence
@@ -100,12 +94,9 @@ func (a *app) watchLoop(ctx context.Context, cl *client, sid string, after uint6
 		}
 		after = r.Cursor
 		state := r.State.Status
-		switch {
-		case len(r.State.Requests) == 1:
-			state += ", 1 permission request"
-		case len(r.State.Requests) > 1:
-			state += fmt.Sprintf(", %d permission requests", len(r.State.Requests))
-		case r.State.Error != nil:
+		if w := r.State.waitingFor(); w != "" {
+			state += ", " + w
+		} else if r.State.Error != nil {
 			state += ": " + r.State.Error.Code
 		}
 		if state != lastState {
