@@ -151,16 +151,16 @@ func (v *fanoutViewer) read(body io.ReadCloser) {
 			continue
 		}
 		now := time.Now()
-		i := bytes.Index(line, textField)
-		if i < 0 {
+		_, after, ok := bytes.Cut(line, textField)
+		if !ok {
 			continue
 		}
-		rest := line[i+len(textField):]
-		j := bytes.IndexByte(rest, '"')
-		if j < 0 {
+		rest := after
+		before, _, ok := bytes.Cut(rest, []byte{'"'})
+		if !ok {
 			continue
 		}
-		sent, err := strconv.ParseInt(string(rest[:j]), 10, 64)
+		sent, err := strconv.ParseInt(string(before), 10, 64)
 		if err != nil {
 			continue
 		}
