@@ -16,9 +16,16 @@ import (
 // the gateway checks a prompt's shape and bounds its body, nothing more.
 const (
 	DefaultAddr = ":8080"
-	// DefaultMaxBodyBytes is a prompt's content and room for its JSON
-	// envelope (the idempotency key, the field names).
-	DefaultMaxBodyBytes       = events.DefaultMaxPromptBytes + 64<<10
+	// DefaultMaxPromptBodyBytes is a prompt's content and room for its
+	// JSON envelope (the idempotency key, the field names).
+	DefaultMaxPromptBodyBytes = events.DefaultMaxPromptBytes + 64<<10
+	// DefaultMaxBodyBytes bounds the body of every other route: an open's
+	// settings, an answer, a title.
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultMaxHeaderBytes bounds a request's line and headers together.
+	DefaultMaxHeaderBytes    = 32 << 10
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
 	DefaultRequestTimeout     = 2 * time.Minute
 	DefaultKeepalive          = 15 * time.Second
 	DefaultStreamBuffer       = 1024
@@ -34,9 +41,20 @@ type Config struct {
 	// Addr is the TCP address the HTTP server listens on. "127.0.0.1:0"
 	// picks a free port; Gateway.Addr reports it.
 	Addr string
-	// MaxBodyBytes bounds every request body. A larger one is
-	// payload_too_large and never reaches NATS.
-	MaxBodyBytes int64
+	// MaxPromptBodyBytes bounds a prompt's body, and MaxBodyBytes every
+	// other route's. A larger body is payload_too_large, read no further
+	// than the cap, and never reaches NATS.
+	MaxPromptBodyBytes int64
+	MaxBodyBytes       int64
+	// MaxHeaderBytes bounds a request's line (its URL included) and
+	// headers together: more is payload_too_large.
+	MaxHeaderBytes int
+	// ReadHeaderTimeout bounds reading a request's headers, and
+	// IdleTimeout how long a kept-alive connection may wait for its next
+	// request. There is no overall read or write timeout: prompts block
+	// through a turn and event streams last as long as the client stays.
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
 	// RequestTimeout bounds every request-API call, the prompt's
 	// acceptance included. The wait for a prompt's turn to end has no
 	// deadline: it lasts as long as the HTTP client waits.
@@ -67,7 +85,11 @@ type Config struct {
 // and sets the defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Addr, "gateway.http-addr", DefaultAddr, "HTTP listen address of the gateway")
-	fs.Int64Var(&c.MaxBodyBytes, "gateway.max-body-bytes", DefaultMaxBodyBytes, "maximum size of a request body in bytes")
+	fs.Int64Var(&c.MaxPromptBodyBytes, "gateway.max-prompt-body-bytes", DefaultMaxPromptBodyBytes, "maximum size of a prompt's request body in bytes")
+	fs.Int64Var(&c.MaxBodyBytes, "gateway.max-body-bytes", DefaultMaxBodyBytes, "maximum size of any other request body in bytes")
+	fs.IntVar(&c.MaxHeaderBytes, "gateway.max-header-bytes", DefaultMaxHeaderBytes, "maximum size of a request's line and headers in bytes")
+	fs.DurationVar(&c.ReadHeaderTimeout, "gateway.read-header-timeout", DefaultReadHeaderTimeout, "deadline of reading a request's headers")
+	fs.DurationVar(&c.IdleTimeout, "gateway.idle-timeout", DefaultIdleTimeout, "how long an idle kept-alive connection stays open")
 	fs.DurationVar(&c.RequestTimeout, "gateway.request-timeout", DefaultRequestTimeout, "deadline of request-API calls (a prompt's acceptance, not its turn)")
 	fs.DurationVar(&c.Keepalive, "gateway.sse-keepalive", DefaultKeepalive, "interval of keepalive comments on an idle event stream")
 	fs.IntVar(&c.StreamBuffer, "gateway.sse-buffer", DefaultStreamBuffer, "live messages buffered per event stream before a slow client is cut off")
@@ -93,6 +115,18 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBodyBytes <= 0 {
 		errs = append(errs, fmt.Errorf("gateway.max-body-bytes must be positive, got %d", c.MaxBodyBytes))
+	}
+	if c.MaxPromptBodyBytes <= 0 {
+		errs = append(errs, fmt.Errorf("gateway.max-prompt-body-bytes must be positive, got %d", c.MaxPromptBodyBytes))
+	}
+	if c.MaxHeaderBytes < 1<<10 {
+		errs = append(errs, fmt.Errorf("gateway.max-header-bytes must be at least 1024, got %d", c.MaxHeaderBytes))
+	}
+	if c.ReadHeaderTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("gateway.read-header-timeout must be positive, got %v", c.ReadHeaderTimeout))
+	}
+	if c.IdleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("gateway.idle-timeout must be positive, got %v", c.IdleTimeout))
 	}
 	if c.RequestTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("gateway.request-timeout must be positive, got %v", c.RequestTimeout))
@@ -122,5 +156,5 @@ func (c *Config) Validate() error {
 // its body's, no others. How large a prompt may be is the session
 // service's to say.
 func (c *Config) promptLimits() events.PromptLimits {
-	return events.PromptLimits{MaxBytes: int(c.MaxBodyBytes), MaxBlocks: math.MaxInt}
+	return events.PromptLimits{MaxBytes: int(c.MaxPromptBodyBytes), MaxBlocks: math.MaxInt}
 }

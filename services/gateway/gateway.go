@@ -44,7 +44,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -52,11 +51,6 @@ import (
 
 	"skein.dev/pkg/events"
 )
-
-// readHeaderTimeout bounds how long a client may take to send its request
-// headers. There is no overall read or write timeout: prompts block through
-// a turn and event streams last as long as the client stays.
-const readHeaderTimeout = 10 * time.Second
 
 // Gateway serves the HTTP API. Create it with New and start it with Run.
 type Gateway struct {
@@ -134,8 +128,12 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	srv := &http.Server{
 		Handler:           g.handler,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ErrorLog:          slog.NewLogLogger(g.lg.Handler(), slog.LevelWarn),
+		ReadHeaderTimeout: g.cfg.ReadHeaderTimeout,
+		IdleTimeout:       g.cfg.IdleTimeout,
+		// The server refuses past twice the limit, untyped (431); up to
+		// there, checkRequest answers the typed error.
+		MaxHeaderBytes: 2 * g.cfg.MaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(g.lg.Handler(), slog.LevelWarn),
 		// Request contexts descend from ctx's values but not its
 		// cancellation: a prompt in flight survives the start of shutdown
 		// and gets ShutdownTimeout to finish.
@@ -226,12 +224,31 @@ func (g *Gateway) routes() *http.ServeMux {
 	for _, r := range routeTable {
 		h := r.handler
 		mux.HandleFunc(r.method+" "+r.path, func(w http.ResponseWriter, req *http.Request) {
+			if err := g.checkRequest(req); err != nil {
+				g.writeError(w, req, err)
+				return
+			}
 			if err := h(g, w, req); err != nil {
 				g.writeError(w, req, err)
 			}
 		})
 	}
 	return mux
+}
+
+// checkRequest refuses a request whose line and headers together pass
+// Config.MaxHeaderBytes, before anything reads it further.
+func (g *Gateway) checkRequest(r *http.Request) error {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	if n > g.cfg.MaxHeaderBytes {
+		return events.Errorf(events.CodePayloadTooLarge, "the request's line and headers are %d bytes, more than %d", n, g.cfg.MaxHeaderBytes)
+	}
+	return nil
 }
 
 func (g *Gateway) handleHealthz(w http.ResponseWriter, _ *http.Request) error {

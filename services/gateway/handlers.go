@@ -91,7 +91,7 @@ func (g *Gateway) handlePrompt(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+	body, err := readBody(w, r, g.cfg.MaxPromptBodyBytes)
 	if err != nil {
 		return err
 	}
