@@ -46,6 +46,7 @@ const (
 	CodeWriteConflict Code = "write_conflict" // the log moved under a writer: it is no longer the owner
 	CodeUnavailable   Code = "unavailable"    // a dependency (NATS, a service) is not reachable; retry
 	CodeTimeout       Code = "timeout"        // the operation's deadline passed
+	CodeRateLimited   Code = "rate_limited"   // over the principal's request rate, or its streams or prompts open at once; retry after Retry-After
 	CodeInternal      Code = "internal"       // a bug; details are in the server log only
 )
 
@@ -59,6 +60,7 @@ var Codes = []Code{
 	CodeInvalidPermissionOption, CodeMessageTooLarge, CodeTurnOutputTooLarge,
 	CodeWriteConflict, CodeUnavailable, CodeTimeout, CodeInternal,
 	CodeAgentNotInstalled,
+	CodeRateLimited,
 }
 
 // Known reports whether c is in the registry.

@@ -26,6 +26,12 @@ const (
 	DefaultMaxHeaderBytes    = 32 << 10
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultIdleTimeout       = 2 * time.Minute
+	// Per principal: requests a second (and the burst above it), event
+	// streams open at once, prompts waiting for their turn at once.
+	DefaultRateLimit          = 500
+	DefaultRateBurst          = 1000
+	DefaultMaxStreams         = 256
+	DefaultMaxWaitingPrompts  = 256
 	DefaultRequestTimeout     = 2 * time.Minute
 	DefaultKeepalive          = 15 * time.Second
 	DefaultStreamBuffer       = 1024
@@ -55,6 +61,14 @@ type Config struct {
 	// through a turn and event streams last as long as the client stays.
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
+	// RateLimit is a principal's requests a second, RateBurst how many it
+	// may make at once above that; MaxStreams and MaxWaitingPrompts bound
+	// the event streams (SSE and watch) and the prompts waiting for their
+	// turn it holds at once. Over any is rate_limited, with Retry-After.
+	RateLimit         float64
+	RateBurst         int
+	MaxStreams        int
+	MaxWaitingPrompts int
 	// RequestTimeout bounds every request-API call, the prompt's
 	// acceptance included. The wait for a prompt's turn to end has no
 	// deadline: it lasts as long as the HTTP client waits.
@@ -90,6 +104,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxHeaderBytes, "gateway.max-header-bytes", DefaultMaxHeaderBytes, "maximum size of a request's line and headers in bytes")
 	fs.DurationVar(&c.ReadHeaderTimeout, "gateway.read-header-timeout", DefaultReadHeaderTimeout, "deadline of reading a request's headers")
 	fs.DurationVar(&c.IdleTimeout, "gateway.idle-timeout", DefaultIdleTimeout, "how long an idle kept-alive connection stays open")
+	fs.Float64Var(&c.RateLimit, "gateway.rate-limit", DefaultRateLimit, "requests a second a principal may make")
+	fs.IntVar(&c.RateBurst, "gateway.rate-burst", DefaultRateBurst, "requests a principal may make at once above its rate")
+	fs.IntVar(&c.MaxStreams, "gateway.max-streams", DefaultMaxStreams, "event streams (SSE and watch) a principal may hold open at once")
+	fs.IntVar(&c.MaxWaitingPrompts, "gateway.max-waiting-prompts", DefaultMaxWaitingPrompts, "prompts a principal may have waiting for their turn at once")
 	fs.DurationVar(&c.RequestTimeout, "gateway.request-timeout", DefaultRequestTimeout, "deadline of request-API calls (a prompt's acceptance, not its turn)")
 	fs.DurationVar(&c.Keepalive, "gateway.sse-keepalive", DefaultKeepalive, "interval of keepalive comments on an idle event stream")
 	fs.IntVar(&c.StreamBuffer, "gateway.sse-buffer", DefaultStreamBuffer, "live messages buffered per event stream before a slow client is cut off")
@@ -127,6 +145,12 @@ func (c *Config) Validate() error {
 	}
 	if c.IdleTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("gateway.idle-timeout must be positive, got %v", c.IdleTimeout))
+	}
+	if c.RateLimit <= 0 || c.RateBurst <= 0 {
+		errs = append(errs, fmt.Errorf("gateway.rate-limit and gateway.rate-burst must be positive, got %v and %d", c.RateLimit, c.RateBurst))
+	}
+	if c.MaxStreams <= 0 || c.MaxWaitingPrompts <= 0 {
+		errs = append(errs, fmt.Errorf("gateway.max-streams and gateway.max-waiting-prompts must be positive, got %d and %d", c.MaxStreams, c.MaxWaitingPrompts))
 	}
 	if c.RequestTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("gateway.request-timeout must be positive, got %v", c.RequestTimeout))

@@ -48,6 +48,7 @@ func benchFanout(b *testing.B, n int) {
 	gnc := natstest.Connect(b, srv) // the gateway's alone, so its subscriptions can be counted
 	cfg := gateway.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
+	cfg.MaxStreams, cfg.RateBurst = 2*n, 4*n // every viewer is one principal's
 	reg := prometheus.NewRegistry()
 	gw, err := gateway.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), gnc, reg)
 	if err != nil {

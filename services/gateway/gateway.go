@@ -44,6 +44,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -61,6 +62,7 @@ type Gateway struct {
 	metrics *metrics
 	handler http.Handler
 	hub     *hub // the live feeds of event streams, one per watched session
+	limits  *limiter
 
 	ready    chan struct{}
 	stopping chan struct{} // closed when Run begins shutting down
@@ -96,6 +98,7 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 		stopping: make(chan struct{}),
 	}
 	g.hub = newHub(g)
+	g.limits = newLimiter(&g.cfg)
 	g.handler = g.instrument(g.routes())
 	return g, nil
 }
@@ -227,6 +230,14 @@ func (g *Gateway) routes() *http.ServeMux {
 			if err := g.checkRequest(req); err != nil {
 				g.writeError(w, req, err)
 				return
+			}
+			if !probes[r.path] {
+				release, wait, ok := g.limits.admit(g.limitKey(req), holds[r.path], time.Now())
+				if !ok {
+					g.writeError(w, req, rateLimited(w, wait))
+					return
+				}
+				defer release()
 			}
 			if err := h(g, w, req); err != nil {
 				g.writeError(w, req, err)

@@ -68,6 +68,7 @@ var table = map[events.Code]Entry{
 	events.CodeWriteConflict: {Status: http.StatusServiceUnavailable},
 	events.CodeUnavailable:   {Status: http.StatusServiceUnavailable},
 	events.CodeTimeout:       {Status: http.StatusGatewayTimeout},
+	events.CodeRateLimited:   {Status: http.StatusTooManyRequests},
 	events.CodeInternal:      {Status: http.StatusInternalServerError, Mask: true},
 }
 
