@@ -23,6 +23,10 @@ const (
 	CodeUnknownAgent        Code = "unknown_agent"        // no registry entry has that agent ID
 	CodeIdempotencyConflict Code = "idempotency_conflict" // same idempotency key, different content
 
+	// Access. Nothing was changed.
+	CodeUnauthenticated Code = "unauthenticated" // no bearer token, or one that names no principal
+	CodeForbidden       Code = "forbidden"       // the principal's role or namespaces do not allow the request
+
 	// State.
 	CodeSessionNotFound Code = "session_not_found" // no such session (or deleted)
 	CodeSessionConflict Code = "session_conflict"  // reopening with different immutable options
@@ -59,7 +63,7 @@ var Codes = []Code{
 	CodeAdapterProtocol, CodeLineTooLong, CodePermissionPolicyUnsatisfied,
 	CodeInvalidPermissionOption, CodeMessageTooLarge, CodeTurnOutputTooLarge,
 	CodeWriteConflict, CodeUnavailable, CodeTimeout, CodeInternal,
-	CodeAgentNotInstalled,
+	CodeAgentNotInstalled, CodeUnauthenticated, CodeForbidden,
 	CodeRateLimited,
 }
 

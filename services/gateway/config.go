@@ -93,6 +93,8 @@ type Config struct {
 	// ShutdownTimeout bounds how long Run waits for in-flight requests
 	// (prompts, mostly) once its context is done.
 	ShutdownTimeout time.Duration
+	// Auth is the bearer tokens the gateway accepts (auth.go).
+	Auth AuthConfig
 }
 
 // RegisterFlags registers the configuration in fs under "gateway." names
@@ -115,6 +117,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.StreamWriteTimeout, "gateway.sse-write-timeout", DefaultStreamWriteTimeout, "deadline of one write to an event stream client")
 	fs.IntVar(&c.BackfillPage, "gateway.sse-backfill-page", DefaultBackfillPage, fmt.Sprintf("history page size an event stream reads to catch up (at most %d)", events.MaxHistoryLimit))
 	fs.DurationVar(&c.ShutdownTimeout, "gateway.shutdown-timeout", DefaultShutdownTimeout, "how long to wait for in-flight requests on shutdown")
+	c.Auth.RegisterFlags(fs)
 }
 
 // DefaultConfig returns the configuration RegisterFlags installs before
@@ -173,6 +176,7 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("gateway.shutdown-timeout must be positive, got %v", c.ShutdownTimeout))
 	}
+	errs = append(errs, c.Auth.validate()...)
 	return errors.Join(errs...)
 }
 

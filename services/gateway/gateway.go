@@ -63,6 +63,7 @@ type Gateway struct {
 	handler http.Handler
 	hub     *hub // the live feeds of event streams, one per watched session
 	limits  *limiter
+	auth    *authenticator // nil when authentication is off
 
 	ready    chan struct{}
 	stopping chan struct{} // closed when Run begins shutting down
@@ -99,6 +100,11 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 	}
 	g.hub = newHub(g)
 	g.limits = newLimiter(&g.cfg)
+	// The one read New makes: a tokens file that does not parse stops
+	// the start rather than refusing every request.
+	if g.auth, err = newAuthenticator(cfg.Auth, g.lg); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	g.handler = g.instrument(g.routes())
 	return g, nil
 }
@@ -181,10 +187,16 @@ func (g *Gateway) Run(ctx context.Context) error {
 // stop marks the gateway as stopping: /readyz fails and event streams end.
 func (g *Gateway) stop() { g.stopOnce.Do(func() { close(g.stopping) }) }
 
-// namespace maps a request to the namespace it may act in. There is no
-// authentication yet, so every request acts in events.DefaultNamespace;
-// this is where a bearer token's principal will be resolved.
-func (g *Gateway) namespace(*http.Request) (events.Namespace, error) {
+// namespace maps a request to the namespace it may act in: the one its
+// bearer token resolved to (auth.go), or events.DefaultNamespace when
+// authentication is off. Never one the request names by itself.
+func (g *Gateway) namespace(r *http.Request) (events.Namespace, error) {
+	if c, ok := r.Context().Value(callerKey{}).(caller); ok {
+		return c.ns, nil
+	}
+	if g.auth != nil {
+		return "", errUnauthenticated // a route authenticate did not see
+	}
 	return events.DefaultNamespace, nil
 }
 
@@ -228,6 +240,11 @@ func (g *Gateway) routes() *http.ServeMux {
 		h := r.handler
 		mux.HandleFunc(r.method+" "+r.path, func(w http.ResponseWriter, req *http.Request) {
 			if err := g.checkRequest(req); err != nil {
+				g.writeError(w, req, err)
+				return
+			}
+			req, err := g.authenticate(w, req, r)
+			if err != nil {
 				g.writeError(w, req, err)
 				return
 			}

@@ -40,6 +40,9 @@ var probes = map[string]bool{"/healthz": true, "/readyz": true}
 // limitKey names whose limits a request counts against: its principal's,
 // as authentication names it, and until then its namespace's.
 func (g *Gateway) limitKey(r *http.Request) string {
+	if p := principalOf(r); p != "" {
+		return "principal " + p // a space: never a namespace
+	}
 	ns, err := g.namespace(r)
 	if err != nil {
 		return ""

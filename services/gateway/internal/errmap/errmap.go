@@ -38,6 +38,9 @@ var table = map[events.Code]Entry{
 	events.CodePayloadTooLarge:     {Status: http.StatusRequestEntityTooLarge},
 	events.CodeUnknownAgent:        {Status: http.StatusNotFound},
 	events.CodeIdempotencyConflict: {Status: http.StatusConflict},
+	// Access. The 401's message never says why a token was refused.
+	events.CodeUnauthenticated: {Status: http.StatusUnauthorized},
+	events.CodeForbidden:       {Status: http.StatusForbidden},
 	// A bus payload that does not decode is a bug or version skew between
 	// services: the gateway encodes every request itself.
 	events.CodeInvalidPayload: {Status: http.StatusInternalServerError, Mask: true},
