@@ -3,8 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"math"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,7 +29,9 @@ import (
 //
 //	BenchmarkPromptRoundTrip/via=nats|http: one prompt the test agent answers
 //	at once, through the whole stack. Baseline via=stdio: the same prompt to
-//	the same agent binary over its stdio, no Skein in between.
+//	the same agent binary over its stdio, no Skein in between. via=http,auth=on
+//	is via=http with a bearer token checked on every request (skein dev's
+//	setup); its baseline is via=http, where the gateway has no tokens.
 
 // updateScript returns a test-agent script that writes n durable updates
 // whose JSON is about size bytes.
@@ -96,11 +101,19 @@ func BenchmarkDurableUpdates(b *testing.B) {
 func BenchmarkPromptRoundTrip(b *testing.B) {
 	const script = "say hi"
 	b.Run("via=http", func(b *testing.B) {
-		st := startStackTB(b, natstest.Run(b), b.TempDir())
+		st := startStackTB(b, natstest.Run(b), b.TempDir(), unlimited)
 		base := st.url + "/v1/sessions/rt"
 		mustDo(b, http.MethodPut, base, `{"agent":"test"}`)
 		body := promptBody(script)
 		measure(b, func() { mustDo(b, http.MethodPost, base+"/prompt", body) })
+	})
+	b.Run("via=http,auth=on", func(b *testing.B) {
+		const token = "bench-token"
+		st := startStackTB(b, natstest.Run(b), b.TempDir(), unlimited, func(c *stackConfig) { c.Gateway.Auth.Tokens = devTokens(token) })
+		base := st.url + "/v1/sessions/rt"
+		mustDoToken(b, token, http.MethodPut, base, `{"agent":"test"}`)
+		body := promptBody(script)
+		measure(b, func() { mustDoToken(b, token, http.MethodPost, base+"/prompt", body) })
 	})
 	b.Run("via=nats", func(b *testing.B) {
 		ns := natstest.Run(b)
@@ -149,6 +162,31 @@ func measure(b *testing.B, op func()) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// unlimited lifts the gateway's rate limit: a benchmark measures a
+// request's latency, and makes more of them a second than a client may.
+func unlimited(c *stackConfig) {
+	c.Gateway.RateLimit, c.Gateway.RateBurst = math.MaxFloat64, math.MaxInt32
+}
+
+// mustDoToken is mustDo with a bearer token.
+func mustDoToken(tb testing.TB, token, method, url, body string) {
+	tb.Helper()
+	req, err := http.NewRequestWithContext(tb.Context(), method, url, strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("%s %s = %d %s", method, url, resp.StatusCode, out)
+	}
 }
 
 func mustDo(tb testing.TB, method, url, body string) {

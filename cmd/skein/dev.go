@@ -33,6 +33,8 @@ func devCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		Long: `skein dev runs an embedded nats-server (JetStream, file storage under --data),
 the gateway, session, adapter-runner and history services, and the built-in
 demo agent, all in one process, with the same code paths as production.
+The gateway accepts the token in DIR/dev-token (written at the first start,
+mode 0600), an admin of namespace default; the skein CLI reads it there.
 
 Flags (single or double dash; every service flag also reads SKEIN_<NAME>):
   --data DIR          state directory (default .skein)
@@ -40,6 +42,7 @@ Flags (single or double dash; every service flag also reads SKEIN_<NAME>):
   --nats-listen ADDR  also serve NATS on ADDR (loopback), for the nats CLI
   --agents FILE       agent registry file (env SKEIN_AGENTS)
   --pprof ADDR        serve net/http/pprof on ADDR (loopback only), for profiling
+  --metrics-listen ADDR  serve Prometheus /metrics on ADDR, a listener of its own
 Run "skein dev -h" for every flag.`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -100,6 +103,17 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		c.stack.Runner.ID = "dev"
 	}
 
+	token, tokenFile, created, err := ensureDevToken(dataDir)
+	if err != nil {
+		return fmt.Errorf("dev token: %w", err)
+	}
+	if !c.stack.Gateway.Auth.Enabled() && !c.stack.Gateway.Auth.InsecureNoAuth {
+		c.stack.Gateway.Auth.Tokens = devTokens(token)
+	}
+	if created {
+		lg.Info("wrote a new dev token", "file", tokenFile)
+	}
+
 	ns, err := startEmbeddedNATS(filepath.Join(dataDir, "nats"), c.natsListen, c.maxPayload)
 	if err != nil {
 		return err
@@ -118,7 +132,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	defer st.close()
 	err = runWithPprof(ctx, c.pprofAddr, lg, func(ctx context.Context) error {
 		return st.run(ctx, lg, c.stack.MetricsAddr, func() {
-			printWelcome(stdout, "http://"+st.gateway.Addr(), ns, c.natsListen, dataDir)
+			printWelcome(stdout, "http://"+st.gateway.Addr(), ns, c.natsListen, dataDir, tokenFile)
 		})
 	})
 	return err
@@ -170,8 +184,8 @@ func startEmbeddedNATS(dir, listen string, maxPayload int) (*server.Server, erro
 	return ns, nil
 }
 
-func printWelcome(w io.Writer, url string, ns *server.Server, natsListen, dataDir string) {
-	fmt.Fprintf(w, "Skein is running.\n\n  HTTP   %s\n  data   %s\n", url, dataDir)
+func printWelcome(w io.Writer, url string, ns *server.Server, natsListen, dataDir, tokenFile string) {
+	fmt.Fprintf(w, "Skein is running.\n\n  HTTP   %s\n  data   %s\n  token  %s   (the skein CLI reads it; or set SKEIN_TOKEN)\n", url, dataDir, tokenFile)
 	if natsListen != "" {
 		fmt.Fprintf(w, "  NATS   %s   (try: nats --server %s stream ls)\n", ns.ClientURL(), ns.ClientURL())
 	}
@@ -180,10 +194,11 @@ Try it:
 
   skein --server %[1]s prompt "hello"
 
-  curl -X PUT %[1]s/v1/sessions/main -d '{"agent":"demo"}'
-  curl -X POST %[1]s/v1/sessions/main/prompt -d '{"content":[{"type":"text","text":"hello"}]}'
-  curl '%[1]s/v1/sessions/main/history?after=0'
-  curl -N %[1]s/v1/sessions/main/events?after=0
+  TOKEN=$(cat %[2]s)
+  curl -H "Authorization: Bearer $TOKEN" -X PUT %[1]s/v1/sessions/main -d '{"agent":"demo"}'
+  curl -H "Authorization: Bearer $TOKEN" -X POST %[1]s/v1/sessions/main/prompt -d '{"content":[{"type":"text","text":"hello"}]}'
+  curl -H "Authorization: Bearer $TOKEN" '%[1]s/v1/sessions/main/history?after=0'
+  curl -H "Authorization: Bearer $TOKEN" -N %[1]s/v1/sessions/main/events?after=0
 
-`, url)
+`, url, tokenFile)
 }

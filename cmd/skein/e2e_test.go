@@ -66,13 +66,17 @@ func startStack(t *testing.T, ns *server.Server, dataDir string) *testStack {
 	return startStackTB(t, ns, dataDir)
 }
 
-func startStackTB(t testing.TB, ns *server.Server, dataDir string) *testStack {
+// startStackTB starts the stack; edits change its configuration first.
+func startStackTB(t testing.TB, ns *server.Server, dataDir string, edits ...func(*stackConfig)) *testStack {
 	t.Helper()
 	var cfg stackConfig
 	cfg.registerFlags(flag.NewFlagSet("test", flag.ContinueOnError))
 	cfg.Gateway.Addr = "127.0.0.1:0"
 	cfg.Runner.ID = "e2e"
 	cfg.Runner.DataDir = dataDir
+	for _, edit := range edits {
+		edit(&cfg)
+	}
 	var err error
 	if cfg.Runner.Builtin, err = builtinAgents(); err != nil {
 		t.Fatal(err)

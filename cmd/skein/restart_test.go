@@ -104,7 +104,8 @@ func startDev(t *testing.T, exe, data, agents string) *devProcess {
 	// Port 0 for both: skein dev picks free ports and prints them (a port
 	// the test picked could be taken by another process before skein binds).
 	out := &lockedBuffer{}
-	cmd := exec.Command(exe, "dev", "--data", data, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--agents", agents, "--log-level", "warn")
+	cmd := exec.Command(exe, "dev", "--data", data, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--agents", agents, "--log-level", "warn",
+		"--gateway.insecure-no-auth") // the test's requests carry no token: TestDevToken covers it
 	cmd.Env = append(os.Environ(), envRunSkein+"=1")
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -17,6 +18,7 @@ func serveCommand(getenv func(string) string, stderr io.Writer) *cobra.Command {
 		Short: "Run Skein services against a NATS cluster",
 		Long: `skein serve runs the named services in this process, connected to an external
 NATS (JetStream enabled). Production runs each target as its own process.
+The gateway needs --gateway.tokens-file, or --gateway.insecure-no-auth.
 Flags take one or two dashes; every flag also reads SKEIN_<NAME>.
 Run "skein serve -h" for every flag.`,
 		DisableFlagParsing: true,
@@ -57,6 +59,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	if err := checkPprofFlag(pprofAddr); err != nil {
 		return err
+	}
+	if slices.Contains(targets, TargetGateway) && !c.Gateway.Auth.Enabled() && !c.Gateway.Auth.InsecureNoAuth {
+		return errors.New("the gateway needs --gateway.tokens-file (docs/API.md, Authentication), or --gateway.insecure-no-auth to serve without authentication")
 	}
 	lg, err := newLogger(c.LogLevel, true)
 	if err != nil {

@@ -58,7 +58,8 @@ func (c *stackConfig) registerFlags(fs *flag.FlagSet) {
 	c.Session.RegisterFlags(fs)
 	c.Runner.RegisterFlags(fs)
 	c.History.RegisterFlags(fs)
-	fs.StringVar(&c.MetricsAddr, "metrics", "", "serve Prometheus metrics on this address (off when empty)")
+	fs.StringVar(&c.MetricsAddr, "metrics-listen", "", "serve Prometheus /metrics on this address, a listener of its own, without authentication (off when empty)")
+	fs.StringVar(&c.MetricsAddr, "metrics", "", "the old name of --metrics-listen")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&c.Replicas, "replicas", 1, "replicas of the streams and buckets (3 in a cluster)")
 }
@@ -187,7 +188,9 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lg
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	srv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)

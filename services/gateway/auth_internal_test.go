@@ -2,6 +2,10 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -94,4 +98,29 @@ func FuzzParseTokens(f *testing.F) {
 			t.Fatalf("round trip: %+v, want %+v", back, tokens)
 		}
 	})
+}
+
+// BenchmarkAuthorize is what authentication adds to every request: the
+// header's parse, the token's hash, a constant-time pass over every entry
+// and the namespace, for a set of a given size.
+func BenchmarkAuthorize(b *testing.B) {
+	for _, n := range []int{1, 100} {
+		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) {
+			tokens := make([]Token, n)
+			for i := range tokens {
+				tokens[i] = Token{SHA256: HashToken(fmt.Sprint("token-", i)), Principal: fmt.Sprint("p", i), Namespaces: []string{"default"}, Role: RoleUser}
+			}
+			a, err := newAuthenticator(AuthConfig{Tokens: tokens}, slog.New(slog.DiscardHandler))
+			if err != nil {
+				b.Fatal(err)
+			}
+			r := httptest.NewRequest(http.MethodPost, "/v1/sessions/s/prompt", nil)
+			r.Header.Set("Authorization", "Bearer "+fmt.Sprint("token-", n-1))
+			for b.Loop() {
+				if _, err := a.authorize(r, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -169,7 +169,7 @@ type gatewayProcess struct {
 // stopped (SIGKILL) when the test ends, and waits until it listens.
 func startGatewayProcess(t *testing.T, bin, natsURL string) *gatewayProcess {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "-target=gateway", "-nats", natsURL, "-gateway.http-addr", "127.0.0.1:0")
+	cmd := exec.Command(bin, "serve", "-target=gateway", "-nats", natsURL, "-gateway.http-addr", "127.0.0.1:0", "-gateway.insecure-no-auth")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,8 @@ var rows = []row{
 	{"log writer appends, 16 sessions, 256 B", "BenchmarkAppend/batch=1,size=256,sessions=16", "records/s", "BenchmarkAppend/raw,size=256", "records/s", ""},
 	{"prompt round trip p50, HTTP", "BenchmarkPromptRoundTrip/via=http", "p50-ms", "BenchmarkPromptRoundTrip/via=stdio", "p50-ms", "< 2 ms"},
 	{"prompt round trip p99, HTTP", "BenchmarkPromptRoundTrip/via=http", "p99-ms", "BenchmarkPromptRoundTrip/via=stdio", "p99-ms", ""},
+	{"prompt round trip p50, HTTP, auth on", "BenchmarkPromptRoundTrip/via=http,auth=on", "p50-ms", "BenchmarkPromptRoundTrip/via=http", "p50-ms", "< 5% over auth off"},
+	{"prompt round trip p99, HTTP, auth on", "BenchmarkPromptRoundTrip/via=http,auth=on", "p99-ms", "BenchmarkPromptRoundTrip/via=http", "p99-ms", ""},
 	{"prompt round trip p50, NATS", "BenchmarkPromptRoundTrip/via=nats", "p50-ms", "BenchmarkPromptRoundTrip/via=stdio", "p50-ms", ""},
 	{"prompt round trip p99, NATS", "BenchmarkPromptRoundTrip/via=nats", "p99-ms", "BenchmarkPromptRoundTrip/via=stdio", "p99-ms", ""},
 	{"delta latency p50, adapter to acp.live", "BenchmarkUpdateLatency/path=live,kind=chunk", "p50-ms", "BenchmarkUpdateLatency/path=stdio,kind=chunk", "p50-ms", "< 0.5 ms"},

@@ -15,9 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -32,6 +34,16 @@ const DefaultServer = "http://127.0.0.1:8080"
 
 // EnvServer names the environment variable that holds the gateway URL.
 const EnvServer = "SKEIN_URL"
+
+// The bearer token of the commands is the --token flag, else EnvToken,
+// else the one `skein dev` wrote in DevTokenFile under its data directory:
+// EnvData (the variable skein dev's --data also reads), else DefaultDataDir.
+const (
+	EnvToken       = "SKEIN_TOKEN"
+	EnvData        = "SKEIN_DATA"
+	DefaultDataDir = ".skein"
+	DevTokenFile   = "dev-token"
+)
 
 // DefaultAgent is the agent `skein open` and `skein prompt` open a session
 // with when --agent is not given.
@@ -64,6 +76,7 @@ type app struct {
 // common are the flags of every command.
 type common struct {
 	server  string
+	token   string
 	session string
 }
 
@@ -76,6 +89,7 @@ func (c *common) register(cmd *cobra.Command) {
 // session.
 func (c *common) registerServer(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&c.server, "server", "", "gateway URL (default $"+EnvServer+", else "+DefaultServer+")")
+	cmd.Flags().StringVar(&c.token, "token", "", "bearer token (default $"+EnvToken+", else the one skein dev wrote in $"+EnvData+"/"+DevTokenFile+", "+DefaultDataDir+"/"+DevTokenFile+" by default)")
 }
 
 // client returns a client for the gateway the flags and environment name,
@@ -98,7 +112,31 @@ func (a *app) client(c *common) (*client, func()) {
 	}
 	// No overall timeout: a prompt blocks through its turn and an event
 	// stream lasts until interrupted.
-	return &client{base: strings.TrimRight(base, "/"), http: &http.Client{Transport: tr}}, tr.CloseIdleConnections
+	return &client{base: strings.TrimRight(base, "/"), token: a.token(c), http: &http.Client{Transport: tr}}, tr.CloseIdleConnections
+}
+
+// token returns the bearer token the flags and environment name: --token,
+// else EnvToken, else skein dev's token file, else "" (the gateway then
+// answers unauthenticated, unless it runs without authentication).
+func (a *app) token(c *common) string {
+	if c.token != "" {
+		return c.token
+	}
+	if t := a.getenv(EnvToken); t != "" {
+		return t
+	}
+	dir := a.getenv(EnvData)
+	if dir == "" {
+		dir = DefaultDataDir
+	}
+	b, err := os.ReadFile(filepath.Join(dir, DevTokenFile))
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(a.stderr, "skein: no token: %v\n", err)
+		}
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 func (a *app) openCommand() *cobra.Command {

@@ -51,8 +51,16 @@ func isCode(err error, code string) bool {
 
 // client speaks the gateway's HTTP API.
 type client struct {
-	base string // without a trailing slash
-	http *http.Client
+	base  string // without a trailing slash
+	token string // bearer token, or "" for none
+	http  *http.Client
+}
+
+// authorize sets req's Authorization header when the client has a token.
+func (c *client) authorize(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 }
 
 // sessionPath returns the URL of a session's resource, plus suffix.
@@ -77,6 +85,7 @@ func (c *client) do(ctx context.Context, method, u string, in, out any) error {
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	c.authorize(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, u, err)
@@ -308,6 +317,7 @@ func (c *client) events(ctx context.Context, sid string, after uint64) (*eventSt
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Last-Event-ID", strconv.FormatUint(after, 10))
+	c.authorize(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", u, err)

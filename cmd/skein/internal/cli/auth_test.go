@@ -1,0 +1,76 @@
+package cli_test
+
+import (
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"skein.dev/cmd/skein/internal/cli"
+	"skein.dev/internal/natstest"
+	"skein.dev/services/gateway"
+	"skein.dev/services/gateway/gatewaytest"
+)
+
+// TestToken: the commands find their bearer token as skein dev leaves it,
+// in <data dir>/dev-token, and SKEIN_TOKEN and --token override it.
+func TestToken(t *testing.T) {
+	const devToken, otherToken = "dev-token-value", "other-token-value"
+	srv := natstest.Run(t)
+	nc := natstest.Connect(t, srv)
+	gatewaytest.Start(t, nc)
+	cfg := gateway.DefaultConfig()
+	cfg.Auth.Tokens = []gateway.Token{
+		{SHA256: gateway.HashToken(devToken), Principal: "dev", Namespaces: []string{"default"}, Role: gateway.RoleAdmin},
+		{SHA256: gateway.HashToken(otherToken), Principal: "other", Namespaces: []string{"default"}, Role: gateway.RoleUser},
+	}
+	gw, err := gateway.New(cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), nc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(gw.Handler())
+	t.Cleanup(hs.Close)
+
+	data, empty := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(data, cli.DevTokenFile), []byte(devToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		ok   bool
+	}{
+		{"the dev token file", map[string]string{cli.EnvData: data}, nil, true},
+		{"no token anywhere", map[string]string{cli.EnvData: empty}, nil, false},
+		{"SKEIN_TOKEN without a file", map[string]string{cli.EnvData: empty, cli.EnvToken: otherToken}, nil, true},
+		{"SKEIN_TOKEN over the file", map[string]string{cli.EnvData: data, cli.EnvToken: "wrong"}, nil, false},
+		{"--token over SKEIN_TOKEN", map[string]string{cli.EnvData: empty, cli.EnvToken: "wrong"}, []string{"--token", devToken}, true},
+		{"a wrong --token", map[string]string{cli.EnvData: data}, []string{"--token", "wrong"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{cli.EnvServer: hs.URL}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			for _, cmd := range [][]string{{"agents"}, {"prompt", "-s", "tok", "hello"}, {"history", "-s", "tok"}} {
+				var stdout, stderr syncBuffer
+				err := execute(t.Context(), env, "", &stdout, &stderr, append(cmd, tt.args...)...)
+				if tt.ok && err != nil {
+					t.Fatalf("%v: %v\nstderr: %s", cmd, err, stderr.String())
+				}
+				if !tt.ok {
+					wantCode(t, err, "unauthenticated")
+				}
+				for _, secret := range []string{devToken, otherToken} {
+					if strings.Contains(stdout.String()+stderr.String(), secret) {
+						t.Errorf("%v printed a token", cmd)
+					}
+				}
+			}
+		})
+	}
+}
