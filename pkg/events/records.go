@@ -220,6 +220,11 @@ type RunnerInfo struct {
 	Agents   []AcpAgentEntry `msgpack:"agents"`
 	Capacity uint32          `msgpack:"capacity"`
 	Load     uint32          `msgpack:"load"`
+	// AllowEnv lists, per agent ID, the environment variables a session
+	// may set (the registry's allowEnv: names, or prefixes ending in
+	// "*"); an agent absent from it allows none. The session service
+	// refuses any other at open (workspace.CheckEnv).
+	AllowEnv map[string][]string `msgpack:"allowEnv,omitempty"`
 }
 
 // Record kinds: the variant names of Skein's own records, as HeaderRecord

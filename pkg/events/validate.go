@@ -31,7 +31,10 @@ import (
 //   - An open request's cwd and additional directories are absolute paths,
 //     its mcpServers an array of objects, and its agent an ID of the
 //     SessionID alphabet (else CodeUnknownAgent: no registry entry can
-//     have it).
+//     have it). Whether the paths lie under the workspace roots, and the
+//     env names under the agent's allowEnv, needs configuration and the
+//     file system: package workspace checks them, in the session service
+//     at open and in the runner at launch.
 
 // Limits shared by the services that check them: the gateway's and the
 // session service's flags default to these, and the history service serves
