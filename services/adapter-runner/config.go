@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/workspace"
 )
 
 // Agent is one entry of the agent registry: how to start an ACP adapter.
@@ -24,9 +25,15 @@ type Agent struct {
 	// agent's advertised authMethods ids, e.g. codex-acp's
 	// "openai-api-key") after initialize and before the session opens.
 	AuthMethod string `json:"authMethod,omitempty"`
+	// AllowEnv names the environment variables a session may set for
+	// this agent: names, or prefixes ending in "*" ("MY_*"). A session
+	// setting any other is refused invalid_request; none listed means a
+	// session sets none (workspace.CheckEnv). Env above is the
+	// operator's, not limited by it.
+	AllowEnv []string `json:"allowEnv,omitempty"`
 }
 
-// Registry is the agents file: {"agents":[{"id":…,"command":…,"args":[…],"env":{…}}]}.
+// Registry is the agents file: {"agents":[{"id":…,"command":…,"args":[…],"env":{…},"allowEnv":[…]}]}.
 type Registry struct {
 	Agents []Agent `json:"agents"`
 }
@@ -56,6 +63,11 @@ func (r Registry) validate() error {
 		}
 		if a.Command == "" {
 			return fmt.Errorf("agent %s: empty command", a.ID)
+		}
+		for _, pat := range a.AllowEnv {
+			if name, _ := strings.CutSuffix(pat, "*"); name == "" && pat != "*" || strings.ContainsAny(name, "=*\x00") {
+				return fmt.Errorf("agent %s: allowEnv %q must be a variable name, or a prefix ending in *", a.ID, pat)
+			}
 		}
 		if seen[a.ID] {
 			return fmt.Errorf("agent %s listed twice", a.ID)
@@ -88,11 +100,18 @@ type Config struct {
 	// Builtin agents are known without a registry file; a file entry with
 	// the same ID wins. skein wires the test agent here as "test" and "demo".
 	Builtin []Agent
-	// DataDir holds a directory per session with its isolated HOME, TMPDIR
-	// and default working directory, and the record of the adapters
+	// DataDir holds a directory per session with its isolated HOME and
+	// TMPDIR, the default workspace root (WorkspaceRoots), and the record of the adapters
 	// running (.adapters), by which a runner started on it after one that
 	// was killed kills what that one left running (leftovers.go).
 	DataDir string
+	// WorkspaceRoots are the directories adapters may work in (flag
+	// adapter-runner.workspace-roots, comma-separated; by default
+	// <DataDir>/workspaces). A session's cwd and additional directories
+	// must lie under one, symlinks resolved, or its adapter is not
+	// launched (workspace.Roots.Check); a session without a cwd works in
+	// <first root>/<namespace>/<session ID>, created at launch.
+	WorkspaceRoots workspace.Roots
 	// Capacity is how many adapters this runner hosts at once; past it, a
 	// create is refused agent_unavailable ("runner r1 full: 64 of 64
 	// adapters"), so that a new session goes to another runner rather
@@ -131,7 +150,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	host, _ := os.Hostname()
 	fs.StringVar(&c.ID, "adapter-runner.id", sanitizeID(host), "runner ID, unique among runners")
 	fs.StringVar(&c.AgentsFile, "adapter-runner.agents", "", "agent registry file (JSON: {\"agents\":[{\"id\",\"command\",\"args\",\"env\"}]}); env SKEIN_AGENTS")
-	fs.StringVar(&c.DataDir, "adapter-runner.data-dir", filepath.Join(os.TempDir(), "skein-runner"), "directory for per-session HOME, TMPDIR and working directories, and the record of running adapters by which a restarted runner kills what a killed one left")
+	fs.StringVar(&c.DataDir, "adapter-runner.data-dir", filepath.Join(os.TempDir(), "skein-runner"), "directory for per-session HOME and TMPDIR, the default workspace root (<data-dir>/workspaces), and the record of running adapters by which a restarted runner kills what a killed one left")
+	fs.Var(&c.WorkspaceRoots, "adapter-runner.workspace-roots", "comma-separated directories adapters may work in; a session's cwd and additionalDirectories must lie under one (default <adapter-runner.data-dir>/workspaces)")
 	fs.IntVar(&c.Capacity, "adapter-runner.capacity", DefaultCapacity, "adapters hosted at once; past it a session is refused agent_unavailable (see docs/ARCHITECTURE.md, Capacity)")
 	fs.DurationVar(&c.Heartbeat, "adapter-runner.heartbeat", 5*time.Second, "heartbeat interval in ACP_RUNNERS")
 	fs.DurationVar(&c.StopGrace, "adapter-runner.stop-grace", 2*time.Second, "grace for each step of stopping an adapter")
@@ -152,6 +172,13 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		return errors.New("adapter-runner.data-dir must be set")
+	}
+	if len(c.WorkspaceRoots) == 0 {
+		dir, err := filepath.Abs(c.DataDir)
+		if err != nil {
+			return fmt.Errorf("adapter-runner.data-dir: %w", err)
+		}
+		c.WorkspaceRoots = workspace.Roots{filepath.Join(dir, "workspaces")}
 	}
 	if c.Capacity <= 0 {
 		c.Capacity = DefaultCapacity

@@ -127,7 +127,7 @@ func TestInstructions(t *testing.T) {
 			t.Run(tier.agent+"/"+st.name, func(t *testing.T) {
 				sid := fmt.Sprintf("%s-%d", tier.agent, i)
 				copyFile := filepath.Join(dir, tier.agent+".jsonl")
-				cwd := filepath.Join(h.dataDir, "default", sid, "work")
+				cwd := filepath.Join(h.dataDir, "workspaces", "default", sid) // the default cwd: <root>/<ns>/<sid>
 				meta := ""
 				if st.want != "" {
 					meta = `,"_meta":{"systemPrompt":{"append":` + quote(st.want) + `}}`

@@ -102,7 +102,8 @@ type process struct {
 // spawnSpec is what a create request asks for.
 type spawnSpec struct {
 	dataDir      string
-	cwd          string
+	cwd          string   // resolved and confined (Runner.confine)
+	dirs         []string // the additional directories, checked by confine
 	args         []string
 	env          map[string]string
 	maxLineBytes int
@@ -110,22 +111,18 @@ type spawnSpec struct {
 
 func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events.Namespace, sid events.SessionID, id string, agent Agent, spec spawnSpec, stderrMax int64, stopGrace time.Duration) (*process, error) {
 	dir := filepath.Join(spec.dataDir, string(ns), string(sid))
-	home, tmp, work := filepath.Join(dir, "home"), filepath.Join(dir, "tmp"), filepath.Join(dir, "work")
-	for _, d := range []string{home, tmp, work} {
+	home, tmp := filepath.Join(dir, "home"), filepath.Join(dir, "tmp")
+	for _, d := range []string{home, tmp} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("session directories: %w", err)
 		}
-	}
-	cwd := spec.cwd
-	if cwd == "" {
-		cwd = work
 	}
 	path, err := agent.lookPath()
 	if err != nil {
 		return nil, events.Errorf(events.CodeAgentNotInstalled, "agent %s is not installed: %v", agent.ID, err)
 	}
 	cmd := exec.Command(path, append(append([]string{}, agent.Args...), spec.args...)...)
-	cmd.Dir = cwd
+	cmd.Dir = spec.cwd
 	cmd.Env = adapterEnv(home, tmp, agent.Env, spec.env)
 	// Its own process group, so that stopping it also stops what it
 	// spawned, and killed when the runner dies (process_linux.go).

@@ -234,6 +234,12 @@ func (r *Runner) Info() *events.RunnerInfo {
 	info := &events.RunnerInfo{ID: r.cfg.ID, Capacity: uint32(r.cfg.Capacity), Load: uint32(load)}
 	for _, a := range r.agents {
 		info.Agents = append(info.Agents, events.AcpAgentEntry{ID: a.ID, Installed: installed(a), AdapterEntrypoint: a.Command})
+		if len(a.AllowEnv) > 0 {
+			if info.AllowEnv == nil {
+				info.AllowEnv = map[string][]string{}
+			}
+			info.AllowEnv[a.ID] = a.AllowEnv
+		}
 	}
 	sort.Slice(info.Agents, func(i, j int) bool { return info.Agents[i].ID < info.Agents[j].ID })
 	return info
@@ -267,7 +273,7 @@ func (r *Runner) handleCreate(ctx context.Context, js jetstream.JetStream, req m
 		return
 	}
 	meta := systemPromptMeta(r.instructions(create.SkipOsInstructions, create.AdditionalInstructions))
-	r.start(ctx, js, req, create.AgentType, spawnSpec{cwd: create.Cwd, args: create.Args, env: create.Env},
+	r.start(ctx, js, req, create.AgentType, spawnSpec{cwd: create.Cwd, dirs: create.AdditionalDirectories, args: create.Args, env: create.Env},
 		func(ctx context.Context, p *process) (events.Variant, error) { return p.handshake(ctx, create, meta) })
 }
 
@@ -296,7 +302,7 @@ func (r *Runner) handleRestore(ctx context.Context, js jetstream.JetStream, req 
 		_ = events.RespondErrorAsync(r.nc, req, events.Errorf(events.CodeInvalidRequest, "restore without an ACP session ID"))
 		return
 	}
-	r.start(ctx, js, req, restore.AgentType, spawnSpec{cwd: restore.Cwd, env: restore.Env},
+	r.start(ctx, js, req, restore.AgentType, spawnSpec{cwd: restore.Cwd, dirs: restore.AdditionalDirectories, env: restore.Env},
 		func(ctx context.Context, p *process) (events.Variant, error) { return p.restore(ctx, restore, meta) })
 }
 
@@ -342,6 +348,9 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 	agent, ok := r.agents[agentID]
 	if !ok {
 		return nil, events.Errorf(events.CodeUnknownAgent, "runner %s has no agent %q", r.cfg.ID, agentID)
+	}
+	if err := r.confine(ns, sid, agent, &spec); err != nil {
+		return nil, err
 	}
 	key := events.SessionKey(ns, sid)
 	r.mu.Lock()

@@ -56,6 +56,8 @@ type harness struct {
 	runner  *adapterrunner.Runner
 	dataDir string
 	io      chan *nats.Msg
+	// logs holds everything the runner logged, at every level.
+	logs *lockedBuffer
 	// stop stops the runner and returns what Run returned; the test's
 	// cleanup calls it too.
 	stop func() error
@@ -72,12 +74,15 @@ func startWith(t *testing.T, cfg adapterrunner.Config, agents ...adapterrunner.A
 	t.Helper()
 	ns := natstest.Run(t)
 	nc := natstest.Connect(t, ns)
-	h := &harness{nc: nc, dataDir: t.TempDir(), io: make(chan *nats.Msg, 1024)}
+	h := &harness{nc: nc, dataDir: t.TempDir(), io: make(chan *nats.Msg, 1024), logs: &lockedBuffer{}}
 	if len(agents) == 0 {
 		agents = []adapterrunner.Agent{{ID: "test", Command: testAgent}}
 	}
 	cfg.ID, cfg.DataDir, cfg.Builtin, cfg.StopGrace = "r1", h.dataDir, agents, 200*time.Millisecond
-	r, err := adapterrunner.New(cfg, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), nc, prometheus.NewRegistry())
+	lg := slog.New(slog.NewMultiHandler(
+		slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}),
+		slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	r, err := adapterrunner.New(cfg, lg, nc, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
