@@ -7,6 +7,7 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/workspace"
 )
 
 // Config configures the session service.
@@ -16,6 +17,15 @@ type Config struct {
 	// DefaultCwd is the working directory of a session opened without one.
 	// Empty means the runner's per-session work directory.
 	DefaultCwd string
+	// WorkspaceRoots are the directories sessions may work in: the
+	// runners' adapter-runner.workspace-roots (skein wires them in when
+	// the session service and the runner share a process). An open whose
+	// cwd or additional directories lie outside them, symlinks resolved,
+	// is refused before anything is recorded, and a session opened
+	// without a cwd gets <first root>/<namespace>/<session ID>. Empty
+	// leaves both to the runner, which checks at launch whatever this
+	// says (package workspace).
+	WorkspaceRoots workspace.Roots
 	// AttachTimeout bounds starting an adapter on a runner and opening its
 	// ACP session.
 	AttachTimeout time.Duration
@@ -69,6 +79,7 @@ type Config struct {
 // RegisterFlags registers the service's flags in fs, prefixed "session.".
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DefaultCwd, "session.default-cwd", "", "working directory of sessions opened without one (empty: the runner's per-session directory)")
+	fs.Var(&c.WorkspaceRoots, "session.workspace-roots", "comma-separated directories sessions may work in, as the runners' adapter-runner.workspace-roots; an open outside them is refused before it is recorded (empty: the runner checks at launch; skein takes the runner's when both run in one process)")
 	fs.DurationVar(&c.AttachTimeout, "session.attach-timeout", 60*time.Second, "bound on starting an adapter and opening its ACP session; keep it above adapter-runner.create-timeout, so the runner reports what the agent did first")
 	fs.DurationVar(&c.CallTimeout, "session.call-timeout", 10*time.Second, "bound on one runner control request")
 	fs.IntVar(&c.MaxPromptBytes, "session.max-prompt-bytes", events.DefaultMaxPromptBytes, "largest prompt content in bytes, for NATS callers (the gateway applies its own, by default the same)")

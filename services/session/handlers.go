@@ -12,7 +12,10 @@ func (s *Service) handleOpen(ctx context.Context, ns events.Namespace, data []by
 	if err != nil {
 		return nil, err
 	}
-	opened := s.normalizeOpen(req)
+	opened := s.normalizeOpen(req, ns, sess.sid)
+	if err := s.checkOpen(ctx, opened); err != nil {
+		return nil, err
+	}
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if err := sess.open(ctx, opened); err != nil {

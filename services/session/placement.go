@@ -80,6 +80,24 @@ func (d *runnerDirectory) refresh(ctx context.Context) error {
 	return nil
 }
 
+// allowEnv returns the environment variables a session of agent may set,
+// by the lists of the runners that have it (a name allowed by any of them
+// passes: the runner placement picks checks its own again), and whether
+// any runner has the agent at all.
+func (d *runnerDirectory) allowEnv(agent string) (allow []string, known bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, r := range d.runners {
+		for _, a := range r.Agents {
+			if a.ID == agent {
+				known = true
+				allow = append(allow, r.AllowEnv[agent]...)
+			}
+		}
+	}
+	return allow, known
+}
+
 // place picks the least-loaded runner that has agent installed and room for
 // one more adapter.
 func (d *runnerDirectory) place(ctx context.Context, agent string) (events.RunnerID, error) {

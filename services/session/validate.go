@@ -1,13 +1,20 @@
 package session
 
 import (
+	"context"
+	"encoding/json"
+
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/workspace"
 )
 
 // normalizeOpen applies the defaults to a validated open request
 // (AcpOpenSessionRequest.Validate), giving the immutable options recorded
-// in SessionOpened. ACP values are kept byte for byte.
-func (s *Service) normalizeOpen(req *events.AcpOpenSessionRequest) *events.SessionOpened {
+// in SessionOpened. ACP values are kept byte for byte. A session opened
+// without a cwd gets session.default-cwd if set, else its own directory
+// under the first workspace root, <root>/<namespace>/<session ID>, which
+// the runner creates when it launches the adapter.
+func (s *Service) normalizeOpen(req *events.AcpOpenSessionRequest, ns events.Namespace, sid events.SessionID) *events.SessionOpened {
 	o := &events.SessionOpened{
 		Agent:                  req.Agent,
 		Cwd:                    s.cfg.DefaultCwd,
@@ -16,6 +23,9 @@ func (s *Service) normalizeOpen(req *events.AcpOpenSessionRequest) *events.Sessi
 		AdditionalDirectories:  req.AdditionalDirectories,
 		Env:                    req.Env,
 		McpServers:             req.McpServers,
+	}
+	if o.Cwd == "" {
+		o.Cwd = s.cfg.WorkspaceRoots.Default(ns, sid)
 	}
 	if req.Cwd != nil {
 		o.Cwd = *req.Cwd
@@ -27,4 +37,47 @@ func (s *Service) normalizeOpen(req *events.AcpOpenSessionRequest) *events.Sessi
 		o.PermissionPolicy = *req.PermissionPolicy
 	}
 	return o
+}
+
+// checkOpen refuses, before anything is recorded, the options of an open
+// the runner would refuse at launch (package workspace): a cwd or an
+// additional directory outside the workspace roots, symlinks resolved, and
+// env variables the agent's allowEnv does not name, by the runners'
+// heartbeats. With no roots configured the paths are left to the runner;
+// an agent no runner has is left to placement (unknown_agent).
+func (s *Service) checkOpen(ctx context.Context, o *events.SessionOpened) error {
+	if roots := s.cfg.WorkspaceRoots; len(roots) > 0 {
+		if o.Cwd != "" {
+			if _, err := roots.Check("cwd", o.Cwd); err != nil {
+				return err
+			}
+		}
+		var dirs []string
+		if len(o.AdditionalDirectories) > 0 {
+			_ = json.Unmarshal(o.AdditionalDirectories, &dirs) // Validate checked its shape
+		}
+		for _, d := range dirs {
+			if _, err := roots.Check("additionalDirectories entry", d); err != nil {
+				return err
+			}
+		}
+	}
+	if len(o.Env) == 0 {
+		return nil
+	}
+	var env map[string]string
+	_ = json.Unmarshal(o.Env, &env) // Validate checked its shape
+	if len(env) == 0 {
+		return nil
+	}
+	allow, known := s.runners.allowEnv(o.Agent)
+	if !known {
+		if err := s.runners.refresh(ctx); err == nil {
+			allow, known = s.runners.allowEnv(o.Agent)
+		}
+	}
+	if !known {
+		return nil
+	}
+	return workspace.CheckEnv(o.Agent, allow, env)
 }

@@ -38,11 +38,14 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/workspace"
 	"skein.dev/services/history"
 )
 
-// DefaultCwd is the cwd of a session opened without one.
-const DefaultCwd = "/home/agentos"
+// DefaultWorkspaceRoot stands for the workspace root: a session opened
+// without a cwd gets <root>/<namespace>/<session ID>, as from the session
+// service (package workspace). Paths are not checked against it.
+const DefaultWorkspaceRoot = "/home/agentos"
 
 // runnerID is the fake runner whose heartbeat in ACP_RUNNERS lists the
 // agents (SetAgents).
@@ -653,7 +656,7 @@ func (b *Backend) open(ns events.Namespace, sid events.SessionID, req *events.Ac
 		Info: events.AcpDurableSessionInfo{
 			SessionID:             string(sid),
 			Agent:                 req.Agent,
-			Cwd:                   DefaultCwd,
+			Cwd:                   workspace.Roots{DefaultWorkspaceRoot}.Default(ns, sid),
 			AdditionalDirectories: events.JSON(`[]`),
 			CreatedAt:             t,
 			UpdatedAt:             t,
