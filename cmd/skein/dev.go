@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
+
+	"skein.dev/pkg/events/workspace"
 )
 
 // devConfig holds the flags of skein dev beyond the services' own.
@@ -88,6 +90,9 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	if c.stack.Runner.DataDir == "" || !isSet(fs, "adapter-runner.data-dir") {
 		c.stack.Runner.DataDir = filepath.Join(dataDir, "sessions")
+	}
+	if len(c.stack.Runner.WorkspaceRoots) == 0 {
+		c.stack.Runner.WorkspaceRoots = workspace.Roots{filepath.Join(dataDir, "workspaces")}
 	}
 	if c.stack.Runner.Builtin, err = builtinAgents(); err != nil {
 		return err

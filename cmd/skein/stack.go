@@ -111,6 +111,14 @@ func newStack(cfg *stackConfig, targets []string, lg *slog.Logger, dial dialer) 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	st := &stack{services: map[string]runnable{}, reg: reg}
 	cfg.Session.Replicas, cfg.Runner.Replicas, cfg.History.Replicas = cfg.Replicas, cfg.Replicas, cfg.Replicas
+	if len(cfg.Session.WorkspaceRoots) == 0 && slices.Contains(targets, TargetSession) && slices.Contains(targets, TargetAdapterRunner) {
+		// One process, one file system: the session service refuses at
+		// open what its runner would refuse at launch.
+		runner := cfg.Runner
+		if err := runner.Validate(); err == nil {
+			cfg.Session.WorkspaceRoots = runner.WorkspaceRoots
+		}
+	}
 	for _, t := range targets {
 		var (
 			svc runnable
@@ -235,7 +243,9 @@ func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
 }
 
 // builtinAgents returns the test agent under the IDs "test" and "demo": this
-// binary run as "skein testagent".
+// binary run as "skein testagent". Neither has an allowEnv: the test agent
+// reads no variable a session could set, so a session's env is refused
+// (an agents file entry with the same ID can allow some).
 func builtinAgents() ([]adapterrunner.Agent, error) {
 	exe, err := os.Executable()
 	if err != nil {
