@@ -149,7 +149,7 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	host, _ := os.Hostname()
 	fs.StringVar(&c.ID, "adapter-runner.id", sanitizeID(host), "runner ID, unique among runners")
-	fs.StringVar(&c.AgentsFile, "adapter-runner.agents", "", "agent registry file (JSON: {\"agents\":[{\"id\",\"command\",\"args\",\"env\"}]}); env SKEIN_AGENTS")
+	fs.StringVar(&c.AgentsFile, "adapter-runner.agents", "", "agent registry file (JSON: {\"agents\":[{\"id\",\"command\",\"args\",\"env\",\"allowEnv\"}]}); env SKEIN_AGENTS")
 	fs.StringVar(&c.DataDir, "adapter-runner.data-dir", filepath.Join(os.TempDir(), "skein-runner"), "directory for per-session HOME and TMPDIR, the default workspace root (<data-dir>/workspaces), and the record of running adapters by which a restarted runner kills what a killed one left")
 	fs.Var(&c.WorkspaceRoots, "adapter-runner.workspace-roots", "comma-separated directories adapters may work in; a session's cwd and additionalDirectories must lie under one (default <adapter-runner.data-dir>/workspaces)")
 	fs.IntVar(&c.Capacity, "adapter-runner.capacity", DefaultCapacity, "adapters hosted at once; past it a session is refused agent_unavailable (see docs/ARCHITECTURE.md, Capacity)")
@@ -179,6 +179,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("adapter-runner.data-dir: %w", err)
 		}
 		c.WorkspaceRoots = workspace.Roots{filepath.Join(dir, "workspaces")}
+	}
+	if err := c.WorkspaceRoots.Validate(); err != nil {
+		return fmt.Errorf("adapter-runner.workspace-roots: %w", err)
 	}
 	if c.Capacity <= 0 {
 		c.Capacity = DefaultCapacity

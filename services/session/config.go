@@ -138,6 +138,9 @@ func (c *Config) Validate() error {
 	if c.GroupCommitMin <= 0 {
 		c.GroupCommitMin = 8
 	}
+	if err := c.WorkspaceRoots.Validate(); err != nil {
+		return fmt.Errorf("session.workspace-roots: %w", err)
+	}
 	if c.OwnerTTL <= 0 {
 		c.OwnerTTL = eventlog.DefaultOwnerTTL
 	}

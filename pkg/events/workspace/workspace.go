@@ -57,6 +57,17 @@ func ParseRoots(list string) (Roots, error) {
 	return r, nil
 }
 
+// Validate checks roots set other than by ParseRoots (a Config built in
+// code): each must be absolute and without "..".
+func (r Roots) Validate() error {
+	for _, p := range r {
+		if !filepath.IsAbs(p) || hasDotDot(p) {
+			return fmt.Errorf("workspace root %q must be an absolute path without ..", p)
+		}
+	}
+	return nil
+}
+
 // String returns r as ParseRoots reads it.
 func (r Roots) String() string { return strings.Join(r, ",") }
 
@@ -101,7 +112,7 @@ func (r Roots) Check(what, p string) (string, error) {
 		return "", events.Errorf(events.CodeInvalidRequest, "%s %q: %v", what, trunc(p), err)
 	}
 	for _, root := range r {
-		rr, err := resolve(root)
+		rr, err := resolve(filepath.Clean(root))
 		if err == nil && under(resolved, rr) {
 			return resolved, nil
 		}
@@ -113,7 +124,7 @@ func (r Roots) Check(what, p string) (string, error) {
 // written.
 func (r Roots) lexicallyUnder(p string) bool {
 	for _, root := range r {
-		if under(p, root) {
+		if under(p, filepath.Clean(root)) {
 			return true
 		}
 	}

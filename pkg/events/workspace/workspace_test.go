@@ -167,3 +167,38 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCheckEnv: a refusal never holds a value, and a name passes exactly
+// when a pattern allows it.
+func FuzzCheckEnv(f *testing.F) {
+	f.Add("MY_*", "MY_TOKEN", "v")
+	f.Add("EXACT", "EXACTLY", "secret")
+	f.Add("*", "", "")
+	f.Fuzz(func(t *testing.T, pattern, name, value string) {
+		const marker = "\x01value:"
+		err := workspace.CheckEnv("a", []string{pattern}, map[string]string{name: marker + value})
+		if (err == nil) != workspace.EnvAllowed([]string{pattern}, name) {
+			t.Fatalf("CheckEnv(%q, %q) = %v, EnvAllowed says otherwise", pattern, name, err)
+		}
+		if err != nil && strings.Contains(err.Error(), marker) {
+			t.Fatalf("CheckEnv error %q holds the value", err)
+		}
+	})
+}
+
+func TestRootsValidate(t *testing.T) {
+	if err := (workspace.Roots{"/a", "/b/"}).Validate(); err != nil {
+		t.Errorf("Validate of absolute roots = %v", err)
+	}
+	for _, bad := range []workspace.Roots{{"rel"}, {"/a/../b"}} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("Validate(%v) = nil, want an error", bad)
+		}
+	}
+	// A root written unclean confines like its clean form.
+	dir := t.TempDir()
+	dir, _ = filepath.EvalSymlinks(dir)
+	if got, err := (workspace.Roots{dir + "/"}).Check("cwd", dir+"/x"); err != nil || got != dir+"/x" {
+		t.Errorf("Check under an unclean root = %q, %v; want %q", got, err, dir+"/x")
+	}
+}
