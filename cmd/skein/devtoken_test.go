@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,12 +43,12 @@ func TestDevToken(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs skein dev; skipped in -short")
 	}
-	data := t.TempDir()
+	data, metricsAddr := t.TempDir(), freeAddr(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	stdout := &lockedBuffer{}
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"dev", "--data", data, "--http", "127.0.0.1:0", "--log-level", "warn"}, func(string) string { return "" }, nil, stdout, stdout)
+		done <- run(ctx, []string{"dev", "--data", data, "--http", "127.0.0.1:0", "--metrics-listen", metricsAddr, "--log-level", "warn"}, func(string) string { return "" }, nil, stdout, stdout)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -69,6 +70,19 @@ func TestDevToken(t *testing.T) {
 	if strings.Contains(stdout.String(), strings.TrimSpace(string(token))) {
 		t.Errorf("skein dev printed its token:\n%s", stdout)
 	}
+	// Metrics are on their own listener, without a token, and not on the
+	// gateway's port.
+	// (It may start listening after the welcome: both start at once.)
+	var status int
+	if err := pollFor(t.Context(), "the metrics listener", func() bool {
+		status = get(t, "http://"+metricsAddr+"/metrics")
+		return status != 0
+	}); err != nil || status != http.StatusOK {
+		t.Errorf("GET /metrics on --metrics-listen = %d, %v; want 200", status, err)
+	}
+	if status := get(t, url+"/metrics"); status != http.StatusNotFound {
+		t.Errorf("GET /metrics on the gateway's port = %d, want 404", status)
+	}
 	skein := func(env map[string]string, args ...string) (string, int) {
 		t.Helper()
 		env[cli.EnvServer] = url
@@ -87,5 +101,32 @@ func TestDevToken(t *testing.T) {
 	}
 	if out, code := skein(map[string]string{cli.EnvData: data, cli.EnvToken: "wrong"}, "history"); code == 0 || !strings.Contains(out, "unauthenticated") {
 		t.Errorf("history with a wrong SKEIN_TOKEN = %d, want unauthenticated:\n%s", code, out)
+	}
+}
+
+// get returns the status of a GET without a token, or 0 when there was
+// no answer.
+func get(t *testing.T, url string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestServeRefusesGatewayWithoutTokens: skein serve does not start a
+// gateway without a tokens file, unless told to serve without
+// authentication. It refuses before it dials NATS.
+func TestServeRefusesGatewayWithoutTokens(t *testing.T) {
+	var out lockedBuffer
+	code := run(t.Context(), []string{"serve", "-target=session,gateway", "-nats", "nats://127.0.0.1:1"}, func(string) string { return "" }, strings.NewReader(""), &out, &out)
+	if code == 0 || !strings.Contains(out.String(), "--gateway.tokens-file") || !strings.Contains(out.String(), "--gateway.insecure-no-auth") {
+		t.Errorf("serve without tokens = %d:\n%s\nwant a refusal naming both flags", code, out.String())
 	}
 }
