@@ -64,6 +64,9 @@ func TestToken(t *testing.T) {
 				}
 				if !tt.ok {
 					wantCode(t, err, "unauthenticated")
+					if hint := strings.Contains(err.Error(), cli.EnvToken); hint != (tt.name == "no token anywhere") {
+						t.Errorf("%v: %v: a hint where to find a token: %v, want it only when none was sent", cmd, err, hint)
+					}
 				}
 				for _, secret := range []string{devToken, otherToken} {
 					if strings.Contains(stdout.String()+stderr.String(), secret) {

@@ -92,7 +92,7 @@ func (c *client) do(ctx context.Context, method, u string, in, out any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return responseError(resp)
+		return c.responseError(resp)
 	}
 	if out == nil {
 		return nil
@@ -111,6 +111,16 @@ func responseError(resp *http.Response) error {
 		return &APIError{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(b))}
 	}
 	return &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, RequestID: eb.Error.RequestID}
+}
+
+// responseError is responseError with a hint when the gateway wanted a
+// token and the client had none to send.
+func (c *client) responseError(resp *http.Response) error {
+	err := responseError(resp)
+	if e, ok := err.(*APIError); ok && e.Code == "unauthenticated" && c.token == "" {
+		e.Message += " (no token was sent: pass --token, set " + EnvToken + ", or point " + EnvData + " at skein dev's data directory)"
+	}
+	return err
 }
 
 // openRequest is the body of PUT /v1/sessions/{id}.
@@ -324,7 +334,7 @@ func (c *client) events(ctx context.Context, sid string, after uint64) (*eventSt
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
-		return nil, responseError(resp)
+		return nil, c.responseError(resp)
 	}
 	return &eventStream{body: resp.Body, r: bufio.NewReader(resp.Body)}, nil
 }
