@@ -50,7 +50,7 @@ func ParseRoots(list string) (Roots, error) {
 			continue
 		}
 		if !filepath.IsAbs(p) || hasDotDot(p) {
-			return nil, fmt.Errorf("workspace root %q must be an absolute path without ..", p)
+			return nil, fmt.Errorf("workspace root %q must be an absolute path without a .. element", p)
 		}
 		r = append(r, filepath.Clean(p))
 	}
@@ -62,7 +62,7 @@ func ParseRoots(list string) (Roots, error) {
 func (r Roots) Validate() error {
 	for _, p := range r {
 		if !filepath.IsAbs(p) || hasDotDot(p) {
-			return fmt.Errorf("workspace root %q must be an absolute path without ..", p)
+			return fmt.Errorf("workspace root %q must be an absolute path without a .. element", p)
 		}
 	}
 	return nil

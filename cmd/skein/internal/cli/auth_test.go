@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"log/slog"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -53,9 +54,7 @@ func TestToken(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := map[string]string{cli.EnvServer: hs.URL}
-			for k, v := range tt.env {
-				env[k] = v
-			}
+			maps.Copy(env, tt.env)
 			for _, cmd := range [][]string{{"agents"}, {"prompt", "-s", "tok", "hello"}, {"history", "-s", "tok"}} {
 				var stdout, stderr syncBuffer
 				err := execute(t.Context(), env, "", &stdout, &stderr, append(cmd, tt.args...)...)
