@@ -44,7 +44,8 @@ test-long: ## the long soak, load and fault runs as well, and the capacity sweep
 bench: ## run the benchmarks and print the issue figures beside their baselines
 	$(GO) test -run='^$$' -bench='$(BENCH)' -benchtime=$(BENCH_TIME) -count=$(BENCH_COUNT) work | tee bench.txt
 	@echo
-	@$(GO) run ./ops/tools/benchtable bench.txt
+	@# The whole suite's table is also docs/BENCHMARKS.md, with the date and the machine.
+	@$(GO) run ./ops/tools/benchtable $(if $(filter .,$(BENCH)),-md docs/BENCHMARKS.md) bench.txt
 
 .PHONY: bench-smoke
 bench-smoke: ## every benchmark once, so none rots

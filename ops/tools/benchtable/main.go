@@ -1,19 +1,26 @@
 // Command benchtable prints the figures the issues name, each beside its
 // baseline from the same benchmark run. It reads `go test -bench` output on
-// standard input (or the files named) and writes a table.
+// standard input (or the files named) and writes a table. With -md FILE it
+// also writes the table as Markdown to FILE, headed by the date and the
+// machine (the CPU the run named, its cores, the memory): make bench writes
+// docs/BENCHMARKS.md so.
 //
-//	go test -run='^$' -bench=. work | go run ./ops/tools/benchtable
+//	go test -run='^$' -bench=. work | go run ./ops/tools/benchtable [-md FILE]
 package main
 
 import (
 	"bufio"
+	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // row is one figure: a metric of one benchmark, beside the same (or another)
@@ -144,10 +151,13 @@ func parse(r io.Reader) (map[string]map[string]float64, error) {
 }
 
 func main() {
+	md := flag.String("md", "", "also write the table as Markdown to this file, with the date and the machine")
+	flag.Parse()
 	var in io.Reader = os.Stdin
-	if len(os.Args) > 1 {
+	var raw bytes.Buffer
+	if flag.NArg() > 0 {
 		var rs []io.Reader
-		for _, p := range os.Args[1:] {
+		for _, p := range flag.Args() {
 			f, err := os.Open(p)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "benchtable:", err)
@@ -158,18 +168,34 @@ func main() {
 		}
 		in = io.MultiReader(rs...)
 	}
-	res, err := parse(in)
+	res, err := parse(io.TeeReader(in, &raw))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
 		os.Exit(1)
 	}
+	lines := table(res)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "figure\tvalue\tbaseline\tratio\ttarget")
+	for _, l := range lines {
+		fmt.Fprintln(tw, strings.Join(l, "\t"))
+	}
+	_ = tw.Flush()
+	if *md != "" {
+		if err := os.WriteFile(*md, markdown(lines, cpuOf(raw.String()), time.Now()), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "benchtable:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// table returns the header and a line per row: figure, value, baseline,
+// ratio, target.
+func table(res map[string]map[string]float64) [][]string {
+	out := [][]string{{"figure", "value", "baseline", "ratio", "target"}}
 	for _, r := range rows {
 		v, ok := res[r.bench][r.metric]
 		b, bok := res[r.baseline][r.baseMet]
 		if !ok {
-			fmt.Fprintf(tw, "%s\t(not run)\t\t\t%s\n", r.figure, r.target)
+			out = append(out, []string{r.figure, "(not run)", "", "", r.target})
 			continue
 		}
 		ratio, base := "", "(not run)"
@@ -182,9 +208,55 @@ func main() {
 				ratio = fmt.Sprintf("%.1f%%", 100*v/b)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s %s\t%s\t%s\t%s\n", r.figure, num(v), r.metric, base, ratio, r.target)
+		out = append(out, []string{r.figure, num(v) + " " + r.metric, base, ratio, r.target})
 	}
-	_ = tw.Flush()
+	return out
+}
+
+// markdown renders the table's lines as a Markdown document.
+func markdown(lines [][]string, cpu string, now time.Time) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Benchmarks\n\nThe figures the issues name, each beside its baseline from the same run, as `make bench` printed them.\n\n")
+	fmt.Fprintf(&b, "- date: %s\n- machine: %s, %d cores, %s of memory, %s/%s\n\n", now.UTC().Format("2006-01-02 15:04 UTC"), cpu, runtime.NumCPU(), memory(), runtime.GOOS, runtime.GOARCH)
+	for i, l := range lines {
+		cells := make([]string, len(l))
+		for j, c := range l {
+			cells[j] = strings.ReplaceAll(c, "|", "\\|")
+		}
+		fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
+		if i == 0 {
+			fmt.Fprintf(&b, "|%s\n", strings.Repeat("---|", len(l)))
+		}
+	}
+	return b.Bytes()
+}
+
+// cpuOf returns the CPU the benchmark output names ("cpu: ..."), or
+// "an unnamed CPU".
+func cpuOf(out string) string {
+	for line := range strings.SplitSeq(out, "\n") {
+		if c, ok := strings.CutPrefix(line, "cpu: "); ok {
+			return strings.TrimSpace(c)
+		}
+	}
+	return "an unnamed CPU"
+}
+
+// memory returns the machine's memory from /proc/meminfo, or "unknown".
+func memory() string {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return "unknown"
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "MemTotal:" {
+			if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
+				return fmt.Sprintf("%.1f GiB", kb/(1<<20))
+			}
+		}
+	}
+	return "unknown"
 }
 
 // num formats a figure: whole numbers from 100 up, three significant
