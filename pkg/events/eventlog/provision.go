@@ -2,8 +2,6 @@ package eventlog
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -158,29 +156,9 @@ func IOStreamConfig(o Options) jetstream.StreamConfig {
 	return cfg
 }
 
-// Provision creates ACP_LOG, ACP_IO and the KV buckets where they are
-// missing, and leaves existing ones as they are: the operator owns a running
-// cluster's limits. With update set, existing ones are brought to o (the
-// session service, which owns the streams, does this at start-up). Every
-// service calls it, so the services may start in any order.
-func Provision(ctx context.Context, js jetstream.JetStream, o Options, update bool) error {
-	o = o.withDefaults()
-	for _, cfg := range []jetstream.StreamConfig{LogStreamConfig(o), IOStreamConfig(o)} {
-		var err error
-		if update {
-			if str, serr := js.Stream(ctx, cfg.Name); serr == nil {
-				// A stream's persist mode is fixed when it is created.
-				cfg.PersistMode = str.CachedInfo().Config.PersistMode
-			}
-			_, err = js.CreateOrUpdateStream(ctx, cfg)
-		} else if _, err = js.CreateStream(ctx, cfg); errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			err = nil
-		}
-		if err != nil {
-			return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
-		}
-	}
-	buckets := []jetstream.KeyValueConfig{
+// bucketConfigs returns the KV buckets' configurations.
+func bucketConfigs(o Options) []jetstream.KeyValueConfig {
+	return []jetstream.KeyValueConfig{
 		{Bucket: events.BucketSessions, Description: "Skein session metadata projection", Storage: jetstream.FileStorage, Replicas: o.Replicas},
 		// A lease lives OwnerTTL past its last renewal (each renewal is a
 		// new revision); the marker its expiry leaves tells the other
@@ -190,16 +168,72 @@ func Provision(ctx context.Context, js jetstream.JetStream, o Options, update bo
 		// tells watchers (the session service) that the runner is gone.
 		{Bucket: events.BucketRunners, Description: "Skein adapter-runner heartbeats", Storage: jetstream.MemoryStorage, Replicas: o.Replicas, TTL: DefaultRunnerTTL, LimitMarkerTTL: DefaultRunnerTTL},
 	}
-	for _, cfg := range buckets {
-		var err error
-		if update {
-			_, err = js.CreateOrUpdateKeyValue(ctx, cfg)
-		} else if _, err = js.CreateKeyValue(ctx, cfg); errors.Is(err, jetstream.ErrBucketExists) {
-			err = nil
-		}
-		if err != nil {
-			return fmt.Errorf("provision bucket %s: %w", cfg.Bucket, err)
-		}
+}
+
+// kvStreamConfig returns the stream that backs a KV bucket, as nats.go's
+// CreateKeyValue makes it (a test holds the two equal): provisioning creates
+// and compares buckets as the streams they are, so one code path, and one
+// JSON file each under ops/nats, serves both.
+func kvStreamConfig(kv jetstream.KeyValueConfig) jetstream.StreamConfig {
+	dup := DefaultDuplicateWindow
+	if kv.TTL > 0 && kv.TTL < dup {
+		dup = kv.TTL
 	}
-	return nil
+	cfg := jetstream.StreamConfig{
+		Name:              "KV_" + kv.Bucket,
+		Description:       kv.Description,
+		Subjects:          []string{"$KV." + kv.Bucket + ".>"},
+		MaxMsgsPerSubject: 1,
+		MaxBytes:          -1,
+		MaxAge:            kv.TTL,
+		MaxMsgSize:        -1,
+		Storage:           kv.Storage,
+		Replicas:          kv.Replicas,
+		AllowRollup:       true,
+		DenyDelete:        true,
+		Duplicates:        dup,
+		MaxMsgs:           -1,
+		MaxConsumers:      -1,
+		AllowDirect:       true,
+		Discard:           jetstream.DiscardNew,
+	}
+	if kv.LimitMarkerTTL > 0 {
+		cfg.AllowMsgTTL = true
+		cfg.SubjectDeleteMarkerTTL = kv.LimitMarkerTTL
+	}
+	return cfg
+}
+
+// StreamConfigs returns every stream Provision makes, in the order it makes
+// them: ACP_LOG, ACP_IO, then the streams backing the KV buckets (KV_<bucket>).
+// Each says explicitly what the server would fill in (unlimited is -1), so it
+// reads as the server reports the stream; the files under ops/nats are these
+// for a cluster (Options{Replicas: 3}).
+func StreamConfigs(o Options) []jetstream.StreamConfig {
+	o = o.withDefaults()
+	cfgs := []jetstream.StreamConfig{LogStreamConfig(o), IOStreamConfig(o)}
+	for _, kv := range bucketConfigs(o) {
+		cfgs = append(cfgs, kvStreamConfig(kv))
+	}
+	for i := range cfgs {
+		cfgs[i] = serverDefaults(cfgs[i])
+	}
+	return cfgs
+}
+
+// Provision creates ACP_LOG, ACP_IO and the KV buckets where they are
+// missing, and leaves existing ones as they are: the operator owns a running
+// cluster's limits. With update set, existing ones are brought to o where
+// that can be done in place (the session service, which owns the streams,
+// does this at start-up); a difference that cannot is an error, and then
+// nothing changes. Every service calls it, so the services may start in any
+// order. When everything exists as intended it only reads (stream info), so
+// a service needs no right to create or update streams (Reconcile).
+func Provision(ctx context.Context, js jetstream.JetStream, o Options, update bool) error {
+	mode := CreateMissing
+	if update {
+		mode = Update
+	}
+	_, err := Reconcile(ctx, js, o, mode)
+	return err
 }
