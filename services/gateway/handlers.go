@@ -65,12 +65,7 @@ func (g *Gateway) handleGetSession(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	b, err := renderSession(&resp.Session)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, b)
-	return nil
+	return writeSession(w, &resp.Session)
 }
 
 // handlePrompt serves POST /v1/sessions/{id}/prompt. It blocks through the
@@ -454,6 +449,16 @@ type sessionJSON struct {
 // renderSession returns the JSON of a session. A JsonUtf8 field that is not
 // valid JSON is an internal error (the history service stored garbage),
 // never a broken response.
+// writeSession answers 200 with the session's JSON.
+func writeSession(w http.ResponseWriter, s *events.AcpDurableSessionInfo) error {
+	b, err := renderSession(s)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, b)
+	return nil
+}
+
 func renderSession(s *events.AcpDurableSessionInfo) ([]byte, error) {
 	b, err := json.Marshal(sessionJSON{
 		SessionID:             s.SessionID,

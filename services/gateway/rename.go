@@ -32,12 +32,7 @@ func (g *Gateway) handleRename(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	b, err := renderSession(&resp.Session)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, b)
-	return nil
+	return writeSession(w, &resp.Session)
 }
 
 // renameBody is the JSON form of RenameSessionRequest without its session

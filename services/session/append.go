@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"slices"
 	"strconv"
 	"time"
 
@@ -91,7 +90,6 @@ func (sess *session) writeEach(ctx context.Context, entries []eventlog.Entry) er
 	out, err := sess.w.AppendEach(ctx, entries)
 	sess.svc.m.appendSeconds.Observe(time.Since(start).Seconds())
 	sess.svc.m.appendRecords.Add(float64(len(out)))
-	sess.stored(out)
 	return sess.wrote(err)
 }
 
@@ -103,18 +101,7 @@ func (sess *session) write(ctx context.Context, entries []eventlog.Entry) ([]eve
 	if err == nil {
 		sess.svc.m.appendRecords.Add(float64(len(entries)))
 	}
-	sess.stored(out)
 	return out, sess.wrote(err)
-}
-
-// stored notes the newest public event among records just appended.
-func (sess *session) stored(out []eventlog.Appended) {
-	for _, a := range slices.Backward(out) {
-		if a.EventNo != 0 {
-			sess.lastEventSeq = a.Seq
-			return
-		}
-	}
 }
 
 // wrote accounts for an append's outcome. A write conflict means another

@@ -132,7 +132,7 @@ func (sess *session) projection() events.SessionMeta {
 		Cwd:                   sess.opened.Cwd,
 		AdditionalDirectories: dirs,
 		State:                 stateJSON,
-		LatestSequence:        sess.lastEventSeq,
+		LatestSequence:        sess.w.Position().LastEventSeq,
 		CreatedAt:             sess.createdAt.UTC().Format(events.TimestampFormat),
 		UpdatedAt:             sess.updatedAt.UTC().Format(events.TimestampFormat),
 	}

@@ -45,11 +45,6 @@ type session struct {
 	meta      events.SessionMeta
 	metaRev   uint64 // the ACP_SESSIONS revision of meta, as last read or written here (0: none)
 
-	// lastEventSeq is the ACP_LOG sequence of the session's newest public
-	// event (0: none): the projection's latestSequence, as getSession
-	// answers it.
-	lastEventSeq uint64
-
 	// title is the session's title ("": none yet) and titleSource where it
 	// came from (events.Title*), as its newest TitleChanged says (title.go).
 	title       string
@@ -133,16 +128,6 @@ func (sess *session) rebuild(ctx context.Context) error {
 	}
 	sess.w = eventlog.NewWriter(js, sess.ns, sess.sid, pos, sess.svc.token)
 	sess.w.OnPruneError(func(err error) { sess.lg.Warn("history over its byte cap not pruned", events.LogKeyErr, err) })
-	sess.lastEventSeq = 0
-	if pos.LastEventNo > 0 {
-		ev, err := eventlog.Last(ctx, js, events.StreamLog, events.LogSubject(sess.ns, sess.sid, events.LogEvents))
-		if err != nil {
-			return events.Errorf(events.CodeUnavailable, "read log of %s: %v", sess.sid, err)
-		}
-		if ev != nil {
-			sess.lastEventSeq = ev.Sequence
-		}
-	}
 	if last != nil {
 		// The first control record opens the session, unless the session
 		// was deleted: then a tombstone comes first, and a reopening after it.

@@ -129,7 +129,7 @@ func (w *Writer) sendWindow(ctx context.Context, entries []Entry) ([]Appended, e
 			}
 			w.pos.LastSeq = ack.Sequence
 			if apps[i].EventNo != 0 {
-				w.pos.LastEventNo = apps[i].EventNo
+				w.pos.LastEventNo, w.pos.LastEventSeq = apps[i].EventNo, ack.Sequence
 				w.pos.EventBytes = headerBytes(fut.Msg())
 			}
 			apps[i].Seq = ack.Sequence
@@ -177,9 +177,9 @@ func (w *Writer) resync(ctx context.Context, futs []jetstream.PubAckFuture) erro
 		if f.Msg().Header.Get(jetstream.MsgIDHeader) == id {
 			w.pos.LastSeq = rec.Sequence
 			if n := EventNo(rec); n != 0 {
-				w.pos.LastEventNo, w.pos.EventBytes = n, EventBytes(rec)
+				w.pos.LastEventNo, w.pos.LastEventSeq, w.pos.EventBytes = n, rec.Sequence, EventBytes(rec)
 			} else if ev, err := Last(ctx, w.js, events.StreamLog, w.evSubj); err == nil && ev != nil {
-				w.pos.LastEventNo, w.pos.EventBytes = EventNo(ev), EventBytes(ev)
+				w.pos.LastEventNo, w.pos.LastEventSeq, w.pos.EventBytes = EventNo(ev), ev.Sequence, EventBytes(ev)
 			}
 			return nil
 		}

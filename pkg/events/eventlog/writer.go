@@ -39,6 +39,9 @@ type Appended struct {
 type Position struct {
 	LastSeq     uint64 // stream sequence of the session's newest record; 0 when it has none
 	LastEventNo uint64 // event number of its newest public event
+	// LastEventSeq is the stream sequence of that event; 0 when there is
+	// none (a getSession's and a projection's latestSequence).
+	LastEventSeq uint64
 	// EventBytes is the running payload total of the newest public event
 	// (HeaderEventBytes); 0 when unknown, and the writer then reads it.
 	EventBytes uint64
@@ -60,6 +63,7 @@ func LoadPosition(ctx context.Context, js jetstream.JetStream, ns events.Namespa
 	}
 	if lastEv != nil {
 		pos.LastEventNo = EventNo(lastEv)
+		pos.LastEventSeq = lastEv.Sequence
 		pos.EventBytes = EventBytes(lastEv)
 	}
 	return pos, last, nil
@@ -233,7 +237,7 @@ func (w *Writer) commit(msgs []*nats.Msg, out []Appended, lastSeq uint64) []Appe
 	for i := range out {
 		out[i].Seq = first + uint64(i)
 		if out[i].EventNo != 0 {
-			w.pos.LastEventNo = out[i].EventNo
+			w.pos.LastEventNo, w.pos.LastEventSeq = out[i].EventNo, out[i].Seq
 			w.pos.EventBytes = headerBytes(msgs[i])
 		}
 	}
