@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/natstest"
@@ -23,9 +24,17 @@ import (
 // Benchmarks of the whole path, each beside its baseline in the same run:
 //
 //	BenchmarkDurableUpdates/path=session: an agent writes N updates of a given
-//	size; each goes runner → ACP_IO → session → ACP_LOG (one compare-and-set
-//	append each). Baseline path=raw: N JetStream async publishes of the same
-//	payload size to a plain stream.
+//	size; each goes runner → ACP_IO → session → ACP_LOG (compare-and-set
+//	appends: pipelined on one replica, grouped in atomic batches on three;
+//	see session/append.go). Baseline path=raw: N JetStream async publishes
+//	of the same payload size to one subject of a stream configured as
+//	ACP_LOG is (eventlog.StreamConfigs: RePublish, replicas, storage,
+//	limits alike). Both on replicas=1 (one embedded server, in-process
+//	connections, as skein dev runs) and replicas=3 (a three-server cluster
+//	in this process, every connection to one node over loopback TCP, as
+//	clients of a cluster connect), so the session-to-raw ratio at each
+//	replica count is the implementation's cost, and raw at 3 beside raw at
+//	1 what replication costs (loopback TCP included).
 //
 //	BenchmarkPromptRoundTrip/via=nats|http: one prompt the test agent answers
 //	at once, through the whole stack. Baseline via=stdio: the same prompt to
@@ -46,56 +55,99 @@ func promptBody(text string) string {
 
 func BenchmarkDurableUpdates(b *testing.B) {
 	const perPrompt = 500
-	for _, size := range []int{256, 1024} {
-		for _, sessions := range []int{1, 4} {
-			b.Run(fmt.Sprintf("path=session,size=%d,sessions=%d", size, sessions), func(b *testing.B) {
-				st := startStackTB(b, natstest.Run(b), b.TempDir())
-				body := promptBody(updateScript(perPrompt, size))
-				bases := make([]string, sessions)
-				for i := range bases {
-					bases[i] = fmt.Sprintf("%s/v1/sessions/bench%d", st.url, i)
-					mustDo(b, http.MethodPut, bases[i], `{"agent":"test"}`)
-					mustDo(b, http.MethodPost, bases[i]+"/prompt", body) // warm up
+	for _, replicas := range []int{1, 3} {
+		for _, size := range []int{256, 1024} {
+			for _, sessions := range []int{1, 4} {
+				b.Run(fmt.Sprintf("path=session,replicas=%d,size=%d,sessions=%d", replicas, size, sessions), func(b *testing.B) {
+					ns := benchServer(b, replicas)
+					st := startStackTB(b, ns, b.TempDir(), func(c *stackConfig) { c.Replicas = replicas })
+					checkLogStream(b, ns, replicas)
+					body := promptBody(updateScript(perPrompt, size))
+					bases := make([]string, sessions)
+					for i := range bases {
+						bases[i] = fmt.Sprintf("%s/v1/sessions/bench%d", st.url, i)
+						mustDo(b, http.MethodPut, bases[i], `{"agent":"test"}`)
+						mustDo(b, http.MethodPost, bases[i]+"/prompt", body) // warm up
+					}
+					start := time.Now()
+					for b.Loop() {
+						var wg sync.WaitGroup
+						for _, base := range bases {
+							wg.Go(func() { mustDo(b, http.MethodPost, base+"/prompt", body) })
+						}
+						wg.Wait()
+					}
+					b.ReportMetric(float64(perPrompt*sessions*b.N)/time.Since(start).Seconds(), "updates/s")
+					b.SetBytes(int64(size * perPrompt * sessions))
+				})
+			}
+			b.Run(fmt.Sprintf("path=raw,replicas=%d,size=%d", replicas, size), func(b *testing.B) {
+				js, err := jetstream.New(natstest.Connect(b, benchServer(b, replicas)))
+				if err != nil {
+					b.Fatal(err)
 				}
+				if _, err := js.CreateStream(b.Context(), logStreamConfig(b, replicas)); err != nil {
+					b.Fatal(err)
+				}
+				subject := events.LogSubject(events.DefaultNamespace, "bench", events.LogEvents)
+				payload := make([]byte, size)
 				start := time.Now()
 				for b.Loop() {
-					var wg sync.WaitGroup
-					for _, base := range bases {
-						wg.Go(func() { mustDo(b, http.MethodPost, base+"/prompt", body) })
+					for range perPrompt {
+						if _, err := js.PublishAsync(subject, payload); err != nil {
+							b.Fatal(err)
+						}
 					}
-					wg.Wait()
+					select {
+					case <-js.PublishAsyncComplete():
+					case <-time.After(30 * time.Second):
+						b.Fatal("async publishes not acknowledged")
+					}
 				}
-				b.ReportMetric(float64(perPrompt*sessions*b.N)/time.Since(start).Seconds(), "updates/s")
-				b.SetBytes(int64(size * perPrompt * sessions))
+				b.ReportMetric(float64(perPrompt*b.N)/time.Since(start).Seconds(), "updates/s")
+				b.SetBytes(int64(size * perPrompt))
 			})
 		}
-		b.Run(fmt.Sprintf("path=raw,size=%d", size), func(b *testing.B) {
-			ns := natstest.Run(b)
-			js, err := jetstream.New(natstest.Connect(b, ns))
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := js.CreateStream(b.Context(), jetstream.StreamConfig{Name: "RAW", Subjects: []string{"raw.>"}, Storage: jetstream.FileStorage}); err != nil {
-				b.Fatal(err)
-			}
-			payload := make([]byte, size)
-			start := time.Now()
-			for b.Loop() {
-				for range perPrompt {
-					if _, err := js.PublishAsync("raw.bench", payload); err != nil {
-						b.Fatal(err)
-					}
-				}
-				select {
-				case <-js.PublishAsyncComplete():
-				case <-time.After(30 * time.Second):
-					b.Fatal("async publishes not acknowledged")
-				}
-			}
-			b.ReportMetric(float64(perPrompt*b.N)/time.Since(start).Seconds(), "updates/s")
-			b.SetBytes(int64(size * perPrompt))
-		})
 	}
+}
+
+// benchServer returns the server a benchmark's clients connect to: one
+// embedded server for one replica, else a node of a cluster of replicas
+// servers.
+func benchServer(b *testing.B, replicas int) *server.Server {
+	if replicas == 1 {
+		return natstest.Run(b)
+	}
+	return natstest.RunCluster(b, replicas)[0]
+}
+
+// checkLogStream fails b unless the ACP_LOG the stack provisioned on ns has
+// the replicas and RePublish of the raw baseline's stream.
+func checkLogStream(b *testing.B, ns *server.Server, replicas int) {
+	js, err := jetstream.New(natstest.Connect(b, ns))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := js.Stream(b.Context(), events.StreamLog)
+	if err != nil {
+		b.Fatal(err)
+	}
+	got, want := s.CachedInfo().Config, logStreamConfig(b, replicas)
+	if got.Replicas != want.Replicas || got.Storage != want.Storage || got.RePublish == nil || *got.RePublish != *want.RePublish {
+		b.Fatalf("%s: replicas %d, storage %v, republish %+v; want %d, %v, %+v", events.StreamLog, got.Replicas, got.Storage, got.RePublish, want.Replicas, want.Storage, want.RePublish)
+	}
+}
+
+// logStreamConfig returns ACP_LOG's configuration at the given replicas,
+// as the session service provisions it.
+func logStreamConfig(b *testing.B, replicas int) jetstream.StreamConfig {
+	for _, cfg := range eventlog.StreamConfigs(eventlog.Options{Replicas: replicas}) {
+		if cfg.Name == events.StreamLog {
+			return cfg
+		}
+	}
+	b.Fatalf("eventlog.StreamConfigs has no %s", events.StreamLog)
+	return jetstream.StreamConfig{}
 }
 
 func BenchmarkPromptRoundTrip(b *testing.B) {
