@@ -28,6 +28,23 @@ build: ## build bin/skein and bin/skein-testagent
 run: build ## run Skein: embedded NATS, all services and the demo agent (skein dev)
 	$(BIN)/skein dev --data $(DATA) --http $(HTTP)
 
+# make cluster: three nats-server processes (ops/cluster/nats) and the four
+# services as separate skein serve processes, on fixed loopback ports.
+CLUSTER_DIR ?= .cluster
+NATS_SERVER_VERSION = $(shell cd cmd/skein && $(GO) list -m -f '{{.Version}}' github.com/nats-io/nats-server/v2)
+
+.PHONY: nats-server
+nats-server: ## build bin/nats-server from the version go.mod pins (go install)
+	GOBIN=$(abspath $(BIN)) GOWORK=off $(GO) install github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION)
+
+.PHONY: cluster
+cluster: build nats-server ## run Skein as a cluster: 3 NATS nodes, 4 service processes (CLUSTER_DIR)
+	$(GO) run ./ops/tools/cluster up -dir $(CLUSTER_DIR) -conf ops/cluster/nats -nats-server $(BIN)/nats-server -skein $(BIN)/skein
+
+.PHONY: cluster-stop
+cluster-stop: ## stop the cluster make cluster started (its data stays in CLUSTER_DIR)
+	$(GO) run ./ops/tools/cluster down -dir $(CLUSTER_DIR)
+
 .PHONY: test
 test: ## unit, embedded-NATS and end-to-end tests, race detector on
 	$(GO) test $(TEST_FLAGS) work
@@ -69,4 +86,4 @@ lint: ## gofmt, go vet, staticcheck and go fix (modernizers) must be clean
 
 .PHONY: clean
 clean: ## remove build output and the dev data directory
-	rm -rf $(BIN) $(DATA) bench.txt
+	rm -rf $(BIN) $(DATA) $(CLUSTER_DIR) bench.txt

@@ -9,6 +9,7 @@ require (
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.25.0
+	skein.dev/internal/cluster v0.0.0
 	skein.dev/internal/natstest v0.0.0
 	skein.dev/pkg/acp v0.0.0 // indirect
 	skein.dev/pkg/acpwire v0.0.0
@@ -48,6 +49,8 @@ require (
 	skein.dev/pkg/client v0.0.0
 )
 
+require gopkg.in/yaml.v3 v3.0.1 // indirect
+
 replace skein.dev/pkg/events => ../../pkg/events
 
 replace skein.dev/pkg/client => ../../pkg/client
@@ -67,3 +70,5 @@ replace skein.dev/services/history => ../../services/history
 replace skein.dev/testagent => ../../testagent
 
 replace skein.dev/pkg/acp => ../../pkg/acp
+
+replace skein.dev/internal/cluster => ../../internal/cluster

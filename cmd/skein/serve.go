@@ -77,7 +77,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	var nc *nats.Conn // the first service's, for the log line below
 	st, err := newStack(&c, targets, lg, func(service string) (*nats.Conn, error) {
-		conn, err := nats.Connect(natsURL, append(opts, nats.Name("skein "+service))...)
+		// Each service's replies arrive under an inbox prefix of its own,
+		// which the cluster's permissions grant it alone (ops/cluster).
+		conn, err := nats.Connect(natsURL, append(opts, nats.Name("skein "+service), nats.CustomInboxPrefix("_INBOX."+service))...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", natsURL, err)
 		}

@@ -16,4 +16,7 @@ require (
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/tools v0.51.0 // indirect
 	honnef.co/go/tools v0.8.2 // indirect
+	skein.dev/internal/cluster v0.0.0
 )
+
+replace skein.dev/internal/cluster => ../../internal/cluster

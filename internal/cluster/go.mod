@@ -1,0 +1,3 @@
+module skein.dev/internal/cluster
+
+go 1.26.8
