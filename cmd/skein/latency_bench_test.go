@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/acpwire"
@@ -26,6 +28,9 @@ import (
 //
 //	BenchmarkUpdateLatency/path=live,kind=chunk: delta → acp.live subscriber
 //	BenchmarkUpdateLatency/path=durable,kind=update: update → acp.tail subscriber (stored)
+//	BenchmarkUpdateLatency/path=core,kind=chunk and path=jetstream,kind=update:
+//	  the same pace of core publishes, and of JetStream publishes to ACP_LOG's
+//	  configuration read on its RePublish: the NATS floor under the two above
 //	BenchmarkTurnEnd/updates=1000: the agent's final response → TurnFinished stored and seen
 
 // sentAt extracts _meta.skein.sentAt from an update or response object.
@@ -123,6 +128,9 @@ func BenchmarkUpdateLatency(b *testing.B) {
 			}
 			s.report(b)
 		})
+		b.Run(fmt.Sprintf("path=%s,kind=%s", map[string]string{"chunk": "core", "update": "jetstream"}[kind], kind), func(b *testing.B) {
+			rawLatency(b, kind)
+		})
 		b.Run(fmt.Sprintf("path=stdio,kind=%s", kind), func(b *testing.B) {
 			var s samples
 			conn := startAgent(b, func(m *acpwire.Message) {
@@ -148,6 +156,72 @@ func BenchmarkUpdateLatency(b *testing.B) {
 			s.report(b)
 		})
 	}
+}
+
+// rawLatency is the NATS floor under path=live and path=durable, paced as
+// the agent's stamp script is (stampsPerPrompt updates 2 ms apart, 256 B):
+// for kind chunk, a core publish to acp.live and a core subscriber; for kind
+// update, an async JetStream publish to a stream configured as ACP_LOG is
+// (eventlog.StreamConfigs: RePublish included) and a core subscriber of its
+// RePublish subject on acp.tail, as a log follower reads it. Each message
+// carries its send time in a header.
+func rawLatency(b *testing.B, kind string) {
+	const sentHeader = "Bench-Sent-At"
+	ns := natstest.Run(b)
+	nc := natstest.Connect(b, ns)
+	pub, sub := events.LiveSubject(events.DefaultNamespace, "lat"), events.LiveSubject(events.DefaultNamespace, "lat")
+	var js jetstream.JetStream
+	if kind == "update" {
+		var err error
+		if js, err = jetstream.New(natstest.Connect(b, ns)); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := js.CreateStream(b.Context(), logStreamConfig(b, 1)); err != nil {
+			b.Fatal(err)
+		}
+		pub = events.LogSubject(events.DefaultNamespace, "lat", events.LogEvents)
+		sub = events.TailSubject(events.DefaultNamespace, "lat", events.LogEvents)
+	}
+	var s samples
+	received := make(chan struct{}, stampsPerPrompt)
+	subscription, err := nc.Subscribe(sub, func(m *nats.Msg) {
+		got := time.Now()
+		if sent, err := strconv.ParseInt(m.Header.Get(sentHeader), 10, 64); err == nil {
+			s.add(got.Sub(time.Unix(0, sent)))
+		}
+		received <- struct{}{}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer subscription.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	payload := make([]byte, 256)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for b.Loop() {
+		for range stampsPerPrompt {
+			<-tick.C
+			m := &nats.Msg{Subject: pub, Data: payload, Header: nats.Header{sentHeader: []string{strconv.FormatInt(time.Now().UnixNano(), 10)}}}
+			if js != nil {
+				if _, err := js.PublishMsgAsync(m); err != nil {
+					b.Fatal(err)
+				}
+			} else if err := nc.PublishMsg(m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for range stampsPerPrompt {
+			select {
+			case <-received:
+			case <-time.After(10 * time.Second):
+				b.Fatal("published messages not received")
+			}
+		}
+	}
+	s.report(b)
 }
 
 // startAgent runs the test agent on stdio and initializes it.

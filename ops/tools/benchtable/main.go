@@ -63,6 +63,13 @@ var rows = []row{
 	{"delta latency p99, adapter to acp.live", "BenchmarkUpdateLatency/path=live,kind=chunk", "p99-ms", "BenchmarkUpdateLatency/path=stdio,kind=chunk", "p99-ms", "< 3 ms"},
 	{"durable update latency p50, to a log subscriber", "BenchmarkUpdateLatency/path=durable,kind=update", "p50-ms", "BenchmarkUpdateLatency/path=stdio,kind=update", "p50-ms", "< 2 ms"},
 	{"durable update latency p99, to a log subscriber", "BenchmarkUpdateLatency/path=durable,kind=update", "p99-ms", "BenchmarkUpdateLatency/path=stdio,kind=update", "p99-ms", ""},
+	// The same two paths beside their NATS floor at the same pace: a core
+	// publish to a subscriber, and a JetStream publish to ACP_LOG's
+	// configuration read on its RePublish.
+	{"delta latency p50, beside a core NATS publish", "BenchmarkUpdateLatency/path=live,kind=chunk", "p50-ms", "BenchmarkUpdateLatency/path=core,kind=chunk", "p50-ms", ""},
+	{"delta latency p99, beside a core NATS publish", "BenchmarkUpdateLatency/path=live,kind=chunk", "p99-ms", "BenchmarkUpdateLatency/path=core,kind=chunk", "p99-ms", ""},
+	{"durable update latency p50, beside a raw JetStream publish and consumer", "BenchmarkUpdateLatency/path=durable,kind=update", "p50-ms", "BenchmarkUpdateLatency/path=jetstream,kind=update", "p50-ms", ""},
+	{"durable update latency p99, beside a raw JetStream publish and consumer", "BenchmarkUpdateLatency/path=durable,kind=update", "p99-ms", "BenchmarkUpdateLatency/path=jetstream,kind=update", "p99-ms", ""},
 	{"turn of 1,000 updates: final response to TurnFinished p50", "BenchmarkTurnEnd/path=session,updates=1000", "p50-ms", "BenchmarkTurnEnd/path=stdio,updates=1000", "p50-ms", ""},
 	{"turn of 1,000 updates: final response to TurnFinished p99", "BenchmarkTurnEnd/path=session,updates=1000", "p99-ms", "BenchmarkTurnEnd/path=stdio,updates=1000", "p99-ms", ""},
 	{"prompt after unload, restore by session/resume, p50", "BenchmarkRestore/tier=resume", "p50-ms", "BenchmarkRestore/tier=loaded", "p50-ms", ""},
