@@ -111,6 +111,7 @@ func (sess *session) wrote(err error) error {
 		code := events.AsError(err).Code
 		sess.svc.m.appends.WithLabelValues(string(code)).Inc()
 		if code == events.CodeWriteConflict {
+			sess.svc.m.appendConflicts.Inc()
 			sess.lg.Warn("log moved under this replica; forgetting the session", events.LogKeyErr, err)
 			sess.release(err)
 		}

@@ -152,6 +152,9 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 		}
 	}
 	svc.m.attachSeconds.WithLabelValues(tier).Observe(time.Since(start).Seconds())
+	if tier != events.TierNew {
+		svc.m.restores.WithLabelValues(tier).Inc()
+	}
 	sess.lg.Info("adapter attached", events.LogKeyRunner, string(runner), events.LogKeyProcess, r.processID, "tier", tier, "tier_reason", reason)
 	return runner, nil
 }

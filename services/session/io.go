@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,6 +19,7 @@ import (
 // predecessor (Nats-Last-Sequence) was not applied first has the gap filled
 // from the stream.
 func (sess *session) onTail(r *route, m *nats.Msg) {
+	received := time.Now()
 	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 	if err != nil {
 		return
@@ -32,6 +34,7 @@ func (sess *session) onTail(r *route, m *nats.Msg) {
 		sess.catchUp(r, prev)
 	}
 	if sess.adapter == r && prev <= r.applied {
+		r.received = received
 		sess.applyIO(r, seq, m.Header, m.Data)
 	}
 	sess.commitUnlessMore(r)
@@ -84,6 +87,7 @@ func (sess *session) catchUp(r *route, upTo uint64) {
 				return
 			}
 			sess.svc.m.ioGapRecords.Inc()
+			r.received = time.Now()
 			sess.applyIO(r, rec.Sequence, rec.Header, rec.Data)
 		}
 		if !sess.commitOrFail(ctx) {
@@ -199,6 +203,10 @@ func (sess *session) onUpdate(ctx context.Context, at ioPos, r *route, raw event
 			}
 		}
 		sess.buf.add(upd.Kind, upd.MessageID, upd.Raw, at)
+		if t := sess.turn; t != nil && !t.replied && upd.Kind == acp.UpdateAgentMessageChunk && hasText(upd.Raw) {
+			t.replied = true
+			sess.svc.m.firstReplySeconds.Observe(time.Since(t.acceptedAt).Seconds())
+		}
 		if sess.buf.bytes > cfg.MaxMessageBytes {
 			sess.buf.reset()
 			if sess.turn != nil {
@@ -218,6 +226,9 @@ func (sess *session) onUpdate(ctx context.Context, at ioPos, r *route, raw event
 			Update:        events.JSON(upd.Raw),
 		}, nil)
 		sess.svc.m.liveDeltas.Inc()
+		if !r.received.IsZero() {
+			sess.svc.m.liveDeltaSeconds.Observe(time.Since(r.received).Seconds())
+		}
 	default:
 		// Any other update ends the message in progress, then is durable
 		// at once, in arrival order.
@@ -239,6 +250,21 @@ func (sess *session) onUpdate(ctx context.Context, at ioPos, r *route, raw event
 			sess.onSessionInfo(ctx, at, upd.Raw)
 		}
 	}
+}
+
+// hasText reports whether a message chunk's content is a text block with
+// some text: the first such chunk of a turn is its first reply.
+func hasText(update []byte) bool {
+	content, ok, err := acp.Member(update, "content")
+	if err != nil || !ok {
+		return false
+	}
+	text, ok, err := acp.Member(content, "text")
+	if err != nil || !ok {
+		return false
+	}
+	var s string
+	return json.Unmarshal(text, &s) == nil && s != ""
 }
 
 // flush makes the buffered message durable, coalesced.

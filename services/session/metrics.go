@@ -1,9 +1,59 @@
 package session
 
 import (
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"skein.dev/pkg/acp"
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/natsmetrics"
 )
+
+// Closed label sets. Each vec is given its series at construction, so a
+// dashboard or an alert sees a zero rather than nothing before the first
+// event.
+var (
+	outcomes = []string{events.OutcomeCompleted, events.OutcomeFailed, events.OutcomeCancelled}
+	// stopReasons are ACP's stop reasons, stopReasonNone for a turn that
+	// ended without one (failed, or cancelled before the agent answered)
+	// and stopReasonOther for a value ACP does not define.
+	stopReasons = []string{acp.StopReasonEndTurn, acp.StopReasonMaxTokens, acp.StopReasonMaxTurnRequests,
+		acp.StopReasonRefusal, acp.StopReasonCancelled, stopReasonNone, stopReasonOther}
+	tiers         = []string{events.TierNew, events.TierResume, events.TierLoad, events.TierFallback}
+	restoreTiers  = []string{events.TierResume, events.TierLoad, events.TierFallback}
+	leaseEvents   = []string{"acquired", "held_elsewhere", "renewed", "lost", "evicted"}
+	permEnds      = []string{permAnswered, permTerminal}
+	appendResults = []string{"ok", string(events.CodeWriteConflict)}
+	// ioRejectReasons and unrecordedRecords are every value the code
+	// counts acp_session_io_rejected_total and acp_session_unrecorded_total
+	// with.
+	ioRejectReasons   = []string{"undecodable", "unexpected", "malformed_update", "malformed_permission"}
+	unrecordedRecords = []string{events.RecordAgentExited, "AcpDurablePermissionResponse", events.RecordTitleChanged}
+)
+
+const (
+	stopReasonNone  = "none"
+	stopReasonOther = "other"
+
+	permAnswered = "answered" // respondPermission chose an option
+	permTerminal = "terminal" // a cancel, the turn's end, the adapter's exit or the session's deletion ended it
+)
+
+// stopReasonLabel maps a turn's stop reason onto the closed set.
+func stopReasonLabel(r string) string {
+	switch r {
+	case "":
+		return stopReasonNone
+	case acp.StopReasonEndTurn, acp.StopReasonMaxTokens, acp.StopReasonMaxTurnRequests, acp.StopReasonRefusal, acp.StopReasonCancelled:
+		return r
+	}
+	return stopReasonOther
+}
+
+// turnBuckets span a turn's figures: a dispatch of a millisecond to a
+// turn of tools and approvals lasting most of an hour.
+var turnBuckets = prometheus.ExponentialBuckets(0.001, 2, 22)
 
 // metrics are the session service's instruments.
 type metrics struct {
@@ -31,11 +81,27 @@ type metrics struct {
 	lostRecords       *prometheus.CounterVec // records that could not be appended, by record
 	claimsSkipped     *prometheus.CounterVec // lease claims that did not load the session, by reason
 	projectionSkips   *prometheus.CounterVec // projection writes refused, by reason
+
+	// The edge-agent contract's three turn figures, and how turns ended.
+	dispatchSeconds   prometheus.Histogram
+	firstReplySeconds prometheus.Histogram
+	finishedSeconds   *prometheus.HistogramVec // by outcome
+	prompts           *prometheus.CounterVec   // by outcome and stop reason
+
+	liveDeltaSeconds  prometheus.Histogram
+	appendConflicts   prometheus.Counter
+	restores          *prometheus.CounterVec   // by tier
+	permissionSeconds *prometheus.HistogramVec // by end
+
+	// What placement sees of the runners, from their heartbeats.
+	runners         prometheus.Gauge
+	runnerFreeSlots prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, nc *nats.Conn) *metrics {
+	natsmetrics.Register(reg, natsmetrics.NewConn(natsmetrics.ServiceSession, nc))
 	f := promauto.With(reg)
-	return &metrics{
+	m := &metrics{
 		sessionsLoaded: f.NewGauge(prometheus.GaugeOpts{Name: "acp_session_sessions_loaded", Help: "Sessions held in memory by this replica."}),
 		turnsStarted:   f.NewCounter(prometheus.CounterOpts{Name: "acp_session_turns_started_total", Help: "Prompts accepted."}),
 		dispatches:     f.NewCounter(prometheus.CounterOpts{Name: "acp_session_prompt_dispatches_total", Help: "session/prompt requests sent to adapters."}),
@@ -59,5 +125,62 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		lostRecords:       f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_unrecorded_total", Help: "Records the service could not append, by record (the log is left for the next owner to reconcile)."}, []string{"record"}),
 		claimsSkipped:     f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_claims_skipped_total", Help: "Claims that did not load their session, by reason (idle, owned, unreadable, failed)."}, []string{"reason"}),
 		projectionSkips:   f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_projection_skips_total", Help: "ACP_SESSIONS projection writes not made, by reason (not_owner, deleted, newer, failed)."}, []string{"reason"}),
+
+		dispatchSeconds: f.NewHistogram(prometheus.HistogramOpts{Name: "acp_session_turn_dispatch_seconds",
+			Help:    "dispatch_ms: from a prompt's acceptance (its user message appended) to the runner's acknowledgement that the prompt is on the adapter's stdin; dispatches that failed are not observed.",
+			Buckets: turnBuckets}),
+		firstReplySeconds: f.NewHistogram(prometheus.HistogramOpts{Name: "acp_session_turn_first_reply_seconds",
+			Help:    "first_reply_ms: from a prompt's acceptance to the owner applying the turn's first agent_message_chunk with non-empty text; turns continued by a takeover are not observed.",
+			Buckets: turnBuckets}),
+		finishedSeconds: f.NewHistogramVec(prometheus.HistogramOpts{Name: "acp_session_turn_finished_seconds",
+			Help:    "finished_ms: from a prompt's acceptance to its TurnFinished appended, tools and permission waits included, by outcome; turns continued by a takeover are not observed.",
+			Buckets: turnBuckets}, []string{"outcome"}),
+		prompts: f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_prompts_total",
+			Help: "Turns whose end was recorded, by outcome (completed, failed, cancelled) and ACP stop reason (end_turn, max_tokens, max_turn_requests, refusal, cancelled; none when the turn ended without one, other for a value ACP does not define)."},
+			[]string{"outcome", "stop_reason"}),
+		liveDeltaSeconds: f.NewHistogram(prometheus.HistogramOpts{Name: "acp_session_live_delta_seconds",
+			Help:    "From the owner receiving the ACP_IO record of a message chunk (off acp.iotail, or read to fill a gap) to its delta published on acp.live: the session lock, the log append of what came before, and the publish. The runner's and the gateway's hops are not in it.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16)}),
+		appendConflicts: f.NewCounter(prometheus.CounterOpts{Name: "acp_session_append_conflicts_total",
+			Help: "Conditional log appends refused because another writer moved the session's log (JetStream wrong last sequence, 10071/10164, or wrong last msg id, 10070): this replica lost the session to another."}),
+		restores: f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_restores_total",
+			Help: "Adapters attached to a session that had an ACP session before, by the restore ladder's tier (resume, load, fallback); acp_session_attach_seconds has their durations, and new sessions' as tier new."},
+			[]string{"tier"}),
+		permissionSeconds: f.NewHistogramVec(prometheus.HistogramOpts{Name: "acp_session_permission_wait_seconds",
+			Help:    "From a permission request's record appended to its response's record appended, by how it ended (answered by respondPermission, or terminal: cancelled with its turn, the adapter's exit or the session's deletion); requests rebuilt by a takeover are not observed.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 20)}, []string{"end"}),
+		runners: f.NewGauge(prometheus.GaugeOpts{Name: "acp_session_runners",
+			Help: "Adapter runners this replica can place sessions on: those with a heartbeat in ACP_RUNNERS (less any that just failed to answer)."}),
+		runnerFreeSlots: f.NewGauge(prometheus.GaugeOpts{Name: "acp_session_runner_free_slots",
+			Help: "Adapters the runners of acp_session_runners can still start, summed: capacity less load, as their last heartbeats say."}),
 	}
+	for _, o := range outcomes {
+		m.turnsFinished.WithLabelValues(o)
+		m.finishedSeconds.WithLabelValues(o)
+		for _, r := range stopReasons {
+			m.prompts.WithLabelValues(o, r)
+		}
+	}
+	for _, t := range tiers {
+		m.attachSeconds.WithLabelValues(t)
+	}
+	for _, t := range restoreTiers {
+		m.restores.WithLabelValues(t)
+	}
+	for _, e := range leaseEvents {
+		m.leases.WithLabelValues(e)
+	}
+	for _, e := range permEnds {
+		m.permissionSeconds.WithLabelValues(e)
+	}
+	for _, r := range appendResults {
+		m.appends.WithLabelValues(r)
+	}
+	for _, r := range ioRejectReasons {
+		m.ioRejected.WithLabelValues(r)
+	}
+	for _, r := range unrecordedRecords {
+		m.lostRecords.WithLabelValues(r)
+	}
+	return m
 }

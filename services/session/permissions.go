@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"time"
 
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
@@ -16,6 +17,17 @@ type permission struct {
 	id      string      // the runner's correlation ID: globally unique, never the adapter's JSON-RPC id
 	options []string    // the exact option IDs on offer
 	request events.JSON // as stored: the ACP params without the private sessionId
+	// requested is when its request was appended here; zero for one
+	// rebuilt by a takeover, whose wait is not timed.
+	requested time.Time
+}
+
+// waited observes how long p waited, ended as end (permAnswered or
+// permTerminal).
+func (sess *session) waited(p *permission, end string) {
+	if !p.requested.IsZero() {
+		sess.svc.m.permissionSeconds.WithLabelValues(end).Observe(time.Since(p.requested).Seconds())
+	}
 }
 
 // newPermission reads the options of a permission request.
@@ -94,6 +106,7 @@ func (sess *session) onPermissionRequest(ctx context.Context, at ioPos, r *route
 		sess.abortTurn(ctx, at, events.OutcomeFailed, events.AsError(err))
 		return
 	}
+	p.requested = time.Now()
 	sess.turn.perms = append(sess.turn.perms, p)
 	sess.project(ctx)
 }
@@ -142,6 +155,7 @@ func (sess *session) respond(ctx context.Context, requestID, optionID string) (*
 	}}); err != nil {
 		return nil, err
 	}
+	sess.waited(p, permAnswered)
 	sess.turn.perms = slices.DeleteFunc(sess.turn.perms, func(x *permission) bool { return x == p })
 	sess.resolve(p.id, events.ReasonAlreadyResolved)
 	sess.project(ctx)
@@ -176,6 +190,10 @@ func (sess *session) terminatePermissions(ctx context.Context, at ioPos, reason 
 	if _, err := sess.append(ctx, at, entries...); err != nil {
 		sess.svc.m.lostRecords.WithLabelValues("AcpDurablePermissionResponse").Add(float64(len(entries)))
 		sess.lg.Warn("record terminal permission requests", events.LogKeyErr, err)
+		return
+	}
+	for _, p := range perms {
+		sess.waited(p, permTerminal)
 	}
 }
 

@@ -28,12 +28,15 @@ type runnerDirectory struct {
 	// gone is called, outside the lock, when a runner's heartbeat is
 	// deleted or expires.
 	gone func(id events.RunnerID)
+	// m, when set, is told how many runners there are and how much room
+	// they have after each change.
+	m *metrics
 }
 
 // watchRunners returns a directory kept current by a watch that runs, in
 // bg, until ctx is done.
-func watchRunners(ctx context.Context, bg *sync.WaitGroup, kv jetstream.KeyValue, lg *slog.Logger, gone func(events.RunnerID)) (*runnerDirectory, error) {
-	d := &runnerDirectory{kv: kv, lg: lg, runners: map[string]*events.RunnerInfo{}, gone: gone}
+func watchRunners(ctx context.Context, bg *sync.WaitGroup, kv jetstream.KeyValue, lg *slog.Logger, m *metrics, gone func(events.RunnerID)) (*runnerDirectory, error) {
+	d := &runnerDirectory{kv: kv, lg: lg, runners: map[string]*events.RunnerInfo{}, gone: gone, m: m}
 	w, err := kv.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("watch runners: %w", err)
@@ -46,6 +49,7 @@ func (d *runnerDirectory) apply(e jetstream.KeyValueEntry) {
 	if e.Operation() != jetstream.KeyValuePut {
 		d.mu.Lock()
 		delete(d.runners, e.Key())
+		d.counted()
 		d.mu.Unlock()
 		if d.gone != nil {
 			d.gone(events.RunnerID(e.Key()))
@@ -60,6 +64,20 @@ func (d *runnerDirectory) apply(e jetstream.KeyValueEntry) {
 		return
 	}
 	d.runners[e.Key()] = info
+	d.counted()
+}
+
+// counted sets the runner gauges from the directory. The caller holds d.mu.
+func (d *runnerDirectory) counted() {
+	if d.m == nil {
+		return
+	}
+	free := 0
+	for _, r := range d.runners {
+		free += max(int(r.Capacity)-int(r.Load), 0)
+	}
+	d.m.runners.Set(float64(len(d.runners)))
+	d.m.runnerFreeSlots.Set(float64(free))
 }
 
 func (d *runnerDirectory) refresh(ctx context.Context) error {
@@ -160,5 +178,6 @@ func (d *runnerDirectory) pick(agent string) (events.RunnerID, error) {
 func (d *runnerDirectory) forget(id events.RunnerID) {
 	d.mu.Lock()
 	delete(d.runners, string(id))
+	d.counted()
 	d.mu.Unlock()
 }

@@ -70,7 +70,7 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 		cfg:      cfg,
 		lg:       lg.With("svc", "session"),
 		nc:       nc,
-		m:        newMetrics(reg),
+		m:        newMetrics(reg, nc),
 		ready:    make(chan struct{}),
 		sessions: map[string]*session{},
 
@@ -113,7 +113,7 @@ func (s *Service) Run(ctx context.Context) error {
 	defer s.bg.Wait()
 	defer cancel()
 	s.runCtx = runCtx
-	if s.runners, err = watchRunners(runCtx, &s.bg, runnersKV, s.lg, s.runnerGone); err != nil {
+	if s.runners, err = watchRunners(runCtx, &s.bg, runnersKV, s.lg, s.m, s.runnerGone); err != nil {
 		return err
 	}
 

@@ -67,6 +67,7 @@ type route struct {
 	recordNo     uint64             // HeaderRecordNo of the last record of processID applied; 0 before the first
 	drain        *drain             // a turn that ended before the adapter answered it
 	attachedAt   time.Time
+	received     time.Time // when the record being applied reached this replica, for acp_session_live_delta_seconds
 }
 
 func newSession(svc *Service, ns events.Namespace, sid events.SessionID) *session {

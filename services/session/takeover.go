@@ -45,7 +45,8 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 	}
 
 	accept := recs[0]
-	t := &turn{id: turnID, start: start, hash: accept.Header.Get(events.HeaderContentHash)}
+	// Its timings started on another replica: they are not observed here.
+	t := &turn{id: turnID, start: start, hash: accept.Header.Get(events.HeaderContentHash), replied: true}
 	if key := accept.Header.Get(events.HeaderIdempotencyKey); key != "" {
 		t.key = &key
 	}

@@ -27,6 +27,10 @@ type turn struct {
 	key   *string
 	hash  string
 	start uint64 // sequence of its accepting record
+	// acceptedAt is when this replica accepted the turn, for the turn
+	// timings; zero for a turn taken over from another owner.
+	acceptedAt time.Time
+	replied    bool // the first non-empty agent text was seen (or timing is off)
 
 	lastMessage events.JSON // the last completed agent message, for the result
 	outputBytes int64       // every update of the turn, for MaxTurnOutputBytes
@@ -161,6 +165,7 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 		return nil, err
 	}
 	t.start = accepted[0].Seq
+	t.acceptedAt = time.Now()
 	sess.turn = t
 	sess.failure = nil
 	sess.buf.reset()
@@ -189,6 +194,7 @@ func (sess *session) dispatch(ctx context.Context, t *turn, content events.JSON)
 	_, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerPrompt),
 		&events.RunnerPromptRequest{TurnID: t.id, Prompt: content}, sess.runnerHeader(r))
 	if err == nil {
+		sess.svc.m.dispatchSeconds.Observe(time.Since(t.acceptedAt).Seconds())
 		return
 	}
 	e := events.AsError(err)
@@ -294,6 +300,10 @@ func (sess *session) endTurnWith(ctx context.Context, at ioPos, outcome, stopRea
 	sess.turn = nil
 	sess.last = &finishedTurn{id: t.id, outcome: outcome, at: time.Now()}
 	sess.svc.m.turnsFinished.WithLabelValues(outcome).Inc()
+	sess.svc.m.prompts.WithLabelValues(outcome, stopReasonLabel(stopReason)).Inc()
+	if !t.acceptedAt.IsZero() {
+		sess.svc.m.finishedSeconds.WithLabelValues(outcome).Observe(time.Since(t.acceptedAt).Seconds())
+	}
 	if failure != nil {
 		sess.failure = rec.Error
 	}
