@@ -1,30 +1,66 @@
 package adapterrunner
 
 import (
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"skein.dev/pkg/events/natsmetrics"
 )
+
+// Why an adapter process ended: the values of the cause label of
+// acp_runner_adapter_exits_total, a closed set.
+const (
+	exitRequested     = "requested"      // the runner stopped it: asked to, a leftover replaced, a failed open, the runner's shutdown
+	exitClean         = "exited"         // it exited on its own with status 0
+	exitFailed        = "failed"         // it exited on its own with a non-zero status
+	exitSignal        = "signal"         // a signal it did not get from the runner killed it
+	exitProtocolError = "protocol_error" // it wrote a line past adapter-runner.max-line-bytes, which ends its connection, and exited
+)
+
+var exitCauses = []string{exitRequested, exitClean, exitFailed, exitSignal, exitProtocolError}
 
 // metrics are the runner's instruments, registered on the injected registry.
 type metrics struct {
+	capacity        int
 	adapters        prometheus.Gauge
+	freeSlots       prometheus.Gauge
 	createSeconds   prometheus.Histogram
 	ioRecords       prometheus.Counter
 	ioPublishErrors prometheus.Counter
 	protocolErrors  prometheus.Counter
 	unexpectedExits prometheus.Counter
+	exits           *prometheus.CounterVec // by cause
 	stderrDropped   prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, nc *nats.Conn, capacity int) *metrics {
+	natsmetrics.Register(reg, natsmetrics.NewConn(natsmetrics.ServiceAdapterRunner, nc))
 	f := promauto.With(reg)
-	return &metrics{
+	m := &metrics{
+		capacity:        capacity,
 		adapters:        f.NewGauge(prometheus.GaugeOpts{Name: "acp_runner_adapters", Help: "Adapter processes hosted now."}),
+		freeSlots:       f.NewGauge(prometheus.GaugeOpts{Name: "acp_runner_free_slots", Help: "Adapters this runner can still start: adapter-runner.capacity less the adapters hosted now. At 0 it refuses new sessions (agent_unavailable)."}),
 		createSeconds:   f.NewHistogram(prometheus.HistogramOpts{Name: "acp_runner_create_seconds", Help: "Time to spawn an adapter and open its ACP session.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
 		ioRecords:       f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_io_records_total", Help: "Records published to ACP_IO."}),
 		ioPublishErrors: f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_io_publish_errors_total", Help: "ACP_IO publishes that failed."}),
 		protocolErrors:  f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_protocol_errors_total", Help: "Adapter stdout lines that were not ACP."}),
 		unexpectedExits: f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_unexpected_exits_total", Help: "Adapters that exited without being asked to."}),
-		stderrDropped:   f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_stderr_dropped_bytes_total", Help: "Adapter stderr bytes beyond the forwarding bound."}),
+		exits: f.NewCounterVec(prometheus.CounterOpts{Name: "acp_runner_adapter_exits_total",
+			Help: "Adapter processes reaped, by cause: requested (the runner stopped it), exited (on its own, status 0), failed (on its own, non-zero status), signal (killed by a signal the runner did not send), protocol_error (exited after a line too long for adapter-runner.max-line-bytes ended its connection)."},
+			[]string{"cause"}),
+		stderrDropped: f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_stderr_dropped_bytes_total", Help: "Adapter stderr bytes beyond the forwarding bound."}),
 	}
+	f.NewGauge(prometheus.GaugeOpts{Name: "acp_runner_capacity", Help: "Adapters this runner hosts at once (adapter-runner.capacity)."}).Set(float64(capacity))
+	for _, c := range exitCauses {
+		m.exits.WithLabelValues(c)
+	}
+	m.hosting(0)
+	return m
+}
+
+// hosting sets the adapter gauges to n adapters hosted.
+func (m *metrics) hosting(n int) {
+	m.adapters.Set(float64(n))
+	m.freeSlots.Set(float64(max(m.capacity-n, 0)))
 }

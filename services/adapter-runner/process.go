@@ -288,6 +288,7 @@ func (p *process) wait() {
 			code = &c
 		}
 	}
+	p.m.exits.WithLabelValues(p.exitCause()).Inc()
 	if !p.stopping.Load() {
 		pid := p.pid
 		p.publish(&events.AcpAgentExitedEvent{
@@ -298,6 +299,25 @@ func (p *process) wait() {
 		p.lg.Warn("adapter exited", "exit_code", code, events.LogKeyErr, err)
 	}
 	close(p.exited)
+}
+
+// exitCause says why the reaped process ended: one of the exit constants.
+func (p *process) exitCause() string {
+	switch {
+	case p.stopping.Load():
+		return exitRequested
+	case errors.Is(p.conn.Err(), acpwire.ErrLineTooLong):
+		return exitProtocolError
+	case p.cmd.ProcessState == nil:
+		return exitFailed
+	}
+	switch code := p.cmd.ProcessState.ExitCode(); {
+	case code < 0:
+		return exitSignal // ExitCode is -1 for a process a signal ended
+	case code == 0:
+		return exitClean
+	}
+	return exitFailed
 }
 
 // within waits until every channel of done is closed, for at most d.

@@ -91,7 +91,7 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 		cfg:            cfg,
 		lg:             lg.With("svc", "adapter-runner", events.LogKeyRunner, cfg.ID),
 		nc:             nc,
-		m:              newMetrics(reg),
+		m:              newMetrics(reg, nc, cfg.Capacity),
 		agents:         agents,
 		osInstructions: osInstructions,
 		ready:          make(chan struct{}),
@@ -372,7 +372,7 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 	}
 	r.mu.Lock()
 	r.procs[key] = p
-	r.m.adapters.Set(float64(len(r.procs)))
+	r.m.hosting(len(r.procs))
 	r.mu.Unlock()
 	forget := func() {
 		<-p.exited
@@ -380,7 +380,7 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 		if r.procs[key] == p {
 			delete(r.procs, key)
 		}
-		r.m.adapters.Set(float64(len(r.procs)))
+		r.m.hosting(len(r.procs))
 		r.mu.Unlock()
 	}
 	if !r.watchers.start(forget) {
