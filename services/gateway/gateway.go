@@ -94,7 +94,7 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 		lg:       lg.With("svc", "gateway"),
 		nc:       nc,
 		js:       js,
-		metrics:  newMetrics(reg),
+		metrics:  newMetrics(reg, nc),
 		ready:    make(chan struct{}),
 		stopping: make(chan struct{}),
 	}

@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/natsmetrics"
 )
 
 // Reasons an event stream ends: the values of the reason label of
@@ -20,9 +22,10 @@ const (
 // sets: route patterns, status codes, durability, end reasons; never
 // session IDs.
 type metrics struct {
-	requests     *prometheus.CounterVec
-	streams      prometheus.Gauge
-	streamEvents *prometheus.CounterVec
+	requests       *prometheus.CounterVec
+	requestSeconds *prometheus.HistogramVec // by route
+	streams        prometheus.Gauge
+	streamEvents   *prometheus.CounterVec
 	// durableEvents and ephemeralEvents are streamEvents' two series,
 	// looked up once: every viewer counts every event it writes.
 	durableEvents   prometheus.Counter
@@ -36,13 +39,19 @@ type metrics struct {
 
 // newMetrics builds the instruments and registers them with reg. A nil reg
 // registers nothing, which suits tests that do not look.
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, nc *nats.Conn) *metrics {
+	natsmetrics.Register(reg, natsmetrics.NewConn(natsmetrics.ServiceGateway, nc))
 	f := promauto.With(reg)
 	m := &metrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "acp_gateway_requests_total",
 			Help: "HTTP requests by route pattern and response status code.",
 		}, []string{"route", "code"}),
+		requestSeconds: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "acp_gateway_request_seconds",
+			Help:    "HTTP request duration by route pattern, from the request's routing to its handler's return: for an event stream (SSE) or a watch, as long as it was held open.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
+		}, []string{"route"}),
 		streams: f.NewGauge(prometheus.GaugeOpts{
 			Name: "acp_gateway_sse_streams",
 			Help: "Event streams (SSE) currently open.",

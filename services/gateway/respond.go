@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"skein.dev/pkg/events"
 	"skein.dev/services/gateway/internal/errmap"
@@ -68,6 +69,7 @@ func (g *Gateway) instrument(next http.Handler) http.Handler {
 		w.Header().Set(HeaderRequestID, id)
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
 		rec := &recorder{ResponseWriter: w}
+		start := time.Now()
 		next.ServeHTTP(rec, r)
 		status := rec.status
 		if status == 0 {
@@ -81,6 +83,7 @@ func (g *Gateway) instrument(next http.Handler) http.Handler {
 			route = "unmatched"
 		}
 		g.metrics.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+		g.metrics.requestSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
 	})
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/natsmetrics"
 )
 
 // Config configures the history service. The largest page is not
@@ -48,6 +49,14 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// Directions of a history page: the values of acp_history_page_seconds'
+// direction label.
+const (
+	dirForward  = "forward"
+	dirBackward = "backward"
+	dirEmpty    = "empty" // a session with no event yet: nothing to read
+)
+
 // Service is the history service.
 type Service struct {
 	cfg   Config
@@ -69,13 +78,25 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Service{
+	if nc == nil {
+		return nil, errors.New("history: nil NATS connection")
+	}
+	// The history service is the one that reports the streams' health
+	// (acp_stream_*): a storage-only reader, it is where a look at the
+	// streams belongs, and skein dev registers it once.
+	streams, err := natsmetrics.NewStreams(nc, natsmetrics.DefaultStreamTimeout)
+	if err != nil {
+		return nil, err
+	}
+	natsmetrics.Register(reg, streams)
+	natsmetrics.Register(reg, natsmetrics.NewConn(natsmetrics.ServiceHistory, nc))
+	s := &Service{
 		cfg:   cfg,
 		lg:    lg.With("svc", "history"),
 		nc:    nc,
 		ready: make(chan struct{}),
 		pages: promauto.With(reg).NewHistogramVec(prometheus.HistogramOpts{
-			Name: "acp_history_page_seconds", Help: "Latency of one history page, by direction.",
+			Name: "acp_history_page_seconds", Help: "Latency of one readHistory page, by direction (forward: after a cursor; backward: before a cursor, or the newest page; empty: a session with no event yet), from the decoded request to the page read.",
 			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 14),
 		}, []string{"direction"}),
 		lists: promauto.With(reg).NewHistogram(prometheus.HistogramOpts{
@@ -86,7 +107,11 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 		indexed: promauto.With(reg).NewGauge(prometheus.GaugeOpts{
 			Name: "acp_history_index_build_seconds", Help: "How long this replica took to build its listSessions index from ACP_SESSIONS at start.",
 		}),
-	}, nil
+	}
+	for _, dir := range []string{dirForward, dirBackward, dirEmpty} {
+		s.pages.WithLabelValues(dir)
+	}
+	return s, nil
 }
 
 // Ready is closed once Run serves requests.
@@ -273,12 +298,12 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 	}
 	page := &events.AcpHistoryPageResponse{Events: []events.AcpDurableHistoryEntry{}}
 	if len(oldest) == 0 {
-		return page, "empty", nil
+		return page, dirEmpty, nil
 	}
 	first := oldest[0]
 	pruned := eventlog.EventNo(first) > 1
 	var recs []*eventlog.Record
-	dir := "forward"
+	dir := dirForward
 	switch {
 	case after != nil:
 		// after = first-1 asks for everything from the oldest retained
@@ -295,7 +320,7 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 		}
 		page.HasMoreBefore = len(recs) > 0 && recs[0].Sequence > first.Sequence || len(recs) == 0 && *after >= first.Sequence
 	default:
-		dir = "backward"
+		dir = dirBackward
 		cursor := last.Sequence + 1
 		if before != nil {
 			if pruned && *before <= first.Sequence {
