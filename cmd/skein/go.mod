@@ -9,6 +9,7 @@ require (
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.25.0
+	gopkg.in/yaml.v3 v3.0.1
 	skein.dev/internal/cluster v0.0.0
 	skein.dev/internal/natstest v0.0.0
 	skein.dev/pkg/acp v0.0.0 // indirect
@@ -48,8 +49,6 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 	skein.dev/pkg/client v0.0.0
 )
-
-require gopkg.in/yaml.v3 v3.0.1 // indirect
 
 replace skein.dev/pkg/events => ../../pkg/events
 

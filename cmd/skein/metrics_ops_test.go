@@ -1,0 +1,472 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"gopkg.in/yaml.v3"
+
+	"skein.dev/internal/natstest"
+	"skein.dev/pkg/events/natsmetrics"
+)
+
+// monitoringDir holds the dashboard, the scrape configuration and the alert
+// rules the tests below hold to the metrics the services export.
+const monitoringDir = "../../ops/monitoring"
+
+// metricsStack runs the four services in-process on one embedded NATS with
+// /metrics served on a listener of its own, as skein serve --metrics-listen
+// does, and returns the registry and the gateway's URL.
+func metricsStack(t *testing.T) (reg *prometheus.Registry, gatewayURL, metricsURL string) {
+	t.Helper()
+	ns := natstest.Run(t)
+	var cfg stackConfig
+	cfg.registerFlags(flag.NewFlagSet("test", flag.ContinueOnError))
+	cfg.Gateway.Addr = "127.0.0.1:0"
+	cfg.Runner.ID = "metrics"
+	cfg.Runner.DataDir = t.TempDir()
+	var err error
+	if cfg.Runner.Builtin, err = builtinAgents(); err != nil {
+		t.Fatal(err)
+	}
+	lg := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	st, err := newStack(&cfg, allTargets, lg, func(string) (*nats.Conn, error) { return natstest.Connect(t, ns), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := freeAddr(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- st.run(ctx, lg, metricsAddr, func() { close(ready) }) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("stack stopped before it was ready: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("stack: %v", err)
+		}
+	})
+	return st.reg, "http://" + st.gateway.Addr(), "http://" + metricsAddr + "/metrics"
+}
+
+// scrape reads /metrics over HTTP and returns each family's type, from its
+// "# TYPE" line.
+func scrape(t *testing.T, url string) map[string]string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s = %d", url, resp.StatusCode)
+	}
+	types := map[string]string{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
+			types[f[2]] = f[3]
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return types
+}
+
+// series returns the value of the series of family name whose labels
+// include want (a counter's or gauge's value, a histogram's count), and
+// whether there is one.
+func series(mfs []*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if have[k] != v {
+					continue next
+				}
+			}
+			switch {
+			case m.GetHistogram() != nil:
+				return float64(m.GetHistogram().GetSampleCount()), true
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue(), true
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// driveTraffic gives the stack a completed turn, a failed one, a permission
+// request answered, history pages, a listing and a deletion.
+func driveTraffic(t *testing.T, url string) {
+	t.Helper()
+	for _, open := range []struct{ sid, body string }{
+		{"calm", `{"agent":"test"}`},
+		{"asks", `{"agent":"test","permissionPolicy":"ask"}`},
+		{"fails", `{"agent":"test"}`},
+	} {
+		if code, b := do(t, http.MethodPut, url+"/v1/sessions/"+open.sid, open.body); code != http.StatusOK {
+			t.Fatalf("PUT %s = %d %s", open.sid, code, b)
+		}
+	}
+	if code, b := do(t, http.MethodPost, url+"/v1/sessions/calm/prompt", promptBody("say hi")); code != http.StatusOK {
+		t.Fatalf("prompt calm = %d %s", code, b)
+	}
+	if code, _ := do(t, http.MethodPost, url+"/v1/sessions/fails/prompt", promptBody("error -32603 the model is down")); code == http.StatusOK {
+		t.Fatalf("prompt fails = %d, want an error", code)
+	}
+	asked := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/v1/sessions/asks/prompt",
+			strings.NewReader(promptBody("permission call_1 allow_once=yes,reject_once=no\nsay done")))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			asked <- 0
+			return
+		}
+		resp.Body.Close()
+		asked <- resp.StatusCode
+	}()
+	var reqID string
+	if err := pollFor(t.Context(), "the permission request", func() bool {
+		for _, s := range listSessions(t, url) {
+			if s.SessionID == "asks" && len(s.State.Requests) == 1 {
+				reqID = s.State.Requests[0].RequestID
+			}
+		}
+		return reqID != ""
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if code, b := do(t, http.MethodPost, url+"/v1/sessions/asks/permissions/"+reqID, `{"optionId":"yes"}`); code != http.StatusOK {
+		t.Fatalf("answer = %d %s", code, b)
+	}
+	if code := <-asked; code != http.StatusOK {
+		t.Fatalf("prompt asks = %d", code)
+	}
+	for _, q := range []string{"?after=0", "?limit=2"} {
+		if code, b := do(t, http.MethodGet, url+"/v1/sessions/calm/history"+q, ""); code != http.StatusOK {
+			t.Fatalf("history%s = %d %s", q, code, b)
+		}
+	}
+	if code, b := do(t, http.MethodDelete, url+"/v1/sessions/calm", ""); code != http.StatusOK {
+		t.Fatalf("DELETE calm = %d %s", code, b)
+	}
+}
+
+// acpName matches a Skein metric name in PromQL. Label names and values
+// are not matched: a label value is quoted, and no label name starts with
+// acp_.
+var acpName = regexp.MustCompile(`\bacp_[a-z0-9_]+\b`)
+
+// opsExprs returns every PromQL expression of the dashboard and the alert
+// rules, by where it is.
+func opsExprs(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for where, expr := range dashboardExprs(t) {
+		out["grafana-dashboard.json: "+where] = expr
+	}
+	for _, r := range alertRules(t) {
+		out["alerts.yml: "+r.Alert] = r.Expr
+	}
+	return out
+}
+
+// dashboardExprs returns every target's expr of every panel, rows' panels
+// included, by panel title and refId.
+func dashboardExprs(t *testing.T) map[string]string {
+	t.Helper()
+	var d struct {
+		SchemaVersion int `json:"schemaVersion"`
+		Panels        []dashPanel
+	}
+	readJSON(t, filepath.Join(monitoringDir, "grafana-dashboard.json"), &d)
+	if d.SchemaVersion < 39 {
+		t.Errorf("dashboard schemaVersion %d, want 39 or later", d.SchemaVersion)
+	}
+	out := map[string]string{}
+	var walk func([]dashPanel)
+	walk = func(ps []dashPanel) {
+		for _, p := range ps {
+			walk(p.Panels)
+			if p.Type != "row" && p.Datasource.UID != "${datasource}" {
+				t.Errorf("dashboard panel %q: datasource %q, want the ${datasource} variable", p.Title, p.Datasource.UID)
+			}
+			for _, tg := range p.Targets {
+				if tg.Expr == "" {
+					t.Errorf("dashboard panel %q target %s has no expr", p.Title, tg.RefID)
+				}
+				out[p.Title+" "+tg.RefID] = tg.Expr
+			}
+		}
+	}
+	walk(d.Panels)
+	if len(out) == 0 {
+		t.Fatal("the dashboard has no queries")
+	}
+	return out
+}
+
+type dashPanel struct {
+	Title      string
+	Type       string
+	Datasource struct{ UID string }
+	Targets    []struct {
+		RefID string `json:"refId"`
+		Expr  string `json:"expr"`
+	}
+	Panels []dashPanel
+}
+
+type alertRule struct {
+	Alert       string            `yaml:"alert"`
+	Expr        string            `yaml:"expr"`
+	For         string            `yaml:"for"`
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
+}
+
+func alertRules(t *testing.T) []alertRule {
+	t.Helper()
+	var f struct {
+		Groups []struct {
+			Name  string      `yaml:"name"`
+			Rules []alertRule `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	readYAML(t, filepath.Join(monitoringDir, "alerts.yml"), &f)
+	var out []alertRule
+	for _, g := range f.Groups {
+		out = append(out, g.Rules...)
+	}
+	if len(out) == 0 {
+		t.Fatal("alerts.yml has no rules")
+	}
+	return out
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+func readYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil && err != io.EOF {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// TestMonitoringMetricsExported starts the four services, drives a little
+// traffic and scrapes /metrics over HTTP: every metric the dashboard and
+// the alert rules name is exported (a histogram's _bucket, _sum and _count
+// by its family), every exported Skein metric is in docs/METRICS.md, and
+// the traffic's figures are in the series the dashboard reads.
+func TestMonitoringMetricsExported(t *testing.T) {
+	reg, url, metricsURL := metricsStack(t)
+	driveTraffic(t, url)
+
+	type want struct {
+		name    string
+		labels  map[string]string
+		atLeast float64
+	}
+	wants := []want{
+		{"acp_session_turn_dispatch_seconds", nil, 3},
+		{"acp_session_turn_first_reply_seconds", nil, 2},
+		{"acp_session_turn_finished_seconds", map[string]string{"outcome": "completed"}, 2},
+		{"acp_session_turn_finished_seconds", map[string]string{"outcome": "failed"}, 1},
+		{"acp_session_prompts_total", map[string]string{"outcome": "completed", "stop_reason": "end_turn"}, 2},
+		{"acp_session_prompts_total", map[string]string{"outcome": "failed", "stop_reason": "none"}, 1},
+		{"acp_session_permission_wait_seconds", map[string]string{"end": "answered"}, 1},
+		{"acp_session_live_delta_seconds", nil, 1},
+		{"acp_session_append_seconds", nil, 1},
+		{"acp_session_attach_seconds", map[string]string{"tier": "new"}, 3},
+		{"acp_session_runners", nil, 1},
+		{"acp_session_runner_free_slots", nil, 1},
+		{"acp_runner_capacity", nil, 1},
+		{"acp_runner_free_slots", nil, 1},
+		{"acp_runner_adapter_exits_total", map[string]string{"cause": "requested"}, 1},
+		{"acp_history_page_seconds", map[string]string{"direction": "forward"}, 1},
+		{"acp_history_page_seconds", map[string]string{"direction": "backward"}, 1},
+		{"acp_gateway_requests_total", map[string]string{"route": "PUT /v1/sessions/{id}", "code": "200"}, 3},
+		{"acp_gateway_request_seconds", map[string]string{"route": "POST /v1/sessions/{id}/prompt"}, 3},
+		{"acp_stream_leader_present", map[string]string{"stream": "ACP_LOG"}, 1},
+		{"acp_stream_messages", map[string]string{"stream": "ACP_LOG"}, 1},
+	}
+	for _, svc := range []string{natsmetrics.ServiceGateway, natsmetrics.ServiceSession, natsmetrics.ServiceAdapterRunner, natsmetrics.ServiceHistory} {
+		wants = append(wants, want{"acp_nats_connected", map[string]string{"service": svc}, 1})
+	}
+	var mfs []*dto.MetricFamily
+	short := func() []want {
+		var err error
+		if mfs, err = reg.Gather(); err != nil {
+			t.Fatal(err)
+		}
+		var out []want
+		for _, w := range wants {
+			if v, _ := series(mfs, w.name, w.labels); v < w.atLeast {
+				out = append(out, w)
+			}
+		}
+		return out
+	}
+	// The services count after they answer: the figures come soon after.
+	if err := pollFor(t.Context(), "the traffic's figures", func() bool { return len(short()) == 0 }); err != nil {
+		for _, w := range short() {
+			v, ok := series(mfs, w.name, w.labels)
+			t.Errorf("%s%v = %v (present %v), want at least %v", w.name, w.labels, v, ok, w.atLeast)
+		}
+	}
+
+	types := scrape(t, metricsURL)
+	for where, expr := range opsExprs(t) {
+		for _, name := range acpName.FindAllString(expr, -1) {
+			if _, ok := types[name]; ok {
+				continue
+			}
+			base := name
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				base = strings.TrimSuffix(base, suffix)
+			}
+			if base != name && types[base] == "histogram" {
+				continue
+			}
+			t.Errorf("%s names %s, which /metrics does not export", where, name)
+		}
+	}
+
+	doc, err := os.ReadFile("../../docs/METRICS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(types)) {
+		if strings.HasPrefix(name, "acp_") && !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/METRICS.md does not list %s", name)
+		}
+	}
+}
+
+// forbiddenLabels are labels whose values are open sets: a series per
+// session, tenant or runner would grow without bound.
+var forbiddenLabels = []string{"session", "session_id", "sessionid", "sid", "namespace", "ns", "runner", "runner_id", "turn", "turn_id", "request_id", "process_id"}
+
+// TestMetricLabelsClosed: no metric a service exports is labelled with an
+// ID, after traffic that gave the vectors their series.
+func TestMetricLabelsClosed(t *testing.T) {
+	reg, url, _ := metricsStack(t)
+	driveTraffic(t, url)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if slices.Contains(forbiddenLabels, strings.ToLower(l.GetName())) {
+					t.Errorf("%s has label %s=%q: an open set", mf.GetName(), l.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+}
+
+// TestMonitoringConfig: prometheus.yml scrapes the four services under the
+// job names the dashboard and alerts select, and loads alerts.yml; every
+// alert rule has its annotations and a runbook anchor docs/OPERATIONS.md
+// can match.
+func TestMonitoringConfig(t *testing.T) {
+	var prom struct {
+		Global        map[string]string `yaml:"global"`
+		RuleFiles     []string          `yaml:"rule_files"`
+		ScrapeConfigs []struct {
+			JobName       string `yaml:"job_name"`
+			ScrapeTimeout string `yaml:"scrape_timeout"`
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	readYAML(t, filepath.Join(monitoringDir, "prometheus.yml"), &prom)
+	jobs := map[string]int{}
+	for _, sc := range prom.ScrapeConfigs {
+		for _, c := range sc.StaticConfigs {
+			jobs[sc.JobName] += len(c.Targets)
+		}
+	}
+	for _, job := range []string{"skein-gateway", "skein-session", "skein-adapter-runner", "skein-history"} {
+		if jobs[job] == 0 {
+			t.Errorf("prometheus.yml: job %s has no targets (jobs: %v)", job, jobs)
+		}
+	}
+	if !slices.Contains(prom.RuleFiles, "alerts.yml") {
+		t.Errorf("prometheus.yml rule_files = %v, want alerts.yml", prom.RuleFiles)
+	}
+
+	seen := map[string]bool{}
+	for _, r := range alertRules(t) {
+		if !regexp.MustCompile(`^Skein[A-Za-z]+$`).MatchString(r.Alert) || seen[r.Alert] {
+			t.Errorf("alert %q: want a unique SkeinCamelCase name", r.Alert)
+		}
+		seen[r.Alert] = true
+		if r.Expr == "" || r.Labels["severity"] == "" {
+			t.Errorf("alert %s: expr %q, severity %q", r.Alert, r.Expr, r.Labels["severity"])
+		}
+		for _, a := range []string{"summary", "description", "runbook"} {
+			if r.Annotations[a] == "" {
+				t.Errorf("alert %s has no %s annotation", r.Alert, a)
+			}
+		}
+		if want := "docs/OPERATIONS.md#alert-" + strings.ToLower(r.Alert); r.Annotations["runbook"] != want {
+			t.Errorf("alert %s: runbook %q, want %q", r.Alert, r.Annotations["runbook"], want)
+		}
+	}
+}
