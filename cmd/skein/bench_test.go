@@ -60,6 +60,7 @@ func BenchmarkDurableUpdates(b *testing.B) {
 			for _, sessions := range []int{1, 4} {
 				b.Run(fmt.Sprintf("path=session,replicas=%d,size=%d,sessions=%d", replicas, size, sessions), func(b *testing.B) {
 					ns := benchServer(b, replicas)
+					provisionBench(b, ns, replicas)
 					st := startStackTB(b, ns, b.TempDir(), func(c *stackConfig) { c.Replicas = replicas })
 					checkLogStream(b, ns, replicas)
 					body := promptBody(updateScript(perPrompt, size))
@@ -119,6 +120,22 @@ func benchServer(b *testing.B, replicas int) *server.Server {
 		return natstest.Run(b)
 	}
 	return natstest.RunCluster(b, replicas)[0]
+}
+
+// provisionBench creates Skein's streams and buckets on ns at the given
+// replicas, as `skein provision` does before a cluster's services start.
+// The services would create them otherwise, all at once: on a fresh R3
+// cluster, one of them can then read a stream another is still creating,
+// before its Raft group has a leader, and fail to start (a bucket not
+// found, or a stream info that times out).
+func provisionBench(b *testing.B, ns *server.Server, replicas int) {
+	js, err := jetstream.New(natstest.Connect(b, ns))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := eventlog.Provision(b.Context(), js, eventlog.Options{Replicas: replicas}, true); err != nil {
+		b.Fatalf("provision R%d: %v", replicas, err)
+	}
 }
 
 // checkLogStream fails b unless the ACP_LOG the stack provisioned on ns has
