@@ -1,0 +1,408 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"skein.dev/internal/cluster"
+)
+
+// TestClusterPermissions drives every operation Skein has through make
+// cluster's topology, each service its own NATS user, so that
+// startCluster's check (no node logged a permission violation of a
+// service's user) proves accounts.conf grants each service what it uses.
+// What each grant is for is commented in accounts.conf; this test is what
+// keeps those grants sufficient. Over HTTP: open, prompt (with a tool, a
+// thought, a title, an idempotency key), a permission request answered
+// (policy ask), the events stream, watch, history both ways, list, get,
+// rename, config options read and set, capabilities, agent info, agents,
+// cancel, unload and the prompt that restores, delete. Besides: the session
+// service killed and restarted, so that its successor pings the dead
+// owner's $SRV subject and evicts its lease; the ops user's $SRV pings
+// (nats micro ls) answered by every service; and skein follow run as the
+// read-only reader.
+func TestClusterPermissions(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An agent with config options that can be loaded again after unload
+	// (session/load from its state dir): the restore tier that reads most.
+	agents := filepath.Join(t.TempDir(), "agents.json")
+	registry := map[string]any{"agents": []map[string]any{{
+		"id": "perm", "command": exe,
+		"args": []string{testAgentCommand, "--config-options=mode,model", "--load-session", "--state-dir=" + t.TempDir()},
+	}}}
+	b, _ := json.Marshal(registry)
+	if err := os.WriteFile(agents, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, cluster.Options{Args: map[string][]string{cluster.Runner: {"--adapter-runner.agents=" + agents}}})
+	ctx := t.Context()
+
+	// skein follow as the reader: namespace default's durable events, over
+	// NATS, with no rights but the reader's.
+	follow := startFollow(t, exe, c)
+
+	base := c.HTTP[0] + "/v1/sessions/"
+	must := func(method, url, body string, want int) []byte {
+		t.Helper()
+		code, out := clusterDo(ctx, c, method, url, body)
+		if code != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, strings.TrimPrefix(url, c.HTTP[0]), code, out, want)
+		}
+		return out
+	}
+	prompt := func(sid, text, key string) []byte {
+		t.Helper()
+		body := map[string]any{"content": []map[string]string{{"type": "text", "text": text}}}
+		if key != "" {
+			body["idempotencyKey"] = key
+		}
+		b, _ := json.Marshal(body)
+		return must(http.MethodPost, base+sid+"/prompt", string(b), http.StatusOK)
+	}
+
+	must(http.MethodPut, base+"s1", `{"agent":"perm","permissionPolicy":"ask"}`, http.StatusOK)
+	sse := openPermSSE(t, c, base+"s1/events?after=0")
+
+	// A turn that asks for permission: answered through the gateway once
+	// the request shows on the events stream.
+	turn := asyncPermPrompt(ctx, c, base+"s1/prompt", "think planning\ntool call_1 Read README.md\npermission call_2\ntitle Permissions\nsay done")
+	req := sse.await(t, func(ev permEvent) bool { return ev.Kind == "durable" && ev.Type == "permission_request" })
+	if out := must(http.MethodPost, base+"s1/permissions/"+req.RequestID, `{"optionId":"allow"}`, http.StatusOK); !bytes.Contains(out, []byte(`"accepted"`)) {
+		t.Fatalf("permission answer: %s", out)
+	}
+	if r := <-turn; r.code != http.StatusOK || !bytes.Contains(r.body, []byte("end_turn")) {
+		t.Fatalf("prompt with a permission request: %d %s", r.code, r.body)
+	}
+	sse.await(t, func(ev permEvent) bool { return ev.Kind == "durable" && ev.Type == "permission_response" })
+
+	// The same keyed prompt twice is one turn.
+	first := prompt("s1", "say keyed", "key-1")
+	if again := prompt("s1", "say keyed", "key-1"); !bytes.Equal(first, again) {
+		t.Errorf("a keyed prompt sent again answered %s, first %s", again, first)
+	}
+
+	// Reads.
+	must(http.MethodGet, base+"s1/watch?after=0&timeout=1s", "", http.StatusOK)
+	var page struct {
+		Events []struct {
+			Sequence uint64 `json:"sequence"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal(must(http.MethodGet, base+"s1/history?limit=3", "", http.StatusOK), &page); err != nil || len(page.Events) == 0 {
+		t.Fatalf("history: %v %+v", err, page)
+	}
+	must(http.MethodGet, fmt.Sprintf("%ss1/history?before=%d&limit=3", base, page.Events[0].Sequence), "", http.StatusOK)
+	must(http.MethodGet, base+"s1/history?after=0&limit=100", "", http.StatusOK)
+	must(http.MethodGet, c.HTTP[0]+"/v1/sessions?limit=10", "", http.StatusOK)
+	must(http.MethodGet, base+"s1", "", http.StatusOK)
+	must(http.MethodGet, base+"s1/capabilities", "", http.StatusOK)
+	must(http.MethodGet, base+"s1/agent-info", "", http.StatusOK)
+	must(http.MethodGet, c.HTTP[0]+"/v1/agents", "", http.StatusOK)
+	must(http.MethodPatch, base+"s1", `{"title":"renamed"}`, http.StatusOK)
+	must(http.MethodGet, base+"s1/config", "", http.StatusOK)
+	must(http.MethodPut, base+"s1/config/mode", `{"value":"plan"}`, http.StatusOK)
+
+	// Cancel a running turn.
+	turn = asyncPermPrompt(ctx, c, base+"s1/prompt", "say slow\nsleep 60s")
+	// The agent is in its turn once its first delta streams.
+	sse.await(t, func(ev permEvent) bool {
+		return ev.Kind == "ephemeral" && ev.Type == "agent_message_chunk" && strings.Contains(ev.raw, "slow")
+	})
+	if out := must(http.MethodPost, base+"s1/cancel", `{}`, http.StatusOK); !bytes.Contains(out, []byte("cancelled")) {
+		t.Errorf("cancel: %s", out)
+	}
+	if r := <-turn; r.code != http.StatusOK || !bytes.Contains(r.body, []byte("cancelled")) {
+		t.Errorf("the cancelled prompt: %d %s", r.code, r.body)
+	}
+
+	// kill -9 the session service while it owns s1, and start it again:
+	// the new replica finds s1's lease held by one that no longer answers
+	// its $SRV ping, evicts it and takes the session.
+	sessionProc := c.Service(cluster.Session + "-1")
+	if err := sessionProc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sessionProc.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	prompt("s1", "say after the restart", "")
+
+	// Unload, and a prompt that restores the session.
+	must(http.MethodPost, base+"s1/unload", `{}`, http.StatusOK)
+	if out := prompt("s1", "say restored", ""); !bytes.Contains(out, []byte("end_turn")) {
+		t.Errorf("the prompt after unload: %s", out)
+	}
+
+	// A second session with the built-in agent, deleted while the first is
+	// deleted too.
+	must(http.MethodPut, base+"s2", `{"agent":"test"}`, http.StatusOK)
+	prompt("s2", "hello", "")
+	for _, sid := range []string{"s2", "s1"} {
+		must(http.MethodDelete, base+sid, "", http.StatusOK)
+		must(http.MethodGet, base+sid, "", http.StatusNotFound)
+	}
+
+	// nats micro ls, as the ops user: every micro service answers.
+	ops, err := nats.Connect(c.URL(cluster.UserOps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ops.Close()
+	for _, subject := range []string{"$SRV.PING", "$SRV.INFO", "$SRV.STATS"} {
+		if got, want := microAnswers(t, ops, subject, 3), []string{"skein-adapter-runner", "skein-history", "skein-session"}; !slices.Equal(got, want) {
+			t.Errorf("%s answered by %v, want %v", subject, got, want)
+		}
+	}
+
+	// What the reader followed: s1's events, up to the restored turn's.
+	follow.await(t, `"restored"`)
+	if v := c.Violations(); len(serviceViolations(c)) > 0 {
+		t.Errorf("permission violations:\n%s", strings.Join(v, "\n"))
+	}
+}
+
+// microAnswers sends a nats micro discovery request (nats micro ls's) and
+// returns the sorted names of the services that answered, once n have.
+func microAnswers(t *testing.T, nc *nats.Conn, subject string, n int) []string {
+	t.Helper()
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for len(names) < n {
+		m, err := sub.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Errorf("%s: %v after %v", subject, err, names)
+			break
+		}
+		var resp struct {
+			Name string `json:"name"`
+		}
+		if err := json.Unmarshal(m.Data, &resp); err != nil {
+			t.Fatalf("%s: %v: %s", subject, err, m.Data)
+		}
+		names = append(names, resp.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+type permPromptResult struct {
+	code int
+	body []byte
+}
+
+// asyncPermPrompt sends a prompt and delivers its answer on the channel.
+func asyncPermPrompt(ctx context.Context, c *cluster.Cluster, url, text string) <-chan permPromptResult {
+	b, _ := json.Marshal(map[string]any{"content": []map[string]string{{"type": "text", "text": text}}})
+	ch := make(chan permPromptResult, 1)
+	go func() {
+		code, body := clusterDo(ctx, c, http.MethodPost, url, string(b))
+		ch <- permPromptResult{code, body}
+	}()
+	return ch
+}
+
+// permEvent is one event of the gateway's events stream.
+type permEvent struct {
+	Kind      string // durable, ephemeral, error
+	Type      string `json:"type"`
+	RequestID string `json:"requestId"`
+	raw       string
+}
+
+// permStream reads a session's events stream until the test ends.
+type permStream struct {
+	events chan permEvent
+	done   chan struct{}
+}
+
+func openPermSSE(t *testing.T, c *cluster.Cluster, url string) *permStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	s := &permStream{events: make(chan permEvent, 1024), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		var kind string
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				kind = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				ev := permEvent{Kind: kind, raw: strings.TrimPrefix(line, "data: ")}
+				_ = json.Unmarshal([]byte(ev.raw), &ev)
+				select {
+				case s.events <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-s.done
+	})
+	return s
+}
+
+// await returns the first event, durable or ephemeral, that ok accepts.
+func (s *permStream) await(t *testing.T, ok func(permEvent) bool) permEvent {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-s.events:
+			if ev.Kind == "error" {
+				t.Fatalf("events stream: %s", ev.raw)
+			}
+			if ok(ev) {
+				return ev
+			}
+		case <-s.done:
+			t.Fatal("the events stream ended")
+		case <-timeout:
+			t.Fatal("no such event on the events stream in 30s")
+		}
+	}
+}
+
+// permFollow is skein follow, run as the reader user.
+type permFollow struct {
+	mu  sync.Mutex
+	out bytes.Buffer
+	cmd *exec.Cmd
+}
+
+func (f *permFollow) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.out.Write(p)
+}
+
+func (f *permFollow) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.out.String()
+}
+
+// startFollow starts skein follow as the reader of namespace default and
+// returns once a node shows its subscription to the namespace's tail.
+func startFollow(t *testing.T, exe string, c *cluster.Cluster) *permFollow {
+	t.Helper()
+	f := &permFollow{}
+	f.cmd = exec.Command(exe, "follow")
+	f.cmd.Env = append(os.Environ(), envRunSkein+"=1", "NATS_URL="+c.URL(cluster.UserReader))
+	f.cmd.Stdout = f
+	var stderr bytes.Buffer
+	f.cmd.Stderr = &stderr
+	if err := f.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = f.cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = f.cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("skein follow: stdout:\n%s\nstderr:\n%s", f.String(), stderr.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for !followSubscribed(t, c) {
+		select {
+		case <-exited:
+			t.Fatalf("skein follow exited: %s", stderr.String())
+		case <-time.After(50 * time.Millisecond): // polls the nodes' /connz
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("skein follow did not subscribe in 30s")
+		}
+	}
+	return f
+}
+
+// followSubscribed reports whether a node has skein follow's subscription.
+func followSubscribed(t *testing.T, c *cluster.Cluster) bool {
+	for _, p := range c.MonitorPorts {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/connz?subs=1", p))
+		if err != nil {
+			continue
+		}
+		var connz struct {
+			Connections []struct {
+				Name string   `json:"name"`
+				Subs []string `json:"subscriptions_list"`
+			} `json:"connections"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&connz)
+		resp.Body.Close()
+		if err != nil {
+			t.Logf("connz: %v", err)
+			continue
+		}
+		for _, conn := range connz.Connections {
+			if conn.Name == "skein follow" && slices.Contains(conn.Subs, "acp.tail.default.*.ev") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// await waits until follow has printed a line holding s.
+func (f *permFollow) await(t *testing.T, s string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(f.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("skein follow printed no %s in 30s:\n%s", s, f.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polls another process's output
+	}
+}
