@@ -54,6 +54,7 @@ func TestMain(m *testing.M) {
 type harness struct {
 	nc      *nats.Conn
 	runner  *adapterrunner.Runner
+	reg     *prometheus.Registry // the runner's metrics
 	dataDir string
 	io      chan *nats.Msg
 	// logs holds everything the runner logged, at every level.
@@ -74,7 +75,7 @@ func startWith(t *testing.T, cfg adapterrunner.Config, agents ...adapterrunner.A
 	t.Helper()
 	ns := natstest.Run(t)
 	nc := natstest.Connect(t, ns)
-	h := &harness{nc: nc, dataDir: t.TempDir(), io: make(chan *nats.Msg, 1024), logs: &lockedBuffer{}}
+	h := &harness{nc: nc, dataDir: t.TempDir(), io: make(chan *nats.Msg, 1024), logs: &lockedBuffer{}, reg: prometheus.NewRegistry()}
 	if len(agents) == 0 {
 		agents = []adapterrunner.Agent{{ID: "test", Command: testAgent}}
 	}
@@ -82,7 +83,7 @@ func startWith(t *testing.T, cfg adapterrunner.Config, agents ...adapterrunner.A
 	lg := slog.New(slog.NewMultiHandler(
 		slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}),
 		slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	r, err := adapterrunner.New(cfg, lg, nc, prometheus.NewRegistry())
+	r, err := adapterrunner.New(cfg, lg, nc, h.reg)
 	if err != nil {
 		t.Fatal(err)
 	}

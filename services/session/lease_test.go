@@ -131,6 +131,18 @@ func TestSurvivorTakesOverWithoutARequest(t *testing.T) {
 			if d := gatherCounter(t, survivor.reg, "acp_session_prompt_dispatches_total"); d != 0 {
 				t.Errorf("the survivor dispatched %v prompts, want 0", d)
 			}
+			// The survivor counts the turn's end, but does not time a turn
+			// that started on another replica.
+			if err := poll(ctx, "the survivor to count the turn", func() (bool, error) {
+				return gatherCounter(t, survivor.reg, "acp_session_prompts_total", "outcome", "completed", "stop_reason", "end_turn") == 1, nil
+			}); err != nil {
+				t.Error(err)
+			}
+			for _, h := range []string{"acp_session_turn_finished_seconds", "acp_session_turn_first_reply_seconds"} {
+				if n := gatherCounter(t, survivor.reg, h); n != 0 {
+					t.Errorf("the survivor observed %v in %s, want none", n, h)
+				}
+			}
 		})
 	}
 }

@@ -116,6 +116,9 @@ func TestStaleOwnerProjection(t *testing.T) {
 				if err := <-aOpened; code(err) != events.CodeWriteConflict {
 					t.Errorf("A's open, overtaken by B = %v, want %s", err, events.CodeWriteConflict)
 				}
+				if n := gatherCounter(t, a.reg, "acp_session_append_conflicts_total"); n != 1 {
+					t.Errorf("A counted %v append conflicts, want 1", n)
+				}
 			} else {
 				// A serves an open of the session it believes it owns
 				// without a write to the log: only the projection.

@@ -416,6 +416,9 @@ func TestAskPermission(t *testing.T) {
 	if err != nil || res.Status != events.PermissionAccepted {
 		t.Fatalf("respond = %+v, %v, want accepted", res, err)
 	}
+	if n := gatherCounter(t, h.reg, "acp_session_permission_wait_seconds", "end", "answered"); n != 1 {
+		t.Errorf("%v permission waits observed as answered, want 1", n)
+	}
 	res, err = h.respondPermission(ctx, "s1", req.RequestID, "no")
 	if err != nil || res.Status != events.PermissionNotPending || res.Reason == nil || *res.Reason != events.ReasonAlreadyResolved {
 		t.Errorf("second respond = %+v, %v, want not_pending/already_resolved", res, err)
@@ -681,6 +684,13 @@ func TestRespondRacesCancel(t *testing.T) {
 			return nil
 		})
 	t.Logf("respond won %d, cancel won %d", respondWon.Load(), cancelWon.Load())
+	// Each request's wait is timed once, by how it ended, before the
+	// winner answers.
+	for end, want := range map[string]int64{"answered": respondWon.Load(), "terminal": cancelWon.Load()} {
+		if n := gatherCounter(t, h.reg, "acp_session_permission_wait_seconds", "end", end); n != float64(want) {
+			t.Errorf("permission waits ended %s: %v observed, want %d", end, n, want)
+		}
+	}
 }
 
 // respondPermission against respondPermission: one accepted, the other

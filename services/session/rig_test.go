@@ -211,7 +211,8 @@ func gatherCounter(t testing.TB, reg prometheus.Gatherer, name string, labels ..
 					continue series
 				}
 			}
-			sum += m.GetCounter().GetValue()
+			// A counter's value, or a histogram's count of observations.
+			sum += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
 		}
 	}
 	return sum

@@ -1,0 +1,92 @@
+package adapterrunner_test
+
+import (
+	"syscall"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"skein.dev/pkg/events"
+)
+
+// metric returns the value of the series of family name whose labels
+// include want, from the runner's registry.
+func metric(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if have[k] != v {
+					continue next
+				}
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no series %s%v", name, want)
+	return 0
+}
+
+// Every adapter the runner reaps is counted once, by why it ended; the
+// free slots follow the adapters hosted.
+func TestExitCauses(t *testing.T) {
+	h := start(t)
+	exits := func(cause string) float64 {
+		return metric(t, h.reg, "acp_runner_adapter_exits_total", map[string]string{"cause": cause})
+	}
+	capacity := metric(t, h.reg, "acp_runner_capacity", nil)
+	if free := metric(t, h.reg, "acp_runner_free_slots", nil); capacity == 0 || free != capacity {
+		t.Fatalf("idle runner: capacity %v, free slots %v; want them equal and not 0", capacity, free)
+	}
+
+	// failed: on its own, with a non-zero status.
+	h.create(t, "s1", "p1", "test")
+	if free := metric(t, h.reg, "acp_runner_free_slots", nil); free != capacity-1 {
+		t.Errorf("one adapter: free slots %v, want %v", free, capacity-1)
+	}
+	h.prompt(t, "s1", "p1", "t1", "crash 3")
+	until[*events.AcpAgentExitedEvent](t, h)
+
+	// exited: on its own, status 0.
+	h.create(t, "s2", "p2", "test")
+	h.prompt(t, "s2", "p2", "t1", "crash 0")
+	until[*events.AcpAgentExitedEvent](t, h)
+
+	// signal: killed by a signal the runner did not send.
+	created := h.create(t, "s3", "p3", "test")
+	if err := syscall.Kill(int(*created.Pid), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	until[*events.AcpAgentExitedEvent](t, h)
+
+	// requested: stopped by the runner; the stop answers once it is reaped.
+	h.create(t, "s4", "p4", "test")
+	if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
+		&events.AcpCloseSessionRequest{}, header("s4", "p4")); err != nil {
+		t.Fatal(err)
+	}
+
+	for cause, want := range map[string]float64{"failed": 1, "exited": 1, "signal": 1, "requested": 1, "protocol_error": 0} {
+		if got := exits(cause); got != want {
+			t.Errorf("exits{cause=%s} = %v, want %v", cause, got, want)
+		}
+	}
+	if got := metric(t, h.reg, "acp_runner_unexpected_exits_total", nil); got != 3 {
+		t.Errorf("unexpected exits = %v, want 3", got)
+	}
+}
