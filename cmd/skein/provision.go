@@ -48,11 +48,13 @@ func runProvision(ctx context.Context, args []string, getenv func(string) string
 		natsURL, credsFile string
 		dryRun             bool
 		o                  eventlog.Options
+		natsTLS            natsTLSFlags
 	)
 	fs := flag.NewFlagSet("skein provision", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s), comma separated (env NATS_URL)")
 	fs.StringVar(&credsFile, "nats-creds", "", "NATS credentials file")
+	natsTLS.register(fs)
 	fs.BoolVar(&dryRun, "dry-run", false, "report what would change, change nothing")
 	fs.IntVar(&o.Replicas, "replicas", 1, "replicas of the streams and buckets (3 in a cluster)")
 	// The session service's names, so one environment serves both.
@@ -82,7 +84,11 @@ func runProvision(ctx context.Context, args []string, getenv func(string) string
 	if credsFile != "" {
 		opts = append(opts, nats.UserCredentials(credsFile))
 	}
-	nc, err := nats.Connect(natsURL, opts...)
+	tlsOpts, err := natsTLS.options()
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(natsURL, append(opts, tlsOpts...)...)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", natsURL, err)
 	}

@@ -31,12 +31,14 @@ Run "skein serve -h" for every flag.`,
 func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	var c stackConfig
 	var natsURL, credsFile, pprofAddr string
+	var natsTLS natsTLSFlags
 	fs := flag.NewFlagSet("skein serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c.registerFlags(fs)
 	fs.StringVar(&c.Targets, "target", TargetAll, "services to run: all, or a comma list of gateway, session, adapter-runner, history")
 	fs.StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s), comma separated (env NATS_URL)")
 	fs.StringVar(&credsFile, "nats-creds", "", "NATS credentials file")
+	natsTLS.register(fs)
 	fs.StringVar(&pprofAddr, "pprof", "", pprofUsage)
 	if v := getenv("NATS_URL"); v != "" {
 		natsURL = v
@@ -75,6 +77,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if credsFile != "" {
 		opts = append(opts, nats.UserCredentials(credsFile))
 	}
+	tlsOpts, err := natsTLS.options()
+	if err != nil {
+		return err
+	}
+	opts = append(opts, tlsOpts...)
 	var nc *nats.Conn // the first service's, for the log line below
 	st, err := newStack(&c, targets, lg, func(service string) (*nats.Conn, error) {
 		// Each service's replies arrive under an inbox prefix of its own,
@@ -99,4 +106,34 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	})
 	_ = nc.Drain()
 	return err
+}
+
+// natsTLSFlags are the client TLS flags of the commands that connect to a
+// cluster as a service or an operator (serve, provision): the CA that
+// signed the servers' certificates, and the client certificate a server
+// with verify (ops/cluster/nats/tls.conf) asks for.
+type natsTLSFlags struct {
+	ca, cert, key string
+}
+
+func (f *natsTLSFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.ca, "nats-tls-ca", "", "PEM file of the CA that signed the NATS servers' certificates (TLS; a tls:// URL, or any URL of a server that requires TLS)")
+	fs.StringVar(&f.cert, "nats-tls-cert", "", "PEM file of this client's certificate, for servers that verify clients (with --nats-tls-key)")
+	fs.StringVar(&f.key, "nats-tls-key", "", "PEM file of the private key of --nats-tls-cert")
+}
+
+// options returns the connection's TLS options; none when no flag is set.
+// The files are read at connect, and a missing one fails it.
+func (f *natsTLSFlags) options() ([]nats.Option, error) {
+	if (f.cert == "") != (f.key == "") {
+		return nil, errors.New("--nats-tls-cert and --nats-tls-key go together")
+	}
+	var opts []nats.Option
+	if f.ca != "" {
+		opts = append(opts, nats.RootCAs(f.ca))
+	}
+	if f.cert != "" {
+		opts = append(opts, nats.ClientCert(f.cert, f.key))
+	}
+	return opts, nil
 }

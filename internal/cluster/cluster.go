@@ -95,6 +95,11 @@ type Options struct {
 	// Detach leaves the processes running when the starter exits (make
 	// cluster); see Proc.Detach.
 	Detach bool
+	// TLS runs the nodes with node-tls.conf: TLS for clients and routes,
+	// both sides verified, with a CA and certificates made under
+	// <dir>/tls (Cluster.TLS). The services and provision connect with
+	// --nats-tls-ca/cert/key, and URL gives tls:// URLs.
+	TLS bool
 }
 
 // Cluster is a running cluster: three nodes and the services.
@@ -111,6 +116,9 @@ type Cluster struct {
 	// each service's /metrics URL by process name.
 	HTTP    []string
 	Metrics map[string]string
+	// TLS are the certificates of a cluster started with Options.TLS, nil
+	// otherwise: a client needs the CA and the client certificate.
+	TLS *TLSFiles
 
 	opts Options
 }
@@ -134,6 +142,12 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	}
 	for user := range passwordEnv {
 		c.Passwords[user] = randomHex(16)
+	}
+	if o.TLS {
+		var err error
+		if c.TLS, err = writeTLS(filepath.Join(o.Dir, "tls")); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.writeTokens(); err != nil {
 		return nil, err
@@ -175,7 +189,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		case Runner:
 			args = append(args, "--adapter-runner.id="+name, "--adapter-runner.data-dir="+filepath.Join(o.Dir, "runner", name))
 		}
-		args = append(args, o.Args[target]...)
+		args = append(append(args, c.TLS.skeinArgs()...), o.Args[target]...)
 		env := append(append([]string{"NATS_URL=" + c.URL(serviceUser[target])}, o.SkeinEnv...), o.Env[target]...)
 		c.Services = append(c.Services, &Proc{Name: name, Path: o.Skein[0], Args: args, Env: env,
 			Log: filepath.Join(o.Dir, "logs", name+".log"), Ready: "skein serving", Detach: o.Detach})
@@ -244,11 +258,12 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 			"NATS_ROUTES=[" + strings.Join(routes, ", ") + "]",
 			"NATS_STORE_DIR=" + filepath.Join(c.Dir, "nodes", name),
 		}
+		env = append(env, c.TLS.nodeTLSEnv()...)
 		for user, v := range passwordEnv {
 			env = append(env, v+"="+c.Passwords[user])
 		}
 		c.Nodes = append(c.Nodes, &Proc{Name: name, Path: c.opts.NATSServer,
-			Args: []string{"-c", filepath.Join(c.opts.ConfDir, "node.conf")}, Env: env,
+			Args: []string{"-c", filepath.Join(c.opts.ConfDir, c.TLS.nodeConf())}, Env: env,
 			Log: filepath.Join(c.Dir, "logs", name+".log"), Health: fmt.Sprintf("http://127.0.0.1:%d/healthz", c.MonitorPorts[i]), Detach: c.opts.Detach})
 	}
 	for _, n := range c.Nodes {
@@ -271,7 +286,7 @@ func (c *Cluster) provision(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for {
-		cmd := exec.CommandContext(ctx, c.opts.Skein[0], append(append([]string{}, c.opts.Skein[1:]...), "provision", "--replicas=3")...)
+		cmd := exec.CommandContext(ctx, c.opts.Skein[0], append(append(append([]string{}, c.opts.Skein[1:]...), "provision", "--replicas=3"), c.TLS.skeinArgs()...)...)
 		cmd.Env = append(append(os.Environ(), c.opts.SkeinEnv...), "NATS_URL="+c.URL(UserOps))
 		out, err := cmd.CombinedOutput()
 		if err == nil {
@@ -290,7 +305,7 @@ func (c *Cluster) provision(ctx context.Context) error {
 func (c *Cluster) URL(user string) string {
 	urls := make([]string, len(c.ClientPorts))
 	for i, p := range c.ClientPorts {
-		u := url.URL{Scheme: "nats", User: url.UserPassword(user, c.Passwords[user]), Host: fmt.Sprintf("127.0.0.1:%d", p)}
+		u := url.URL{Scheme: c.TLS.scheme(), User: url.UserPassword(user, c.Passwords[user]), Host: fmt.Sprintf("127.0.0.1:%d", p)}
 		urls[i] = u.String()
 	}
 	return strings.Join(urls, ",")
@@ -596,6 +611,7 @@ type state struct {
 	MonitorPorts []int             `json:"monitorPorts"`
 	HTTP         []string          `json:"http"`
 	Metrics      map[string]string `json:"metrics"`
+	TLS          *TLSFiles         `json:"tls,omitempty"`
 }
 
 type procState struct {
@@ -607,7 +623,7 @@ type procState struct {
 // Save writes <dir>/cluster.json (mode 0600: it holds the passwords).
 func (c *Cluster) Save() error {
 	s := state{Dir: c.Dir, Passwords: c.Passwords, Token: c.Token, ClientPorts: c.ClientPorts,
-		RoutePorts: c.RoutePorts, MonitorPorts: c.MonitorPorts, HTTP: c.HTTP, Metrics: c.Metrics}
+		RoutePorts: c.RoutePorts, MonitorPorts: c.MonitorPorts, HTTP: c.HTTP, Metrics: c.Metrics, TLS: c.TLS}
 	for _, p := range c.Nodes {
 		s.Nodes = append(s.Nodes, procState{p.Name, p.Pid, p.Log})
 	}
@@ -633,7 +649,7 @@ func Load(dir string) (*Cluster, error) {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "cluster.json"), err)
 	}
 	c := &Cluster{Dir: s.Dir, Passwords: s.Passwords, Token: s.Token, ClientPorts: s.ClientPorts,
-		RoutePorts: s.RoutePorts, MonitorPorts: s.MonitorPorts, HTTP: s.HTTP, Metrics: s.Metrics}
+		RoutePorts: s.RoutePorts, MonitorPorts: s.MonitorPorts, HTTP: s.HTTP, Metrics: s.Metrics, TLS: s.TLS}
 	for _, p := range s.Nodes {
 		c.Nodes = append(c.Nodes, &Proc{Name: p.Name, Pid: p.Pid, Log: p.Log})
 	}
