@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/pkg/events"
+	adapterrunner "skein.dev/services/adapter-runner"
 )
 
 // metric returns the value of the series of family name whose labels
@@ -88,5 +89,32 @@ func TestExitCauses(t *testing.T) {
 	}
 	if got := metric(t, h.reg, "acp_runner_unexpected_exits_total", nil); got != 3 {
 		t.Errorf("unexpected exits = %v, want 3", got)
+	}
+}
+
+// An adapter whose line was too long is counted as a protocol error, even
+// though nothing reads it any more and the runner ends up stopping it.
+func TestExitCauseProtocolError(t *testing.T) {
+	h := startWith(t, adapterrunner.Config{MaxLineBytes: 4096})
+	h.create(t, "s1", "p1", "test")
+	h.prompt(t, "s1", "p1", "t1", "big 10000")
+	// The connection ends on the line; the runner then says the adapter
+	// is not alive, though its process runs until stopped.
+	poll(t, "the connection to end", func() bool {
+		st, err := events.Call[events.AdapterStatus](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStatus),
+			&events.AcpGetSessionStateRequest{SessionID: "s1"}, header("s1", "p1"))
+		if err != nil {
+			t.Fatalf("status: %v", err)
+		}
+		return !st.Alive
+	})
+	if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
+		&events.AcpCloseSessionRequest{}, header("s1", "p1")); err != nil {
+		t.Fatal(err)
+	}
+	for cause, want := range map[string]float64{"protocol_error": 1, "requested": 0} {
+		if got := metric(t, h.reg, "acp_runner_adapter_exits_total", map[string]string{"cause": cause}); got != want {
+			t.Errorf("exits{cause=%s} = %v, want %v", cause, got, want)
+		}
 	}
 }

@@ -15,7 +15,7 @@ const (
 	exitClean         = "exited"         // it exited on its own with status 0
 	exitFailed        = "failed"         // it exited on its own with a non-zero status
 	exitSignal        = "signal"         // a signal it did not get from the runner killed it
-	exitProtocolError = "protocol_error" // it wrote a line past adapter-runner.max-line-bytes, which ends its connection, and exited
+	exitProtocolError = "protocol_error" // it wrote a line past adapter-runner.max-line-bytes, which ended its connection; then it exited or was stopped
 )
 
 var exitCauses = []string{exitRequested, exitClean, exitFailed, exitSignal, exitProtocolError}
@@ -47,7 +47,7 @@ func newMetrics(reg prometheus.Registerer, nc *nats.Conn, capacity int) *metrics
 		protocolErrors:  f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_protocol_errors_total", Help: "Adapter stdout lines that were not ACP."}),
 		unexpectedExits: f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_unexpected_exits_total", Help: "Adapters that exited without being asked to."}),
 		exits: f.NewCounterVec(prometheus.CounterOpts{Name: "acp_runner_adapter_exits_total",
-			Help: "Adapter processes reaped, by cause: requested (the runner stopped it), exited (on its own, status 0), failed (on its own, non-zero status), signal (killed by a signal the runner did not send), protocol_error (exited after a line too long for adapter-runner.max-line-bytes ended its connection)."},
+			Help: "Adapter processes reaped, by cause: requested (the runner stopped it), exited (on its own, status 0), failed (on its own, non-zero status), signal (killed by a signal the runner did not send), protocol_error (a line too long for adapter-runner.max-line-bytes had ended its connection, whether it then exited or was stopped)."},
 			[]string{"cause"}),
 		stderrDropped: f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_stderr_dropped_bytes_total", Help: "Adapter stderr bytes beyond the forwarding bound."}),
 	}

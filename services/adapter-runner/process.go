@@ -304,10 +304,12 @@ func (p *process) wait() {
 // exitCause says why the reaped process ended: one of the exit constants.
 func (p *process) exitCause() string {
 	switch {
+	case errors.Is(p.conn.Err(), acpwire.ErrLineTooLong):
+		// The root cause, whoever ended the process: nothing reads the
+		// adapter's output any more, and it is stopped or exits.
+		return exitProtocolError
 	case p.stopping.Load():
 		return exitRequested
-	case errors.Is(p.conn.Err(), acpwire.ErrLineTooLong):
-		return exitProtocolError
 	case p.cmd.ProcessState == nil:
 		return exitFailed
 	}
