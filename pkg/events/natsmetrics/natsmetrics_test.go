@@ -1,6 +1,8 @@
 package natsmetrics_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -157,4 +159,65 @@ func TestStreams(t *testing.T) {
 	if nc.Status() == nats.CONNECTED {
 		t.Error("still connected to a server that shut down")
 	}
+}
+
+// On an R3 cluster the streams' followers are current and every stream has
+// a leader; with a node shut down, each stream's leader reports one
+// follower offline: what the node-down alert reads.
+func TestStreamsCluster(t *testing.T) {
+	nodes := natstest.RunCluster(t, 3)
+	nc := natstest.Connect(t, nodes[0])
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eventlog.Provision(t.Context(), js, eventlog.Options{Replicas: 3}, false); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	c, err := natsmetrics.NewStreams(nc, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natsmetrics.Register(reg, c)
+
+	// every reports whether every stream's series has value v for state
+	// (and a leader), and the last scrape.
+	var got map[string]map[string]float64
+	every := func(state string, v float64) bool {
+		got = gather(t, reg)
+		for _, name := range natsmetrics.StreamNames() {
+			if got["acp_stream_leader_present"]["stream="+name+","] != 1 ||
+				got["acp_stream_replicas"]["state="+state+",stream="+name+","] != v {
+				return false
+			}
+		}
+		return true
+	}
+	if err := poll(t, "every stream's two followers current", func() bool { return every(natsmetrics.ReplicaCurrent, 2) }); err != nil {
+		t.Fatalf("%v: %v", err, got["acp_stream_replicas"])
+	}
+
+	nodes[2].Shutdown()
+	nodes[2].WaitForShutdown()
+	if err := poll(t, "every stream's leader to report a follower offline", func() bool { return every(natsmetrics.ReplicaOffline, 1) }); err != nil {
+		t.Fatalf("%v: replicas %v, leaders %v", err, got["acp_stream_replicas"], got["acp_stream_leader_present"])
+	}
+}
+
+// poll checks cond every 50 ms until it holds, for at most 30 s.
+func poll(t *testing.T, what string, cond func() bool) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		case <-tick.C:
+		}
+	}
+	return nil
 }
