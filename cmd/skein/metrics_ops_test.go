@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -469,4 +471,79 @@ func TestMonitoringConfig(t *testing.T) {
 			t.Errorf("alert %s: runbook %q, want %q", r.Alert, r.Annotations["runbook"], want)
 		}
 	}
+}
+
+// TestAlertRules runs promtool, Prometheus' own checker, when it is on the
+// PATH (Debian's prometheus package has it): the scrape configuration and
+// the rules load, alerts_test.yml's unit tests of every rule pass (each
+// alert fires on the series it is for, after its for, with its
+// annotations rendered), and every dashboard query parses as PromQL.
+// Without promtool only the checks above run. Either way, every alert has
+// a unit test that expects it to fire.
+func TestAlertRules(t *testing.T) {
+	var tests struct {
+		Tests []struct {
+			AlertRuleTest []struct {
+				Alertname string           `yaml:"alertname"`
+				ExpAlerts []map[string]any `yaml:"exp_alerts"`
+			} `yaml:"alert_rule_test"`
+		} `yaml:"tests"`
+	}
+	f, err := os.ReadFile(filepath.Join(monitoringDir, "alerts_test.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(f, &tests); err != nil {
+		t.Fatalf("alerts_test.yml: %v", err)
+	}
+	fires := map[string]bool{}
+	for _, tc := range tests.Tests {
+		for _, a := range tc.AlertRuleTest {
+			if len(a.ExpAlerts) > 0 {
+				fires[a.Alertname] = true
+			}
+		}
+	}
+	for _, r := range alertRules(t) {
+		if !fires[r.Alert] {
+			t.Errorf("alerts_test.yml has no test that expects %s to fire", r.Alert)
+		}
+	}
+
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool is not on the PATH: the rules' unit tests and the PromQL parse are not run")
+	}
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), promtool, args...)
+		cmd.Dir = monitoringDir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("check", "config", "prometheus.yml")
+	run("test", "rules", "alerts_test.yml")
+
+	// The dashboard's queries as recording rules, its variables given
+	// values, for promtool's parser.
+	type rule struct {
+		Record string `yaml:"record"`
+		Expr   string `yaml:"expr"`
+	}
+	var rules []rule
+	vars := strings.NewReplacer("$__rate_interval", "5m", "$job", "skein-.*", "$instance", ".*")
+	exprs := dashboardExprs(t)
+	for _, where := range slices.Sorted(maps.Keys(exprs)) {
+		rules = append(rules, rule{Record: fmt.Sprintf("dashboard:query_%d", len(rules)), Expr: vars.Replace(exprs[where])})
+	}
+	b, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rules}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "dashboard-rules.yml")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run("check", "rules", path)
 }
