@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -144,6 +145,9 @@ func TestClusterPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	prompt("s1", "say after the restart", "")
+	if log := sessionProc.LogSince(); !strings.Contains(log, "evicted the lease of an owner that does not answer") {
+		t.Errorf("the restarted session service took s1 without evicting the dead owner's lease:\n%s", log)
+	}
 
 	// Unload, and a prompt that restores the session.
 	must(http.MethodPost, base+"s1/unload", `{}`, http.StatusOK)
@@ -404,5 +408,91 @@ func (f *permFollow) await(t *testing.T, s string) {
 			t.Fatalf("skein follow printed no %s in 30s:\n%s", s, f.String())
 		}
 		time.Sleep(20 * time.Millisecond) // polls another process's output
+	}
+}
+
+// TestClusterRefusals is the other half of least privilege: each
+// service's user is refused what belongs to another service or to the
+// operator: writing another's records, reading another's replies,
+// serving another's requests, creating, deleting or purging streams. It
+// runs its own cluster without startCluster's violation check, since
+// every probe here is one.
+func TestClusterRefusals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node cluster of processes; skipped in -short")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("the cluster's processes are tied to the test's life on Linux only")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, _ := filepath.Abs(opsClusterDir)
+	c, err := cluster.Start(t.Context(), cluster.Options{Dir: t.TempDir(), ConfDir: conf, NATSServer: buildNATSServer(t),
+		Skein: []string{exe}, SkeinEnv: []string{envRunSkein + "=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+
+	type probes struct{ publish, subscribe []string }
+	anyStream := []string{"$JS.API.STREAM.CREATE.X", "$JS.API.STREAM.DELETE.ACP_LOG", "$JS.API.STREAM.UPDATE.ACP_LOG", "$JS.API.CONSUMER.CREATE.ACP_LOG.c"}
+	refused := map[string]probes{
+		cluster.UserGateway: {
+			publish:   append([]string{"acp.log.default.s1.ev", "acp.live.default.s1", "acp.runner.r1.create", "acp.owner.x.default.prompt", "$KV.ACP_SESSIONS.default.s1", "$JS.API.DIRECT.GET.ACP_IO", "$JS.API.STREAM.PURGE.ACP_LOG"}, anyStream...),
+			subscribe: []string{"acp.api.default.prompt", "acp.iotail.>", "acp.runner.>", "_INBOX.session.>", "_INBOX.>"},
+		},
+		cluster.UserSession: {
+			publish:   append([]string{"acp.io.default.s1", "$KV.ACP_RUNNERS.r1", "acp.api.default.read_history", "$JS.API.STREAM.PURGE.KV_ACP_SESSIONS"}, anyStream...),
+			subscribe: []string{"acp.runner.>", "acp.io.>", "_INBOX.gateway.>", "$SRV.PING.skein-history"},
+		},
+		cluster.UserRunner: {
+			publish:   append([]string{"acp.log.default.s1.ev", "acp.live.default.s1", "acp.api.default.prompt", "$KV.ACP_SESSIONS.default.s1", "$KV.ACP_OWNERS.default.s1", "$JS.API.DIRECT.GET.ACP_LOG", "$JS.API.STREAM.PURGE.ACP_IO"}, anyStream...),
+			subscribe: []string{"acp.api.default.prompt", "acp.tail.>", "acp.iotail.>", "_INBOX.session.>"},
+		},
+		cluster.UserHistory: {
+			publish:   append([]string{"acp.log.default.s1.ev", "acp.api.default.prompt", "acp.runner.r1.create", "$KV.ACP_SESSIONS.default.s1", "$JS.API.DIRECT.GET.ACP_IO", "$JS.API.STREAM.PURGE.ACP_LOG"}, anyStream...),
+			subscribe: []string{"acp.iotail.>", "acp.owner.>", "acp.tail.>", "_INBOX.gateway.>"},
+		},
+	}
+	for user, p := range refused {
+		t.Run(user, func(t *testing.T) {
+			errs := make(chan error, 64)
+			nc, err := nats.Connect(c.URL(user), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			// Each probe, then the server's refusal of exactly it.
+			expect := func(kind, subject string) {
+				t.Helper()
+				want := fmt.Sprintf("Permissions Violation for %s to %q", kind, subject)
+				timeout := time.After(10 * time.Second)
+				for {
+					select {
+					case err := <-errs:
+						if strings.Contains(err.Error(), want) {
+							return
+						}
+					case <-timeout:
+						t.Errorf("%s: %s %s was not refused", user, kind, subject)
+						return
+					}
+				}
+			}
+			for _, subject := range p.publish {
+				if err := nc.Publish(subject, []byte("{}")); err != nil {
+					t.Fatal(err)
+				}
+				expect("Publish", subject)
+			}
+			for _, subject := range p.subscribe {
+				if _, err := nc.SubscribeSync(subject); err != nil {
+					t.Fatal(err)
+				}
+				expect("Subscription", subject)
+			}
+		})
 	}
 }
