@@ -64,6 +64,23 @@ func TestClusterTLS(t *testing.T) {
 		t.Errorf("stream info over TLS: %v", err)
 	}
 
+	// skein provision takes the TLS files from the environment as well
+	// (SKEIN_NATS_TLS_*): a dry run finds everything provisioned.
+	env := map[string]string{
+		"NATS_URL": c.URL(cluster.UserOps), "SKEIN_NATS_TLS_CA": c.TLS.CA,
+		"SKEIN_NATS_TLS_CERT": c.TLS.ClientCert, "SKEIN_NATS_TLS_KEY": c.TLS.ClientKey,
+	}
+	var out, errOut strings.Builder
+	if err := runProvision(ctx, []string{"--replicas=3", "--dry-run"}, func(k string) string { return env[k] }, &out, &errOut); err != nil {
+		t.Errorf("skein provision --dry-run over TLS: %v\n%s%s", err, out.String(), errOut.String())
+	} else if strings.Count(out.String(), "unchanged") != 5 {
+		t.Errorf("skein provision --dry-run over TLS:\n%s", out.String())
+	}
+	noEnv := func(string) string { return "" }
+	if err := runProvision(ctx, []string{"--nats=" + c.URL(cluster.UserOps), "--nats-tls-cert=" + c.TLS.ClientCert}, noEnv, &out, &errOut); err == nil || !strings.Contains(err.Error(), "go together") {
+		t.Errorf("a client certificate without its key: %v", err)
+	}
+
 	// Without a client certificate: refused in the handshake.
 	if nc, err := nats.Connect(c.URL(cluster.UserOps), nats.RootCAs(c.TLS.CA), nats.MaxReconnects(0)); err == nil {
 		nc.Close()
