@@ -233,7 +233,7 @@ func asyncPermPrompt(ctx context.Context, c *cluster.Cluster, url, text string) 
 
 // permEvent is one event of the gateway's events stream.
 type permEvent struct {
-	Kind      string // durable, ephemeral, error
+	Kind      string `json:"-"` // the SSE event: durable, ephemeral, error
 	Type      string `json:"type"`
 	RequestID string `json:"requestId"`
 	raw       string
