@@ -42,13 +42,15 @@ var runbookRequired = []string{
 // named here fails the test, as does an entry no command uses: the set
 // stays small and every member justified.
 var runbookNoTest = map[string]string{
+	"source .cluster/env":  "the shell's set-up for make cluster on its fixed ports: the test sets the same variables for its cluster on free ports",
+	"export ":              "the shell's set-up, as source .cluster/env",
 	"NATS_SERVER_NAME=n4 ": "starts a fourth nats-server on make cluster's fixed ports; the test's cluster is three nodes on free ports, and a fourth joining is nats-server's business, not the runbook's",
-	`nats --server "$NATS_SYS_URL" server raft peer-remove `: "removes a node from the cluster for good: it must be down first, and the test's cluster would be left with two nodes and R3 streams that cannot place their third replica",
-	"nats stream cluster peer-remove ":                       "moves a stream's replica to a node that has none, and every node of a three-node cluster has one of each R3 stream: there is nowhere to move it",
-	`nats --server "$NATS_SYS_URL" server cluster evacuate `: "moves every stream off a node, which needs a fourth node to take them (see peer-remove)",
-	"nats stream edit ACP_LOG --replicas 5":                  "five replicas need five nodes",
-	"nats stream view ":                                      "interactive: it pages on a terminal, asking before each page, and refuses to run without one; the sub --headers-only line beside it shows the same records",
-	"bin/nats-server --signal ldm=":                          "stops a node (lame-duck mode) of make cluster by its pid in .cluster/cluster.json; the fault tests stop and restart nodes",
+	`nats --server "$NATS_SYS_URL" server cluster peer-remove `: "removes a node from the cluster for good: it must be down first, and the test's cluster would be left with two nodes and R3 streams that cannot place their third replica",
+	"nats stream cluster peer-remove ":                          "moves a stream's replica to a node that has none, and every node of a three-node cluster has one of each R3 stream: there is nowhere to move it",
+	`nats --server "$NATS_SYS_URL" server cluster evacuate `:    "moves every stream off a node, which needs a fourth node to take them (see peer-remove)",
+	"nats stream edit ACP_LOG --replicas 5":                     "five replicas need five nodes",
+	"nats stream view ":                                         "interactive: it pages on a terminal, asking before each page, and refuses to run without one; the sub --headers-only line beside it shows the same records",
+	"bin/nats-server --signal ldm=":                             "stops a node (lame-duck mode) of make cluster by its pid in .cluster/cluster.json; the fault tests stop and restart nodes",
 }
 
 // runbookCheck says what one runbook command must do. A command matches the
@@ -94,8 +96,8 @@ var runbookChecks = []runbookCheck{
 	{pattern: `^nats kv get ACP_SESSIONS .* --raw \| skein decode$`, want: []string{`^\{"record":"SessionMeta",.*"sessionId":"{{SID}}"`}},
 	{pattern: `^nats kv get ACP_OWNERS "default\.\$SID" --raw$`, want: []string{`\S`},
 		after: func(t *testing.T, rb *runbookRun, out string) { rb.owner = strings.TrimSpace(out) }},
-	{pattern: `^skein agents$`, want: []string{`\btest\b`}},
-	{pattern: `^skein list$`, want: []string{`{{SID}}`}},
+	{pattern: `^skein agents$`, want: []string{`(?m)^test\s+installed\s`}},
+	{pattern: `^skein list$`, want: []string{`(?m)^{{SID}}\s+idle\s`}},
 	{pattern: `^skein history -s "\$SID"$`, want: []string{`agent_message_chunk`}},
 	{pattern: `^skein history -s "\$SID" --json$`, want: []string{`(?m)^\{.*"sequence":\d+`, `"type":"user_message_chunk"`}},
 	{pattern: `^nats sub "acp\.log\.default\.\$SID\.>" --stream ACP_LOG --all --terminate-at-end --headers-only$`,
@@ -105,6 +107,8 @@ var runbookChecks = []runbookCheck{
 		want: []string{`"record":"SessionOpened"`, `"record":"AdapterAttached"`, `"record":"TurnFinished"`}},
 	{pattern: `^nats sub 'acp\.log\.default\.>' --stream ACP_LOG --since 1h --terminate-at-end --translate 'skein decode'$`,
 		want: []string{`"record":"SessionOpened"`}},
+	{pattern: `^nats sub 'acp\.io\.default\.>' --stream ACP_IO --since 1h --terminate-at-end --translate 'skein decode'$`,
+		want: []string{`"record":"Adapter(Update|Updates|PromptResult)"`}},
 	{pattern: `^nats sub "acp\.io\.default\.\$SID" --stream ACP_IO --all --terminate-at-end --headers-only$`, want: []string{`Acp-Process-Id`}},
 	{pattern: `^nats sub 'acp\.tail\.default\.>' --translate 'skein decode'$`, want: []string{`^\{"record":"[A-Za-z]+"`}, stream: true},
 	{pattern: `^skein follow$`, want: []string{`^\{.*"sessionId":"{{SID}}".*"sequence":\d+`}, stream: true},
@@ -120,12 +124,14 @@ var runbookChecks = []runbookCheck{
 	{pattern: `^nats backup info "\$BACKUP/ACP_LOG"$`, want: []string{`ACP_LOG`}},
 	{pattern: `^nats stream rm [A-Z_]+ -f$`, want: nil},
 	{pattern: `^nats backup restore stream "\$BACKUP/(ACP_LOG|KV_ACP_SESSIONS)" --no-progress$`, want: []string{`(?i)restored`}},
+	{pattern: `^skein provision --replicas 3 --dry-run$`, want: []string{`ACP_LOG\s+unchanged`, `KV_ACP_OWNERS\s+unchanged`}},
 	{pattern: `^skein provision --replicas 3$`, want: []string{`ACP_LOG\s+unchanged`, `KV_ACP_SESSIONS\s+unchanged`},
 		after: func(t *testing.T, rb *runbookRun, out string) {
 			if strings.Contains(out, "refused") {
 				t.Errorf("skein provision after the restore refused a difference:\n%s", out)
 			}
 		}},
+	{pattern: `^skein prompt -s upgrade-check --agent demo "say upgrade ok"$`, want: []string{`upgrade ok`}},
 	{pattern: `^nats stream cluster step-down ACP_LOG$`, want: []string{`(?i)leader`}},
 	{pattern: `server cluster step-down$`, want: []string{`(?i)leader`}},
 }
@@ -154,7 +160,8 @@ func parseRunbook(doc string) ([]runbookBlock, error) {
 	)
 	for i, l := range strings.Split(doc, "\n") {
 		n := i + 1
-		if rest, ok := strings.CutPrefix(l, "```"); ok {
+		// Fences may be indented (a block inside a list item).
+		if rest, ok := strings.CutPrefix(strings.TrimLeft(l, " "), "```"); ok {
 			if inFence {
 				if cur != nil {
 					blocks = append(blocks, *cur)
@@ -346,6 +353,43 @@ func TestRunbook(t *testing.T) {
 			rb.run(t, cmd)
 		}
 	}
+	rb.waitsWait(t, blocks)
+}
+
+// waitsWait checks that what the runbook says to wait on before the next
+// node is a real condition: with node n1 (the one $NATS_MONITOR names)
+// stopped, every such check fails, and once it is back they all pass
+// again.
+func (rb *runbookRun) waitsWait(t *testing.T, blocks []runbookBlock) {
+	t.Helper()
+	var waits []runbookCommand
+	for _, b := range blocks {
+		for _, cmd := range b.commands {
+			if chk := checkFor(cmd.text); !b.noTest && !b.offline && chk != nil && chk.poll && !slices.ContainsFunc(waits, func(w runbookCommand) bool { return w.text == cmd.text }) {
+				waits = append(waits, cmd)
+			}
+		}
+	}
+	if len(waits) == 0 {
+		t.Fatal("the runbook says to wait on nothing between nodes")
+	}
+	n1 := rb.c.Node("n1")
+	if err := n1.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range waits {
+		if out, err := rb.exec(t, cmd.text, time.Minute); err == nil {
+			t.Errorf("%s:%d: %s: exit 0 with node n1 down:\n%s", runbookPath, cmd.line, cmd.text, out)
+		} else {
+			t.Logf("%s:%d: %s: with n1 down: %v", runbookPath, cmd.line, cmd.text, err)
+		}
+	}
+	if err := n1.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range waits {
+		rb.run(t, cmd)
+	}
 }
 
 // offline runs a services-stopped block: the services stop, the block
@@ -366,6 +410,7 @@ func (rb *runbookRun) offline(t *testing.T, b runbookBlock) {
 			t.Fatal(err)
 		}
 	}
+	rb.owner = "" // the replicas restarted with new instance IDs
 	if rb.historyAtBackup == nil {
 		t.Fatalf("%s:%d: a services-stopped block before any backup of ACP_LOG", runbookPath, b.line)
 	}
