@@ -24,6 +24,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"skein.dev/internal/cluster"
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/acpwire"
 )
@@ -63,14 +64,30 @@ import (
 // 4 sessions; otherwise 10 and 40.
 //
 // BenchmarkCapacitySweep (only with SKEIN_LONG set, run by make test-long,
-// without the race detector) sweeps path=skein over N = 20, 40, 60, 80, 120,
-// 160, ... with a 5 s window, stops after the first N whose p99 is over
-// 50 ms (or at 400 sessions), and reports the knee: the largest N whose p99
-// stayed under 50 ms (BenchmarkCapacitySweep/rate=50,result=knee,
-// knee-sessions). For profiling, SKEIN_CAPACITY_SESSIONS=60,80 runs those
-// sizes instead, SKEIN_CAPACITY_WINDOW=20s lengthens the window, and
-// SKEIN_CAPACITY_PPROF=127.0.0.1:6060 starts skein with --pprof there, and
-// SKEIN_CAPACITY_NATS_PROFILE=6061 nats-server with its profiling port.
+// without the race detector) sweeps Skein in two topologies over N = 20,
+// 40, 60, 80, 120, 160, ... with a 5 s window, each until the first N whose
+// p99 is over 50 ms (or 400 sessions):
+//
+//	topology=dev: skein serve -target=all, one process, against one
+//	  nats-server process, streams R1 (BenchmarkCapacity's path=skein)
+//	topology=cluster: make cluster's topology (startCluster): three
+//	  nats-server processes, streams R3, the four services as separate skein
+//	  serve processes, each its own NATS user, the gateway asking a token
+//
+// The two take turns at each N, so that what else runs on the machine falls
+// on both alike. A cluster's run reports, besides skein-cpu-s/kchunk (its
+// four services summed) and nats-cpu-s/kchunk (its three nodes summed),
+// each process's: gateway-, session-, adapter-runner-, history-, n1-, n2-
+// and n3-cpu-s/kchunk. Then, per topology, the knee: the largest N whose p99
+// stayed under 50 ms (BenchmarkCapacitySweep/topology=T,rate=50,result=knee,
+// knee-sessions), with that topology's figures at the largest N both
+// topologies ran under their knees (at-sessions), so that their costs per
+// chunk are compared at one load. For profiling, SKEIN_CAPACITY_SESSIONS=60,80
+// runs those sizes instead, SKEIN_CAPACITY_TOPOLOGY=cluster one topology,
+// SKEIN_CAPACITY_WINDOW=20s lengthens the window, and
+// SKEIN_CAPACITY_PPROF=127.0.0.1:6060 starts skein (dev) with --pprof there,
+// and SKEIN_CAPACITY_NATS_PROFILE=6061 nats-server (dev) with its profiling
+// port.
 
 const (
 	capacityRate  = 50 // chunks per second per session
@@ -119,25 +136,69 @@ func BenchmarkCapacitySweep(b *testing.B) {
 			b.Fatalf("SKEIN_CAPACITY_WINDOW=%q: want a duration of 1s or more", v)
 		}
 	}
-	pprof := os.Getenv("SKEIN_CAPACITY_PPROF")
-	knee := 0
-	for _, n := range sizes {
-		var res capacityResult
-		b.Run(fmt.Sprintf("sessions=%d,rate=%d", n, capacityRate), func(b *testing.B) {
-			res = runSkeinCapacity(b, n, capacityRate, window, pprof)
-			reportCapacity(b, res)
-		})
-		if res.samples == 0 || res.p99 >= capacityKnee || res.lost > 0 {
-			break
+	topologies := []string{"dev", "cluster"}
+	if v := os.Getenv("SKEIN_CAPACITY_TOPOLOGY"); v != "" {
+		topologies = strings.Split(v, ",")
+		for _, t := range topologies {
+			if t != "dev" && t != "cluster" {
+				b.Fatalf("SKEIN_CAPACITY_TOPOLOGY=%q: want dev, cluster or both, comma separated", v)
+			}
 		}
-		knee = n
 	}
-	b.Logf("capacity knee at %d chunks/s per session: %d sessions (live delta p99 < %v)", capacityRate, knee, capacityKnee)
-	b.Run(fmt.Sprintf("rate=%d,result=knee", capacityRate), func(b *testing.B) {
-		for b.Loop() {
+	pprof := os.Getenv("SKEIN_CAPACITY_PPROF")
+	// The topologies take turns at each size, so that the load the other
+	// users of the machine put on it falls on both alike.
+	knee := map[string]int{}
+	done := map[string]bool{}
+	results := map[string]map[int]capacityResult{}
+	for _, n := range sizes {
+		for _, topo := range topologies {
+			if done[topo] {
+				continue
+			}
+			var res capacityResult
+			b.Run(fmt.Sprintf("topology=%s,sessions=%d,rate=%d", topo, n, capacityRate), func(b *testing.B) {
+				if topo == "cluster" {
+					res = runCapacity(b, startClusterTarget(b, n), n, capacityRate, window)
+				} else {
+					res = runSkeinCapacity(b, n, capacityRate, window, pprof)
+				}
+				reportCapacity(b, res)
+			})
+			if res.samples == 0 || res.p99 >= capacityKnee || res.lost > 0 {
+				done[topo] = true
+				continue
+			}
+			knee[topo] = n
+			if results[topo] == nil {
+				results[topo] = map[int]capacityResult{}
+			}
+			results[topo][n] = res
 		}
-		b.ReportMetric(float64(knee), "knee-sessions")
-	})
+	}
+	// Each topology's knee, and its figures at the largest size every
+	// topology ran under its knee: CPU per chunk falls as the load rises
+	// (each wake-up carries more), so the topologies' costs are compared at
+	// one load, not each at its own knee.
+	at := 0
+	for i, topo := range topologies {
+		if i == 0 || knee[topo] < at {
+			at = knee[topo]
+		}
+	}
+	for _, topo := range topologies {
+		b.Logf("capacity knee at %d chunks/s per session, topology=%s: %d sessions (live delta p99 < %v)", capacityRate, topo, knee[topo], capacityKnee)
+		b.Run(fmt.Sprintf("topology=%s,rate=%d,result=knee", topo, capacityRate), func(b *testing.B) {
+			for b.Loop() {
+			}
+			b.ReportMetric(float64(knee[topo]), "knee-sessions")
+			if at == 0 {
+				return
+			}
+			b.ReportMetric(float64(at), "at-sessions")
+			reportCapacity(b, results[topo][at])
+		})
+	}
 }
 
 // capacityResult is what one run measured.
@@ -151,6 +212,13 @@ type capacityResult struct {
 	skeinCPU, natCPU time.Duration // -1: not measured
 	agentCPU         time.Duration // the agents, summed; -1: not measured
 	busy             float64       // the machine's busy cores over the window; -1: not measured
+	procs            []procTime    // in a cluster, each process's CPU (skeinCPU and natCPU sum them)
+}
+
+// procTime is one process's CPU time over a run.
+type procTime struct {
+	name string
+	cpu  time.Duration
 }
 
 func reportCapacity(b *testing.B, r capacityResult) {
@@ -169,6 +237,9 @@ func reportCapacity(b *testing.B, r capacityResult) {
 	}
 	if r.natCPU >= 0 {
 		b.ReportMetric(r.natCPU.Seconds()*1000/float64(max(r.chunks, 1)), "nats-cpu-s/kchunk")
+	}
+	for _, p := range r.procs {
+		b.ReportMetric(p.cpu.Seconds()*1000/float64(max(r.chunks, 1)), p.name+"-cpu-s/kchunk")
 	}
 	if r.agentCPU >= 0 {
 		b.ReportMetric(r.agentCPU.Seconds()*1000/float64(max(r.chunks, 1)), "agents-cpu-s/kchunk")
@@ -247,8 +318,28 @@ func (t *tally) result(start time.Time, want int) capacityResult {
 	return r
 }
 
-// runSkeinCapacity measures n sessions through skein serve and its viewers.
-func runSkeinCapacity(b *testing.B, n, rate int, window time.Duration, pprofAddr string) capacityResult {
+// capacityTarget is a running Skein the load is put on: its gateway, and
+// the processes whose CPU is measured.
+type capacityTarget struct {
+	url    string // a gateway's base URL
+	client *http.Client
+	// procs are the processes measured; each one's nats says whether it
+	// counts as nats-server's CPU or as Skein's.
+	procs  []capacityProc
+	each   bool          // report each process's CPU, not only the two sums
+	runner int           // the pid whose children are the agents
+	out    func() string // what to show when it fails
+}
+
+type capacityProc struct {
+	name string // "skein", "nats"; in a cluster gateway, session, ..., n1, n2, n3
+	pid  int
+	nats bool
+}
+
+// startDevTarget starts skein serve -target=all, one process, against one
+// nats-server process: R1 streams, every service in one process.
+func startDevTarget(b *testing.B, n int, pprofAddr string) *capacityTarget {
 	var natsArgs []string
 	if port := os.Getenv("SKEIN_CAPACITY_NATS_PROFILE"); port != "" {
 		natsArgs = []string{"--profile", port}
@@ -258,6 +349,84 @@ func runSkeinCapacity(b *testing.B, n, rate int, window time.Duration, pprofAddr
 	sk := startServe(b, natsURL, n+8, pprofAddr)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n + 8}}
 	b.Cleanup(client.CloseIdleConnections)
+	return &capacityTarget{url: sk.url, client: client, runner: sk.pid, out: sk.out.String,
+		procs: []capacityProc{{name: "skein", pid: sk.pid}, {name: "nats", pid: natsPid, nats: true}}}
+}
+
+// startClusterTarget starts make cluster's topology (startCluster): three
+// nats-server processes, R3 streams, and the four services as separate
+// skein serve processes, each its own NATS user, with the gateway's and the
+// runner's limits raised for the load as startServe raises them. The
+// services log at info, as deployed (the harness reads their readiness from
+// an info line), where dev's skein serve logs warnings only: a few lines
+// per session opened, none per chunk.
+func startClusterTarget(b *testing.B, n int) *capacityTarget {
+	c := startCluster(commaFreeTB{b}, cluster.Options{Args: map[string][]string{
+		cluster.Gateway: {"--gateway.max-streams=1000000", "--gateway.max-waiting-prompts=1000000", "--gateway.rate-burst=1000000"},
+		cluster.Runner:  {"--adapter-runner.capacity=" + strconv.Itoa(n+8)},
+	}})
+	client := &http.Client{Transport: bearer{c.Token, &http.Transport{MaxIdleConnsPerHost: n + 8}}}
+	b.Cleanup(client.CloseIdleConnections)
+	t := &capacityTarget{url: c.HTTP[0], client: client, each: true, out: func() string {
+		var out strings.Builder
+		for _, p := range append(c.Nodes, c.Services...) {
+			fmt.Fprintf(&out, "--- %s's log (tail):\n%s\n", p.Name, p.Tail(2000))
+		}
+		return out.String()
+	}}
+	for _, p := range c.Services {
+		// One replica of each: the name without its "-1".
+		t.procs = append(t.procs, capacityProc{name: p.Name[:strings.LastIndexByte(p.Name, '-')], pid: p.Pid})
+		if strings.HasPrefix(p.Name, cluster.Runner+"-") {
+			t.runner = p.Pid
+		}
+	}
+	for _, p := range c.Nodes {
+		t.procs = append(t.procs, capacityProc{name: p.Name, pid: p.Pid, nats: true})
+	}
+	return t
+}
+
+// commaFreeTB gives startCluster temporary directories whose names hold no
+// comma, unlike b.TempDir's for a sub-benchmark named key=value,key=value:
+// ops/cluster/nats/node.conf reads store_dir from $NATS_STORE_DIR unquoted,
+// and nats-server's configuration parser ends the value at a comma.
+type commaFreeTB struct{ testing.TB }
+
+func (t commaFreeTB) TempDir() string {
+	dir, err := os.MkdirTemp("", "skein-capacity-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+// bearer adds a token to every request: the cluster's gateway asks for
+// one, as deployed.
+type bearer struct {
+	token string
+	base  *http.Transport
+}
+
+func (t bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+t.token)
+	return t.base.RoundTrip(req)
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the
+// transport.
+func (t bearer) CloseIdleConnections() { t.base.CloseIdleConnections() }
+
+// runSkeinCapacity measures n sessions through skein serve and its viewers.
+func runSkeinCapacity(b *testing.B, n, rate int, window time.Duration, pprofAddr string) capacityResult {
+	return runCapacity(b, startDevTarget(b, n, pprofAddr), n, rate, window)
+}
+
+// runCapacity measures n sessions through a Skein and its viewers.
+func runCapacity(b *testing.B, sk *capacityTarget, n, rate int, window time.Duration) capacityResult {
+	client := sk.client
 	ctx := b.Context()
 
 	// Open the sessions (the first waits for the gateway), then one viewer
@@ -268,7 +437,7 @@ func runSkeinCapacity(b *testing.B, n, rate int, window time.Duration, pprofAddr
 		if err := pollFor(ctx, "skein serve to open a session", func() bool {
 			return httpDo(ctx, client, http.MethodPut, bases[i], `{"agent":"test"}`) == nil
 		}); err != nil {
-			b.Fatalf("%v\nskein output:\n%s", err, sk.out)
+			b.Fatalf("%v\nskein output:\n%s", err, sk.out())
 		}
 	}
 	tl := newTally()
@@ -297,13 +466,17 @@ func runSkeinCapacity(b *testing.B, n, rate int, window time.Duration, pprofAddr
 	round("stream 1 1")
 	tl.waitFor(ctx, n, capacityDrain)
 	if got := tl.count(); got != n {
-		b.Fatalf("warm-up: %d of %d viewers saw the chunk\nskein output:\n%s", got, n, sk.out)
+		b.Fatalf("warm-up: %d of %d viewers saw the chunk\nskein output:\n%s", got, n, sk.out())
 	}
 	tl.reset()
 
 	script, perTurn := streamScript(rate, window)
-	agents := childPids(sk.pid)
-	skein0, nats0, agents0, machine0 := procCPU(b, sk.pid), procCPU(b, natsPid), sumCPU(agents), machineCPU(b)
+	agents := childPids(sk.runner)
+	cpu0 := make([]time.Duration, len(sk.procs))
+	for i, p := range sk.procs {
+		cpu0[i] = procCPU(b, p.pid)
+	}
+	agents0, machine0 := sumCPU(agents), machineCPU(b)
 	start := time.Now()
 	for b.Loop() {
 		round(script)
@@ -311,7 +484,19 @@ func runSkeinCapacity(b *testing.B, n, rate int, window time.Duration, pprofAddr
 	want := b.N * n * perTurn
 	tl.waitFor(ctx, want, capacityDrain)
 	res := tl.result(start, want)
-	res.skeinCPU, res.natCPU, res.agentCPU = procCPU(b, sk.pid)-skein0, procCPU(b, natsPid)-nats0, sumCPU(agents)-agents0
+	res.skeinCPU, res.natCPU = 0, 0
+	for i, p := range sk.procs {
+		d := procCPU(b, p.pid) - cpu0[i]
+		if p.nats {
+			res.natCPU += d
+		} else {
+			res.skeinCPU += d
+		}
+		if sk.each {
+			res.procs = append(res.procs, procTime{p.name, d})
+		}
+	}
+	res.agentCPU = sumCPU(agents) - agents0
 	res.busy = machineCPU(b).busySince(machine0)
 	return res
 }

@@ -34,6 +34,12 @@ type row struct {
 	target   string
 }
 
+// The capacity sweep's results, one per topology.
+const (
+	kneeDev     = "BenchmarkCapacitySweep/topology=dev,rate=50,result=knee"
+	kneeCluster = "BenchmarkCapacitySweep/topology=cluster,rate=50,result=knee"
+)
+
 var rows = []row{
 	// Durable updates through the whole stack, each beside raw async
 	// publishes to a stream configured as ACP_LOG is (RePublish, replicas,
@@ -117,7 +123,27 @@ var rows = []row{
 	{"capacity, 40 sessions: nats-server CPU per 1,000 chunks", "BenchmarkCapacity/path=skein,sessions=40,rate=50", "nats-cpu-s/kchunk", "BenchmarkCapacity/path=jetstream,sessions=40,rate=50", "nats-cpu-s/kchunk", ""},
 	{"capacity, 40 sessions: the agents' CPU per 1,000 chunks (the load)", "BenchmarkCapacity/path=skein,sessions=40,rate=50", "agents-cpu-s/kchunk", "", "", ""},
 	{"capacity, 40 sessions: the machine's busy cores", "BenchmarkCapacity/path=skein,sessions=40,rate=50", "busy-cores", "", "", ""},
-	{"capacity knee: sessions × 50 chunks/s with live delta p99 < 50 ms", "BenchmarkCapacitySweep/rate=50,result=knee", "knee-sessions", "", "", ""},
+	// The knee, from make test-long's sweep, in two topologies taking
+	// turns in one run: dev (skein serve -target=all against one
+	// nats-server, R1) and make cluster's (three nodes, R3, the four
+	// services as separate processes). The CPU figures are each topology's
+	// at one load, the largest both ran under their knees (at-sessions):
+	// the cluster's per process, beside dev's one skein or nats-server.
+	{"capacity knee, dev: sessions × 50 chunks/s with live delta p99 < 50 ms", kneeDev, "knee-sessions", "", "", ""},
+	{"capacity knee, cluster (3 nodes, R3, 4 service processes), beside dev", kneeCluster, "knee-sessions", kneeDev, "knee-sessions", ""},
+	{"capacity knee, both: the sessions the figures below are measured at", kneeCluster, "at-sessions", kneeDev, "at-sessions", ""},
+	{"capacity knee, cluster: live delta p99 at that load", kneeCluster, "p99-ms", kneeDev, "p99-ms", ""},
+	{"capacity knee, cluster: Skein CPU per 1,000 chunks, 4 services", kneeCluster, "skein-cpu-s/kchunk", kneeDev, "skein-cpu-s/kchunk", ""},
+	{"capacity knee, cluster:   gateway CPU per 1,000 chunks", kneeCluster, "gateway-cpu-s/kchunk", kneeDev, "skein-cpu-s/kchunk", ""},
+	{"capacity knee, cluster:   session CPU per 1,000 chunks", kneeCluster, "session-cpu-s/kchunk", kneeDev, "skein-cpu-s/kchunk", ""},
+	{"capacity knee, cluster:   adapter-runner CPU per 1,000 chunks", kneeCluster, "adapter-runner-cpu-s/kchunk", kneeDev, "skein-cpu-s/kchunk", ""},
+	{"capacity knee, cluster:   history CPU per 1,000 chunks", kneeCluster, "history-cpu-s/kchunk", kneeDev, "skein-cpu-s/kchunk", ""},
+	{"capacity knee, cluster: nats-server CPU per 1,000 chunks, 3 nodes", kneeCluster, "nats-cpu-s/kchunk", kneeDev, "nats-cpu-s/kchunk", ""},
+	{"capacity knee, cluster:   n1 CPU per 1,000 chunks", kneeCluster, "n1-cpu-s/kchunk", kneeDev, "nats-cpu-s/kchunk", ""},
+	{"capacity knee, cluster:   n2 CPU per 1,000 chunks", kneeCluster, "n2-cpu-s/kchunk", kneeDev, "nats-cpu-s/kchunk", ""},
+	{"capacity knee, cluster:   n3 CPU per 1,000 chunks", kneeCluster, "n3-cpu-s/kchunk", kneeDev, "nats-cpu-s/kchunk", ""},
+	{"capacity knee, cluster: the agents' CPU per 1,000 chunks (the load)", kneeCluster, "agents-cpu-s/kchunk", kneeDev, "agents-cpu-s/kchunk", ""},
+	{"capacity knee, cluster: the machine's busy cores", kneeCluster, "busy-cores", kneeDev, "busy-cores", ""},
 	{"takeover of 1,000 running sessions after their owner dies (TTL 1 s)", "BenchmarkTakeover/sessions=1000/owner-ttl=1s", "takeover-s", "", "", ""},
 	{"  of which claiming them, after the leases expired", "BenchmarkTakeover/sessions=1000/owner-ttl=1s", "claim-s", "", "", ""},
 	// Live fan-out: one session, 1,000 SSE viewers on one gateway, 50
