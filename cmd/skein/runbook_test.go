@@ -304,6 +304,9 @@ func TestRunbook(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	if testing.Short() {
+		t.Skip("the runbook's text is checked; running its commands starts a three-node cluster, skipped in -short")
+	}
 
 	natsCLI := buildNatsCLI(t)
 	c := startCluster(t, cluster.Options{})
