@@ -206,6 +206,10 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	if err := c.AwaitRouted(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
 	return c, nil
 }
 
