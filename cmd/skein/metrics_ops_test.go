@@ -423,8 +423,8 @@ func TestMetricLabelsClosed(t *testing.T) {
 
 // TestMonitoringConfig: prometheus.yml scrapes the four services under the
 // job names the dashboard and alerts select, and loads alerts.yml; every
-// alert rule has its annotations and a runbook anchor docs/OPERATIONS.md
-// can match.
+// alert rule has its annotations and a runbook link to its anchor in
+// docs/OPERATIONS.md, which is there.
 func TestMonitoringConfig(t *testing.T) {
 	var prom struct {
 		Global        map[string]string `yaml:"global"`
@@ -453,6 +453,10 @@ func TestMonitoringConfig(t *testing.T) {
 		t.Errorf("prometheus.yml rule_files = %v, want alerts.yml", prom.RuleFiles)
 	}
 
+	runbook, err := os.ReadFile("../../docs/OPERATIONS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
 	seen := map[string]bool{}
 	for _, r := range alertRules(t) {
 		if !regexp.MustCompile(`^Skein[A-Za-z]+$`).MatchString(r.Alert) || seen[r.Alert] {
@@ -467,8 +471,12 @@ func TestMonitoringConfig(t *testing.T) {
 				t.Errorf("alert %s has no %s annotation", r.Alert, a)
 			}
 		}
-		if want := "docs/OPERATIONS.md#alert-" + strings.ToLower(r.Alert); r.Annotations["runbook"] != want {
+		anchor := "alert-" + strings.ToLower(r.Alert)
+		if want := "docs/OPERATIONS.md#" + anchor; r.Annotations["runbook"] != want {
 			t.Errorf("alert %s: runbook %q, want %q", r.Alert, r.Annotations["runbook"], want)
+		}
+		if !strings.Contains(string(runbook), `id="`+anchor+`"`) {
+			t.Errorf("docs/OPERATIONS.md has no anchor %s for alert %s", anchor, r.Alert)
 		}
 	}
 }
