@@ -449,7 +449,7 @@ func TestClusterRefusals(t *testing.T) {
 		},
 		cluster.UserSession: {
 			publish:   append([]string{"acp.io.default.s1", "$KV.ACP_RUNNERS.r1", "acp.api.default.read_history", "$JS.API.STREAM.PURGE.KV_ACP_SESSIONS"}, anyStream...),
-			subscribe: []string{"acp.runner.>", "acp.io.>", "_INBOX.gateway.>", "$SRV.PING.skein-history"},
+			subscribe: []string{"acp.runner.>", "acp.io.>", "_INBOX.gateway.>", "$SRV.PING.skein-history", "acp.api.default.read_history", "acp.api.*.list_agents"},
 		},
 		cluster.UserRunner: {
 			publish:   append([]string{"acp.log.default.s1.ev", "acp.live.default.s1", "acp.api.default.prompt", "$KV.ACP_SESSIONS.default.s1", "$KV.ACP_OWNERS.default.s1", "$JS.API.DIRECT.GET.ACP_LOG", "$JS.API.STREAM.PURGE.ACP_IO"}, anyStream...),
@@ -457,7 +457,7 @@ func TestClusterRefusals(t *testing.T) {
 		},
 		cluster.UserHistory: {
 			publish:   append([]string{"acp.log.default.s1.ev", "acp.api.default.prompt", "acp.runner.r1.create", "$KV.ACP_SESSIONS.default.s1", "$JS.API.DIRECT.GET.ACP_IO", "$JS.API.STREAM.PURGE.ACP_LOG"}, anyStream...),
-			subscribe: []string{"acp.iotail.>", "acp.owner.>", "acp.tail.>", "_INBOX.gateway.>"},
+			subscribe: []string{"acp.iotail.>", "acp.owner.>", "acp.tail.>", "_INBOX.gateway.>", "acp.api.default.prompt", "acp.api.*.delete_session"},
 		},
 	}
 	for user, p := range refused {
