@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,8 +43,6 @@ var runbookRequired = []string{
 // named here fails the test, as does an entry no command uses: the set
 // stays small and every member justified.
 var runbookNoTest = map[string]string{
-	"source .cluster/env":  "the shell's set-up for make cluster on its fixed ports: the test sets the same variables for its cluster on free ports",
-	"export ":              "the shell's set-up, as source .cluster/env",
 	"NATS_SERVER_NAME=n4 ": "starts a fourth nats-server on make cluster's fixed ports; the test's cluster is three nodes on free ports, and a fourth joining is nats-server's business, not the runbook's",
 	`nats --server "$NATS_SYS_URL" server cluster peer-remove `: "removes a node from the cluster for good: it must be down first, and the test's cluster would be left with two nodes and R3 streams that cannot place their third replica",
 	"nats stream cluster peer-remove ":                          "moves a stream's replica to a node that has none, and every node of a three-node cluster has one of each R3 stream: there is nowhere to move it",
@@ -103,6 +102,7 @@ var runbookChecks = []runbookCheck{
 	{pattern: `^nats sub "acp\.log\.default\.\$SID\.>" --stream ACP_LOG --all --terminate-at-end --headers-only$`,
 		want: []string{`Acp-Record: SessionOpened`, `Acp-Turn-Id: `, `Acp-Event-No: 1\b`, `Acp-Record: TurnFinished`}},
 	{pattern: `^nats stream get ACP_LOG --last-for .*\.ctl" --translate 'skein decode'$`, want: []string{`"record":"TurnFinished"`}},
+	{pattern: `^nats stream get ACP_LOG --last-for .*\.title" --translate 'skein decode'$`, want: []string{`"record":"TitleChanged".*"source":"message"`}},
 	{pattern: `^nats sub "acp\.log\.default\.\$SID\.>" --stream ACP_LOG --all --terminate-at-end --translate 'skein decode'$`,
 		want: []string{`"record":"SessionOpened"`, `"record":"AdapterAttached"`, `"record":"TurnFinished"`}},
 	{pattern: `^nats sub 'acp\.log\.default\.>' --stream ACP_LOG --since 1h --terminate-at-end --translate 'skein decode'$`,
@@ -111,6 +111,8 @@ var runbookChecks = []runbookCheck{
 		want: []string{`"record":"Adapter(Update|Updates|PromptResult)"`}},
 	{pattern: `^nats sub "acp\.io\.default\.\$SID" --stream ACP_IO --all --terminate-at-end --headers-only$`, want: []string{`Acp-Process-Id`}},
 	{pattern: `^nats sub 'acp\.tail\.default\.>' --translate 'skein decode'$`, want: []string{`^\{"record":"[A-Za-z]+"`}, stream: true},
+	{pattern: `^nats --server "\$NATS_READER_URL" --inbox-prefix _INBOX\.reader-default sub 'acp\.tail\.default\.>' --translate 'skein decode'$`,
+		want: []string{`^\{"record":"[A-Za-z]+"`}, stream: true},
 	{pattern: `^skein follow$`, want: []string{`^\{.*"sessionId":"{{SID}}".*"sequence":\d+`}, stream: true},
 	{pattern: `^skein follow --session "\$SID" --after 0$`, want: []string{`^\{.*"sessionId":"{{SID}}".*"eventNo":1\b`}, stream: true},
 	{pattern: `^nats backup stream KV_ACP_SESSIONS "\$BACKUP/KV_ACP_SESSIONS" --no-progress$`, want: []string{`.`},
@@ -140,6 +142,7 @@ var runbookChecks = []runbookCheck{
 type runbookBlock struct {
 	line     int // of the opening fence
 	noTest   bool
+	setup    bool // the shell's set-up: see runbookRun.setup
 	offline  bool // services-stopped: run with every Skein service stopped
 	commands []runbookCommand
 }
@@ -179,10 +182,12 @@ func parseRunbook(doc string) ([]runbookBlock, error) {
 				switch w {
 				case "no-test":
 					cur.noTest = true
+				case "setup":
+					cur.setup = true
 				case "services-stopped":
 					cur.offline = true
 				default:
-					return nil, fmt.Errorf("line %d: unknown block attribute %q (no-test, services-stopped)", n, w)
+					return nil, fmt.Errorf("line %d: unknown block attribute %q (no-test, setup, services-stopped)", n, w)
 				}
 			}
 			continue
@@ -214,6 +219,9 @@ func checkRunbookText(t *testing.T, blocks []runbookBlock, doc string) {
 	usedNoTest := map[string]bool{}
 	for _, b := range blocks {
 		for _, c := range b.commands {
+			if b.setup {
+				continue
+			}
 			if b.noTest {
 				reason := ""
 				for prefix, r := range runbookNoTest {
@@ -338,7 +346,7 @@ func TestRunbook(t *testing.T) {
 		// .cluster/env
 		"NATS_URL="+c.URL(cluster.UserOps), "SKEIN_URL="+c.HTTP[0], "SKEIN_TOKEN="+c.Token,
 		// what the runbook asks the operator to set
-		"SID="+rb.sid, "NATS_SYS_URL="+c.URL(cluster.UserSys),
+		"SID="+rb.sid, "NATS_SYS_URL="+c.URL(cluster.UserSys), "NATS_READER_URL="+c.URL(cluster.UserReader),
 		fmt.Sprintf("NATS_MONITOR=http://127.0.0.1:%d", c.MonitorPorts[0]),
 		"BACKUP="+rb.backup,
 	)
@@ -346,6 +354,10 @@ func TestRunbook(t *testing.T) {
 	rb.prompt(t)
 	for _, b := range blocks {
 		if b.noTest {
+			continue
+		}
+		if b.setup {
+			rb.setup(t, b)
 			continue
 		}
 		if b.offline {
@@ -392,6 +404,79 @@ func (rb *runbookRun) waitsWait(t *testing.T, blocks []runbookBlock) {
 	}
 	for _, cmd := range waits {
 		rb.run(t, cmd)
+	}
+}
+
+// setup runs the shell's set-up block as a script, in a directory whose
+// .cluster is the test cluster's state (cluster.json as make cluster saves
+// it, and an env file as it writes one), without the variables the test
+// sets itself. Every variable the block exports must be set, and every NATS
+// URL with credentials must carry the password of its user: the block reads
+// cluster.json as make cluster writes it. Its ports are make cluster's
+// fixed ones, so the test goes on with its own values.
+func (rb *runbookRun) setup(t *testing.T, b runbookBlock) {
+	t.Helper()
+	if err := rb.c.Save(); err != nil {
+		t.Fatal(err)
+	}
+	// What ops/tools/cluster writes as <dir>/env.
+	env := fmt.Sprintf("export NATS_URL=%q\nexport SKEIN_URL=%q\nexport SKEIN_TOKEN=%q\n", rb.c.URL(cluster.UserOps), rb.c.HTTP[0], rb.c.Token)
+	if err := os.WriteFile(filepath.Join(rb.c.Dir, "env"), []byte(env), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(rb.c.Dir, filepath.Join(dir, ".cluster")); err != nil {
+		t.Fatal(err)
+	}
+	var script []string
+	var exported []string
+	for _, c := range b.commands {
+		script = append(script, c.text)
+		if name, ok := strings.CutPrefix(c.text, "export "); ok {
+			name, _, _ = strings.Cut(name, "=")
+			exported = append(exported, name)
+		}
+	}
+	script = append(script, "env")
+	cmd := exec.CommandContext(t.Context(), "bash", "-e", "-o", "pipefail", "-c", strings.Join(script, "\n"))
+	cmd.Dir = dir
+	for _, kv := range rb.env {
+		if k, _, _ := strings.Cut(kv, "="); !slices.Contains(exported, k) && !slices.Contains([]string{"NATS_URL", "SKEIN_URL", "SKEIN_TOKEN"}, k) {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s:%d: the set-up block: %v\n%s", runbookPath, b.line, err, out)
+	}
+	got := map[string]string{}
+	for l := range strings.Lines(string(out)) {
+		if k, v, ok := strings.Cut(strings.TrimSuffix(l, "\n"), "="); ok {
+			got[k] = v
+		}
+	}
+	for _, k := range append(exported, "NATS_URL", "SKEIN_URL", "SKEIN_TOKEN") {
+		if got[k] == "" {
+			t.Errorf("%s:%d: the set-up block leaves %s unset", runbookPath, b.line, k)
+		}
+	}
+	if got["SKEIN_TOKEN"] != rb.c.Token {
+		t.Errorf("%s:%d: the set-up block's SKEIN_TOKEN is not the cluster's admin token", runbookPath, b.line)
+	}
+	for k, v := range got {
+		for raw := range strings.SplitSeq(v, ",") {
+			u, err := url.Parse(raw)
+			if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.User == nil {
+				continue
+			}
+			pw, _ := u.User.Password()
+			if want, ok := rb.c.Passwords[u.User.Username()]; !ok || pw != want {
+				t.Errorf("%s:%d: the set-up block's %s has user %s with a password that is not the cluster's", runbookPath, b.line, k, u.User.Username())
+			}
+		}
+	}
+	if !t.Failed() {
+		t.Logf("%s:%d: the set-up block exports %s: ok", runbookPath, b.line, strings.Join(exported, ", "))
 	}
 }
 
@@ -485,9 +570,9 @@ func (rb *runbookRun) exec(t *testing.T, line string, d time.Duration) (string, 
 }
 
 // stream runs a command that runs until interrupted until a line of its
-// output matches want. Once it has subscribed (a new connection of the
-// ops user holds a subscription on a node), and while no line has come, a
-// turn is run so that there is something to print.
+// output matches want. Once it has subscribed (a new connection of the ops
+// or reader user holds a subscription on a node), and while no line has
+// come, a turn is run so that there is something to print.
 func (rb *runbookRun) stream(t *testing.T, where, line string, want *regexp.Regexp) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -557,9 +642,8 @@ func (rb *runbookRun) stream(t *testing.T, where, line string, want *regexp.Rege
 }
 
 // opsSubscribers returns the connections (node and client ID) of the ops
-// user that hold a subscription outside their inbox, on every node: the
-// commands the runbook runs (the test itself connects as the ops user
-// nowhere).
+// and reader users that hold a subscription outside their inbox, on every
+// node: the commands the runbook runs (the test itself connects as neither).
 func (rb *runbookRun) opsSubscribers(t *testing.T) map[string]bool {
 	t.Helper()
 	conns := map[string]bool{}
@@ -575,7 +659,7 @@ func (rb *runbookRun) opsSubscribers(t *testing.T) map[string]bool {
 			continue // a node restarting: seen at the next look
 		}
 		for _, c := range connz.Connections {
-			if c.User == cluster.UserOps && slices.ContainsFunc(c.Subs, func(s string) bool { return !strings.HasPrefix(s, "_INBOX.") }) {
+			if (c.User == cluster.UserOps || c.User == cluster.UserReader) && slices.ContainsFunc(c.Subs, func(s string) bool { return !strings.HasPrefix(s, "_INBOX.") }) {
 				conns[fmt.Sprintf("%d/%d", i, c.CID)] = true
 			}
 		}
@@ -583,8 +667,8 @@ func (rb *runbookRun) opsSubscribers(t *testing.T) map[string]bool {
 	return conns
 }
 
-// subscribedSince reports whether a connection of the ops user subscribes
-// that did not before.
+// subscribedSince reports whether a connection of the ops or reader user
+// subscribes that did not before.
 func (rb *runbookRun) subscribedSince(t *testing.T, before map[string]bool) bool {
 	t.Helper()
 	for c := range rb.opsSubscribers(t) {
