@@ -30,15 +30,17 @@ import (
 // startCluster's check (no node logged a permission violation of a
 // service's user) proves accounts.conf grants each service what it uses.
 // What each grant is for is commented in accounts.conf; this test is what
-// keeps those grants sufficient. Over HTTP: open, prompt (with a tool, a
-// thought, a title, an idempotency key), a permission request answered
-// (policy ask), the events stream, watch, history both ways, list, get,
-// rename, config options read and set, capabilities, agent info, agents,
-// cancel, unload and the prompt that restores, delete. Besides: the session
-// service killed and restarted, so that its successor pings the dead
-// owner's $SRV subject and evicts its lease; the ops user's $SRV pings
-// (nats micro ls) answered by every service; and skein follow run as the
-// read-only reader.
+// keeps those grants sufficient. Over HTTP, through two gateways to two
+// session service replicas (so that requests are forwarded to a session's
+// owner): open, prompt (with a tool, a thought, a title, an idempotency
+// key), a permission request answered (policy ask), the events stream,
+// watch, history both ways, list, get, rename, config options read and
+// set, capabilities, agent info, agents, cancel, unload and the prompt
+// that restores, delete. Besides: the session service replicas killed and
+// restarted, so that a successor pings the dead owner's $SRV subject and
+// evicts its lease; the ops user's $SRV pings, infos and stats (nats micro
+// ls) answered by every service; and skein follow run as the read-only
+// reader.
 func TestClusterPermissions(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -55,9 +57,16 @@ func TestClusterPermissions(t *testing.T) {
 	if err := os.WriteFile(agents, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := startCluster(t, cluster.Options{Args: map[string][]string{cluster.Runner: {"--adapter-runner.agents=" + agents}}})
+	// Two replicas of the session service, so that requests are forwarded
+	// to a session's owner, and two gateways.
+	c := startCluster(t, cluster.Options{Sessions: 2, Gateways: 2, Args: map[string][]string{cluster.Runner: {"--adapter-runner.agents=" + agents}}})
 	awaitRoutedInterest(t, c)
 	ctx := t.Context()
+	ops, err := nats.Connect(c.URL(cluster.UserOps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ops.Close()
 
 	// skein follow as the reader: namespace default's durable events, over
 	// NATS, with no rights but the reader's.
@@ -103,25 +112,26 @@ func TestClusterPermissions(t *testing.T) {
 		t.Errorf("a keyed prompt sent again answered %s, first %s", again, first)
 	}
 
-	// Reads.
-	must(http.MethodGet, base+"s1/watch?after=0&timeout=1s", "", http.StatusOK)
+	// Reads, through the other gateway.
+	base2 := c.HTTP[1] + "/v1/sessions/"
+	must(http.MethodGet, base2+"s1/watch?after=0&timeout=1s", "", http.StatusOK)
 	var page struct {
 		Events []struct {
 			Sequence uint64 `json:"sequence"`
 		} `json:"events"`
 	}
-	if err := json.Unmarshal(must(http.MethodGet, base+"s1/history?limit=3", "", http.StatusOK), &page); err != nil || len(page.Events) == 0 {
+	if err := json.Unmarshal(must(http.MethodGet, base2+"s1/history?limit=3", "", http.StatusOK), &page); err != nil || len(page.Events) == 0 {
 		t.Fatalf("history: %v %+v", err, page)
 	}
-	must(http.MethodGet, fmt.Sprintf("%ss1/history?before=%d&limit=3", base, page.Events[0].Sequence), "", http.StatusOK)
-	must(http.MethodGet, base+"s1/history?after=0&limit=100", "", http.StatusOK)
-	must(http.MethodGet, c.HTTP[0]+"/v1/sessions?limit=10", "", http.StatusOK)
-	must(http.MethodGet, base+"s1", "", http.StatusOK)
-	must(http.MethodGet, base+"s1/capabilities", "", http.StatusOK)
-	must(http.MethodGet, base+"s1/agent-info", "", http.StatusOK)
-	must(http.MethodGet, c.HTTP[0]+"/v1/agents", "", http.StatusOK)
-	must(http.MethodPatch, base+"s1", `{"title":"renamed"}`, http.StatusOK)
-	must(http.MethodGet, base+"s1/config", "", http.StatusOK)
+	must(http.MethodGet, fmt.Sprintf("%ss1/history?before=%d&limit=3", base2, page.Events[0].Sequence), "", http.StatusOK)
+	must(http.MethodGet, base2+"s1/history?after=0&limit=100", "", http.StatusOK)
+	must(http.MethodGet, c.HTTP[1]+"/v1/sessions?limit=10", "", http.StatusOK)
+	must(http.MethodGet, base2+"s1", "", http.StatusOK)
+	must(http.MethodGet, base2+"s1/capabilities", "", http.StatusOK)
+	must(http.MethodGet, base2+"s1/agent-info", "", http.StatusOK)
+	must(http.MethodGet, c.HTTP[1]+"/v1/agents", "", http.StatusOK)
+	must(http.MethodPatch, base2+"s1", `{"title":"renamed"}`, http.StatusOK)
+	must(http.MethodGet, base2+"s1/config", "", http.StatusOK)
 	must(http.MethodPut, base+"s1/config/mode", `{"value":"plan"}`, http.StatusOK)
 
 	// Cancel a running turn.
@@ -137,20 +147,37 @@ func TestClusterPermissions(t *testing.T) {
 		t.Errorf("the cancelled prompt: %d %s", r.code, r.body)
 	}
 
-	// kill -9 the session service while it owns s1, and start it again:
-	// the new replica finds s1's lease held by one that no longer answers
-	// its $SRV ping, evicts it and takes the session.
-	sessionProc := c.Service(cluster.Session + "-1")
-	if err := sessionProc.Kill(); err != nil {
-		t.Fatal(err)
+	// The replica that does not own s1 forwarded to the one that does
+	// (acp.owner.<replica>.<ns>.<op>): renames until it has, since the
+	// queue group picks a replica at random.
+	for i := 0; forwarded(t, ops) == 0; i++ {
+		if i == 50 {
+			t.Fatal("50 renames and no session request was forwarded to s1's owner")
+		}
+		must(http.MethodPatch, base+"s1", fmt.Sprintf(`{"title":"renamed %d"}`, i), http.StatusOK)
 	}
-	if err := sessionProc.Restart(ctx); err != nil {
-		t.Fatal(err)
+
+	// kill -9 both session service replicas, one of which owns s1, and
+	// start them again: the one that gets the next prompt finds s1's lease
+	// held by a replica that no longer answers its $SRV ping, evicts it and
+	// takes the session.
+	sessions := []*cluster.Proc{c.Service(cluster.Session + "-1"), c.Service(cluster.Session + "-2")}
+	for _, p := range sessions {
+		if err := p.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range sessions {
+		if err := p.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	awaitRoutedInterest(t, c)
 	prompt("s1", "say after the restart", "")
-	if log := sessionProc.LogSince(); !strings.Contains(log, "evicted the lease of an owner that does not answer") {
-		t.Errorf("the restarted session service took s1 without evicting the dead owner's lease:\n%s", log)
+	if !slices.ContainsFunc(sessions, func(p *cluster.Proc) bool {
+		return strings.Contains(p.LogSince(), "evicted the lease of an owner that does not answer")
+	}) {
+		t.Error("the restarted session service took s1 without evicting the dead owner's lease")
 	}
 
 	// Unload, and a prompt that restores the session.
@@ -169,13 +196,8 @@ func TestClusterPermissions(t *testing.T) {
 	}
 
 	// nats micro ls, as the ops user: every micro service answers.
-	ops, err := nats.Connect(c.URL(cluster.UserOps))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ops.Close()
 	for _, subject := range []string{"$SRV.PING", "$SRV.INFO", "$SRV.STATS"} {
-		if got, want := microAnswers(t, ops, subject, 3), []string{"skein-adapter-runner", "skein-history", "skein-session"}; !slices.Equal(got, want) {
+		if got, want := microAnswers(t, ops, subject, 4), []string{"skein-adapter-runner", "skein-history", "skein-session", "skein-session"}; !slices.Equal(got, want) {
 			t.Errorf("%s answered by %v, want %v", subject, got, want)
 		}
 	}
@@ -185,6 +207,44 @@ func TestClusterPermissions(t *testing.T) {
 	if v := c.Violations(); len(serviceViolations(c)) > 0 {
 		t.Errorf("permission violations:\n%s", strings.Join(v, "\n"))
 	}
+}
+
+// forwarded returns how many requests the session service replicas have
+// served for another replica (their -owned endpoints), as nats micro stats
+// skein-session shows it.
+func forwarded(t *testing.T, nc *nats.Conn) int {
+	t.Helper()
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest("$SRV.STATS.skein-session", inbox, nil); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for range 2 {
+		m, err := sub.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("$SRV.STATS.skein-session: %v", err)
+		}
+		var stats struct {
+			Endpoints []struct {
+				Name     string `json:"name"`
+				Requests int    `json:"num_requests"`
+			} `json:"endpoints"`
+		}
+		if err := json.Unmarshal(m.Data, &stats); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range stats.Endpoints {
+			if strings.HasSuffix(e.Name, "-owned") {
+				n += e.Requests
+			}
+		}
+	}
+	return n
 }
 
 // microAnswers sends a nats micro discovery request (nats micro ls's) and
