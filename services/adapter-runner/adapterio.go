@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"skein.dev/pkg/acp"
@@ -71,9 +73,9 @@ func (p *process) session() (string, error) {
 //
 // Only some records ask for JetStream's acknowledgement: every record
 // that is not adapter output (a prompt's answer, a permission request, an
-// exit) and every ackEvery-th record, so that a stream that stops storing
-// is noticed (Runner.notStored counts and logs it) and the acknowledgements
-// a flood of output costs stay few. The rest go out as plain publishes,
+// exit), which waits for it (publishStored), and every ackEvery-th record,
+// so that a stream that stops storing is noticed (Runner.notStored counts
+// and logs it) and the acknowledgements a flood of output costs stay few. The rest go out as plain publishes,
 // which cost the server one message instead of two and the runner no
 // acknowledgement to read. A record the stream did not store leaves a gap
 // in the numbers, which the session owner reports.
@@ -155,9 +157,12 @@ func (p *process) publishLocked(v events.Variant) {
 	// publish at once.
 	n := p.pub.records + 1
 	hdr[events.HeaderRecordNo] = []string{strconv.FormatUint(n, 10)}
-	if !output || n%ackEvery == 0 {
+	switch {
+	case !output:
+		err = p.publishStored(msg)
+	case n%ackEvery == 0:
 		_, err = p.js.PublishMsgAsync(msg)
-	} else {
+	default:
 		err = p.js.Conn().PublishMsg(msg)
 	}
 	if err != nil {
@@ -171,6 +176,44 @@ func (p *process) publishLocked(v events.Variant) {
 
 // ackEvery is how often adapter output asks for an acknowledgement.
 const ackEvery = 64
+
+// publishStored publishes a record that is not adapter output (a prompt's
+// answer, a permission request, an exit) and waits until ACP_IO has stored
+// it, retrying while the stream cannot take it: no leader during an
+// election, no quorum, this runner's server gone. Such a record is what
+// ends or moves a turn, and nothing may follow it: were it lost, the owner
+// would see no later record's number to tell it of the gap, and the turn
+// would wait for it forever. A retry carries the same Nats-Msg-Id, so a
+// record whose acknowledgement was lost is stored once (and the owner
+// ignores a record number it has applied). The reader waits meanwhile:
+// what the adapter writes after it stays in its pipe, in order. It gives
+// up after storeFor, at once when the stream refuses the record, and after
+// one attempt for an adapter the runner is stopping (no turn waits on it).
+func (p *process) publishStored(msg *nats.Msg) error {
+	msg.Header.Set(jetstream.MsgIDHeader, nuid.Next()) // one record's, whatever the attempt
+	deadline := time.Now().Add(storeFor)
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), storeAttempt)
+		_, err := p.js.PublishMsg(ctx, msg)
+		cancel()
+		var refused *jetstream.APIError
+		if err == nil || errors.As(err, &refused) || p.stopping.Load() || time.Now().After(deadline) {
+			return err
+		}
+		p.lg.Warn("runner record not stored yet; retrying", events.LogKeyRecord, msg.Header.Get(events.HeaderRecord),
+			"attempt", attempt, events.LogKeyErr, err)
+		time.Sleep(storeRetryWait) // the stream is electing or unreachable: nothing to wait on but time
+	}
+}
+
+// How long publishStored tries to store a record: past an election (a few
+// seconds) and a node's restart, each attempt bounded so that a lost
+// acknowledgement is retried.
+const (
+	storeFor       = 2 * time.Minute
+	storeAttempt   = 5 * time.Second
+	storeRetryWait = 250 * time.Millisecond
+)
 
 // notACP counts and logs something the adapter sent that breaks the
 // protocol but not the connection.
