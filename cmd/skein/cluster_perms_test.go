@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,7 +21,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"skein.dev/internal/cluster"
-	"skein.dev/pkg/events"
 )
 
 // TestClusterPermissions drives every operation Skein has through make
@@ -60,7 +58,6 @@ func TestClusterPermissions(t *testing.T) {
 	// Two replicas of the session service, so that requests are forwarded
 	// to a session's owner, and two gateways.
 	c := startCluster(t, cluster.Options{Sessions: 2, Gateways: 2, Args: map[string][]string{cluster.Runner: {"--adapter-runner.agents=" + agents}}})
-	awaitRoutedInterest(t, c)
 	ctx := t.Context()
 	ops, err := nats.Connect(c.URL(cluster.UserOps))
 	if err != nil {
@@ -172,7 +169,9 @@ func TestClusterPermissions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	awaitRoutedInterest(t, c)
+	if err := c.AwaitRouted(ctx); err != nil {
+		t.Fatal(err)
+	}
 	prompt("s1", "say after the restart", "")
 	if !slices.ContainsFunc(sessions, func(p *cluster.Proc) bool {
 		return strings.Contains(p.LogSince(), "evicted the lease of an owner that does not answer")
@@ -558,55 +557,5 @@ func TestClusterRefusals(t *testing.T) {
 				expect("Subscription", subject)
 			}
 		})
-	}
-}
-
-// awaitRoutedInterest waits until every node routes the services'
-// requests: a service is ready ("skein serving") once the node it is
-// connected to has its subscriptions, but a request that enters through
-// another node finds no responders until the routes have carried them
-// there, a moment later. So each node, as the ops user, sends every API
-// and runner operation a body that is not a request, which the service
-// answers with an error and nothing else, until each answers.
-func awaitRoutedInterest(t *testing.T, c *cluster.Cluster) {
-	t.Helper()
-	var subjects []string
-	for _, op := range []events.Op{
-		events.OpOpenSession, events.OpPrompt, events.OpCancelPrompt, events.OpRespondPermission, events.OpUnloadSession,
-		events.OpDeleteSession, events.OpSetSessionConfigOption, events.OpRenameSession, // the session service
-		events.OpReadHistory, events.OpGetSession, events.OpListSessions, events.OpGetSessionConfig,
-		events.OpGetSessionCapabilities, events.OpGetSessionAgentInfo, events.OpListAgents, // history
-	} {
-		subjects = append(subjects, "acp.api.default."+string(op))
-	}
-	for _, p := range c.Services {
-		if strings.HasPrefix(p.Name, cluster.Runner+"-") {
-			subjects = append(subjects, "acp.runner."+p.Name+"."+string(events.RunnerStatus))
-		}
-	}
-	var opts []nats.Option
-	if c.TLS != nil {
-		opts = append(opts, nats.RootCAs(c.TLS.CA), nats.ClientCert(c.TLS.ClientCert, c.TLS.ClientKey))
-	}
-	for _, url := range strings.Split(c.URL(cluster.UserOps), ",") {
-		nc, err := nats.Connect(url, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(30 * time.Second)
-		for _, subject := range subjects {
-			for {
-				_, err := nc.Request(subject, []byte("not a request"), 5*time.Second)
-				if err == nil {
-					break
-				}
-				if !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
-					nc.Close()
-					t.Fatalf("%s through %s: %v", subject, nc.ConnectedServerName(), err)
-				}
-				time.Sleep(10 * time.Millisecond) // the routes carry the interest
-			}
-		}
-		nc.Close()
 	}
 }

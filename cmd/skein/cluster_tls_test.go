@@ -24,7 +24,6 @@ import (
 // CA signed, is refused.
 func TestClusterTLS(t *testing.T) {
 	c := startCluster(t, cluster.Options{TLS: true})
-	awaitRoutedInterest(t, c)
 	ctx := t.Context()
 	if c.TLS == nil || !strings.HasPrefix(c.URL(cluster.UserOps), "tls://") {
 		t.Fatalf("a TLS cluster's URL is %s", c.URL(cluster.UserOps))
