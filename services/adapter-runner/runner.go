@@ -125,6 +125,15 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runner bucket: %w", err)
 	}
+	// A runner with this ID that died (kill -9, a crash) left its
+	// heartbeat, and its adapters died with it. Were this one's first
+	// heartbeat to replace it, no session service would learn of those
+	// exits (a heartbeat that is deleted or expires is how they do), and
+	// the turns they ran would wait forever. So it is deleted first, before
+	// this runner can host anything.
+	if err := kv.Delete(ctx, r.cfg.ID); err != nil {
+		return fmt.Errorf("clear the previous heartbeat: %w", err)
+	}
 	svc, err := events.AddService(r.nc, micro.Config{
 		Name:        events.APIServiceRunner,
 		Description: "Skein adapter-runner: hosts ACP adapter processes",
