@@ -54,7 +54,8 @@ import (
 // Metrics: p50-ms and p99-ms (live delta, or publish latency), chunks/s
 // delivered, skein-cpu-s/kchunk and nats-cpu-s/kchunk (CPU seconds per 1,000
 // chunks: numerically the CPU milliseconds per chunk), lost (chunks never
-// seen by a viewer, e.g. a stream cut off as too slow). The load's own cost
+// seen by a viewer: a stream cut off as too slow, or a turn's last delta
+// superseded by its message, see underKnee). The load's own cost
 // is reported beside them, since it shares the machine: agents-cpu-s/kchunk
 // (the agents, summed) and busy-cores (the whole machine, from /proc/stat,
 // over the window).
@@ -65,8 +66,9 @@ import (
 //
 // BenchmarkCapacitySweep (only with SKEIN_LONG set, run by make test-long,
 // without the race detector) sweeps Skein in two topologies over N = 20,
-// 40, 60, 80, 120, 160, ... with a 5 s window, each until the first N whose
-// p99 is over 50 ms (or 400 sessions):
+// 40, 60, 80, 120, 160, ... with a 5 s window, each until the first N that
+// does not keep up (p99 over 50 ms, a viewer cut off, or more than a chunk
+// a turn unshown: underKnee), or 400 sessions:
 //
 //	topology=dev: skein serve -target=all, one process, against one
 //	  nats-server process, streams R1 (BenchmarkCapacity's path=skein)
@@ -78,8 +80,8 @@ import (
 // on both alike. A cluster's run reports, besides skein-cpu-s/kchunk (its
 // four services summed) and nats-cpu-s/kchunk (its three nodes summed),
 // each process's: gateway-, session-, adapter-runner-, history-, n1-, n2-
-// and n3-cpu-s/kchunk. Then, per topology, the knee: the largest N whose p99
-// stayed under 50 ms (BenchmarkCapacitySweep/topology=T,rate=50,result=knee,
+// and n3-cpu-s/kchunk. Then, per topology, the knee: the largest N that
+// kept up (BenchmarkCapacitySweep/topology=T,rate=50,result=knee,
 // knee-sessions), with that topology's figures at the largest N both
 // topologies ran under their knees (at-sessions), so that their costs per
 // chunk are compared at one load. For profiling, SKEIN_CAPACITY_SESSIONS=60,80
