@@ -2,6 +2,8 @@ package eventlog
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -229,11 +231,48 @@ func StreamConfigs(o Options) []jetstream.StreamConfig {
 // nothing changes. Every service calls it, so the services may start in any
 // order. When everything exists as intended it only reads (stream info), so
 // a service needs no right to create or update streams (Reconcile).
+//
+// On a cluster, a stream another service has just created answers nobody
+// until its Raft group has elected a leader: reads of it time out, or find
+// no stream. Provision therefore tries again, for at most ProvisionWait,
+// until every stream answers, and returns at once only when a difference
+// is refused.
 func Provision(ctx context.Context, js jetstream.JetStream, o Options, update bool) error {
 	mode := CreateMissing
 	if update {
 		mode = Update
 	}
-	_, err := Reconcile(ctx, js, o, mode)
-	return err
+	ctx, cancel := context.WithTimeout(ctx, ProvisionWait)
+	defer cancel()
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		err := provisionOnce(ctx, js, o, mode)
+		if err == nil || errors.Is(err, ErrRefused) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+	}
+}
+
+// ProvisionWait bounds Provision's retries.
+const ProvisionWait = time.Minute
+
+// provisionOnce reconciles, then reads every stream, so that each has a
+// leader when it returns. Each try has ten seconds: a read that finds no
+// leader waits out its whole context.
+func provisionOnce(ctx context.Context, js jetstream.JetStream, o Options, mode Mode) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := Reconcile(ctx, js, o, mode); err != nil {
+		return err
+	}
+	for _, cfg := range StreamConfigs(o) {
+		if _, err := js.Stream(ctx, cfg.Name); err != nil {
+			return fmt.Errorf("stream %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
 }
