@@ -31,6 +31,7 @@ run: build ## run Skein: embedded NATS, all services and the demo agent (skein d
 # make cluster: three nats-server processes (ops/cluster/nats) and the four
 # services as separate skein serve processes, on fixed loopback ports.
 CLUSTER_DIR ?= .cluster
+CLUSTER_TLS ?= false
 NATS_SERVER_VERSION = $(shell cd cmd/skein && $(GO) list -m -f '{{.Version}}' github.com/nats-io/nats-server/v2)
 
 .PHONY: nats-server
@@ -38,8 +39,8 @@ nats-server: ## build bin/nats-server from the version go.mod pins (go install)
 	GOBIN=$(abspath $(BIN)) GOWORK=off $(GO) install github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION)
 
 .PHONY: cluster
-cluster: build nats-server ## run Skein as a cluster: 3 NATS nodes, 4 service processes (CLUSTER_DIR)
-	$(GO) run ./ops/tools/cluster up -dir $(CLUSTER_DIR) -conf ops/cluster/nats -nats-server $(BIN)/nats-server -skein $(BIN)/skein
+cluster: build nats-server ## run Skein as a cluster: 3 NATS nodes, 4 service processes (CLUSTER_DIR, CLUSTER_TLS=true)
+	$(GO) run ./ops/tools/cluster up -dir $(CLUSTER_DIR) -conf ops/cluster/nats -nats-server $(BIN)/nats-server -skein $(BIN)/skein -tls=$(CLUSTER_TLS)
 
 .PHONY: cluster-stop
 cluster-stop: ## stop the cluster make cluster started (its data stays in CLUSTER_DIR)

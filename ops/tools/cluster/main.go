@@ -41,6 +41,7 @@ func run(args []string, stdout io.Writer) error {
 	skein := fs.String("skein", "bin/skein", "the skein binary")
 	sessions := fs.Int("sessions", 1, "session service replicas")
 	gateways := fs.Int("gateways", 1, "gateway replicas")
+	tls := fs.Bool("tls", false, "TLS for clients and routes (node-tls.conf), with a CA and certificates made in <dir>/tls")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -60,7 +61,7 @@ func run(args []string, stdout io.Writer) error {
 		defer stop()
 		c, err := cluster.Start(ctx, cluster.Options{
 			Dir: abs(*dir), ConfDir: abs(*conf), NATSServer: abs(*natsServer), Skein: []string{abs(*skein)},
-			FixedPorts: true, Detach: true, Sessions: *sessions, Gateways: *gateways,
+			FixedPorts: true, Detach: true, Sessions: *sessions, Gateways: *gateways, TLS: *tls,
 		})
 		if err != nil {
 			return err
@@ -90,6 +91,10 @@ func run(args []string, stdout io.Writer) error {
 // CLIs at the cluster as its operator, and prints where everything is.
 func writeEnv(c *cluster.Cluster, w io.Writer) error {
 	env := fmt.Sprintf("export NATS_URL=%q\nexport SKEIN_URL=%q\nexport SKEIN_TOKEN=%q\n", c.URL(cluster.UserOps), c.HTTP[0], c.Token)
+	if c.TLS != nil {
+		// The nats CLI reads its TLS files from these.
+		env += fmt.Sprintf("export NATS_CA=%q\nexport NATS_CERT=%q\nexport NATS_KEY=%q\n", c.TLS.CA, c.TLS.ClientCert, c.TLS.ClientKey)
+	}
 	envFile := filepath.Join(c.Dir, "env")
 	if err := os.WriteFile(envFile, []byte(env), 0o600); err != nil {
 		return err
