@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/natstest"
@@ -199,6 +200,29 @@ func BenchmarkPromptRoundTrip(b *testing.B) {
 		// log (eventlog.Prompt).
 		measure(b, func() {
 			if _, err := eventlog.Prompt(b.Context(), js, events.DefaultNamespace, req); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	// The floor under via=nats: one core NATS request and its reply, the
+	// same prompt request's bytes each way, through the same embedded
+	// server and a responder that answers at once.
+	b.Run("via=core-request", func(b *testing.B) {
+		ns := natstest.Run(b)
+		sid := "rt"
+		body, err := events.Marshal(&events.AcpPromptRequest{SessionID: &sid, Content: events.JSON(`[{"type":"text","text":"` + script + `"}]`)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		subject := events.APISubject(events.DefaultNamespace, events.OpPrompt)
+		sub, err := natstest.Connect(b, ns).Subscribe(subject, func(m *nats.Msg) { _ = m.Respond(m.Data) })
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		nc := natstest.Connect(b, ns)
+		measure(b, func() {
+			if _, err := nc.Request(subject, body, 10*time.Second); err != nil {
 				b.Fatal(err)
 			}
 		})

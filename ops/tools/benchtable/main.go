@@ -65,6 +65,7 @@ var rows = []row{
 	{"prompt round trip p99, HTTP, auth on", "BenchmarkPromptRoundTrip/via=http,auth=on", "p99-ms", "BenchmarkPromptRoundTrip/via=http", "p99-ms", ""},
 	{"prompt round trip p50, NATS", "BenchmarkPromptRoundTrip/via=nats", "p50-ms", "BenchmarkPromptRoundTrip/via=stdio", "p50-ms", ""},
 	{"prompt round trip p99, NATS", "BenchmarkPromptRoundTrip/via=nats", "p99-ms", "BenchmarkPromptRoundTrip/via=stdio", "p99-ms", ""},
+	{"prompt round trip p50, NATS, beside a core NATS request and reply", "BenchmarkPromptRoundTrip/via=nats", "p50-ms", "BenchmarkPromptRoundTrip/via=core-request", "p50-ms", ""},
 	{"delta latency p50, adapter to acp.live", "BenchmarkUpdateLatency/path=live,kind=chunk", "p50-ms", "BenchmarkUpdateLatency/path=stdio,kind=chunk", "p50-ms", "< 0.5 ms"},
 	{"delta latency p99, adapter to acp.live", "BenchmarkUpdateLatency/path=live,kind=chunk", "p99-ms", "BenchmarkUpdateLatency/path=stdio,kind=chunk", "p99-ms", "< 3 ms"},
 	{"durable update latency p50, to a log subscriber", "BenchmarkUpdateLatency/path=durable,kind=update", "p50-ms", "BenchmarkUpdateLatency/path=stdio,kind=update", "p50-ms", "< 2 ms"},
