@@ -551,3 +551,35 @@ func TestAwaitTurnKeyedNotSaid(t *testing.T) {
 		}
 	}
 }
+
+// A wait rides out a log that answers no direct get for a while, as while
+// every node of a cluster restarts: the read finds no responders (status
+// 503), which is transient like a timeout, and the wait goes on until its
+// turn ends.
+func TestAwaitTurnNoResponders(t *testing.T) {
+	js := setup(t)
+	o := eventlog.ObserveAwait(t)
+	l := newTurnLog(t, js, "s1")
+	acc := l.accept("t1", nil)
+	allowDirect := func(on bool) {
+		t.Helper()
+		s, err := js.Stream(t.Context(), events.StreamLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := s.CachedInfo().Config
+		cfg.AllowDirect = on
+		if _, err := js.UpdateStream(t.Context(), cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allowDirect(false)
+	if _, err := eventlog.Forward(t.Context(), js, events.StreamLog, "acp.log.default.s1.ctl", 0, 10); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("Forward without direct gets = %v, want nats.ErrNoResponders", err)
+	}
+	ch := awaitAsync(t, t.Context(), js, "s1", acc)
+	firstRead(t, o)
+	allowDirect(true)
+	l.finish("t1", nil, "end_turn", true)
+	wantFinished(t, receive(t, ch), "t1", "end_turn")
+}

@@ -396,6 +396,11 @@ func directBatch(ctx context.Context, js jetstream.JetStream, stream string, req
 			return out, nil
 		case status == "404": // nothing (more) to get
 			return out, nil
+		case status == "503":
+			// No responders: no replica of the stream serves direct gets
+			// now (an election, every node restarting). Callers retry
+			// nats.ErrNoResponders as they do a timeout.
+			return nil, fmt.Errorf("direct get from %s: %w", stream, nats.ErrNoResponders)
 		case status != "":
 			return nil, fmt.Errorf("status %s %s", status, msg.Header.Get("Description"))
 		}
