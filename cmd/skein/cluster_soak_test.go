@@ -54,6 +54,9 @@ const (
 //	soak rss process=gateway-1 min_mib=... max_mib=... last_mib=... q1_mib=... q4_max_mib=... samples=...
 //	soak audit sessions=200 records=... duration_s=...
 //
+// SKEIN_SOAK_PROMPTS=200 runs that many prompts per session instead, for a
+// longer soak.
+//
 // duration_s is the load, from the first open to the last answer; open_s
 // its first part, opening the sessions (an agent process each). On the 2
 // shared cores Skein is tested on, the load took 66 s with -race (as make
@@ -75,7 +78,15 @@ func TestClusterSoak(t *testing.T) {
 	base := c.HTTP[0] + "/v1/sessions/"
 	sid := func(i int) string { return fmt.Sprintf("soak%03d", i) }
 
-	const total = soakSessions * soakPrompts
+	prompts := soakPrompts
+	if v := os.Getenv("SKEIN_SOAK_PROMPTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 4 {
+			t.Fatalf("SKEIN_SOAK_PROMPTS=%q: want a number of prompts per session, 4 or more", v)
+		}
+		prompts = n
+	}
+	total := int64(soakSessions * prompts)
 	var done atomic.Int64
 	rss := startRSSSampler(t, c, &done, total)
 	start := time.Now()
@@ -98,7 +109,7 @@ func TestClusterSoak(t *testing.T) {
 	script := fmt.Sprintf("stream %d %d", soakChunks, soakRate)
 	for i := range soakSessions {
 		wg.Go(func() {
-			for k := range soakPrompts {
+			for k := range prompts {
 				code, body := soakDo(ctx, client, c.Token, http.MethodPost, base+sid(i)+"/prompt", promptBody(script))
 				var answer struct{ StopReason string }
 				if code != http.StatusOK || json.Unmarshal(body, &answer) != nil || answer.StopReason != "end_turn" {
@@ -113,7 +124,7 @@ func TestClusterSoak(t *testing.T) {
 	elapsed := time.Since(start)
 	samples := rss.stop()
 	t.Logf("soak run sessions=%d prompts=%d turns=%d chunks=%d duration_s=%.1f open_s=%.1f turns_per_s=%.1f race=%v",
-		soakSessions, soakPrompts, done.Load(), done.Load()*soakChunks, elapsed.Seconds(), opened.Seconds(), float64(done.Load())/(elapsed-opened).Seconds(), raceBuild())
+		soakSessions, prompts, done.Load(), done.Load()*soakChunks, elapsed.Seconds(), opened.Seconds(), float64(done.Load())/(elapsed-opened).Seconds(), raceBuild())
 	for _, p := range append(c.Services, c.Nodes...) {
 		s := summarize(samples[p.Name], total)
 		t.Logf("soak rss process=%s min_mib=%.1f max_mib=%.1f last_mib=%.1f q1_mib=%.1f q4_max_mib=%.1f samples=%d",
@@ -128,7 +139,7 @@ func TestClusterSoak(t *testing.T) {
 		}
 	}
 
-	// Every log passes the audit and holds the soakPrompts turns, completed.
+	// Every log passes the audit and holds its turns, completed.
 	nc, err := nats.Connect(c.URL(cluster.UserOps))
 	if err != nil {
 		t.Fatal(err)
@@ -166,8 +177,8 @@ func TestClusterSoak(t *testing.T) {
 			continue
 		}
 		outcomes := log.Outcomes()
-		if len(outcomes) != soakPrompts || slices.ContainsFunc(outcomes, func(o string) bool { return o != events.OutcomeCompleted }) {
-			t.Errorf("%s: the log holds turns %v, want %d completed", sid(i), outcomes, soakPrompts)
+		if len(outcomes) != prompts || slices.ContainsFunc(outcomes, func(o string) bool { return o != events.OutcomeCompleted }) {
+			t.Errorf("%s: the log holds turns %v, want %d completed", sid(i), outcomes, prompts)
 		}
 		records += len(log.Records)
 	}
