@@ -341,11 +341,14 @@ func summarize(samples []rssSample, total int64) rssSummary {
 // of tens of kilobytes a turn (a few hundred MiB over the run), not a small
 // one: that is what a run of minutes can tell without flaking.
 //
-// The nodes are reported and not judged: nats-server's memory legitimately
-// grows with the streams over a run this short (the duplicate window keeps
-// every message ID of its last two minutes, the stores' caches follow the
-// writes), so a bound there would say more about the window than about
-// Skein.
+// The nodes are reported and not judged: nats-server's memory grows with
+// what its streams hold, and every turn adds to them (the duplicate window
+// keeps every message ID of its last two minutes, the stores keep indexes
+// and caches of what they wrote). Over a soak of 60,000 turns
+// (SKEIN_SOAK_PROMPTS=300, 270 s without -race) the nodes grew 25-35% from
+// the first quarter to the last while the streams grew fourfold, and the
+// services by 2-15%: a bound on the nodes would judge nats-server's memory
+// per stored message, not Skein's.
 func checkBounded(s rssSummary) error {
 	if s.q1Samples == 0 || s.q4Samples == 0 {
 		return fmt.Errorf("no sample in the first or last quarter of the turns (%d and %d)", s.q1Samples, s.q4Samples)
