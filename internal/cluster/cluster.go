@@ -260,7 +260,8 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 			"NATS_HTTP_PORT=" + strconv.Itoa(c.MonitorPorts[i]),
 			"NATS_CLUSTER_PORT=" + strconv.Itoa(c.RoutePorts[i]),
 			"NATS_ROUTES=[" + strings.Join(routes, ", ") + "]",
-			"NATS_STORE_DIR=" + filepath.Join(c.Dir, "nodes", name),
+			// Quoted: nats-server reads an unquoted value only up to a comma.
+			"NATS_STORE_DIR=" + strconv.Quote(filepath.Join(c.Dir, "nodes", name)),
 		}
 		env = append(env, c.TLS.nodeTLSEnv()...)
 		for user, v := range passwordEnv {
