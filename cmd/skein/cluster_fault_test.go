@@ -508,7 +508,8 @@ func (r *faultRig) audit(f fault) {
 			t.Errorf("%s: session %s has %d turns after %d faults", f.name, sid, len(log.Turns), r.phases)
 		} else if last := log.Turns[len(log.Turns)-1]; last.Finish == nil {
 			t.Errorf("%s: session %s: the turn in flight never finished", f.name, sid)
-		} else if slices.Equal(f.want, []string{"completed"}) && last.Finish.Outcome != "completed" {
+		} else if slices.Equal(f.want, []string{"completed"}) && !f.lossy && last.Finish.Outcome != "completed" {
+			// (A lossy fault's failed turns were checked against ACP_IO.)
 			t.Errorf("%s: session %s: the turn in flight ended %+v, want completed", f.name, sid, last.Finish)
 		}
 		stored := map[uint64]uint64{}
