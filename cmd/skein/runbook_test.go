@@ -299,9 +299,12 @@ type runbookRun struct {
 // order, with the nats CLI v0.5.0 and skein on PATH, against make
 // cluster's topology on free ports, after a session has had a turn. Each
 // must exit 0 and print what its runbookCheck says; commands that run until
-// interrupted must print a record first. The services-stopped block (the
+// interrupted must print a record first. The setup block runs against the
+// cluster's saved state (see setup). The services-stopped block (the
 // restore) runs with the services stopped, after which the session's
-// history is what the backup held and a prompt works.
+// history is what the backup held and a prompt works. Last, the checks the
+// runbook says to wait on between nodes must fail with a node down and pass
+// once it is back (see waitsWait). In -short, only the text is checked.
 func TestRunbook(t *testing.T) {
 	docBytes, err := os.ReadFile(runbookPath)
 	if err != nil {
