@@ -179,14 +179,21 @@ func TestDispatchWithoutAckIsDeliveryUncertain(t *testing.T) {
 			for _, v := range names {
 				got = append(got, v.VariantName())
 			}
-			want := "SessionOpened,AdapterAttached,TurnFinished,SessionUnloaded,AdapterAttached,TurnFinished"
+			// The undelivered prompt's adapter is evicted after the cancel
+			// grace (SessionUnloaded), unless r1 starting again first
+			// cleared its old heartbeat: that is the exit of its adapters
+			// (AcpAgentExitedEvent).
+			want := []string{
+				"SessionOpened,AdapterAttached,TurnFinished,SessionUnloaded,AdapterAttached,TurnFinished",
+				"SessionOpened,AdapterAttached,TurnFinished,AcpAgentExitedEvent,AdapterAttached,TurnFinished",
+			}
 			if next == "r2" {
 				// r1's heartbeat expires or not before r2 serves: either way
 				// the session attached anew on r2.
-				want = ""
+				want = nil
 			}
-			if want != "" && strings.Join(got, ",") != want {
-				t.Errorf("control records %v, want %s", got, want)
+			if want != nil && !slices.Contains(want, strings.Join(got, ",")) {
+				t.Errorf("control records %v, want %s", got, strings.Join(want, " or "))
 			}
 			log, evs = h.readLog(t, "s1")
 			for _, turn := range log.Turns {
