@@ -39,3 +39,17 @@ func init() {
 	stepBackHook = func() { StepBacks.Add(1) }
 	probeHook = func() { Probes.Add(1) }
 }
+
+// ObserveAppendRetries receives once before each retry of an append,
+// until the test ends. Tests that use it must not run in parallel.
+func ObserveAppendRetries(tb testing.TB) <-chan struct{} {
+	ch := make(chan struct{}, 64)
+	appendRetryHook = func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	tb.Cleanup(func() { appendRetryHook = nil })
+	return ch
+}

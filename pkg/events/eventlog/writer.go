@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -108,8 +109,9 @@ func (w *Writer) Position() Position { return w.pos }
 // Append stores entries as one atomic unit after the writer's position and
 // returns where each landed. A conflicting append (another writer moved the
 // log) is events.CodeWriteConflict and stores nothing; the writer must then
-// stop writing for the session. An append that timed out is retried with the
-// same message IDs, so it is stored at most once.
+// stop writing for the session. An append that timed out or found no
+// responders is retried with the same message IDs, for up to
+// appendRetryFor, so it is stored at most once.
 func (w *Writer) Append(ctx context.Context, entries ...Entry) ([]Appended, error) {
 	if len(entries) == 0 {
 		return nil, nil
@@ -128,7 +130,18 @@ func (w *Writer) Append(ctx context.Context, entries ...Entry) ([]Appended, erro
 		return nil, err
 	}
 	var lastErr error
-	for attempt := range 3 {
+	deadline := time.Now().Add(appendRetryFor)
+	for attempt := 0; attempt == 0 || time.Now().Before(deadline); attempt++ {
+		if attempt > 0 {
+			if appendRetryHook != nil {
+				appendRetryHook()
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(appendRetryWait):
+			}
+		}
 		lastSeq, err := w.publish(ctx, msgs)
 		if err == nil {
 			out = w.commit(msgs, out, lastSeq)
@@ -280,6 +293,19 @@ func isConflict(err error) bool {
 const errCodeBatchDuplicate jetstream.ErrorCode = 10201
 
 func isBatchDuplicate(err error) bool { return apiErrorCode(err) == errCodeBatchDuplicate }
+
+// An append that finds the stream unable to answer (no responders: a
+// leader election on a replicated stream, some seconds; a timeout) is
+// sent again, with the same message IDs, for up to appendRetryFor: long
+// enough to ride out an election, so that a turn does not fail because
+// ACP_LOG changed leaders under it.
+const (
+	appendRetryFor  = 20 * time.Second
+	appendRetryWait = 250 * time.Millisecond
+)
+
+// appendRetryHook, nil outside tests, runs before each retry of an append.
+var appendRetryHook func()
 
 func isRetryable(err error) bool {
 	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
