@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -465,12 +464,8 @@ func followSubscribed(t *testing.T, c *cluster.Cluster) bool {
 // await waits until follow has printed a line holding s.
 func (f *permFollow) await(t *testing.T, s string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(f.String(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("skein follow printed no %s in 30s:\n%s", s, f.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polls another process's output
+	if err := pollFor(t.Context(), "skein follow to print "+s, func() bool { return strings.Contains(f.String(), s) }); err != nil {
+		t.Fatalf("%v:\n%s", err, f.String())
 	}
 }
 
@@ -481,19 +476,7 @@ func (f *permFollow) await(t *testing.T, s string) {
 // runs its own cluster without startCluster's violation check, since
 // every probe here is one.
 func TestClusterRefusals(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a three-node cluster of processes; skipped in -short")
-	}
-	if runtime.GOOS != "linux" {
-		t.Skip("the cluster's processes are tied to the test's life on Linux only")
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf, _ := filepath.Abs(opsClusterDir)
-	c, err := cluster.Start(t.Context(), cluster.Options{Dir: t.TempDir(), ConfDir: conf, NATSServer: buildNATSServer(t),
-		Skein: []string{exe}, SkeinEnv: []string{envRunSkein + "=1"}})
+	c, err := cluster.Start(t.Context(), clusterOptions(t, cluster.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,22 +29,7 @@ const opsClusterDir = "../../ops/cluster/nats"
 // violation: the services must live within their accounts.conf rights.
 func startCluster(tb testing.TB, o cluster.Options) *cluster.Cluster {
 	tb.Helper()
-	if testing.Short() {
-		tb.Skip("starts a three-node cluster of processes; skipped in -short")
-	}
-	if runtime.GOOS != "linux" {
-		tb.Skip("the cluster's processes are tied to the test's life on Linux only")
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	o.Dir = tb.TempDir()
-	o.ConfDir, _ = filepath.Abs(opsClusterDir)
-	o.NATSServer = buildNATSServer(tb)
-	o.Skein = []string{exe}
-	o.SkeinEnv = append(o.SkeinEnv, envRunSkein+"=1")
-	c, err := cluster.Start(tb.Context(), o)
+	c, err := cluster.Start(tb.Context(), clusterOptions(tb, o))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -60,6 +45,29 @@ func startCluster(tb testing.TB, o cluster.Options) *cluster.Cluster {
 		}
 	})
 	return c
+}
+
+// clusterOptions completes o for a test's cluster: a temporary directory,
+// ops/cluster/nats, nats-server built at the pinned version, and this test
+// binary as skein. It skips tb where a cluster cannot run.
+func clusterOptions(tb testing.TB, o cluster.Options) cluster.Options {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("starts a three-node cluster of processes; skipped in -short")
+	}
+	if runtime.GOOS != "linux" {
+		tb.Skip("the cluster's processes are tied to the test's life on Linux only")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	o.Dir = tb.TempDir()
+	o.ConfDir, _ = filepath.Abs(opsClusterDir)
+	o.NATSServer = buildNATSServer(tb)
+	o.Skein = []string{exe}
+	o.SkeinEnv = append(o.SkeinEnv, envRunSkein+"=1")
+	return o
 }
 
 // serviceViolations returns the permission violations of the services'
