@@ -45,6 +45,7 @@ const (
 	CodeInvalidPermissionOption     Code = "invalid_permission_option"
 	CodeMessageTooLarge             Code = "message_too_large"     // a completed message over its cap
 	CodeTurnOutputTooLarge          Code = "turn_output_too_large" // a turn's output over its cap
+	CodeOutputLost                  Code = "output_lost"           // accepted, then a fault kept some of the agent's output from the log
 
 	// The system.
 	CodeWriteConflict Code = "write_conflict" // the log moved under a writer: it is no longer the owner
@@ -64,7 +65,7 @@ var Codes = []Code{
 	CodeInvalidPermissionOption, CodeMessageTooLarge, CodeTurnOutputTooLarge,
 	CodeWriteConflict, CodeUnavailable, CodeTimeout, CodeInternal,
 	CodeAgentNotInstalled, CodeUnauthenticated, CodeForbidden,
-	CodeRateLimited,
+	CodeRateLimited, CodeOutputLost,
 }
 
 // Known reports whether c is in the registry.
