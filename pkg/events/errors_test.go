@@ -212,3 +212,24 @@ func TestReplyError(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryRules: every code says what a client does with it, and
+// unavailable, which a client retries with the same key, is never a turn's
+// outcome.
+func TestRetryRules(t *testing.T) {
+	for _, c := range events.Codes {
+		switch r := c.Retry(); r {
+		case events.RetrySameKey, events.PromptAgain, events.GiveUp:
+		default:
+			t.Errorf("code %q has no retry rule (%v): add it to retries in retry.go and to docs/API.md", c, r)
+		}
+	}
+	if r := events.Code("no_such_code").Retry(); r != 0 {
+		t.Errorf("a code outside the registry has rule %v", r)
+	}
+	for _, c := range []events.Code{events.CodeUnavailable, events.CodeWriteConflict, events.CodeTimeout} {
+		if c.Retry() != events.RetrySameKey {
+			t.Errorf("%s: nothing was recorded or a keyed retry joins it, so its rule is %v, not %v", c, events.RetrySameKey, c.Retry())
+		}
+	}
+}

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"regexp"
+	"strconv"
 	"testing"
 
 	"skein.dev/pkg/events"
@@ -71,5 +74,42 @@ func TestMap(t *testing.T) {
 				t.Errorf("Map(%v) = %+v, want %+v", tt.err, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestAPIDocListsEveryCode holds docs/API.md's table of error codes to the
+// registry: every code has its row, with the status this table gives it
+// and the retry rule pkg/events gives it, and the table names no other.
+func TestAPIDocListsEveryCode(t *testing.T) {
+	doc, err := os.ReadFile("../../../../docs/API.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| (\\d{3}) \\| ([a-z ]+) \\| [^|]+\\|$")
+	rows := map[events.Code][]string{}
+	for _, m := range row.FindAllStringSubmatch(string(doc), -1) {
+		c := events.Code(m[1])
+		if _, dup := rows[c]; dup {
+			t.Errorf("docs/API.md lists %q twice", c)
+		}
+		rows[c] = m[2:]
+	}
+	for _, c := range events.Codes {
+		r, ok := rows[c]
+		if !ok {
+			t.Errorf("docs/API.md's table of error codes has no row for %q", c)
+			continue
+		}
+		delete(rows, c)
+		e, _ := errmap.Lookup(c)
+		if want := strconv.Itoa(e.Status); r[0] != want {
+			t.Errorf("docs/API.md: %q is %s, the gateway answers %s", c, r[0], want)
+		}
+		if want := c.Retry().String(); r[1] != want {
+			t.Errorf("docs/API.md: %q says %q, its rule is %q", c, r[1], want)
+		}
+	}
+	for c := range rows {
+		t.Errorf("docs/API.md lists %q, which is not in the registry", c)
 	}
 }
