@@ -574,3 +574,26 @@ func TestStamp(t *testing.T) {
 		}
 	})
 }
+
+func TestTick(t *testing.T) {
+	forEachMode(t, func(t *testing.T, start startFunc) {
+		p := start(t, opts{})
+		sid, _ := p.newSession()
+		ups, stop := p.turn(sid, "tick 4 1ms")
+		if stop != "end_turn" {
+			t.Errorf("stopReason = %q, want end_turn", stop)
+		}
+		var text strings.Builder
+		for i, u := range ups {
+			content, _ := u["content"].(map[string]any)
+			s, _ := content["text"].(string)
+			if u["sessionUpdate"] != "agent_message_chunk" || u["messageId"] != ups[0]["messageId"] {
+				t.Errorf("update %d = %v, want a chunk of the one message", i, u)
+			}
+			text.WriteString(s)
+		}
+		if got, want := text.String(), "1 2 3 4 "; got != want {
+			t.Errorf("tick 4 wrote %q, want %q", got, want)
+		}
+	})
+}

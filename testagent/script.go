@@ -45,6 +45,7 @@ const (
 	opConfig       opKind = "config"
 	opInstructions opKind = "instructions"
 	opBurst        opKind = "burst"
+	opTick         opKind = "tick"
 )
 
 // keywords maps each command keyword to its parser. A parser gets the
@@ -79,6 +80,7 @@ var keywords = map[opKind]func(op *op, args string) error{
 	opConfig:       parseNoArgs,
 	opInstructions: parseNoArgs,
 	opBurst:        parseNoArgs,
+	opTick:         parseTick,
 }
 
 // writesOnly are the commands that only write: a burst goes on across
@@ -414,6 +416,21 @@ func parseStamp(o *op, args string) error {
 		return parseSleep(o, f[2])
 	}
 	return nil
+}
+
+// parseTick reads "tick <count> <interval>": count numbered chunks of one
+// message, interval apart.
+func parseTick(o *op, args string) error {
+	f := strings.Fields(args)
+	if len(f) != 2 {
+		return fmt.Errorf("want tick <count> <interval>, got %q", args)
+	}
+	n, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil || n < 1 || n > maxChunks {
+		return fmt.Errorf("tick count must be in [1, %d], got %q", maxChunks, f[0])
+	}
+	o.N = n
+	return parseSleep(o, f[1])
 }
 
 // Bounds of "stream": a rate above maxStreamRate per second is not a pace

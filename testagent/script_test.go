@@ -49,6 +49,11 @@ func TestParseScript(t *testing.T) {
 			want: []op{{Kind: opEcho, Line: 1, Text: "Sleep well"}, {Kind: opSay, Line: 2, Text: "x"}},
 		},
 		{
+			name: "tick",
+			in:   "tick 3 20ms",
+			want: []op{{Kind: opTick, Line: 1, N: 3, Delay: 20 * time.Millisecond}},
+		},
+		{
 			name: "chunks",
 			in:   "chunks 3\nchunks 0 part",
 			want: []op{{Kind: opChunks, Line: 1, N: 3, Text: "chunk"}, {Kind: opChunks, Line: 2, N: 0, Text: "part"}},
@@ -154,6 +159,9 @@ func TestParseScriptErrors(t *testing.T) {
 		"chunks",
 		"chunks -1",
 		"chunks 99999999",
+		"tick 3",
+		"tick 0 1ms",
+		"tick 3 soon",
 		"tool",
 		"toolstep c1",
 		"plan a || b",

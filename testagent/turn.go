@@ -258,6 +258,19 @@ func (t *turn) exec(ctx context.Context, o op) (*outcome, error) {
 			}
 			t.chunk("agent_message_chunk", o.Text+" "+strconv.FormatInt(i+1, 10)+" ")
 		}
+	case opTick:
+		// Numbered, so that a reader of the completed message can tell
+		// that every chunk is in it, once and in order.
+		for i := range o.N {
+			if i > 0 {
+				if err := t.wait(ctx, o.Delay); err != nil {
+					return nil, err
+				}
+			} else if t.done(ctx) {
+				return nil, errTurnCancelled
+			}
+			t.chunk("agent_message_chunk", strconv.FormatInt(i+1, 10)+" ")
+		}
 	case opMessage:
 		t.msgID, t.thoughtID = "", ""
 	case opThink:
