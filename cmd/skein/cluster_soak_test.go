@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -66,6 +67,52 @@ func TestClusterSoak(t *testing.T) {
 	if os.Getenv("SKEIN_LONG") == "" {
 		t.Skip("a soak run: make test-long (SKEIN_LONG=1)")
 	}
+	prompts := soakPrompts
+	if v := os.Getenv("SKEIN_SOAK_PROMPTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 4 {
+			t.Fatalf("SKEIN_SOAK_PROMPTS=%q: want a number of prompts per session, 4 or more", v)
+		}
+		prompts = n
+	}
+	runSoak(t, soak{prompts: prompts})
+}
+
+// TestClusterSoakFaults is the soak under node faults: while the
+// soakSessions sessions stream turn after turn for soakFaultsFor, one node
+// at a time is killed (SIGKILL) and restarted, one every soakFaultEvery,
+// each only once every stream's replicas are current again, so that no two
+// nodes are ever down or behind at once. Every turn must still end
+// end_turn (a client retries a request that got no answer, or a code whose
+// rule says to, with the same idempotency key: that joins the turn, never
+// starts a second), every log passes the audit, and each service's
+// resident memory stays bounded as in TestClusterSoak. Each fault is
+// logged:
+//
+//	soak fault node=n2 killed_at_s=... back_after_s=...
+func TestClusterSoakFaults(t *testing.T) {
+	if os.Getenv("SKEIN_LONG") == "" {
+		t.Skip("a soak run under node faults: make test-long (SKEIN_LONG=1)")
+	}
+	runSoak(t, soak{duration: soakFaultsFor, faultEvery: soakFaultEvery})
+}
+
+// How long the soak under faults runs, and how often a node dies.
+const (
+	soakFaultsFor  = 5 * time.Minute
+	soakFaultEvery = 30 * time.Second
+)
+
+// soak is one soak run: prompts turns in each session, or as many as fit
+// in duration; and, with faultEvery, a node killed and restarted that
+// often.
+type soak struct {
+	prompts    int
+	duration   time.Duration
+	faultEvery time.Duration
+}
+
+func runSoak(t *testing.T, o soak) {
 	c := startCluster(t, cluster.Options{Args: map[string][]string{
 		// Every session and prompt is the admin token's: one principal.
 		cluster.Gateway: {"--gateway.max-streams=1000000", "--gateway.max-waiting-prompts=1000000",
@@ -78,15 +125,9 @@ func TestClusterSoak(t *testing.T) {
 	base := c.HTTP[0] + "/v1/sessions/"
 	sid := func(i int) string { return fmt.Sprintf("soak%03d", i) }
 
-	prompts := soakPrompts
-	if v := os.Getenv("SKEIN_SOAK_PROMPTS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 4 {
-			t.Fatalf("SKEIN_SOAK_PROMPTS=%q: want a number of prompts per session, 4 or more", v)
-		}
-		prompts = n
-	}
-	total := int64(soakSessions * prompts)
+	// A run of a given length does not know its number of turns: its
+	// quarters are counted once it ended (see rssSampler.progress).
+	total := int64(soakSessions * o.prompts)
 	var done atomic.Int64
 	rss := startRSSSampler(t, c, &done, total)
 	start := time.Now()
@@ -106,11 +147,29 @@ func TestClusterSoak(t *testing.T) {
 	}
 	opened := time.Since(start)
 	// Then every session prompts, one turn after another.
+	loadEnd := time.Now().Add(o.duration)
+	more := func(k int) bool {
+		if o.duration > 0 {
+			return time.Now().Before(loadEnd)
+		}
+		return k < o.prompts
+	}
+	var faults sync.WaitGroup
+	faultsDone := make(chan struct{})
+	if o.faultEvery > 0 {
+		faults.Go(func() { soakFaults(t, c, o.faultEvery, start, faultsDone) })
+	}
+	prompted := make([]int, soakSessions)
 	script := fmt.Sprintf("stream %d %d", soakChunks, soakRate)
 	for i := range soakSessions {
 		wg.Go(func() {
-			for k := range prompts {
-				code, body := soakDo(ctx, client, c.Token, http.MethodPost, base+sid(i)+"/prompt", promptBody(script))
+			for k := 0; more(k); k++ {
+				// Keyed, so that the client's retry of a request that got
+				// no answer (or a code whose rule is a keyed retry) joins
+				// the turn instead of starting another.
+				key := fmt.Sprintf("%s-%d", sid(i), k)
+				code, body := soakPrompt(ctx, client, c.Token, base+sid(i)+"/prompt", key, script)
+				prompted[i] = k + 1
 				var answer struct{ StopReason string }
 				if code != http.StatusOK || json.Unmarshal(body, &answer) != nil || answer.StopReason != "end_turn" {
 					t.Errorf("%s prompt %d: %d %s, want 200 and stopReason end_turn", sid(i), k+1, code, body)
@@ -121,10 +180,15 @@ func TestClusterSoak(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	close(faultsDone)
+	faults.Wait()
 	elapsed := time.Since(start)
 	samples := rss.stop()
-	t.Logf("soak run sessions=%d prompts=%d turns=%d chunks=%d duration_s=%.1f open_s=%.1f turns_per_s=%.1f race=%v",
-		soakSessions, prompts, done.Load(), done.Load()*soakChunks, elapsed.Seconds(), opened.Seconds(), float64(done.Load())/(elapsed-opened).Seconds(), raceBuild())
+	if total == 0 {
+		total = done.Load()
+	}
+	t.Logf("soak run sessions=%d prompts=%d turns=%d chunks=%d duration_s=%.1f open_s=%.1f turns_per_s=%.1f race=%v faults_every_s=%.0f",
+		soakSessions, o.prompts, done.Load(), done.Load()*soakChunks, elapsed.Seconds(), opened.Seconds(), float64(done.Load())/(elapsed-opened).Seconds(), raceBuild(), o.faultEvery.Seconds())
 	for _, p := range append(c.Services, c.Nodes...) {
 		s := summarize(samples[p.Name], total)
 		t.Logf("soak rss process=%s min_mib=%.1f max_mib=%.1f last_mib=%.1f q1_mib=%.1f q4_max_mib=%.1f samples=%d",
@@ -177,12 +241,100 @@ func TestClusterSoak(t *testing.T) {
 			continue
 		}
 		outcomes := log.Outcomes()
-		if len(outcomes) != prompts || slices.ContainsFunc(outcomes, func(o string) bool { return o != events.OutcomeCompleted }) {
-			t.Errorf("%s: the log holds turns %v, want %d completed", sid(i), outcomes, prompts)
+		if len(outcomes) != prompted[i] || slices.ContainsFunc(outcomes, func(o string) bool { return o != events.OutcomeCompleted }) {
+			t.Errorf("%s: the log holds turns %v, want %d completed", sid(i), outcomes, prompted[i])
 		}
 		records += len(log.Records)
 	}
 	t.Logf("soak audit sessions=%d records=%d duration_s=%.1f", soakSessions, records, time.Since(audit).Seconds())
+}
+
+// soakPrompt posts a keyed prompt and returns its answer, sending it again
+// with the same key, for up to two minutes, while the answer is none or an
+// error whose rule is a keyed retry (docs/API.md), as a client does.
+func soakPrompt(ctx context.Context, client *http.Client, token, url, key, script string) (int, []byte) {
+	b, _ := json.Marshal(map[string]any{"idempotencyKey": key, "content": []map[string]string{{"type": "text", "text": script}}})
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		code, body := soakDo(ctx, client, token, http.MethodPost, url, string(b))
+		if code == http.StatusOK || !(answer{code, body}).retryable() || time.Now().After(deadline) || !wait(ctx, 100*time.Millisecond) {
+			return code, body
+		}
+	}
+}
+
+// soakFaults kills one node and restarts it every, round the nodes,
+// until done; a node dies only once every stream's replicas are current,
+// so that two are never down or behind at once.
+func soakFaults(t *testing.T, c *cluster.Cluster, every time.Duration, start time.Time, done <-chan struct{}) {
+	nc, err := nats.Connect(c.URL(cluster.UserOps), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer nc.Close()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for k := 0; ; k++ {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		if err := awaitStreamsCurrent(t.Context(), nc, 2*time.Minute); err != nil {
+			t.Errorf("soak fault %d: the cluster did not recover from the last: %v", k, err)
+			return
+		}
+		n := c.Nodes[k%len(c.Nodes)]
+		killed := time.Now()
+		if err := n.Kill(); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := n.Restart(t.Context()); err != nil {
+			t.Error(err)
+			return
+		}
+		t.Logf("soak fault node=%s killed_at_s=%.1f back_after_s=%.1f", n.Name, killed.Sub(start).Seconds(), time.Since(killed).Seconds())
+	}
+}
+
+// awaitStreamsCurrent waits until every stream and bucket of Skein has a
+// leader and every one of its replicas is current, within d.
+func awaitStreamsCurrent(ctx context.Context, nc *nats.Conn, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		var behind []string
+		for _, s := range faultStreams {
+			msg, err := nc.Request("$JS.API.STREAM.INFO."+s, nil, 2*time.Second)
+			var info streamInfo
+			if err == nil {
+				err = json.Unmarshal(msg.Data, &info)
+			}
+			if err == nil && info.Error != nil {
+				err = errors.New(info.Error.Description)
+			}
+			if err != nil {
+				behind = append(behind, s+": "+err.Error())
+				continue
+			}
+			current := 0
+			for _, p := range info.Cluster.Replicas {
+				if p.Current && !p.Offline {
+					current++
+				}
+			}
+			if info.Cluster.Leader == "" || current != len(info.Cluster.Replicas) {
+				behind = append(behind, fmt.Sprintf("%s: leader %q, %d of %d followers current", s, info.Cluster.Leader, current, len(info.Cluster.Replicas)))
+			}
+		}
+		if len(behind) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) || !wait(ctx, 100*time.Millisecond) {
+			return errors.New(strings.Join(behind, "; "))
+		}
+	}
 }
 
 // soakDo sends a request with the cluster's admin token and returns the
@@ -228,7 +380,7 @@ func startRSSSampler(tb testing.TB, c *cluster.Cluster, done *atomic.Int64, tota
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, p := range procs {
-			if b, err := vmRSS(p.Pid); err == nil {
+			if b, err := vmRSS(p.PID()); err == nil {
 				s.samples[p.Name] = append(s.samples[p.Name], rssSample{turns, b})
 			}
 		}
@@ -253,9 +405,10 @@ func startRSSSampler(tb testing.TB, c *cluster.Cluster, done *atomic.Int64, tota
 }
 
 // progress notes that turns are done: at each quarter's end it asks for a
-// sample.
+// sample. A run of a given length, whose total is not known until it ends,
+// has its samples taken once a second only.
 func (s *rssSampler) progress(turns int64) {
-	if turns%(s.total/4) == 0 {
+	if s.total >= 4 && turns%(s.total/4) == 0 {
 		s.poke <- turns // at most 4 pokes: the buffer holds them
 	}
 }

@@ -435,6 +435,14 @@ func (p *Proc) Start() error {
 	return nil
 }
 
+// PID returns the process's ID, safely while another goroutine restarts it
+// (Pid is written by Start).
+func (p *Proc) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.Pid
+}
+
 // Running reports whether the process runs.
 func (p *Proc) Running() bool {
 	p.mu.Lock()
