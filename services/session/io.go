@@ -21,7 +21,7 @@ import (
 // records of the adapter process in their number order, whatever order the
 // stream stored them in (ioorder.go). A republished record the live tail
 // misses with nothing after it is found by the sweep's tail check
-// (checkTail) and after a reconnect (catchUpAll).
+// (checkTail) and after a reconnect (catchUpAfterReconnects).
 func (sess *session) onTail(r *route, m *nats.Msg) {
 	received := time.Now()
 	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
