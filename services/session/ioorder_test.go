@@ -187,6 +187,50 @@ func TestIOGapNeverFilledFailsOutputLost(t *testing.T) {
 	h.readLog(t, "gap") // audits
 }
 
+// The process's exit record ends the wait at once (the runner stores it
+// after everything the process wrote, so what is missing never comes),
+// well before session.io-gap-timeout: the turn fails output_lost, not
+// adapter_exited, and the exit is recorded.
+func TestIOExitAfterGapFailsOutputLost(t *testing.T) {
+	h := startRig(t, session.Config{IOGapTimeout: time.Hour})
+	s := scriptIO(t, h, "exit")
+	s.publish(t, 1, chunk(text, "one "))
+	s.publish(t, 3, &events.AcpAgentExitedEvent{SessionID: "exit", AgentType: "test", ProcessID: s.process, Restart: events.RestartNotAttempted})
+	f := s.await(t)
+	if f.Outcome != events.OutcomeFailed || f.Error == nil || events.Code(f.Error.Code) != events.CodeOutputLost ||
+		!strings.Contains(f.Error.Message, "records "+strconv.FormatUint(s.no(2), 10)+" ") {
+		t.Fatalf("the turn ended %s (%+v), want failed output_lost naming record %d", f.Outcome, f.Error, s.no(2))
+	}
+	if err := poll(t.Context(), "the exit to be recorded", func() (bool, error) {
+		n, err := h.countCtl(t.Context(), "exit", "AcpAgentExitedEvent")
+		return n == 1, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.readLog(t, "exit") // audits
+}
+
+// The runner's end ends the wait too: with the runner gone no record comes,
+// and the turn fails output_lost, naming the records it waited for.
+func TestIORunnerGoneDuringGapFailsOutputLost(t *testing.T) {
+	h := startRig(t, session.Config{IOGapTimeout: time.Hour})
+	s := scriptIO(t, h, "gone")
+	s.publish(t, 1, chunk(text, "one "))
+	s.publish(t, 3, chunk(text, "three "))
+	if err := poll(t.Context(), "record 3 to be held", func() (bool, error) {
+		return gatherCounter(t, h.reg, "acp_session_io_held_records_total") == 1, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.stopRunner()
+	f := s.await(t)
+	if f.Outcome != events.OutcomeFailed || f.Error == nil || events.Code(f.Error.Code) != events.CodeOutputLost ||
+		!strings.Contains(f.Error.Message, "records "+strconv.FormatUint(s.no(2), 10)+" ") {
+		t.Fatalf("the turn ended %s (%+v), want failed output_lost naming record %d", f.Outcome, f.Error, s.no(2))
+	}
+	h.readLog(t, "gone") // audits
+}
+
 // The turn's last record (its answer) is stored while its republish never
 // reaches the owner (here ACP_IO republishes nothing while it is stored,
 // as when the owner's connection is down): nothing follows it to reveal
