@@ -63,6 +63,18 @@ const (
 	// chunks again from there, and applies what follows HeaderIOSeq as
 	// usual.
 	HeaderIOHeld = "Acp-Io-Held"
+	// HeaderIOResume, beside HeaderIOSeq (and on a turn's accepting
+	// record), tells a new owner where to resume the adapter process's
+	// records, which the owner applies in record-number order
+	// (HeaderRecordNo) although the stream may store them out of it:
+	// "<from> <applied>[ <held>]". from is an ACP_IO sequence at or before
+	// every record of the process not yet applied; applied is the last
+	// update applied and held the first chunk held in memory, by record
+	// number ("17", or "17.3" for the third update of record number 17;
+	// applied "0": none yet). A record without it was written by an owner
+	// that applied records in stream order: HeaderIOSeq and HeaderIOHeld
+	// say all.
+	HeaderIOResume = "Acp-Io-Resume"
 	// HeaderNamespace and HeaderSessionID address a session on runner
 	// control requests.
 	HeaderNamespace = "Acp-Namespace"

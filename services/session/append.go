@@ -28,6 +28,12 @@ func (sess *session) stamp(at ioPos, entries []eventlog.Entry) {
 				// a new owner reads them again from here.
 				entries[i].Header.Set(events.HeaderIOHeld, sess.buf.first.String())
 			}
+			if r := sess.adapter; r != nil && at.no != 0 {
+				// The same in record numbers, with where to read ACP_IO
+				// from: records the owner held, or whose chunks it holds,
+				// may be stored before the one at.
+				entries[i].Header.Set(events.HeaderIOResume, sess.resumePoint(r, at).String())
+			}
 		}
 		if sess.turn != nil {
 			entries[i].Header.Set(events.HeaderTurnID, sess.turn.id)

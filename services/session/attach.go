@@ -94,9 +94,11 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 		return runner, events.Errorf(events.CodeUnavailable, "io stream: %v", err)
 	}
 	if last != nil {
-		r.applied = last.Sequence
+		r.read = last.Sequence
 	}
-	ioStart := r.applied + 1
+	// A new process numbers its records from 1.
+	r.based = true
+	ioStart := r.read + 1
 	if r.sub, err = svc.nc.Subscribe(events.IOTailSubject(sess.ns, sess.sid), func(m *nats.Msg) { sess.onTail(r, m) }); err != nil {
 		return runner, events.Errorf(events.CodeUnavailable, "follow io: %v", err)
 	}
@@ -210,6 +212,7 @@ func (sess *session) detach() {
 		return
 	}
 	sess.endDrain(sess.adapter)
+	sess.adapter.stopGap()
 	_ = sess.adapter.sub.Unsubscribe()
 	sess.adapter = nil
 }

@@ -74,7 +74,17 @@ type Config struct {
 	// append larger than either is rejected (eventlog.Retention).
 	MaxEventsPerSession int64
 	MaxBytesPerSession  int64
+	// IOGapTimeout bounds how long the owner waits, without progress, for
+	// an adapter's records numbered before ones ACP_IO stored already (a
+	// record the runner retries after a fault is stored late); then the
+	// missing records are lost and the running turn fails output_lost. It
+	// must be well past the longest election.
+	IOGapTimeout time.Duration
 }
+
+// DefaultIOGapTimeout is Config.IOGapTimeout's default: several times the
+// longest JetStream election seen (a leader's loss costs a few seconds).
+const DefaultIOGapTimeout = 60 * time.Second
 
 // RegisterFlags registers the service's flags in fs, prefixed "session.".
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
@@ -97,6 +107,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.OwnerTTL, "session.owner-ttl", eventlog.DefaultOwnerTTL, "how long a session's owner lease outlives its last renewal (at least 1s)")
 	fs.Int64Var(&c.MaxEventsPerSession, "session.max-events-per-session", eventlog.DefaultMaxEventsPerSession, "most public events ACP_LOG keeps of a session; the oldest are pruned first")
 	fs.Int64Var(&c.MaxBytesPerSession, "session.max-bytes-per-session", eventlog.DefaultMaxBytesPerSession, "most bytes of public event payloads ACP_LOG keeps of a session; the oldest are pruned first")
+	fs.DurationVar(&c.IOGapTimeout, "session.io-gap-timeout", DefaultIOGapTimeout, "how long a turn waits, without progress, for an adapter's records stored out of order before failing output_lost; keep it well past the longest JetStream election")
 	fs.IntVar(&c.GroupCommitMin, "session.group-commit-min", 8, "on replicated streams, the smallest group of queued adapter output written as one atomic batch")
 }
 
@@ -137,6 +148,9 @@ func (c *Config) Validate() error {
 	}
 	if c.GroupCommitMin <= 0 {
 		c.GroupCommitMin = 8
+	}
+	if c.IOGapTimeout <= 0 {
+		c.IOGapTimeout = DefaultIOGapTimeout
 	}
 	if err := c.WorkspaceRoots.Validate(); err != nil {
 		return fmt.Errorf("session.workspace-roots: %w", err)

@@ -49,8 +49,8 @@ func TestIOPos(t *testing.T) {
 		ok bool
 		p  ioPos
 	}{
-		{"1234", true, ioPos{1234, 0}},
-		{"1234.3", true, ioPos{1234, 3}},
+		{"1234", true, ioPos{seq: 1234}},
+		{"1234.3", true, ioPos{seq: 1234, n: 3}},
 		{"0", false, ioPos{}},
 		{"12.0", false, ioPos{}},
 		{"12.", false, ioPos{}},
@@ -68,12 +68,46 @@ func TestIOPos(t *testing.T) {
 		}
 	}
 	// In ACP_IO order: 5.1 < 5.2 < 5 (the whole record) < 6.1.
-	order := []ioPos{{5, 1}, {5, 2}, {5, 0}, {6, 1}}
-	for i, p := range order {
-		for j, q := range order {
-			if got := p.after(q); got != (i > j) {
-				t.Errorf("%v.after(%v) = %v", p, q, got)
+	// Numbered positions compare by number, whatever the sequences: the
+	// record numbered 3 was stored last.
+	for _, order := range [][]ioPos{
+		{{seq: 5, n: 1}, {seq: 5, n: 2}, {seq: 5}, {seq: 6, n: 1}},
+		{{seq: 9, no: 2, n: 1}, {seq: 9, no: 2}, {seq: 12, no: 3, n: 1}, {seq: 12, no: 3}, {seq: 10, no: 4}},
+	} {
+		for i, p := range order {
+			for j, q := range order {
+				if got := p.after(q); got != (i > j) {
+					t.Errorf("%v.after(%v) = %v", p, q, got)
+				}
 			}
+		}
+	}
+}
+
+func TestResumePoint(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+		p  resumePoint
+	}{
+		{"12 0", true, resumePoint{from: 12}},
+		{"12 7", true, resumePoint{from: 12, applied: ioPos{no: 7}}},
+		{"12 7.2 5.3", true, resumePoint{from: 12, applied: ioPos{no: 7, n: 2}, held: ioPos{no: 5, n: 3}}},
+		{"12 7 7.1", true, resumePoint{from: 12, applied: ioPos{no: 7}, held: ioPos{no: 7, n: 1}}},
+		{"12 7.1 7", false, resumePoint{}}, // held after applied
+		{"12 7 8", false, resumePoint{}},
+		{"0 7", false, resumePoint{}},
+		{"12 0.1", false, resumePoint{}},
+		{"12", false, resumePoint{}},
+		{"12 7 5 1", false, resumePoint{}},
+		{"", false, resumePoint{}},
+	} {
+		p, ok := parseResumePoint(tc.in)
+		if ok != tc.ok || p != tc.p {
+			t.Errorf("parseResumePoint(%q) = %+v, %v; want %+v, %v", tc.in, p, ok, tc.p, tc.ok)
+		}
+		if ok && p.String() != tc.in {
+			t.Errorf("%+v.String() = %q, want %q", p, p.String(), tc.in)
 		}
 	}
 }

@@ -15,9 +15,13 @@ import (
 )
 
 // onTail receives one record of the session's ACP_IO, republished as it was
-// stored. Records are applied strictly in stream order: a record whose
-// predecessor (Nats-Last-Sequence) was not applied first has the gap filled
-// from the stream.
+// stored. Records are read strictly in stream order: a record whose
+// predecessor (Nats-Last-Sequence) was not read first has the gap filled
+// from the stream. Each record read then goes to admit, which applies the
+// records of the adapter process in their number order, whatever order the
+// stream stored them in (ioorder.go). A republished record the live tail
+// misses with nothing after it is found by the sweep's tail check
+// (checkTail) and after a reconnect (catchUpAfterReconnects).
 func (sess *session) onTail(r *route, m *nats.Msg) {
 	received := time.Now()
 	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
@@ -27,15 +31,19 @@ func (sess *session) onTail(r *route, m *nats.Msg) {
 	prev, _ := strconv.ParseUint(m.Header.Get(jetstream.LastSequenceHeader), 10, 64)
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	if sess.adapter != r || seq <= r.applied {
+	if sess.adapter != r {
 		return
 	}
-	if prev > r.applied {
+	r.arrived = received
+	if seq <= r.read {
+		return
+	}
+	if prev > r.read {
 		sess.catchUp(r, prev)
 	}
-	if sess.adapter == r && prev <= r.applied {
+	if sess.adapter == r && prev <= r.read {
 		r.received = received
-		sess.applyIO(r, seq, m.Header, m.Data)
+		sess.admit(sess.svc.runCtx, r, &eventlog.Record{Sequence: seq, Header: m.Header, Data: m.Data})
 	}
 	sess.commitUnlessMore(r)
 }
@@ -55,7 +63,9 @@ func (sess *session) commitUnlessMore(r *route) {
 }
 
 // commitOrFail commits queued output; if that fails, the running turn fails
-// with the error: its output is not safe in the log.
+// output_lost: its output is not safe in the log. (The writer retried the
+// append for as long as an election may take: what failed is the log, not
+// the turn's request, so the turn does not end unavailable.)
 func (sess *session) commitOrFail(ctx context.Context) bool {
 	err := sess.commit(ctx)
 	if err == nil {
@@ -63,18 +73,19 @@ func (sess *session) commitOrFail(ctx context.Context) bool {
 	}
 	sess.lg.Warn("append adapter output", events.LogKeyErr, err)
 	if sess.turn != nil {
-		sess.abortTurn(ctx, ioPos{}, events.OutcomeFailed, events.AsError(err))
+		sess.abortTurn(ctx, ioPos{}, events.OutcomeFailed, events.Errorf(events.CodeOutputLost,
+			"the agent's output could not be written to the session's log: %s", events.AsError(err).Message))
 	}
 	return false
 }
 
-// catchUp applies the records of the session's ACP_IO after the last one
-// applied, up to and including seq (0: up to the newest). The caller holds
-// sess.mu.
+// catchUp reads the records of the session's ACP_IO after the last one
+// read, up to and including seq (0: up to the newest), and admits them.
+// The caller holds sess.mu.
 func (sess *session) catchUp(r *route, upTo uint64) {
 	ctx := sess.svc.runCtx
-	for sess.adapter == r && (upTo == 0 || r.applied < upTo) {
-		recs, err := eventlog.Forward(ctx, sess.svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid), r.applied, 256)
+	for sess.adapter == r && (upTo == 0 || r.read < upTo) {
+		recs, err := eventlog.Forward(ctx, sess.svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid), r.read, 256)
 		if err != nil {
 			sess.lg.Warn("read io gap", events.LogKeyErr, err)
 			return
@@ -88,7 +99,7 @@ func (sess *session) catchUp(r *route, upTo uint64) {
 			}
 			sess.svc.m.ioGapRecords.Inc()
 			r.received = time.Now()
-			sess.applyIO(r, rec.Sequence, rec.Header, rec.Data)
+			sess.admit(ctx, r, rec)
 		}
 		if !sess.commitOrFail(ctx) {
 			return
@@ -96,38 +107,66 @@ func (sess *session) catchUp(r *route, upTo uint64) {
 	}
 }
 
-// applyIO applies one ACP_IO record, in the order the runner observed it.
-func (sess *session) applyIO(r *route, ioSeq uint64, hdr nats.Header, data []byte) {
-	r.applied = ioSeq
-	skip := 0 // updates of this record an old owner applied
+// applyIO applies one ACP_IO record of the route's process, numbered no
+// (0: a runner before numbering), in the order the runner observed it.
+// Records an old owner applied (see takeover) are read again only to hold
+// the chunks of the message in progress.
+func (sess *session) applyIO(ctx context.Context, r *route, rec *eventlog.Record, no uint64) {
+	ioSeq := rec.Sequence
+	quiet := 0 // the updates of this record an old owner applied; -1: all of it
 	if r.skip.seq == ioSeq {
-		skip = r.skip.n
+		quiet = r.skip.n
 	}
 	r.skip = ioPos{}
-	if hdr.Get(events.HeaderProcessID) != r.processID {
-		return // output of an adapter process this session no longer uses
+	if no != 0 {
+		r.recordNo = no
+		if !sess.buf.active || r.floor == 0 {
+			r.floor = ioSeq
+		} else {
+			r.floor = min(r.floor, ioSeq)
+		}
+		if r.replay.no != 0 && no <= r.replay.no {
+			quiet = -1
+			if no == r.replay.no && r.replay.n != 0 {
+				quiet = r.replay.n
+			}
+		}
 	}
-	if !sess.counted(ioSeq, r, hdr) {
-		return
-	}
-	v, err := events.Unmarshal(data)
+	defer func() {
+		if no != 0 && no >= r.replay.no {
+			r.replay, r.replayHeld = ioPos{}, ioPos{}
+		}
+	}()
+	v, err := events.Unmarshal(rec.Data)
 	if err != nil {
 		sess.svc.m.ioRejected.WithLabelValues("undecodable").Inc()
 		sess.lg.Warn("undecodable runner record", events.LogKeySeq, ioSeq, events.LogKeyErr, err)
 		return
 	}
-	ctx := sess.svc.runCtx
-	at := ioPos{seq: ioSeq}
+	at := ioPos{seq: ioSeq, no: no}
+	if quiet < 0 {
+		if u, ok := v.(*events.AdapterUpdate); ok {
+			sess.rehold(r, at, u.Update)
+		}
+		if _, ok := v.(*events.AdapterUpdates); !ok {
+			return
+		}
+	}
 	sess.svc.m.ioRecords.WithLabelValues(v.VariantName()).Inc()
 	switch v := v.(type) {
 	case *events.AdapterUpdate:
 		sess.onUpdate(ctx, at, r, v.Update)
 	case *events.AdapterUpdates:
-		for i, u := range v.Updates[min(skip, len(v.Updates)):] {
+		for i, u := range v.Updates {
+			p := ioPos{seq: ioSeq, no: no, n: i + 1}
+			if quiet < 0 || i < quiet {
+				sess.rehold(r, p, u)
+				continue
+			}
 			if sess.adapter != r {
 				return // the update before ended the route (an aborted turn)
 			}
-			sess.onUpdate(ctx, ioPos{seq: ioSeq, n: skip + i + 1}, r, u)
+			sess.onUpdate(ctx, p, r, u)
 		}
 	case *events.AdapterPermissionRequest:
 		sess.onPermissionRequest(ctx, at, r, v)
@@ -141,35 +180,6 @@ func (sess *session) applyIO(r *route, ioSeq uint64, hdr nats.Header, data []byt
 		sess.svc.m.ioRejected.WithLabelValues("unexpected").Inc()
 		sess.lg.Warn("unexpected runner record", events.LogKeyRecord, v.VariantName())
 	}
-}
-
-// counted checks a record's number against the last one applied from its
-// process: a record the stream never stored (the runner does not wait to
-// hear) leaves a gap, and the output of the running turn is then not
-// whole, so the turn fails. It reports whether to apply the record. A
-// record without a number (a runner before numbering) is applied.
-func (sess *session) counted(ioSeq uint64, r *route, hdr nats.Header) bool {
-	no, err := strconv.ParseUint(hdr.Get(events.HeaderRecordNo), 10, 64)
-	if err != nil {
-		return true
-	}
-	last := r.recordNo
-	r.recordNo = no
-	if last == 0 || no == last+1 {
-		return true
-	}
-	if no <= last {
-		return false // not newer than one applied: a runner never sends it
-	}
-	lost := no - last - 1
-	sess.svc.m.ioLost.Add(float64(lost))
-	sess.lg.Error("adapter output lost: ACP_IO did not store records of the process",
-		events.LogKeyProcess, r.processID, "records", lost, events.LogKeySeq, ioSeq)
-	if sess.turn != nil {
-		sess.abortTurn(sess.svc.runCtx, ioPos{seq: ioSeq}, events.OutcomeFailed, events.Errorf(events.CodeUnavailable,
-			"%d records of the agent's output were not stored; the turn's output is incomplete", lost))
-	}
-	return true
 }
 
 // onUpdate applies one session update the adapter sent.
@@ -348,6 +358,12 @@ func (sess *session) onPromptResult(ctx context.Context, at ioPos, r *route, res
 // (its pending permission requests become terminal) and evicts the route.
 // There is no respawn: the next prompt attaches anew.
 func (sess *session) onExit(ctx context.Context, at ioPos, r *route, ev *events.AcpAgentExitedEvent) {
+	failure := events.Errorf(events.CodeAdapterExited, "the agent exited during the turn")
+	if len(r.held) > 0 {
+		// The owner was waiting for records the runner never stored; with
+		// the runner gone, none will come.
+		failure = sess.lost(r, "the agent's runner is gone")
+	}
 	sess.buf.reset()
 	sess.endDrain(r)
 	sess.detach() // first: nothing is sent to the dead adapter any more
@@ -361,7 +377,7 @@ func (sess *session) onExit(ctx context.Context, at ioPos, r *route, ev *events.
 		}
 	}
 	if sess.turn != nil {
-		sess.endTurn(ctx, at, events.OutcomeFailed, "", events.Errorf(events.CodeAdapterExited, "the agent exited during the turn"))
+		sess.endTurn(ctx, at, events.OutcomeFailed, "", failure)
 	}
 	sess.project(ctx)
 }

@@ -69,6 +69,9 @@ type metrics struct {
 	ioRecords      *prometheus.CounterVec   // by record
 	ioGapRecords   prometheus.Counter
 	ioLost         prometheus.Counter
+	ioDuplicates   prometheus.Counter
+	ioHeld         prometheus.Counter
+	ioTailMisses   prometheus.Counter
 	reclaims       *prometheus.CounterVec // by reason
 	takeovers      prometheus.Counter
 	leases         *prometheus.CounterVec // by event
@@ -118,7 +121,10 @@ func newMetrics(reg prometheus.Registerer, nc *nats.Conn) *metrics {
 		forwards:       f.NewCounter(prometheus.CounterOpts{Name: "acp_session_forwarded_requests_total", Help: "Requests passed on to the replica owning their session."}),
 		fences:         f.NewCounter(prometheus.CounterOpts{Name: "acp_session_owner_fences_total", Help: "OwnerChanged records appended on taking a session over."}),
 		ioGapRecords:   f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_gap_records_total", Help: "ACP_IO records read from the stream to fill a gap in the live tail."}),
-		ioLost:         f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_lost_records_total", Help: "Runner records ACP_IO never stored: gaps in an adapter process's record numbers."}),
+		ioLost:         f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_lost_records_total", Help: "Runner records ACP_IO never stored: gaps in an adapter process's record numbers that no record filled in time (session.io-gap-timeout), before the process's exit or its runner's end."}),
+		ioDuplicates:   f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_duplicate_records_total", Help: "ACP_IO records passed over because their record number was applied already: a runner's retry stored again after the duplicate window."}),
+		ioHeld:         f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_held_records_total", Help: "ACP_IO records held until the records numbered before them were stored (stored out of number order after a fault)."}),
+		ioTailMisses:   f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_tail_misses_total", Help: "Times a running turn's live tail was silent while ACP_IO had records it had not delivered (a republish lost), found by the sweep's look at the subject's last record."}),
 
 		ioRejected:        f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_io_rejected_total", Help: "ACP_IO records not applied, by reason (undecodable, unexpected, malformed_update, malformed_permission)."}, []string{"reason"}),
 		livePublishErrors: f.NewCounter(prometheus.CounterOpts{Name: "acp_session_live_publish_errors_total", Help: "Live events (deltas, stderr) that could not be published."}),

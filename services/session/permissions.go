@@ -102,8 +102,11 @@ func (sess *session) onPermissionRequest(ctx context.Context, at ioPos, r *route
 		return
 	}
 	if _, err := sess.append(ctx, at, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurablePermissionRequest{RequestID: p.id, Request: p.request}}); err != nil {
+		// The log did not take the request (after the writer's retries):
+		// a fault, not the turn's doing.
 		sess.answer(ctx, r, req.RequestID, nil)
-		sess.abortTurn(ctx, at, events.OutcomeFailed, events.AsError(err))
+		sess.abortTurn(ctx, at, events.OutcomeFailed, events.Errorf(events.CodeOutputLost,
+			"the agent's permission request could not be written to the session's log: %s", events.AsError(err).Message))
 		return
 	}
 	p.requested = time.Now()

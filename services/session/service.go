@@ -170,6 +170,7 @@ func (s *Service) Run(ctx context.Context) error {
 		s.bg.Go(func() { s.claimer(runCtx) })
 	}
 	s.bg.Go(func() { s.adopt(runCtx) })
+	s.bg.Go(func() { s.catchUpAfterReconnects(runCtx) })
 	<-ctx.Done()
 	_ = svc.Stop()
 	drained := make(chan struct{})
@@ -224,7 +225,7 @@ func (s *Service) sweepOnce(ctx context.Context) {
 	for _, sess := range s.loaded() {
 		sess.mu.Lock()
 		if r := sess.adapter; r != nil && sess.turn != nil {
-			sess.catchUp(r, 0)
+			sess.checkTail(ctx, r, min(tailQuiet, s.cfg.SweepInterval))
 		} else if reason := sess.reclaimReason(now, s.cfg.IdleTimeout, s.cfg.MaxAdapterAge); reason != "" {
 			if err := sess.unloadLocked(ctx, reason); err != nil {
 				sess.lg.Warn("reclaim adapter", "reason", reason, events.LogKeyErr, err)

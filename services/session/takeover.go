@@ -19,9 +19,11 @@ import (
 // written to it (answered or not, the answer is in ACP_IO). Everything
 // the adapter said is safe in ACP_IO, so the new owner rebuilds the turn
 // from the log (its key, hash, pending permission requests, last message),
-// follows ACP_IO again from the last record the old owner applied, and the
-// turn completes normally: nothing is lost, nothing appended twice (every
-// applied record's ACP_IO sequence is on what it produced). It reports
+// follows ACP_IO again from where the old owner's newest stamp says
+// (HeaderIOResume: a sequence at or before every record it had not
+// applied, and the last record number it applied), and the turn completes
+// normally: nothing is lost, nothing appended twice (every applied
+// record's ACP_IO position is on what it produced). It reports
 // whether it took the turn over; if not, the caller closes the turn.
 func (sess *session) takeover(ctx context.Context, turnID string, start uint64, recs []*eventlog.Record) bool {
 	m := sess.meta
@@ -50,16 +52,14 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 	if key := accept.Header.Get(events.HeaderIdempotencyKey); key != "" {
 		t.key = &key
 	}
-	// resume is the last place in ACP_IO the old owner applied.
-	var resume ioPos
-	resume.seq, _ = strconv.ParseUint(accept.Header.Get(events.HeaderIOApplied), 10, 64)
-	var held ioPos // the first chunk the old owner held in memory at resume; zero: none
+	// stamp is the old owner's newest record that says where it was in
+	// ACP_IO: the last carrying a position, or the acceptance.
+	stamp := accept
 	pending := map[string]*permission{}
 	var order []string
 	for _, rec := range recs {
-		if at, ok := parseIOPos(rec.Header.Get(events.HeaderIOSeq)); ok && !resume.after(at) {
-			resume = at
-			held, _ = parseIOPos(rec.Header.Get(events.HeaderIOHeld))
+		if rec.Header.Get(events.HeaderIOSeq) != "" {
+			stamp = rec
 		}
 		switch v, _ := events.Unmarshal(rec.Data); v := v.(type) {
 		case *events.AcpDurableSessionUpdate:
@@ -87,16 +87,12 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 		}
 	}
 
-	// The message in progress was in the old owner's memory only: hold its
-	// chunks again (they were shown live already; nothing is republished).
-	if held != (ioPos{}) && !sess.holdAgain(ctx, held, resume, t) {
+	resume := "an old log's"
+	if point, ok := parseResumePoint(stamp.Header.Get(events.HeaderIOResume)); ok {
+		resume = point.String()
+		r.resumeAt(point)
+	} else if !sess.resumeOld(ctx, r, stamp, t) {
 		return false
-	}
-	r.applied = resume.seq
-	if resume.n != 0 {
-		// Within a burst: its record is read again, and its updates after
-		// resume applied.
-		r.applied, r.skip = resume.seq-1, resume
 	}
 	if r.sub, err = sess.svc.nc.Subscribe(events.IOTailSubject(sess.ns, sess.sid), func(msg *nats.Msg) { sess.onTail(r, msg) }); err != nil {
 		return false
@@ -104,10 +100,56 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 	_ = r.sub.SetPendingLimits(-1, -1)
 	sess.adapter = r
 	sess.turn = t
-	sess.lg.Info("took over the open turn", events.LogKeyTurn, turnID, events.LogKeyProcess, r.processID, events.LogKeySeq, resume)
+	sess.lg.Info("took over the open turn", events.LogKeyTurn, turnID, events.LogKeyProcess, r.processID, "resume", resume)
 	sess.svc.m.takeovers.Inc()
 	sess.catchUp(r, 0)
 	sess.project(ctx)
+	return true
+}
+
+// resumeAt sets r to continue from point, an old owner's stamp: read
+// ACP_IO from point.from, where every record it had not applied lies; the
+// records up to point.applied are read again only to hold the chunks from
+// point.held on in memory (the message in progress, in the old owner's
+// memory only: shown live already, and not republished), and what
+// follows is applied as usual, in number order.
+func (r *route) resumeAt(point resumePoint) {
+	r.read, r.based = point.from-1, true
+	r.recordNo = point.applied.no
+	if point.held.no != 0 || point.applied.n != 0 {
+		first := point.held
+		if first.no == 0 {
+			first = point.applied // within a burst: its record is read again
+		}
+		r.recordNo = first.no - 1
+		r.replay, r.replayHeld = point.applied, point.held
+	}
+}
+
+// resumeOld sets r to continue from stamp, a record of an owner that
+// applied ACP_IO in stream order and stamped stream positions only
+// (HeaderIOSeq, HeaderIOHeld; on an acceptance, HeaderIOApplied):
+// everything up to the position was applied. The process's record
+// numbers were not stamped: the first one read after it sets them. It
+// reports whether ACP_IO could be read.
+func (sess *session) resumeOld(ctx context.Context, r *route, stamp *eventlog.Record, t *turn) bool {
+	var resume ioPos
+	resume.seq, _ = strconv.ParseUint(stamp.Header.Get(events.HeaderIOApplied), 10, 64)
+	if at, ok := parseIOPos(stamp.Header.Get(events.HeaderIOSeq)); ok {
+		resume = at
+	}
+	held, _ := parseIOPos(stamp.Header.Get(events.HeaderIOHeld))
+	// The message in progress was in the old owner's memory only: hold its
+	// chunks again (they were shown live already; nothing is republished).
+	if held != (ioPos{}) && !sess.holdAgain(ctx, held, resume, t) {
+		return false
+	}
+	r.read = resume.seq
+	if resume.n != 0 {
+		// Within a burst: its record is read again, and its updates after
+		// resume applied.
+		r.read, r.skip = resume.seq-1, resume
+	}
 	return true
 }
 

@@ -531,13 +531,14 @@ func TestPromptAfterRunnerLeft(t *testing.T) {
 	}
 }
 
-// Output ACP_IO never stored fails the turn. The runner publishes adapter
-// output without waiting for acknowledgements, numbered per process: here
-// the stream refuses one record (larger than its MaxMsgSize), and the owner
-// sees the gap in the numbers. The turn fails, typed, with the loss
-// counted, and the next turn runs as usual.
+// Output ACP_IO never stored fails the turn. The runner numbers the
+// records of each process: here the stream refuses one record (larger than
+// its MaxMsgSize), and the owner sees the gap in the numbers. It holds
+// what follows, waits for the missing record (session.io-gap-timeout, short
+// here), then fails the turn output_lost, naming it, with the loss
+// counted; the next turn runs as usual.
 func TestLostOutputFailsTurn(t *testing.T) {
-	h := startRig(t, session.Config{})
+	h := startRig(t, session.Config{IOGapTimeout: 100 * time.Millisecond})
 	ctx := t.Context()
 	if err := h.open(t, "s1", events.AcpOpenSessionRequest{}); err != nil {
 		t.Fatal(err)
@@ -555,8 +556,8 @@ func TestLostOutputFailsTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = h.prompt(ctx, "s1", "", "say before\nbig 20000\nsay after")
-	if code(err) != events.CodeUnavailable || !strings.Contains(err.Error(), "not stored") {
-		t.Fatalf("prompt with a record ACP_IO refused = %v, want unavailable: output not stored", err)
+	if code(err) != events.CodeOutputLost || !strings.Contains(err.Error(), "never reached ACP_IO") {
+		t.Fatalf("prompt with a record ACP_IO refused = %v, want output_lost: never reached ACP_IO", err)
 	}
 	if lost := gatherCounter(t, h.reg, "acp_session_io_lost_records_total"); lost != 1 {
 		t.Errorf("lost records counted %v, want 1", lost)
