@@ -151,7 +151,8 @@ const logKeyReason = "reason"
 
 // serve runs the stream and returns why it ended.
 func (s *stream) serve(ctx context.Context) string {
-	f, v, err := s.g.hub.join(ctx, s.ns, s.sid)
+	v := s.g.newStreamViewer()
+	f, err := s.g.hub.join(ctx, s.ns, s.sid, v)
 	if err != nil {
 		return s.fail(ctx, err, endError)
 	}
