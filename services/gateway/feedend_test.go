@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"net"
+	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
@@ -140,7 +141,11 @@ func TestLiveFeedCatchesUpOnReconnect(t *testing.T) {
 
 	srv.Shutdown()
 	srv.WaitForShutdown()
-	<-waiting
+	select {
+	case <-waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the gateway's connection did not try to reconnect in 10 s")
+	}
 	natstest.Run(t, natstest.WithListen(), natstest.WithStoreDir(dir), func(o *server.Options) { o.Port = port })
 	// The backend's connection is back, and JetStream has its streams.
 	js, err := jetstream.New(backendConn)
@@ -164,4 +169,31 @@ func TestLiveFeedCatchesUpOnReconnect(t *testing.T) {
 			wantDurable(t, s.next(), seq)
 		}
 	}
+}
+
+// TestLiveFeedsEndWithRun: no feed outlives Run. Its viewer here is served
+// by another HTTP server on the gateway's handler, which Run's shutdown
+// does not wait for; Run still returns only once the feed has stopped and
+// released its subscriptions.
+func TestLiveFeedsEndWithRun(t *testing.T) {
+	e := newEnv(t)
+	e.backend.CreateSession(ns, "s1", "demo")
+	srv := httptest.NewServer(e.gw.Handler())
+	t.Cleanup(srv.Close)
+	other := &env{t: t, url: srv.URL, client: srv.Client()}
+	s := other.stream("/v1/sessions/s1/events")
+	subs := func() float64 { return metric(t, e.reg, "acp_gateway_live_subscriptions") }
+	eventually(t, "the stream's feed", func() bool { return subs() == 2 })
+
+	if err := e.stop(); err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+	if got := subs(); got != 0 {
+		t.Errorf("live subscriptions once Run returned = %v, want 0", got)
+	}
+	got := s.ended()
+	if len(got) == 0 {
+		t.Fatal("the stream ended without an error event")
+	}
+	wantErrorEvent(t, got[len(got)-1], events.CodeUnavailable)
 }
