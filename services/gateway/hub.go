@@ -49,7 +49,12 @@ import (
 // That covers what the feed cannot: a feed that has not seen an event yet
 // has no number to compare with, and a catch-up that fails or finds
 // numbers missing (pruned records) leaves the decision to each stream,
-// whose history read then answers as history does.
+// whose history read then answers as history does. (On R3 a direct get may
+// be served by a follower that lacks the newest records. A catch-up for an
+// event then ends short of it, and the event's Nats-Last-Sequence sends
+// each stream to history; one for a delta may vouch for a range it did not
+// see, and a stream then learns of the missing event from the next one's
+// predecessor.)
 //
 // A gap the feed learns of from a later message is the lesser problem: the
 // missed record that nothing follows is the one that stalls viewers (the
@@ -59,13 +64,6 @@ import (
 // waiting for a later message: once whenever the connection reconnects,
 // and while a turn is open, each time the feed has been quiet for
 // endCheckInterval (feedend.go).
-//
-// (On R3 a direct get may
-// be served by a follower that lacks the newest records. A catch-up for an
-// event then ends short of it, and the event's Nats-Last-Sequence sends
-// each stream to history; one for a delta may vouch for a range it did not
-// see, and a stream then learns of the missing event from the next one's
-// predecessor.)
 
 // liveItem is one message of a session's feed, decoded and rendered once
 // and shared by every viewer it is fanned out to. It is never modified
