@@ -162,6 +162,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	select {
 	case err := <-serveErr:
 		g.stop()
+		g.hub.shutdown()
 		return fmt.Errorf("gateway: serve: %w", err)
 	case <-ctx.Done():
 	}
@@ -175,6 +176,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 		g.lg.Warn("gateway shutdown incomplete, closing connections", events.LogKeyErr, err)
 		err = srv.Close()
 	}
+	// Closing connections does not wait for their handlers: the live
+	// feeds, which end with their last stream or watch, are waited for.
+	g.hub.shutdown()
 	if serr := <-serveErr; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		return fmt.Errorf("gateway: serve: %w", serr)
 	}

@@ -51,6 +51,10 @@ type envOptions struct {
 	noBackend bool
 	backend   []gatewaytest.Option
 	config    func(*gateway.Config)
+	// conns, when set, makes the gateway's and the backend's NATS
+	// connections, instead of one in-process connection for both to a
+	// fresh server.
+	conns func(t *testing.T) (gateway, backend *nats.Conn)
 }
 
 func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
@@ -59,10 +63,16 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	srv := natstest.Run(t)
-	e := &env{t: t, nc: natstest.Connect(t, srv), reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	var gwConn, backendConn *nats.Conn
+	if o.conns != nil {
+		gwConn, backendConn = o.conns(t)
+	} else {
+		gwConn = natstest.Connect(t, natstest.Run(t))
+		backendConn = gwConn
+	}
+	e := &env{t: t, nc: gwConn, reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
 	if !o.noBackend {
-		e.backend = gatewaytest.Start(t, e.nc, o.backend...)
+		e.backend = gatewaytest.Start(t, backendConn, o.backend...)
 	}
 	cfg := gateway.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -16,11 +17,14 @@ import (
 // The live hub: every viewer of a session on this gateway shares one feed.
 //
 // A feed holds the gateway's only two subscriptions for its session, to
-// the stream's RePublish of the public events (events.TailSubject) and to
+// the stream's RePublish of every record stored for the session (public
+// events and lifecycle records alike: the tail of events.LogFilter) and to
 // the live deltas (events.LiveSubject). It exists while the session has
 // viewers: the first viewer's join subscribes, the last one's leave
 // unsubscribes. So a gateway holds two NATS subscriptions per watched
 // session, however many viewers watch it (acp_gateway_live_subscriptions).
+// A viewer is an event stream (sse.go), which the feed fills, or a
+// long-poll watch (watch.go), which the feed only wakes.
 //
 // One goroutine per feed takes the messages in the order the connection
 // read them (a delta is never overtaken by the durable event published
@@ -51,6 +55,15 @@ import (
 // each stream to history; one for a delta may vouch for a range it did not
 // see, and a stream then learns of the missing event from the next one's
 // predecessor.)
+//
+// A gap the feed learns of from a later message is the lesser problem: the
+// missed record that nothing follows is the one that stalls viewers (the
+// last records of a turn, republished while the gateway's connection was
+// moving to another node, or lost by a leader that died). So the feed also
+// reads where the session's log ends, and catches up to there, without
+// waiting for a later message: once whenever the connection reconnects,
+// and while a turn is open, each time the feed has been quiet for
+// endCheckInterval (feedend.go).
 
 // liveItem is one message of a session's feed, decoded and rendered once
 // and shared by every viewer it is fanned out to. It is never modified
@@ -78,21 +91,91 @@ type hub struct {
 	g     *Gateway
 	mu    sync.Mutex
 	feeds map[string]*feed // by events.SessionKey
+	// closed is set by shutdown: no feed starts after it. running counts
+	// the feeds started and not yet stopped, so that shutdown can wait
+	// for them; its Add happens under mu while closed is false, hence
+	// before shutdown's Wait.
+	closed  bool
+	running sync.WaitGroup
 }
 
+// newHub returns g's hub. It chains the hub's reconnect handler after the
+// one g's connection already has (nats.go keeps one per connection): code
+// that sets a reconnect handler on the connection later must chain it in
+// turn.
 func newHub(g *Gateway) *hub {
-	return &hub{g: g, feeds: map[string]*feed{}}
+	h := &hub{g: g, feeds: map[string]*feed{}}
+	prev := g.nc.ReconnectHandler()
+	g.nc.SetReconnectHandler(func(nc *nats.Conn) {
+		if prev != nil {
+			prev(nc)
+		}
+		h.reconnected()
+	})
+	return h
 }
 
-// viewer is one event stream's place in a feed: a bounded queue the feed
-// fills and the stream drains.
+// reconnected tells every feed that the connection reconnected. It runs on
+// the connection's callback goroutine, so it only signals: each feed
+// checks the log's end in its own goroutine.
+func (h *hub) reconnected() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, f := range h.feeds {
+		select {
+		case f.resync <- struct{}{}:
+		default: // one check is pending already, and will see the same end
+		}
+	}
+}
+
+// shutdown stops the hub from starting feeds and waits until every feed
+// has stopped. The feeds stop with their viewers, and every event stream
+// and watch ends once the gateway is stopping, within the bounds of the
+// request in flight (Config.RequestTimeout, Config.StreamWriteTimeout).
+func (h *hub) shutdown() {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.running.Wait()
+}
+
+// viewer is one event stream's or watch's place in a feed. A stream's is
+// a bounded queue the feed fills and the stream drains; a watch's is wake
+// alone, which the feed signals when anything is stored for the session.
 type viewer struct {
+	wake chan struct{} // a watch's; nil for a stream
+
 	queue    chan *liveItem
 	queued   atomic.Int64 // frame bytes in queue
 	maxBytes int64
 	overflow chan struct{}
 	overOnce sync.Once
 	metrics  *metrics
+}
+
+// newStreamViewer returns an event stream's viewer.
+func (g *Gateway) newStreamViewer() *viewer {
+	return &viewer{
+		queue:    make(chan *liveItem, g.cfg.StreamBuffer),
+		maxBytes: g.cfg.StreamBufferBytes,
+		overflow: make(chan struct{}),
+		metrics:  g.metrics,
+	}
+}
+
+// newWatchViewer returns a watch's viewer.
+func newWatchViewer() *viewer {
+	return &viewer{wake: make(chan struct{}, 1)}
+}
+
+// signal wakes a watch's viewer without blocking: one pending wake-up
+// says all there is to say.
+func (v *viewer) signal() {
+	select {
+	case v.wake <- struct{}{}:
+	default:
+	}
 }
 
 // push queues it without blocking. When the queue is full, by count or by
@@ -122,32 +205,29 @@ func (v *viewer) push(it *liveItem) {
 // take accounts for an item the stream took from the queue.
 func (v *viewer) take(it *liveItem) { v.queued.Add(-it.size()) }
 
-// join adds a viewer to the session's feed, starting the feed (and its
+// join adds v to the session's feed, starting the feed (and its
 // subscriptions) for the session's first viewer. The subscriptions may not
 // be on the server yet: the caller flushes the connection before it reads
-// history. Call leave when the stream ends.
-func (h *hub) join(ctx context.Context, ns events.Namespace, sid events.SessionID) (*feed, *viewer, error) {
-	v := &viewer{
-		queue:    make(chan *liveItem, h.g.cfg.StreamBuffer),
-		maxBytes: h.g.cfg.StreamBufferBytes,
-		overflow: make(chan struct{}),
-		metrics:  h.g.metrics,
-	}
+// history. Call leave when the stream or watch ends.
+func (h *hub) join(ctx context.Context, ns events.Namespace, sid events.SessionID, v *viewer) (*feed, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.closed {
+		return nil, events.Errorf(events.CodeUnavailable, "gateway is shutting down")
+	}
 	key := events.SessionKey(ns, sid)
 	f := h.feeds[key]
 	if f == nil {
 		var err error
 		if f, err = h.startFeed(ctx, key, ns, sid); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		h.feeds[key] = f
 	}
 	f.mu.Lock()
 	f.viewers[v] = struct{}{}
 	f.mu.Unlock()
-	return f, v, nil
+	return f, nil
 }
 
 // leave removes v from f and stops f when v was its last viewer.
@@ -173,11 +253,14 @@ type feed struct {
 	key         string
 	ns          events.Namespace
 	sid         events.SessionID
-	tailSubject string
+	tailSubject string // the public events' tail
+	tailFilter  string // every record's tail, the one subscribed to
 	liveSubject string
 	logSubject  string // where catch-ups read the public events
+	logFilter   string // where the end check reads the log's end
 
 	arrivals chan *nats.Msg
+	resync   chan struct{} // the connection reconnected (hub.reconnected)
 	subs     []*nats.Subscription
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -190,6 +273,14 @@ type feed struct {
 	lastNo  uint64 // its event number
 	known   uint64 // no public event lies in (lastSeq, known]
 	dropped int    // messages the subscriptions dropped, as last seen
+	// turnOpen: the newest record the feed knows of is one of an open
+	// turn, or the feed does not know where the log ends (a reconnect, a
+	// failed end check). While it holds, the feed checks the log's end
+	// each endCheckInterval in which it heard nothing (heard is reset by
+	// each tick). endCheck ticks only then.
+	turnOpen bool
+	heard    bool
+	endCheck *time.Ticker
 }
 
 // startFeed subscribes to the session's subjects and starts the feed's
@@ -203,16 +294,21 @@ func (h *hub) startFeed(ctx context.Context, key string, ns events.Namespace, si
 		ns:          ns,
 		sid:         sid,
 		tailSubject: events.TailSubject(ns, sid, events.LogEvents),
+		// The tail of every subject of events.LogFilter: a turn ends on
+		// the control subject, or the key subject of a keyed prompt.
+		tailFilter:  events.TailSubject(ns, sid, ">"),
 		liveSubject: events.LiveSubject(ns, sid),
 		logSubject:  events.LogSubject(ns, sid, events.LogEvents),
+		logFilter:   events.LogFilter(ns, sid),
 		// Both subscriptions feed one channel, filled by the connection's
 		// read loop in arrival order (two callback subscriptions would
 		// each have a goroutine of their own, and could reorder).
 		arrivals: make(chan *nats.Msg, arrivalBuffer),
+		resync:   make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		viewers:  map[*viewer]struct{}{},
 	}
-	for _, subject := range []string{f.tailSubject, f.liveSubject} {
+	for _, subject := range []string{f.tailFilter, f.liveSubject} {
 		sub, err := h.g.nc.ChanSubscribe(subject, f.arrivals)
 		if err != nil {
 			f.unsubscribe()
@@ -223,6 +319,7 @@ func (h *hub) startFeed(ctx context.Context, key string, ns events.Namespace, si
 	}
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f.cancel = cancel
+	h.running.Add(1)
 	go f.run(fctx)
 	return f, nil
 }
@@ -247,16 +344,31 @@ func (f *feed) close() {
 	f.cancel()
 	<-f.done
 	f.unsubscribe()
+	f.h.running.Done()
 }
 
-// run moves the feed's messages to its viewers until close.
+// run moves the feed's messages to its viewers until close, and checks
+// the log's end on a reconnect and while a turn is open and the feed is
+// quiet (feedend.go).
 func (f *feed) run(ctx context.Context) {
 	defer close(f.done)
+	// The ticker runs only while a turn is open (setTurnOpen).
+	f.endCheck = time.NewTicker(endCheckInterval)
+	f.endCheck.Stop()
+	defer f.endCheck.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-f.resync:
+			f.checkEnd(ctx, causeReconnect)
+		case <-f.endCheck.C:
+			if !f.heard {
+				f.checkEnd(ctx, causeQuiet)
+			}
+			f.heard = false
 		case m := <-f.arrivals:
+			f.heard = true
 			if n := f.droppedMessages(); n > f.dropped {
 				// The subscription lost messages. Deltas are gone (the
 				// durable message that completes them is what counts);
@@ -290,6 +402,7 @@ func (f *feed) droppedMessages() int {
 func (f *feed) handle(ctx context.Context, m *nats.Msg) {
 	switch m.Subject {
 	case f.tailSubject:
+		f.observe(m.Header)
 		entry, prev, err := events.TailEntry(f.sid, m)
 		if err != nil {
 			// Not fanned out: the next event names it as its predecessor,
@@ -319,6 +432,9 @@ func (f *feed) handle(ctx context.Context, m *nats.Msg) {
 		if !ok {
 			return // stderr and other live traffic are not for clients
 		}
+		// Deltas stream only while a turn runs, so one shows a turn the
+		// feed may have missed the start of.
+		f.setTurnOpen(true)
 		it := &liveItem{after: d.AfterSequence}
 		if f.lastSeq > 0 {
 			ok := true
@@ -341,6 +457,12 @@ func (f *feed) handle(ctx context.Context, m *nats.Msg) {
 		}
 		it.frame = appendEvent(nil, "", "ephemeral", data)
 		f.fanOut(it)
+	default:
+		// A lifecycle record (a turn's end, ...): nothing for a stream,
+		// but a watch answers with the session's state, which it may
+		// have changed.
+		f.observe(m.Header)
+		f.wakeWatches()
 	}
 }
 
@@ -358,12 +480,29 @@ func (f *feed) durable(e *events.AcpDurableHistoryEntry, prev uint64) {
 	f.fanOut(it)
 }
 
-// fanOut puts it in every viewer's queue.
+// fanOut puts it in every stream's queue, and wakes every watch for a
+// durable event.
 func (f *feed) fanOut(it *liveItem) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for v := range f.viewers {
-		v.push(it)
+		switch {
+		case v.wake == nil:
+			v.push(it)
+		case it.durable:
+			v.signal()
+		}
+	}
+}
+
+// wakeWatches wakes every watch: something was stored for the session.
+func (f *feed) wakeWatches() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for v := range f.viewers {
+		if v.wake != nil {
+			v.signal()
+		}
 	}
 }
 
@@ -374,9 +513,15 @@ func (f *feed) fanOut(it *liveItem) {
 // follow (the records were pruned) or record that does not decode: the
 // streams then decide for themselves, from history.
 func (f *feed) catchUp(ctx context.Context, cause string, upTo uint64) bool {
-	g := f.h.g
-	g.metrics.gapFills.Inc()
+	f.h.g.metrics.gapFills.Inc()
 	f.lg.Debug("live feed gap", logKeyReason, cause, events.LogKeySeq, upTo, logKeyLastSent, f.lastSeq)
+	return f.readForward(ctx, upTo)
+}
+
+// readForward is catchUp without its accounting: the end check reads
+// forward without knowing whether anything was missed.
+func (f *feed) readForward(ctx context.Context, upTo uint64) bool {
+	g := f.h.g
 	for {
 		cctx, cancel := context.WithTimeout(ctx, g.cfg.RequestTimeout)
 		recs, err := eventlog.Forward(cctx, g.js, events.StreamLog, f.logSubject, f.lastSeq, g.cfg.BackfillPage)

@@ -56,7 +56,11 @@ import (
 //     a client reconnecting with Last-Event-ID follows the same protocol,
 //     deduplicating by (sessionId, sequence).)
 //  4. Gaps. The feed catches up on the events it missed itself, once for
-//     all its viewers (by event number, from the log). Each queued event
+//     all its viewers (by event number, from the log), including those
+//     that no later message reveals: it reads where the log ends after a
+//     reconnect, and while a turn is open and it hears nothing
+//     (feedend.go), so a stream never waits for an event that is stored
+//     already. Each queued event
 //     also names the public event before it (Nats-Last-Sequence, or the
 //     feed's check). When that is above the last sequence sent, something
 //     was missed (a record stored between the subscription and the history
@@ -151,7 +155,8 @@ const logKeyReason = "reason"
 
 // serve runs the stream and returns why it ended.
 func (s *stream) serve(ctx context.Context) string {
-	f, v, err := s.g.hub.join(ctx, s.ns, s.sid)
+	v := s.g.newStreamViewer()
+	f, err := s.g.hub.join(ctx, s.ns, s.sid, v)
 	if err != nil {
 		return s.fail(ctx, err, endError)
 	}

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"skein.dev/pkg/events"
 )
 
@@ -36,10 +34,15 @@ type watchQuery struct {
 // {events, hasMoreBefore, hasMoreAfter, state, cursor}; at the timeout,
 // with no events and the same cursor. cursor is what to ask after next.
 //
-// Waiting is a read of the log: the handler subscribes to the stream's
-// RePublish of the session's records first, then reads the page, and only
-// a record stored after that read can wake it; no request is held open
-// across a turn anywhere behind the gateway.
+// Waiting is a read of the log: the handler joins the session's live feed
+// (hub.go) first, then reads the page, and only something stored after
+// that read can wake it; no request is held open across a turn anywhere
+// behind the gateway. The feed wakes it for a public event or a lifecycle
+// record (a turn's end changes the state), and for a record the feed
+// found by reading where the log ends rather than by its republish: a
+// watch does not sit until its timeout for a record whose republish
+// nobody on this gateway received (feedend.go). The session's watches
+// and event streams on this gateway share the feed's two subscriptions.
 func (g *Gateway) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	ns, sid, err := g.target(r)
 	if err != nil {
@@ -49,22 +52,12 @@ func (g *Gateway) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// Something stored for the session: a public event or a lifecycle
-	// record (a turn's end changes the state).
-	stored := make(chan struct{}, 1)
-	signal := func(*nats.Msg) {
-		select {
-		case stored <- struct{}{}:
-		default:
-		}
+	v := newWatchViewer()
+	f, err := g.hub.join(r.Context(), ns, sid, v)
+	if err != nil {
+		return err
 	}
-	for _, kind := range []events.LogKind{events.LogEvents, events.LogControl} {
-		sub, err := g.nc.Subscribe(events.TailSubject(ns, sid, kind), signal)
-		if err != nil {
-			return events.Errorf(events.CodeUnavailable, "subscribe: %v", err)
-		}
-		defer func() { _ = sub.Unsubscribe() }() // the connection may be closing; nothing to do
-	}
+	defer g.hub.leave(f, v)
 	ctx, cancel := g.callContext(r)
 	err = g.nc.FlushWithContext(ctx)
 	cancel()
@@ -81,7 +74,7 @@ func (g *Gateway) handleWatch(w http.ResponseWriter, r *http.Request) error {
 		timeout := time.NewTimer(q.timeout)
 		defer timeout.Stop()
 		select {
-		case <-stored:
+		case <-v.wake:
 			coalesce := time.NewTimer(watchCoalesce)
 			select {
 			case <-coalesce.C:

@@ -1,0 +1,199 @@
+package gateway_test
+
+import (
+	"context"
+	"net"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"skein.dev/internal/natstest"
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
+	"skein.dev/services/gateway/gatewaytest"
+)
+
+// TestLiveFeedMissedTurnEnd: the last records of a turn are stored while
+// ACP_LOG republishes nothing, and nothing follows them. Every viewer still
+// receives them, first while the turn is still open (the feed, quiet in an
+// open turn, reads where the log ends), then when the turn's last event and
+// its end are both missed; and a watch waiting for them answers with them
+// rather than at its timeout.
+func TestLiveFeedMissedTurnEnd(t *testing.T) {
+	e := newEnv(t)
+	e.backend.CreateSession(ns, "s1", "demo")
+	js, err := jetstream.New(e.nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	turns, release := make(chan *gatewaytest.Turn, 1), make(chan struct{})
+	e.backend.OnPrompt(func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
+		turns <- turn
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &events.AcpPromptResponse{SessionID: string(turn.SID), StopReason: "end_turn"}, nil
+	})
+	streams, closeAll := e.viewers(5, "/v1/sessions/s1/events")
+	defer closeAll()
+
+	// A keyed prompt: its turn ends on the key subject, not on the
+	// control one.
+	acc, err := eventlog.Accept(t.Context(), e.nc, ns, &events.AcpPromptRequest{
+		SessionID: new("s1"), IdempotencyKey: new("k1"), Content: events.JSON(`[{"type":"text","text":"hi"}]`)})
+	if err != nil {
+		t.Fatalf("prompt: %v", err)
+	}
+	turn := <-turns
+	a1 := appendTurn(t, turn, "one")
+	for _, s := range streams {
+		wantDurable(t, s.next(), acc.Sequence)
+		wantDurable(t, s.next(), a1)
+	}
+
+	// The turn goes on, but its next event is not republished.
+	var a2 uint64
+	e.backend.WithoutTail(func() { a2 = appendTurn(t, turn, "two") })
+	for _, s := range streams {
+		wantDurable(t, s.next(), a2)
+	}
+
+	// A watch waits after a2. The turn's last event and its end are
+	// stored unseen, and nothing follows.
+	reads := e.backend.Calls(events.OpReadHistory)
+	woke := make(chan watchResult, 1)
+	go func() { woke <- e.watch(t, "s1", "?timeout=30&after="+strconv.FormatUint(a2, 10)) }()
+	eventually(t, "the watch to read its page", func() bool { return e.backend.Calls(events.OpReadHistory) > reads })
+	var a3 uint64
+	e.backend.WithoutTail(func() {
+		a3 = appendTurn(t, turn, "three")
+		close(release)
+		eventually(t, "the turn to end", func() bool {
+			last, err := eventlog.Last(t.Context(), js, events.StreamLog, events.LogFilter(ns, "s1"))
+			return err == nil && last != nil && last.Header.Get(events.HeaderRecord) == events.RecordTurnFinished
+		})
+	})
+	for _, s := range streams {
+		wantDurable(t, s.next(), a3)
+	}
+	w := <-woke
+	if len(w.Events) != 1 || w.Events[0].Sequence != a3 || *w.Cursor != a3 {
+		t.Errorf("the watch after %d = %+v, want event %d (it timed out if none)", a2, w, a3)
+	}
+}
+
+// appendTurn stores an agent message of turn and returns its sequence.
+func appendTurn(t *testing.T, turn *gatewaytest.Turn, text string) uint64 {
+	t.Helper()
+	seq, err := turn.Append(chunk(text))
+	if err != nil {
+		t.Fatalf("append %q: %v", text, err)
+	}
+	return seq
+}
+
+// TestLiveFeedCatchesUpOnReconnect: the NATS server the gateway is
+// connected to restarts (on the same port and store), and events are
+// appended before the gateway's connection is back, so nothing on the
+// gateway receives their republish. No event follows them and no turn is
+// open. Once the connection is back, every viewer has every one of them.
+func TestLiveFeedCatchesUpOnReconnect(t *testing.T) {
+	dir := t.TempDir()
+	var srv *server.Server
+	var port int
+	var backendConn *nats.Conn
+	// The gateway's connection tries again only when the test lets it:
+	// waiting says that it lost the server.
+	waiting, reconnect := make(chan struct{}, 1), make(chan struct{})
+	e := newEnv(t, func(o *envOptions) {
+		o.conns = func(t *testing.T) (*nats.Conn, *nats.Conn) {
+			srv = natstest.Run(t, natstest.WithListen(), natstest.WithStoreDir(dir))
+			port = srv.Addr().(*net.TCPAddr).Port
+			gw := natstest.Connect(t, srv, nats.MaxReconnects(-1), nats.CustomReconnectDelay(func(int) time.Duration {
+				select {
+				case waiting <- struct{}{}:
+				default:
+				}
+				select {
+				case <-reconnect:
+				case <-t.Context().Done():
+				}
+				return time.Millisecond
+			}))
+			backendConn = natstest.Connect(t, srv, nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond))
+			return gw, backendConn
+		}
+	})
+	e.backend.CreateSession(ns, "s1", "demo")
+	streams, closeAll := e.viewers(5, "/v1/sessions/s1/events")
+	defer closeAll()
+	s1 := e.backend.Append(ns, "s1", chunk("one"))
+	for _, s := range streams {
+		wantDurable(t, s.next(), s1)
+	}
+
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	select {
+	case <-waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the gateway's connection did not try to reconnect in 10 s")
+	}
+	natstest.Run(t, natstest.WithListen(), natstest.WithStoreDir(dir), func(o *server.Options) { o.Port = port })
+	// The backend's connection is back, and JetStream has its streams.
+	js, err := jetstream.New(backendConn)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	eventually(t, "the backend's connection and ACP_LOG", func() bool {
+		_, err := js.Stream(t.Context(), events.StreamLog)
+		return err == nil
+	})
+	var seqs []uint64
+	for i := range 3 {
+		seqs = append(seqs, e.backend.Append(ns, "s1", chunk("missed "+strconv.Itoa(i))))
+	}
+	if e.nc.IsConnected() {
+		t.Fatal("the gateway reconnected before the test let it")
+	}
+	close(reconnect)
+	for _, s := range streams {
+		for _, seq := range seqs {
+			wantDurable(t, s.next(), seq)
+		}
+	}
+}
+
+// TestLiveFeedsEndWithRun: no feed outlives Run. Its viewer here is served
+// by another HTTP server on the gateway's handler, which Run's shutdown
+// does not wait for; Run still returns only once the feed has stopped and
+// released its subscriptions.
+func TestLiveFeedsEndWithRun(t *testing.T) {
+	e := newEnv(t)
+	e.backend.CreateSession(ns, "s1", "demo")
+	srv := httptest.NewServer(e.gw.Handler())
+	t.Cleanup(srv.Close)
+	other := &env{t: t, url: srv.URL, client: srv.Client()}
+	s := other.stream("/v1/sessions/s1/events")
+	subs := func() float64 { return metric(t, e.reg, "acp_gateway_live_subscriptions") }
+	eventually(t, "the stream's feed", func() bool { return subs() == 2 })
+
+	if err := e.stop(); err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+	if got := subs(); got != 0 {
+		t.Errorf("live subscriptions once Run returned = %v, want 0", got)
+	}
+	got := s.ended()
+	if len(got) == 0 {
+		t.Fatal("the stream ended without an error event")
+	}
+	wantErrorEvent(t, got[len(got)-1], events.CodeUnavailable)
+}
