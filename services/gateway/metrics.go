@@ -74,7 +74,7 @@ func newMetrics(reg prometheus.Registerer, nc *nats.Conn) *metrics {
 		}),
 		liveSubscriptions: f.NewGauge(prometheus.GaugeOpts{
 			Name: "acp_gateway_live_subscriptions",
-			Help: "NATS subscriptions the gateway holds for event streams: two per watched session (its tail and its deltas), however many viewers watch it.",
+			Help: "NATS subscriptions the gateway holds for event streams and watches: two per followed session (its tail and its deltas), however many viewers and watches follow it.",
 		}),
 	}
 	m.durableEvents = m.streamEvents.WithLabelValues(events.DurabilityDurable)
