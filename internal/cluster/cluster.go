@@ -86,8 +86,13 @@ type Options struct {
 	// 8080 and up, metrics 9101 and up). Otherwise free ports are picked.
 	FixedPorts bool
 	// Gateways and Sessions are the replicas of the gateway and the session
-	// service (1 when zero). One runner and one history service run.
+	// service (1 when zero). One history service runs.
 	Gateways, Sessions int
+	// Runners is how many adapter-runners run (1 when zero): each one its
+	// own machine, as far as Skein can tell, with an ID, a data directory
+	// and a metrics port of its own (adapter-runner-1, adapter-runner-2, ...).
+	// Args and Env of target adapter-runner go to every one.
+	Runners int
 	// Args are extra skein serve flags per target.
 	Args map[string][]string
 	// Env is extra environment per target.
@@ -106,7 +111,7 @@ type Options struct {
 type Cluster struct {
 	Dir       string
 	Nodes     []*Proc
-	Services  []*Proc // gateway-1.., session-1.., adapter-runner-1, history-1
+	Services  []*Proc // gateway-1.., session-1.., adapter-runner-1.., history-1
 	Passwords map[string]string
 	// Token is the gateway's admin token for namespace default.
 	Token string
@@ -134,6 +139,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if o.Sessions == 0 {
 		o.Sessions = 1
 	}
+	if o.Runners == 0 {
+		o.Runners = 1
+	}
 	c := &Cluster{Dir: o.Dir, opts: o, Passwords: map[string]string{}, Metrics: map[string]string{}}
 	for _, dir := range []string{"logs", "nodes", "runner"} {
 		if err := os.MkdirAll(filepath.Join(o.Dir, dir), 0o700); err != nil {
@@ -152,7 +160,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if err := c.writeTokens(); err != nil {
 		return nil, err
 	}
-	services := o.Gateways + o.Sessions + 2
+	services := o.Gateways + o.Sessions + o.Runners + 1
 	ports, err := c.ports(9 + 2*services)
 	if err != nil {
 		return nil, err
@@ -175,7 +183,10 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	for i := range o.Sessions {
 		names = append(names, fmt.Sprintf("%s-%d", Session, i+1))
 	}
-	names = append(names, Runner+"-1", History+"-1")
+	for i := range o.Runners {
+		names = append(names, fmt.Sprintf("%s-%d", Runner, i+1))
+	}
+	names = append(names, History+"-1")
 	for i, name := range names {
 		target := name[:strings.LastIndexByte(name, '-')]
 		metrics := fmt.Sprintf("127.0.0.1:%d", metricsPorts[i])
