@@ -32,6 +32,7 @@ run: build ## run Skein: embedded NATS, all services and the demo agent (skein d
 # services as separate skein serve processes, on fixed loopback ports.
 CLUSTER_DIR ?= .cluster
 CLUSTER_TLS ?= false
+CLUSTER_RUNNERS ?= 1
 NATS_SERVER_VERSION = $(shell cd cmd/skein && $(GO) list -m -f '{{.Version}}' github.com/nats-io/nats-server/v2)
 
 .PHONY: nats-server
@@ -39,8 +40,8 @@ nats-server: ## build bin/nats-server from the version go.mod pins (go install)
 	GOBIN=$(abspath $(BIN)) GOWORK=off $(GO) install github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION)
 
 .PHONY: cluster
-cluster: build nats-server ## run Skein as a cluster: 3 NATS nodes, 4 service processes (CLUSTER_DIR, CLUSTER_TLS=true)
-	$(GO) run ./ops/tools/cluster up -dir $(CLUSTER_DIR) -conf ops/cluster/nats -nats-server $(BIN)/nats-server -skein $(BIN)/skein -tls=$(CLUSTER_TLS)
+cluster: build nats-server ## run Skein as a cluster: 3 NATS nodes, 4 service processes (CLUSTER_DIR, CLUSTER_TLS=true, CLUSTER_RUNNERS=2)
+	$(GO) run ./ops/tools/cluster up -dir $(CLUSTER_DIR) -conf ops/cluster/nats -nats-server $(BIN)/nats-server -skein $(BIN)/skein -tls=$(CLUSTER_TLS) -runners=$(CLUSTER_RUNNERS)
 
 .PHONY: cluster-stop
 cluster-stop: ## stop the cluster make cluster started (its data stays in CLUSTER_DIR)

@@ -41,6 +41,7 @@ func run(args []string, stdout io.Writer) error {
 	skein := fs.String("skein", "bin/skein", "the skein binary")
 	sessions := fs.Int("sessions", 1, "session service replicas")
 	gateways := fs.Int("gateways", 1, "gateway replicas")
+	runners := fs.Int("runners", 1, "adapter-runners, each with its own ID and data directory")
 	tls := fs.Bool("tls", false, "TLS for clients and routes (node-tls.conf), with a CA and certificates made in <dir>/tls")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -61,7 +62,7 @@ func run(args []string, stdout io.Writer) error {
 		defer stop()
 		c, err := cluster.Start(ctx, cluster.Options{
 			Dir: abs(*dir), ConfDir: abs(*conf), NATSServer: abs(*natsServer), Skein: []string{abs(*skein)},
-			FixedPorts: true, Detach: true, Sessions: *sessions, Gateways: *gateways, TLS: *tls,
+			FixedPorts: true, Detach: true, Sessions: *sessions, Gateways: *gateways, Runners: *runners, TLS: *tls,
 		})
 		if err != nil {
 			return err
