@@ -77,6 +77,9 @@ type process struct {
 	stopping  atomic.Bool
 	replaying atomic.Bool // a session/load is replaying history: drop its updates
 	wire      wireState   // the ACP session as the runner speaks it (adapterio.go)
+	// io carries the records to ACP_IO and keeps each until stored
+	// (iowindow.go).
+	io *ioWindow
 	// pub numbers the records published to ACP_IO (HeaderRecordNo) and
 	// holds the updates of a burst not yet published (gather).
 	pub struct {
@@ -107,6 +110,8 @@ type spawnSpec struct {
 	args         []string
 	env          map[string]string
 	maxLineBytes int
+	// ioRecords and ioBytes bound the process's ACP_IO window.
+	ioRecords, ioBytes int
 }
 
 func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events.Namespace, sid events.SessionID, id string, agent Agent, spec spawnSpec, stderrMax int64, stopGrace time.Duration) (*process, error) {
@@ -171,6 +176,7 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 		record:     record,
 		connReady:  make(chan struct{}),
 	}
+	p.io = newIOWindow(js, p.lg, m, spec.ioRecords, spec.ioBytes)
 	defer close(p.connReady)
 	p.conn = acpwire.NewConn(stdout, stdin, acpwire.Options{
 		MaxLineBytes:   spec.maxLineBytes,
@@ -298,6 +304,11 @@ func (p *process) wait() {
 		p.m.unexpectedExits.Inc()
 		p.lg.Warn("adapter exited", "exit_code", code, events.LogKeyErr, err)
 	}
+	// The process is over once ACP_IO stored what it said, the exit
+	// last: however long the stream takes, unless the runner stops the
+	// process meanwhile (stop ends the window's retries).
+	p.io.close()
+	<-p.io.done
 	close(p.exited)
 }
 
@@ -346,6 +357,9 @@ func (p *process) killGroup() {
 // then SIGKILL, each after StopGrace. It returns once the process is reaped.
 func (p *process) stop() {
 	p.stopping.Store(true)
+	// A full window must not hold the reader, or the adapter could not
+	// be read to its end and reaped.
+	p.io.stop()
 	_ = p.stdin.Close()
 	steps := []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}
 	for _, sig := range steps {
