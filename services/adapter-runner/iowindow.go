@@ -1,6 +1,7 @@
 package adapterrunner
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"slices"
@@ -98,6 +99,10 @@ type ioWindow struct {
 	// closed: no record comes any more; stopped: the runner stops the
 	// adapter (see above).
 	closed, stopped bool
+	// waiting counts the publishers waiting for room now, and freed is
+	// when the last one got it (heldWithin).
+	waiting int
+	freed   time.Time
 
 	wake chan struct{} // one token: something for the pump to look at
 	done chan struct{} // closed when the pump returns
@@ -137,13 +142,14 @@ func ioMsgID(ns events.Namespace, sid events.SessionID, processID string, no uin
 func (w *ioWindow) add(no uint64, msg *nats.Msg) {
 	size := len(msg.Data)
 	w.mu.Lock()
-	waited := false
-	for !w.stopped && len(w.recs) > 0 && (len(w.recs) >= w.maxRecords || w.bytes+size > w.maxBytes) {
-		if !waited {
-			waited = true
-			w.m.ioWindowWaits.Inc()
+	if w.full(size) {
+		w.m.ioWindowWaits.Inc()
+		w.waiting++
+		for w.full(size) {
+			w.space.Wait()
 		}
-		w.space.Wait()
+		w.waiting--
+		w.freed = time.Now()
 	}
 	if w.stopped {
 		w.mu.Unlock()
@@ -159,6 +165,25 @@ func (w *ioWindow) add(no uint64, msg *nats.Msg) {
 	w.m.ioInFlightBytes.Add(float64(size))
 	w.mu.Unlock()
 	w.poke()
+}
+
+// full reports whether a record of size bytes must wait for room.
+func (w *ioWindow) full(size int) bool {
+	return !w.stopped && len(w.recs) > 0 && (len(w.recs) >= w.maxRecords || w.bytes+size > w.maxBytes)
+}
+
+// heldWithin reports for how much longer the window counts as holding its
+// publishers back, in a grace period of d: all of d while one waits for
+// room, what is left of d since the last one got it, or 0. An adapter's
+// output that does not end within a grace period is cut (process.wait),
+// but not while the runner itself holds the reader back.
+func (w *ioWindow) heldWithin(d time.Duration) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.waiting > 0 {
+		return d
+	}
+	return max(d-time.Since(w.freed), 0)
 }
 
 // close says that no record comes any more: the pump returns once the
@@ -191,6 +216,7 @@ func (w *ioWindow) poke() {
 func (w *ioWindow) pump() {
 	defer close(w.done)
 	backoff := time.Duration(0)
+	rounds := 0 // of sending again since the last record stored
 	var retry *time.Timer
 	var retryC <-chan time.Time // set while a round of sending again waits
 	defer func() {
@@ -225,7 +251,10 @@ func (w *ioWindow) pump() {
 		select {
 		case <-okC:
 			w.settle(head, nil)
-			backoff = 0
+			if backoff > 0 {
+				w.lg.Info("runner records stored again", logKeyRecordNo, head.no, "rounds", rounds)
+			}
+			backoff, rounds = 0, 0
 		case err := <-errC:
 			if refusedForGood(err) {
 				w.settle(head, err)
@@ -234,8 +263,15 @@ func (w *ioWindow) pump() {
 			n := w.resendFrom(head)
 			w.m.ioRetries.Add(float64(n))
 			backoff = min(max(2*backoff, ioRetryMin), ioRetryMax)
-			w.lg.Warn("runner record not stored yet; retrying", events.LogKeyRecord, head.msg.Header.Get(events.HeaderRecord),
-				logKeyRecordNo, head.no, "records", n, "retry_in", backoff, events.LogKeyErr, err)
+			rounds++
+			// Warned once per outage; each later round at debug level,
+			// as an election may take a few rounds and an outage many.
+			lvl := slog.LevelWarn
+			if rounds > 1 {
+				lvl = slog.LevelDebug
+			}
+			w.lg.Log(context.Background(), lvl, "runner record not stored yet; retrying", events.LogKeyRecord, head.msg.Header.Get(events.HeaderRecord),
+				logKeyRecordNo, head.no, "records", n, "round", rounds, "retry_in", backoff, events.LogKeyErr, err)
 			retry = resetTimer(retry, backoff)
 			retryC = retry.C
 		case <-retryC:

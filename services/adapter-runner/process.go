@@ -262,7 +262,9 @@ func (p *process) pumpStderr(r io.Reader) {
 // the adapter ended (stopped, exited on its own, killed), so that nothing it
 // spawned outlives it. Then stdout and stderr reach their end, as nothing
 // holds them open any more; if something that left the group still does,
-// they are closed under it after stopGrace. Its leftover record goes last,
+// they are closed under it after stopGrace, counted from the last moment a
+// full ACP_IO window held their readers back (awaitOutput). Its leftover
+// record goes last,
 // before the reaping frees the process ID for another adapter's record.
 // Elsewhere the adapter is reaped once its output ends, and its group is
 // killed after.
@@ -270,7 +272,7 @@ func (p *process) wait() {
 	seen := awaitExit(int(p.pid)) == nil
 	if seen {
 		p.killGroup()
-		within(p.stopGrace, p.conn.Done(), p.stderrDone)
+		p.awaitOutput()
 	} else {
 		<-p.conn.Done()
 		<-p.stderrDone
@@ -310,6 +312,32 @@ func (p *process) wait() {
 	p.io.close()
 	<-p.io.done
 	close(p.exited)
+}
+
+// awaitOutput waits until stdout and stderr reach their end, for at most
+// stopGrace past the last moment the runner held their readers back: a full
+// window (iowindow.go) leaves what the adapter wrote last in the pipes, to
+// be read once the stream stores again, and closing them then would lose
+// it. Only output that something outside the adapter's group holds open
+// is cut.
+func (p *process) awaitOutput() {
+	t := time.NewTimer(p.stopGrace)
+	defer t.Stop()
+	for _, c := range []<-chan struct{}{p.conn.Done(), p.stderrDone} {
+	wait:
+		for {
+			select {
+			case <-c:
+				break wait
+			case <-t.C:
+				d := p.io.heldWithin(p.stopGrace)
+				if d == 0 {
+					return
+				}
+				t.Reset(d)
+			}
+		}
+	}
 }
 
 // exitCause says why the reaped process ended: one of the exit constants.

@@ -204,6 +204,9 @@ func (r *Runner) Run(ctx context.Context) error {
 				r.lg.Warn("heartbeat failed", events.LogKeyErr, err)
 			}
 		case <-ctx.Done():
+			// Stopping the adapters ended their windows too: what they
+			// held went out once more and was followed for at most
+			// ioStopDrain, so nothing is left to flush here.
 			stop()
 			cleanup, cancelCleanup := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			defer cancelCleanup()
