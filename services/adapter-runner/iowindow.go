@@ -175,7 +175,7 @@ func (w *ioWindow) full(size int) bool {
 // heldWithin reports for how much longer the window counts as holding its
 // publishers back, in a grace period of d: all of d while one waits for
 // room, what is left of d since the last one got it, or 0. An adapter's
-// output that does not end within a grace period is cut (process.wait),
+// output that does not end within a grace period is cut (awaitOutput),
 // but not while the runner itself holds the reader back.
 func (w *ioWindow) heldWithin(d time.Duration) time.Duration {
 	w.mu.Lock()
