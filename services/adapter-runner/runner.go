@@ -184,6 +184,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	if err := r.heartbeat(ctx, kv); err != nil {
 		stop()
+		if ctx.Err() != nil {
+			// Stopped while starting: the endpoints answer before the
+			// first heartbeat, so a caller may well stop it then.
+			return nil
+		}
 		return err
 	}
 	// Subscriptions are in place on the server once the connection is
