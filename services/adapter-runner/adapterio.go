@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,14 +19,24 @@ import (
 )
 
 // The runner alone speaks ACP JSON-RPC. What an adapter writes becomes
-// typed ACP_IO records (events/runner.go), published from the connection's
-// single reader goroutine, so ACP_IO holds them in stdout order:
+// typed ACP_IO records (events/runner.go), numbered (HeaderRecordNo) in
+// stdout order by the connection's single reader goroutine:
 //
 //	session/update              → AdapterUpdate (not while a session/load replays)
 //	session/request_permission  → AdapterPermissionRequest, answered later by RunnerPermission
 //	the answer to session/prompt → AdapterPromptResult
 //	other requests (fs/*, terminal/*, ...) → answered -32601 here: Skein advertises none
 //	other notifications         → dropped
+//
+// Every record is published with an acknowledgement that the process's
+// window (iowindow.go) follows, and sent again under the same Nats-Msg-Id
+// until ACP_IO stored it (invariant 11): losing a stream leader or a node
+// pauses an adapter's output, it loses none of it. What is in flight is
+// bounded per adapter (adapter-runner.io-window-records and -bytes); a full
+// window blocks the reader goroutine, so the runner stops reading that
+// adapter's stdout and the adapter blocks on its pipe until the stream
+// stores again. A record sent again may be stored after a later one; the
+// session owner applies a process's records in record-number order.
 //
 // What the session service asks for (RunnerPrompt, RunnerCancel,
 // RunnerPermission, RunnerSetConfig) becomes JSON-RPC here, with the
@@ -68,20 +77,26 @@ func (p *process) session() (string, error) {
 }
 
 // publish appends v to the session's ACP_IO subject, numbered in
-// HeaderRecordNo, without waiting: the reader goroutine keeps reading, and
-// messages from one connection are stored in the order they were sent.
+// HeaderRecordNo, and returns once the process's window holds it
+// (iowindow.go): the window sends it and sends it again, with the same
+// Nats-Msg-Id, until JetStream acknowledged it stored. A full window
+// blocks the caller, the connection's reader goroutine or the stderr
+// goroutine, so that the runner stops reading an adapter whose output the
+// stream is not storing.
 //
-// Only some records ask for JetStream's acknowledgement: every record
-// that is not adapter output (a prompt's answer, a permission request, an
-// exit), which waits for it (publishStored), and every ackEvery-th record,
-// so that a stream that stops storing is noticed (Runner.notStored counts
-// and logs it) and the acknowledgements a flood of output costs stay few. The rest go out as plain publishes,
-// which cost the server one message instead of two and the runner no
-// acknowledgement to read. A record the stream did not store leaves a gap
-// in the numbers, which the session owner reports.
+// Every record goes this way, those that end or move a turn too (a
+// prompt's answer, a permission request, an exit), and none waits for its
+// own acknowledgement. They used to (publishStored), because adapter
+// output was published unacknowledged and such a record, lost, had no
+// later record to reveal the gap, so a turn could wait for it forever.
+// Now no record is lost while the window retries it, and its order among
+// the others is the record number, which the owner applies in order:
+// waiting would add an acknowledgement's round trip to the end of every
+// turn and buy nothing. Only a refusal for good (too large) or a stopped
+// adapter gives a record up; neither is what a turn waits on.
 //
 // The updates gathered from a burst (gather) are published first: records
-// reach ACP_IO in the order the adapter wrote them.
+// are numbered in the order the adapter wrote them.
 func (p *process) publish(v events.Variant) {
 	p.pub.Lock()
 	defer p.pub.Unlock()
@@ -142,78 +157,19 @@ func (p *process) publishLocked(v events.Variant) {
 		p.lg.Error("encode runner record", events.LogKeyRecord, v.VariantName(), events.LogKeyErr, err)
 		return
 	}
+	// The number and the hand-over go together (under p.pub): the window
+	// holds the records in number order even when stdout's and stderr's
+	// goroutines publish at once.
+	n := p.pub.records + 1
+	p.pub.records = n
 	hdr := nats.Header{
 		events.HeaderRecord:    []string{v.VariantName()},
 		events.HeaderProcessID: []string{p.id},
+		events.HeaderRecordNo:  []string{strconv.FormatUint(n, 10)},
+		jetstream.MsgIDHeader:  []string{ioMsgID(p.ns, p.sid, p.id, n)},
 	}
-	msg := &nats.Msg{Subject: p.subject, Header: hdr, Data: data}
-	var output bool
-	switch v.(type) {
-	case *events.AdapterUpdate, *events.AdapterUpdates, *events.AcpAgentStderrEvent:
-		output = true
-	}
-	// The number and the publish go together (under p.pub): the numbers
-	// reach the stream in order even when stdout's and stderr's goroutines
-	// publish at once.
-	n := p.pub.records + 1
-	hdr[events.HeaderRecordNo] = []string{strconv.FormatUint(n, 10)}
-	switch {
-	case !output:
-		err = p.publishStored(msg)
-	case n%ackEvery == 0:
-		_, err = p.js.PublishMsgAsync(msg)
-	default:
-		err = p.js.Conn().PublishMsg(msg)
-	}
-	if err != nil {
-		p.m.ioPublishErrors.Inc()
-		p.lg.Error("publish runner record", events.LogKeyRecord, v.VariantName(), events.LogKeyErr, err)
-		return
-	}
-	p.pub.records = n
-	p.m.ioRecords.Inc()
+	p.io.add(n, &nats.Msg{Subject: p.subject, Header: hdr, Data: data})
 }
-
-// ackEvery is how often adapter output asks for an acknowledgement.
-const ackEvery = 64
-
-// publishStored publishes a record that is not adapter output (a prompt's
-// answer, a permission request, an exit) and waits until ACP_IO has stored
-// it, retrying while the stream cannot take it: no leader during an
-// election, no quorum, this runner's server gone. Such a record is what
-// ends or moves a turn, and nothing may follow it: were it lost, the owner
-// would see no later record's number to tell it of the gap, and the turn
-// would wait for it forever. A retry carries the same Nats-Msg-Id, so a
-// record whose acknowledgement was lost is stored once (and the owner
-// ignores a record number it has applied). The reader waits meanwhile:
-// what the adapter writes after it stays in its pipe, in order. It gives
-// up after storeFor, at once when the stream refuses the record, and after
-// one attempt for an adapter the runner is stopping (no turn waits on it).
-func (p *process) publishStored(msg *nats.Msg) error {
-	msg.Header.Set(jetstream.MsgIDHeader, nuid.Next()) // one record's, whatever the attempt
-	deadline := time.Now().Add(storeFor)
-	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), storeAttempt)
-		_, err := p.js.PublishMsg(ctx, msg)
-		cancel()
-		var refused *jetstream.APIError
-		if err == nil || errors.As(err, &refused) || p.stopping.Load() || time.Now().After(deadline) {
-			return err
-		}
-		p.lg.Warn("runner record not stored yet; retrying", events.LogKeyRecord, msg.Header.Get(events.HeaderRecord),
-			"attempt", attempt, events.LogKeyErr, err)
-		time.Sleep(storeRetryWait) // the stream is electing or unreachable: nothing to wait on but time
-	}
-}
-
-// How long publishStored tries to store a record: past an election (a few
-// seconds) and a node's restart, each attempt bounded so that a lost
-// acknowledgement is retried.
-const (
-	storeFor       = 2 * time.Minute
-	storeAttempt   = 5 * time.Second
-	storeRetryWait = 250 * time.Millisecond
-)
 
 // notACP counts and logs something the adapter sent that breaks the
 // protocol but not the connection.

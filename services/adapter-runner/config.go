@@ -139,6 +139,13 @@ type Config struct {
 	MaxStderrBytes int64
 	// Replicas of the streams this runner provisions.
 	Replicas int
+	// IOWindowRecords and IOWindowBytes bound, per adapter, the ACP_IO
+	// records handed to NATS and not yet acknowledged as stored, and
+	// their payload bytes (iowindow.go). A full window stops the runner
+	// reading that adapter's output until the stream stores what it
+	// holds: the adapter then blocks on its pipe, and nothing is dropped.
+	IOWindowRecords int
+	IOWindowBytes   int
 	// OSInstructionsFile holds the operator's OS instructions: text every
 	// agent is given as appended system prompt, unless its session was
 	// opened with skipOsInstructions. Empty means none. New reads it once.
@@ -159,6 +166,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		"bound on spawning an adapter and opening or restoring its ACP session; keep it below session.attach-timeout (60s by default), so that an agent that never answers is reported with what it wrote rather than as a timeout of the caller's request")
 	fs.IntVar(&c.MaxLineBytes, "adapter-runner.max-line-bytes", 16<<20, "longest ACP line accepted from an adapter")
 	fs.Int64Var(&c.MaxStderrBytes, "adapter-runner.max-stderr-bytes", 1<<20, "stderr forwarded per adapter")
+	fs.IntVar(&c.IOWindowRecords, "adapter-runner.io-window-records", DefaultIOWindowRecords, "ACP_IO records per adapter in flight (not yet acknowledged); a full window stops reading that adapter's output")
+	fs.IntVar(&c.IOWindowBytes, "adapter-runner.io-window-bytes", DefaultIOWindowBytes, "payload bytes of the ACP_IO records per adapter in flight; a full window stops reading that adapter's output")
 	fs.StringVar(&c.OSInstructionsFile, "adapter-runner.os-instructions-file", "", "file of OS instructions appended to every agent's system prompt unless its session skips them (read at start)")
 }
 
@@ -200,6 +209,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxStderrBytes <= 0 {
 		c.MaxStderrBytes = 1 << 20
+	}
+	if c.IOWindowRecords <= 0 {
+		c.IOWindowRecords = DefaultIOWindowRecords
+	}
+	if c.IOWindowBytes <= 0 {
+		c.IOWindowBytes = DefaultIOWindowBytes
 	}
 	return nil
 }

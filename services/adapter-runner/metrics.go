@@ -28,6 +28,11 @@ type metrics struct {
 	createSeconds   prometheus.Histogram
 	ioRecords       prometheus.Counter
 	ioPublishErrors prometheus.Counter
+	ioInFlight      prometheus.Gauge
+	ioInFlightBytes prometheus.Gauge
+	ioRetries       prometheus.Counter
+	ioWindowWaits   prometheus.Counter
+	ioUnconfirmed   prometheus.Counter
 	protocolErrors  prometheus.Counter
 	unexpectedExits prometheus.Counter
 	exits           *prometheus.CounterVec // by cause
@@ -42,8 +47,13 @@ func newMetrics(reg prometheus.Registerer, nc *nats.Conn, capacity int) *metrics
 		adapters:        f.NewGauge(prometheus.GaugeOpts{Name: "acp_runner_adapters", Help: "Adapter processes hosted now."}),
 		freeSlots:       f.NewGauge(prometheus.GaugeOpts{Name: "acp_runner_free_slots", Help: "Adapters this runner can still start: adapter-runner.capacity less the adapters hosted now. At 0 it refuses new sessions (agent_unavailable)."}),
 		createSeconds:   f.NewHistogram(prometheus.HistogramOpts{Name: "acp_runner_create_seconds", Help: "Time to spawn an adapter and open its ACP session.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
-		ioRecords:       f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_io_records_total", Help: "Records published to ACP_IO."}),
-		ioPublishErrors: f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_io_publish_errors_total", Help: "ACP_IO publishes that failed."}),
+		ioRecords:       f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_io_records_total", Help: "Records ACP_IO acknowledged as stored (a record sent again counts once)."}),
+		ioPublishErrors: f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_io_publish_errors_total", Help: "ACP_IO records given up on because the stream or the server refused them for good (too large, say): each leaves a gap in its process's record numbers."}),
+		ioInFlight:      f.NewGauge(prometheus.GaugeOpts{Name: "acp_runner_io_in_flight_records", Help: "ACP_IO records handed to NATS and not yet acknowledged as stored, all adapters together; each adapter holds at most adapter-runner.io-window-records."}),
+		ioInFlightBytes: f.NewGauge(prometheus.GaugeOpts{Name: "acp_runner_io_in_flight_bytes", Help: "Payload bytes of acp_runner_io_in_flight_records; each adapter holds at most adapter-runner.io-window-bytes (or one larger record)."}),
+		ioRetries:       f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_io_retries_total", Help: "ACP_IO records sent again, with the same Nats-Msg-Id, because a copy was not acknowledged (no responders, a timeout, a reconnection, an election)."}),
+		ioWindowWaits:   f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_io_window_waits_total", Help: "Times a record waited for room in its adapter's full window, which stops the runner reading that adapter's output until ACP_IO stores what it holds."}),
+		ioUnconfirmed:   f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_io_unconfirmed_total", Help: "ACP_IO records of adapters the runner was stopping, sent without waiting for their acknowledgement (nothing waits on a stopped adapter's output)."}),
 		protocolErrors:  f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_protocol_errors_total", Help: "Adapter stdout lines that were not ACP."}),
 		unexpectedExits: f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_unexpected_exits_total", Help: "Adapters that exited without being asked to."}),
 		exits: f.NewCounterVec(prometheus.CounterOpts{Name: "acp_runner_adapter_exits_total",

@@ -77,6 +77,9 @@ type process struct {
 	stopping  atomic.Bool
 	replaying atomic.Bool // a session/load is replaying history: drop its updates
 	wire      wireState   // the ACP session as the runner speaks it (adapterio.go)
+	// io carries the records to ACP_IO and keeps each until stored
+	// (iowindow.go).
+	io *ioWindow
 	// pub numbers the records published to ACP_IO (HeaderRecordNo) and
 	// holds the updates of a burst not yet published (gather).
 	pub struct {
@@ -107,6 +110,8 @@ type spawnSpec struct {
 	args         []string
 	env          map[string]string
 	maxLineBytes int
+	// ioRecords and ioBytes bound the process's ACP_IO window.
+	ioRecords, ioBytes int
 }
 
 func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events.Namespace, sid events.SessionID, id string, agent Agent, spec spawnSpec, stderrMax int64, stopGrace time.Duration) (*process, error) {
@@ -171,6 +176,7 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 		record:     record,
 		connReady:  make(chan struct{}),
 	}
+	p.io = newIOWindow(js, p.lg, m, spec.ioRecords, spec.ioBytes)
 	defer close(p.connReady)
 	p.conn = acpwire.NewConn(stdout, stdin, acpwire.Options{
 		MaxLineBytes:   spec.maxLineBytes,
@@ -256,7 +262,9 @@ func (p *process) pumpStderr(r io.Reader) {
 // the adapter ended (stopped, exited on its own, killed), so that nothing it
 // spawned outlives it. Then stdout and stderr reach their end, as nothing
 // holds them open any more; if something that left the group still does,
-// they are closed under it after stopGrace. Its leftover record goes last,
+// they are closed under it after stopGrace, counted from the last moment a
+// full ACP_IO window held their readers back (awaitOutput). Its leftover
+// record goes last,
 // before the reaping frees the process ID for another adapter's record.
 // Elsewhere the adapter is reaped once its output ends, and its group is
 // killed after.
@@ -264,7 +272,7 @@ func (p *process) wait() {
 	seen := awaitExit(int(p.pid)) == nil
 	if seen {
 		p.killGroup()
-		within(p.stopGrace, p.conn.Done(), p.stderrDone)
+		p.awaitOutput()
 	} else {
 		<-p.conn.Done()
 		<-p.stderrDone
@@ -298,7 +306,38 @@ func (p *process) wait() {
 		p.m.unexpectedExits.Inc()
 		p.lg.Warn("adapter exited", "exit_code", code, events.LogKeyErr, err)
 	}
+	// The process is over once ACP_IO stored what it said, the exit
+	// last: however long the stream takes, unless the runner stops the
+	// process meanwhile (stop ends the window's retries).
+	p.io.close()
+	<-p.io.done
 	close(p.exited)
+}
+
+// awaitOutput waits until stdout and stderr reach their end, for at most
+// stopGrace past the last moment the runner held their readers back: a full
+// window (iowindow.go) leaves what the adapter wrote last in the pipes, to
+// be read once the stream stores again, and closing them then would lose
+// it. Only output that something outside the adapter's group holds open
+// is cut.
+func (p *process) awaitOutput() {
+	t := time.NewTimer(p.stopGrace)
+	defer t.Stop()
+	for _, c := range []<-chan struct{}{p.conn.Done(), p.stderrDone} {
+	wait:
+		for {
+			select {
+			case <-c:
+				break wait
+			case <-t.C:
+				d := p.io.heldWithin(p.stopGrace)
+				if d == 0 {
+					return
+				}
+				t.Reset(d)
+			}
+		}
+	}
 }
 
 // exitCause says why the reaped process ended: one of the exit constants.
@@ -346,6 +385,9 @@ func (p *process) killGroup() {
 // then SIGKILL, each after StopGrace. It returns once the process is reaped.
 func (p *process) stop() {
 	p.stopping.Store(true)
+	// A full window must not hold the reader, or the adapter could not
+	// be read to its end and reaped.
+	p.io.stop()
 	_ = p.stdin.Close()
 	steps := []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}
 	for _, sig := range steps {

@@ -112,9 +112,13 @@ func (r *Runner) Run(ctx context.Context) error {
 	// What a runner killed before this one left running (leftovers.go)
 	// goes before this one hosts anything.
 	killLeftovers(r.lg, r.cfg.DataDir)
-	// Adapter output is published without waiting for each
-	// acknowledgement; the ones that fail or never come are reported here.
-	js, err := jetstream.New(r.nc, jetstream.WithPublishAsyncErrHandler(r.notStored), jetstream.WithPublishAsyncTimeout(ioAckTimeout))
+	// Every ACP_IO record is an asynchronous publish whose
+	// acknowledgement its process's window follows (iowindow.go). The
+	// windows bound what each adapter has in flight; the context's own
+	// bound on pending publishes only has to stay out of their way (a
+	// copy sent again leaves its predecessor pending until it resolves).
+	js, err := jetstream.New(r.nc, jetstream.WithPublishAsyncTimeout(ioAckTimeout),
+		jetstream.WithPublishAsyncMaxPending(max(4096, 2*r.cfg.Capacity*r.cfg.IOWindowRecords)))
 	if err != nil {
 		return err
 	}
@@ -180,6 +184,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	if err := r.heartbeat(ctx, kv); err != nil {
 		stop()
+		if ctx.Err() != nil {
+			// Stopped while starting: the endpoints answer before the
+			// first heartbeat, so a caller may well stop it then.
+			return nil
+		}
 		return err
 	}
 	// Subscriptions are in place on the server once the connection is
@@ -200,17 +209,13 @@ func (r *Runner) Run(ctx context.Context) error {
 				r.lg.Warn("heartbeat failed", events.LogKeyErr, err)
 			}
 		case <-ctx.Done():
+			// Stopping the adapters ended their windows too: what they
+			// held went out once more and was followed for at most
+			// ioStopDrain, so nothing is left to flush here.
 			stop()
 			cleanup, cancelCleanup := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			defer cancelCleanup()
 			_ = kv.Delete(cleanup, r.cfg.ID)
-			// What the adapters said last (their exits) is stored before
-			// Run returns and the caller closes the connection.
-			select {
-			case <-js.PublishAsyncComplete():
-			case <-cleanup.Done():
-				r.lg.Warn("adapter output still unacknowledged at shutdown", "pending", js.PublishAsyncPending())
-			}
 			return nil
 		}
 	}
@@ -224,15 +229,6 @@ func (r *Runner) async(h micro.HandlerFunc) micro.HandlerFunc {
 			_ = events.RespondError(req, events.Errorf(events.CodeUnavailable, "runner %s is stopping", r.cfg.ID))
 		}
 	}
-}
-
-// notStored is the JetStream context's handler of asynchronous publishes
-// that failed: refused by the stream, unacknowledged within ioAckTimeout,
-// or lost to a disconnection.
-func (r *Runner) notStored(_ jetstream.JetStream, msg *nats.Msg, err error) {
-	r.m.ioPublishErrors.Inc()
-	r.lg.Error("runner record not stored", events.LogKeySubject, msg.Subject,
-		events.LogKeyRecord, msg.Header.Get(events.HeaderRecord), events.LogKeyProcess, msg.Header.Get(events.HeaderProcessID), events.LogKeyErr, err)
 }
 
 // Info returns what the runner announces in ACP_RUNNERS.
@@ -375,6 +371,7 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 		old.stop()
 	}
 	spec.dataDir, spec.maxLineBytes = r.cfg.DataDir, r.cfg.MaxLineBytes
+	spec.ioRecords, spec.ioBytes = r.cfg.IOWindowRecords, r.cfg.IOWindowBytes
 	p, err := startProcess(r.lg, js, r.m, ns, sid, processID, agent, spec, r.cfg.MaxStderrBytes, r.cfg.StopGrace)
 	if err != nil {
 		return nil, err
@@ -551,9 +548,6 @@ const (
 	// flushTimeout bounds the flush that makes subscriptions visible
 	// before Run reports ready.
 	flushTimeout = 10 * time.Second
-	// ioAckTimeout is how long an ACP_IO publish may wait for the
-	// stream's acknowledgement before it counts as failed.
-	ioAckTimeout = 30 * time.Second
 	// setConfigTimeout bounds waiting for the agent's answer to a
 	// configuration change.
 	setConfigTimeout = 30 * time.Second

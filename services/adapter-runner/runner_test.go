@@ -73,8 +73,12 @@ func start(t *testing.T, agents ...adapterrunner.Agent) *harness {
 // sets.
 func startWith(t *testing.T, cfg adapterrunner.Config, agents ...adapterrunner.Agent) *harness {
 	t.Helper()
-	ns := natstest.Run(t)
-	nc := natstest.Connect(t, ns)
+	return startOn(t, natstest.Connect(t, natstest.Run(t)), cfg, agents...)
+}
+
+// startOn is startWith on the NATS connection nc.
+func startOn(t *testing.T, nc *nats.Conn, cfg adapterrunner.Config, agents ...adapterrunner.Agent) *harness {
+	t.Helper()
 	h := &harness{nc: nc, dataDir: t.TempDir(), io: make(chan *nats.Msg, 1024), logs: &lockedBuffer{}, reg: prometheus.NewRegistry()}
 	if len(agents) == 0 {
 		agents = []adapterrunner.Agent{{ID: "test", Command: testAgent}}
