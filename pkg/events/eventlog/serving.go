@@ -260,7 +260,6 @@ func (p *servingProbe) stepDown(ctx context.Context) error {
 	return nil
 }
 
-
 // apiSubject is a JetStream API subject under js's API prefix.
 func apiSubject(js jetstream.JetStream, name string) string {
 	if p := js.Options().APIPrefix; p != "" {
