@@ -102,20 +102,29 @@ func TestAwaitServingAfterRestore(t *testing.T) {
 	}
 	t.Logf("after the wait: consumers placed %v", placed)
 	for i := range 10 {
-		// An ordered consumer on any replica, as eventlog.Replay makes:
-		// it reads the first record. A consumer that is never woken
-		// reads nothing however long it waits; ten seconds bounds the
-		// test, not the read.
-		c, err := js.OrderedConsumer(ctx, events.StreamLog, jetstream.OrderedConsumerConfig{})
+		// An ephemeral consumer on any replica, as `nats sub --stream
+		// --all` makes: it reads the first record. A consumer that is
+		// never woken reads nothing however long it waits; ten seconds
+		// bound the test, not the read.
+		c, err := js.CreateConsumer(ctx, events.StreamLog, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := c.Next(jetstream.FetchMaxWait(10 * time.Second))
+		batch, err := c.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
 		if err != nil {
-			t.Fatalf("after the wait: ordered consumer %d: %v", i, err)
+			t.Fatal(err)
 		}
-		if md, err := m.Metadata(); err != nil || md.Sequence.Stream != 1 {
-			t.Errorf("after the wait: ordered consumer %d read %+v (%v), want record 1", i, md, err)
+		var first uint64
+		for m := range batch.Messages() {
+			if md, err := m.Metadata(); err == nil {
+				first = md.Sequence.Stream
+			}
+		}
+		if first != 1 {
+			t.Errorf("after the wait: consumer %d on %s read record %d (%v), want record 1", i, c.CachedInfo().Cluster.Leader, first, batch.Error())
+		}
+		if err := js.DeleteConsumer(ctx, events.StreamLog, c.CachedInfo().Name); err != nil {
+			t.Fatal(err)
 		}
 		listed, err := kv.ListKeys(ctx)
 		if err != nil {
