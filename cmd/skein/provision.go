@@ -29,6 +29,11 @@ in place (limits, max age, description, ...). A difference it cannot change in
 place (storage type, replicas, retention, ...) is reported and then nothing
 is changed at all; the exit status is 1. Prints one line per stream (KV
 buckets as their streams, KV_<bucket>). Running it again prints unchanged.
+Then it waits, for at most two minutes, until every stream serves its
+consumers: each replica current, and a consumer placed on each one reads
+the stream's last record (right after a restore, a replica still copying
+the stream from its leader serves consumers nothing); it prints what it
+waits for, and "serving" for each stream. A dry run does not wait.
 The same configurations, for a three-server cluster, are ops/nats/*.json
 (nats stream add --config FILE).
 Flags take one or two dashes; every flag also reads SKEIN_<NAME>.`,
@@ -108,7 +113,15 @@ func runProvision(ctx context.Context, args []string, getenv func(string) string
 	if errors.Is(err, eventlog.ErrRefused) {
 		return errRefused
 	}
-	return err
+	if err != nil || dryRun {
+		return err
+	}
+	// Always, not behind a flag: on healthy streams it costs a stream info
+	// and a few consumers each, and the time it matters, right after a
+	// restore, is when an operator would not think to ask for it.
+	return eventlog.AwaitServing(ctx, js, o, func(stream, status string) {
+		fmt.Fprintf(stdout, "%-16s %s\n", stream, status)
+	})
 }
 
 // resultLine is one stream's line: its name, what happened, and the fields

@@ -49,15 +49,39 @@ func provision(t *testing.T, args ...string) (int, []string) {
 	return code, strings.Split(strings.TrimSpace(out.String()), "\n")
 }
 
-// wantLines checks that every line of out names a stream and says what.
+// wantLines checks that out has a line per stream saying what was done,
+// want, and, unless the run refused or was dry, then a line per stream
+// saying that it serves its consumers (lines saying what that waits for
+// may come between).
 func wantLines(t *testing.T, out []string, want string) {
 	t.Helper()
-	if len(out) != len(eventlog.StreamConfigs(eventlog.Options{})) {
+	streams := eventlog.StreamConfigs(eventlog.Options{})
+	if len(out) < len(streams) {
 		t.Fatalf("skein provision printed %q, want a line per stream", out)
 	}
-	for _, l := range out {
-		if f := strings.Fields(l); len(f) < 2 || !strings.HasPrefix(strings.Join(f[1:], " "), want) {
-			t.Errorf("skein provision line %q, want %q", l, want)
+	for i, l := range out[:len(streams)] {
+		if f := strings.Fields(l); len(f) < 2 || f[0] != streams[i].Name || !strings.HasPrefix(strings.Join(f[1:], " "), want) {
+			t.Errorf("skein provision line %q, want %s %q", l, streams[i].Name, want)
+		}
+	}
+	var serving []string
+	for _, l := range out[len(streams):] {
+		if f := strings.Fields(l); len(f) >= 2 && f[1] == "serving" {
+			serving = append(serving, f[0])
+		} else if len(f) < 3 || f[1] != "waiting" {
+			t.Errorf("skein provision line %q, want a stream's serving or waiting for", l)
+		}
+	}
+	if strings.HasPrefix(want, "refused") || strings.HasPrefix(want, "would") {
+		if len(serving) > 0 {
+			t.Errorf("skein provision waited for %q to serve after %s", serving, want)
+		}
+		return
+	}
+	for i, s := range streams {
+		if i >= len(serving) || serving[i] != s.Name {
+			t.Errorf("skein provision says %q serve, want every stream, in order: %q", serving, out)
+			break
 		}
 	}
 }

@@ -127,11 +127,11 @@ var runbookChecks = []runbookCheck{
 	{pattern: `^nats backup info "\$BACKUP/ACP_LOG"$`, want: []string{`ACP_LOG`}},
 	{pattern: `^nats stream rm [A-Z_]+ -f$`, want: nil},
 	{pattern: `^nats backup restore stream "\$BACKUP/(ACP_LOG|KV_ACP_SESSIONS)" --no-progress$`, want: []string{`(?i)restored`}},
-	// Run until it lists the session, as the runbook says.
-	{pattern: `^nats kv ls ACP_SESSIONS \| grep -v 'No keys found' \|\| nats stream cluster step-down KV_ACP_SESSIONS$`,
-		want: []string{`(?m)^default\.{{SID}}$`}, poll: true},
 	{pattern: `^skein provision --replicas 3 --dry-run$`, want: []string{`ACP_LOG\s+unchanged`, `KV_ACP_OWNERS\s+unchanged`}},
-	{pattern: `^skein provision --replicas 3$`, want: []string{`ACP_LOG\s+unchanged`, `KV_ACP_SESSIONS\s+unchanged`},
+	// After the restore it waits until every stream serves its consumers;
+	// the restore block's checks (offline) then list the session with a
+	// consumer on each replica.
+	{pattern: `^skein provision --replicas 3$`, want: []string{`ACP_LOG\s+unchanged`, `KV_ACP_SESSIONS\s+unchanged`, `(?m)^ACP_LOG\s+serving`, `(?m)^KV_ACP_SESSIONS\s+serving`},
 		after: func(t *testing.T, rb *runbookRun, out string) {
 			if strings.Contains(out, "refused") {
 				t.Errorf("skein provision after the restore refused a difference:\n%s", out)
@@ -488,8 +488,9 @@ func (rb *runbookRun) setup(t *testing.T, b runbookBlock) {
 }
 
 // offline runs a services-stopped block: the services stop, the block
-// runs, they start again; then the session's history is what the last
-// backup held, and a prompt works.
+// runs, the restored bucket lists the session every time, the services
+// start again; then the session's history is what the last backup held,
+// and a prompt works.
 func (rb *runbookRun) offline(t *testing.T, b runbookBlock) {
 	t.Helper()
 	for _, p := range rb.c.Services {
@@ -499,6 +500,16 @@ func (rb *runbookRun) offline(t *testing.T, b runbookBlock) {
 	}
 	for _, cmd := range b.commands {
 		rb.run(t, cmd)
+	}
+	// The block ends with skein provision, which waits until every
+	// stream serves its consumers: from then on, each listing of the
+	// restored bucket (a consumer on any of its replicas) lists the
+	// session at once, with no retry and no leader step-down.
+	for i := range 6 {
+		out, err := rb.exec(t, "nats kv ls ACP_SESSIONS", 30*time.Second)
+		if err != nil || !regexp.MustCompile(`(?m)^default\.`+regexp.QuoteMeta(rb.sid)+`$`).MatchString(out) {
+			t.Errorf("%s:%d: after the restore block, nats kv ls ACP_SESSIONS (listing %d): %v, does not list default.%s:\n%s", runbookPath, b.line, i+1, err, rb.sid, out)
+		}
 	}
 	for _, p := range rb.c.Services {
 		if err := p.Restart(t.Context()); err != nil {
@@ -534,13 +545,18 @@ func (rb *runbookRun) run(t *testing.T, cmd runbookCommand) {
 	for {
 		out, err := rb.exec(t, cmd.text, 30*time.Second)
 		if errors.Is(err, errHung) && !retried {
-			// In about one run in four of this test (on 2 loaded cores),
-			// one nats sub --stream ... --all --terminate-at-end hung with
-			// its consumer made and nothing delivered, though the stream
-			// held the records; run again, it printed them at once (seen
-			// on ACP_LOG and ACP_IO, nats-server 2.15.3, natscli v0.5.0).
-			// An operator would interrupt it and run it again; so does
-			// the test, once. A command that hangs twice fails.
+			// A nats sub --stream ... --terminate-at-end whose consumer
+			// sits on a replica that received records through a
+			// catch-up (outside the Raft log) is not woken by them on
+			// nats-server 2.15.3: it waits for the next record written.
+			// After a restore, skein provision's wait prevents it (the
+			// restore block checks that); it is still seen, with the
+			// rerun removed, in 3 of 3 runs: before any restore (line
+			// 136, nothing delivered) and after the rolling upgrade's
+			// step-downs (the alerts' --since 1h, the last 2 of 29
+			// records pending and never delivered). Cause of those
+			// catch-ups not found: an operator interrupts it and runs
+			// it again; so does the test, once.
 			t.Logf("%s: %v; running it again:\n%s", where, err, out)
 			retried = true
 			continue
