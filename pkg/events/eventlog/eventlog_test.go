@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -241,5 +242,38 @@ func TestAppendEachStaleWriterStoresNothing(t *testing.T) {
 	}
 	if len(recs) != 1 {
 		t.Errorf("the log has %d events, want only the first writer's", len(recs))
+	}
+}
+
+// TestFirstSince: the oldest record of a subject stored at or after a time,
+// the other sessions' records passed over; none after the newest.
+func TestFirstSince(t *testing.T) {
+	js := setup(t)
+	ctx := t.Context()
+	w := eventlog.NewWriter(js, "default", "s1", eventlog.Position{}, "w")
+	noise := eventlog.NewWriter(js, "default", "noise", eventlog.Position{}, "w")
+	var seqs []uint64
+	for i := range 3 {
+		if _, err := noise.Append(ctx, update("n")); err != nil {
+			t.Fatal(err)
+		}
+		a, err := w.Append(ctx, update(fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, a[0].Seq)
+	}
+	subj := events.LogFilter("default", "s1")
+	second, err := eventlog.At(ctx, js, events.StreamLog, seqs[1])
+	if err != nil || second == nil {
+		t.Fatalf("At(%d) = %v, %v", seqs[1], second, err)
+	}
+	got, err := eventlog.FirstSince(ctx, js, events.StreamLog, subj, second.Time)
+	if err != nil || got == nil || got.Sequence != seqs[1] {
+		t.Fatalf("FirstSince(the second record's time) = %+v, %v; want record %d", got, err, seqs[1])
+	}
+	got, err = eventlog.FirstSince(ctx, js, events.StreamLog, subj, second.Time.Add(time.Hour))
+	if err != nil || got != nil {
+		t.Fatalf("FirstSince(an hour later) = %+v, %v; want none", got, err)
 	}
 }

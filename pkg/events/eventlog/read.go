@@ -25,6 +25,8 @@ type directGetRequest struct {
 	Batch        int      `json:"batch,omitempty"`
 	MultiLastFor []string `json:"multi_last,omitempty"`
 	UpToSeq      uint64   `json:"up_to_seq,omitempty"`
+	// StartTime: the first record at or after it (with NextBySubj).
+	StartTime *time.Time `json:"start_time,omitempty"`
 }
 
 // Last returns the newest record whose subject matches subject, which may
@@ -82,6 +84,13 @@ func recordFromDirect(msg *nats.Msg) (*Record, error) {
 		Data:     msg.Data,
 		Time:     ts,
 	}, nil
+}
+
+// FirstSince returns the oldest record on subject (which may hold
+// wildcards) stored at or after t, or nil and no error when there is none.
+func FirstSince(ctx context.Context, js jetstream.JetStream, stream, subject string, t time.Time) (*Record, error) {
+	t = t.UTC()
+	return directGet(ctx, js, stream, directGetRequest{NextBySubj: subject, StartTime: &t})
 }
 
 // Forward returns up to limit records on subject with sequences greater than
