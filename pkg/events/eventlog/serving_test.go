@@ -2,10 +2,12 @@ package eventlog_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/natstest"
@@ -110,15 +112,24 @@ func TestAwaitServingAfterRestore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		batch, err := c.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
 		var first uint64
-		for m := range batch.Messages() {
-			if md, err := m.Metadata(); err == nil {
-				first = md.Sequence.Stream
+		var batch jetstream.MessageBatch
+		for attempt := 0; ; attempt++ {
+			// A consumer just made may not run yet on the replica it was
+			// placed on: its first pull then finds no responders, which
+			// is not the stall this test guards against. Pull again.
+			if batch, err = c.Fetch(1, jetstream.FetchMaxWait(10*time.Second)); err != nil {
+				t.Fatal(err)
 			}
+			for m := range batch.Messages() {
+				if md, err := m.Metadata(); err == nil {
+					first = md.Sequence.Stream
+				}
+			}
+			if first != 0 || !errors.Is(batch.Error(), nats.ErrNoResponders) || attempt == 50 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond) // the consumer's start on its replica: nothing to wait on but a pull
 		}
 		if first != 1 {
 			t.Errorf("after the wait: consumer %d on %s read record %d (%v), want record 1", i, c.CachedInfo().Cluster.Leader, first, batch.Error())
