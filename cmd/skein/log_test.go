@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,7 +35,7 @@ func TestLogCommand(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	for _, want := range []string{`^\{"record":"SessionOpened"`, `^\{"record":"AdapterAttached"`, `"text":"logged"`, `^\{"record":"TurnFinished"`} {
-		if !anyLine(lines, regexp.MustCompile(want)) {
+		if !slices.ContainsFunc(lines, regexp.MustCompile(want).MatchString) {
 			t.Errorf("skein log prints no line matching %s:\n%s", want, out)
 		}
 	}
@@ -59,14 +60,4 @@ func TestLogCommand(t *testing.T) {
 	if _, stderr, code = skeinLog("acp.tail.default.>"); code == 0 || !strings.Contains(stderr, "--stream") {
 		t.Errorf("skein log of a subject no stream stores = %d %q, want an error naming --stream", code, stderr)
 	}
-}
-
-// anyLine reports whether a line of lines matches re.
-func anyLine(lines []string, re *regexp.Regexp) bool {
-	for _, l := range lines {
-		if re.MatchString(l) {
-			return true
-		}
-	}
-	return false
 }
