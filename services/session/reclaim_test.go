@@ -97,6 +97,7 @@ func TestRunnerGone(t *testing.T) {
 	}
 	// The runner's process keeps running, as a partitioned one would; its
 	// heartbeat is deleted, as a watcher may see its expiry.
+	h.waitDispatched(1)
 	h.partitionRunner()
 	if err := kv.Delete(ctx, "r1"); err != nil {
 		t.Fatal(err)

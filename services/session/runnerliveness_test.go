@@ -22,6 +22,18 @@ func (h *rig) promptBounded(sid, script string) <-chan promptResult {
 	return h.promptAsync(ctx, sid, "", script)
 }
 
+// waitDispatched waits until n prompts' dispatches were acknowledged by
+// their runner: a runner cut off before its acknowledgement reaches the
+// session service leaves the delivery uncertain, another outcome.
+func (h *rig) waitDispatched(n float64) {
+	h.t.Helper()
+	if err := poll(h.t.Context(), "the prompt's dispatch", func() (bool, error) {
+		return gatherCounter(h.t, h.reg, "acp_session_turn_dispatch_seconds") >= n, nil
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 // loseHeartbeat makes runner id's heartbeat vanish as a watcher sees it:
 // deleted (a runner that said goodbye, or one starting again under its
 // ID), or purged, the operation the marker of an expired heartbeat reads
@@ -109,6 +121,7 @@ func TestRunnerWithoutConnectionIsGone(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The process runs on; its connection does not.
+			h.waitDispatched(1)
 			h.partitionRunner()
 			kv, err := h.js.KeyValue(ctx, events.BucketRunners)
 			if err != nil {
@@ -144,6 +157,7 @@ func TestRunnerStartedAgainDoesNotVouchForOldAdapters(t *testing.T) {
 	if err := testagent.WaitPaused(ctx, h.control, "hb"); err != nil {
 		t.Fatal(err)
 	}
+	h.waitDispatched(1)
 	h.partitionRunner()
 	h.startRunner("r1")
 	if r := <-done; code(r.err) != events.CodeAdapterExited {
@@ -173,6 +187,7 @@ func TestRunnerGoneWhenHeartbeatExpires(t *testing.T) {
 	if err := testagent.WaitPaused(t.Context(), h.control, "hb"); err != nil {
 		t.Fatal(err)
 	}
+	h.waitDispatched(1)
 	h.partitionRunner()
 	const checkBound = 3 * time.Second
 	const slack = 3 * time.Second // the expiry timer's granularity and a loaded machine
