@@ -10,8 +10,9 @@ import (
 	"skein.dev/pkg/events/eventlog"
 )
 
-// runnerGone handles a runner whose heartbeat was deleted or expired: its
-// adapters are gone with it, an exit observed only indirectly.
+// runnerGone handles a runner whose heartbeat was deleted or expired and
+// that then did not answer its ping (runnerliveness.go): its adapters are
+// gone with it, an exit observed only indirectly.
 func (s *Service) runnerGone(id events.RunnerID) {
 	for _, sess := range s.loaded() {
 		sess.mu.Lock()

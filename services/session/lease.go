@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"skein.dev/pkg/events"
 )
@@ -142,7 +143,10 @@ func (s *Service) answers(ctx context.Context, id string) bool {
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.OwnerTTL/3)
 	defer cancel()
-	_, err := s.nc.RequestWithContext(pctx, "$SRV.PING."+events.APIServiceSession+"."+id, nil)
+	subject, err := micro.ControlSubject(micro.PingVerb, events.APIServiceSession, id)
+	if err == nil {
+		_, err = s.nc.RequestWithContext(pctx, subject, nil)
+	}
 	l.mu.Lock()
 	p.alive, p.at = !errors.Is(err, nats.ErrNoResponders), time.Now()
 	l.mu.Unlock()

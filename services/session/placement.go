@@ -9,7 +9,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/pkg/events"
 )
@@ -17,54 +19,74 @@ import (
 // runnerDirectory mirrors ACP_RUNNERS: which runners are alive, what agents
 // they have and how loaded they are. A watch keeps it current; a miss
 // re-reads the bucket before giving up, so a runner that has just started is
-// found.
+// found. A runner whose heartbeat is lost leaves placement at once, but
+// counts as gone only once a check finds it so (runnerliveness.go).
 type runnerDirectory struct {
 	kv jetstream.KeyValue
+	nc *nats.Conn
 	lg *slog.Logger
+	// bg runs the checks of runners that lost their heartbeat.
+	bg *sync.WaitGroup
 
 	mu      sync.Mutex
 	runners map[string]*events.RunnerInfo
+	// instances holds each runner's nats micro instance ID, once learnt;
+	// learning and checking the runners whose instance is being learnt
+	// and whose liveness is being checked.
+	instances          map[string]string
+	learning, checking map[string]bool
 
-	// gone is called, outside the lock, when a runner's heartbeat is
-	// deleted or expires.
+	// gone is called, outside the lock, when a runner whose heartbeat was
+	// deleted or expired does not answer its ping.
 	gone func(id events.RunnerID)
 	// m, when set, is told how many runners there are and how much room
 	// they have after each change.
 	m *metrics
+	// checks counts the verdicts of runner checks.
+	checks *prometheus.CounterVec
 }
 
 // watchRunners returns a directory kept current by a watch that runs, in
-// bg, until ctx is done.
-func watchRunners(ctx context.Context, bg *sync.WaitGroup, kv jetstream.KeyValue, lg *slog.Logger, m *metrics, gone func(events.RunnerID)) (*runnerDirectory, error) {
-	d := &runnerDirectory{kv: kv, lg: lg, runners: map[string]*events.RunnerInfo{}, gone: gone, m: m}
+// bg, until ctx is done; so do the checks of runners that lose their
+// heartbeat, which ping them over nc.
+func watchRunners(ctx context.Context, bg *sync.WaitGroup, kv jetstream.KeyValue, nc *nats.Conn, lg *slog.Logger, m *metrics, checks *prometheus.CounterVec, gone func(events.RunnerID)) (*runnerDirectory, error) {
+	d := &runnerDirectory{kv: kv, nc: nc, lg: lg, bg: bg, runners: map[string]*events.RunnerInfo{},
+		instances: map[string]string{}, learning: map[string]bool{}, checking: map[string]bool{},
+		gone: gone, m: m, checks: checks}
 	w, err := kv.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("watch runners: %w", err)
 	}
-	bg.Go(func() { follow(ctx, w, d.apply) })
+	bg.Go(func() { follow(ctx, w, func(e jetstream.KeyValueEntry) { d.apply(ctx, e) }) })
 	return d, nil
 }
 
-func (d *runnerDirectory) apply(e jetstream.KeyValueEntry) {
+func (d *runnerDirectory) apply(ctx context.Context, e jetstream.KeyValueEntry) {
+	id := e.Key()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if e.Operation() != jetstream.KeyValuePut {
-		d.mu.Lock()
-		delete(d.runners, e.Key())
+		// Not a runner that answers nothing, maybe, but one placement
+		// must not pick until its heartbeat is back.
+		delete(d.runners, id)
 		d.counted()
-		d.mu.Unlock()
-		if d.gone != nil {
-			d.gone(events.RunnerID(e.Key()))
+		if !d.checking[id] {
+			d.checking[id] = true
+			d.bg.Go(func() { d.checkRunner(ctx, id) })
 		}
 		return
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	info, err := events.Decode[events.RunnerInfo](e.Value())
 	if err != nil {
-		d.lg.Warn("undecodable runner heartbeat", "key", e.Key(), events.LogKeyErr, err)
+		d.lg.Warn("undecodable runner heartbeat", "key", id, events.LogKeyErr, err)
 		return
 	}
-	d.runners[e.Key()] = info
+	d.runners[id] = info
 	d.counted()
+	if d.instances[id] == "" && !d.learning[id] {
+		d.learning[id] = true
+		d.bg.Go(func() { d.learn(ctx, id) })
+	}
 }
 
 // counted sets the runner gauges from the directory. The caller holds d.mu.
@@ -93,7 +115,7 @@ func (d *runnerDirectory) refresh(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		d.apply(e)
+		d.apply(ctx, e)
 	}
 	return nil
 }

@@ -76,9 +76,11 @@ func TestMaxAdapterAge(t *testing.T) {
 	}
 }
 
-// A runner whose heartbeat disappears takes its adapters with it: each
-// session on it records an exit observed indirectly (no exit code), its
-// turn fails adapter_exited, and the next prompt attaches elsewhere.
+// A runner whose heartbeat disappears and that does not answer its ping
+// takes its adapters with it: each session on it records an exit observed
+// indirectly (no exit code), its turn fails adapter_exited, and the next
+// prompt attaches elsewhere. (One that answers keeps them:
+// TestRunnerWithoutHeartbeatButAnsweringKeepsAdapters.)
 func TestRunnerGone(t *testing.T) {
 	h := startRig(t, session.Config{})
 	ctx := t.Context()
@@ -93,8 +95,10 @@ func TestRunnerGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What a heartbeat's expiry looks like to a watcher; the runner itself
-	// keeps running, as a partitioned one would.
+	// The runner's process keeps running, as a partitioned one would; its
+	// heartbeat is deleted, as a watcher may see its expiry.
+	h.waitDispatched(1)
+	h.partitionRunner()
 	if err := kv.Delete(ctx, "r1"); err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,9 @@ type Service struct {
 	lg  *slog.Logger
 	nc  *nats.Conn
 	m   *metrics
+	// runnerChecks counts the verdicts of runner liveness checks
+	// (runnerliveness.go).
+	runnerChecks *prometheus.CounterVec
 	// token is this replica's identity, set by Run: its nats micro
 	// instance ID (so `nats micro ls` names the holders of ACP_OWNERS
 	// leases), its owner lease value, and part of every Nats-Msg-Id it
@@ -74,7 +77,8 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 		ready:    make(chan struct{}),
 		sessions: map[string]*session{},
 
-		claimQueue: make(chan string, claimQueueLen),
+		claimQueue:   make(chan string, claimQueueLen),
+		runnerChecks: newRunnerChecks(reg),
 	}, nil
 }
 
@@ -113,7 +117,7 @@ func (s *Service) Run(ctx context.Context) error {
 	defer s.bg.Wait()
 	defer cancel()
 	s.runCtx = runCtx
-	if s.runners, err = watchRunners(runCtx, &s.bg, runnersKV, s.lg, s.m, s.runnerGone); err != nil {
+	if s.runners, err = watchRunners(runCtx, &s.bg, runnersKV, s.nc, s.lg, s.m, s.runnerChecks, s.runnerGone); err != nil {
 		return err
 	}
 

@@ -1,0 +1,226 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"skein.dev/pkg/events"
+)
+
+// Runner liveness. A runner's heartbeat in ACP_RUNNERS says that it could
+// write to JetStream lately, not that it is alive: during an election of
+// the bucket's stream leader, or while the runner reconnects to another
+// node, its heartbeat can be refused or arrive late, and a watcher can be
+// handed a delete or an expiry marker for a runner whose adapters are
+// working. Counting those adapters as exited fails every turn they run, for
+// a storage fault that loses nothing. So a lost heartbeat only starts a
+// check: the runner's nats micro instance is pinged ($SRV.PING, built by
+// micro.ControlSubject). A runner that answers keeps its adapters, and is
+// checked again until its heartbeat is back. A runner that does not answer
+// within runnerPingAttempts attempts of runnerPingWait each is gone: its
+// adapters count as exited (Service.runnerGone). A runner whose process
+// runs but whose connection is gone has no subscription left, and so does
+// not answer: it is gone, as its adapters are out of reach.
+//
+// The heartbeat does not name the runner's micro instance, so the
+// directory learns it, when it first sees a runner, from the replies to a
+// ping of the whole runner service (each reply carries its runner ID in
+// its metadata). A check then pings that instance only. This is what keeps
+// a runner that restarted with the same ID from vouching for the adapters
+// its predecessor took down with it: the new process deletes the old
+// heartbeat as it starts, and answers pings at once, but under another
+// instance ID.
+
+const (
+	// runnerPingWait bounds one ping of a runner; a check makes
+	// runnerPingAttempts of them, one after the other, before it calls the
+	// runner gone. A ping nobody subscribes to fails at once (no
+	// responders), but the next attempt still waits its turn: a runner
+	// that is reconnecting to another node has, for a moment, no
+	// subscription anywhere.
+	runnerPingWait     = 1500 * time.Millisecond
+	runnerPingAttempts = 2
+	// runnerRecheck is how often a runner that answers but has no
+	// heartbeat is checked again: a third of the heartbeat's lifetime, as
+	// the runner writes it.
+	runnerRecheck = 5 * time.Second
+	// runnerIDMetadata is the key of the runner ID in the metadata of the
+	// runner's nats micro service (adapter-runner's Run sets it).
+	runnerIDMetadata = "runner_id"
+)
+
+// Verdicts of a runner check, the label values of
+// acp_session_runner_checks_total.
+const (
+	verdictAlive = "alive"
+	verdictGone  = "gone"
+)
+
+// newRunnerChecks returns acp_session_runner_checks_total, registered with
+// reg, its series made.
+func newRunnerChecks(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := promauto.With(reg).NewCounterVec(prometheus.CounterOpts{Name: "acp_session_runner_checks_total",
+		Help: "Checks, by a nats micro ping, of runners whose heartbeat in ACP_RUNNERS was deleted or expired, made before their adapters count as exited, by verdict: alive (it answered: its adapters are kept, and it is checked again every 5 s, each check counted, until its heartbeat is back) or gone (no answer to two pings of 1.5 s: the turns of its adapters end adapter_exited)."},
+		[]string{"verdict"})
+	c.WithLabelValues(verdictAlive)
+	c.WithLabelValues(verdictGone)
+	return c
+}
+
+// checkRunner runs in d.bg for a runner whose heartbeat was lost, until
+// the runner is found gone (then d.gone is called), or its heartbeat is
+// back and it still answers, or ctx ends.
+func (d *runnerDirectory) checkRunner(ctx context.Context, id string) {
+	defer func() {
+		d.mu.Lock()
+		delete(d.checking, id)
+		d.mu.Unlock()
+	}()
+	for warned := false; ; {
+		if !d.answers(ctx, id) {
+			if ctx.Err() != nil {
+				return
+			}
+			d.checks.WithLabelValues(verdictGone).Inc()
+			d.lg.Warn("runner lost its heartbeat and does not answer; its adapters are gone", events.LogKeyRunner, id)
+			d.mu.Lock()
+			delete(d.instances, id) // a runner with this ID that comes back is another process
+			d.mu.Unlock()
+			if d.gone != nil {
+				d.gone(events.RunnerID(id))
+			}
+			return
+		}
+		d.checks.WithLabelValues(verdictAlive).Inc()
+		d.mu.Lock()
+		_, back := d.runners[id]
+		d.mu.Unlock()
+		if back {
+			return
+		}
+		if !warned {
+			d.lg.Warn("runner lost its heartbeat but answers; keeping its adapters", events.LogKeyRunner, id)
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(runnerRecheck):
+		}
+	}
+}
+
+// answers reports whether the runner id's micro instance answers a ping,
+// in up to runnerPingAttempts attempts. An attempt made while this
+// service's own connection is down proves nothing and is made again; a
+// cancelled ctx gives false (the caller tells the two apart).
+func (d *runnerDirectory) answers(ctx context.Context, id string) bool {
+	for attempt := 0; attempt < runnerPingAttempts; {
+		d.mu.Lock()
+		instance := d.instances[id]
+		d.mu.Unlock()
+		start := time.Now()
+		pctx, cancel := context.WithTimeout(ctx, runnerPingWait)
+		found, err := d.ping(pctx, id, instance)
+		if found != "" {
+			cancel()
+			d.mu.Lock()
+			if d.instances[id] == "" {
+				d.instances[id] = found
+			}
+			d.mu.Unlock()
+			return true
+		}
+		// Each attempt takes its whole wait, even one that failed at
+		// once, so that the attempts span runnerPingAttempts waits.
+		<-pctx.Done()
+		cancel()
+		if ctx.Err() != nil {
+			return false
+		}
+		if !d.nc.IsConnected() || errors.Is(err, nats.ErrConnectionClosed) {
+			continue // no verdict from a ping that could not leave
+		}
+		d.lg.Debug("runner ping unanswered", events.LogKeyRunner, id, "attempt", attempt, "waited", time.Since(start), events.LogKeyErr, err)
+		attempt++
+	}
+	return false
+}
+
+// learn finds the micro instance of runner id, a runner the directory has
+// just seen, by one ping of every runner: its instance is the one whose
+// metadata names id. Without an answer within runnerPingWait it stays
+// unknown, and is looked for again at the runner's next heartbeat.
+func (d *runnerDirectory) learn(ctx context.Context, id string) {
+	pctx, cancel := context.WithTimeout(ctx, runnerPingWait)
+	defer cancel()
+	found, err := d.ping(pctx, id, "")
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.learning, id)
+	if found == "" {
+		d.lg.Debug("learn a runner's micro instance", events.LogKeyRunner, id, events.LogKeyErr, err)
+		return
+	}
+	if d.instances[id] == "" {
+		d.instances[id] = found
+	}
+}
+
+// ping sends a micro ping to instance of the runner service, or, with
+// instance "", to every runner, and returns the instance ID of the first
+// answer from runner id, or "" when none came before ctx ended (with the
+// error that ended the wait: nats.ErrNoResponders when nobody subscribes
+// to the instance's subject).
+func (d *runnerDirectory) ping(ctx context.Context, id, instance string) (string, error) {
+	subject, err := micro.ControlSubject(micro.PingVerb, events.APIServiceRunner, instance)
+	if err != nil {
+		return "", err
+	}
+	if instance != "" {
+		m, err := d.nc.RequestWithContext(ctx, subject, nil)
+		if err != nil {
+			return "", err
+		}
+		if pong, ok := pingOf(m); ok && pong.ID == instance && pong.Metadata[runnerIDMetadata] == id {
+			return pong.ID, nil
+		}
+		return "", errors.New("a ping answer from another runner")
+	}
+	// Every runner answers: the one of id is looked for among them.
+	inbox := d.nc.NewRespInbox()
+	sub, err := d.nc.SubscribeSync(inbox)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := d.nc.PublishRequest(subject, inbox, nil); err != nil {
+		return "", err
+	}
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return "", err
+		}
+		if pong, ok := pingOf(m); ok && pong.Metadata[runnerIDMetadata] == id {
+			return pong.ID, nil
+		}
+	}
+}
+
+// pingOf decodes a micro ping answer; a status message (no responders) is
+// none.
+func pingOf(m *nats.Msg) (*micro.Ping, bool) {
+	var pong micro.Ping
+	if len(m.Data) == 0 || json.Unmarshal(m.Data, &pong) != nil || pong.Type != micro.PingResponseType {
+		return nil, false
+	}
+	return &pong, true
+}
