@@ -173,8 +173,10 @@ func TestRunnerStartedAgainDoesNotVouchForOldAdapters(t *testing.T) {
 
 // A runner cut off NATS whose heartbeat then expires on its own is gone
 // once the marker of the expiry comes and its ping goes unanswered: the
-// running turn ends adapter_exited within the heartbeat's lifetime plus the
-// check's bound (two pings of 1.5 s).
+// running turn ends adapter_exited. How long that took (the heartbeat's
+// lifetime plus the check's two pings of 1.5 s, on an idle machine) is
+// logged, not asserted: the bound on the wait is the test's, a turn that
+// never ends.
 func TestRunnerGoneWhenHeartbeatExpires(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out a heartbeat's lifetime")
@@ -188,16 +190,16 @@ func TestRunnerGoneWhenHeartbeatExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitDispatched(1)
+	cut := time.Now()
 	h.partitionRunner()
-	const checkBound = 3 * time.Second
-	const slack = 3 * time.Second // the expiry timer's granularity and a loaded machine
 	select {
 	case r := <-done:
 		if code(r.err) != events.CodeAdapterExited {
 			t.Fatalf("prompt on a runner whose heartbeat expired = %+v, %v, want %s", r.res, r.err, events.CodeAdapterExited)
 		}
-	case <-time.After(eventlog.DefaultRunnerTTL + checkBound + slack):
-		t.Fatalf("the turn on a runner whose heartbeat expired did not end within %s", eventlog.DefaultRunnerTTL+checkBound+slack)
+		t.Logf("the turn ended adapter_exited %.1fs after the runner was cut off (heartbeat TTL %v)", time.Since(cut).Seconds(), eventlog.DefaultRunnerTTL)
+	case <-time.After(4 * eventlog.DefaultRunnerTTL):
+		t.Fatalf("the turn on a runner whose heartbeat expired never ended (waited %s)", 4*eventlog.DefaultRunnerTTL)
 	}
 	if gone := h.runnerChecks("gone"); gone != 1 {
 		t.Errorf("runner checks gone = %v, want 1", gone)
