@@ -445,8 +445,11 @@ type streamInfo struct {
 	} `json:"error"`
 }
 
-func (r *faultRig) streamInfo(stream string) (*streamInfo, error) {
-	msg, err := r.nc.Request("$JS.API.STREAM.INFO."+stream, nil, 2*time.Second)
+func (r *faultRig) streamInfo(stream string) (*streamInfo, error) { return streamInfoOf(r.nc, stream) }
+
+// streamInfoOf asks for stream's info as nc's user.
+func streamInfoOf(nc *nats.Conn, stream string) (*streamInfo, error) {
+	msg, err := nc.Request("$JS.API.STREAM.INFO."+stream, nil, 2*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -501,22 +504,7 @@ func (r *faultRig) settle() {
 				behind = append(behind, p.Name+" not running")
 			}
 		}
-		for _, s := range faultStreams {
-			info, err := r.streamInfo(s)
-			if err != nil {
-				behind = append(behind, s+": "+err.Error())
-				continue
-			}
-			current := 0
-			for _, p := range info.Cluster.Replicas {
-				if p.Current && !p.Offline {
-					current++
-				}
-			}
-			if info.Cluster.Leader == "" || current != 2 {
-				behind = append(behind, fmt.Sprintf("%s: leader %q, %d current followers", s, info.Cluster.Leader, current))
-			}
-		}
+		behind = append(behind, streamsBehind(r.nc)...)
 		if len(behind) == 0 {
 			return
 		}

@@ -304,30 +304,7 @@ func soakFaults(t *testing.T, c *cluster.Cluster, every time.Duration, start tim
 func awaitStreamsCurrent(ctx context.Context, nc *nats.Conn, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
-		var behind []string
-		for _, s := range faultStreams {
-			msg, err := nc.Request("$JS.API.STREAM.INFO."+s, nil, 2*time.Second)
-			var info streamInfo
-			if err == nil {
-				err = json.Unmarshal(msg.Data, &info)
-			}
-			if err == nil && info.Error != nil {
-				err = errors.New(info.Error.Description)
-			}
-			if err != nil {
-				behind = append(behind, s+": "+err.Error())
-				continue
-			}
-			current := 0
-			for _, p := range info.Cluster.Replicas {
-				if p.Current && !p.Offline {
-					current++
-				}
-			}
-			if info.Cluster.Leader == "" || current != len(info.Cluster.Replicas) {
-				behind = append(behind, fmt.Sprintf("%s: leader %q, %d of %d followers current", s, info.Cluster.Leader, current, len(info.Cluster.Replicas)))
-			}
-		}
+		behind := streamsBehind(nc)
 		if len(behind) == 0 {
 			return nil
 		}
@@ -335,6 +312,29 @@ func awaitStreamsCurrent(ctx context.Context, nc *nats.Conn, d time.Duration) er
 			return errors.New(strings.Join(behind, "; "))
 		}
 	}
+}
+
+// streamsBehind says, for each stream and bucket of Skein that has no
+// leader or a replica that is not current, what it lacks.
+func streamsBehind(nc *nats.Conn) []string {
+	var behind []string
+	for _, s := range faultStreams {
+		info, err := streamInfoOf(nc, s)
+		if err != nil {
+			behind = append(behind, s+": "+err.Error())
+			continue
+		}
+		current := 0
+		for _, p := range info.Cluster.Replicas {
+			if p.Current && !p.Offline {
+				current++
+			}
+		}
+		if info.Cluster.Leader == "" || current != len(info.Cluster.Replicas) {
+			behind = append(behind, fmt.Sprintf("%s: leader %q, %d of %d followers current", s, info.Cluster.Leader, current, len(info.Cluster.Replicas)))
+		}
+	}
+	return behind
 }
 
 // soakDo sends a request with the cluster's admin token and returns the
