@@ -491,9 +491,9 @@ func (r *faultRig) awaitLeader(stream, old string) (string, time.Time) {
 // faultStreams are Skein's streams and buckets, all R3 on the cluster.
 var faultStreams = []string{events.StreamLog, events.StreamIO, "KV_" + events.BucketSessions, "KV_" + events.BucketOwners, "KV_" + events.BucketRunners}
 
-// settle waits until every node and service runs and every stream has a
-// leader and two current followers, so that the next fault starts from a
-// whole cluster.
+// settle waits until every node and service runs, every node is healthy
+// (current with the meta leader), and every stream has a leader and two
+// current followers, so that the next fault starts from a whole cluster.
 func (r *faultRig) settle() {
 	r.t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
@@ -504,6 +504,7 @@ func (r *faultRig) settle() {
 				behind = append(behind, p.Name+" not running")
 			}
 		}
+		behind = append(behind, nodesBehind(r.t.Context(), r.c)...)
 		behind = append(behind, streamsBehind(r.nc)...)
 		if len(behind) == 0 {
 			return
@@ -522,6 +523,12 @@ func (r *faultRig) settle() {
 func (r *faultRig) viewersCaughtUp(f fault) {
 	t := r.t
 	t.Helper()
+	stalled := false
+	defer func() {
+		if stalled {
+			r.dumpServices(f.name, cluster.Gateway)
+		}
+	}()
 	for i, v := range r.viewers {
 		sid := events.SessionID(fmt.Sprint("f", i))
 		log := eventlogtest.Audit(t, r.js, events.DefaultNamespace, sid)
@@ -533,6 +540,7 @@ func (r *faultRig) viewersCaughtUp(f fault) {
 		for v.newest() < newest {
 			if time.Now().After(deadline) || !wait(t.Context(), 20*time.Millisecond) {
 				t.Errorf("%s: session %s's viewer is at %d 5 s after the turn's end, the log at %d (reconnects %d)", f.name, sid, v.newest(), newest, v.reconnectCount())
+				stalled = true
 				break
 			}
 		}
@@ -687,12 +695,21 @@ func (v *sseViewer) problemsSince() []string {
 // directory, says where, and restarts them.
 func (r *faultRig) dumpSessions(name string) {
 	r.t.Helper()
+	r.dumpServices(name, cluster.Session)
+	r.t.Errorf("%s: prompts in flight never returned; see the services' logs above", name)
+}
+
+// dumpServices makes the services of target print their goroutines and
+// exit (SIGQUIT), copies every service's log out of the test's directory,
+// says where, and restarts them.
+func (r *faultRig) dumpServices(name, target string) {
+	r.t.Helper()
 	dir, err := os.MkdirTemp("", "skein-fault-"+name+"-")
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	for _, p := range r.c.Services {
-		if strings.HasPrefix(p.Name, cluster.Session) && p.Pid != 0 {
+		if strings.HasPrefix(p.Name, target+"-") && p.Pid != 0 {
 			_ = syscall.Kill(p.Pid, syscall.SIGQUIT)
 			select {
 			case <-p.Exited():
@@ -703,7 +720,7 @@ func (r *faultRig) dumpSessions(name string) {
 			_ = os.WriteFile(filepath.Join(dir, p.Name+".log"), b, 0o600)
 		}
 	}
-	r.t.Errorf("%s: prompts in flight never returned; the session services' goroutines and the services' logs are in %s", name, dir)
+	r.t.Logf("%s: the goroutines of %s and every service's log are in %s", name, target, dir)
 	for _, p := range r.c.Services {
 		if !p.Running() {
 			r.restart(p)

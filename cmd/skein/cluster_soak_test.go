@@ -281,7 +281,7 @@ func soakFaults(t *testing.T, c *cluster.Cluster, every time.Duration, start tim
 			return
 		case <-tick.C:
 		}
-		if err := awaitStreamsCurrent(t.Context(), nc, 2*time.Minute); err != nil {
+		if err := awaitStreamsCurrent(t.Context(), c, nc, 2*time.Minute); err != nil {
 			t.Errorf("soak fault %d: the cluster did not recover from the last: %v", k, err)
 			return
 		}
@@ -299,12 +299,13 @@ func soakFaults(t *testing.T, c *cluster.Cluster, every time.Duration, start tim
 	}
 }
 
-// awaitStreamsCurrent waits until every stream and bucket of Skein has a
-// leader and every one of its replicas is current, within d.
-func awaitStreamsCurrent(ctx context.Context, nc *nats.Conn, d time.Duration) error {
+// awaitStreamsCurrent waits until every node is healthy and every stream
+// and bucket of Skein has a leader and every one of its replicas is
+// current, within d.
+func awaitStreamsCurrent(ctx context.Context, c *cluster.Cluster, nc *nats.Conn, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
-		behind := streamsBehind(nc)
+		behind := append(nodesBehind(ctx, c), streamsBehind(nc)...)
 		if len(behind) == 0 {
 			return nil
 		}
@@ -312,6 +313,25 @@ func awaitStreamsCurrent(ctx context.Context, nc *nats.Conn, d time.Duration) er
 			return errors.New(strings.Join(behind, "; "))
 		}
 	}
+}
+
+// nodesBehind says which nodes do not answer their health check with ok:
+// a node that restarted is not whole until it is current with the meta
+// leader (JetStream's health check says so), and a fault that kills
+// another before then kills two.
+func nodesBehind(ctx context.Context, c *cluster.Cluster) []string {
+	var behind []string
+	for i, n := range c.Nodes {
+		var health struct {
+			Status string `json:"status"`
+			Error  string `json:"error"`
+		}
+		url := fmt.Sprintf("http://127.0.0.1:%d/healthz", c.MonitorPorts[i])
+		if err := getJSON(ctx, url, &health); err != nil || health.Status != "ok" {
+			behind = append(behind, fmt.Sprintf("%s: health %q %v", n.Name, health.Error, err))
+		}
+	}
+	return behind
 }
 
 // streamsBehind says, for each stream and bucket of Skein that has no
