@@ -1,6 +1,7 @@
 package eventlog_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -275,5 +276,38 @@ func TestFirstSince(t *testing.T) {
 	got, err = eventlog.FirstSince(ctx, js, events.StreamLog, subj, second.Time.Add(time.Hour))
 	if err != nil || got != nil {
 		t.Fatalf("FirstSince(an hour later) = %+v, %v; want none", got, err)
+	}
+}
+
+// TestDirectGetUnansweredEnds: a direct get nobody answers (the request
+// lost while a node dies) ends with an error after the connection's
+// request timeout, though its context has no deadline. It waited for ever:
+// a session service held a session's lock so for twenty minutes.
+func TestDirectGetUnansweredEnds(t *testing.T) {
+	js := setup(t)
+	nc := js.Conn()
+	// A responder that takes the requests of a stream's direct get and
+	// answers none, as a request on its way to a node that died is.
+	sub, err := nc.Subscribe("$JS.API.DIRECT.GET.SILENT", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := eventlog.Last(context.Background(), js, "SILENT", "x.>")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("an unanswered direct get returned no error")
+		}
+		t.Logf("an unanswered direct get: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("an unanswered direct get with no deadline still waits after a minute")
 	}
 }

@@ -41,10 +41,20 @@ func At(ctx context.Context, js jetstream.JetStream, stream string, seq uint64) 
 	return directGet(ctx, js, stream, directGetRequest{Seq: seq})
 }
 
+// directGet is one direct get. It waits for its answer until ctx ends, or
+// for the connection's request timeout when ctx has no deadline: a request
+// lost while a node dies is answered by nobody, and nats.go waits for ever
+// on a context without one (a session's lock was once held so for twenty
+// minutes, behind a keyed prompt's lookup).
 func directGet(ctx context.Context, js jetstream.JetStream, stream string, req directGetRequest) (*Record, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, js.Conn().Opts.Timeout)
+		defer cancel()
 	}
 	msg, err := js.Conn().RequestWithContext(ctx, directSubject(js, stream), body)
 	if err != nil {
