@@ -29,10 +29,10 @@ import (
 // there is no consumer to be left waiting.
 func logCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
 	var (
-		natsURL, credsFile, stream string
-		after                      uint64
-		since                      time.Duration
-		headers                    bool
+		natsURL, credsFile, stream, inbox string
+		after                             uint64
+		since, timeout                    time.Duration
+		headers                           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "log SUBJECT",
@@ -66,6 +66,9 @@ left waiting by a replica that is catching up (see docs/OPERATIONS.md).`,
 			if credsFile != "" {
 				opts = append(opts, nats.UserCredentials(credsFile))
 			}
+			if inbox != "" {
+				opts = append(opts, nats.CustomInboxPrefix(inbox))
+			}
 			nc, err := nats.Connect(natsURL, opts...)
 			if err != nil {
 				return fmt.Errorf("connect to %s: %w", natsURL, err)
@@ -77,7 +80,9 @@ left waiting by a replica that is catching up (see docs/OPERATIONS.md).`,
 			}
 			ctx := cmd.Context()
 			if since > 0 {
-				first, err := eventlog.FirstSince(ctx, js, stream, subject, time.Now().Add(-since))
+				rctx, cancel := context.WithTimeout(ctx, timeout)
+				first, err := eventlog.FirstSince(rctx, js, stream, subject, time.Now().Add(-since))
+				cancel()
 				if err != nil {
 					return err
 				}
@@ -90,7 +95,7 @@ left waiting by a replica that is catching up (see docs/OPERATIONS.md).`,
 				_, err := stdout.Write(logLine(r, headers))
 				return err
 			}
-			return readLog(ctx, js, stream, subject, after, print)
+			return readLog(ctx, js, stream, subject, after, timeout, print)
 		},
 	}
 	fs := cmd.Flags()
@@ -100,6 +105,8 @@ left waiting by a replica that is catching up (see docs/OPERATIONS.md).`,
 	fs.Uint64Var(&after, "after", 0, "start after this stream sequence")
 	fs.DurationVar(&since, "since", 0, "start with the first record stored this long ago (1h, 30m)")
 	fs.BoolVar(&headers, "headers", false, "print each record's sequence, subject and headers instead of its JSON")
+	fs.DurationVar(&timeout, "timeout", 10*time.Second, "how long one read may wait for its answer")
+	fs.StringVar(&inbox, "inbox-prefix", "", "the inbox prefix the NATS user may subscribe to (e.g. _INBOX.reader-default)")
 	return cmd
 }
 
@@ -124,14 +131,22 @@ const logBehindFor = 10 * time.Second
 
 // readLog calls print for each record on subject after the sequence after,
 // oldest first, up to the subject's newest record when it starts.
-func readLog(ctx context.Context, js jetstream.JetStream, stream, subject string, after uint64, print func(*eventlog.Record) error) error {
-	last, err := eventlog.Last(ctx, js, stream, subject)
+//
+// Each read waits at most timeout for its answer: a user whose replies
+// cannot reach it (an inbox its permissions refuse) gets an error, not a
+// wait for ever.
+func readLog(ctx context.Context, js jetstream.JetStream, stream, subject string, after uint64, timeout time.Duration, print func(*eventlog.Record) error) error {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	last, err := eventlog.Last(rctx, js, stream, subject)
+	cancel()
 	if err != nil {
 		return err
 	}
 	var behindSince time.Time
 	for last != nil && after < last.Sequence {
-		recs, err := eventlog.Forward(ctx, js, stream, subject, after, logBatch)
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		recs, err := eventlog.Forward(rctx, js, stream, subject, after, logBatch)
+		cancel()
 		if err != nil {
 			return err
 		}
