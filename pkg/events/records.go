@@ -5,6 +5,13 @@ package events
 // KV, and between the session service and the runners. They share the codec
 // and the variant registry with the protocol types.
 
+import (
+	"maps"
+	"slices"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
 // SessionOpened is the first record of a session: the options it was opened
 // with, normalised (defaults applied), immutable afterwards.
 type SessionOpened struct {
@@ -224,7 +231,34 @@ type RunnerInfo struct {
 	// may set (the registry's allowEnv: names, or prefixes ending in
 	// "*"); an agent absent from it allows none. The session service
 	// refuses any other at open (workspace.CheckEnv).
-	AllowEnv map[string][]string `msgpack:"allowEnv,omitempty"`
+	AllowEnv AllowEnvLists `msgpack:"allowEnv,omitempty"`
+}
+
+// AllowEnvLists is RunnerInfo.AllowEnv: per agent ID, its allowed
+// environment variables. It encodes with its keys sorted, as Marshal's
+// encoder does every map of strings: msgpack/v5 sorts only maps of strings,
+// booleans and interfaces, and a map of lists in Go's random order made
+// equal heartbeats different bytes (FuzzUnmarshal's fixed point failed
+// one run in two on a map of two agents).
+type AllowEnvLists map[string][]string
+
+// EncodeMsgpack writes m as a map whose keys are in order.
+func (m AllowEnvLists) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if m == nil {
+		return enc.EncodeNil()
+	}
+	if err := enc.EncodeMapLen(len(m)); err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if err := enc.EncodeString(k); err != nil {
+			return err
+		}
+		if err := enc.Encode(m[k]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Record kinds: the variant names of Skein's own records, as HeaderRecord
