@@ -47,6 +47,10 @@ import (
 // it checks the log's end, and how often it checks while quiet.
 const endCheckInterval = time.Second
 
+// behindWarn is how many end checks in a row may find the feed behind the
+// log's end before it logs a warning.
+const behindWarn = 5
+
 // Causes of an end check, in the feed's logs.
 const (
 	causeReconnect = "reconnect"
@@ -109,6 +113,17 @@ func (f *feed) checkEnd(ctx context.Context, cause string) {
 		// The session's state may have changed (a turn's end that the
 		// feed missed): watches answer with it.
 		f.wakeWatches()
+	}
+	if complete {
+		f.behind = 0
+	} else if f.behind++; f.behind == behindWarn {
+		// A feed that keeps finding the log ahead and cannot get there
+		// leaves its viewers waiting: say so, once, with what it knows.
+		// (Seen after a node's restart in the cluster fault tests, cause
+		// not yet known.)
+		f.lg.Warn("live feed cannot reach the log's end", logKeyReason, cause, "checks", f.behind,
+			events.LogKeySeq, last.Sequence, events.LogKeySubject, last.Subject,
+			logKeyLastSent, f.lastSeq, logKeyEventNo, f.lastNo, "known", f.known)
 	}
 	f.setTurnOpen(open || !complete)
 }

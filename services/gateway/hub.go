@@ -281,6 +281,9 @@ type feed struct {
 	turnOpen bool
 	heard    bool
 	endCheck *time.Ticker
+	// behind counts the end checks in a row that found the log ahead of
+	// the feed and could not reach its end (see checkEnd).
+	behind int
 }
 
 // startFeed subscribes to the session's subjects and starts the feed's
