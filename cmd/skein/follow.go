@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"iter"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"skein.dev/pkg/client"
@@ -18,8 +16,9 @@ import (
 // NATS rather than a gateway.
 func followCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
 	var (
-		natsURL, credsFile, namespace, session string
-		after                                  uint64
+		conn               natsFlags
+		namespace, session string
+		after              uint64
 	)
 	cmd := &cobra.Command{
 		Use:   "follow [--session ID [--after N]]",
@@ -33,16 +32,9 @@ a gateway.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if v := getenv("NATS_URL"); v != "" && !cmd.Flags().Changed("nats") {
-				natsURL = v
-			}
-			var opts []nats.Option
-			if credsFile != "" {
-				opts = append(opts, nats.UserCredentials(credsFile))
-			}
-			nc, err := nats.Connect(natsURL, append(opts, nats.Name("skein follow"))...)
+			nc, err := conn.connect(cmd, getenv, "skein follow")
 			if err != nil {
-				return fmt.Errorf("connect to %s: %w", natsURL, err)
+				return err
 			}
 			defer nc.Close()
 			cl, err := client.New(nc, client.WithNamespace(namespace))
@@ -59,9 +51,8 @@ a gateway.`,
 			return printEvents(ctx, stdout, evs)
 		},
 	}
+	conn.register(cmd)
 	fs := cmd.Flags()
-	fs.StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s), comma separated (env NATS_URL)")
-	fs.StringVar(&credsFile, "nats-creds", "", "NATS credentials file")
 	fs.StringVar(&namespace, "namespace", string(events.DefaultNamespace), "the namespace to follow")
 	fs.StringVarP(&session, "session", "s", "", "follow this session only, from its history after --after")
 	fs.Uint64Var(&after, "after", 0, "with --session: start after this durable sequence")

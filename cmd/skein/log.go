@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
@@ -29,10 +28,11 @@ import (
 // there is no consumer to be left waiting.
 func logCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
 	var (
-		natsURL, credsFile, stream, inbox string
-		after                             uint64
-		since, timeout                    time.Duration
-		headers                           bool
+		conn           natsFlags
+		stream         string
+		after          uint64
+		since, timeout time.Duration
+		headers        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "log SUBJECT",
@@ -59,19 +59,9 @@ left waiting by a replica that is catching up (see docs/OPERATIONS.md).`,
 					return err
 				}
 			}
-			if v := getenv("NATS_URL"); v != "" && !cmd.Flags().Changed("nats") {
-				natsURL = v
-			}
-			opts := []nats.Option{nats.Name("skein log")}
-			if credsFile != "" {
-				opts = append(opts, nats.UserCredentials(credsFile))
-			}
-			if inbox != "" {
-				opts = append(opts, nats.CustomInboxPrefix(inbox))
-			}
-			nc, err := nats.Connect(natsURL, opts...)
+			nc, err := conn.connect(cmd, getenv, "skein log")
 			if err != nil {
-				return fmt.Errorf("connect to %s: %w", natsURL, err)
+				return err
 			}
 			defer nc.Close()
 			js, err := jetstream.New(nc)
@@ -98,15 +88,13 @@ left waiting by a replica that is catching up (see docs/OPERATIONS.md).`,
 			return readLog(ctx, js, stream, subject, after, timeout, print)
 		},
 	}
+	conn.register(cmd)
 	fs := cmd.Flags()
-	fs.StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s), comma separated (env NATS_URL)")
-	fs.StringVar(&credsFile, "nats-creds", "", "NATS credentials file")
 	fs.StringVar(&stream, "stream", "", "the stream to read (default: the subject's, ACP_LOG or ACP_IO)")
 	fs.Uint64Var(&after, "after", 0, "start after this stream sequence")
 	fs.DurationVar(&since, "since", 0, "start with the first record stored this long ago (1h, 30m)")
 	fs.BoolVar(&headers, "headers", false, "print each record's sequence, subject and headers instead of its JSON")
 	fs.DurationVar(&timeout, "timeout", 10*time.Second, "how long one read may wait for its answer")
-	fs.StringVar(&inbox, "inbox-prefix", "", "the inbox prefix the NATS user may subscribe to (e.g. _INBOX.reader-default)")
 	return cmd
 }
 
