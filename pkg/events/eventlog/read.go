@@ -3,6 +3,7 @@ package eventlog
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -41,33 +42,58 @@ func At(ctx context.Context, js jetstream.JetStream, stream string, seq uint64) 
 	return directGet(ctx, js, stream, directGetRequest{Seq: seq})
 }
 
-// directGet is one direct get. It waits for its answer until ctx ends, or
-// for the connection's request timeout when ctx has no deadline: a request
-// lost while a node dies is answered by nobody, and nats.go waits for ever
-// on a context without one (a session's lock was once held so for twenty
-// minutes, behind a keyed prompt's lookup).
+// directGet is one direct get, tried in attempts (see tryAgain).
 func directGet(ctx context.Context, js jetstream.JetStream, stream string, req directGetRequest) (*Record, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
+	return tryAgain(ctx, js.Conn(), func(ctx context.Context) (*Record, error) {
+		msg, err := js.Conn().RequestWithContext(ctx, directSubject(js, stream), body)
+		if err != nil {
+			return nil, fmt.Errorf("direct get %s: %w", stream, err)
+		}
+		switch msg.Header.Get("Status") {
+		case "":
+		case "404":
+			return nil, nil
+		default:
+			return nil, fmt.Errorf("direct get %s: status %s %s", stream, msg.Header.Get("Status"), msg.Header.Get("Description"))
+		}
+		return recordFromDirect(msg)
+	})
+}
+
+// A direct get is served by any replica of the stream (allow_direct): the
+// servers hand each request to one of them. A request whose replica dies
+// with it, or that reaches a replica still catching up after its node's
+// restart, is answered by nobody, and a caller would wait out its whole
+// deadline: a gateway's live feed once waited two minutes so, its viewers
+// stalled behind it, and a session's lock twenty. So every read is tried
+// in attempts, the first bounded by firstAttempt and each next one twice
+// as long, until the caller's context ends (or, when it has no deadline,
+// the connection's request timeout): an unanswered request costs a
+// second, and a slow server still gets as long as the caller gives.
+const firstAttempt = time.Second
+
+// tryAgain runs read in attempts, each with a deadline of its own, until
+// one ends otherwise than by that deadline or ctx ends.
+func tryAgain[T any](ctx context.Context, nc *nats.Conn, read func(context.Context) (T, error)) (T, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, js.Conn().Opts.Timeout)
+		ctx, cancel = context.WithTimeout(ctx, nc.Opts.Timeout)
 		defer cancel()
 	}
-	msg, err := js.Conn().RequestWithContext(ctx, directSubject(js, stream), body)
-	if err != nil {
-		return nil, fmt.Errorf("direct get %s: %w", stream, err)
+	wait := firstAttempt
+	for {
+		actx, cancel := context.WithTimeout(ctx, wait)
+		v, err := read(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return v, err
+		}
+		wait *= 2
 	}
-	switch msg.Header.Get("Status") {
-	case "":
-	case "404":
-		return nil, nil
-	default:
-		return nil, fmt.Errorf("direct get %s: status %s %s", stream, msg.Header.Get("Status"), msg.Header.Get("Description"))
-	}
-	return recordFromDirect(msg)
 }
 
 // directSubject is the direct get subject of stream, under js's API prefix.
@@ -377,15 +403,23 @@ func stepBack(ctx context.Context, js jetstream.JetStream, stream, subject strin
 }
 
 // directBatch sends a batch direct get and returns the records it answers
-// (at most limit), up to the end-of-batch marker. It subscribes with a
-// channel sized to the batch: a synchronous subscription would allocate the
-// connection's default pending channel (64k entries, half a megabyte) for
-// every request.
+// (at most limit), up to the end-of-batch marker, tried in attempts (see
+// tryAgain): an attempt that runs out of time starts the batch again. It
+// subscribes with a channel sized to the batch: a synchronous subscription
+// would allocate the connection's default pending channel (64k entries,
+// half a megabyte) for every request.
 func directBatch(ctx context.Context, js jetstream.JetStream, stream string, req directGetRequest, limit int) ([]*Record, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
+	return tryAgain(ctx, js.Conn(), func(ctx context.Context) ([]*Record, error) {
+		return directBatchOnce(ctx, js, stream, body, limit)
+	})
+}
+
+// directBatchOnce is one attempt of directBatch, with the request's body.
+func directBatchOnce(ctx context.Context, js jetstream.JetStream, stream string, body []byte, limit int) ([]*Record, error) {
 	nc := js.Conn()
 	inbox := nc.NewInbox()
 	ch := make(chan *nats.Msg, limit+1) // the records and the end-of-batch marker
@@ -396,11 +430,6 @@ func directBatch(ctx context.Context, js jetstream.JetStream, stream string, req
 	defer func() { _ = sub.Unsubscribe() }()
 	if err := nc.PublishRequest(directSubject(js, stream), inbox, body); err != nil {
 		return nil, err
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, nc.Opts.Timeout)
-		defer cancel()
 	}
 	out := make([]*Record, 0, limit)
 	for len(out) < limit {
