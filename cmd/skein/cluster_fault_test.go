@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -540,6 +541,9 @@ func (r *faultRig) viewersCaughtUp(f fault) {
 		for v.newest() < newest {
 			if time.Now().After(deadline) || !wait(t.Context(), 20*time.Millisecond) {
 				t.Errorf("%s: session %s's viewer is at %d 5 s after the turn's end, the log at %d (reconnects %d)", f.name, sid, v.newest(), newest, v.reconnectCount())
+				if !stalled {
+					r.logInterest(events.TailSubject(events.DefaultNamespace, sid, events.LogEvents))
+				}
 				stalled = true
 				break
 			}
@@ -697,6 +701,67 @@ func (r *faultRig) dumpSessions(name string) {
 	r.t.Helper()
 	r.dumpServices(name, cluster.Session)
 	r.t.Errorf("%s: prompts in flight never returned; see the services' logs above", name)
+}
+
+// logInterest logs, for each running node, the subscriptions it knows of
+// that match subject (its clients' and its routes'), from /subsz: where a
+// stalled viewer's gateway lost the stream's republish, it shows which
+// node has no interest.
+func (r *faultRig) logInterest(subject string) {
+	r.t.Helper()
+	for i, n := range r.c.Nodes {
+		if !n.Running() {
+			continue
+		}
+		resp, err := r.client.Get(fmt.Sprintf("http://127.0.0.1:%d/subsz?subs=1&acc=SKEIN&limit=1024&test=%s", r.c.MonitorPorts[i], subject))
+		if err != nil {
+			r.t.Logf("interest in %s on %s: %v", subject, n.Name, err)
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var subsz struct {
+			Subs []struct {
+				Subject string `json:"subject"`
+				CID     uint64 `json:"cid"`
+				Account string `json:"account"`
+			} `json:"subscriptions_list"`
+		}
+		_ = json.Unmarshal(b, &subsz)
+		r.t.Logf("interest in %s on %s: %+v", subject, n.Name, subsz.Subs)
+		if resp, err := r.client.Get(fmt.Sprintf("http://127.0.0.1:%d/connz?auth=true&subs=1&limit=1024", r.c.MonitorPorts[i])); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var connz struct {
+				Conns []struct {
+					CID  uint64   `json:"cid"`
+					User string   `json:"authorized_user"`
+					Subs []string `json:"subscriptions_list"`
+				} `json:"connections"`
+			}
+			_ = json.Unmarshal(b, &connz)
+			for _, c := range connz.Conns {
+				if strings.HasPrefix(c.User, "skein-gateway") {
+					r.t.Logf("%s: gateway connection cid %d has %d subscriptions, %s among them: %v", n.Name, c.CID, len(c.Subs), subject, slices.Contains(c.Subs, subject) || slices.ContainsFunc(c.Subs, func(s string) bool { return strings.HasSuffix(s, ".>") && strings.HasPrefix(subject, strings.TrimSuffix(s, ">")) }))
+				}
+			}
+		}
+		if resp, err := r.client.Get(fmt.Sprintf("http://127.0.0.1:%d/routez?subs=1", r.c.MonitorPorts[i])); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var routez struct {
+				Routes []struct {
+					RID    uint64   `json:"rid"`
+					Remote string   `json:"remote_name"`
+					Subs   []string `json:"subscriptions_list"`
+				} `json:"routes"`
+			}
+			_ = json.Unmarshal(b, &routez)
+			for _, rt := range routez.Routes {
+				r.t.Logf("%s: route %d to %s: %d subscriptions, tail of the session among them: %v", n.Name, rt.RID, rt.Remote, len(rt.Subs), slices.ContainsFunc(rt.Subs, func(s string) bool { return strings.Contains(s, subject) || strings.HasPrefix(subject, strings.TrimSuffix(strings.TrimSuffix(s, ">"), ".")) && strings.HasSuffix(s, ">") }))
+			}
+		}
+	}
 }
 
 // dumpServices makes the services of target print their goroutines and

@@ -47,6 +47,15 @@ import (
 // it checks the log's end, and how often it checks while quiet.
 const endCheckInterval = time.Second
 
+// feedReadTimeout bounds each read a feed makes, a check of the log's end
+// or a catch-up. The feed's goroutine moves every message of the session
+// to its viewers, and it waits while it reads: a read that cannot finish
+// soon (a replica that died with the request, every replica catching up)
+// is given up, and the next quiet tick checks again, rather than holding
+// the session's viewers for the request API's deadline. (Each read asks
+// again after a second without an answer: eventlog's attempts.)
+const feedReadTimeout = 5 * time.Second
+
 // behindWarn is how many end checks in a row may find the feed behind the
 // log's end before it logs a warning.
 const behindWarn = 5
@@ -86,7 +95,7 @@ func (f *feed) setTurnOpen(open bool) {
 func (f *feed) checkEnd(ctx context.Context, cause string) {
 	g := f.h.g
 	f.setTurnOpen(true) // until this check proves otherwise
-	cctx, cancel := context.WithTimeout(ctx, g.cfg.RequestTimeout)
+	cctx, cancel := context.WithTimeout(ctx, feedReadTimeout)
 	last, err := eventlog.Last(cctx, g.js, events.StreamLog, f.logFilter)
 	cancel()
 	if err != nil {
@@ -119,8 +128,6 @@ func (f *feed) checkEnd(ctx context.Context, cause string) {
 	} else if f.behind++; f.behind == behindWarn {
 		// A feed that keeps finding the log ahead and cannot get there
 		// leaves its viewers waiting: say so, once, with what it knows.
-		// (Seen after a node's restart in the cluster fault tests, cause
-		// not yet known.)
 		f.lg.Warn("live feed cannot reach the log's end", logKeyReason, cause, "checks", f.behind,
 			events.LogKeySeq, last.Sequence, events.LogKeySubject, last.Subject,
 			logKeyLastSent, f.lastSeq, logKeyEventNo, f.lastNo, "known", f.known)
@@ -161,7 +168,7 @@ func (f *feed) seed(ctx context.Context, last *eventlog.Record) bool {
 	ev := last
 	if last.Subject != f.logSubject {
 		var err error
-		cctx, cancel := context.WithTimeout(ctx, f.h.g.cfg.RequestTimeout)
+		cctx, cancel := context.WithTimeout(ctx, feedReadTimeout)
 		ev, err = eventlog.Last(cctx, f.h.g.js, events.StreamLog, f.logSubject)
 		cancel()
 		if err != nil {

@@ -526,7 +526,7 @@ func (f *feed) catchUp(ctx context.Context, cause string, upTo uint64) bool {
 func (f *feed) readForward(ctx context.Context, upTo uint64) bool {
 	g := f.h.g
 	for {
-		cctx, cancel := context.WithTimeout(ctx, g.cfg.RequestTimeout)
+		cctx, cancel := context.WithTimeout(ctx, feedReadTimeout)
 		recs, err := eventlog.Forward(cctx, g.js, events.StreamLog, f.logSubject, f.lastSeq, g.cfg.BackfillPage)
 		cancel()
 		if err != nil {
