@@ -234,21 +234,29 @@ func (p *process) refuse(m *acpwire.Message, e *acpwire.RPCError) {
 // logKeyMethod names a JSON-RPC method in the runner's logs.
 const logKeyMethod = "rpc_method"
 
-// prompt writes turn turnID's session/prompt to the adapter. Its answer is
-// published as an AdapterPromptResult from the reader goroutine, after
-// every update the adapter wrote before it.
+// prompt writes turn turnID's session/prompt to the adapter, once: a turn
+// whose prompt was written already is acknowledged again and not written
+// twice. The session owner sends a dispatch again when it got no answer
+// (its request, or the acknowledgement, lost with a NATS node) and the
+// runner says the prompt was not written; the original request may still
+// arrive after that, and must not reach the adapter a second time.
+//
+// Its answer is published as an AdapterPromptResult from the reader
+// goroutine, after every update the adapter wrote before it.
 func (p *process) prompt(turnID string, prompt events.JSON) error {
 	sessionID, err := p.session()
 	if err != nil {
 		return err
 	}
-	err = p.conn.PromptAsync(sessionID, oneLine(prompt), func(res *acpwire.PromptResult, err error) {
-		p.answered(turnID, res, err)
-	})
-	if err != nil {
-		return p.writeError(acpwire.MethodSessionPrompt, err)
-	}
+	// The turn is marked before the write, so that two requests for it
+	// that arrive together write it once; a failed write unmarks it (the
+	// adapter is gone then, and status says so first).
 	p.mu.Lock()
+	if p.written[turnID] {
+		p.mu.Unlock()
+		p.m.promptRepeats.Inc()
+		return nil
+	}
 	p.written[turnID] = true
 	p.order = append(p.order, turnID)
 	if len(p.order) > maxWritten {
@@ -256,6 +264,15 @@ func (p *process) prompt(turnID string, prompt events.JSON) error {
 		p.order = p.order[1:]
 	}
 	p.mu.Unlock()
+	err = p.conn.PromptAsync(sessionID, oneLine(prompt), func(res *acpwire.PromptResult, err error) {
+		p.answered(turnID, res, err)
+	})
+	if err != nil {
+		p.mu.Lock()
+		delete(p.written, turnID)
+		p.mu.Unlock()
+		return p.writeError(acpwire.MethodSessionPrompt, err)
+	}
 	return nil
 }
 

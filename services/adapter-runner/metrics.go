@@ -34,6 +34,7 @@ type metrics struct {
 	ioWindowWaits   prometheus.Counter
 	ioUnconfirmed   prometheus.Counter
 	protocolErrors  prometheus.Counter
+	promptRepeats   prometheus.Counter
 	unexpectedExits prometheus.Counter
 	exits           *prometheus.CounterVec // by cause
 	stderrDropped   prometheus.Counter
@@ -55,6 +56,7 @@ func newMetrics(reg prometheus.Registerer, nc *nats.Conn, capacity int) *metrics
 		ioWindowWaits:   f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_io_window_waits_total", Help: "Times a record waited for room in its adapter's full window, which stops the runner reading that adapter's output until ACP_IO stores what it holds."}),
 		ioUnconfirmed:   f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_io_unconfirmed_total", Help: "ACP_IO records of adapters the runner was stopping, sent without waiting for their acknowledgement (nothing waits on a stopped adapter's output)."}),
 		protocolErrors:  f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_protocol_errors_total", Help: "Adapter stdout lines that were not ACP."}),
+		promptRepeats:   f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_prompt_repeats_total", Help: "Prompt dispatches for a turn whose session/prompt this runner had written already: acknowledged, not written again (a session owner sends a dispatch again when its first went unanswered)."}),
 		unexpectedExits: f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_unexpected_exits_total", Help: "Adapters that exited without being asked to."}),
 		exits: f.NewCounterVec(prometheus.CounterOpts{Name: "acp_runner_adapter_exits_total",
 			Help: "Adapter processes reaped, by cause: requested (the runner stopped it), exited (on its own, status 0), failed (on its own, non-zero status), signal (killed by a signal the runner did not send), protocol_error (a line too long for adapter-runner.max-line-bytes had ended its connection, whether it then exited or was stopped)."},

@@ -342,6 +342,28 @@ func TestStatus(t *testing.T) {
 	}
 }
 
+// A turn's prompt is written to the adapter once, however often it is
+// dispatched: a session owner sends a dispatch again when the first went
+// unanswered, and the first may still arrive. Each dispatch is
+// acknowledged; the adapter answers the turn once.
+func TestPromptIsWrittenOncePerTurn(t *testing.T) {
+	h := start(t)
+	h.create(t, "s1", "p1", "test")
+	h.prompt(t, "s1", "p1", "t1", "say once")
+	h.prompt(t, "s1", "p1", "t1", "say once")
+	res, before := until[*events.AdapterPromptResult](t, h)
+	if res.TurnID != "t1" || strings.Join(updateTexts(before), "|") != "once" {
+		t.Fatalf("first result = %+v after %q, want turn t1 after once", res, updateTexts(before))
+	}
+	// Had the adapter been given the prompt twice, its second answer to
+	// t1 would come before t2's.
+	h.prompt(t, "s1", "p1", "t2", "say twice")
+	res, before = until[*events.AdapterPromptResult](t, h)
+	if res.TurnID != "t2" || strings.Join(updateTexts(before), "|") != "twice" {
+		t.Errorf("next result = %+v after %q, want turn t2 after twice", res, updateTexts(before))
+	}
+}
+
 // Run returns only after everything it started has ended: here a create
 // whose agent never answers initialize is in flight when Run is stopped.
 // Its caller is answered, and no goroutine of the runner or of its ACP

@@ -60,23 +60,26 @@ type metrics struct {
 	sessionsLoaded prometheus.Gauge
 	turnsStarted   prometheus.Counter
 	dispatches     prometheus.Counter
-	turnsFinished  *prometheus.CounterVec // by outcome
-	appends        *prometheus.CounterVec // by result
-	appendSeconds  prometheus.Histogram
-	appendRecords  prometheus.Counter
-	liveDeltas     prometheus.Counter
-	attachSeconds  *prometheus.HistogramVec // by tier
-	ioRecords      *prometheus.CounterVec   // by record
-	ioGapRecords   prometheus.Counter
-	ioLost         prometheus.Counter
-	ioDuplicates   prometheus.Counter
-	ioHeld         prometheus.Counter
-	ioTailMisses   prometheus.Counter
-	reclaims       *prometheus.CounterVec // by reason
-	takeovers      prometheus.Counter
-	leases         *prometheus.CounterVec // by event
-	forwards       prometheus.Counter
-	fences         prometheus.Counter
+	// dispatchConfirms counts dispatches that got no answer, by how
+	// confirmDelivery settled them.
+	dispatchConfirms *prometheus.CounterVec
+	turnsFinished    *prometheus.CounterVec // by outcome
+	appends          *prometheus.CounterVec // by result
+	appendSeconds    prometheus.Histogram
+	appendRecords    prometheus.Counter
+	liveDeltas       prometheus.Counter
+	attachSeconds    *prometheus.HistogramVec // by tier
+	ioRecords        *prometheus.CounterVec   // by record
+	ioGapRecords     prometheus.Counter
+	ioLost           prometheus.Counter
+	ioDuplicates     prometheus.Counter
+	ioHeld           prometheus.Counter
+	ioTailMisses     prometheus.Counter
+	reclaims         *prometheus.CounterVec // by reason
+	takeovers        prometheus.Counter
+	leases           *prometheus.CounterVec // by event
+	forwards         prometheus.Counter
+	fences           prometheus.Counter
 	// The errors that must not vanish: each is logged where it happens and
 	// counted here.
 	ioRejected        *prometheus.CounterVec // ACP_IO records not applied, by reason
@@ -108,23 +111,26 @@ func newMetrics(reg prometheus.Registerer, nc *nats.Conn) *metrics {
 		sessionsLoaded: f.NewGauge(prometheus.GaugeOpts{Name: "acp_session_sessions_loaded", Help: "Sessions held in memory by this replica."}),
 		turnsStarted:   f.NewCounter(prometheus.CounterOpts{Name: "acp_session_turns_started_total", Help: "Prompts accepted."}),
 		dispatches:     f.NewCounter(prometheus.CounterOpts{Name: "acp_session_prompt_dispatches_total", Help: "session/prompt requests sent to adapters."}),
-		turnsFinished:  f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_turns_finished_total", Help: "Turns finished, by outcome."}, []string{"outcome"}),
-		appends:        f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_appends_total", Help: "Log appends, by result."}, []string{"result"}),
-		appendSeconds:  f.NewHistogram(prometheus.HistogramOpts{Name: "acp_session_append_seconds", Help: "Latency of one log append (one record or one atomic batch).", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 14)}),
-		appendRecords:  f.NewCounter(prometheus.CounterOpts{Name: "acp_session_append_records_total", Help: "Records appended to session logs."}),
-		liveDeltas:     f.NewCounter(prometheus.CounterOpts{Name: "acp_session_live_deltas_total", Help: "Ephemeral deltas published on acp.live."}),
-		attachSeconds:  f.NewHistogramVec(prometheus.HistogramOpts{Name: "acp_session_attach_seconds", Help: "Time to attach an adapter, by tier.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"tier"}),
-		ioRecords:      f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_io_records_total", Help: "ACP_IO records applied, by record."}, []string{"record"}),
-		reclaims:       f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_reclaims_total", Help: "Adapters unloaded by idle reclaim, by reason."}, []string{"reason"}),
-		takeovers:      f.NewCounter(prometheus.CounterOpts{Name: "acp_session_takeovers_total", Help: "Open turns continued by a new owner whose adapter was still working on them."}),
-		leases:         f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_owner_leases_total", Help: "Owner lease events: acquired, held_elsewhere, renewed, lost, evicted."}, []string{"event"}),
-		forwards:       f.NewCounter(prometheus.CounterOpts{Name: "acp_session_forwarded_requests_total", Help: "Requests passed on to the replica owning their session."}),
-		fences:         f.NewCounter(prometheus.CounterOpts{Name: "acp_session_owner_fences_total", Help: "OwnerChanged records appended on taking a session over."}),
-		ioGapRecords:   f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_gap_records_total", Help: "ACP_IO records read from the stream to fill a gap in the live tail."}),
-		ioLost:         f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_lost_records_total", Help: "Runner records ACP_IO never stored: gaps in an adapter process's record numbers that no record filled in time (session.io-gap-timeout), before the process's exit or its runner's end."}),
-		ioDuplicates:   f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_duplicate_records_total", Help: "ACP_IO records passed over because their record number was applied already: a runner's retry stored again after the duplicate window."}),
-		ioHeld:         f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_held_records_total", Help: "ACP_IO records held until the records numbered before them were stored (stored out of number order after a fault)."}),
-		ioTailMisses:   f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_tail_misses_total", Help: "Times a running turn's live tail was silent while ACP_IO had records it had not delivered (a republish lost), found by the sweep's look at the subject's last record."}),
+		dispatchConfirms: f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_dispatch_confirms_total",
+			Help: "Prompt dispatches the runner did not acknowledge (a NATS node lost the request or its answer), by how asking the runner for the adapter's status settled them: written (the prompt was on the adapter's stdin), resent (it was not; sent again and acknowledged), exited (the adapter is gone: the turn fails adapter_exited), uncertain (the runner answered nothing within session.call-timeout: the turn fails prompt_delivery_uncertain)."},
+			[]string{"outcome"}),
+		turnsFinished: f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_turns_finished_total", Help: "Turns finished, by outcome."}, []string{"outcome"}),
+		appends:       f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_appends_total", Help: "Log appends, by result."}, []string{"result"}),
+		appendSeconds: f.NewHistogram(prometheus.HistogramOpts{Name: "acp_session_append_seconds", Help: "Latency of one log append (one record or one atomic batch).", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 14)}),
+		appendRecords: f.NewCounter(prometheus.CounterOpts{Name: "acp_session_append_records_total", Help: "Records appended to session logs."}),
+		liveDeltas:    f.NewCounter(prometheus.CounterOpts{Name: "acp_session_live_deltas_total", Help: "Ephemeral deltas published on acp.live."}),
+		attachSeconds: f.NewHistogramVec(prometheus.HistogramOpts{Name: "acp_session_attach_seconds", Help: "Time to attach an adapter, by tier.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"tier"}),
+		ioRecords:     f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_io_records_total", Help: "ACP_IO records applied, by record."}, []string{"record"}),
+		reclaims:      f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_reclaims_total", Help: "Adapters unloaded by idle reclaim, by reason."}, []string{"reason"}),
+		takeovers:     f.NewCounter(prometheus.CounterOpts{Name: "acp_session_takeovers_total", Help: "Open turns continued by a new owner whose adapter was still working on them."}),
+		leases:        f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_owner_leases_total", Help: "Owner lease events: acquired, held_elsewhere, renewed, lost, evicted."}, []string{"event"}),
+		forwards:      f.NewCounter(prometheus.CounterOpts{Name: "acp_session_forwarded_requests_total", Help: "Requests passed on to the replica owning their session."}),
+		fences:        f.NewCounter(prometheus.CounterOpts{Name: "acp_session_owner_fences_total", Help: "OwnerChanged records appended on taking a session over."}),
+		ioGapRecords:  f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_gap_records_total", Help: "ACP_IO records read from the stream to fill a gap in the live tail."}),
+		ioLost:        f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_lost_records_total", Help: "Runner records ACP_IO never stored: gaps in an adapter process's record numbers that no record filled in time (session.io-gap-timeout), before the process's exit or its runner's end."}),
+		ioDuplicates:  f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_duplicate_records_total", Help: "ACP_IO records passed over because their record number was applied already: a runner's retry stored again after the duplicate window."}),
+		ioHeld:        f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_held_records_total", Help: "ACP_IO records held until the records numbered before them were stored (stored out of number order after a fault)."}),
+		ioTailMisses:  f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_tail_misses_total", Help: "Times a running turn's live tail was silent while ACP_IO had records it had not delivered (a republish lost), found by the sweep's look at the subject's last record."}),
 
 		ioRejected:        f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_io_rejected_total", Help: "ACP_IO records not applied, by reason (undecodable, unexpected, malformed_update, malformed_permission)."}, []string{"reason"}),
 		livePublishErrors: f.NewCounter(prometheus.CounterOpts{Name: "acp_session_live_publish_errors_total", Help: "Live events (deltas, stderr) that could not be published."}),
@@ -187,6 +193,9 @@ func newMetrics(reg prometheus.Registerer, nc *nats.Conn) *metrics {
 	}
 	for _, r := range unrecordedRecords {
 		m.lostRecords.WithLabelValues(r)
+	}
+	for _, o := range []string{confirmWritten, confirmResent, confirmExited, confirmUncertain} {
+		m.dispatchConfirms.WithLabelValues(o)
 	}
 	return m
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,7 +35,8 @@ type rig struct {
 	*harness
 	t  testing.TB
 	lg *slog.Logger
-	// connect opens another connection to the rig's NATS server.
+	// ns is the rig's NATS server; connect opens another connection to it.
+	ns      *server.Server
 	connect func() *nats.Conn
 	cfg     session.Config
 	// reg is the registry of the session service running now.
@@ -67,6 +69,7 @@ func startRig(t testing.TB, cfg session.Config) *rig {
 		harness:  &harness{nc: nc, js: js, control: t.TempDir()},
 		stateDir: t.TempDir(),
 		t:        t,
+		ns:       ns,
 		connect:  func() *nats.Conn { return natstest.Connect(t, ns) },
 		lg:       slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		cfg:      cfg,
@@ -86,8 +89,13 @@ func startRig(t testing.TB, cfg session.Config) *rig {
 // startRunner starts a runner with id; it replaces stopRunner.
 func (r *rig) startRunner(id string) {
 	r.t.Helper()
+	r.startRunnerOn(id, r.connect())
+}
+
+// startRunnerOn is startRunner on the connection nc.
+func (r *rig) startRunnerOn(id string, nc *nats.Conn) {
+	r.t.Helper()
 	env := map[string]string{testagent.EnvControlDir: r.control}
-	nc := r.connect()
 	runner, err := adapterrunner.New(adapterrunner.Config{
 		ID: id, DataDir: r.t.TempDir(), StopGrace: 200 * time.Millisecond, OSInstructionsFile: r.osInstructionsFile,
 		Builtin: []adapterrunner.Agent{

@@ -178,10 +178,15 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 	return t.accepted(sess.sid), nil
 }
 
-// dispatch sends the turn's prompt to the adapter, exactly once. The runner
-// acknowledges once it is on the adapter's stdin; without that
-// acknowledgement delivery is uncertain, and the turn fails rather than
-// being sent again.
+// dispatch sends the turn's prompt to the adapter, once. The runner
+// acknowledges once the prompt is on the adapter's stdin. Without that
+// acknowledgement (the request or its answer was lost with a NATS node,
+// the runner was moving to another node) the owner asks the runner
+// whether it wrote the prompt (confirmDelivery) rather than failing the
+// turn: the runner writes a turn's prompt at most once, however often it
+// is asked to, so sending the request again is safe. Only a runner that
+// answers nothing within the bound leaves delivery uncertain, and the turn
+// then fails prompt_delivery_uncertain and is never sent again.
 func (sess *session) dispatch(ctx context.Context, t *turn, content events.JSON) {
 	r := sess.adapter
 	if sess.preamble != "" {
@@ -192,10 +197,10 @@ func (sess *session) dispatch(ctx context.Context, t *turn, content events.JSON)
 		sess.preamble = ""
 	}
 	sess.svc.m.dispatches.Inc()
-	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
-	defer cancel()
-	_, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerPrompt),
-		&events.RunnerPromptRequest{TurnID: t.id, Prompt: content}, sess.runnerHeader(r))
+	err := sess.sendPrompt(ctx, r, t, content, sess.svc.cfg.CallTimeout)
+	if err != nil && events.AsError(err).Code != events.CodeAdapterExited {
+		err = sess.confirmDelivery(ctx, r, t, content, err)
+	}
 	if err == nil {
 		sess.svc.m.dispatchSeconds.Observe(time.Since(t.acceptedAt).Seconds())
 		return
@@ -212,6 +217,88 @@ func (sess *session) dispatch(ctx context.Context, t *turn, content events.JSON)
 	// the route drains its answer (and is evicted after CancelGrace if none
 	// comes), so nothing of it enters the log.
 	sess.abortTurn(ctx, ioPos{}, events.OutcomeFailed, events.Errorf(events.CodePromptDeliveryUncertain, "prompt %s: %s", t.id, e.Message))
+}
+
+// sendPrompt asks r's runner to write turn t's prompt to the adapter, and
+// waits for its acknowledgement up to wait.
+func (sess *session) sendPrompt(ctx context.Context, r *route, t *turn, content events.JSON, wait time.Duration) error {
+	cctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	_, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerPrompt),
+		&events.RunnerPromptRequest{TurnID: t.id, Prompt: content}, sess.runnerHeader(r))
+	return err
+}
+
+// Confirming a dispatch that got no answer: each question to the runner
+// waits confirmWait, and they go on for CallTimeout in all, well past the
+// runner's move to another node (a reconnect of a few seconds) and its
+// stream leader's election, which the runner rides out on its own. The
+// first questions come fast: the usual cause is a reply lost in transit.
+const (
+	confirmWait       = 1500 * time.Millisecond
+	confirmBackoffMax = 2 * time.Second
+)
+
+// Outcomes of confirmDelivery, the label values of
+// acp_session_dispatch_confirms_total.
+const (
+	confirmWritten   = "written"   // the runner had written the prompt
+	confirmResent    = "resent"    // it had not; sent again, and acknowledged
+	confirmExited    = "exited"    // the adapter is gone
+	confirmUncertain = "uncertain" // the runner answered nothing in time
+)
+
+// confirmDelivery settles a dispatch whose request failed with failed
+// (no answer, no responders, a refusal other than the adapter's exit): it
+// asks the runner for the adapter's status with the turn's ID until the
+// runner answers. The prompt written, the dispatch is done; not written,
+// it is sent again (the runner writes it once, even if the first request
+// arrives too); the adapter gone, the result is adapter_exited. It returns
+// the last failure when the runner answers neither within CallTimeout.
+func (sess *session) confirmDelivery(ctx context.Context, r *route, t *turn, content events.JSON, failed error) error {
+	sess.lg.Info("prompt dispatch unanswered; asking the runner", events.LogKeyTurn, t.id, events.LogKeyRunner, r.runner, events.LogKeyErr, failed)
+	deadline := time.Now().Add(sess.svc.cfg.CallTimeout)
+	hdr := sess.runnerHeader(r)
+	hdr.Set(events.HeaderTurnID, t.id)
+	backoff := 100 * time.Millisecond
+	for {
+		cctx, cancel := context.WithTimeout(ctx, confirmWait)
+		st, err := events.Call[events.AdapterStatus](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerStatus),
+			&events.AcpGetSessionStateRequest{SessionID: r.acpSessionID}, hdr)
+		cancel()
+		switch {
+		case err != nil:
+			failed = err
+		case !st.Alive:
+			sess.svc.m.dispatchConfirms.WithLabelValues(confirmExited).Inc()
+			return events.Errorf(events.CodeAdapterExited, "the agent exited before its prompt was written")
+		case st.PromptWritten:
+			sess.svc.m.dispatchConfirms.WithLabelValues(confirmWritten).Inc()
+			return nil
+		default:
+			err = sess.sendPrompt(ctx, r, t, content, confirmWait)
+			if err == nil {
+				sess.svc.m.dispatchConfirms.WithLabelValues(confirmResent).Inc()
+				return nil
+			}
+			if events.AsError(err).Code == events.CodeAdapterExited {
+				sess.svc.m.dispatchConfirms.WithLabelValues(confirmExited).Inc()
+				return err
+			}
+			failed = err
+		}
+		if !time.Now().Add(backoff).Before(deadline) {
+			sess.svc.m.dispatchConfirms.WithLabelValues(confirmUncertain).Inc()
+			return failed
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			sess.svc.m.dispatchConfirms.WithLabelValues(confirmUncertain).Inc()
+			return failed
+		}
+		backoff = min(2*backoff, confirmBackoffMax)
+	}
 }
 
 func idempotencyConflict(key string) error {

@@ -135,14 +135,15 @@ func TestConcurrentIdenticalPromptsDispatchOnce(t *testing.T) {
 	}
 }
 
-// A prompt whose dispatch is not acknowledged (its runner is gone) fails
+// A prompt whose dispatch is not acknowledged (its runner is gone, and
+// answers no question about it within CallTimeout either) fails
 // prompt_delivery_uncertain and is never sent again; the route drains, is
 // evicted after CancelGrace, and a runner that comes back (with the same ID
 // or another) serves the session again.
 func TestDispatchWithoutAckIsDeliveryUncertain(t *testing.T) {
 	for _, next := range []string{"r1", "r2"} {
 		t.Run("then "+next, func(t *testing.T) {
-			h := startRig(t, session.Config{CancelGrace: 300 * time.Millisecond})
+			h := startRig(t, session.Config{CancelGrace: 300 * time.Millisecond, CallTimeout: 2 * time.Second})
 			ctx := t.Context()
 			if err := h.open(t, "s1", events.AcpOpenSessionRequest{}); err != nil {
 				t.Fatal(err)
