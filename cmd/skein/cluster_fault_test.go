@@ -742,7 +742,7 @@ func (r *faultRig) logInterest(subject string) {
 			_ = json.Unmarshal(b, &connz)
 			for _, c := range connz.Conns {
 				if strings.HasPrefix(c.User, "skein-gateway") {
-					r.t.Logf("%s: gateway connection cid %d has %d subscriptions, %s among them: %v", n.Name, c.CID, len(c.Subs), subject, slices.Contains(c.Subs, subject) || slices.ContainsFunc(c.Subs, func(s string) bool { return strings.HasSuffix(s, ".>") && strings.HasPrefix(subject, strings.TrimSuffix(s, ">")) }))
+					r.t.Logf("%s: gateway connection cid %d has %d subscriptions, %s among them: %v", n.Name, c.CID, len(c.Subs), subject, slices.ContainsFunc(c.Subs, covers(subject)))
 				}
 			}
 		}
@@ -758,9 +758,19 @@ func (r *faultRig) logInterest(subject string) {
 			}
 			_ = json.Unmarshal(b, &routez)
 			for _, rt := range routez.Routes {
-				r.t.Logf("%s: route %d to %s: %d subscriptions, tail of the session among them: %v", n.Name, rt.RID, rt.Remote, len(rt.Subs), slices.ContainsFunc(rt.Subs, func(s string) bool { return strings.Contains(s, subject) || strings.HasPrefix(subject, strings.TrimSuffix(strings.TrimSuffix(s, ">"), ".")) && strings.HasSuffix(s, ">") }))
+				r.t.Logf("%s: route %d to %s: %d subscriptions, %s among them: %v", n.Name, rt.RID, rt.Remote, len(rt.Subs), subject, slices.ContainsFunc(rt.Subs, covers(subject)))
 			}
 		}
+	}
+}
+
+// covers returns whether a subscription's subject (a route's subjects
+// start with the account's name) covers subject: the same, or a ">"
+// filter above it.
+func covers(subject string) func(sub string) bool {
+	return func(sub string) bool {
+		sub = sub[strings.LastIndex(sub, " ")+1:]
+		return sub == subject || strings.HasSuffix(sub, ".>") && strings.HasPrefix(subject, strings.TrimSuffix(sub, ">"))
 	}
 }
 
