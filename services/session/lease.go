@@ -171,17 +171,56 @@ func (sess *session) releaseLease() {
 // renewLeases renews every lease this replica holds, every third of the
 // TTL, pipelined: a publish per lease, all in flight at once. A renewal the
 // server refuses (the lease expired or moved) makes the replica step down
-// from that session.
+// from that session. A renewal that fails otherwise (the bucket's stream
+// electing a leader, a node's death losing the publish or its
+// acknowledgement) is tried again within renewRetry, not a third of the TTL
+// later: an election of 6 to 8 s would otherwise see a lease renewed last
+// just before it go unrenewed for two periods, close to its expiry.
 func (s *Service) renewLeases(ctx context.Context) {
-	every(ctx, s.cfg.OwnerTTL/3, func() { s.renewAll(ctx) })
+	period := s.cfg.OwnerTTL / 3
+	t := time.NewTimer(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		next := period
+		if failed := s.renewAll(ctx, period); failed > 0 {
+			next = min(renewRetry, period)
+		}
+		t.Reset(next)
+	}
 }
 
-func (s *Service) renewAll(ctx context.Context) {
+// renewRetry is how soon renewals are tried again after some failed for a
+// reason that passes.
+const renewRetry = time.Second
+
+// renewAll renews every lease held, waiting at most wait for the
+// acknowledgements, and returns how many renewals failed for a reason that
+// passes. They are logged once, together: during an election every lease
+// fails alike.
+func (s *Service) renewAll(ctx context.Context, wait time.Duration) (failed int) {
 	type renewal struct {
 		sess *session
 		rev  uint64
 		ack  jetstream.PubAckFuture
 	}
+	var firstErr error
+	fail := func(err error) {
+		if failed == 0 {
+			firstErr = err
+		}
+		failed++
+		s.m.leases.WithLabelValues(leaseRenewFailed).Inc()
+	}
+	defer func() {
+		if failed > 0 {
+			s.lg.Warn("renew owner leases", "failed", failed, events.LogKeyErr, firstErr)
+		}
+	}()
 	var inflight []renewal
 	for _, sess := range s.loaded() {
 		rev := sess.lease.Load()
@@ -190,12 +229,16 @@ func (s *Service) renewAll(ctx context.Context) {
 		}
 		ack, err := s.js.PublishAsync(events.KVSubject(events.BucketOwners, sess.key()), []byte(s.token), jetstream.WithExpectLastSequencePerSubject(rev))
 		if err != nil {
-			s.lg.Warn("renew owner lease", events.LogKeyErr, err)
+			fail(err)
 			continue
 		}
 		inflight = append(inflight, renewal{sess, rev, ack})
 	}
-	for _, r := range inflight {
+	// No acknowledgement may come at all (a publish lost with a node):
+	// the wait is bounded, and what has not come counts as failed.
+	timeout := time.NewTimer(wait)
+	defer timeout.Stop()
+	for i, r := range inflight {
 		select {
 		case ack := <-r.ack.Ok():
 			if !r.sess.lease.CompareAndSwap(r.rev, ack.Sequence) {
@@ -208,12 +251,18 @@ func (s *Service) renewAll(ctx context.Context) {
 			if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
 				s.bg.Go(func() { r.sess.stepDown(r.rev) })
 			} else {
-				s.lg.Warn("renew owner lease", "key", r.sess.key(), events.LogKeyErr, err)
+				fail(err)
 			}
+		case <-timeout.C:
+			for range inflight[i:] {
+				fail(errors.New("no acknowledgement within a renewal period"))
+			}
+			return failed
 		case <-ctx.Done():
-			return
+			return failed
 		}
 	}
+	return failed
 }
 
 // stepDown drops the session from this replica after its lease at rev was

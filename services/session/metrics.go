@@ -22,7 +22,7 @@ var (
 		acp.StopReasonRefusal, acp.StopReasonCancelled, stopReasonNone, stopReasonOther}
 	tiers         = []string{events.TierNew, events.TierResume, events.TierLoad, events.TierFallback}
 	restoreTiers  = []string{events.TierResume, events.TierLoad, events.TierFallback}
-	leaseEvents   = []string{"acquired", "held_elsewhere", "renewed", "lost", "evicted"}
+	leaseEvents   = []string{"acquired", "held_elsewhere", "renewed", leaseRenewFailed, "lost", "evicted"}
 	permEnds      = []string{permAnswered, permTerminal}
 	appendResults = []string{"ok", string(events.CodeWriteConflict)}
 	// ioRejectReasons and unrecordedRecords are every value the code
@@ -33,6 +33,10 @@ var (
 )
 
 const (
+	// leaseRenewFailed counts renewals that failed for a reason that
+	// passes (renewLeases tries them again within a second).
+	leaseRenewFailed = "renew_failed"
+
 	stopReasonNone  = "none"
 	stopReasonOther = "other"
 
@@ -123,7 +127,7 @@ func newMetrics(reg prometheus.Registerer, nc *nats.Conn) *metrics {
 		ioRecords:     f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_io_records_total", Help: "ACP_IO records applied, by record."}, []string{"record"}),
 		reclaims:      f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_reclaims_total", Help: "Adapters unloaded by idle reclaim, by reason."}, []string{"reason"}),
 		takeovers:     f.NewCounter(prometheus.CounterOpts{Name: "acp_session_takeovers_total", Help: "Open turns continued by a new owner whose adapter was still working on them."}),
-		leases:        f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_owner_leases_total", Help: "Owner lease events: acquired, held_elsewhere, renewed, lost, evicted."}, []string{"event"}),
+		leases:        f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_owner_leases_total", Help: "Owner lease events: acquired, held_elsewhere, renewed, renew_failed (the bucket did not acknowledge a renewal: an election, a lost publish; tried again within a second), lost, evicted."}, []string{"event"}),
 		forwards:      f.NewCounter(prometheus.CounterOpts{Name: "acp_session_forwarded_requests_total", Help: "Requests passed on to the replica owning their session."}),
 		fences:        f.NewCounter(prometheus.CounterOpts{Name: "acp_session_owner_fences_total", Help: "OwnerChanged records appended on taking a session over."}),
 		ioGapRecords:  f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_gap_records_total", Help: "ACP_IO records read from the stream to fill a gap in the live tail."}),
