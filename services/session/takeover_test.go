@@ -217,3 +217,56 @@ func TestTakeoverAfterAMultiBlockAcceptance(t *testing.T) {
 		t.Errorf("outcomes = %v, want one completed turn", got)
 	}
 }
+
+// An owner that made a turn's last message durable and died before the
+// turn's TurnFinished was stored leaves the turn open in the log, its
+// answer already read from ACP_IO. The next owner reads that answer again
+// and ends the turn. (The message was once stamped with the answer's place
+// in ACP_IO, which told the next owner the answer was applied: the turn
+// stayed open for ever, as two turns of the fault soak did.)
+func TestTakeoverEndsATurnWhoseEndWasLost(t *testing.T) {
+	h := startRig(t, session.Config{})
+	ctx := t.Context()
+	if err := h.open(t, "tk", events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.prompt(ctx, "tk", "", "chunks 3 last"); err != nil {
+		t.Fatal(err)
+	}
+	h.stopSvc()
+	// The log then ends as the dead owner left it: without the
+	// TurnFinished, its newest record.
+	last, err := eventlog.Last(ctx, h.js, events.StreamLog, events.LogFilter("default", "tk"))
+	if err != nil || last == nil || last.Header.Get(events.HeaderRecord) != events.RecordTurnFinished {
+		t.Fatalf("the log's newest record = %+v, %v; want the TurnFinished", last, err)
+	}
+	stream, err := h.js.Stream(ctx, events.StreamLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.DeleteMsg(ctx, last.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	h.startSession()
+	// A request loads the session; its new owner finds the turn open and
+	// takes it over.
+	if err := h.open(t, "tk", events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(ctx, "the open turn to end", func() (bool, error) {
+		rec, err := eventlog.Last(ctx, h.js, events.StreamLog, events.LogFilter("default", "tk"))
+		return err == nil && rec != nil && rec.Header.Get(events.HeaderRecord) == events.RecordTurnFinished, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	log, _ := h.readLog(t, "tk") // audits: one finish, no duplicate
+	if got := log.Outcomes(); len(got) != 1 || got[0] != events.OutcomeCompleted {
+		t.Fatalf("outcomes = %v, want one completed turn", got)
+	}
+	if got := strings.Join(durableTexts(t, h, "tk"), ","); got != "agent_message_chunk:last 1 last 2 last 3 " {
+		t.Errorf("durable updates = %s, want the one message", got)
+	}
+	if f := log.Turns[0].Finish; f == nil || !strings.Contains(string(f.Message), "last 3") {
+		t.Errorf("the turn's end = %+v, want it to carry the message", f)
+	}
+}

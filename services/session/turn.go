@@ -347,8 +347,19 @@ func (sess *session) endTurnWith(ctx context.Context, at ioPos, outcome, stopRea
 	if t == nil {
 		return
 	}
+	// Only the TurnFinished says that the record at was applied: the
+	// records that go before it (the message made durable, permission
+	// requests ended) are stamped with what they come from, the message's
+	// last chunk, or with nothing. Should they be stored and the
+	// TurnFinished not (a node dying between the two appends), a new owner
+	// then reads the record at again and ends the turn itself; stamped
+	// with at, they told it the turn's end was applied, and the turn
+	// stayed open for ever.
 	if outcome == events.OutcomeCompleted {
-		if err := sess.flush(ctx, at); err != nil {
+		if err := sess.flush(ctx, sess.buf.last); err != nil {
+			if sess.turn != t {
+				return // flush failed the turn itself (abortTurn)
+			}
 			outcome, failure = events.OutcomeFailed, events.AsError(err)
 		}
 	} else {
@@ -363,7 +374,7 @@ func (sess *session) endTurnWith(ctx context.Context, at ioPos, outcome, stopRea
 	case failure != nil && failure.Code == events.CodeAdapterExited:
 		reason = events.ReasonAdapterExited
 	}
-	sess.terminatePermissions(ctx, at, reason)
+	sess.terminatePermissions(ctx, ioPos{}, reason)
 	rec := &events.TurnFinished{TurnID: t.id, Outcome: outcome, StopReason: stopReason, IdempotencyKey: t.key, ContentHash: t.hash}
 	if failure != nil {
 		rec.Error = failure.Response()
