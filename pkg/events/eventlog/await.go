@@ -2,7 +2,6 @@ package eventlog
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -382,5 +381,5 @@ func tailKeyFilter(ns events.Namespace, sid events.SessionID) string {
 // transient reports a read failure worth retrying at the next interval: a
 // timeout, no responder (a stream leader changing), a reconnect.
 func transient(err error) bool {
-	return isRetryable(err) || errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected)
+	return isRetryable(err)
 }
