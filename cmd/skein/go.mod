@@ -3,6 +3,7 @@ module skein.dev/cmd/skein
 go 1.26.8
 
 require (
+	skein.dev/internal/testutil v0.0.0
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
@@ -71,3 +72,5 @@ replace skein.dev/testagent => ../../testagent
 replace skein.dev/pkg/acp => ../../pkg/acp
 
 replace skein.dev/internal/cluster => ../../internal/cluster
+
+replace skein.dev/internal/testutil => ../../internal/testutil

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/services/session"
 	"skein.dev/testagent"
@@ -12,7 +13,7 @@ import (
 
 // unloadedFor waits until sid's log has a SessionUnloaded with reason.
 func (h *rig) unloadedFor(ctx context.Context, sid, reason string) error {
-	return poll(ctx, "SessionUnloaded{"+reason+"} in "+sid, func() (bool, error) {
+	return testutil.Poll(ctx, "SessionUnloaded{"+reason+"} in "+sid, func() (bool, error) {
 		ctl, err := h.ctl(ctx, sid)
 		if err != nil {
 			return false, err
@@ -41,7 +42,7 @@ func TestIdleReclaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(3 * 300 * time.Millisecond)
-	if err := poll(ctx, "three idle timeouts to pass", func() (bool, error) { return time.Now().After(deadline), nil }); err != nil {
+	if err := testutil.Poll(ctx, "three idle timeouts to pass", func() (bool, error) { return time.Now().After(deadline), nil }); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := h.countCtl(ctx, "idle", "SessionUnloaded"); err != nil || n != 0 {
