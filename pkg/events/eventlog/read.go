@@ -333,9 +333,7 @@ func locate(ctx context.Context, js jetstream.JetStream, stream, subject string,
 			guess = interpolate(lo, hi, want-min(slack/2, want-lo.key))
 		}
 		guess = min(max(guess, loSeq), hiSeq)
-		if probeHook != nil {
-			probeHook()
-		}
+		traceOf(ctx).onProbe()
 		r, err := directGet(ctx, js, stream, directGetRequest{Seq: guess, NextBySubj: subject})
 		if err != nil {
 			return nil, nil, fmt.Errorf("locate %d on %s: %w", want, subject, err)
@@ -367,18 +365,9 @@ func locate(ctx context.Context, js jetstream.JetStream, stream, subject string,
 	return nil, nil, nil
 }
 
-// stepBackHook, when set (by tests), is called when Backward falls back to
-// stepping on event-numbered records.
-var stepBackHook func()
-
-// probeHook, when set (by tests), is called for each probe of locate.
-var probeHook func()
-
 // fallBack is stepBack where the event-number search could not be trusted.
 func fallBack(ctx context.Context, js jetstream.JetStream, stream, subject string, before uint64, limit int) ([]*Record, error) {
-	if stepBackHook != nil {
-		stepBackHook()
-	}
+	traceOf(ctx).onStepBack()
 	return stepBack(ctx, js, stream, subject, before, limit)
 }
 

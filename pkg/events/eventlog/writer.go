@@ -136,9 +136,7 @@ func (w *Writer) Append(ctx context.Context, entries ...Entry) ([]Appended, erro
 	deadline := time.Now().Add(appendRetryFor)
 	for attempt := 0; attempt == 0 || time.Now().Before(deadline); attempt++ {
 		if attempt > 0 {
-			if appendRetryHook != nil {
-				appendRetryHook()
-			}
+			traceOf(ctx).onAppendRetry()
 			select {
 			case <-ctx.Done():
 				return nil, ctx.Err()
@@ -306,9 +304,6 @@ const (
 	appendRetryFor  = 20 * time.Second
 	appendRetryWait = 250 * time.Millisecond
 )
-
-// appendRetryHook, nil outside tests, runs before each retry of an append.
-var appendRetryHook func()
 
 // isRetryable reports a failure that passes: the stream cannot answer now,
 // or the connection lost the request with its socket (a node that died
