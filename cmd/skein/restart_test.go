@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
@@ -95,14 +96,14 @@ type devProcess struct {
 	cmd     *exec.Cmd
 	base    string // http://…/v1/sessions/
 	natsURL string
-	out     *lockedBuffer
+	out     *testutil.Buffer
 }
 
 func startDev(t *testing.T, exe, data, agents string) *devProcess {
 	t.Helper()
 	// Port 0 for both: skein dev picks free ports and prints them (a port
 	// the test picked could be taken by another process before skein binds).
-	out := &lockedBuffer{}
+	out := &testutil.Buffer{}
 	cmd := exec.Command(exe, "dev", "--data", data, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--agents", agents, "--log-level", "warn",
 		"--gateway.insecure-no-auth") // the test's requests carry no token: TestDevToken covers it
 	cmd.Env = append(os.Environ(), envRunSkein+"=1")
