@@ -23,9 +23,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"gopkg.in/yaml.v3"
 
+	"skein.dev/internal/natsmetrics"
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
-	"skein.dev/pkg/events/natsmetrics"
 )
 
 // monitoringDir holds the dashboard, the scrape configuration and the alert

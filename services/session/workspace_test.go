@@ -15,8 +15,8 @@ import (
 
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
+	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/workspace"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/services/session"
 )
