@@ -98,10 +98,11 @@ func tryAgain[T any](ctx context.Context, nc *nats.Conn, read func(context.Conte
 
 // directSubject is the direct get subject of stream, under js's API prefix.
 func directSubject(js jetstream.JetStream, stream string) string {
-	if p := js.Options().APIPrefix; p != "" && p != "$JS.API." {
-		return p + "DIRECT.GET." + stream
+	p := js.Options().APIPrefix
+	if p == "" {
+		p = jetstream.DefaultAPIPrefix
 	}
-	return "$JS.API.DIRECT.GET." + stream
+	return p + "DIRECT.GET." + stream
 }
 
 func recordFromDirect(msg *nats.Msg) (*Record, error) {

@@ -223,13 +223,11 @@ func (w *Writer) buildAt(entries []Entry, pos Position) ([]*nats.Msg, []Appended
 	// The compare-and-set goes on the first message only: the server checks
 	// it against the log as it was before the batch.
 	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(pos.LastSeq, 10))
-	msgs[0].Header.Set(expectedLastSubjSeqSubjHeader, w.filter)
+	// The compare-and-set covers every subject of the session (a
+	// wildcard), not just the one written.
+	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, w.filter)
 	return msgs, out, nil
 }
-
-// expectedLastSubjSeqSubjHeader makes the compare-and-set cover every
-// subject of the session (a wildcard), not just the one written.
-const expectedLastSubjSeqSubjHeader = "Nats-Expected-Last-Subject-Sequence-Subject"
 
 func (w *Writer) publish(ctx context.Context, msgs []*nats.Msg) (uint64, error) {
 	if len(msgs) == 1 {
