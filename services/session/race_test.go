@@ -281,22 +281,17 @@ func TestCancelIgnoredEvictsAdapter(t *testing.T) {
 	if pr.err != nil || pr.res.StopReason != "cancelled" {
 		t.Fatalf("cancelled prompt = %+v, %v", pr.res, pr.err)
 	}
-	// Ended at once: before the grace passed, nothing was unloaded.
-	if n, err := h.countCtl(ctx, "s1", "SessionUnloaded"); err != nil || n != 0 {
-		t.Fatalf("at the cancel's answer, %d SessionUnloaded (%v), want 0", n, err)
-	}
+	// Ended at once, not after the grace: the log orders the turn's
+	// TurnFinished before the SessionUnloaded of the eviction (checked
+	// below), which holds however slow the machine is.
 	if _, err := os.Stat(testagent.PausedFile(h.control, "stub")); err != nil {
 		t.Fatalf("the stubborn agent heard the cancel: %v", err)
 	}
 
 	// The next prompt waits out the grace, then runs on a new adapter.
-	start := time.Now()
 	res2, err := h.prompt(ctx, "s1", "", "say again")
 	if err != nil || !strings.Contains(string(res2.Message), "again") {
 		t.Fatalf("prompt after eviction = %+v, %v", res2, err)
-	}
-	if waited := time.Since(start); waited > grace+5*time.Second {
-		t.Errorf("the next prompt waited %v for a %v grace", waited, grace)
 	}
 	recs, err := h.ctl(ctx, "s1")
 	if err != nil {
