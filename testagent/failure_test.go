@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/testagent"
 )
 
@@ -15,7 +16,7 @@ func TestSilent(t *testing.T) {
 		p.request("initialize", map[string]any{"protocolVersion": 1})
 		// The agent logs a request once it has decided not to answer it, so
 		// an answer would be on stdout by now.
-		eventually(t, "the silent log line", func() bool {
+		testutil.Eventually(t, "the silent log line", func() bool {
 			return strings.Contains(p.stderr.String(), "silent: not answering") && strings.Contains(p.stderr.String(), "method=initialize")
 		})
 		p.idle()

@@ -9,15 +9,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
+	"skein.dev/internal/testutil"
 	"skein.dev/testagent"
 )
 
@@ -25,20 +22,10 @@ import (
 var binPath string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "skein-testagent-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "temp dir:", err)
-		os.Exit(1)
-	}
-	binPath = filepath.Join(dir, "skein-testagent")
-	build := exec.Command("go", "build", "-o", binPath, "./cmd/skein-testagent")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "go build skein-testagent:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+	testutil.Main(m, func(dir string) (err error) {
+		binPath, err = testagent.Build(dir)
+		return err
+	})
 }
 
 // readTimeout guards every wait for the agent. It is a failure bound, never
@@ -58,7 +45,7 @@ type proc struct {
 	t      testing.TB
 	stdin  io.WriteCloser
 	lines  chan []byte // stdout lines; closed at stdout EOF
-	stderr *syncBuffer
+	stderr *testutil.Buffer
 	exited chan struct{} // closed once the exit code is known
 	code   int
 	nextID int
@@ -88,7 +75,7 @@ func forEachMode(t *testing.T, f func(t *testing.T, start startFunc)) {
 }
 
 func newProc(t testing.TB) *proc {
-	return &proc{t: t, lines: make(chan []byte, 1024), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	return &proc{t: t, lines: make(chan []byte, 1024), stderr: &testutil.Buffer{}, exited: make(chan struct{})}
 }
 
 func startInProcess(t testing.TB, o opts) *proc {
@@ -447,40 +434,6 @@ func agentText(ups []update) string {
 		}
 	}
 	return b.String()
-}
-
-// syncBuffer is a goroutine-safe bytes.Buffer for stderr.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// eventually polls cond until it holds, failing after readTimeout. Used only
-// for stderr of a child process, which arrives through a pipe copy.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(readTimeout)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }
 
 // waitCtx returns a context bounded by readTimeout for control-dir waits.

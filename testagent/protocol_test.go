@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/testagent"
 )
 
@@ -348,7 +349,7 @@ func TestPauseWithoutControlDir(t *testing.T) {
 		if stop != "end_turn" || agentText(ups) != "after" {
 			t.Errorf("turn = %q, %q; want \"after\", end_turn", agentText(ups), stop)
 		}
-		eventually(t, "pause error on stderr", func() bool { return strings.Contains(p.stderr.String(), "pause p1 ignored") })
+		testutil.Eventually(t, "pause error on stderr", func() bool { return strings.Contains(p.stderr.String(), "pause p1 ignored") })
 	})
 }
 
@@ -486,7 +487,7 @@ func TestRawOutputCommands(t *testing.T) {
 				t.Errorf("update %d mismatch (-want +got):\n%s", i+1, diff)
 			}
 		}
-		eventually(t, "stderr line", func() bool { return strings.Contains(p.stderr.String(), "hello-stderr\n") })
+		testutil.Eventually(t, "stderr line", func() bool { return strings.Contains(p.stderr.String(), "hello-stderr\n") })
 	})
 }
 

@@ -67,6 +67,9 @@ func clusterOptions(tb testing.TB, o cluster.Options) cluster.Options {
 	o.NATSServer = buildNATSServer(tb)
 	o.Skein = []string{exe}
 	o.SkeinEnv = append(o.SkeinEnv, envRunSkein+"=1")
+	// The tests drive the built-in test agent, which serve offers only
+	// when asked.
+	o.TestAgents = true
 	return o
 }
 

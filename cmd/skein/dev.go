@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
-	"skein.dev/pkg/events/workspace"
+	"skein.dev/internal/workspace"
 )
 
 // devConfig holds the flags of skein dev beyond the services' own.

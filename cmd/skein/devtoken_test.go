@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"skein.dev/cmd/skein/internal/cli"
+	"skein.dev/internal/testutil"
 )
 
 func TestEnsureDevToken(t *testing.T) {
@@ -45,7 +46,7 @@ func TestDevToken(t *testing.T) {
 	}
 	data, metricsAddr := t.TempDir(), freeAddr(t)
 	ctx, cancel := context.WithCancel(t.Context())
-	stdout := &lockedBuffer{}
+	stdout := &testutil.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"dev", "--data", data, "--http", "127.0.0.1:0", "--metrics-listen", metricsAddr, "--log-level", "warn"}, func(string) string { return "" }, nil, stdout, stdout)
@@ -86,7 +87,7 @@ func TestDevToken(t *testing.T) {
 	skein := func(env map[string]string, args ...string) (string, int) {
 		t.Helper()
 		env[cli.EnvServer] = url
-		var out lockedBuffer
+		var out testutil.Buffer
 		code := run(t.Context(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &out)
 		return out.String(), code
 	}
@@ -124,7 +125,7 @@ func get(t *testing.T, url string) int {
 // gateway without a tokens file, unless told to serve without
 // authentication. It refuses before it dials NATS.
 func TestServeRefusesGatewayWithoutTokens(t *testing.T) {
-	var out lockedBuffer
+	var out testutil.Buffer
 	code := run(t.Context(), []string{"serve", "-target=session,gateway", "-nats", "nats://127.0.0.1:1"}, func(string) string { return "" }, strings.NewReader(""), &out, &out)
 	if code == 0 || !strings.Contains(out.String(), "--gateway.tokens-file") || !strings.Contains(out.String(), "--gateway.insecure-no-auth") {
 		t.Errorf("serve without tokens = %d:\n%s\nwant a refusal naming both flags", code, out.String())

@@ -21,9 +21,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
 	"skein.dev/testagent"
 )
@@ -41,16 +41,9 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
-	code := m.Run()
 	// Every test stops what it started: the stacks' Run, the processes'
 	// watchers, the gateway's handlers.
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	testutil.Main(m, nil)
 }
 
 // envRunSkein makes the test binary run skein's main (see TestMain).

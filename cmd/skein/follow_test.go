@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 )
 
 // skein follow prints every session's durable events as they are stored;
@@ -28,15 +27,15 @@ func TestFollowCommand(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
-	var all, one syncBuffer
+	var all, one testutil.Buffer
 	done := make(chan int, 2)
 	for _, c := range []struct {
-		out  *syncBuffer
+		out  *testutil.Buffer
 		args []string
 	}{{&all, nil}, {&one, []string{"--session", "f1"}}} {
 		args := append([]string{"follow", "--nats", ns.ClientURL()}, c.args...)
 		go func() {
-			done <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), c.out, &syncBuffer{})
+			done <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), c.out, &testutil.Buffer{})
 		}()
 	}
 	// The history of f1 comes first on the session's follower: it is
@@ -88,23 +87,4 @@ func TestFollowCommand(t *testing.T) {
 	if strings.Contains(one.String(), `"sessionId":"f2"`) {
 		t.Error("the session's follower printed another session's events")
 	}
-}
-
-// syncBuffer is a bytes.Buffer a running command and the test may use at
-// once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

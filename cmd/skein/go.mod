@@ -3,6 +3,9 @@ module skein.dev/cmd/skein
 go 1.26.8
 
 require (
+	skein.dev/internal/workspace v0.0.0
+	skein.dev/internal/natsmetrics v0.0.0
+	skein.dev/internal/testutil v0.0.0
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
@@ -71,3 +74,11 @@ replace skein.dev/testagent => ../../testagent
 replace skein.dev/pkg/acp => ../../pkg/acp
 
 replace skein.dev/internal/cluster => ../../internal/cluster
+
+replace skein.dev/internal/testutil => ../../internal/testutil
+
+replace skein.dev/internal/natsmetrics => ../../internal/natsmetrics
+
+replace skein.dev/internal/workspace => ../../internal/workspace
+
+replace skein.dev/internal/buildinfo => ../../internal/buildinfo

@@ -171,7 +171,7 @@ func readLog(ctx context.Context, js jetstream.JetStream, stream, subject string
 // which the line before them already says or which say nothing of it.
 var directGetHeaders = map[string]bool{
 	jetstream.StreamHeader: true, jetstream.SequenceHeader: true, jetstream.SubjectHeader: true,
-	jetstream.TimeStampHeaer: true, "Nats-Num-Pending": true, "Nats-Last-Sequence": true, "Nats-UpTo-Sequence": true,
+	jetstream.TimeStampHeaer: true, "Nats-Num-Pending": true, jetstream.LastSequenceHeader: true, "Nats-UpTo-Sequence": true,
 }
 
 // logLine is one record as skein log prints it.

@@ -23,8 +23,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"gopkg.in/yaml.v3"
 
+	"skein.dev/internal/natsmetrics"
 	"skein.dev/internal/natstest"
-	"skein.dev/pkg/events/natsmetrics"
+	"skein.dev/internal/testutil"
 )
 
 // monitoringDir holds the dashboard, the scrape configuration and the alert
@@ -98,38 +99,6 @@ func scrape(t *testing.T, url string) map[string]string {
 		t.Fatal(err)
 	}
 	return types
-}
-
-// series returns the value of the series of family name whose labels
-// include want (a counter's or gauge's value, a histogram's count), and
-// whether there is one.
-func series(mfs []*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if have[k] != v {
-					continue next
-				}
-			}
-			switch {
-			case m.GetHistogram() != nil:
-				return float64(m.GetHistogram().GetSampleCount()), true
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue(), true
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue(), true
-			}
-		}
-	}
-	return 0, false
 }
 
 // driveTraffic gives the stack a completed turn, a failed one, a permission
@@ -318,34 +287,34 @@ func TestMonitoringMetricsExported(t *testing.T) {
 
 	type want struct {
 		name    string
-		labels  map[string]string
+		labels  []string
 		atLeast float64
 	}
 	wants := []want{
 		{"acp_session_turn_dispatch_seconds", nil, 3},
 		{"acp_session_turn_first_reply_seconds", nil, 2},
-		{"acp_session_turn_finished_seconds", map[string]string{"outcome": "completed"}, 2},
-		{"acp_session_turn_finished_seconds", map[string]string{"outcome": "failed"}, 1},
-		{"acp_session_prompts_total", map[string]string{"outcome": "completed", "stop_reason": "end_turn"}, 2},
-		{"acp_session_prompts_total", map[string]string{"outcome": "failed", "stop_reason": "none"}, 1},
-		{"acp_session_permission_wait_seconds", map[string]string{"end": "answered"}, 1},
+		{"acp_session_turn_finished_seconds", []string{"outcome", "completed"}, 2},
+		{"acp_session_turn_finished_seconds", []string{"outcome", "failed"}, 1},
+		{"acp_session_prompts_total", []string{"outcome", "completed", "stop_reason", "end_turn"}, 2},
+		{"acp_session_prompts_total", []string{"outcome", "failed", "stop_reason", "none"}, 1},
+		{"acp_session_permission_wait_seconds", []string{"end", "answered"}, 1},
 		{"acp_session_live_delta_seconds", nil, 1},
 		{"acp_session_append_seconds", nil, 1},
-		{"acp_session_attach_seconds", map[string]string{"tier": "new"}, 3},
+		{"acp_session_attach_seconds", []string{"tier", "new"}, 3},
 		{"acp_session_runners", nil, 1},
 		{"acp_session_runner_free_slots", nil, 1},
 		{"acp_runner_capacity", nil, 1},
 		{"acp_runner_free_slots", nil, 1},
-		{"acp_runner_adapter_exits_total", map[string]string{"cause": "requested"}, 1},
-		{"acp_history_page_seconds", map[string]string{"direction": "forward"}, 1},
-		{"acp_history_page_seconds", map[string]string{"direction": "backward"}, 1},
-		{"acp_gateway_requests_total", map[string]string{"route": "PUT /v1/sessions/{id}", "code": "200"}, 3},
-		{"acp_gateway_request_seconds", map[string]string{"route": "POST /v1/sessions/{id}/prompt"}, 3},
-		{"acp_stream_leader_present", map[string]string{"stream": "ACP_LOG"}, 1},
-		{"acp_stream_messages", map[string]string{"stream": "ACP_LOG"}, 1},
+		{"acp_runner_adapter_exits_total", []string{"cause", "requested"}, 1},
+		{"acp_history_page_seconds", []string{"direction", "forward"}, 1},
+		{"acp_history_page_seconds", []string{"direction", "backward"}, 1},
+		{"acp_gateway_requests_total", []string{"route", "PUT /v1/sessions/{id}", "code", "200"}, 3},
+		{"acp_gateway_request_seconds", []string{"route", "POST /v1/sessions/{id}/prompt"}, 3},
+		{"acp_stream_leader_present", []string{"stream", "ACP_LOG"}, 1},
+		{"acp_stream_messages", []string{"stream", "ACP_LOG"}, 1},
 	}
 	for _, svc := range []string{natsmetrics.ServiceGateway, natsmetrics.ServiceSession, natsmetrics.ServiceAdapterRunner, natsmetrics.ServiceHistory} {
-		wants = append(wants, want{"acp_nats_connected", map[string]string{"service": svc}, 1})
+		wants = append(wants, want{"acp_nats_connected", []string{"service", svc}, 1})
 	}
 	var mfs []*dto.MetricFamily
 	short := func() []want {
@@ -355,7 +324,7 @@ func TestMonitoringMetricsExported(t *testing.T) {
 		}
 		var out []want
 		for _, w := range wants {
-			if v, _ := series(mfs, w.name, w.labels); v < w.atLeast {
+			if v, _ := testutil.SeriesIn(mfs, w.name, w.labels...); v < w.atLeast {
 				out = append(out, w)
 			}
 		}
@@ -364,7 +333,7 @@ func TestMonitoringMetricsExported(t *testing.T) {
 	// The services count after they answer: the figures come soon after.
 	if err := pollFor(t.Context(), "the traffic's figures", func() bool { return len(short()) == 0 }); err != nil {
 		for _, w := range short() {
-			v, ok := series(mfs, w.name, w.labels)
+			v, ok := testutil.SeriesIn(mfs, w.name, w.labels...)
 			t.Errorf("%s%v = %v (present %v), want at least %v", w.name, w.labels, v, ok, w.atLeast)
 		}
 	}

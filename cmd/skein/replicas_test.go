@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
 	"skein.dev/testagent"
@@ -232,20 +233,9 @@ func endpointStats(t *testing.T, nc *nats.Conn, id string) map[string]int {
 	return out
 }
 
-// pollFor checks cond every 20 ms until it holds, for at most 30 seconds.
+// pollFor is testutil.Poll for a condition that cannot fail.
 func pollFor(ctx context.Context, what string, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
-		case <-t.C:
-		}
-	}
-	return nil
+	return testutil.Poll(ctx, what, func() (bool, error) { return cond(), nil })
 }
 
 // lineWatch is a process's stderr, line by line, for a test to wait on.

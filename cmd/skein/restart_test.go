@@ -14,11 +14,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
@@ -68,14 +68,14 @@ func TestKillDevMidTurn(t *testing.T) {
 	pid := int(*attached.Pid)
 
 	dev.kill(t)
-	if err := pollWithin(ctx, 20*time.Second, "the adapter to die with its runner", func() bool { return !processAlive(pid) }); err != nil {
+	if err := pollFor(ctx, "the adapter to die with its runner", func() bool { return !processAlive(pid) }); err != nil {
 		t.Fatal(err)
 	}
 
 	dev = startDev(t, exe, data, agents)
 	js = dev.js(t)
 	var finished *events.TurnFinished
-	if err := pollWithin(ctx, 20*time.Second, "the open turn to be resolved", func() bool {
+	if err := pollFor(ctx, "the open turn to be resolved", func() bool {
 		finished, _ = lastRecord[events.TurnFinished](ctx, js, "s1")
 		return finished != nil
 	}); err != nil {
@@ -96,14 +96,14 @@ type devProcess struct {
 	cmd     *exec.Cmd
 	base    string // http://…/v1/sessions/
 	natsURL string
-	out     *lockedBuffer
+	out     *testutil.Buffer
 }
 
 func startDev(t *testing.T, exe, data, agents string) *devProcess {
 	t.Helper()
 	// Port 0 for both: skein dev picks free ports and prints them (a port
 	// the test picked could be taken by another process before skein binds).
-	out := &lockedBuffer{}
+	out := &testutil.Buffer{}
 	cmd := exec.Command(exe, "dev", "--data", data, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--agents", agents, "--log-level", "warn",
 		"--gateway.insecure-no-auth") // the test's requests carry no token: TestDevToken covers it
 	cmd.Env = append(os.Environ(), envRunSkein+"=1")
@@ -200,20 +200,4 @@ func processAlive(pid int) bool {
 	// pid (comm) state ...: the state follows the last ')'.
 	rest := stat[bytes.LastIndexByte(stat, ')')+1:]
 	return !strings.HasPrefix(strings.TrimSpace(string(rest)), "Z")
-}
-
-// pollWithin checks cond every 20 ms until it holds, for at most limit.
-func pollWithin(ctx context.Context, limit time.Duration, what string, cond func() bool) error {
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("waited %v for %s", limit, what)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	return nil
 }

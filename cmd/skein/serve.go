@@ -31,6 +31,7 @@ Run "skein serve -h" for every flag.`,
 func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	var c stackConfig
 	var natsURL, credsFile, pprofAddr string
+	var testAgents bool
 	var natsTLS natsTLSFlags
 	fs := flag.NewFlagSet("skein serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -40,6 +41,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	fs.StringVar(&credsFile, "nats-creds", "", "NATS credentials file")
 	natsTLS.register(fs)
 	fs.StringVar(&pprofAddr, "pprof", "", pprofUsage)
+	fs.BoolVar(&testAgents, "adapter-runner.test-agents", false, `offer the built-in scripted test agent as the agents "test" and "demo" (for trials and tests: never in production, where every token could start it)`)
 	if v := getenv("NATS_URL"); v != "" {
 		natsURL = v
 	}
@@ -70,8 +72,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	logConfig(lg, fs)
-	if c.Runner.Builtin, err = builtinAgents(); err != nil {
-		return err
+	// A production runner offers only the agents its registry names: the
+	// test agent is a scripted fake that any token could start.
+	if testAgents {
+		if c.Runner.Builtin, err = builtinAgents(); err != nil {
+			return err
+		}
 	}
 	opts := []nats.Option{nats.MaxReconnects(-1)}
 	if credsFile != "" {

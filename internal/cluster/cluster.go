@@ -105,6 +105,10 @@ type Options struct {
 	// <dir>/tls (Cluster.TLS). The services and provision connect with
 	// --nats-tls-ca/cert/key, and URL gives tls:// URLs.
 	TLS bool
+	// TestAgents makes every runner offer the built-in test agent as
+	// "test" and "demo" (--adapter-runner.test-agents): the cluster's
+	// tests and the walkthrough of `make cluster` talk to it.
+	TestAgents bool
 }
 
 // Cluster is a running cluster: three nodes and the services.
@@ -199,6 +203,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			args = append(args, "--gateway.http-addr="+addr, "--gateway.tokens-file="+filepath.Join(o.Dir, "tokens.json"))
 		case Runner:
 			args = append(args, "--adapter-runner.id="+name, "--adapter-runner.data-dir="+filepath.Join(o.Dir, "runner", name))
+			if o.TestAgents {
+				args = append(args, "--adapter-runner.test-agents")
+			}
 		}
 		args = append(append(args, c.TLS.skeinArgs()...), o.Args[target]...)
 		env := append(append([]string{"NATS_URL=" + c.URL(serviceUser[target])}, o.SkeinEnv...), o.Env[target]...)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 )
 
 // AwaitRouted waits until every node routes every request subject the
@@ -59,13 +60,17 @@ func (c *Cluster) endpoints(ctx context.Context, url string) ([]string, error) {
 		return nil, err
 	}
 	defer nc.Close()
+	info, err := micro.ControlSubject(micro.InfoVerb, "", "") // $SRV.INFO: every service
+	if err != nil {
+		return nil, err
+	}
 	for {
 		inbox := nc.NewInbox()
 		sub, err := nc.SubscribeSync(inbox)
 		if err != nil {
 			return nil, err
 		}
-		if err := nc.PublishRequest("$SRV.INFO", inbox, nil); err != nil {
+		if err := nc.PublishRequest(info, inbox, nil); err != nil {
 			return nil, err
 		}
 		seen := map[string]bool{}

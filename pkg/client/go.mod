@@ -8,3 +8,7 @@ require (
 )
 
 replace skein.dev/pkg/events => ../events
+
+replace skein.dev/internal/buildinfo => ../../internal/buildinfo
+
+replace skein.dev/internal/testutil => ../../internal/testutil

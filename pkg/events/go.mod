@@ -3,6 +3,8 @@ module skein.dev/pkg/events
 go 1.26.8
 
 require (
+	skein.dev/internal/buildinfo v0.0.0
+	skein.dev/internal/testutil v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
@@ -43,3 +45,7 @@ require (
 replace skein.dev/internal/natstest => ../../internal/natstest
 
 replace skein.dev/pkg/acp => ../acp
+
+replace skein.dev/internal/testutil => ../../internal/testutil
+
+replace skein.dev/internal/buildinfo => ../../internal/buildinfo

@@ -1,23 +1,13 @@
 package events_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go/micro"
+	"skein.dev/internal/buildinfo"
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
 )
-
-func TestVersion(t *testing.T) {
-	v := events.Version()
-	if v == "" || v != events.Version() {
-		t.Fatalf("Version() = %q, then %q: want one non-empty value", v, events.Version())
-	}
-	if sv := events.ServiceVersion(); !strings.Contains(sv, strings.TrimPrefix(v, "v")) {
-		t.Errorf("ServiceVersion() = %q, which does not show Version() %q", sv, v)
-	}
-}
 
 func TestAddService(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Run(t))
@@ -26,7 +16,7 @@ func TestAddService(t *testing.T) {
 		cfg  micro.Config
 		want string
 	}{
-		{"version filled in", micro.Config{Name: "skein-test"}, events.ServiceVersion()},
+		{"version filled in", micro.Config{Name: "skein-test"}, buildinfo.ServiceVersion()},
 		{"version given", micro.Config{Name: "skein-test", Version: "2.0.0"}, "2.0.0"},
 	}
 	for _, tt := range tests {

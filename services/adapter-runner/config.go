@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/workspace"
 )
 
 // Agent is one entry of the agent registry: how to start an ACP adapter.

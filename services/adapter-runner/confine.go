@@ -3,8 +3,8 @@ package adapterrunner
 import (
 	"os"
 
+	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/workspace"
 )
 
 // confine applies the launch-time checks of what a session asks its

@@ -1,36 +1,16 @@
 package adapterrunner_test
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 
 	"skein.dev/pkg/events"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
-
-// lockedBuffer is a bytes.Buffer safe for a logger and a test to share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // createWith sends a create request for sid and returns the runner's answer.
 func (h *harness) createWith(t *testing.T, sid string, req events.AcpCreateSessionRequest) (*events.AcpSessionCreatedResponse, error) {

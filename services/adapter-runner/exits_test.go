@@ -4,60 +4,26 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
-
-// metric returns the value of the series of family name whose labels
-// include want, from the runner's registry.
-func metric(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if have[k] != v {
-					continue next
-				}
-			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no series %s%v", name, want)
-	return 0
-}
 
 // Every adapter the runner reaps is counted once, by why it ended; the
 // free slots follow the adapters hosted.
 func TestExitCauses(t *testing.T) {
 	h := start(t)
 	exits := func(cause string) float64 {
-		return metric(t, h.reg, "acp_runner_adapter_exits_total", map[string]string{"cause": cause})
+		return testutil.Metric(t, h.reg, "acp_runner_adapter_exits_total", "cause", cause)
 	}
-	capacity := metric(t, h.reg, "acp_runner_capacity", nil)
-	if free := metric(t, h.reg, "acp_runner_free_slots", nil); capacity == 0 || free != capacity {
+	capacity := testutil.Metric(t, h.reg, "acp_runner_capacity")
+	if free := testutil.Metric(t, h.reg, "acp_runner_free_slots"); capacity == 0 || free != capacity {
 		t.Fatalf("idle runner: capacity %v, free slots %v; want them equal and not 0", capacity, free)
 	}
 
 	// failed: on its own, with a non-zero status.
 	h.create(t, "s1", "p1", "test")
-	if free := metric(t, h.reg, "acp_runner_free_slots", nil); free != capacity-1 {
+	if free := testutil.Metric(t, h.reg, "acp_runner_free_slots"); free != capacity-1 {
 		t.Errorf("one adapter: free slots %v, want %v", free, capacity-1)
 	}
 	h.prompt(t, "s1", "p1", "t1", "crash 3")
@@ -87,7 +53,7 @@ func TestExitCauses(t *testing.T) {
 			t.Errorf("exits{cause=%s} = %v, want %v", cause, got, want)
 		}
 	}
-	if got := metric(t, h.reg, "acp_runner_unexpected_exits_total", nil); got != 3 {
+	if got := testutil.Metric(t, h.reg, "acp_runner_unexpected_exits_total"); got != 3 {
 		t.Errorf("unexpected exits = %v, want 3", got)
 	}
 }
@@ -100,7 +66,7 @@ func TestExitCauseProtocolError(t *testing.T) {
 	h.prompt(t, "s1", "p1", "t1", "big 10000")
 	// The connection ends on the line; the runner then says the adapter
 	// is not alive, though its process runs until stopped.
-	poll(t, "the connection to end", func() bool {
+	testutil.Eventually(t, "the connection to end", func() bool {
 		st, err := events.Call[events.AdapterStatus](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStatus),
 			&events.AcpGetSessionStateRequest{SessionID: "s1"}, header("s1", "p1"))
 		if err != nil {
@@ -113,7 +79,7 @@ func TestExitCauseProtocolError(t *testing.T) {
 		t.Fatal(err)
 	}
 	for cause, want := range map[string]float64{"protocol_error": 1, "requested": 0} {
-		if got := metric(t, h.reg, "acp_runner_adapter_exits_total", map[string]string{"cause": cause}); got != want {
+		if got := testutil.Metric(t, h.reg, "acp_runner_adapter_exits_total", "cause", cause); got != want {
 			t.Errorf("exits{cause=%s} = %v, want %v", cause, got, want)
 		}
 	}

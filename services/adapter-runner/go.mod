@@ -3,6 +3,10 @@ module skein.dev/services/adapter-runner
 go 1.26.8
 
 require (
+	skein.dev/internal/workspace v0.0.0
+	skein.dev/internal/natsmetrics v0.0.0
+	skein.dev/internal/buildinfo v0.0.0
+	skein.dev/internal/testutil v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	golang.org/x/sys v0.50.0
@@ -52,3 +56,11 @@ replace skein.dev/internal/memstat => ../../internal/memstat
 replace skein.dev/internal/natstest => ../../internal/natstest
 
 replace skein.dev/testagent => ../../testagent
+
+replace skein.dev/internal/testutil => ../../internal/testutil
+
+replace skein.dev/internal/buildinfo => ../../internal/buildinfo
+
+replace skein.dev/internal/natsmetrics => ../../internal/natsmetrics
+
+replace skein.dev/internal/workspace => ../../internal/workspace

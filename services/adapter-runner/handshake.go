@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"skein.dev/internal/buildinfo"
 	"skein.dev/pkg/acpwire"
 	"skein.dev/pkg/events"
 )
@@ -22,7 +23,7 @@ func (p *process) initialize(ctx context.Context, clientCaps events.JSON) (*acpw
 	init, err := p.conn.Initialize(ctx, acpwire.InitializeParams{
 		ProtocolVersion:    acpwire.ProtocolVersion,
 		ClientCapabilities: caps,
-		ClientInfo:         &acpwire.Implementation{Name: "skein", Title: "Skein", Version: events.Version()},
+		ClientInfo:         &acpwire.Implementation{Name: "skein", Title: "Skein", Version: buildinfo.Version()},
 	})
 	if err != nil {
 		return nil, p.failed("initialize", err)

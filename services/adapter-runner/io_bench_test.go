@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
@@ -58,19 +59,8 @@ func BenchmarkOutputStored(b *testing.B) {
 				&events.AcpCreateSessionRequest{AgentType: "test", ProtocolVersion: 1, McpServers: events.JSON("[]")}, header("s1", "p1")); err != nil {
 				b.Fatal(err)
 			}
-			counter := func(name string) float64 {
-				mfs, err := reg.Gather()
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, mf := range mfs {
-					if mf.GetName() == name {
-						return mf.GetMetric()[0].GetCounter().GetValue()
-					}
-				}
-				b.Fatalf("no metric %s", name)
-				return 0
-			}
+			counter := func(name string) float64 { return testutil.Metric(b, reg, name) }
+
 			var turn atomic.Int64
 			script := events.JSON(fmt.Sprintf(`[{"type":"text","text":"flood %d %d"}]`, updates, size))
 			records, retries := counter("acp_runner_io_records_total"), counter("acp_runner_io_retries_total")

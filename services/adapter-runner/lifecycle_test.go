@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
@@ -61,26 +62,7 @@ func (p proc) alive() bool {
 // waitGone waits until p has died.
 func waitGone(t testing.TB, what string, p proc) {
 	t.Helper()
-	poll(t, what+" to die", func() bool { return !p.alive() })
-}
-
-// poll checks cond every millisecond until it holds, failing the test
-// after waitFor.
-func poll(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", waitFor, what)
-		}
-		select {
-		case <-tick.C:
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		}
-	}
+	testutil.Eventually(t, what+" to die", func() bool { return !p.alive() })
 }
 
 // parentScript is an adapter that starts a child in its process group
@@ -97,7 +79,7 @@ func child(t testing.TB, dataDir, sid string) proc {
 	t.Helper()
 	file := filepath.Join(dataDir, "default", sid, "home", "child.pid")
 	var pid int
-	poll(t, file, func() bool {
+	testutil.Eventually(t, file, func() bool {
 		b, err := os.ReadFile(file)
 		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil && pid > 0
@@ -187,7 +169,7 @@ func TestAdaptersDieWithTheirRunner(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		// It serves once it answers: until then nobody does (unavailable).
-		poll(t, "runner "+id+" to serve", func() bool {
+		testutil.Eventually(t, "runner "+id+" to serve", func() bool {
 			_, err := events.Call[events.AdapterStatus](t.Context(), nc, events.RunnerSubject(events.RunnerID(id), events.RunnerStatus),
 				&events.AcpGetSessionStateRequest{}, header("none", "none"))
 			if e := events.AsError(err); e != nil && e.Code != events.CodeUnavailable {

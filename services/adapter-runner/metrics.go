@@ -5,7 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"skein.dev/pkg/events/natsmetrics"
+	"skein.dev/internal/natsmetrics"
 )
 
 // Why an adapter process ended: the values of the cause label of

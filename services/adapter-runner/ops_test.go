@@ -9,8 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/testagent"
@@ -154,7 +154,7 @@ printf '%s\n' '{"jsonrpc":"2.0","id":"fs-1","method":"fs/read_text_file","params
 	h.create(t, "s1", "p1", "sh")
 
 	want := map[string]string{`"fs-1"`: "fs/read_text_file", `7`: "terminal/create"}
-	refused := eventually(func() bool {
+	err := testutil.Poll(t.Context(), "both requests refused", func() (bool, error) {
 		data, _ := os.ReadFile(stdinCopy)
 		sc := bufio.NewScanner(bytes.NewReader(data))
 		sc.Buffer(nil, 1<<20)
@@ -171,11 +171,11 @@ printf '%s\n' '{"jsonrpc":"2.0","id":"fs-1","method":"fs/read_text_file","params
 				refused++
 			}
 		}
-		return refused == len(want)
+		return refused == len(want), nil
 	})
-	if !refused {
+	if err != nil {
 		data, _ := os.ReadFile(stdinCopy)
-		t.Fatalf("the runner did not answer both requests -32601 naming their methods; it wrote:\n%s", data)
+		t.Fatalf("%v: the runner did not answer both requests -32601 naming their methods; it wrote:\n%s", err, data)
 	}
 
 	h.prompt(t, "s1", "p1", "t1", "say hi")
@@ -253,9 +253,12 @@ func TestSetConfigOption(t *testing.T) {
 	// tee may pass the line on to the agent, which answers, before it
 	// appends it to the copy.
 	sent := []byte(`"configId":"model","type":"boolean","value":true}`)
-	if !eventually(func() bool { data, _ := os.ReadFile(stdinCopy); return bytes.Contains(data, sent) }) {
+	if err := testutil.Poll(t.Context(), "the boolean value sent", func() (bool, error) {
 		data, _ := os.ReadFile(stdinCopy)
-		t.Errorf("a boolean value was not sent with \"type\":\"boolean\":\n%s", data)
+		return bytes.Contains(data, sent), nil
+	}); err != nil {
+		data, _ := os.ReadFile(stdinCopy)
+		t.Errorf("%v: a boolean value was not sent with \"type\":\"boolean\":\n%s", err, data)
 	}
 	_, err = h.setConfig(t, "s1", "p1", "nope", `"x"`)
 	wantCode(t, "set an unknown option", err, events.CodeAdapterError, "-32602")
@@ -376,9 +379,7 @@ func TestRunWaitsForWhatItStarted(t *testing.T) {
 			&events.AcpCreateSessionRequest{AgentType: "mute", McpServers: events.JSON("[]")}, header("s1", "p1"))
 		created <- err
 	}()
-	if !eventually(func() bool { return h.runner.Info().Load == 1 }) {
-		t.Fatal("the adapter did not start")
-	}
+	testutil.Eventually(t, "the adapter to start", func() bool { return h.runner.Info().Load == 1 })
 	if err := h.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -388,8 +389,8 @@ func TestRunWaitsForWhatItStarted(t *testing.T) {
 	// A goroutine may still be on its way out when Run returns (past its
 	// WaitGroup's Done): give it a moment, as goleak does.
 	var left []string
-	if !eventually(func() bool { left = runnerGoroutines(); return len(left) == 0 }) {
-		t.Errorf("goroutines left after Run returned:\n%s", strings.Join(left, "\n\n"))
+	if err := testutil.Poll(t.Context(), "the runner's goroutines to end", func() (bool, error) { left = runnerGoroutines(); return len(left) == 0, nil }); err != nil {
+		t.Errorf("%v: goroutines left after Run returned:\n%s", err, strings.Join(left, "\n\n"))
 	}
 }
 
@@ -412,19 +413,4 @@ func runnerGoroutines() []string {
 		}
 	}
 	return out
-}
-
-// eventually polls cond until it holds, for up to 10 seconds, and reports
-// whether it did.
-func eventually(cond func() bool) bool {
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		<-tick.C
-	}
-	return true
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/testagent"
@@ -28,25 +28,10 @@ import (
 var testAgent string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "runner-test")
-	if err != nil {
-		panic(err)
-	}
-	if testAgent, err = testagent.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	// Every test stops what it started: services, connections, servers,
-	// adapter processes' pipes.
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	testutil.Main(m, func(dir string) (err error) {
+		testAgent, err = testagent.Build(dir)
+		return err
+	})
 }
 
 // harness is a runner on an embedded NATS, and a subscription to everything
@@ -58,7 +43,7 @@ type harness struct {
 	dataDir string
 	io      chan *nats.Msg
 	// logs holds everything the runner logged, at every level.
-	logs *lockedBuffer
+	logs *testutil.Buffer
 	// stop stops the runner and returns what Run returned; the test's
 	// cleanup calls it too.
 	stop func() error
@@ -79,7 +64,7 @@ func startWith(t *testing.T, cfg adapterrunner.Config, agents ...adapterrunner.A
 // startOn is startWith on the NATS connection nc.
 func startOn(t *testing.T, nc *nats.Conn, cfg adapterrunner.Config, agents ...adapterrunner.Agent) *harness {
 	t.Helper()
-	h := &harness{nc: nc, dataDir: t.TempDir(), io: make(chan *nats.Msg, 1024), logs: &lockedBuffer{}, reg: prometheus.NewRegistry()}
+	h := &harness{nc: nc, dataDir: t.TempDir(), io: make(chan *nats.Msg, 1024), logs: &testutil.Buffer{}, reg: prometheus.NewRegistry()}
 	if len(agents) == 0 {
 		agents = []adapterrunner.Agent{{ID: "test", Command: testAgent}}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/testagent"
@@ -189,13 +190,13 @@ func TestRecordsWaitWhileTheStreamRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gauge := func(name string) float64 { return metric(t, h.reg, name, nil) }
+	gauge := func(name string) float64 { return testutil.Metric(t, h.reg, name) }
 	before := gauge("acp_runner_io_records_total")
 	restore := refuseIO(t, js)
 	h.prompt(t, "s1", "p1", "t1", fmt.Sprintf("chunks %d\npause flooded\nstop end_turn", floodChunks))
 
-	poll(t, "the runner to wait for room in the window", func() bool { return gauge("acp_runner_io_window_waits_total") > 0 })
-	poll(t, "a record sent again", func() bool { return gauge("acp_runner_io_retries_total") > 0 })
+	testutil.Eventually(t, "the runner to wait for room in the window", func() bool { return gauge("acp_runner_io_window_waits_total") > 0 })
+	testutil.Eventually(t, "a record sent again", func() bool { return gauge("acp_runner_io_retries_total") > 0 })
 	// Nothing is stored while the stream refuses: what the runner handed
 	// to NATS is all still in flight, within the window.
 	if n := gauge("acp_runner_io_records_total") - before; n != 0 {
@@ -240,8 +241,8 @@ func TestExitIsStoredAfterAFullWindow(t *testing.T) {
 	}
 	restore := refuseIO(t, js)
 	h.prompt(t, "s1", "p1", "t1", fmt.Sprintf("chunks %d\ncrash 3", floodChunks))
-	poll(t, "the runner to wait for room in the window", func() bool {
-		return metric(t, h.reg, "acp_runner_io_window_waits_total", nil) > 0
+	testutil.Eventually(t, "the runner to wait for room in the window", func() bool {
+		return testutil.Metric(t, h.reg, "acp_runner_io_window_waits_total") > 0
 	})
 	restore()
 	recs := awaitStored[*events.AcpAgentExitedEvent](t, js, "s1", waitFor)
@@ -266,18 +267,18 @@ func TestRunReturnsWhileTheWindowIsFull(t *testing.T) {
 	}
 	refuseIO(t, js)
 	h.prompt(t, "s1", "p1", "t1", fmt.Sprintf("chunks %d\nstop end_turn", floodChunks))
-	poll(t, "the runner to wait for room in the window", func() bool {
-		return metric(t, h.reg, "acp_runner_io_window_waits_total", nil) > 0
+	testutil.Eventually(t, "the runner to wait for room in the window", func() bool {
+		return testutil.Metric(t, h.reg, "acp_runner_io_window_waits_total") > 0
 	})
 	if err := h.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if n := metric(t, h.reg, "acp_runner_io_in_flight_records", nil); n != 0 {
+	if n := testutil.Metric(t, h.reg, "acp_runner_io_in_flight_records"); n != 0 {
 		t.Errorf("%v records still in flight after Run returned", n)
 	}
 	var left []string
-	if !eventually(func() bool { left = runnerGoroutines(); return len(left) == 0 }) {
-		t.Errorf("goroutines left after Run returned:\n%s", strings.Join(left, "\n\n"))
+	if err := testutil.Poll(t.Context(), "the runner's goroutines to end", func() (bool, error) { left = runnerGoroutines(); return len(left) == 0, nil }); err != nil {
+		t.Errorf("%v: goroutines left after Run returned:\n%s", err, strings.Join(left, "\n\n"))
 	}
 }
 
@@ -301,8 +302,8 @@ func TestRecordsSurviveTheLossOfTheStreamLeader(t *testing.T) {
 	}
 	const chunks = 3000
 	h.prompt(t, "s1", "p1", "t1", fmt.Sprintf("stream %d 1000 64\npause streamed\nstop end_turn", chunks))
-	poll(t, "ACP_IO to store the first records", func() bool {
-		return metric(t, h.reg, "acp_runner_io_records_total", nil) >= 3
+	testutil.Eventually(t, "ACP_IO to store the first records", func() bool {
+		return testutil.Metric(t, h.reg, "acp_runner_io_records_total") >= 3
 	})
 	s, err := js.Stream(t.Context(), events.StreamIO)
 	if err != nil {
@@ -336,8 +337,8 @@ func TestRecordsSurviveTheLossOfTheStreamLeader(t *testing.T) {
 	if got := len(checkOnce(t, recs)); got != chunks {
 		t.Errorf("%d updates stored, want the %d the agent wrote", got, chunks)
 	}
-	if errs := metric(t, h.reg, "acp_runner_io_publish_errors_total", nil); errs != 0 {
+	if errs := testutil.Metric(t, h.reg, "acp_runner_io_publish_errors_total"); errs != 0 {
 		t.Errorf("%v records given up on", errs)
 	}
-	t.Logf("records sent again: %v", metric(t, h.reg, "acp_runner_io_retries_total", nil))
+	t.Logf("records sent again: %v", testutil.Metric(t, h.reg, "acp_runner_io_retries_total"))
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/services/gateway"
 	"skein.dev/services/gateway/gatewaytest"
@@ -425,7 +426,7 @@ func TestHealthAndMetrics(t *testing.T) {
 		}
 	}
 	e.do(http.MethodGet, "/v1/sessions/nobody", "")
-	if got := metric(t, e.reg, "acp_gateway_requests_total", "route", "GET /v1/sessions/{id}", "code", "404"); got != 1 {
+	if got := testutil.Metric(t, e.reg, "acp_gateway_requests_total", "route", "GET /v1/sessions/{id}", "code", "404"); got != 1 {
 		t.Errorf("requests_total{route=GET /v1/sessions/{id},code=404} = %v, want 1", got)
 	}
 	if r := e.do(http.MethodPost, "/v1/sessions/s1", ""); r.status != http.StatusMethodNotAllowed {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/services/gateway"
 	"skein.dev/services/gateway/gatewaytest"
@@ -79,10 +80,10 @@ func TestEventsBackfillThenLive(t *testing.T) {
 	s4 := e.backend.Append(ns, "s1", chunk("Hello"))
 	wantDurable(t, s.next(), s4)
 
-	if got := metric(t, e.reg, "acp_gateway_sse_streams"); got != 1 {
+	if got := testutil.Metric(t, e.reg, "acp_gateway_sse_streams"); got != 1 {
 		t.Errorf("sse_streams = %v, want 1", got)
 	}
-	if got := metric(t, e.reg, "acp_gateway_sse_gap_fills_total"); got != 0 {
+	if got := testutil.Metric(t, e.reg, "acp_gateway_sse_gap_fills_total"); got != 0 {
 		t.Errorf("gap fills = %v, want 0", got)
 	}
 }
@@ -112,14 +113,17 @@ func TestEventsResume(t *testing.T) {
 // backfill until a record has been stored: it then arrives twice, from
 // history and from the tail, and must be sent once.
 func TestEventsDedupe(t *testing.T) {
-	e := newEnv(t)
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	e := newEnv(t, func(o *envOptions) {
+		o.gateway = func(g *gateway.Gateway) {
+			gateway.OnStreamSubscribed(g, func() {
+				entered <- struct{}{}
+				<-release
+			})
+		}
+	})
 	e.backend.CreateSession(ns, "s1", "demo")
 	s1 := e.backend.Append(ns, "s1", chunk("one"))
-	entered, release := make(chan struct{}, 1), make(chan struct{})
-	gateway.OnStreamSubscribed(t, func() {
-		entered <- struct{}{}
-		<-release
-	})
 	streamed := make(chan *sseStream, 1)
 	go func() { streamed <- e.stream("/v1/sessions/s1/events") }()
 	<-entered // subscribed, flushed, not yet reading history
@@ -154,7 +158,7 @@ func TestEventsGapFillFromTail(t *testing.T) {
 	wantDurable(t, s.next(), s4)
 	s5 := e.backend.Append(ns, "s1", chunk("five"))
 	wantDurable(t, s.next(), s5)
-	if got := metric(t, e.reg, "acp_gateway_sse_gap_fills_total"); got != 1 {
+	if got := testutil.Metric(t, e.reg, "acp_gateway_sse_gap_fills_total"); got != 1 {
 		t.Errorf("gap fills = %v, want 1", got)
 	}
 }
@@ -176,7 +180,7 @@ func TestEventsGapFillFromDelta(t *testing.T) {
 	e.backend.Delta(ns, "s1", s2, chunk("after the tool call"))
 	wantDurable(t, s.next(), s2)
 	wantEphemeral(t, s.next(), s2, "after the tool call")
-	if got := metric(t, e.reg, "acp_gateway_sse_gap_fills_total"); got != 1 {
+	if got := testutil.Metric(t, e.reg, "acp_gateway_sse_gap_fills_total"); got != 1 {
 		t.Errorf("gap fills = %v, want 1", got)
 	}
 }
@@ -221,7 +225,7 @@ func TestEventsControlCursor(t *testing.T) {
 	e.backend.Delta(ns, "s1", ctl2, chunk("b"))
 	wantEphemeral(t, s.next(), ctl2, "a")
 	wantEphemeral(t, s.next(), ctl2, "b")
-	if got := metric(t, e.reg, "acp_gateway_sse_gap_fills_total"); got != 1 {
+	if got := testutil.Metric(t, e.reg, "acp_gateway_sse_gap_fills_total"); got != 1 {
 		t.Errorf("gap fills = %v, want 1 (for ctl2 only)", got)
 	}
 	_ = s1
@@ -270,7 +274,7 @@ func TestEventsHistoryFailsMidStream(t *testing.T) {
 	if strings.Contains(rest[0].Data, "decode") || strings.Contains(rest[0].Data, "msgpack") {
 		t.Errorf("error event %s leaks the internal error", rest[0].Data)
 	}
-	if got := metric(t, e.reg, "acp_gateway_sse_stream_ends_total", "reason", "error"); got != 1 {
+	if got := testutil.Metric(t, e.reg, "acp_gateway_sse_stream_ends_total", "reason", "error"); got != 1 {
 		t.Errorf("stream ends{reason=error} = %v, want 1", got)
 	}
 }
@@ -290,7 +294,7 @@ func TestEventsShutdown(t *testing.T) {
 	e := newEnv(t)
 	e.backend.CreateSession(ns, "s1", "demo")
 	s := e.stream("/v1/sessions/s1/events")
-	eventually(t, "the stream to open", func() bool { return metric(t, e.reg, "acp_gateway_sse_streams") == 1 })
+	testutil.Eventually(t, "the stream to open", func() bool { return testutil.Metric(t, e.reg, "acp_gateway_sse_streams") == 1 })
 	if err := e.stop(); err != nil {
 		t.Fatalf("Run = %v, want nil", err)
 	}
@@ -323,7 +327,7 @@ func TestEventsSlowClient(t *testing.T) {
 
 			big := strings.Repeat("x", 64<<10)
 			var seqs []uint64
-			for i := 0; metric(t, e.reg, "acp_gateway_sse_overflows_total") == 0; i++ {
+			for i := 0; testutil.Metric(t, e.reg, "acp_gateway_sse_overflows_total") == 0; i++ {
 				if i == 2000 {
 					t.Fatal("no overflow after 2000 events of 64 KiB")
 				}
@@ -347,7 +351,7 @@ func TestEventsSlowClient(t *testing.T) {
 			for _, seq := range seqs[len(got):] {
 				wantDurable(t, r.next(), seq)
 			}
-			if n := metric(t, e.reg, "acp_gateway_sse_stream_ends_total", "reason", "overflow"); n != 1 {
+			if n := testutil.Metric(t, e.reg, "acp_gateway_sse_stream_ends_total", "reason", "overflow"); n != 1 {
 				t.Errorf("stream ends{reason=overflow} = %v, want 1", n)
 			}
 		})

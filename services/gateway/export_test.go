@@ -1,11 +1,5 @@
 package gateway
 
-import "testing"
-
-// OnStreamSubscribed makes every event stream call fn once it is
-// subscribed and before it reads history, until the test ends. Tests that
-// use it must not run in parallel.
-func OnStreamSubscribed(tb testing.TB, fn func()) {
-	streamSubscribed = fn
-	tb.Cleanup(func() { streamSubscribed = nil })
-}
+// OnStreamSubscribed makes every event stream of g call fn once it is
+// subscribed and before it reads history. Call it before g runs.
+func OnStreamSubscribed(g *Gateway, fn func()) { g.streamSubscribed = fn }

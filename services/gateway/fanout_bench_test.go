@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/services/gateway"
 	"skein.dev/services/gateway/gatewaytest"
 )
@@ -94,7 +95,7 @@ func benchFanout(b *testing.B, n int) {
 		wg.Go(func() { v.read(resp.Body) })
 	}
 	subs := gnc.NumSubscriptions()
-	liveSubs := metric(b, reg, "acp_gateway_live_subscriptions")
+	liveSubs := testutil.Metric(b, reg, "acp_gateway_live_subscriptions")
 
 	tick := time.NewTicker(time.Second / fanoutRate)
 	defer tick.Stop()
@@ -104,9 +105,9 @@ func benchFanout(b *testing.B, n int) {
 		backend.Append(ns, "s1", chunk(strconv.FormatInt(time.Now().UnixNano(), 10)))
 		appended++
 	}
-	eventually(b, "every viewer to read every event", func() bool {
+	testutil.Eventually(b, "every viewer to read every event", func() bool {
 		// A viewer cut off for falling behind never will: say so now.
-		if n := metric(b, reg, "acp_gateway_sse_overflows_total"); n != 0 {
+		if n := testutil.Metric(b, reg, "acp_gateway_sse_overflows_total"); n != 0 {
 			b.Fatalf("%v viewers were cut off for falling behind", n)
 		}
 		for _, v := range viewers {

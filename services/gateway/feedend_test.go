@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/services/gateway/gatewaytest"
@@ -70,12 +71,12 @@ func TestLiveFeedMissedTurnEnd(t *testing.T) {
 	reads := e.backend.Calls(events.OpReadHistory)
 	woke := make(chan watchResult, 1)
 	go func() { woke <- e.watch(t, "s1", "?timeout=30&after="+strconv.FormatUint(a2, 10)) }()
-	eventually(t, "the watch to read its page", func() bool { return e.backend.Calls(events.OpReadHistory) > reads })
+	testutil.Eventually(t, "the watch to read its page", func() bool { return e.backend.Calls(events.OpReadHistory) > reads })
 	var a3 uint64
 	e.backend.WithoutTail(func() {
 		a3 = appendTurn(t, turn, "three")
 		close(release)
-		eventually(t, "the turn to end", func() bool {
+		testutil.Eventually(t, "the turn to end", func() bool {
 			last, err := eventlog.Last(t.Context(), js, events.StreamLog, events.LogFilter(ns, "s1"))
 			return err == nil && last != nil && last.Header.Get(events.HeaderRecord) == events.RecordTurnFinished
 		})
@@ -152,7 +153,7 @@ func TestLiveFeedCatchesUpOnReconnect(t *testing.T) {
 	if err != nil {
 		t.Fatalf("jetstream: %v", err)
 	}
-	eventually(t, "the backend's connection and ACP_LOG", func() bool {
+	testutil.Eventually(t, "the backend's connection and ACP_LOG", func() bool {
 		_, err := js.Stream(t.Context(), events.StreamLog)
 		return err == nil
 	})
@@ -182,8 +183,8 @@ func TestLiveFeedsEndWithRun(t *testing.T) {
 	t.Cleanup(srv.Close)
 	other := &env{t: t, url: srv.URL, client: srv.Client()}
 	s := other.stream("/v1/sessions/s1/events")
-	subs := func() float64 { return metric(t, e.reg, "acp_gateway_live_subscriptions") }
-	eventually(t, "the stream's feed", func() bool { return subs() == 2 })
+	subs := func() float64 { return testutil.Metric(t, e.reg, "acp_gateway_live_subscriptions") }
+	testutil.Eventually(t, "the stream's feed", func() bool { return subs() == 2 })
 
 	if err := e.stop(); err != nil {
 		t.Fatalf("Run = %v, want nil", err)

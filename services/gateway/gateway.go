@@ -65,6 +65,12 @@ type Gateway struct {
 	limits  *limiter
 	auth    *authenticator // nil when authentication is off
 
+	// streamSubscribed, set by tests only (export_test.go), runs once an
+	// event stream's subscriptions are on the server and before its
+	// backfill: a test holds a stream there to store a record it must
+	// receive both ways.
+	streamSubscribed func()
+
 	ready    chan struct{}
 	stopping chan struct{} // closed when Run begins shutting down
 	stopOnce sync.Once

@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -18,17 +17,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/services/gateway"
 	"skein.dev/services/gateway/gatewaytest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testutil.Main(m, nil) }
 
 const ns = events.DefaultNamespace
 
@@ -43,7 +40,7 @@ type env struct {
 	reg     *prometheus.Registry
 	url     string
 	client  *http.Client
-	logs    *syncBuffer
+	logs    *testutil.Buffer
 	stop    func() error // ends Run and returns its error; idempotent
 }
 
@@ -55,6 +52,8 @@ type envOptions struct {
 	// connections, instead of one in-process connection for both to a
 	// fresh server.
 	conns func(t *testing.T) (gateway, backend *nats.Conn)
+	// gateway, when set, changes the gateway before it runs.
+	gateway func(*gateway.Gateway)
 }
 
 func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
@@ -70,7 +69,7 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 		gwConn = natstest.Connect(t, natstest.Run(t))
 		backendConn = gwConn
 	}
-	e := &env{t: t, nc: gwConn, reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	e := &env{t: t, nc: gwConn, reg: prometheus.NewRegistry(), logs: &testutil.Buffer{}}
 	if !o.noBackend {
 		e.backend = gatewaytest.Start(t, backendConn, o.backend...)
 	}
@@ -85,6 +84,9 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 		t.Fatalf("New: %v", err)
 	}
 	e.gw = gw
+	if o.gateway != nil {
+		o.gateway(gw)
+	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan error, 1)
 	go func() { done <- gw.Run(ctx) }()
@@ -179,68 +181,6 @@ func wantError(t *testing.T, r response, status int, code events.Code) apiError 
 		t.Errorf("requestId = %q, header %q: want the same, non-empty", body.Error.RequestID, r.header.Get(gateway.HeaderRequestID))
 	}
 	return body
-}
-
-// eventually polls cond until it holds, or fails the test after 10 s.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// metric returns the value of a counter or gauge in reg whose labels
-// include labels (name=value pairs), or 0.
-func metric(t testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue metrics
-				}
-			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // sseEvent is one parsed SSE event, or a comment.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
@@ -412,7 +413,7 @@ func (f *feed) handle(ctx context.Context, m *nats.Msg) {
 			// and each stream reads it from history, which reports the
 			// failure to its client.
 			f.lg.Error("undecodable tail record", events.LogKeySubject, m.Subject,
-				events.LogKeySeq, m.Header.Get("Nats-Sequence"), events.LogKeyErr, err)
+				events.LogKeySeq, m.Header.Get(jetstream.SequenceHeader), events.LogKeyErr, err)
 			return
 		}
 		if entry.Sequence <= f.lastSeq {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/services/gateway"
 )
@@ -16,12 +17,12 @@ import (
 func (e *env) viewers(n int, path string) (streams []*sseStream, close func()) {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(e.t.Context())
-	open := metric(e.t, e.reg, "acp_gateway_sse_streams")
+	open := testutil.Metric(e.t, e.reg, "acp_gateway_sse_streams")
 	for range n {
 		streams = append(streams, e.streamCtx(ctx, path))
 	}
-	eventually(e.t, "the streams to open", func() bool {
-		return metric(e.t, e.reg, "acp_gateway_sse_streams") == open+float64(n)
+	testutil.Eventually(e.t, "the streams to open", func() bool {
+		return testutil.Metric(e.t, e.reg, "acp_gateway_sse_streams") == open+float64(n)
 	})
 	return streams, func() {
 		cancel()
@@ -64,7 +65,7 @@ func TestLiveHubOneSubscriptionPerSession(t *testing.T) {
 	e := newEnv(t)
 	e.backend.CreateSession(ns, "s1", "demo")
 	e.backend.CreateSession(ns, "s2", "demo")
-	subs := func() float64 { return metric(t, e.reg, "acp_gateway_live_subscriptions") }
+	subs := func() float64 { return testutil.Metric(t, e.reg, "acp_gateway_live_subscriptions") }
 	if got := subs(); got != 0 {
 		t.Fatalf("live subscriptions before any stream = %v, want 0", got)
 	}
@@ -90,9 +91,9 @@ func TestLiveHubOneSubscriptionPerSession(t *testing.T) {
 	wantDurable(t, one[0].next(), o1)
 
 	closeMany()
-	eventually(t, "s1's subscriptions to go", func() bool { return subs() == 2 })
+	testutil.Eventually(t, "s1's subscriptions to go", func() bool { return subs() == 2 })
 	closeOne()
-	eventually(t, "every subscription to go", func() bool { return subs() == 0 })
+	testutil.Eventually(t, "every subscription to go", func() bool { return subs() == 0 })
 
 	// A new viewer subscribes again, and misses nothing in between.
 	s3 := e.backend.Append(ns, "s1", chunk("three"))
@@ -142,7 +143,7 @@ func TestLiveHubCatchUpOnce(t *testing.T) {
 		wantDurable(t, s.next(), s5)
 		wantEphemeral(t, s.next(), s5, "six")
 	}
-	if got := metric(t, e.reg, "acp_gateway_sse_gap_fills_total"); got != 2 {
+	if got := testutil.Metric(t, e.reg, "acp_gateway_sse_gap_fills_total"); got != 2 {
 		t.Errorf("gap fills = %v, want 2 (one per gap, for all 8 viewers)", got)
 	}
 	if got := e.backend.Calls(events.OpReadHistory) - reads; got != 0 {
@@ -161,11 +162,11 @@ func TestLiveHubSlowViewerAlone(t *testing.T) {
 	url, client := smallBuffers(t, e.gw.Handler()) // the same gateway, so the same feed
 	slowEnv := &env{t: t, url: url, client: client}
 	slow := slowEnv.stream("/v1/sessions/s1/events", func(o *streamOptions) { o.paused = true })
-	eventually(t, "the slow stream to open", func() bool { return metric(t, e.reg, "acp_gateway_sse_streams") == 2 })
+	testutil.Eventually(t, "the slow stream to open", func() bool { return testutil.Metric(t, e.reg, "acp_gateway_sse_streams") == 2 })
 
 	big := strings.Repeat("x", 64<<10)
 	var seqs []uint64
-	for i := 0; metric(t, e.reg, "acp_gateway_sse_overflows_total") == 0; i++ {
+	for i := 0; testutil.Metric(t, e.reg, "acp_gateway_sse_overflows_total") == 0; i++ {
 		if i == 2000 {
 			t.Fatal("no overflow after 2000 events of 64 KiB")
 		}
@@ -177,10 +178,10 @@ func TestLiveHubSlowViewerAlone(t *testing.T) {
 	for _, seq := range seqs {
 		wantDurable(t, fast[0].next(), seq)
 	}
-	if got := metric(t, e.reg, "acp_gateway_sse_overflows_total"); got != 1 {
+	if got := testutil.Metric(t, e.reg, "acp_gateway_sse_overflows_total"); got != 1 {
 		t.Errorf("overflows = %v, want 1 (the slow viewer only)", got)
 	}
-	if got := metric(t, e.reg, "acp_gateway_live_subscriptions"); got != 2 {
+	if got := testutil.Metric(t, e.reg, "acp_gateway_live_subscriptions"); got != 2 {
 		t.Errorf("live subscriptions = %v, want 2", got)
 	}
 
@@ -238,7 +239,7 @@ func TestLiveHubJoinWhileAppending(t *testing.T) {
 			}
 		}
 	}
-	if got := metric(t, e.reg, "acp_gateway_live_subscriptions"); got != 2 {
+	if got := testutil.Metric(t, e.reg, "acp_gateway_live_subscriptions"); got != 2 {
 		t.Errorf("live subscriptions = %v, want 2", got)
 	}
 }

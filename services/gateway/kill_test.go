@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/services/gateway/gatewaytest"
@@ -111,7 +112,7 @@ func TestEventsSurviveGatewayKill(t *testing.T) {
 	killedAt := len(got)
 	// Events stored while no gateway runs.
 	dead := count.Load()
-	eventually(t, "appends while no gateway runs", func() bool { return count.Load() >= dead+10 })
+	testutil.Eventually(t, "appends while no gateway runs", func() bool { return count.Load() >= dead+10 })
 	appendedDead := count.Load() - dead
 
 	b := startGatewayProcess(t, bin, srv.ClientURL())

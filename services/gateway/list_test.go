@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 )
 
@@ -40,7 +41,7 @@ func TestListSessions(t *testing.T) {
 		}
 		return l, r
 	}
-	eventually(t, "the three sessions listed", func() bool {
+	testutil.Eventually(t, "the three sessions listed", func() bool {
 		l, _ := list("")
 		return len(l.Sessions) == 3
 	})

@@ -5,8 +5,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"skein.dev/internal/natsmetrics"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/natsmetrics"
 )
 
 // Reasons an event stream ends: the values of the reason label of

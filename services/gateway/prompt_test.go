@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/services/gateway/gatewaytest"
@@ -109,7 +110,7 @@ func TestPromptIdempotencyKey(t *testing.T) {
 	// A retry while the turn runs waits for the same turn, not session_busy.
 	retry := make(chan response, 1)
 	go func() { retry <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", body) }()
-	eventually(t, "the retry to reach the session service", func() bool { return e.backend.Calls(events.OpPrompt) == 2 })
+	testutil.Eventually(t, "the retry to reach the session service", func() bool { return e.backend.Calls(events.OpPrompt) == 2 })
 	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"idempotencyKey":"k1","content":[{"type":"text","text":"other"}]}`),
 		http.StatusConflict, events.CodeIdempotencyConflict)
 	close(release)
@@ -154,8 +155,8 @@ func TestPromptClientGoesAway(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Fatal("the cancelled request succeeded")
 	}
-	eventually(t, "the prompt handler to return", func() bool {
-		return metric(t, e.reg, "acp_gateway_requests_total", "route", "POST /v1/sessions/{id}/prompt", "code", "499") == 1
+	testutil.Eventually(t, "the prompt handler to return", func() bool {
+		return testutil.Metric(t, e.reg, "acp_gateway_requests_total", "route", "POST /v1/sessions/{id}/prompt", "code", "499") == 1
 	})
 	if info, _ := e.backend.Session(ns, "s1"); !strings.Contains(string(info.State), `"running"`) {
 		t.Errorf("state = %s, want the turn still running", info.State)

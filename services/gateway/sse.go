@@ -89,11 +89,6 @@ import (
 // The stream ends when the client goes away or the gateway stops (an error
 // event, code unavailable: resume with Last-Event-ID).
 
-// streamSubscribed, when set (by tests only), runs once an event stream's
-// subscriptions are on the server and before its backfill: a test holds a
-// stream there to store a record it must receive both ways.
-var streamSubscribed func()
-
 // errClientGone marks a failure to write to the client: there is nobody
 // left to tell.
 var errClientGone = errors.New("event stream client gone")
@@ -168,8 +163,8 @@ func (s *stream) serve(ctx context.Context) string {
 	if err != nil {
 		return s.fail(ctx, events.Errorf(events.CodeUnavailable, "flush subscriptions: %v", err), endError)
 	}
-	if streamSubscribed != nil {
-		streamSubscribed()
+	if f := s.g.streamSubscribed; f != nil {
+		f()
 	}
 	// fill starts the response once the first page is in.
 	if err := s.fill(ctx); err != nil {

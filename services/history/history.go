@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"skein.dev/internal/natsmetrics"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
-	"skein.dev/pkg/events/natsmetrics"
 )
 
 // Config configures the history service. The largest page is not

@@ -3,9 +3,9 @@ package history_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"skein.dev/internal/testutil"
 )
 
 // Every test stops what it started: the service, its connections and the
 // embedded server.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.Main(m, nil) }

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
-	"skein.dev/pkg/events/workspace"
 )
 
 // Config configures the session service.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/services/session"
@@ -277,7 +278,7 @@ func TestRestoreConfigRacesPrompt(t *testing.T) {
 	turns := 0
 	for i := range iterations(40) {
 		h.unload(t, "rr")
-		ctx, cancel := context.WithTimeout(t.Context(), pollTimeout)
+		ctx, cancel := context.WithTimeout(t.Context(), testutil.PollTimeout)
 		var a, b promptResult
 		race(i, func() { a.res, a.err = h.prompt(ctx, "rr", "", "config") }, func() { b.res, b.err = h.prompt(ctx, "rr", "", "config") })
 		cancel()

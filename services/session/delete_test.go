@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
@@ -170,7 +171,7 @@ func (r *tailRecorder) stop() {
 // dropped (Nats-Last-Sequence names one not seen) is an error: the caller
 // could not tell the log's story.
 func (r *tailRecorder) until(ctx context.Context, record string) ([]*eventlog.Record, error) {
-	ctx, cancel := context.WithTimeout(ctx, pollTimeout)
+	ctx, cancel := context.WithTimeout(ctx, testutil.PollTimeout)
 	defer cancel()
 	var out []*eventlog.Record
 	for {

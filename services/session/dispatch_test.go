@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/services/session"
@@ -91,7 +92,7 @@ func TestUnansweredDispatchIsConfirmed(t *testing.T) {
 	// subscriptions, nothing answers its subjects.
 	l.sever()
 	status := events.RunnerSubject("r1", events.RunnerStatus)
-	if err := poll(ctx, "the runner's subscriptions gone", func() (bool, error) {
+	if err := testutil.Poll(ctx, "the runner's subscriptions gone", func() (bool, error) {
 		_, err := h.nc.Request(status, nil, time.Second)
 		return errors.Is(err, nats.ErrNoResponders), nil
 	}); err != nil {
@@ -117,7 +118,7 @@ func TestUnansweredDispatchIsConfirmed(t *testing.T) {
 	if res.err != nil || !strings.Contains(string(res.res.Message), "confirmed") {
 		t.Fatalf("prompt over a lost dispatch = %+v, %v; want it completed", res.res, res.err)
 	}
-	if got := gatherCounter(t, h.reg, "acp_session_dispatch_confirms_total", "outcome", "resent"); got != 1 {
+	if got := testutil.Metric(t, h.reg, "acp_session_dispatch_confirms_total", "outcome", "resent"); got != 1 {
 		t.Errorf("dispatches sent again = %v, want 1", got)
 	}
 	log, _ := h.readLog(t, "s1")

@@ -3,6 +3,9 @@ module skein.dev/services/session
 go 1.26.8
 
 require (
+	skein.dev/internal/workspace v0.0.0
+	skein.dev/internal/natsmetrics v0.0.0
+	skein.dev/internal/testutil v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/nats-io/nuid v1.0.1
 	github.com/prometheus/client_golang v1.25.0
@@ -59,3 +62,11 @@ replace skein.dev/services/adapter-runner => ../adapter-runner
 replace skein.dev/services/history => ../history
 
 replace skein.dev/testagent => ../../testagent
+
+replace skein.dev/internal/testutil => ../../internal/testutil
+
+replace skein.dev/internal/natsmetrics => ../../internal/natsmetrics
+
+replace skein.dev/internal/workspace => ../../internal/workspace
+
+replace skein.dev/internal/buildinfo => ../../internal/buildinfo

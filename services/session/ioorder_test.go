@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/services/session"
@@ -89,7 +90,7 @@ func (s *ioScript) end() *events.AdapterPromptResult {
 // await waits on the log for the turn's end.
 func (s *ioScript) await(t *testing.T) *events.TurnFinished {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), pollTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), testutil.PollTimeout)
 	defer cancel()
 	f, err := eventlog.AwaitTurn(ctx, s.h.js, "default", events.SessionID(s.sid), s.acc)
 	if err != nil {
@@ -134,7 +135,7 @@ func TestIORecordsAppliedInNumberOrder(t *testing.T) {
 	if got := strings.Join(durableTexts(t, h, "order"), ","); got != want {
 		t.Errorf("durable updates\n got %s\nwant %s", got, want)
 	}
-	if held := gatherCounter(t, h.reg, "acp_session_io_held_records_total"); held != 3 {
+	if held := testutil.Metric(t, h.reg, "acp_session_io_held_records_total"); held != 3 {
 		t.Errorf("records held %v, want 3 (4, 5 and 6 waited for 3)", held)
 	}
 }
@@ -159,7 +160,7 @@ func TestIODuplicateRecordAppliedOnce(t *testing.T) {
 	if got := strings.Join(durableTexts(t, h, "dup"), ","); got != want {
 		t.Errorf("durable updates\n got %s\nwant %s", got, want)
 	}
-	if dups := gatherCounter(t, h.reg, "acp_session_io_duplicate_records_total"); dups != 3 {
+	if dups := testutil.Metric(t, h.reg, "acp_session_io_duplicate_records_total"); dups != 3 {
 		t.Errorf("duplicates passed over %v, want 3", dups)
 	}
 }
@@ -181,7 +182,7 @@ func TestIOGapNeverFilledFailsOutputLost(t *testing.T) {
 	if !strings.Contains(f.Error.Message, "records "+missing+" ") {
 		t.Errorf("the failure says %q, want it to name records %s", f.Error.Message, missing)
 	}
-	if lost := gatherCounter(t, h.reg, "acp_session_io_lost_records_total"); lost != 3 {
+	if lost := testutil.Metric(t, h.reg, "acp_session_io_lost_records_total"); lost != 3 {
 		t.Errorf("lost records counted %v, want 3", lost)
 	}
 	h.readLog(t, "gap") // audits
@@ -201,7 +202,7 @@ func TestIOExitAfterGapFailsOutputLost(t *testing.T) {
 		!strings.Contains(f.Error.Message, "records "+strconv.FormatUint(s.no(2), 10)+" ") {
 		t.Fatalf("the turn ended %s (%+v), want failed output_lost naming record %d", f.Outcome, f.Error, s.no(2))
 	}
-	if err := poll(t.Context(), "the exit to be recorded", func() (bool, error) {
+	if err := testutil.Poll(t.Context(), "the exit to be recorded", func() (bool, error) {
 		n, err := h.countCtl(t.Context(), "exit", "AcpAgentExitedEvent")
 		return n == 1, err
 	}); err != nil {
@@ -217,8 +218,8 @@ func TestIORunnerGoneDuringGapFailsOutputLost(t *testing.T) {
 	s := scriptIO(t, h, "gone")
 	s.publish(t, 1, chunk(text, "one "))
 	s.publish(t, 3, chunk(text, "three "))
-	if err := poll(t.Context(), "record 3 to be held", func() (bool, error) {
-		return gatherCounter(t, h.reg, "acp_session_io_held_records_total") == 1, nil
+	if err := testutil.Poll(t.Context(), "record 3 to be held", func() (bool, error) {
+		return testutil.Metric(t, h.reg, "acp_session_io_held_records_total") == 1, nil
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +260,7 @@ func TestIOMissedRepublishOfLastRecord(t *testing.T) {
 	if f := s.await(t); f.Outcome != events.OutcomeCompleted || !strings.Contains(string(f.Message), "one") {
 		t.Fatalf("the turn ended %s (%v), message %s; want completed", f.Outcome, f.Error, f.Message)
 	}
-	if misses := gatherCounter(t, h.reg, "acp_session_io_tail_misses_total"); misses < 1 {
+	if misses := testutil.Metric(t, h.reg, "acp_session_io_tail_misses_total"); misses < 1 {
 		t.Errorf("tail misses %v, want the answer found by the tail check", misses)
 	}
 	h.readLog(t, "miss") // audits
@@ -304,7 +305,7 @@ func TestTakeoverWithRecordsHeldOutOfOrder(t *testing.T) {
 			for _, i := range tc.before {
 				s.publish(t, i, records[i])
 			}
-			if err := poll(ctx, "the old owner's durable updates", func() (bool, error) {
+			if err := testutil.Poll(ctx, "the old owner's durable updates", func() (bool, error) {
 				return strings.Join(durableTexts(t, h, "tk"), ",") == tc.durable, nil
 			}); err != nil {
 				t.Fatal(err)
@@ -317,7 +318,7 @@ func TestTakeoverWithRecordsHeldOutOfOrder(t *testing.T) {
 			if f := s.await(t); f.Outcome != events.OutcomeCompleted {
 				t.Fatalf("the turn ended %s (%v), want completed", f.Outcome, f.Error)
 			}
-			if n := gatherCounter(t, h.reg, "acp_session_takeovers_total"); n != 1 {
+			if n := testutil.Metric(t, h.reg, "acp_session_takeovers_total"); n != 1 {
 				t.Fatalf("takeovers %v, want 1", n)
 			}
 			h.readLog(t, "tk") // audits: no update stored twice

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/services/session"
 	"skein.dev/testagent"
@@ -45,8 +46,8 @@ func TestLeaseLostStepsDown(t *testing.T) {
 	// prompt's caller waits on the log, not on the replica: it is not told
 	// anything, and gets the turn's outcome when whoever owns it next
 	// finishes it.
-	if err := poll(ctx, "the replica to step down", func() (bool, error) {
-		return gatherCounter(t, h.reg, "acp_session_owner_leases_total", "event", "lost") == 1, nil
+	if err := testutil.Poll(ctx, "the replica to step down", func() (bool, error) {
+		return testutil.Metric(t, h.reg, "acp_session_owner_leases_total", "event", "lost") == 1, nil
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestLeaseLostStepsDown(t *testing.T) {
 			t.Fatalf("%s = %+v, %v; want the turn completed", name, r.res, r.err)
 		}
 	}
-	if n := gatherCounter(t, h.reg, "acp_session_owner_leases_total", "event", "evicted"); n != 1 {
+	if n := testutil.Metric(t, h.reg, "acp_session_owner_leases_total", "event", "evicted"); n != 1 {
 		t.Errorf("leases evicted = %v, want 1", n)
 	}
 	if d := h.dispatches(); d != 1 {
@@ -112,8 +113,8 @@ func TestSurvivorTakesOverWithoutARequest(t *testing.T) {
 			} else {
 				owner.stop()
 			}
-			if err := poll(ctx, "the survivor to take the turn over", func() (bool, error) {
-				return gatherCounter(t, survivor.reg, "acp_session_takeovers_total") == 1, nil
+			if err := testutil.Poll(ctx, "the survivor to take the turn over", func() (bool, error) {
+				return testutil.Metric(t, survivor.reg, "acp_session_takeovers_total") == 1, nil
 			}); err != nil {
 				t.Fatal(err)
 			}
@@ -128,18 +129,18 @@ func TestSurvivorTakesOverWithoutARequest(t *testing.T) {
 			if got := log.Outcomes(); len(got) != 1 || got[0] != events.OutcomeCompleted {
 				t.Errorf("outcomes = %v, want one completed turn", got)
 			}
-			if d := gatherCounter(t, survivor.reg, "acp_session_prompt_dispatches_total"); d != 0 {
+			if d := testutil.Metric(t, survivor.reg, "acp_session_prompt_dispatches_total"); d != 0 {
 				t.Errorf("the survivor dispatched %v prompts, want 0", d)
 			}
 			// The survivor counts the turn's end, but does not time a turn
 			// that started on another replica.
-			if err := poll(ctx, "the survivor to count the turn", func() (bool, error) {
-				return gatherCounter(t, survivor.reg, "acp_session_prompts_total", "outcome", "completed", "stop_reason", "end_turn") == 1, nil
+			if err := testutil.Poll(ctx, "the survivor to count the turn", func() (bool, error) {
+				return testutil.Metric(t, survivor.reg, "acp_session_prompts_total", "outcome", "completed", "stop_reason", "end_turn") == 1, nil
 			}); err != nil {
 				t.Error(err)
 			}
 			for _, h := range []string{"acp_session_turn_finished_seconds", "acp_session_turn_first_reply_seconds"} {
-				if n := gatherCounter(t, survivor.reg, h); n != 0 {
+				if n := testutil.Metric(t, survivor.reg, h); n != 0 {
 					t.Errorf("the survivor observed %v in %s, want none", n, h)
 				}
 			}

@@ -5,9 +5,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"skein.dev/internal/natsmetrics"
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/natsmetrics"
 )
 
 // Closed label sets. Each vec is given its series at construction, so a

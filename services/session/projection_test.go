@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/services/session"
 )
@@ -116,7 +117,7 @@ func TestStaleOwnerProjection(t *testing.T) {
 				if err := <-aOpened; code(err) != events.CodeWriteConflict {
 					t.Errorf("A's open, overtaken by B = %v, want %s", err, events.CodeWriteConflict)
 				}
-				if n := gatherCounter(t, a.reg, "acp_session_append_conflicts_total"); n != 1 {
+				if n := testutil.Metric(t, a.reg, "acp_session_append_conflicts_total"); n != 1 {
 					t.Errorf("A counted %v append conflicts, want 1", n)
 				}
 			} else {
@@ -130,7 +131,7 @@ func TestStaleOwnerProjection(t *testing.T) {
 			// the owner (its append failed first), or on the conflict.
 			var skips float64
 			for _, reason := range []string{"not_owner", map[string]string{"delete": "deleted", "project": "newer"}[tc.newer]} {
-				skips += gatherCounter(t, a.reg, "acp_session_projection_skips_total", "reason", reason)
+				skips += testutil.Metric(t, a.reg, "acp_session_projection_skips_total", "reason", reason)
 			}
 
 			switch tc.newer {
@@ -186,7 +187,7 @@ func otherReplica(ctx context.Context, nc *nats.Conn, not string) (string, error
 	if err := nc.PublishRequest(ping, inbox, nil); err != nil {
 		return "", err
 	}
-	ctx, cancel := context.WithTimeout(ctx, pollTimeout)
+	ctx, cancel := context.WithTimeout(ctx, testutil.PollTimeout)
 	defer cancel()
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
@@ -277,7 +278,7 @@ func (f *fakeRunner) waitHeld(ctx context.Context) error {
 	select {
 	case <-f.held:
 		return nil
-	case <-time.After(pollTimeout):
+	case <-time.After(testutil.PollTimeout):
 		return errors.New("the held create never arrived")
 	case <-ctx.Done():
 		return ctx.Err()

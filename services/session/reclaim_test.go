@@ -2,9 +2,11 @@ package session_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/services/session"
 	"skein.dev/testagent"
@@ -12,7 +14,7 @@ import (
 
 // unloadedFor waits until sid's log has a SessionUnloaded with reason.
 func (h *rig) unloadedFor(ctx context.Context, sid, reason string) error {
-	return poll(ctx, "SessionUnloaded{"+reason+"} in "+sid, func() (bool, error) {
+	return testutil.Poll(ctx, "SessionUnloaded{"+reason+"} in "+sid, func() (bool, error) {
 		ctl, err := h.ctl(ctx, sid)
 		if err != nil {
 			return false, err
@@ -41,17 +43,35 @@ func TestIdleReclaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(3 * 300 * time.Millisecond)
-	if err := poll(ctx, "three idle timeouts to pass", func() (bool, error) { return time.Now().After(deadline), nil }); err != nil {
+	if err := testutil.Poll(ctx, "three idle timeouts to pass", func() (bool, error) { return time.Now().After(deadline), nil }); err != nil {
 		t.Fatal(err)
-	}
-	if n, err := h.countCtl(ctx, "idle", "SessionUnloaded"); err != nil || n != 0 {
-		t.Fatalf("reclaimed during a turn: %d SessionUnloaded, %v", n, err)
 	}
 	if err := testagent.Release(ctx, h.control, "long"); err != nil {
 		t.Fatal(err)
 	}
 	if r := <-done; r.err != nil {
 		t.Fatal(r.err)
+	}
+	// Not reclaimed during the turn: no SessionUnloaded between the turn's
+	// adapter attaching and its TurnFinished. (A machine slow enough to let
+	// the adapter idle out between the open and the prompt makes the turn
+	// attach a new one, which is right: the log's order, not the clock,
+	// is what is checked.)
+	recs, err := h.ctl(ctx, "idle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var turn []string
+	for _, r := range recs {
+		switch r.(type) {
+		case *events.AdapterAttached:
+			turn = turn[:0]
+		case *events.TurnFinished:
+			if slices.Contains(turn, "SessionUnloaded") {
+				t.Fatalf("reclaimed during a turn: control records %v before its TurnFinished", turn)
+			}
+		}
+		turn = append(turn, r.VariantName())
 	}
 	// Idle now: reclaimed.
 	if err := h.unloadedFor(ctx, "idle", "idle"); err != nil {
@@ -60,8 +80,8 @@ func TestIdleReclaim(t *testing.T) {
 	if res, err := h.prompt(ctx, "idle", "", "say back"); err != nil || string(res.Message) == "" {
 		t.Fatalf("prompt after reclaim = %v, %v", res, err)
 	}
-	if got := h.tiers(t, "idle"); len(got) != 2 || got[1] != events.TierResume {
-		t.Errorf("tiers = %v, want new then resume", got)
+	if got := h.tiers(t, "idle"); len(got) < 2 || got[0] != events.TierNew || got[len(got)-1] != events.TierResume {
+		t.Errorf("tiers = %v, want new, then resume after each reclaim", got)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/services/session"
 	"skein.dev/testagent"
@@ -61,13 +62,13 @@ func TestRestoreTiers(t *testing.T) {
 			}
 			h.unload(t, sid)
 			h.unload(t, sid) // idempotent
-			restores := gatherCounter(t, h.reg, "acp_session_restores_total", "tier", tc.tier)
+			restores := testutil.Metric(t, h.reg, "acp_session_restores_total", "tier", tc.tier)
 			res, err := h.prompt(ctx, sid, "", "what came before?")
 			if err != nil {
 				t.Fatal(err)
 			}
 			// The attach is counted before the prompt is accepted.
-			if n := gatherCounter(t, h.reg, "acp_session_restores_total", "tier", tc.tier); n != restores+1 {
+			if n := testutil.Metric(t, h.reg, "acp_session_restores_total", "tier", tc.tier); n != restores+1 {
 				t.Errorf("restores{tier=%s} went from %v to %v, want one more", tc.tier, restores, n)
 			}
 			if got := h.tiers(t, sid); strings.Join(got, ",") != events.TierNew+","+tc.tier {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,9 +15,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
@@ -153,7 +152,7 @@ func (r *rig) startSession() {
 // and the test's requests come on another connection.
 func flush(t testing.TB, nc *nats.Conn) {
 	t.Helper()
-	if err := nc.FlushTimeout(pollTimeout); err != nil {
+	if err := nc.FlushTimeout(testutil.PollTimeout); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -196,34 +195,7 @@ func runStoppable(t testing.TB, name string, svc interface {
 // service running now.
 func (r *rig) dispatches() float64 {
 	r.t.Helper()
-	return gatherCounter(r.t, r.reg, "acp_session_prompt_dispatches_total")
-}
-
-// gatherCounter returns the sum of the counter name in reg over the series
-// whose labels include the name-value pairs of labels.
-func gatherCounter(t testing.TB, reg prometheus.Gatherer, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == labels[i] && l.GetValue() == labels[i+1] }) {
-					continue series
-				}
-			}
-			// A counter's value, or a histogram's count of observations.
-			sum += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	return sum
+	return testutil.Metric(r.t, r.reg, "acp_session_prompt_dispatches_total")
 }
 
 func (h *harness) cancelPrompt(ctx context.Context, sid string) (*events.AcpCancelPromptResponse, error) {
@@ -236,35 +208,11 @@ func (h *harness) respondPermission(ctx context.Context, sid, requestID, optionI
 		&events.AcpRespondPermissionRequest{SessionID: sid, RequestID: requestID, OptionID: optionID}, nil)
 }
 
-// pollTimeout bounds every wait for a condition; a test that waits longer
-// has found a hang.
-const pollTimeout = 20 * time.Second
-
-// poll calls cond every millisecond until it returns true or an error, or
-// pollTimeout passes.
-func poll(ctx context.Context, what string, cond func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, pollTimeout)
-	defer cancel()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, err := cond()
-		if err != nil || ok {
-			return err
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
-		}
-	}
-}
-
 // waitPermissionRequest waits until the newest public event of sid is a
 // permission_request stored after sequence after, and returns it.
 func (h *harness) waitPermissionRequest(ctx context.Context, sid string, after uint64) (*eventlog.Record, *events.AcpDurablePermissionRequest, error) {
 	var rec *eventlog.Record
-	err := poll(ctx, "a permission request in "+sid, func() (bool, error) {
+	err := testutil.Poll(ctx, "a permission request in "+sid, func() (bool, error) {
 		last, err := eventlog.Last(ctx, h.js, events.StreamLog, events.LogSubject("default", events.SessionID(sid), events.LogEvents))
 		if err != nil || last == nil {
 			return false, err

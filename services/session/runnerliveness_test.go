@@ -8,16 +8,17 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/services/session"
 	"skein.dev/testagent"
 )
 
-// promptBounded is promptAsync whose wait ends after pollTimeout: a turn
+// promptBounded is promptAsync whose wait ends after testutil.PollTimeout: a turn
 // that never ends fails the test instead of hanging it.
 func (h *rig) promptBounded(sid, script string) <-chan promptResult {
-	ctx, cancel := context.WithTimeout(h.t.Context(), pollTimeout)
+	ctx, cancel := context.WithTimeout(h.t.Context(), testutil.PollTimeout)
 	h.t.Cleanup(cancel)
 	return h.promptAsync(ctx, sid, "", script)
 }
@@ -27,8 +28,8 @@ func (h *rig) promptBounded(sid, script string) <-chan promptResult {
 // session service leaves the delivery uncertain, another outcome.
 func (h *rig) waitDispatched(n float64) {
 	h.t.Helper()
-	if err := poll(h.t.Context(), "the prompt's dispatch", func() (bool, error) {
-		return gatherCounter(h.t, h.reg, "acp_session_turn_dispatch_seconds") >= n, nil
+	if err := testutil.Poll(h.t.Context(), "the prompt's dispatch", func() (bool, error) {
+		return testutil.Metric(h.t, h.reg, "acp_session_turn_dispatch_seconds") >= n, nil
 	}); err != nil {
 		h.t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ var heartbeatLosses = []struct {
 // runnerChecks returns acp_session_runner_checks_total{verdict}.
 func (r *rig) runnerChecks(verdict string) float64 {
 	r.t.Helper()
-	return gatherCounter(r.t, r.reg, "acp_session_runner_checks_total", "verdict", verdict)
+	return testutil.Metric(r.t, r.reg, "acp_session_runner_checks_total", "verdict", verdict)
 }
 
 // A runner whose heartbeat vanishes but which answers its ping is alive (a
@@ -78,7 +79,7 @@ func TestRunnerWithoutHeartbeatButAnsweringKeepsAdapters(t *testing.T) {
 			}
 			// The turn is held until the session service has checked the
 			// runner, so that a verdict of gone would end it first.
-			if err := poll(ctx, "the runner's check", func() (bool, error) {
+			if err := testutil.Poll(ctx, "the runner's check", func() (bool, error) {
 				return h.runnerChecks("alive") > 0 || h.runnerChecks("gone") > 0, nil
 			}); err != nil {
 				t.Fatal(err)

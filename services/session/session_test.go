@@ -3,9 +3,7 @@ package session_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	adapterrunner "skein.dev/services/adapter-runner"
@@ -27,25 +25,10 @@ import (
 var testAgent string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "session-test")
-	if err != nil {
-		panic(err)
-	}
-	if testAgent, err = testagent.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	// Every test stops what it started: services, connections, servers,
-	// adapter processes' pipes.
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	testutil.Main(m, func(dir string) (err error) {
+		testAgent, err = testagent.Build(dir)
+		return err
+	})
 }
 
 type harness struct {

@@ -14,6 +14,7 @@ import (
 
 	"skein.dev/internal/memstat"
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/services/session"
@@ -64,8 +65,8 @@ func BenchmarkTakeover(b *testing.B) {
 			}
 			close(sids)
 			wg.Wait()
-			if err := poll(ctx, "every turn to run", func() (bool, error) {
-				return gatherCounter(b, owner.reg, "acp_session_prompt_dispatches_total") == float64(n), nil
+			if err := testutil.Poll(ctx, "every turn to run", func() (bool, error) {
+				return testutil.Metric(b, owner.reg, "acp_session_prompt_dispatches_total") == float64(n), nil
 			}); err != nil {
 				b.Fatal(err)
 			}
@@ -75,8 +76,8 @@ func BenchmarkTakeover(b *testing.B) {
 				b.StopTimer()
 				survivor := startReplica(b, natstest.Connect(b, ns), cfg, lg)
 				// Its start-up claims find every lease held by a live owner.
-				if err := poll(ctx, "the survivor's start-up claims", func() (bool, error) {
-					return gatherCounter(b, survivor.reg, "acp_session_owner_leases_total", "event", "held_elsewhere") == float64(n), nil
+				if err := testutil.Poll(ctx, "the survivor's start-up claims", func() (bool, error) {
+					return testutil.Metric(b, survivor.reg, "acp_session_owner_leases_total", "event", "held_elsewhere") == float64(n), nil
 				}); err != nil {
 					b.Fatal(err)
 				}
@@ -84,8 +85,8 @@ func BenchmarkTakeover(b *testing.B) {
 				died := time.Now()
 				owner.die()
 				var first time.Time
-				if err := poll(ctx, "the survivor to take every turn over", func() (bool, error) {
-					taken := gatherCounter(b, survivor.reg, "acp_session_takeovers_total")
+				if err := testutil.Poll(ctx, "the survivor to take every turn over", func() (bool, error) {
+					taken := testutil.Metric(b, survivor.reg, "acp_session_takeovers_total")
 					if taken > 0 && first.IsZero() {
 						first = time.Now()
 					}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/services/session"
@@ -91,7 +92,7 @@ func TestTakeoverKeepsTheMessageInProgress(t *testing.T) {
 			}
 			// The owner applied the new message's first chunk: the update
 			// it ended is durable.
-			if err := poll(ctx, "the update before the pause to be durable", func() (bool, error) {
+			if err := testutil.Poll(ctx, "the update before the pause to be durable", func() (bool, error) {
 				return slices.Contains(durableTexts(t, h, "tk"), tc.durable), nil
 			}); err != nil {
 				t.Fatal(err)
@@ -253,7 +254,7 @@ func TestTakeoverEndsATurnWhoseEndWasLost(t *testing.T) {
 	if err := h.open(t, "tk", events.AcpOpenSessionRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := poll(ctx, "the open turn to end", func() (bool, error) {
+	if err := testutil.Poll(ctx, "the open turn to end", func() (bool, error) {
 		rec, err := eventlog.Last(ctx, h.js, events.StreamLog, events.LogFilter("default", "tk"))
 		return err == nil && rec != nil && rec.Header.Get(events.HeaderRecord) == events.RecordTurnFinished, nil
 	}); err != nil {

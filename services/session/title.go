@@ -9,7 +9,7 @@ import (
 	"skein.dev/pkg/events/eventlog"
 )
 
-// Titles (the rules are pkg/events' title.go). The session holds its title
+// Titles (the rules are pkg/events' title.go, the policy titlepolicy.go). The session holds its title
 // and where it came from in memory; every change is a TitleChanged record
 // on the session's TitleSubject, whose last message a new owner reads back
 // (loadTitle): one direct get, however long the session, and nothing of
@@ -57,7 +57,7 @@ func (sess *session) setTitle(ctx context.Context, at ioPos, title, source strin
 }
 
 // deriveTitle gives a session without a title one derived from the user
-// message blocks about to be accepted (events.PromptTitle); a message
+// message blocks about to be accepted (promptTitle); a message
 // without text leaves it without. The caller projects it with the
 // acceptance. An error is the append's: the log cannot be written (or is
 // another replica's now), so the prompt fails before anything is accepted,
@@ -66,7 +66,7 @@ func (sess *session) deriveTitle(ctx context.Context, blocks []json.RawMessage) 
 	if sess.title != "" {
 		return nil
 	}
-	title := events.PromptTitle(blocks)
+	title := promptTitle(blocks)
 	if title == "" {
 		return nil
 	}
@@ -81,7 +81,7 @@ func (sess *session) onSessionInfo(ctx context.Context, at ioPos, update json.Ra
 	if !ok || sess.titleSource == events.TitleRenamed {
 		return
 	}
-	title := events.AgentTitle(raw)
+	title := agentTitle(raw)
 	if title == "" || title == sess.title {
 		return
 	}

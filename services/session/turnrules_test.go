@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/services/session"
@@ -84,7 +85,7 @@ func TestConcurrentIdenticalPromptsDispatchOnce(t *testing.T) {
 				other++
 				t.Errorf("unkeyed prompt = %+v, %v, want %s", r.res, r.err, events.CodeSessionBusy)
 			}
-		case <-time.After(pollTimeout):
+		case <-time.After(testutil.PollTimeout):
 			t.Fatalf("after %d busy answers, the others wait", busyCount)
 		}
 	}
@@ -305,7 +306,7 @@ func TestKeyedRetryAfterOwnerRestartIsNotReplayed(t *testing.T) {
 
 	retry := h.promptAsync(ctx, "s1", "k1", script)
 	var got *promptResult
-	if err := poll(ctx, "the keyed retry", func() (bool, error) {
+	if err := testutil.Poll(ctx, "the keyed retry", func() (bool, error) {
 		select {
 		case r := <-retry:
 			got = &r
@@ -515,7 +516,7 @@ func TestPromptAfterRunnerLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.stopRunner()
-	if err := poll(ctx, "the runner's exit to be recorded", func() (bool, error) {
+	if err := testutil.Poll(ctx, "the runner's exit to be recorded", func() (bool, error) {
 		n, err := h.countCtl(ctx, "left", "AcpAgentExitedEvent")
 		return n == 1, err
 	}); err != nil {
@@ -560,7 +561,7 @@ func TestLostOutputFailsTurn(t *testing.T) {
 	if code(err) != events.CodeOutputLost || !strings.Contains(err.Error(), "never reached ACP_IO") {
 		t.Fatalf("prompt with a record ACP_IO refused = %v, want output_lost: never reached ACP_IO", err)
 	}
-	if lost := gatherCounter(t, h.reg, "acp_session_io_lost_records_total"); lost != 1 {
+	if lost := testutil.Metric(t, h.reg, "acp_session_io_lost_records_total"); lost != 1 {
 		t.Errorf("lost records counted %v, want 1", lost)
 	}
 	if _, err := h.prompt(ctx, "s1", "", "say ok"); err != nil {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
+	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/workspace"
 )
 
 // normalizeOpen applies the defaults to a validated open request

@@ -1,14 +1,12 @@
 package session_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,29 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
+	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/workspace"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/services/session"
 )
-
-// syncBuffer is a bytes.Buffer the services' loggers and a test share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // confined is a runner and a session service confined to one workspace
 // root, with an agent "test" that lets sessions set ALLOWED_* and
@@ -46,7 +27,7 @@ func (b *syncBuffer) String() string {
 type confined struct {
 	*harness
 	root, out string
-	logs      *syncBuffer
+	logs      *testutil.Buffer
 }
 
 // startConfined starts the services; the session service is told the
@@ -61,7 +42,7 @@ func startConfined(t *testing.T, sessionKnowsRoots bool) *confined {
 		t.Fatal(err)
 	}
 	c := &confined{harness: &harness{nc: nc, js: js, control: t.TempDir()},
-		root: filepath.Join(base, "root"), out: filepath.Join(base, "out"), logs: &syncBuffer{}}
+		root: filepath.Join(base, "root"), out: filepath.Join(base, "out"), logs: &testutil.Buffer{}}
 	for _, d := range []string{filepath.Join(c.root, "proj"), filepath.Join(c.out, "sub")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)

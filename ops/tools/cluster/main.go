@@ -63,6 +63,9 @@ func run(args []string, stdout io.Writer) error {
 		c, err := cluster.Start(ctx, cluster.Options{
 			Dir: abs(*dir), ConfDir: abs(*conf), NATSServer: abs(*natsServer), Skein: []string{abs(*skein)},
 			FixedPorts: true, Detach: true, Sessions: *sessions, Gateways: *gateways, Runners: *runners, TLS: *tls,
+			// The walkthrough (README, docs/OPERATIONS.md) talks to the
+			// test agent: make cluster is for trying Skein out.
+			TestAgents: true,
 		})
 		if err != nil {
 			return err

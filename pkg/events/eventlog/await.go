@@ -116,12 +116,11 @@ func AwaitTurn(ctx context.Context, js jetstream.JetStream, ns events.Namespace,
 	// in between: the server handles one connection's protocol in order,
 	// so the subscription exists before the read's request arrives, and a
 	// record stored after the read looked is delivered live.
+	tr := traceOf(ctx)
 	if f, err := w.read(ctx); f != nil || err != nil {
-		return found(f, err, foundByRead)
+		return tr.found(f, err, foundByRead)
 	}
-	if awaitFirstRead != nil {
-		awaitFirstRead()
-	}
+	tr.onAwaitFirstRead()
 
 	// 3. Follow, deduplicating by sequence.
 	tick := time.NewTicker(awaitRereadInterval)
@@ -133,38 +132,30 @@ func AwaitTurn(ctx context.Context, js jetstream.JetStream, ns events.Namespace,
 		case m := <-ch:
 			f, gap, err := w.live(m)
 			if f != nil || err != nil {
-				return found(f, err, foundLive)
+				return tr.found(f, err, foundLive)
 			}
 			if gap {
 				if f, err := w.read(ctx); f != nil || err != nil {
-					return found(f, err, foundByRead)
+					return tr.found(f, err, foundByRead)
 				}
 			}
 		case <-tick.C:
 			if f, err := w.read(ctx); f != nil || err != nil {
-				return found(f, err, foundByRead)
+				return tr.found(f, err, foundByRead)
 			}
 		}
 	}
 }
 
-// How a wait found its end, for tests (export_test.go).
+// How a wait found its end, for its trace (export_test.go).
 const (
 	foundByRead = "read"
 	foundLive   = "live"
 )
 
-// Test hooks, nil outside tests: awaitFirstRead runs once a wait is
-// subscribed and has read the log; awaitFound learns how it ended.
-var (
-	awaitFirstRead func()
-	awaitFound     func(how string)
-)
-
-func found(f *events.TurnFinished, err error, how string) (*events.TurnFinished, error) {
-	if awaitFound != nil {
-		awaitFound(how)
-	}
+// found returns a wait's end, telling the trace how it was found.
+func (t *trace) found(f *events.TurnFinished, err error, how string) (*events.TurnFinished, error) {
+	t.onAwaitFound(how)
 	return f, err
 }
 

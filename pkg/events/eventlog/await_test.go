@@ -156,21 +156,21 @@ func wantFoundBy(t *testing.T, o *eventlog.AwaitObserver, want string) {
 
 func TestAwaitTurnFinishedBefore(t *testing.T) {
 	js := setup(t)
-	o := eventlog.ObserveAwait(t)
+	ctx, o := eventlog.ObserveAwait(t.Context())
 	l := newTurnLog(t, js, "s1")
 	acc := l.accept("t1", nil)
 	l.update("t1")
 	l.finish("t1", nil, "end_turn", false)
-	wantFinished(t, receive(t, awaitAsync(t, t.Context(), js, "s1", acc)), "t1", "end_turn")
+	wantFinished(t, receive(t, awaitAsync(t, ctx, js, "s1", acc)), "t1", "end_turn")
 	wantFoundBy(t, o, "read")
 }
 
 func TestAwaitTurnFinishedAfter(t *testing.T) {
 	js := setup(t)
-	o := eventlog.ObserveAwait(t)
+	ctx, o := eventlog.ObserveAwait(t.Context())
 	l := newTurnLog(t, js, "s1")
 	acc := l.accept("t1", nil)
-	ch := awaitAsync(t, t.Context(), js, "s1", acc)
+	ch := awaitAsync(t, ctx, js, "s1", acc)
 	firstRead(t, o)
 	l.update("t1")
 	l.finish("t1", nil, "end_turn", true)
@@ -182,14 +182,14 @@ func TestAwaitTurnKeyed(t *testing.T) {
 	for _, when := range []string{"before", "after"} {
 		t.Run("finished="+when, func(t *testing.T) {
 			js := setup(t)
-			o := eventlog.ObserveAwait(t)
+			ctx, o := eventlog.ObserveAwait(t.Context())
 			l := newTurnLog(t, js, "s1")
 			key := new("key-1")
 			acc := l.accept("t1", key)
 			if when == "before" {
 				l.finish("t1", key, "end_turn", false)
 			}
-			ch := awaitAsync(t, t.Context(), js, "s1", acc)
+			ch := awaitAsync(t, ctx, js, "s1", acc)
 			if when == "after" {
 				firstRead(t, o)
 				l.finish("t1", key, "end_turn", false)
@@ -220,7 +220,7 @@ func TestAwaitTurnIgnoresOtherTurns(t *testing.T) {
 	for _, when := range []string{"before", "after"} {
 		t.Run("finished="+when, func(t *testing.T) {
 			js := setup(t)
-			o := eventlog.ObserveAwait(t)
+			ctx, o := eventlog.ObserveAwait(t.Context())
 			l := newTurnLog(t, js, "s1")
 			other := newTurnLog(t, js, "s2")
 			l.accept("t0", nil)
@@ -239,9 +239,9 @@ func TestAwaitTurnIgnoresOtherTurns(t *testing.T) {
 			if when == "before" {
 				noise()
 				l.finish("t1", nil, "end_turn", false)
-				ch = awaitAsync(t, t.Context(), js, "s1", acc)
+				ch = awaitAsync(t, ctx, js, "s1", acc)
 			} else {
-				ch = awaitAsync(t, t.Context(), js, "s1", acc)
+				ch = awaitAsync(t, ctx, js, "s1", acc)
 				firstRead(t, o)
 				noise()
 				l.finish("t1", nil, "end_turn", false)
@@ -255,7 +255,7 @@ func TestAwaitTurnSessionDeleted(t *testing.T) {
 	for _, when := range []string{"before", "after"} {
 		t.Run("deleted="+when, func(t *testing.T) {
 			js := setup(t)
-			o := eventlog.ObserveAwait(t)
+			ctx, o := eventlog.ObserveAwait(t.Context())
 			l := newTurnLog(t, js, "s1")
 			acc := l.accept("t1", new("k"))
 			del := func() {
@@ -264,7 +264,7 @@ func TestAwaitTurnSessionDeleted(t *testing.T) {
 			if when == "before" {
 				del()
 			}
-			ch := awaitAsync(t, t.Context(), js, "s1", acc)
+			ch := awaitAsync(t, ctx, js, "s1", acc)
 			if when == "after" {
 				firstRead(t, o)
 				del()
@@ -291,10 +291,10 @@ func TestAwaitTurnEarlierDeletionIgnored(t *testing.T) {
 
 func TestAwaitTurnContextCancelled(t *testing.T) {
 	js := setup(t)
-	o := eventlog.ObserveAwait(t)
+	traced, o := eventlog.ObserveAwait(t.Context())
 	l := newTurnLog(t, js, "s1")
 	acc := l.accept("t1", nil)
-	ctx, cancel := context.WithCancelCause(t.Context())
+	ctx, cancel := context.WithCancelCause(traced)
 	subs := js.Conn().NumSubscriptions()
 	ch := awaitAsync(t, ctx, js, "s1", acc)
 	firstRead(t, o)
@@ -344,10 +344,10 @@ func TestAwaitTurnWithoutLiveDelivery(t *testing.T) {
 	if _, err := js.UpdateStream(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	o := eventlog.ObserveAwait(t)
+	ctx, o := eventlog.ObserveAwait(t.Context())
 	l := newTurnLog(t, js, "s1")
 	acc := l.accept("t1", nil)
-	ch := awaitAsync(t, t.Context(), js, "s1", acc)
+	ch := awaitAsync(t, ctx, js, "s1", acc)
 	firstRead(t, o)
 	l.finish("t1", nil, "end_turn", false)
 	wantFinished(t, receive(t, ch), "t1", "end_turn")
@@ -558,7 +558,7 @@ func TestAwaitTurnKeyedNotSaid(t *testing.T) {
 // turn ends.
 func TestAwaitTurnNoResponders(t *testing.T) {
 	js := setup(t)
-	o := eventlog.ObserveAwait(t)
+	ctx, o := eventlog.ObserveAwait(t.Context())
 	l := newTurnLog(t, js, "s1")
 	acc := l.accept("t1", nil)
 	allowDirect := func(on bool) {
@@ -577,7 +577,7 @@ func TestAwaitTurnNoResponders(t *testing.T) {
 	if _, err := eventlog.Forward(t.Context(), js, events.StreamLog, "acp.log.default.s1.ctl", 0, 10); !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("Forward without direct gets = %v, want nats.ErrNoResponders", err)
 	}
-	ch := awaitAsync(t, t.Context(), js, "s1", acc)
+	ch := awaitAsync(t, ctx, js, "s1", acc)
 	firstRead(t, o)
 	allowDirect(true)
 	l.finish("t1", nil, "end_turn", true)
@@ -591,9 +591,8 @@ func TestAwaitTurnNoResponders(t *testing.T) {
 // retried.
 func TestAppendRidesOutNoResponders(t *testing.T) {
 	js := setup(t)
-	retries := eventlog.ObserveAppendRetries(t)
 	l := newTurnLog(t, js, "s1")
-	ctx := t.Context()
+	ctx, retries := eventlog.ObserveAppendRetries(t.Context())
 	s, err := js.Stream(ctx, events.StreamLog)
 	if err != nil {
 		t.Fatal(err)

@@ -3,9 +3,9 @@ package eventlog_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"skein.dev/internal/testutil"
 )
 
 // Every test stops what it started: waits, subscriptions, connections and
 // the embedded server.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.Main(m, nil) }

@@ -99,7 +99,7 @@ func (w *Writer) sendWindow(ctx context.Context, entries []Entry) ([]Appended, e
 		}
 		if prevID != "" {
 			m.Header.Del(jetstream.ExpectedLastSubjSeqHeader)
-			m.Header.Del(expectedLastSubjSeqSubjHeader)
+			m.Header.Del(jetstream.ExpectedLastSubjSeqSubjHeader)
 			m.Header.Set(jetstream.ExpectedLastMsgIDHeader, prevID)
 		}
 		prevID = m.Header.Get(jetstream.MsgIDHeader)

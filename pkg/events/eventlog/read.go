@@ -98,10 +98,11 @@ func tryAgain[T any](ctx context.Context, nc *nats.Conn, read func(context.Conte
 
 // directSubject is the direct get subject of stream, under js's API prefix.
 func directSubject(js jetstream.JetStream, stream string) string {
-	if p := js.Options().APIPrefix; p != "" && p != "$JS.API." {
-		return p + "DIRECT.GET." + stream
+	p := js.Options().APIPrefix
+	if p == "" {
+		p = jetstream.DefaultAPIPrefix
 	}
-	return "$JS.API.DIRECT.GET." + stream
+	return p + "DIRECT.GET." + stream
 }
 
 func recordFromDirect(msg *nats.Msg) (*Record, error) {
@@ -333,9 +334,7 @@ func locate(ctx context.Context, js jetstream.JetStream, stream, subject string,
 			guess = interpolate(lo, hi, want-min(slack/2, want-lo.key))
 		}
 		guess = min(max(guess, loSeq), hiSeq)
-		if probeHook != nil {
-			probeHook()
-		}
+		traceOf(ctx).onProbe()
 		r, err := directGet(ctx, js, stream, directGetRequest{Seq: guess, NextBySubj: subject})
 		if err != nil {
 			return nil, nil, fmt.Errorf("locate %d on %s: %w", want, subject, err)
@@ -367,18 +366,9 @@ func locate(ctx context.Context, js jetstream.JetStream, stream, subject string,
 	return nil, nil, nil
 }
 
-// stepBackHook, when set (by tests), is called when Backward falls back to
-// stepping on event-numbered records.
-var stepBackHook func()
-
-// probeHook, when set (by tests), is called for each probe of locate.
-var probeHook func()
-
 // fallBack is stepBack where the event-number search could not be trusted.
 func fallBack(ctx context.Context, js jetstream.JetStream, stream, subject string, before uint64, limit int) ([]*Record, error) {
-	if stepBackHook != nil {
-		stepBackHook()
-	}
+	traceOf(ctx).onStepBack()
 	return stepBack(ctx, js, stream, subject, before, limit)
 }
 

@@ -265,5 +265,5 @@ func apiSubject(js jetstream.JetStream, name string) string {
 	if p := js.Options().APIPrefix; p != "" {
 		return p + name
 	}
-	return "$JS.API." + name
+	return jetstream.DefaultAPIPrefix + name
 }

@@ -136,9 +136,7 @@ func (w *Writer) Append(ctx context.Context, entries ...Entry) ([]Appended, erro
 	deadline := time.Now().Add(appendRetryFor)
 	for attempt := 0; attempt == 0 || time.Now().Before(deadline); attempt++ {
 		if attempt > 0 {
-			if appendRetryHook != nil {
-				appendRetryHook()
-			}
+			traceOf(ctx).onAppendRetry()
 			select {
 			case <-ctx.Done():
 				return nil, ctx.Err()
@@ -225,13 +223,11 @@ func (w *Writer) buildAt(entries []Entry, pos Position) ([]*nats.Msg, []Appended
 	// The compare-and-set goes on the first message only: the server checks
 	// it against the log as it was before the batch.
 	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(pos.LastSeq, 10))
-	msgs[0].Header.Set(expectedLastSubjSeqSubjHeader, w.filter)
+	// The compare-and-set covers every subject of the session (a
+	// wildcard), not just the one written.
+	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, w.filter)
 	return msgs, out, nil
 }
-
-// expectedLastSubjSeqSubjHeader makes the compare-and-set cover every
-// subject of the session (a wildcard), not just the one written.
-const expectedLastSubjSeqSubjHeader = "Nats-Expected-Last-Subject-Sequence-Subject"
 
 func (w *Writer) publish(ctx context.Context, msgs []*nats.Msg) (uint64, error) {
 	if len(msgs) == 1 {
@@ -306,9 +302,6 @@ const (
 	appendRetryFor  = 20 * time.Second
 	appendRetryWait = 250 * time.Millisecond
 )
-
-// appendRetryHook, nil outside tests, runs before each retry of an append.
-var appendRetryHook func()
 
 // isRetryable reports a failure that passes: the stream cannot answer now,
 // or the connection lost the request with its socket (a node that died

@@ -3,13 +3,12 @@ package gatewaytest_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/services/gateway/gatewaytest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.Main(m, nil) }
 
 // The fake session service keeps the contract the real one keeps.
 func TestFakeSessionContract(t *testing.T) {

@@ -36,9 +36,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
-	"skein.dev/pkg/events/workspace"
 	"skein.dev/services/history"
 )
 

@@ -11,6 +11,7 @@ import (
 
 	"skein.dev/cmd/skein/internal/cli"
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/services/gateway"
 	"skein.dev/services/gateway/gatewaytest"
 )
@@ -56,7 +57,7 @@ func TestToken(t *testing.T) {
 			env := map[string]string{cli.EnvServer: hs.URL}
 			maps.Copy(env, tt.env)
 			for _, cmd := range [][]string{{"agents"}, {"prompt", "-s", "tok", "hello"}, {"history", "-s", "tok"}} {
-				var stdout, stderr syncBuffer
+				var stdout, stderr testutil.Buffer
 				err := execute(t.Context(), env, "", &stdout, &stderr, append(cmd, tt.args...)...)
 				if tt.ok && err != nil {
 					t.Fatalf("%v: %v\nstderr: %s", cmd, err, stderr.String())

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,18 +15,16 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/goleak"
 
 	"skein.dev/cmd/skein/internal/cli"
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/services/gateway"
 	"skein.dev/services/gateway/gatewaytest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testutil.Main(m, nil) }
 
 const ns = events.DefaultNamespace
 
@@ -64,7 +61,7 @@ type result struct {
 // run runs `skein args...` with SKEIN_URL pointing at the gateway.
 func (e *env) run(ctx context.Context, stdin string, args ...string) result {
 	e.t.Helper()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.Buffer
 	err := execute(ctx, map[string]string{cli.EnvServer: e.url}, stdin, &stdout, &stderr, args...)
 	return result{stdout: stdout.String(), stderr: stderr.String(), err: err}
 }
@@ -84,42 +81,11 @@ func executeWith(ctx context.Context, env map[string]string, stdin io.Reader, st
 	return root.ExecuteContext(ctx)
 }
 
-// syncBuffer is a bytes.Buffer that a running command and the test may
-// use at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func wantCode(t *testing.T, err error, code string) {
 	t.Helper()
 	apiErr, ok := errors.AsType[*cli.APIError](err)
 	if !ok || apiErr.Code != code {
 		t.Fatalf("err = %v, want an *APIError with code %s", err, code)
-	}
-}
-
-// eventually polls cond until it holds, or fails the test after 10 s.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -164,7 +130,7 @@ func TestPromptPrintsTheReplyLive(t *testing.T) {
 // runs, not when the prompt returns.
 func TestPromptStreamsBeforeTheTurnEnds(t *testing.T) {
 	e := newEnv(t)
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.Buffer
 	streamed := func() bool { return strings.Contains(stdout.String(), "Thinking") }
 	e.backend.OnPrompt(func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
 		after, err := turn.Append(gatewaytest.TextChunk("user_message_chunk", "hi"))
@@ -262,7 +228,7 @@ func TestOpen(t *testing.T) {
 
 func TestServerFlagWinsOverEnvironment(t *testing.T) {
 	e := newEnv(t)
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.Buffer
 	err := execute(t.Context(), map[string]string{cli.EnvServer: "http://127.0.0.1:1"}, "", &stdout, &stderr, "open", "--server", e.url+"/")
 	if err != nil || stdout.String() != "session main is open\n" {
 		t.Fatalf("open --server = %v, printed %q", err, stdout.String())
@@ -324,15 +290,15 @@ func TestEventsFollowsUntilInterrupted(t *testing.T) {
 	s2 := e.backend.Append(ns, "main", gatewaytest.TextChunk("agent_message_chunk", "two"))
 
 	ctx, cancel := context.WithCancel(t.Context())
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- execute(ctx, map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr, "events", "--after", strconv.FormatUint(s1, 10))
 	}()
-	eventually(t, "the backfilled event", func() bool { return strings.Count(stdout.String(), "\n") == 1 })
+	testutil.Eventually(t, "the backfilled event", func() bool { return strings.Count(stdout.String(), "\n") == 1 })
 	e.backend.Delta(ns, "main", s2, gatewaytest.TextChunk("agent_message_chunk", "th"))
 	s3 := e.backend.Append(ns, "main", gatewaytest.TextChunk("agent_message_chunk", "three"))
-	eventually(t, "the live events", func() bool { return strings.Count(stdout.String(), "\n") == 3 })
+	testutil.Eventually(t, "the live events", func() bool { return strings.Count(stdout.String(), "\n") == 3 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("events = %v after interrupt, want nil", err)
@@ -386,7 +352,7 @@ func TestEventsResumesWhenUnavailable(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.Buffer
 	err := execute(t.Context(), nil, "", &stdout, &stderr, "events", "--server", srv.URL, "--after", "5")
 	wantCode(t, err, "session_not_found")
 	want := "{\"sequence\":7,\"durability\":\"durable\"}\n{\"sequence\":9,\"durability\":\"durable\"}\n"
@@ -406,12 +372,12 @@ func TestEventsReportsStreamErrors(t *testing.T) {
 	e := newEnv(t, gatewaytest.WithMaxEventsPerSession(2))
 	e.backend.CreateSession(ns, "main", "demo")
 	e.backend.Append(ns, "main", gatewaytest.TextChunk("user_message_chunk", "one"))
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- execute(t.Context(), map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr, "events")
 	}()
-	eventually(t, "the first event", func() bool { return strings.Count(stdout.String(), "\n") == 1 })
+	testutil.Eventually(t, "the first event", func() bool { return strings.Count(stdout.String(), "\n") == 1 })
 	// Records the stream misses and history prunes: a gap it cannot fill.
 	e.backend.WithoutTail(func() {
 		for _, text := range []string{"two", "three", "four"} {

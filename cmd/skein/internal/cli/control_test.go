@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"skein.dev/cmd/skein/internal/cli"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/services/gateway/gatewaytest"
 )
@@ -260,7 +261,7 @@ func TestRespond(t *testing.T) {
 func TestPromptAsksOnTheTerminal(t *testing.T) {
 	e := newEnv(t)
 	e.backend.OnPrompt(askingTurn(2, nil))
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.Buffer
 	stdin := tty{strings.NewReader("9\nnope\n\n 2 \nallow\n")}
 	err := executeWith(t.Context(), map[string]string{cli.EnvServer: e.url}, stdin, &stdout, &stderr, "prompt", "--policy", "ask", "clean up")
 	if err != nil {
@@ -288,16 +289,16 @@ var requestIDRE = regexp.MustCompile(`skein respond (\S+) <optionId>`)
 
 // promptUntilAsked starts `skein prompt args...` with stdin and returns the
 // request ID it shows once it shows one, with its output and its result.
-func promptUntilAsked(t *testing.T, e *env, stdin io.Reader, args ...string) (string, *syncBuffer, *syncBuffer, <-chan result) {
+func promptUntilAsked(t *testing.T, e *env, stdin io.Reader, args ...string) (string, *testutil.Buffer, *testutil.Buffer, <-chan result) {
 	t.Helper()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.Buffer
 	done := make(chan result, 1)
 	go func() {
 		err := executeWith(t.Context(), map[string]string{cli.EnvServer: e.url}, stdin, &stdout, &stderr, append([]string{"prompt"}, args...)...)
 		done <- result{stdout: stdout.String(), stderr: stderr.String(), err: err}
 	}()
 	var id string
-	eventually(t, "the permission request", func() bool {
+	testutil.Eventually(t, "the permission request", func() bool {
 		if m := requestIDRE.FindStringSubmatch(stdout.String()); m != nil {
 			id = m[1]
 		}
@@ -330,7 +331,7 @@ func TestPromptEndOfInput(t *testing.T) {
 	e := newEnv(t)
 	e.backend.OnPrompt(askingTurn(1, nil))
 	id, _, stderr, done := promptUntilAsked(t, e, tty{strings.NewReader("")}, "clean up")
-	eventually(t, "the end of input", func() bool { return strings.Contains(stderr.String(), "end of input") })
+	testutil.Eventually(t, "the end of input", func() bool { return strings.Contains(stderr.String(), "end of input") })
 	if r := e.run(t.Context(), "", "respond", id, "allow"); r.err != nil || r.stdout != "accepted\n" {
 		t.Fatalf("respond = %v, printed %q", r.err, r.stdout)
 	}

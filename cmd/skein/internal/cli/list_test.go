@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"skein.dev/internal/testutil"
 )
 
 func TestList(t *testing.T) {
@@ -27,7 +29,7 @@ func TestList(t *testing.T) {
 		}
 		return got
 	}
-	eventually(t, "three sessions listed", func() bool {
+	testutil.Eventually(t, "three sessions listed", func() bool {
 		r := e.run(t.Context(), "", "list")
 		return r.err == nil && strings.Count(r.stdout, "\n") == 3
 	})

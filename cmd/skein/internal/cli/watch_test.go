@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 )
 
@@ -20,7 +21,7 @@ func TestWatch(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- execute(ctx, map[string]string{"SKEIN_URL": e.url}, "", &stdout, &stderr, "watch", "-s", "s1", "--timeout", "30s")
@@ -30,8 +31,8 @@ func TestWatch(t *testing.T) {
 	}
 	// Echo stores its user message, a tool call and its update, a plan and
 	// the reply.
-	eventually(t, "the turn's events", func() bool { return strings.Count(stdout.String(), "\n") == 5 })
-	eventually(t, "the state after the turn", func() bool { return strings.HasSuffix(stderr.String(), "state: idle\n") })
+	testutil.Eventually(t, "the turn's events", func() bool { return strings.Count(stdout.String(), "\n") == 5 })
+	testutil.Eventually(t, "the state after the turn", func() bool { return strings.HasSuffix(stderr.String(), "state: idle\n") })
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("watch interrupted = %v, want nil", err)

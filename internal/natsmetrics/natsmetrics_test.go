@@ -1,8 +1,6 @@
 package natsmetrics_test
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,9 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"skein.dev/internal/natsmetrics"
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events/eventlog"
-	"skein.dev/pkg/events/natsmetrics"
 )
 
 // gather returns every series of reg as name → label values joined → value.
@@ -194,30 +193,13 @@ func TestStreamsCluster(t *testing.T) {
 		}
 		return true
 	}
-	if err := poll(t, "every stream's two followers current", func() bool { return every(natsmetrics.ReplicaCurrent, 2) }); err != nil {
+	if err := testutil.Poll(t.Context(), "every stream's two followers current", func() (bool, error) { return every(natsmetrics.ReplicaCurrent, 2), nil }); err != nil {
 		t.Fatalf("%v: %v", err, got["acp_stream_replicas"])
 	}
 
 	nodes[2].Shutdown()
 	nodes[2].WaitForShutdown()
-	if err := poll(t, "every stream's leader to report a follower offline", func() bool { return every(natsmetrics.ReplicaOffline, 1) }); err != nil {
+	if err := testutil.Poll(t.Context(), "every stream's leader to report a follower offline", func() (bool, error) { return every(natsmetrics.ReplicaOffline, 1), nil }); err != nil {
 		t.Fatalf("%v: replicas %v, leaders %v", err, got["acp_stream_replicas"], got["acp_stream_leader_present"])
 	}
-}
-
-// poll checks cond every 50 ms until it holds, for at most 30 s.
-func poll(t *testing.T, what string, cond func() bool) error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
-		case <-tick.C:
-		}
-	}
-	return nil
 }

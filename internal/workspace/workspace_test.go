@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/workspace"
 )
 
 // tree makes a root with a directory in it, a directory outside it, and

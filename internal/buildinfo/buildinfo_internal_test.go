@@ -1,4 +1,4 @@
-package events
+package buildinfo
 
 import (
 	"runtime/debug"

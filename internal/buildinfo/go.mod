@@ -1,0 +1,3 @@
+module skein.dev/internal/buildinfo
+
+go 1.26.8

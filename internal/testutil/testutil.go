@@ -1,0 +1,201 @@
+// Package testutil holds the helpers that every Skein module's tests
+// share: a buffer a logger and a test may use at once, a wait on a
+// condition, a reader of Prometheus series, and a TestMain that checks for
+// leaked goroutines. Tests import it; production code never does.
+package testutil
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/goleak"
+)
+
+// Buffer is a bytes.Buffer that goroutines may write and a test read at
+// once: a logger's handler, a process's output pipes.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what has been written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Len returns how many bytes have been written so far.
+func (b *Buffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
+// Reset forgets what has been written.
+func (b *Buffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
+}
+
+// PollTimeout bounds every wait of Poll: a condition that takes longer has
+// found a hang, on any machine this suite runs on.
+const PollTimeout = 30 * time.Second
+
+// Poll checks its condition after a millisecond, then backs off to every
+// pollMax: a condition that holds soon is seen soon, and a long wait on a
+// costly condition (an HTTP request, a stream's info) does not take a
+// loaded machine's cores from the code under test.
+const (
+	pollFirst = time.Millisecond
+	pollMax   = 25 * time.Millisecond
+)
+
+// Poll calls cond until it returns true or an error, ctx ends, or
+// PollTimeout passes. The error of a wait that ended without the condition
+// names what was awaited (what: "the runner to restart"), so a failure
+// reads as a sentence.
+func Poll(ctx context.Context, what string, cond func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, PollTimeout)
+	defer cancel()
+	wait := time.NewTimer(pollFirst)
+	defer wait.Stop()
+	for next := pollFirst; ; next = min(2*next, pollMax) {
+		ok, err := cond()
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-wait.C:
+			wait.Reset(next)
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, context.Cause(ctx))
+		}
+	}
+}
+
+// Eventually is Poll for a condition that cannot fail, bounded by the
+// test's context: it fails the test when the condition never holds.
+func Eventually(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	if err := Poll(tb.Context(), what, func() (bool, error) { return cond(), nil }); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// Metric returns the sum, over the series of the family name in g whose
+// labels include labels (name, value pairs), of each series' value: a
+// counter's or a gauge's value, a histogram's or a summary's count of
+// observations. A family with no such series reads as 0, as an unused
+// counter would.
+func Metric(tb testing.TB, g prometheus.Gatherer, name string, labels ...string) float64 {
+	tb.Helper()
+	v, _ := Series(tb, g, name, labels...)
+	return v
+}
+
+// Series is Metric that also reports whether any series matched.
+func Series(tb testing.TB, g prometheus.Gatherer, name string, labels ...string) (float64, bool) {
+	tb.Helper()
+	if len(labels)%2 != 0 {
+		tb.Fatalf("labels of %s: %q is not name, value pairs", name, labels)
+	}
+	mfs, err := g.Gather()
+	if err != nil {
+		tb.Fatalf("gather %s: %v", name, err)
+	}
+	return SeriesIn(mfs, name, labels...)
+}
+
+// SeriesIn is Series over families already gathered.
+func SeriesIn(mfs []*dto.MetricFamily, name string, labels ...string) (float64, bool) {
+	var sum float64
+	var found bool
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if !hasLabels(m, labels) {
+				continue
+			}
+			found = true
+			sum += value(m)
+		}
+	}
+	return sum, found
+}
+
+func hasLabels(m *dto.Metric, labels []string) bool {
+	for i := 0; i+1 < len(labels); i += 2 {
+		match := false
+		for _, l := range m.GetLabel() {
+			if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
+				match = true
+				break
+			}
+		}
+		if !match {
+			return false
+		}
+	}
+	return true
+}
+
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
+	case m.GetHistogram() != nil:
+		return float64(m.GetHistogram().GetSampleCount())
+	case m.GetSummary() != nil:
+		return float64(m.GetSummary().GetSampleCount())
+	case m.GetUntyped() != nil:
+		return m.GetUntyped().GetValue()
+	}
+	return 0
+}
+
+// Main runs a package's tests, after setup (nil for none) has prepared
+// what they share in a scratch directory (a test agent's binary, say),
+// which is removed afterwards. A run whose tests passed fails if any
+// goroutine outlived them: every test stops what it started.
+func Main(m *testing.M, setup func(dir string) error) {
+	var dir string
+	if setup != nil {
+		var err error
+		if dir, err = os.MkdirTemp("", "skein-test-"); err != nil {
+			fmt.Fprintln(os.Stderr, "scratch directory:", err)
+			os.Exit(1)
+		}
+		if err := setup(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			_ = os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
+	}))
+}
