@@ -174,9 +174,11 @@ func unmarshal(data []byte, member func(Variant) error) (Variant, error) {
 	if err := checkMsgpack(data); err != nil {
 		return nil, Errorf(CodeInvalidPayload, "decode envelope: %v", err)
 	}
-	var w wireValue
-	if err := msgpack.Unmarshal(data, &w); err != nil {
-		return nil, Errorf(CodeInvalidPayload, "decode envelope: %v", err)
+	w, ok := envelope(data)
+	if !ok {
+		if err := msgpack.Unmarshal(data, &w); err != nil {
+			return nil, Errorf(CodeInvalidPayload, "decode envelope: %v", err)
+		}
 	}
 	if w.V != CodecVersion {
 		return nil, Errorf(CodeInvalidPayload, "codec version %d is not %d", w.V, CodecVersion)
@@ -201,6 +203,48 @@ func unmarshal(data []byte, member func(Variant) error) (Variant, error) {
 		return nil, Errorf(CodeInvalidPayload, "decode %s: %v", w.Type, err)
 	}
 	return v, nil
+}
+
+// envelope reads the envelope of a payload laid out exactly as Marshal
+// writes it (a map of v, type and body, in that order), without decoding
+// it: the body is the rest of data, which checkMsgpack found to be one
+// value. Any other layout, valid or not, is left to the msgpack decoder
+// (ok false). The general decode copies the body out (msgpack.RawMessage)
+// after skipping over it, which made the envelope cost as much as the
+// body on every record the owner and the gateway read.
+func envelope(data []byte) (w wireValue, ok bool) {
+	const head = "\x83\xa1v"
+	if len(data) < len(head)+1 || string(data[:len(head)]) != head || data[len(head)] > 0x7f {
+		return w, false
+	}
+	w.V = int(data[len(head)])
+	rest := data[len(head)+1:]
+	const typeKey = "\xa4type"
+	if len(rest) < len(typeKey)+1 || string(rest[:len(typeKey)]) != typeKey {
+		return w, false
+	}
+	rest = rest[len(typeKey):]
+	var n, at int
+	switch c := rest[0]; {
+	case c >= 0xa0 && c <= 0xbf:
+		n, at = int(c&0x1f), 1
+	case c == 0xd9 && len(rest) >= 2:
+		n, at = int(rest[1]), 2
+	case c == 0xda && len(rest) >= 3:
+		n, at = int(rest[1])<<8|int(rest[2]), 3
+	default:
+		return w, false
+	}
+	if len(rest) < at+n {
+		return w, false
+	}
+	w.Type, rest = string(rest[at:at+n]), rest[at+n:]
+	const bodyKey = "\xa4body"
+	if len(rest) <= len(bodyKey) || string(rest[:len(bodyKey)]) != bodyKey || rest[len(bodyKey)] == 0xc0 {
+		return w, false // a nil body is the decoder's to refuse
+	}
+	w.Body = rest[len(bodyKey):]
+	return w, true
 }
 
 // Decode is Unmarshal for a payload that must be a *T: any other variant is
