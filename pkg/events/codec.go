@@ -113,10 +113,13 @@ func Marshal(v Variant) ([]byte, error) {
 	pe := encPool.Get().(*pooledEncoder)
 	defer pe.free()
 	pe.buf.Reset()
-	if err := pe.enc.Encode(v); err != nil {
-		return nil, fmt.Errorf("marshal %s: %w", v.VariantName(), err)
+	body, fast := fastBody(pe.buf.AvailableBuffer(), v)
+	if !fast {
+		if err := pe.enc.Encode(v); err != nil {
+			return nil, fmt.Errorf("marshal %s: %w", v.VariantName(), err)
+		}
+		body = pe.buf.Bytes()
 	}
-	body := pe.buf.Bytes()
 	// The envelope is written by hand: a fixmap of three entries.
 	name := v.VariantName()
 	out := make([]byte, 0, len(body)+len(name)+16)
@@ -194,6 +197,9 @@ func unmarshal(data []byte, member func(Variant) error) (Variant, error) {
 	}
 	if len(w.Body) == 0 {
 		return nil, Errorf(CodeInvalidPayload, "%s: missing body", w.Type)
+	}
+	if fastDecode(w.Body, v) {
+		return v, nil
 	}
 	if err := msgpack.Unmarshal(w.Body, v); err != nil {
 		if e, ok := errors.AsType[*Error](err); ok {
