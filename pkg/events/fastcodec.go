@@ -1,6 +1,9 @@
 package events
 
-import "encoding/binary"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // The records of a message chunk's way (AdapterUpdate, AdapterUpdates,
 // AcpEphemeralSessionUpdateEvent, EphemeralUpdates) are encoded and
@@ -121,7 +124,15 @@ func appendUint64(b []byte, v uint64) []byte {
 // hand and body is laid out as fastBody writes it; false leaves v to the
 // library.
 func fastDecode(body []byte, v Variant) bool {
-	r := &reader{b: body}
+	switch v.(type) {
+	case *AdapterUpdate, *AdapterUpdates, *AcpEphemeralSessionUpdateEvent, *EphemeralUpdates:
+	default:
+		return false
+	}
+	// The JSON read is sliced out of one copy of the body, not copied
+	// one by one: a burst's updates cost one allocation, and the caller's
+	// bytes are not held.
+	r := &reader{b: bytes.Clone(body)}
 	switch v := v.(type) {
 	case *AdapterUpdate:
 		var u AdapterUpdate
@@ -307,7 +318,8 @@ func (r *reader) strPtr() *string {
 	return &s
 }
 
-// bin reads bytes, copied, or a nil.
+// bin reads bytes, or a nil. They are a slice of the reader's bytes,
+// capped so that an append to them copies.
 func (r *reader) bin() JSON {
 	var n int
 	switch c := r.head(); {
@@ -327,7 +339,7 @@ func (r *reader) bin() JSON {
 	if b == nil {
 		return nil
 	}
-	return append(JSON{}, b...)
+	return JSON(b)
 }
 
 // bins reads an array of bytes, or a nil.
