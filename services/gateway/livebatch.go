@@ -62,6 +62,9 @@ func (f *feed) live(ctx context.Context, m *nats.Msg) {
 			f.lg.Warn("live delta has no public form", events.LogKeySeq, after, events.LogKeyErr, err)
 			continue
 		}
-		f.fanOut(&liveItem{after: after, prev: prev, prevKnown: prevKnown, frame: appendEvent(nil, "", "ephemeral", data)})
+		// The frame is the data and its few field names (more only for
+		// data of several lines): sized so, it is one allocation.
+		frame := appendEvent(make([]byte, 0, len(data)+32), "", "ephemeral", data)
+		f.fanOut(&liveItem{after: after, prev: prev, prevKnown: prevKnown, frame: frame})
 	}
 }
