@@ -110,27 +110,33 @@ func Marshal(v Variant) ([]byte, error) {
 		// VariantName has a value receiver: calling it would panic.
 		return nil, Errorf(CodeInternal, "marshal: nil %s", rv.Type())
 	}
+	name := v.VariantName()
+	if n, ok := fastSize(v); ok {
+		// A record of a chunk's way: its body is written after the
+		// envelope, in the one allocation.
+		out, _ := fastBody(appendEnvelope(make([]byte, 0, n+len(name)+16), name), v)
+		return out, nil
+	}
 	pe := encPool.Get().(*pooledEncoder)
 	defer pe.free()
 	pe.buf.Reset()
-	body, fast := fastBody(pe.buf.AvailableBuffer(), v)
-	if !fast {
-		if err := pe.enc.Encode(v); err != nil {
-			return nil, fmt.Errorf("marshal %s: %w", v.VariantName(), err)
-		}
-		body = pe.buf.Bytes()
+	if err := pe.enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("marshal %s: %w", name, err)
 	}
-	// The envelope is written by hand: a fixmap of three entries.
-	name := v.VariantName()
-	out := make([]byte, 0, len(body)+len(name)+16)
+	body := pe.buf.Bytes()
+	out := appendEnvelope(make([]byte, 0, len(body)+len(name)+16), name)
+	return append(out, body...), nil
+}
+
+// appendEnvelope appends the envelope of a variant named name up to its
+// body, written by hand: a fixmap of three entries, the body last.
+func appendEnvelope(out []byte, name string) []byte {
 	out = append(out, 0x83)
 	out = appendStr(out, "v")
 	out = append(out, byte(CodecVersion)) // positive fixint
 	out = appendStr(out, "type")
 	out = appendStr(out, name)
-	out = appendStr(out, "body")
-	out = append(out, body...)
-	return out, nil
+	return appendStr(out, "body")
 }
 
 // maxPooledBuffer bounds the buffers kept in encPool, so that one large

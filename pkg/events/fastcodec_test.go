@@ -89,6 +89,13 @@ func FuzzFastCodec(f *testing.F) {
 				t.Fatalf("fastBody(%+v)\n got %x\nwant %x", v, got, want)
 			}
 			checkFastDecode(t, got, reflect.TypeOf(v).Elem())
+			if n, _ := fastSize(v); n < len(want) {
+				t.Fatalf("fastSize(%+v) = %d, the body is %d bytes", v, n, len(want))
+			}
+			out, err := Marshal(v)
+			if err != nil || !bytes.Equal(out, append(appendEnvelope(nil, v.VariantName()), want...)) {
+				t.Fatalf("Marshal(%+v) = %x, %v; want the envelope and the library's body", v, out, err)
+			}
 		}
 		for _, v := range fastVariants("", "", 0, nil, 0, 0) {
 			checkFastDecode(t, body, reflect.TypeOf(v).Elem())
