@@ -728,7 +728,7 @@ func startServeOnce(b *testing.B, natsURL string, capacity int, pprofAddr string
 	httpAddr := freeAddr(b)
 	args := []string{"serve", "--target=all", "--nats", natsURL, "--gateway.http-addr", httpAddr,
 		"--adapter-runner.id", "capacity", "--adapter-runner.data-dir", filepath.Join(b.TempDir(), "runner"),
-		"--adapter-runner.capacity", strconv.Itoa(capacity), "--log-level", "warn", "--gateway.insecure-no-auth",
+		"--adapter-runner.capacity", strconv.Itoa(capacity), "--adapter-runner.test-agents", "--log-level", "warn", "--gateway.insecure-no-auth",
 		// Every session and viewer of the load is one principal's.
 		"--gateway.max-streams", "1000000", "--gateway.max-waiting-prompts", "1000000", "--gateway.rate-burst", "1000000"}
 	if pprofAddr != "" {

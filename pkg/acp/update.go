@@ -127,3 +127,24 @@ func PermissionSelected(optionID string) json.RawMessage {
 	b := append([]byte(`{"outcome":{"outcome":"selected","optionId":`), appendQuoted(nil, optionID)...)
 	return append(b, "}}"...)
 }
+
+// ContentText returns the text of an update whose content is a text block:
+// its content member is an object whose type is "text" and whose text is
+// a string. Anything else, a repeated member or JSON that is not valid
+// included, has no text (ok false). Member names are exact. It reads the
+// update's top level and its content only, with the scanner of Member,
+// where decoding the update (encoding/json) cost a reflective decode of
+// every chunk of every message.
+func ContentText(update json.RawMessage) (text string, ok bool) {
+	var content, typ, txt []byte
+	if lookup(update, field{"content", &content}) != nil || content == nil {
+		return "", false
+	}
+	if lookup(content, field{"type", &typ}, field{"text", &txt}) != nil {
+		return "", false
+	}
+	if t, ok := stringValue(typ); !ok || t != "text" {
+		return "", false
+	}
+	return stringValue(txt)
+}

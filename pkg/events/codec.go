@@ -110,24 +110,33 @@ func Marshal(v Variant) ([]byte, error) {
 		// VariantName has a value receiver: calling it would panic.
 		return nil, Errorf(CodeInternal, "marshal: nil %s", rv.Type())
 	}
+	name := v.VariantName()
+	if n, ok := fastSize(v); ok {
+		// A record of a chunk's way: its body is written after the
+		// envelope, in the one allocation.
+		out, _ := fastBody(appendEnvelope(make([]byte, 0, n+len(name)+16), name), v)
+		return out, nil
+	}
 	pe := encPool.Get().(*pooledEncoder)
 	defer pe.free()
 	pe.buf.Reset()
 	if err := pe.enc.Encode(v); err != nil {
-		return nil, fmt.Errorf("marshal %s: %w", v.VariantName(), err)
+		return nil, fmt.Errorf("marshal %s: %w", name, err)
 	}
 	body := pe.buf.Bytes()
-	// The envelope is written by hand: a fixmap of three entries.
-	name := v.VariantName()
-	out := make([]byte, 0, len(body)+len(name)+16)
+	out := appendEnvelope(make([]byte, 0, len(body)+len(name)+16), name)
+	return append(out, body...), nil
+}
+
+// appendEnvelope appends the envelope of a variant named name up to its
+// body, written by hand: a fixmap of three entries, the body last.
+func appendEnvelope(out []byte, name string) []byte {
 	out = append(out, 0x83)
 	out = appendStr(out, "v")
 	out = append(out, byte(CodecVersion)) // positive fixint
 	out = appendStr(out, "type")
 	out = appendStr(out, name)
-	out = appendStr(out, "body")
-	out = append(out, body...)
-	return out, nil
+	return appendStr(out, "body")
 }
 
 // maxPooledBuffer bounds the buffers kept in encPool, so that one large
@@ -174,9 +183,11 @@ func unmarshal(data []byte, member func(Variant) error) (Variant, error) {
 	if err := checkMsgpack(data); err != nil {
 		return nil, Errorf(CodeInvalidPayload, "decode envelope: %v", err)
 	}
-	var w wireValue
-	if err := msgpack.Unmarshal(data, &w); err != nil {
-		return nil, Errorf(CodeInvalidPayload, "decode envelope: %v", err)
+	w, ok := envelope(data)
+	if !ok {
+		if err := msgpack.Unmarshal(data, &w); err != nil {
+			return nil, Errorf(CodeInvalidPayload, "decode envelope: %v", err)
+		}
 	}
 	if w.V != CodecVersion {
 		return nil, Errorf(CodeInvalidPayload, "codec version %d is not %d", w.V, CodecVersion)
@@ -193,6 +204,9 @@ func unmarshal(data []byte, member func(Variant) error) (Variant, error) {
 	if len(w.Body) == 0 {
 		return nil, Errorf(CodeInvalidPayload, "%s: missing body", w.Type)
 	}
+	if fastDecode(w.Body, v) {
+		return v, nil
+	}
 	if err := msgpack.Unmarshal(w.Body, v); err != nil {
 		if e, ok := errors.AsType[*Error](err); ok {
 			// A nested union already said what is wrong.
@@ -201,6 +215,48 @@ func unmarshal(data []byte, member func(Variant) error) (Variant, error) {
 		return nil, Errorf(CodeInvalidPayload, "decode %s: %v", w.Type, err)
 	}
 	return v, nil
+}
+
+// envelope reads the envelope of a payload laid out exactly as Marshal
+// writes it (a map of v, type and body, in that order), without decoding
+// it: the body is the rest of data, which checkMsgpack found to be one
+// value. Any other layout, valid or not, is left to the msgpack decoder
+// (ok false). The general decode copies the body out (msgpack.RawMessage)
+// after skipping over it, which made the envelope cost as much as the
+// body on every record the owner and the gateway read.
+func envelope(data []byte) (w wireValue, ok bool) {
+	const head = "\x83\xa1v"
+	if len(data) < len(head)+1 || string(data[:len(head)]) != head || data[len(head)] > 0x7f {
+		return w, false
+	}
+	w.V = int(data[len(head)])
+	rest := data[len(head)+1:]
+	const typeKey = "\xa4type"
+	if len(rest) < len(typeKey)+1 || string(rest[:len(typeKey)]) != typeKey {
+		return w, false
+	}
+	rest = rest[len(typeKey):]
+	var n, at int
+	switch c := rest[0]; {
+	case c >= 0xa0 && c <= 0xbf:
+		n, at = int(c&0x1f), 1
+	case c == 0xd9 && len(rest) >= 2:
+		n, at = int(rest[1]), 2
+	case c == 0xda && len(rest) >= 3:
+		n, at = int(rest[1])<<8|int(rest[2]), 3
+	default:
+		return w, false
+	}
+	if len(rest) < at+n {
+		return w, false
+	}
+	w.Type, rest = string(rest[at:at+n]), rest[at+n:]
+	const bodyKey = "\xa4body"
+	if len(rest) <= len(bodyKey) || string(rest[:len(bodyKey)]) != bodyKey || rest[len(bodyKey)] == 0xc0 {
+		return w, false // a nil body is the decoder's to refuse
+	}
+	w.Body = rest[len(bodyKey):]
+	return w, true
 }
 
 // Decode is Unmarshal for a payload that must be a *T: any other variant is

@@ -58,3 +58,53 @@ func TestRecordJSONInvalidNative(t *testing.T) {
 		}
 	}
 }
+
+// The live burst and the runner's routes read as their fields: a person
+// sees the updates as JSON, and an earlier runner's record has no route.
+func TestRecordJSONLiveBurstAndRoutes(t *testing.T) {
+	id := "m1"
+	for _, tc := range []struct {
+		v    events.Variant
+		want string
+	}{
+		{&events.EphemeralUpdates{SessionID: "s1", AfterSequence: 7, Updates: []events.JSON{events.JSON(`{"sessionUpdate":"agent_message_chunk"}`), events.JSON("{\"a\":\n1}")}},
+			`{"record":"EphemeralUpdates","sessionId":"s1","afterSequence":7,"updates":[{"sessionUpdate":"agent_message_chunk"},{"a":1}]}`},
+		{&events.AdapterUpdate{Update: events.JSON(`{}`), Kind: "agent_message_chunk", MessageID: &id},
+			`{"record":"AdapterUpdate","update":{},"kind":"agent_message_chunk","messageId":"m1"}`},
+		{&events.AdapterUpdates{Updates: []events.JSON{events.JSON(`{}`), events.JSON(`{}`)}, Kinds: []string{"plan", "agent_message_chunk"}, MessageIDs: []*string{nil, &id}},
+			`{"record":"AdapterUpdates","updates":[{},{}],"kinds":["plan","agent_message_chunk"],"messageIds":[null,"m1"]}`},
+		{&events.AdapterUpdates{Updates: []events.JSON{events.JSON(`{}`)}}, `{"record":"AdapterUpdates","updates":[{}]}`},
+	} {
+		line, err := events.RecordJSON(tc.v)
+		if err != nil || string(line) != tc.want {
+			t.Errorf("RecordJSON = %s, %v; want %s", line, err, tc.want)
+		}
+	}
+}
+
+// Route gives the runner's route of each update, and none for a record
+// whose lists do not match its updates.
+func TestAdapterUpdatesRoute(t *testing.T) {
+	id := "m1"
+	u := &events.AdapterUpdates{Updates: make([]events.JSON, 2), Kinds: []string{"plan", "agent_message_chunk"}, MessageIDs: []*string{nil, &id}}
+	if kind, got, ok := u.Route(1); !ok || kind != "agent_message_chunk" || got == nil || *got != id {
+		t.Errorf("Route(1) = %q, %v, %v", kind, got, ok)
+	}
+	if kind, got, ok := u.Route(0); !ok || kind != "plan" || got != nil {
+		t.Errorf("Route(0) = %q, %v, %v", kind, got, ok)
+	}
+	u.MessageIDs = nil
+	if _, got, ok := u.Route(1); !ok || got != nil {
+		t.Errorf("Route(1) without messageIds = %v, %v", got, ok)
+	}
+	for _, bad := range []*events.AdapterUpdates{
+		{Updates: make([]events.JSON, 2)},
+		{Updates: make([]events.JSON, 2), Kinds: []string{"plan"}},
+		{Updates: make([]events.JSON, 2), Kinds: []string{"plan", "plan"}, MessageIDs: []*string{nil}},
+		{Updates: make([]events.JSON, 2), Kinds: []string{"plan", ""}},
+	} {
+		if _, _, ok := bad.Route(1); ok {
+			t.Errorf("Route(1) of %+v has a route", bad)
+		}
+	}
+}

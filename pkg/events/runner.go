@@ -75,8 +75,16 @@ type RunnerConfigResponse struct {
 }
 
 // AdapterUpdate is one session/update notification's update object, raw.
+//
+// Kind and MessageID are the update's sessionUpdate and messageId, as the
+// runner read them when it checked the notification (acpwire), so that
+// the session service routes the update without scanning it again. A
+// runner of an earlier version leaves them out (Kind ""): the reader then
+// reads them from the update itself.
 type AdapterUpdate struct {
-	Update JSON `msgpack:"update"`
+	Update    JSON    `msgpack:"update"`
+	Kind      string  `msgpack:"kind,omitempty"`
+	MessageID *string `msgpack:"messageId,omitempty"`
 }
 
 // AdapterUpdates is several session/update notifications' update objects,
@@ -84,8 +92,29 @@ type AdapterUpdate struct {
 // its stdout at once (a burst), stored as one record. An update in it is
 // placed in ACP_IO by the record's sequence and its number there, from 1
 // (HeaderIOSeq "seq.n").
+//
+// Kinds and MessageIDs are each update's sessionUpdate and messageId, as
+// for AdapterUpdate: Kinds has one entry per update or none (a runner of
+// an earlier version), MessageIDs one per update or none (no update has
+// a messageId). Route reads them.
 type AdapterUpdates struct {
-	Updates []JSON `msgpack:"updates"`
+	Updates    []JSON    `msgpack:"updates"`
+	Kinds      []string  `msgpack:"kinds,omitempty"`
+	MessageIDs []*string `msgpack:"messageIds,omitempty"`
+}
+
+// Route returns update i's sessionUpdate and messageId as the runner
+// carried them; ok is false when it did not (a runner of an earlier
+// version, or lists that do not match the updates), and the reader must
+// read them from the update.
+func (u *AdapterUpdates) Route(i int) (kind string, messageID *string, ok bool) {
+	if len(u.Kinds) != len(u.Updates) || u.Kinds[i] == "" || u.MessageIDs != nil && len(u.MessageIDs) != len(u.Updates) {
+		return "", nil, false
+	}
+	if u.MessageIDs != nil {
+		messageID = u.MessageIDs[i]
+	}
+	return u.Kinds[i], messageID, true
 }
 
 // AdapterPermissionRequest is a session/request_permission the adapter

@@ -111,14 +111,23 @@ func (p *process) publish(v events.Variant) {
 // ACP_IO, its republish and the owner one message instead of one per
 // update, and a lone update waits for nothing: the reader is idle at once
 // after it. A burst is cut at maxBurstUpdates updates or maxBurstBytes.
-func (p *process) gather(u events.JSON) {
+func (p *process) gather(u *acpwire.SessionUpdate) {
 	p.pub.Lock()
 	defer p.pub.Unlock()
-	if n := len(p.pub.updates); n > 0 && (n == maxBurstUpdates || p.pub.bytes+len(u) > maxBurstBytes) {
+	if n := len(p.pub.updates); n > 0 && (n == maxBurstUpdates || p.pub.bytes+len(u.Update) > maxBurstBytes) {
 		p.flushLocked()
 	}
-	p.pub.updates = append(p.pub.updates, u)
-	p.pub.bytes += len(u)
+	// The kind and messageId go with the update, so that the session
+	// service routes it without scanning it again.
+	if u.MessageID != nil && p.pub.ids == nil {
+		p.pub.ids = make([]*string, len(p.pub.updates), cap(p.pub.updates))
+	}
+	if p.pub.ids != nil {
+		p.pub.ids = append(p.pub.ids, u.MessageID)
+	}
+	p.pub.updates = append(p.pub.updates, events.JSON(u.Update))
+	p.pub.kinds = append(p.pub.kinds, u.Kind)
+	p.pub.bytes += len(u.Update)
 }
 
 // A burst's record holds at most maxBurstUpdates updates of maxBurstBytes
@@ -142,12 +151,17 @@ func (p *process) flushLocked() {
 	case 0:
 		return
 	case 1:
-		p.publishLocked(&events.AdapterUpdate{Update: p.pub.updates[0]})
+		u := &events.AdapterUpdate{Update: p.pub.updates[0], Kind: p.pub.kinds[0]}
+		if p.pub.ids != nil {
+			u.MessageID = p.pub.ids[0]
+		}
+		p.publishLocked(u)
 	default:
-		p.publishLocked(&events.AdapterUpdates{Updates: p.pub.updates})
+		p.publishLocked(&events.AdapterUpdates{Updates: p.pub.updates, Kinds: p.pub.kinds, MessageIDs: p.pub.ids})
 	}
 	clear(p.pub.updates)
-	p.pub.updates, p.pub.bytes = p.pub.updates[:0], 0
+	clear(p.pub.kinds)
+	p.pub.updates, p.pub.kinds, p.pub.ids, p.pub.bytes = p.pub.updates[:0], p.pub.kinds[:0], nil, 0
 }
 
 // publishLocked is publish, with p.pub held and nothing gathered.
@@ -191,7 +205,7 @@ func (p *process) onNotification(m *acpwire.Message) {
 		p.notACP(err)
 		return
 	}
-	p.gather(events.JSON(u.Update))
+	p.gather(u)
 }
 
 func (p *process) onRequest(m *acpwire.Message) {

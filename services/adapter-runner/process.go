@@ -86,7 +86,11 @@ type process struct {
 		sync.Mutex
 		records uint64
 		updates []events.JSON
-		bytes   int
+		// kinds and ids are each gathered update's sessionUpdate and
+		// messageId; ids is nil while no update has one.
+		kinds []string
+		ids   []*string
+		bytes int
 	}
 
 	mu        sync.Mutex

@@ -19,6 +19,7 @@ import (
 
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
+	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/testagent"
@@ -370,6 +371,7 @@ func TestBurstIsOneRecord(t *testing.T) {
 				break
 			}
 			got = append(got, fmt.Sprintf("%s%q", v.VariantName(), updateTexts([]events.Variant{v})))
+			checkRoutes(t, v)
 		}
 	}
 	want := []string{
@@ -378,5 +380,34 @@ func TestBurstIsOneRecord(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ACP_IO records (-want +got):\n%s", diff)
+	}
+}
+
+// checkRoutes checks that each update of an ACP_IO record carries its
+// kind and messageId as the update itself has them, so that the session
+// service may route it without scanning it.
+func checkRoutes(t *testing.T, v events.Variant) {
+	t.Helper()
+	check := func(raw events.JSON, kind string, id *string) {
+		t.Helper()
+		want, err := acp.ParseUpdate(json.RawMessage(raw))
+		if err != nil {
+			t.Fatalf("update %s: %v", raw, err)
+		}
+		if kind != want.Kind || (id == nil) != (want.MessageID == nil) || id != nil && *id != *want.MessageID {
+			t.Errorf("update %s carries kind %q, messageId %v; it has %q, %v", raw, kind, id, want.Kind, want.MessageID)
+		}
+	}
+	switch v := v.(type) {
+	case *events.AdapterUpdate:
+		check(v.Update, v.Kind, v.MessageID)
+	case *events.AdapterUpdates:
+		for i, u := range v.Updates {
+			kind, id, ok := v.Route(i)
+			if !ok {
+				t.Fatalf("update %d of %d carries no route: kinds %q, %d messageIds", i, len(v.Updates), v.Kinds, len(v.MessageIDs))
+			}
+			check(u, kind, id)
+		}
 	}
 }

@@ -427,40 +427,7 @@ func (f *feed) handle(ctx context.Context, m *nats.Msg) {
 		}
 		f.durable(entry, prev)
 	case f.liveSubject:
-		v, err := events.Unmarshal(m.Data)
-		if err != nil {
-			f.lg.Warn("undecodable live message", events.LogKeySubject, m.Subject, events.LogKeyErr, err)
-			return
-		}
-		d, ok := v.(*events.AcpEphemeralSessionUpdateEvent)
-		if !ok {
-			return // stderr and other live traffic are not for clients
-		}
-		// Deltas stream only while a turn runs, so one shows a turn the
-		// feed may have missed the start of.
-		f.setTurnOpen(true)
-		it := &liveItem{after: d.AfterSequence}
-		if f.lastSeq > 0 {
-			ok := true
-			if d.AfterSequence > max(f.lastSeq, f.known) {
-				ok = f.catchUp(ctx, "delta", d.AfterSequence+1)
-				if ok {
-					f.known = max(f.known, d.AfterSequence)
-				}
-			}
-			// Below lastSeq the delta is stale for every stream that
-			// has the feed's events; a stream decides that itself.
-			if ok && d.AfterSequence >= f.lastSeq {
-				it.prev, it.prevKnown = f.lastSeq, true
-			}
-		}
-		data, err := events.PublicEphemeralJSON(d)
-		if err != nil {
-			f.lg.Warn("live delta has no public form", events.LogKeySeq, d.AfterSequence, events.LogKeyErr, err)
-			return
-		}
-		it.frame = appendEvent(nil, "", "ephemeral", data)
-		f.fanOut(it)
+		f.live(ctx, m)
 	default:
 		// A lifecycle record (a turn's end, ...): nothing for a stream,
 		// but a watch answers with the session's state, which it may

@@ -122,16 +122,7 @@ func appendText(out []json.RawMessage, first json.RawMessage, text string, maxRe
 
 // chunkText returns the text of a chunk whose content is a text block.
 func chunkText(update json.RawMessage) (string, bool) {
-	var u struct {
-		Content struct {
-			Type string  `json:"type"`
-			Text *string `json:"text"`
-		} `json:"content"`
-	}
-	if json.Unmarshal(update, &u) != nil || u.Content.Type != "text" || u.Content.Text == nil {
-		return "", false
-	}
-	return *u.Content.Text, true
+	return acp.ContentText(update)
 }
 
 // withText returns update with content.text replaced by text, every other

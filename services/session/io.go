@@ -144,6 +144,11 @@ func (sess *session) applyIO(ctx context.Context, r *route, rec *eventlog.Record
 		return
 	}
 	at := ioPos{seq: ioSeq, no: no}
+	// The deltas of the record's chunks go out together, as one live
+	// message per run of chunks (see liveRun), once the record is applied
+	// or when something durable comes between.
+	var run liveRun
+	defer sess.endLive(r, &run)
 	if quiet < 0 {
 		if u, ok := v.(*events.AdapterUpdate); ok {
 			sess.rehold(r, at, u.Update)
@@ -155,7 +160,7 @@ func (sess *session) applyIO(ctx context.Context, r *route, rec *eventlog.Record
 	sess.svc.m.ioRecords.WithLabelValues(v.VariantName()).Inc()
 	switch v := v.(type) {
 	case *events.AdapterUpdate:
-		sess.onUpdate(ctx, at, r, v.Update)
+		sess.onUpdate(ctx, at, r, routeUpdate(v.Update, v.Kind, v.MessageID, v.Kind != ""), &run)
 	case *events.AdapterUpdates:
 		for i, u := range v.Updates {
 			p := ioPos{seq: ioSeq, no: no, n: i + 1}
@@ -166,7 +171,8 @@ func (sess *session) applyIO(ctx context.Context, r *route, rec *eventlog.Record
 			if sess.adapter != r {
 				return // the update before ended the route (an aborted turn)
 			}
-			sess.onUpdate(ctx, p, r, u)
+			kind, id, ok := v.Route(i)
+			sess.onUpdate(ctx, p, r, routeUpdate(u, kind, id, ok), &run)
 		}
 	case *events.AdapterPermissionRequest:
 		sess.onPermissionRequest(ctx, at, r, v)
@@ -182,32 +188,63 @@ func (sess *session) applyIO(ctx context.Context, r *route, rec *eventlog.Record
 	}
 }
 
-// onUpdate applies one session update the adapter sent.
-func (sess *session) onUpdate(ctx context.Context, at ioPos, r *route, raw events.JSON) {
-	if r.drain != nil {
-		return // output of a turn already ended; the adapter is winding it down
+// routeUpdate is the routing view of an update of an ACP_IO record: the
+// kind and messageId the runner carried when ok, else (a runner of an
+// earlier version) what a scan of the update finds. The runner checked
+// the update when it read it (acpwire.ParseSessionUpdate), so a carried
+// route is taken as it is.
+func routeUpdate(raw events.JSON, kind string, messageID *string, ok bool) routed {
+	if ok {
+		return routed{upd: acp.Update{Kind: kind, MessageID: messageID, Raw: json.RawMessage(raw)}}
 	}
 	upd, err := acp.ParseUpdate(json.RawMessage(raw))
 	if err != nil {
+		return routed{err: err}
+	}
+	return routed{upd: *upd}
+}
+
+// routed is an update with its route, or why it has none.
+type routed struct {
+	upd acp.Update
+	err error
+}
+
+// onUpdate applies one session update the adapter sent. A chunk's delta
+// joins run, published by endLive.
+func (sess *session) onUpdate(ctx context.Context, at ioPos, r *route, u routed, run *liveRun) {
+	if r.drain != nil {
+		return // output of a turn already ended; the adapter is winding it down
+	}
+	if u.err != nil {
 		sess.svc.m.ioRejected.WithLabelValues("malformed_update").Inc()
-		sess.lg.Warn("malformed session/update", events.LogKeyErr, err)
+		sess.lg.Warn("malformed session/update", events.LogKeyErr, u.err)
 		return
+	}
+	upd := &u.upd
+	chunk := upd.Kind == acp.UpdateAgentMessageChunk || upd.Kind == acp.UpdateAgentThoughtChunk
+	if !chunk {
+		// What is durable follows the deltas before it.
+		sess.endLive(r, run)
 	}
 	cfg := &sess.svc.cfg
 	if t := sess.turn; t != nil {
 		t.outputBytes += int64(len(upd.Raw))
 		if t.outputBytes > cfg.MaxTurnOutputBytes {
+			sess.endLive(r, run)
 			sess.abortTurn(ctx, at, events.OutcomeFailed, events.Errorf(events.CodeTurnOutputTooLarge,
 				"the turn's output passed %d bytes", cfg.MaxTurnOutputBytes))
 			return
 		}
 	}
-	switch upd.Kind {
-	case acp.UpdateAgentMessageChunk, acp.UpdateAgentThoughtChunk:
+	switch {
+	case chunk:
 		if !sess.buf.continues(upd.Kind, upd.MessageID) {
 			// The message that ends is stamped with its own last chunk, not
 			// with this one: this chunk is held in memory only, and a new
-			// owner must read it again.
+			// owner must read it again. Its deltas go out before it is
+			// queued.
+			sess.endLive(r, run)
 			if err := sess.flush(ctx, sess.buf.last); err != nil {
 				return
 			}
@@ -219,26 +256,24 @@ func (sess *session) onUpdate(ctx context.Context, at ioPos, r *route, raw event
 		}
 		if sess.buf.bytes > cfg.MaxMessageBytes {
 			sess.buf.reset()
+			sess.endLive(r, run)
 			if sess.turn != nil {
 				sess.abortTurn(ctx, at, events.OutcomeFailed, events.Errorf(events.CodeMessageTooLarge,
 					"a message passed %d bytes", cfg.MaxMessageBytes))
 			}
 			return
 		}
-		// The delta is placed after the log's end: everything before it
-		// must be in the log first.
-		if !sess.commitOrFail(ctx) {
-			return
+		if len(run.updates) == 0 {
+			// The run's deltas are placed after the log's end: everything
+			// before them must be in the log first. Nothing is queued
+			// while the run lasts (endLive comes first), so the end holds
+			// for each of its deltas.
+			if !sess.commitOrFail(ctx) {
+				return
+			}
+			run.after = sess.w.Position().LastSeq
 		}
-		sess.publishLive(&events.AcpEphemeralSessionUpdateEvent{
-			SessionID:     string(sess.sid),
-			AfterSequence: sess.w.Position().LastSeq,
-			Update:        events.JSON(upd.Raw),
-		}, nil)
-		sess.svc.m.liveDeltas.Inc()
-		if !r.received.IsZero() {
-			sess.svc.m.liveDeltaSeconds.Observe(time.Since(r.received).Seconds())
-		}
+		run.updates = append(run.updates, events.JSON(upd.Raw))
 	default:
 		// Any other update ends the message in progress, then is durable
 		// at once, in arrival order.
@@ -265,16 +300,42 @@ func (sess *session) onUpdate(ctx context.Context, at ioPos, r *route, raw event
 // hasText reports whether a message chunk's content is a text block with
 // some text: the first such chunk of a turn is its first reply.
 func hasText(update []byte) bool {
-	content, ok, err := acp.Member(update, "content")
-	if err != nil || !ok {
-		return false
+	text, ok := acp.ContentText(update)
+	return ok && text != ""
+}
+
+// liveRun is the deltas of a run of chunks in one ACP_IO record, with
+// nothing durable between them: each follows the same durable event,
+// after, so they go out as one live message.
+type liveRun struct {
+	after   uint64
+	updates []events.JSON
+}
+
+// endLive publishes the deltas of run, if any, and empties it: a lone
+// delta as an AcpEphemeralSessionUpdateEvent, several as one
+// EphemeralUpdates. It must come before anything more is queued for the
+// log, since the deltas' afterSequence is the log's end now.
+func (sess *session) endLive(r *route, run *liveRun) {
+	n := len(run.updates)
+	if n == 0 {
+		return
 	}
-	text, ok, err := acp.Member(content, "text")
-	if err != nil || !ok {
-		return false
+	var v events.Variant
+	if n == 1 {
+		v = &events.AcpEphemeralSessionUpdateEvent{SessionID: string(sess.sid), AfterSequence: run.after, Update: run.updates[0]}
+	} else {
+		v = &events.EphemeralUpdates{SessionID: string(sess.sid), AfterSequence: run.after, Updates: run.updates}
 	}
-	var s string
-	return json.Unmarshal(text, &s) == nil && s != ""
+	sess.publishLive(v, nil)
+	run.updates = nil
+	sess.svc.m.liveDeltas.Add(float64(n))
+	if !r.received.IsZero() {
+		d := time.Since(r.received).Seconds()
+		for range n {
+			sess.svc.m.liveDeltaSeconds.Observe(d)
+		}
+	}
 }
 
 // flush makes the buffered message durable, coalesced.
@@ -319,7 +380,10 @@ func (sess *session) publishLive(v events.Variant, hdr nats.Header) {
 			hdr = nats.Header{}
 		}
 		hdr.Set(events.HeaderRecord, v.VariantName())
-		if e, ok := v.(*events.AcpEphemeralSessionUpdateEvent); ok {
+		switch e := v.(type) {
+		case *events.AcpEphemeralSessionUpdateEvent:
+			hdr.Set(events.HeaderAfterSequence, strconv.FormatUint(e.AfterSequence, 10))
+		case *events.EphemeralUpdates:
 			hdr.Set(events.HeaderAfterSequence, strconv.FormatUint(e.AfterSequence, 10))
 		}
 		err = sess.svc.nc.PublishMsg(&nats.Msg{Subject: events.LiveSubject(sess.ns, sess.sid), Header: hdr, Data: data})

@@ -181,14 +181,22 @@ func TestCancelDropsBufferedChunks(t *testing.T) {
 	if err := testagent.WaitPaused(ctx, h.control, "p"); err != nil {
 		t.Fatal(err)
 	}
-	// The five chunks are buffered once the owner has published them live.
-	for range 5 {
+	// The five chunks are buffered once the owner has published them live
+	// (the ones the runner read at once in one message).
+	for n := 0; n < 5; {
 		m, err := live.NextMsg(testutil.PollTimeout)
 		if err != nil {
 			t.Fatalf("live delta: %v", err)
 		}
-		if !strings.Contains(string(m.Data), "chunk") {
-			t.Fatalf("live delta %q, want a chunk", m.Data)
+		v, err := events.Unmarshal(m.Data)
+		if err != nil {
+			t.Fatalf("live message: %v", err)
+		}
+		for _, d := range events.Deltas(v) {
+			if !strings.Contains(string(d.Update), "chunk") {
+				t.Fatalf("live delta %q, want a chunk", d.Update)
+			}
+			n++
 		}
 	}
 	res, err := h.cancelPrompt(ctx, "s1")

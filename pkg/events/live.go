@@ -1,0 +1,46 @@
+package events
+
+// EphemeralUpdates is several live deltas of one session in one message
+// on LiveSubject: the message or thought chunks of one AdapterUpdates
+// burst that followed each other with nothing durable between them, so
+// that all of them follow the same durable event. Each update is shown to
+// a client exactly as an AcpEphemeralSessionUpdateEvent of the same
+// SessionID and AfterSequence would be, one SSE event each, in order. A
+// lone delta still travels as an AcpEphemeralSessionUpdateEvent.
+//
+// It is Skein's own record, not the protocol schema's (hence no Acp
+// prefix). A subscriber of acp.live that knows only
+// AcpEphemeralSessionUpdateEvent misses the deltas of a burst; deltas are
+// best effort, and the message they make up becomes durable.
+type EphemeralUpdates struct {
+	SessionID     string `msgpack:"sessionId"`
+	AfterSequence uint64 `msgpack:"afterSequence"`
+	Updates       []JSON `msgpack:"updates"`
+}
+
+// Deltas returns the live deltas v carries, in order: one for an
+// AcpEphemeralSessionUpdateEvent, each update of an
+// EphemeralUpdates, none for any other variant.
+func Deltas(v Variant) []AcpEphemeralSessionUpdateEvent {
+	switch v := v.(type) {
+	case *AcpEphemeralSessionUpdateEvent:
+		return []AcpEphemeralSessionUpdateEvent{*v}
+	case *EphemeralUpdates:
+		out := make([]AcpEphemeralSessionUpdateEvent, len(v.Updates))
+		for i, u := range v.Updates {
+			out[i] = AcpEphemeralSessionUpdateEvent{SessionID: v.SessionID, AfterSequence: v.AfterSequence, Update: u}
+		}
+		return out
+	}
+	return nil
+}
+
+// RecordEphemeralUpdates is the HeaderRecord of an
+// EphemeralUpdates.
+const RecordEphemeralUpdates = "EphemeralUpdates"
+
+func (EphemeralUpdates) VariantName() string { return RecordEphemeralUpdates }
+
+func init() {
+	register(func() Variant { return new(EphemeralUpdates) })
+}
