@@ -145,6 +145,10 @@ type printer struct {
 	err       error             // the first write error
 }
 
+// missedNote introduces a message printed again, whole, because the live
+// stream missed part of it.
+const missedNote = "[the live stream missed part of this message; all of it:]"
+
 func newPrinter(w io.Writer) *printer {
 	return &printer{w: w, lineStart: true, titles: map[string]string{}}
 }
@@ -191,8 +195,17 @@ func (p *printer) render(e *event) {
 		p.streamed.Reset()
 		switch {
 		case strings.HasPrefix(text, seen):
+			// The deltas were its start, or there were none.
 			p.write(text[len(seen):])
-		case seen == "":
+		case strings.HasPrefix(seen, text):
+			// One part of a message split to fit the log: the deltas
+			// covered it, and the rest of them the parts to come.
+			p.streamed.WriteString(seen[len(text):])
+		default:
+			// A delta in the middle was lost (live deltas are best
+			// effort: one published as a NATS node died, say). What was
+			// printed cannot be taken back: the whole message follows.
+			p.line(missedNote)
 			p.write(text)
 		}
 	case typeToolCall:

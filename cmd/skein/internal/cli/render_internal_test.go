@@ -34,6 +34,25 @@ func TestPrinter(t *testing.T) {
 			want: "Hello!\n",
 		},
 		{
+			name: "a message whose middle delta was lost prints again, whole",
+			events: []string{
+				`{"durability":"ephemeral","type":"agent_message_chunk","content":{"type":"text","text":"1 "}}`,
+				`{"durability":"ephemeral","type":"agent_message_chunk","content":{"type":"text","text":"3 "}}`,
+				`{"durability":"durable","type":"agent_message_chunk","content":{"type":"text","text":"1 2 3 4"}}`,
+			},
+			want: "1 3 \n" + missedNote + "\n1 2 3 4\n",
+		},
+		{
+			name: "the parts of a message split to fit the log print once",
+			events: []string{
+				`{"durability":"ephemeral","type":"agent_message_chunk","content":{"type":"text","text":"Hello, "}}`,
+				`{"durability":"ephemeral","type":"agent_message_chunk","content":{"type":"text","text":"world"}}`,
+				`{"durability":"durable","type":"agent_message_chunk","content":{"type":"text","text":"Hello"}}`,
+				`{"durability":"durable","type":"agent_message_chunk","content":{"type":"text","text":", world!"}}`,
+			},
+			want: "Hello, world!\n",
+		},
+		{
 			name: "a durable message without deltas prints whole",
 			events: []string{
 				`{"durability":"durable","type":"agent_message_chunk","content":{"type":"text","text":"Hi."}}`,
