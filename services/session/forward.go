@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -25,7 +26,36 @@ func (s *Service) routed(op events.Op, h events.OpHandler) events.OpHandler {
 			return v, err
 		}
 		s.evictLease(ctx, moved)
-		return h(ctx, ns, data)
+		return s.afterEviction(ctx, ns, op, data, h, moved.owner)
+	}
+}
+
+// afterEviction serves a request for a session whose dead owner's lease was
+// just evicted. Another replica may have taken the session meanwhile: the
+// request is forwarded to it. And the lease is read with a direct get,
+// which a replica of the bucket that has not applied the delete yet may
+// answer with the dead owner still in it: the request is served again, a
+// few times over about a second, while the lease still names that owner.
+func (s *Service) afterEviction(ctx context.Context, ns events.Namespace, op events.Op, data []byte, h events.OpHandler, dead string) (events.Variant, error) {
+	wait := 50 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		v, err := h(ctx, ns, data)
+		moved, ok := errors.AsType[*ownedElsewhere](err)
+		switch {
+		case !ok:
+			return v, err
+		case moved.owner != dead:
+			s.m.forwards.Inc()
+			return s.forward(ctx, ns, op, data, moved)
+		case attempt == 4:
+			return v, err
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return v, err
+		}
+		wait *= 2
 	}
 }
 
