@@ -29,6 +29,7 @@ func (sess *session) onTail(r *route, m *nats.Msg) {
 		return
 	}
 	prev, _ := strconv.ParseUint(m.Header.Get(jetstream.LastSequenceHeader), 10, 64)
+	sess.svc.heard.note(r.runner, received)
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if sess.adapter != r {

@@ -37,8 +37,10 @@ type runnerDirectory struct {
 	learning, checking map[string]bool
 
 	// gone is called, outside the lock, when a runner whose heartbeat was
-	// deleted or expired does not answer its ping.
-	gone func(id events.RunnerID)
+	// deleted or expired does not answer its ping, and none of its output
+	// arrived meanwhile (heard, when set).
+	gone  func(id events.RunnerID)
+	heard *heardFrom
 	// m, when set, is told how many runners there are and how much room
 	// they have after each change.
 	m *metrics
@@ -49,10 +51,10 @@ type runnerDirectory struct {
 // watchRunners returns a directory kept current by a watch that runs, in
 // bg, until ctx is done; so do the checks of runners that lose their
 // heartbeat, which ping them over nc.
-func watchRunners(ctx context.Context, bg *sync.WaitGroup, kv jetstream.KeyValue, nc *nats.Conn, lg *slog.Logger, m *metrics, checks *prometheus.CounterVec, gone func(events.RunnerID)) (*runnerDirectory, error) {
+func watchRunners(ctx context.Context, bg *sync.WaitGroup, kv jetstream.KeyValue, nc *nats.Conn, lg *slog.Logger, m *metrics, checks *prometheus.CounterVec, gone func(events.RunnerID), heard *heardFrom) (*runnerDirectory, error) {
 	d := &runnerDirectory{kv: kv, nc: nc, lg: lg, bg: bg, runners: map[string]*events.RunnerInfo{},
 		instances: map[string]string{}, learning: map[string]bool{}, checking: map[string]bool{},
-		gone: gone, m: m, checks: checks}
+		gone: gone, heard: heard, m: m, checks: checks}
 	w, err := kv.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("watch runners: %w", err)

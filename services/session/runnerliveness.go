@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,8 +25,11 @@ import (
 // a storage fault that loses nothing. So a lost heartbeat only starts a
 // check: the runner's nats micro instance is pinged ($SRV.PING, built by
 // micro.ControlSubject). A runner that answers keeps its adapters, and is
-// checked again until its heartbeat is back. A runner that does not answer
-// within runnerPingAttempts attempts of runnerPingWait each is gone: its
+// checked again until its heartbeat is back. So does one whose adapters'
+// output reached this replica during the pings (heardFrom): a runner
+// starved of CPU, or still moving to another node, answers late, but its
+// records prove it alive. A runner that does neither within
+// runnerPingAttempts attempts of runnerPingWait each is gone: its
 // adapters count as exited (Service.runnerGone). A runner whose process
 // runs but whose connection is gone has no subscription left, and so does
 // not answer: it is gone, as its adapters are out of reach.
@@ -74,6 +79,30 @@ func newRunnerChecks(reg prometheus.Registerer) *prometheus.CounterVec {
 	return c
 }
 
+// heardFrom is the last time each runner's output reached this replica
+// (events.RunnerID → *atomic.Int64 of Unix nanoseconds), kept by onTail:
+// a runner whose records keep arriving is alive, however slowly it
+// answers a ping. On a machine whose cores are all busy (the fault soak,
+// 200 sessions streaming) a runner that reconnects after its node died
+// can take longer than the pings to answer them while its adapters'
+// output flows; counting it gone failed every turn it ran.
+type heardFrom struct{ m sync.Map }
+
+// note records that a record of runner id arrived at t.
+func (h *heardFrom) note(id events.RunnerID, t time.Time) {
+	v, ok := h.m.Load(id)
+	if !ok {
+		v, _ = h.m.LoadOrStore(id, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Store(t.UnixNano())
+}
+
+// since reports whether a record of runner id arrived after t.
+func (h *heardFrom) since(id events.RunnerID, t time.Time) bool {
+	v, ok := h.m.Load(id)
+	return ok && v.(*atomic.Int64).Load() > t.UnixNano()
+}
+
 // checkRunner runs in d.bg for a runner whose heartbeat was lost, until
 // the runner is found gone (then d.gone is called), or its heartbeat is
 // back and it still answers, or ctx ends.
@@ -84,7 +113,8 @@ func (d *runnerDirectory) checkRunner(ctx context.Context, id string) {
 		d.mu.Unlock()
 	}()
 	for warned := false; ; {
-		if !d.answers(ctx, id) {
+		start := time.Now()
+		if !d.answers(ctx, id) && (d.heard == nil || !d.heard.since(events.RunnerID(id), start)) {
 			if ctx.Err() != nil {
 				return
 			}

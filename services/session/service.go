@@ -51,6 +51,7 @@ type Service struct {
 	// claim: at start-up, and whenever a lease ends.
 	claimQueue chan string
 	live       liveness
+	heard      heardFrom // when each runner's output last arrived
 	runCtx     context.Context
 	// maxRecord is the largest log record (Config.MaxRecordBytes, or the
 	// server's max payload less room for the envelope and headers).
@@ -117,7 +118,7 @@ func (s *Service) Run(ctx context.Context) error {
 	defer s.bg.Wait()
 	defer cancel()
 	s.runCtx = runCtx
-	if s.runners, err = watchRunners(runCtx, &s.bg, runnersKV, s.nc, s.lg, s.m, s.runnerChecks, s.runnerGone); err != nil {
+	if s.runners, err = watchRunners(runCtx, &s.bg, runnersKV, s.nc, s.lg, s.m, s.runnerChecks, s.runnerGone, &s.heard); err != nil {
 		return err
 	}
 
