@@ -72,7 +72,7 @@ const (
 // reg, its series made.
 func newRunnerChecks(reg prometheus.Registerer) *prometheus.CounterVec {
 	c := promauto.With(reg).NewCounterVec(prometheus.CounterOpts{Name: "acp_session_runner_checks_total",
-		Help: "Checks, by a nats micro ping, of runners whose heartbeat in ACP_RUNNERS was deleted or expired, made before their adapters count as exited, by verdict: alive (it answered: its adapters are kept, and it is checked again every 5 s, each check counted, until its heartbeat is back) or gone (no answer to two pings of 1.5 s: the turns of its adapters end adapter_exited)."},
+		Help: "Checks, by a nats micro ping, of runners whose heartbeat in ACP_RUNNERS was deleted or expired, made before their adapters count as exited, by verdict: alive (it answered, or its adapters' output arrived meanwhile: its adapters are kept, and it is checked again every 5 s, each check counted, until its heartbeat is back) or gone (no answer to two pings of 1.5 s, and no output: the turns of its adapters end adapter_exited)."},
 		[]string{"verdict"})
 	c.WithLabelValues(verdictAlive)
 	c.WithLabelValues(verdictGone)
