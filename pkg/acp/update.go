@@ -35,18 +35,58 @@ type Update struct {
 // exact (case-sensitive); other members are not looked at.
 func ParseUpdate(update json.RawMessage) (*Update, error) {
 	var kind, msgID []byte
-	if err := lookup(update, field{"sessionUpdate", &kind}, field{"messageId", &msgID}); err != nil {
+	if err := Lookup(update, updateFields(&kind, &msgID)...); err != nil {
 		return nil, fmt.Errorf("update: %w", err)
 	}
-	k, ok := stringValue(kind)
-	if !ok {
-		return nil, malformed("update: sessionUpdate is %s, want a string", describe(kind))
+	u, err := updateOf(update, kind, msgID)
+	if err != nil {
+		return nil, err
 	}
-	u := &Update{Kind: k, Raw: update}
+	return &u, nil
+}
+
+// ParseUpdateParams reads the routing view of the params of a
+// session/update notification: its sessionId, and its update as
+// ParseUpdate reads it. It reads params once, the update included. It
+// fails (ErrMalformed) unless params is a JSON object whose sessionId is
+// a string and whose update is an object that ParseUpdate accepts;
+// sessionId and update must not repeat. Other members are not looked at.
+func ParseUpdateParams(params json.RawMessage) (sessionID string, u Update, err error) {
+	var sid, update, kind, msgID []byte
+	err = Lookup(params,
+		Field{Name: "sessionId", Value: &sid},
+		Field{Name: "update", Value: &update, Fields: updateFields(&kind, &msgID)})
+	if err != nil {
+		return "", Update{}, err
+	}
+	sessionID, ok := StringValue(sid)
+	if !ok {
+		return "", Update{}, malformed("sessionId is %s, want a string", describe(sid))
+	}
+	if len(update) == 0 || update[0] != '{' {
+		return "", Update{}, malformed("update is %s, want an object", describe(update))
+	}
+	u, err = updateOf(update, kind, msgID)
+	return sessionID, u, err
+}
+
+// updateFields are the members of an update that its routing view reads.
+func updateFields(kind, msgID *[]byte) []Field {
+	return []Field{{Name: "sessionUpdate", Value: kind}, {Name: "messageId", Value: msgID}}
+}
+
+// updateOf checks and decodes the routing members of the update object
+// update, read by Lookup with updateFields.
+func updateOf(update, kind, msgID []byte) (Update, error) {
+	k, ok := StringValue(kind)
+	if !ok {
+		return Update{}, malformed("update: sessionUpdate is %s, want a string", describe(kind))
+	}
+	u := Update{Kind: k, Raw: update}
 	if msgID != nil && string(msgID) != "null" {
-		id, ok := stringValue(msgID)
+		id, ok := StringValue(msgID)
 		if !ok {
-			return nil, malformed("update: messageId is %s, want a string or null", describe(msgID))
+			return Update{}, malformed("update: messageId is %s, want a string or null", describe(msgID))
 		}
 		u.MessageID = &id
 	}
@@ -62,7 +102,7 @@ func SessionInfoTitle(update json.RawMessage) (title string, ok bool) {
 	if err != nil || !found {
 		return "", false
 	}
-	return stringValue(v)
+	return StringValue(v)
 }
 
 // PermissionOption is one choice offered in a permission request. Choose by
@@ -81,7 +121,7 @@ type PermissionOption struct {
 // Without options the list is empty (not nil).
 func PermissionOptions(request json.RawMessage) ([]PermissionOption, error) {
 	var options []byte
-	if err := lookup(request, field{"options", &options}); err != nil {
+	if err := Lookup(request, Field{Name: "options", Value: &options}); err != nil {
 		return nil, fmt.Errorf("permission request: %w", err)
 	}
 	out := []PermissionOption{}
@@ -90,19 +130,20 @@ func PermissionOptions(request json.RawMessage) ([]PermissionOption, error) {
 	}
 	err := Elements(options, func(v []byte) error {
 		var id, name, kind []byte
-		if err := lookup(v, field{"optionId", &id}, field{"name", &name}, field{"kind", &kind}); err != nil {
+		err := Lookup(v, Field{Name: "optionId", Value: &id}, Field{Name: "name", Value: &name}, Field{Name: "kind", Value: &kind})
+		if err != nil {
 			return fmt.Errorf("an option: %w", err)
 		}
 		o := PermissionOption{}
 		var ok bool
-		if o.OptionID, ok = stringValue(id); !ok {
+		if o.OptionID, ok = StringValue(id); !ok {
 			return malformed("optionId is %s, want a string", describe(id))
 		}
-		if o.Kind, ok = stringValue(kind); !ok {
+		if o.Kind, ok = StringValue(kind); !ok {
 			return malformed("option kind is %s, want a string", describe(kind))
 		}
 		if name != nil && string(name) != "null" {
-			if o.Name, ok = stringValue(name); !ok {
+			if o.Name, ok = StringValue(name); !ok {
 				return malformed("option name is %s, want a string", describe(name))
 			}
 		}
@@ -132,19 +173,19 @@ func PermissionSelected(optionID string) json.RawMessage {
 // its content member is an object whose type is "text" and whose text is
 // a string. Anything else, a repeated member or JSON that is not valid
 // included, has no text (ok false). Member names are exact. It reads the
-// update's top level and its content only, with the scanner of Member,
-// where decoding the update (encoding/json) cost a reflective decode of
-// every chunk of every message.
+// update once, its content in the same pass, where decoding the update
+// (encoding/json) cost a reflective decode of every chunk of every
+// message.
 func ContentText(update json.RawMessage) (text string, ok bool) {
 	var content, typ, txt []byte
-	if lookup(update, field{"content", &content}) != nil || content == nil {
+	err := Lookup(update, Field{Name: "content", Value: &content, Fields: []Field{
+		{Name: "type", Value: &typ}, {Name: "text", Value: &txt},
+	}})
+	if err != nil || content == nil || content[0] != '{' {
 		return "", false
 	}
-	if lookup(content, field{"type", &typ}, field{"text", &txt}) != nil {
+	if t, ok := StringValue(typ); !ok || t != "text" {
 		return "", false
 	}
-	if t, ok := stringValue(typ); !ok || t != "text" {
-		return "", false
-	}
-	return stringValue(txt)
+	return StringValue(txt)
 }
