@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"unicode/utf8"
 
@@ -514,7 +515,10 @@ func (s *scanner) lookupMembers(fields []Field, repeated *error) error {
 		}
 		if *f.Value != nil {
 			if *repeated == nil {
-				*repeated = malformed("member %q appears twice", f.Name)
+				// strconv.Quote copies the name: passing f.Name on would
+				// make every field's Value escape, and each caller's
+				// variables with them.
+				*repeated = malformed("member %s appears twice", strconv.Quote(f.Name))
 			}
 			continue
 		}

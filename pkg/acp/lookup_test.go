@@ -132,3 +132,59 @@ func FuzzLookup(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLookupValid checks that LookupValid, which does not validate, finds
+// what Lookup finds on valid JSON, and on anything else neither panics
+// nor hands out bytes outside its input.
+func FuzzLookupValid(f *testing.F) {
+	for _, s := range jsonSeeds {
+		f.Add([]byte(s), "a", "b")
+	}
+	f.Add([]byte(`{"sessionId":"s","update":{"sessionUpdate":"plan","messageId":null,"content":{"text":"a\\\"}"}}}`), "update", "sessionUpdate")
+	f.Add([]byte(` {"x":[{"}":"]"}], "b" : {"c":-1.5e3,"c":true} } `), "b", "c")
+	f.Fuzz(func(t *testing.T, obj []byte, outer, inner string) {
+		var got, gotInner []byte
+		err := acp.LookupValid(obj, acp.Field{Name: outer, Value: &got, Fields: []acp.Field{{Name: inner, Value: &gotInner}}})
+		for _, v := range [][]byte{got, gotInner} {
+			if v != nil && !within(v, obj) {
+				t.Fatalf("LookupValid(%q) handed out %q, not a sub-slice of its input", obj, v)
+			}
+		}
+		if !json.Valid(obj) {
+			return
+		}
+		var want, wantInner []byte
+		wantErr := acp.Lookup(obj, acp.Field{Name: outer, Value: &want, Fields: []acp.Field{{Name: inner, Value: &wantInner}}})
+		if (err != nil) != (wantErr != nil) || err != nil && !errors.Is(err, acp.ErrMalformed) {
+			t.Fatalf("LookupValid(%q, %q.%q) error = %v, Lookup says %v", obj, outer, inner, err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		if string(got) != string(want) || (got == nil) != (want == nil) || string(gotInner) != string(wantInner) || (gotInner == nil) != (wantInner == nil) {
+			t.Fatalf("LookupValid(%q, %q.%q) = %q, %q; Lookup says %q, %q", obj, outer, inner, got, gotInner, want, wantInner)
+		}
+		if cap(got) != len(got) || cap(gotInner) != len(gotInner) {
+			t.Fatalf("LookupValid(%q) handed out a value with spare capacity", obj)
+		}
+
+		sid, u, err := acp.ParseValidUpdateParams(obj)
+		wantSID, wantU, wantErr := acp.ParseUpdateParams(obj)
+		if (err != nil) != (wantErr != nil) || sid != wantSID || !cmp.Equal(u, wantU) {
+			t.Fatalf("ParseValidUpdateParams(%q) = %q, %+v, %v; ParseUpdateParams says %q, %+v, %v", obj, sid, u, err, wantSID, wantU, wantErr)
+		}
+	})
+}
+
+// within reports whether v lies inside s.
+func within(v, s []byte) bool {
+	if len(v) == 0 {
+		return true
+	}
+	for i := range s {
+		if &s[i] == &v[0] {
+			return i+len(v) <= len(s)
+		}
+	}
+	return false
+}

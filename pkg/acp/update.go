@@ -35,7 +35,7 @@ type Update struct {
 // exact (case-sensitive); other members are not looked at.
 func ParseUpdate(update json.RawMessage) (*Update, error) {
 	var kind, msgID []byte
-	if err := Lookup(update, updateFields(&kind, &msgID)...); err != nil {
+	if err := Lookup(update, Field{Name: "sessionUpdate", Value: &kind}, Field{Name: "messageId", Value: &msgID}); err != nil {
 		return nil, fmt.Errorf("update: %w", err)
 	}
 	u, err := updateOf(update, kind, msgID)
@@ -52,10 +52,29 @@ func ParseUpdate(update json.RawMessage) (*Update, error) {
 // a string and whose update is an object that ParseUpdate accepts;
 // sessionId and update must not repeat. Other members are not looked at.
 func ParseUpdateParams(params json.RawMessage) (sessionID string, u Update, err error) {
+	return parseUpdateParams(params, false)
+}
+
+// ParseValidUpdateParams is ParseUpdateParams for params known to be
+// valid JSON, such as the params of a message that acpwire.Parse
+// accepted: it reads them with LookupValid, which does not validate them
+// again. On valid JSON its result is ParseUpdateParams's.
+func ParseValidUpdateParams(params json.RawMessage) (sessionID string, u Update, err error) {
+	return parseUpdateParams(params, true)
+}
+
+// parseUpdateParams is ParseValidUpdateParams when valid, else
+// ParseUpdateParams. (A bool and not the reader as a func value: an
+// indirect call would move every variable below to the heap.)
+func parseUpdateParams(params []byte, valid bool) (sessionID string, u Update, err error) {
 	var sid, update, kind, msgID []byte
-	err = Lookup(params,
-		Field{Name: "sessionId", Value: &sid},
-		Field{Name: "update", Value: &update, Fields: updateFields(&kind, &msgID)})
+	inUpdate := [...]Field{{Name: "sessionUpdate", Value: &kind}, {Name: "messageId", Value: &msgID}}
+	fields := [...]Field{{Name: "sessionId", Value: &sid}, {Name: "update", Value: &update, Fields: inUpdate[:]}}
+	if valid {
+		err = LookupValid(params, fields[:]...)
+	} else {
+		err = Lookup(params, fields[:]...)
+	}
 	if err != nil {
 		return "", Update{}, err
 	}
@@ -70,13 +89,8 @@ func ParseUpdateParams(params json.RawMessage) (sessionID string, u Update, err 
 	return sessionID, u, err
 }
 
-// updateFields are the members of an update that its routing view reads.
-func updateFields(kind, msgID *[]byte) []Field {
-	return []Field{{Name: "sessionUpdate", Value: kind}, {Name: "messageId", Value: msgID}}
-}
-
 // updateOf checks and decodes the routing members of the update object
-// update, read by Lookup with updateFields.
+// update: the raw values of its sessionUpdate and messageId.
 func updateOf(update, kind, msgID []byte) (Update, error) {
 	k, ok := StringValue(kind)
 	if !ok {

@@ -31,6 +31,27 @@ type SessionUpdate struct {
 // anywhere are ignored.
 func ParseSessionUpdate(params json.RawMessage) (*SessionUpdate, error) {
 	sid, u, err := acp.ParseUpdateParams(params)
+	return sessionUpdate(params, sid, u, err)
+}
+
+// SessionUpdate is ParseSessionUpdate(m.Params) for a message that Parse
+// returned (every Message a Conn hands its callbacks is one): Parse has
+// validated the params already, so they are read without validating them
+// again (acp.ParseValidUpdateParams), which on a runner's stream of
+// session/update lines is a full pass over every line saved. The result
+// is ParseSessionUpdate's. A Message built by hand, whose params Parse
+// has not checked, must go through ParseSessionUpdate.
+func (m *Message) SessionUpdate() (*SessionUpdate, error) {
+	if m.Raw == nil {
+		return ParseSessionUpdate(m.Params) // synthesized: nothing was validated
+	}
+	sid, u, err := acp.ParseValidUpdateParams(m.Params)
+	return sessionUpdate(m.Params, sid, u, err)
+}
+
+// sessionUpdate turns acp's reading of a session/update's params into a
+// SessionUpdate or a protocol error.
+func sessionUpdate(params []byte, sid string, u acp.Update, err error) (*SessionUpdate, error) {
 	if err != nil {
 		if shape(params, '{', err) == errNotJSON {
 			return nil, protocolError("%s params are not JSON", MethodSessionUpdate)

@@ -42,6 +42,19 @@ func TestParseSessionUpdate(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("ParseSessionUpdate(%s) (-want +got):\n%s", tt.params, diff)
 			}
+			// The same params in a parsed line: read without validating
+			// them again, with the same result.
+			m, err := acpwire.Parse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":` + tt.params + `}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err = m.SessionUpdate()
+			if err != nil {
+				t.Fatalf("Message.SessionUpdate() of params %s = %v", tt.params, err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Message.SessionUpdate() of params %s (-want +got):\n%s", tt.params, diff)
+			}
 		})
 	}
 }
@@ -64,6 +77,13 @@ func TestParseSessionUpdateRejects(t *testing.T) {
 			got, err := acpwire.ParseSessionUpdate(raw(params))
 			if !isKind(err, acpwire.ErrProtocol) {
 				t.Errorf("ParseSessionUpdate(%s) = %+v, %v, want a %s error", params, got, err, acpwire.ErrProtocol)
+			}
+			m, err := acpwire.Parse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":` + params + `}`))
+			if err != nil {
+				return // params that are not JSON: Parse refuses the line
+			}
+			if got, err := m.SessionUpdate(); !isKind(err, acpwire.ErrProtocol) {
+				t.Errorf("Message.SessionUpdate() of params %s = %+v, %v, want a %s error", params, got, err, acpwire.ErrProtocol)
 			}
 		})
 	}

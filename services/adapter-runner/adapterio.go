@@ -200,7 +200,7 @@ func (p *process) onNotification(m *acpwire.Message) {
 	if p.replaying.Load() {
 		return // the log is the only history: a load's replay is not output
 	}
-	u, err := acpwire.ParseSessionUpdate(m.Params)
+	u, err := m.SessionUpdate()
 	if err != nil {
 		p.notACP(err)
 		return
