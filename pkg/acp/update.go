@@ -123,16 +123,17 @@ func SessionInfoTitle(update json.RawMessage) (title string, ok bool) {
 // Kind (a Permission constant, or an unknown value), answer with OptionID.
 type PermissionOption struct {
 	OptionID string `json:"optionId"`
-	Name     string `json:"name"`
+	Name     string `json:"name"` // for display; "" when the agent omitted it
 	Kind     string `json:"kind"`
+	// Raw is the option object as given, a sub-slice of the request.
+	Raw json.RawMessage `json:"-"`
 }
 
 // PermissionOptions reads the options of a session/request_permission's
 // params. It fails (ErrMalformed) unless request is a JSON object whose
-// options, if present and not null, is an array of objects each with a
-// string optionId and a string kind; name may be absent or null (it is
-// only shown to people) but is a string otherwise. No member may repeat.
-// Without options the list is empty (not nil).
+// options, if present and not null, is an array of options that
+// ParsePermissionOption accepts; options must not repeat. Without options
+// the list is empty (not nil).
 func PermissionOptions(request json.RawMessage) ([]PermissionOption, error) {
 	var options []byte
 	if err := Lookup(request, Field{Name: "options", Value: &options}); err != nil {
@@ -143,23 +144,9 @@ func PermissionOptions(request json.RawMessage) ([]PermissionOption, error) {
 		return out, nil
 	}
 	err := Elements(options, func(v []byte) error {
-		var id, name, kind []byte
-		err := Lookup(v, Field{Name: "optionId", Value: &id}, Field{Name: "name", Value: &name}, Field{Name: "kind", Value: &kind})
+		o, err := ParsePermissionOption(v)
 		if err != nil {
-			return fmt.Errorf("an option: %w", err)
-		}
-		o := PermissionOption{}
-		var ok bool
-		if o.OptionID, ok = StringValue(id); !ok {
-			return malformed("optionId is %s, want a string", describe(id))
-		}
-		if o.Kind, ok = StringValue(kind); !ok {
-			return malformed("option kind is %s, want a string", describe(kind))
-		}
-		if name != nil && string(name) != "null" {
-			if o.Name, ok = StringValue(name); !ok {
-				return malformed("option name is %s, want a string", describe(name))
-			}
+			return err
 		}
 		out = append(out, o)
 		return nil
@@ -168,6 +155,33 @@ func PermissionOptions(request json.RawMessage) ([]PermissionOption, error) {
 		return nil, fmt.Errorf("permission request: options: %w", err)
 	}
 	return out, nil
+}
+
+// ParsePermissionOption reads one option of a permission request. It
+// fails (ErrMalformed) unless option is a JSON object with a string
+// optionId and a string kind; name may be absent (it is only shown to
+// people) but is a string otherwise, as the schema has it. None of the
+// three may repeat. Other members are kept in Raw, not looked at.
+func ParsePermissionOption(option json.RawMessage) (PermissionOption, error) {
+	var id, name, kind []byte
+	err := Lookup(option, Field{Name: "optionId", Value: &id}, Field{Name: "name", Value: &name}, Field{Name: "kind", Value: &kind})
+	if err != nil {
+		return PermissionOption{}, fmt.Errorf("an option: %w", err)
+	}
+	o := PermissionOption{Raw: option}
+	var ok bool
+	if o.OptionID, ok = StringValue(id); !ok {
+		return PermissionOption{}, malformed("optionId is %s, want a string", describe(id))
+	}
+	if o.Kind, ok = StringValue(kind); !ok {
+		return PermissionOption{}, malformed("option kind is %s, want a string", describe(kind))
+	}
+	if name != nil {
+		if o.Name, ok = StringValue(name); !ok {
+			return PermissionOption{}, malformed("option name is %s, want a string", describe(name))
+		}
+	}
+	return o, nil
 }
 
 // PermissionCancelled is the outcome that answers a permission request

@@ -62,27 +62,17 @@ func sessionUpdate(params []byte, sid string, u acp.Update, err error) (*Session
 }
 
 // PermissionRequest is the decoded params of a session/request_permission
-// request. The client must answer it (Conn.Respond with PermissionSelected
-// or PermissionCancelled), also after session/cancel, where the answer is
-// PermissionCancelled.
+// request. The client must answer it (Conn.Respond with
+// acp.PermissionSelected or acp.PermissionCancelled), also after
+// session/cancel, where the answer is acp.PermissionCancelled.
 type PermissionRequest struct {
 	SessionID string
 	// ToolCall is the raw tool call (a ToolCallUpdate). codex-acp asks about
 	// tool calls it has not announced yet: create the entry from it if
 	// unknown.
 	ToolCall json.RawMessage
-	Options  []PermissionOption
-	Raw      json.RawMessage // the params exactly as sent
-}
-
-// PermissionOption is one choice offered in a permission request. Choose by
-// Kind (an acp.Permission constant, or an unknown value), answer with
-// OptionID.
-type PermissionOption struct {
-	OptionID string
-	Name     string // for display; "" when the agent omitted it
-	Kind     string
-	Raw      json.RawMessage
+	Options  []acp.PermissionOption // each read by acp.ParsePermissionOption
+	Raw      json.RawMessage        // the params exactly as sent
 }
 
 // ParsePermissionRequest decodes the params of a session/request_permission
@@ -108,25 +98,12 @@ func ParsePermissionRequest(params json.RawMessage) (*PermissionRequest, error) 
 		return nil, protocolError("session/request_permission: options is %s, want an array", describe(options))
 	}
 	err := eachElement(options, func(v []byte) error {
-		var id, name, kind []byte
 		if valueType(v) != "object" {
 			return protocolError("session/request_permission: an option is %s, want an object", describe(v))
 		}
-		if err := getFields(v, field{Name: "optionId", Value: &id}, field{Name: "name", Value: &name}, field{Name: "kind", Value: &kind}); err != nil {
-			return protocolError("session/request_permission: option: %v", err)
-		}
-		o := PermissionOption{Raw: v}
-		var ok bool
-		if o.OptionID, ok = acp.StringValue(id); !ok {
-			return protocolError("session/request_permission: optionId is %s, want a string", describe(id))
-		}
-		if o.Kind, ok = acp.StringValue(kind); !ok {
-			return protocolError("session/request_permission: option kind is %s, want a string", describe(kind))
-		}
-		if name != nil {
-			if o.Name, ok = acp.StringValue(name); !ok {
-				return protocolError("session/request_permission: option name is %s, want a string", describe(name))
-			}
+		o, err := acp.ParsePermissionOption(v)
+		if err != nil {
+			return protocolError("session/request_permission: %v", err)
 		}
 		req.Options = append(req.Options, o)
 		return nil

@@ -98,7 +98,7 @@ func TestParsePermissionRequest(t *testing.T) {
 	want := &acpwire.PermissionRequest{
 		SessionID: "01a2",
 		ToolCall:  raw(`{"toolCallId":"call_mock1","kind":"execute","rawInput":{"command":["touch","x"]}}`),
-		Options: []acpwire.PermissionOption{
+		Options: []acp.PermissionOption{
 			{OptionID: "approved", Name: "Yes, proceed", Kind: acp.PermissionAllowOnce,
 				Raw: raw(`{"optionId":"approved","name":"Yes, proceed","kind":"allow_once"}`)},
 			{OptionID: "abort", Name: "No, and tell Codex what to do differently", Kind: acp.PermissionRejectOnce,
