@@ -15,7 +15,7 @@ require (
 	gopkg.in/yaml.v3 v3.0.1
 	skein.dev/internal/cluster v0.0.0
 	skein.dev/internal/natstest v0.0.0
-	skein.dev/pkg/acp v0.0.0 // indirect
+	skein.dev/pkg/acp v0.0.0
 	skein.dev/pkg/acpwire v0.0.0
 	skein.dev/pkg/events v0.0.0
 	skein.dev/services/adapter-runner v0.0.0

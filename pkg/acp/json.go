@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"unicode/utf8"
 
@@ -13,7 +14,8 @@ import (
 
 // This file is Skein's one byte-preserving reader of JSON objects: every
 // service that reads or edits a member of an ACP payload without
-// re-encoding the rest goes through it.
+// re-encoding the rest goes through it, and so does pkg/acpwire's reading
+// of JSON-RPC envelopes.
 //
 // # Why it exists
 //
@@ -30,6 +32,10 @@ import (
 //     json.Valid accepts it (invalid UTF-8 in strings and repeated member
 //     names are allowed, as there) and it is one object. Nothing else is
 //     checked: unknown members and values are the normal case.
+//   - A member that a reader looks for by name (Lookup, Member, and the
+//     parsers built on them) must not repeat: decoders disagree on which
+//     of two values counts. Lookup still reads the rest, so input that is
+//     not JSON is always reported as such.
 //   - Raw values are sub-slices of the input, without surrounding
 //     whitespace, capped (appending to one cannot overwrite the input).
 //     They are read-only views: copy one to keep it past a change of the
@@ -121,7 +127,7 @@ func Members(obj []byte, fn func(key Key, value []byte) error) error {
 // (encoding/json takes the last, other readers the first), and a value
 // that different readers read differently must not route anything.
 func Member(obj []byte, name string) (value []byte, ok bool, err error) {
-	if err := lookup(obj, field{name, &value}); err != nil {
+	if err := Lookup(obj, Field{Name: name, Value: &value}); err != nil {
 		return nil, false, err
 	}
 	return value, value != nil, nil
@@ -267,23 +273,25 @@ func appendQuoted(b []byte, name string) []byte {
 // unquote decodes the raw JSON string s as encoding/json does (invalid
 // UTF-8 and lone surrogates read as U+FFFD). s must be a valid JSON string.
 func unquote(s []byte) string {
-	if len(s) >= 2 && bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s[1:len(s)-1]) {
-		return string(s[1 : len(s)-1])
-	}
-	var v string
-	if err := json.Unmarshal(s, &v); err != nil {
-		return ""
-	}
+	v, _ := StringValue(s)
 	return v
 }
 
-// stringValue returns the value of the raw JSON value v when it is a
-// string.
-func stringValue(v []byte) (string, bool) {
-	if len(v) < 2 || v[0] != '"' {
+// StringValue returns the value of the raw JSON value v (as Lookup or
+// Member hand it out) when it is a string, decoded as Key.Name decodes a
+// name; ok is false for any other value, or for none.
+func StringValue(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
 		return "", false
 	}
-	return unquote(v), true
+	if inner := v[1 : len(v)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), true
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return "", false
+	}
+	return s, true
 }
 
 // member is where one member of an object lies in it.
@@ -417,34 +425,123 @@ func kindName(k jsontext.Kind) string {
 	return "value"
 }
 
-// field is one member wanted by lookup.
-type field struct {
-	name  string
-	value *[]byte
+// Field is one member that Lookup reads from an object: the member named
+// Name (after unescaping, as Key.Is compares) has its raw value stored in
+// *Value, a capped sub-slice of the object, or nil when there is none.
+//
+// When Fields is set and the member's value is an object, Lookup reads
+// those members of it too, in the same pass: a caller that wants a member
+// of a member does not pay a second reading of the value. When the value
+// is not an object, every Value in Fields is left nil.
+type Field struct {
+	Name   string
+	Value  *[]byte
+	Fields []Field
 }
 
-// lookup stores in each field the raw value of the member of obj with
-// that name, or nil when there is none. Like Member, it fails
-// (ErrMalformed) when obj is not a valid JSON object or a wanted name
-// repeats; it reads obj once for all fields.
-func lookup(obj []byte, fields ...field) error {
-	for _, f := range fields {
-		*f.value = nil
+// Lookup stores in each field the raw value of the member of obj with that
+// name (and, for a field with Fields, the members of that value). It reads
+// obj once for all fields, however deep.
+//
+// It fails (ErrMalformed) when obj is not a valid JSON object or when a
+// wanted name appears twice in its object: RFC 8259 leaves the meaning of
+// a repeated name open, and a value that different readers read
+// differently must not route anything. The whole of obj is checked even
+// when a name repeats, so that input that is not JSON is always reported
+// as such. Names other than the wanted ones may repeat.
+func Lookup(obj []byte, fields ...Field) error {
+	clearFields(fields)
+	s := getScanner(obj)
+	defer s.release()
+	if err := s.open('{'); err != nil {
+		return err
 	}
-	_, _, err := walk(obj, func(m member) error {
-		key := Key(obj[m.keyStart:m.keyEnd])
-		for _, f := range fields {
-			if !key.Is(f.name) {
-				continue
-			}
-			if *f.value != nil {
-				return malformed("member %q appears twice", f.name)
-			}
-			*f.value = obj[m.valStart:m.valEnd:m.valEnd]
+	var repeated error
+	if err := s.lookupMembers(fields, &repeated); err != nil {
+		return err
+	}
+	if _, err := s.close(); err != nil {
+		return err
+	}
+	return repeated
+}
+
+func clearFields(fields []Field) {
+	for _, f := range fields {
+		*f.Value = nil
+		clearFields(f.Fields)
+	}
+}
+
+// lookupMembers reads the members of the object whose '{' was just read,
+// up to its '}' (not read), storing the wanted ones. The first repeated
+// wanted name goes to *repeated; reading goes on.
+func (s *scanner) lookupMembers(fields []Field, repeated *error) error {
+	d := &s.dec
+	for d.PeekKind() != '}' {
+		k, err := d.ReadValue()
+		if err != nil {
+			return syntaxError(err)
 		}
-		return nil
-	})
-	return err
+		keyEnd := int(d.InputOffset())
+		f := matchField(fields, Key(s.data[keyEnd-len(k):keyEnd]))
+		var value []byte
+		if f != nil && f.Fields != nil && *f.Value == nil && d.PeekKind() == '{' {
+			// Descend: the value is read token by token here, its
+			// members by the same loop, instead of skipped whole and
+			// read again by the caller.
+			if _, err := d.ReadToken(); err != nil {
+				return syntaxError(err)
+			}
+			start := int(d.InputOffset()) - 1
+			if err := s.lookupMembers(f.Fields, repeated); err != nil {
+				return err
+			}
+			if _, err := d.ReadToken(); err != nil {
+				return syntaxError(err)
+			}
+			end := int(d.InputOffset())
+			value = s.data[start:end:end]
+		} else {
+			v, err := d.ReadValue()
+			if err != nil {
+				return syntaxError(err)
+			}
+			end := int(d.InputOffset())
+			value = s.data[end-len(v) : end : end]
+		}
+		if f == nil {
+			continue
+		}
+		if *f.Value != nil {
+			if *repeated == nil {
+				// strconv.Quote copies the name: passing f.Name on would
+				// make every field's Value escape, and each caller's
+				// variables with them.
+				*repeated = malformed("member %s appears twice", strconv.Quote(f.Name))
+			}
+			continue
+		}
+		*f.Value = value
+	}
+	return nil
+}
+
+// matchField returns the field that key names, or nil. The key is decoded
+// once, whatever the number of fields; keys without escapes, nearly all
+// of them, are compared without allocating.
+func matchField(fields []Field, key Key) *Field {
+	inner, plain := key.plain()
+	var name string
+	if !plain {
+		name = unquote(key)
+	}
+	for i := range fields {
+		if plain && string(inner) == fields[i].Name || !plain && name == fields[i].Name {
+			return &fields[i]
+		}
+	}
+	return nil
 }
 
 // describe renders a raw value for an error message: missing, its text

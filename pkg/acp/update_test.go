@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"skein.dev/pkg/acp"
 )
 
@@ -65,8 +66,9 @@ func TestPermissionOptions(t *testing.T) {
 				{OptionID: "allow", Name: "Allow", Kind: acp.PermissionAllowOnce},
 				{OptionID: "reject", Name: "Reject", Kind: acp.PermissionRejectOnce},
 			}},
-		{"no name", `{"options":[{"optionId":"a","kind":"allow_once"},{"optionId":"b","kind":"x","name":null}]}`,
+		{"no name", `{"options":[{"optionId":"a","kind":"allow_once"},{"optionId":"b","kind":"x"}]}`,
 			[]acp.PermissionOption{{OptionID: "a", Kind: acp.PermissionAllowOnce}, {OptionID: "b", Kind: "x"}}},
+		{"name null", `{"options":[{"optionId":"b","kind":"x","name":null}]}`, nil},
 		{"no options", `{"sessionId":"s"}`, []acp.PermissionOption{}},
 		{"null options", `{"options":null}`, []acp.PermissionOption{}},
 		{"empty options", `{"options":[]}`, []acp.PermissionOption{}},
@@ -91,8 +93,18 @@ func TestPermissionOptions(t *testing.T) {
 			if err != nil {
 				t.Fatalf("PermissionOptions(%s) = %v", tt.request, err)
 			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(acp.PermissionOption{}, "Raw")); diff != "" {
 				t.Errorf("PermissionOptions(%s) (-want +got):\n%s", tt.request, diff)
+			}
+			// Raw is each option as written, in order.
+			var opts []json.RawMessage
+			if v, _, _ := acp.Member([]byte(tt.request), "options"); string(v) != "null" && v != nil {
+				acp.Elements(v, func(o []byte) error { opts = append(opts, o); return nil })
+			}
+			for i, o := range got {
+				if string(o.Raw) != string(opts[i]) {
+					t.Errorf("PermissionOptions(%s)[%d].Raw = %s, want %s", tt.request, i, o.Raw, opts[i])
+				}
 			}
 		})
 	}

@@ -3,6 +3,8 @@ package acpwire
 import (
 	"context"
 	"encoding/json"
+
+	"skein.dev/pkg/acp"
 )
 
 // This file holds thin typed helpers for the client->agent methods. Each is
@@ -54,8 +56,8 @@ func (c *Conn) Initialize(ctx context.Context, p InitializeParams) (*InitializeR
 	}
 	var version, caps, methods, info []byte
 	if err := resultFields(MethodInitialize, raw, false,
-		field{"protocolVersion", &version}, field{"agentCapabilities", &caps},
-		field{"authMethods", &methods}, field{"agentInfo", &info}); err != nil {
+		field{Name: "protocolVersion", Value: &version}, field{Name: "agentCapabilities", Value: &caps},
+		field{Name: "authMethods", Value: &methods}, field{Name: "agentInfo", Value: &info}); err != nil {
 		return nil, err
 	}
 	n, ok := integer(version)
@@ -177,7 +179,7 @@ func (c *Conn) CloseSession(ctx context.Context, sessionID string) error {
 
 // PromptResult is the answer to session/prompt: the end of the turn.
 type PromptResult struct {
-	// StopReason is one of the StopReason constants or a value this package
+	// StopReason is one of the acp.StopReason constants or a value Skein
 	// does not know. It is "" when the agent omitted it: the turn ended all
 	// the same.
 	StopReason string
@@ -189,7 +191,7 @@ type PromptResult struct {
 // newlines). Every session/update the agent sent before its answer has
 // been dispatched when Prompt returns; updates may still arrive afterwards.
 // To stop a turn, call Cancel and keep waiting: the agent answers with
-// StopReasonCancelled. Cancelling ctx abandons the call instead.
+// acp.StopReasonCancelled. Cancelling ctx abandons the call instead.
 func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt json.RawMessage) (*PromptResult, error) {
 	params, err := promptParams(sessionID, prompt)
 	if err != nil {
@@ -244,12 +246,12 @@ func promptParams(sessionID string, prompt json.RawMessage) (json.RawMessage, er
 // promptResult decodes the result of session/prompt.
 func promptResult(raw json.RawMessage) (*PromptResult, error) {
 	var stop []byte
-	if err := resultFields(MethodSessionPrompt, raw, false, field{"stopReason", &stop}); err != nil {
+	if err := resultFields(MethodSessionPrompt, raw, false, field{Name: "stopReason", Value: &stop}); err != nil {
 		return nil, err
 	}
 	res := &PromptResult{Raw: raw}
 	if stop != nil {
-		s, ok := unquote(stop)
+		s, ok := acp.StringValue(stop)
 		if !ok {
 			return nil, protocolError("session/prompt result: stopReason is %s, want a string", describe(stop))
 		}
@@ -259,7 +261,7 @@ func promptResult(raw json.RawMessage) (*PromptResult, error) {
 }
 
 // Cancel sends the session/cancel notification. The agent should stop the
-// turn and answer the pending session/prompt with StopReasonCancelled; the
+// turn and answer the pending session/prompt with acp.StopReasonCancelled; the
 // client must answer every pending session/request_permission of the
 // session with outcome "cancelled". Cancel does neither for you.
 func (c *Conn) Cancel(sessionID string) error {
@@ -288,7 +290,7 @@ func (c *Conn) SetConfigOption(ctx context.Context, sessionID, configID string, 
 		return nil, err
 	}
 	var opts []byte
-	if err := resultFields(MethodSessionSetConfigOption, raw, true, field{"configOptions", &opts}); err != nil {
+	if err := resultFields(MethodSessionSetConfigOption, raw, true, field{Name: "configOptions", Value: &opts}); err != nil {
 		return nil, err
 	}
 	return nonNull(opts), nil
@@ -324,7 +326,7 @@ type sessionParams struct {
 func resultFields(method string, raw json.RawMessage, nullOK bool, fields ...field) error {
 	if nullOK && isNull(trimSpace(raw)) {
 		for _, f := range fields {
-			*f.val = nil
+			*f.Value = nil
 		}
 		return nil
 	}
@@ -338,13 +340,13 @@ func resultFields(method string, raw json.RawMessage, nullOK bool, fields ...fie
 func sessionResult(method string, raw json.RawMessage, nullOK bool) (*SessionResult, error) {
 	var id, modes, opts, models []byte
 	if err := resultFields(method, raw, nullOK,
-		field{"sessionId", &id}, field{"modes", &modes},
-		field{"configOptions", &opts}, field{"models", &models}); err != nil {
+		field{Name: "sessionId", Value: &id}, field{Name: "modes", Value: &modes},
+		field{Name: "configOptions", Value: &opts}, field{Name: "models", Value: &models}); err != nil {
 		return nil, err
 	}
 	res := &SessionResult{Modes: nonNull(modes), ConfigOptions: nonNull(opts), Models: nonNull(models), Raw: raw}
 	if !isNull(id) {
-		s, ok := unquote(id)
+		s, ok := acp.StringValue(id)
 		if !ok {
 			return nil, protocolError("%s result: sessionId is %s, want a string", method, describe(id))
 		}

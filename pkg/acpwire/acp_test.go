@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"skein.dev/pkg/acp"
 	"skein.dev/pkg/acpwire"
 )
 
@@ -95,7 +96,7 @@ func TestHelpersClaudeTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.StopReason != acpwire.StopReasonEndTurn || !bytes.Contains(res.Raw, []byte(`"usage"`)) {
+	if res.StopReason != acp.StopReasonEndTurn || !bytes.Contains(res.Raw, []byte(`"usage"`)) {
 		t.Errorf("Prompt = %+v, want end_turn with the raw usage kept", res)
 	}
 	// Every update was written before the response, so all were handled
@@ -120,8 +121,8 @@ func TestHelpersCodexPermission(t *testing.T) {
 		}
 		wg.Go(func() { // answer later, from another goroutine
 			for _, o := range req.Options {
-				if o.Kind == acpwire.PermissionRejectOnce {
-					if err := c.Respond(m.ID, acpwire.PermissionSelected(o.OptionID)); err != nil {
+				if o.Kind == acp.PermissionRejectOnce {
+					if err := c.Respond(m.ID, acp.PermissionSelected(o.OptionID)); err != nil {
 						t.Error(err)
 					}
 					return
@@ -143,7 +144,7 @@ func TestHelpersCodexPermission(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := c.Prompt(t.Context(), sess.SessionID, raw(`[{"type":"text","text":"say hi"}]`))
-	if err != nil || res.StopReason != acpwire.StopReasonCancelled {
+	if err != nil || res.StopReason != acp.StopReasonCancelled {
 		t.Errorf("Prompt = %+v, %v, want stopReason cancelled", res, err)
 	}
 	<-finished
@@ -203,7 +204,7 @@ func TestHelpersCancel(t *testing.T) {
 	if err := c.Cancel(sess.SessionID); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-prompt; r.err != nil || r.res.StopReason != acpwire.StopReasonCancelled {
+	if r := <-prompt; r.err != nil || r.res.StopReason != acp.StopReasonCancelled {
 		t.Errorf("Prompt after Cancel = %+v, %v, want stopReason cancelled", r.res, r.err)
 	}
 	<-finished

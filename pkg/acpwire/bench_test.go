@@ -49,6 +49,37 @@ func BenchmarkParseSessionUpdate(b *testing.B) {
 	}
 }
 
+// BenchmarkSessionUpdateLine measures the runner's reading of one
+// session/update line: Parse, then its params' routing members, read
+// again with validation (ParseSessionUpdate) or without it
+// (Message.SessionUpdate, what the runner calls).
+func BenchmarkSessionUpdateLine(b *testing.B) {
+	for _, size := range []int{256, 4 << 10, 64 << 10} {
+		line := updateLine(size)
+		for _, read := range []struct {
+			name string
+			fn   func(*acpwire.Message) (*acpwire.SessionUpdate, error)
+		}{
+			{"ParseSessionUpdate", func(m *acpwire.Message) (*acpwire.SessionUpdate, error) { return acpwire.ParseSessionUpdate(m.Params) }},
+			{"Message.SessionUpdate", (*acpwire.Message).SessionUpdate},
+		} {
+			b.Run(fmt.Sprintf("size=%d/%s", size, read.name), func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(line)))
+				for b.Loop() {
+					m, err := acpwire.Parse(line)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := read.fn(m); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
 // echoAgent answers every request on r with its params as the result,
 // until r ends.
 func echoAgent(r io.Reader, w io.Writer) {

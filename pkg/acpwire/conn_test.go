@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"skein.dev/pkg/acp"
 	"skein.dev/pkg/acpwire"
 )
 
@@ -290,7 +291,7 @@ func TestIDs(t *testing.T) {
 		var wg sync.WaitGroup
 		c, a := newPipeConn(t, acpwire.Options{OnRequest: func(m *acpwire.Message) {
 			wg.Go(func() {
-				if err := c.Respond(m.ID, acpwire.PermissionSelected("abort")); err != nil {
+				if err := c.Respond(m.ID, acp.PermissionSelected("abort")); err != nil {
 					t.Error(err)
 				}
 			})

@@ -5,13 +5,20 @@
 // helpers for the client->agent methods. It knows nothing of NATS or of
 // sessions as Skein stores them.
 //
+// It builds on skein.dev/pkg/acp, which holds what the services read as
+// well: ACP's vocabulary (update kinds, stop reasons, permission option
+// kinds and outcomes), the routing views of an update and of a permission
+// option, and Skein's one byte-preserving JSON reader, which Parse and
+// the helpers here read with.
+//
 // # Raw bytes are the payload
 //
 // ACP payloads travel through Skein as the exact bytes the adapter wrote.
 // [Parse] decodes only the JSON-RPC envelope and hands out sub-slices of the
 // line ([Message.Raw], ID, Params, Result, [RPCError.Data]); the typed
-// helpers decode only routing fields ([ParseSessionUpdate],
-// [ParsePermissionRequest], [SessionResult]) and keep the rest raw. Nothing
+// helpers decode only routing fields ([Message.SessionUpdate],
+// [ParseSessionUpdate], [ParsePermissionRequest], [SessionResult]) and
+// keep the rest raw. Nothing
 // is ever unmarshalled and marshalled again, so unknown fields, unknown
 // sessionUpdate variants, unknown content types and _meta survive byte for
 // byte. This is the point of the package: coder/acp-go-sdk drops unknown

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"skein.dev/pkg/acp"
 )
 
 // The kinds of this package's own failures, for errors.Is. Each *Error
@@ -162,9 +164,9 @@ func saysSessionNotFound(s string) bool {
 // dataString returns the string member name of the object data, or "".
 func dataString(data json.RawMessage, name string) string {
 	var v []byte
-	if getFields(data, field{name, &v}) != nil {
+	if getFields(data, field{Name: name, Value: &v}) != nil {
 		return ""
 	}
-	s, _ := unquote(v)
+	s, _ := acp.StringValue(v)
 	return s
 }

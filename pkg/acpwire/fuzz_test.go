@@ -20,6 +20,8 @@ var parseSeeds = []string{
 	`{"jsonrpc":"2.0","id":1,"id":1,"result":{}}`,
 	` {"jsonrpc" : "2.0" , "method" : "m" , "params" : { } } `,
 	notif1, notif2,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"plan","messageId":null,"x":["\"}",{"y":-0.5e1}]}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"a","sessionUpdate":"b"},"sessionId":"s"}}`,
 }
 
 // FuzzParse checks that Parse never panics, returns only typed errors, and
@@ -50,6 +52,19 @@ func FuzzParse(f *testing.F) {
 		}
 		if diff := cmp.Diff(m, again); diff != "" {
 			t.Fatalf("Parse(Raw) differs from Parse(%q) (-first +second):\n%s", line, diff)
+		}
+
+		// A session/update's params read without validation (Parse did
+		// that) must read as they read validated.
+		if m.Method == acpwire.MethodSessionUpdate {
+			got, err := m.SessionUpdate()
+			want, wantErr := acpwire.ParseSessionUpdate(m.Params)
+			if (err != nil) != (wantErr != nil) || !cmp.Equal(got, want) {
+				t.Fatalf("Parse(%q).SessionUpdate() = %+v, %v; ParseSessionUpdate says %+v, %v", line, got, err, want, wantErr)
+			}
+			if err != nil && !isKind(err, acpwire.ErrProtocol) {
+				t.Fatalf("Parse(%q).SessionUpdate() error = %v, want a %s error", line, err, acpwire.ErrProtocol)
+			}
 		}
 
 		// encoding/json must see the same message.

@@ -6,4 +6,7 @@ require (
 	github.com/go-json-experiment/json v1.27.2
 	github.com/google/go-cmp v0.7.0
 	go.uber.org/goleak v1.3.0
+	skein.dev/pkg/acp v0.0.0
 )
+
+replace skein.dev/pkg/acp => ../acp

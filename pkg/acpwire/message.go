@@ -3,6 +3,8 @@ package acpwire
 import (
 	"encoding/json"
 	"errors"
+
+	"skein.dev/pkg/acp"
 )
 
 // Kind classifies a JSON-RPC message by shape: method and id make a request,
@@ -101,8 +103,8 @@ func (m *Message) Kind() Kind {
 func Parse(line []byte) (*Message, error) {
 	var version, id, method, params, result, rpcErr []byte
 	err := getFields(line,
-		field{"jsonrpc", &version}, field{"id", &id}, field{"method", &method},
-		field{"params", &params}, field{"result", &result}, field{"error", &rpcErr})
+		field{Name: "jsonrpc", Value: &version}, field{Name: "id", Value: &id}, field{Name: "method", Value: &method},
+		field{Name: "params", Value: &params}, field{Name: "result", Value: &result}, field{Name: "error", Value: &rpcErr})
 	switch {
 	case errors.Is(err, errNotJSON):
 		return nil, protocolError("line is not JSON")
@@ -113,7 +115,7 @@ func Parse(line []byte) (*Message, error) {
 	case err != nil:
 		return nil, protocolError("%v", err)
 	}
-	if v, ok := unquote(version); !ok || v != "2.0" {
+	if v, ok := acp.StringValue(version); !ok || v != "2.0" {
 		return nil, protocolError(`"jsonrpc" is %s, want "2.0"`, describe(version))
 	}
 	m := &Message{Raw: line}
@@ -134,7 +136,7 @@ func Parse(line []byte) (*Message, error) {
 		}
 	}
 	if method != nil {
-		name, ok := unquote(method)
+		name, ok := acp.StringValue(method)
 		if !ok || name == "" {
 			return nil, protocolError(`"method" is %s, want a non-empty string`, describe(method))
 		}
@@ -173,14 +175,14 @@ func parseRPCError(v []byte) (*RPCError, error) {
 		return nil, protocolError(`"error" is a JSON %s, want an object`, valueType(v))
 	}
 	var code, msg, data []byte
-	if err := getFields(v, field{"code", &code}, field{"message", &msg}, field{"data", &data}); err != nil {
+	if err := getFields(v, field{Name: "code", Value: &code}, field{Name: "message", Value: &msg}, field{Name: "data", Value: &data}); err != nil {
 		return nil, protocolError("error object: %v", err)
 	}
 	n, ok := integer(code)
 	if !ok || n < minInt || n > maxInt {
 		return nil, protocolError(`error "code" is %s, want an integer`, describe(code))
 	}
-	text, ok := unquote(msg)
+	text, ok := acp.StringValue(msg)
 	if !ok {
 		return nil, protocolError(`error "message" is %s, want a string`, describe(msg))
 	}

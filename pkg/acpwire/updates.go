@@ -2,7 +2,8 @@ package acpwire
 
 import (
 	"encoding/json"
-	"errors"
+
+	"skein.dev/pkg/acp"
 )
 
 // SessionUpdate is the routing view of the params of a session/update
@@ -11,8 +12,8 @@ import (
 // _meta survive byte for byte.
 type SessionUpdate struct {
 	SessionID string
-	// Kind is update.sessionUpdate: one of the Update constants or a value
-	// this package does not know (keep it; do not fail).
+	// Kind is update.sessionUpdate: one of the acp.Update constants or a
+	// value Skein does not know (keep it; do not fail).
 	Kind string
 	// MessageID is update.messageId, or nil when it is absent or null (it is
 	// optional in v1; codex-acp and claude-code-acp never send it).
@@ -22,62 +23,56 @@ type SessionUpdate struct {
 }
 
 // ParseSessionUpdate decodes the params of a session/update notification
-// (Message.Params). It returns an ErrProtocol *Error when params are not
-// a JSON object, sessionId is not a string, update is not an object,
+// (Message.Params) with acp.ParseUpdateParams, in one pass over them. It
+// returns an ErrProtocol *Error when params are not a JSON object,
+// sessionId is not a string, update is not an object,
 // update.sessionUpdate is not a string, update.messageId is neither a
 // string nor null, or one of these members repeats. Unknown members
 // anywhere are ignored.
 func ParseSessionUpdate(params json.RawMessage) (*SessionUpdate, error) {
-	var sid, update []byte
-	if err := getFields(params, field{"sessionId", &sid}, field{"update", &update}); err != nil {
-		return nil, paramsError(MethodSessionUpdate, err)
+	sid, u, err := acp.ParseUpdateParams(params)
+	return sessionUpdate(params, sid, u, err)
+}
+
+// SessionUpdate is ParseSessionUpdate(m.Params) for a message that Parse
+// returned (every Message a Conn hands its callbacks is one): Parse has
+// validated the params already, so they are read without validating them
+// again (acp.ParseValidUpdateParams), which on a runner's stream of
+// session/update lines is a full pass over every line saved. The result
+// is ParseSessionUpdate's. A Message built by hand, whose params Parse
+// has not checked, must go through ParseSessionUpdate.
+func (m *Message) SessionUpdate() (*SessionUpdate, error) {
+	if m.Raw == nil {
+		return ParseSessionUpdate(m.Params) // synthesized: nothing was validated
 	}
-	u := &SessionUpdate{Update: update}
-	var ok bool
-	if u.SessionID, ok = unquote(sid); !ok {
-		return nil, protocolError("session/update: sessionId is %s, want a string", describe(sid))
-	}
-	if valueType(update) != "object" {
-		return nil, protocolError("session/update: update is %s, want an object", describe(update))
-	}
-	var kind, msgID []byte
-	if err := getFields(update, field{"sessionUpdate", &kind}, field{"messageId", &msgID}); err != nil {
-		return nil, protocolError("session/update: update: %v", err)
-	}
-	if u.Kind, ok = unquote(kind); !ok {
-		return nil, protocolError("session/update: sessionUpdate is %s, want a string", describe(kind))
-	}
-	if !isNull(msgID) {
-		id, ok := unquote(msgID)
-		if !ok {
-			return nil, protocolError("session/update: messageId is %s, want a string or null", describe(msgID))
+	sid, u, err := acp.ParseValidUpdateParams(m.Params)
+	return sessionUpdate(m.Params, sid, u, err)
+}
+
+// sessionUpdate turns acp's reading of a session/update's params into a
+// SessionUpdate or a protocol error.
+func sessionUpdate(params []byte, sid string, u acp.Update, err error) (*SessionUpdate, error) {
+	if err != nil {
+		if shape(params, '{', err) == errNotJSON {
+			return nil, protocolError("%s params are not JSON", MethodSessionUpdate)
 		}
-		u.MessageID = &id
+		return nil, protocolError("%s: %v", MethodSessionUpdate, err)
 	}
-	return u, nil
+	return &SessionUpdate{SessionID: sid, Kind: u.Kind, MessageID: u.MessageID, Update: u.Raw}, nil
 }
 
 // PermissionRequest is the decoded params of a session/request_permission
-// request. The client must answer it (Conn.Respond with PermissionSelected
-// or PermissionCancelled), also after session/cancel, where the answer is
-// PermissionCancelled.
+// request. The client must answer it (Conn.Respond with
+// acp.PermissionSelected or acp.PermissionCancelled), also after
+// session/cancel, where the answer is acp.PermissionCancelled.
 type PermissionRequest struct {
 	SessionID string
 	// ToolCall is the raw tool call (a ToolCallUpdate). codex-acp asks about
 	// tool calls it has not announced yet: create the entry from it if
 	// unknown.
 	ToolCall json.RawMessage
-	Options  []PermissionOption
-	Raw      json.RawMessage // the params exactly as sent
-}
-
-// PermissionOption is one choice offered in a permission request. Choose by
-// Kind (a Permission constant, or an unknown value), answer with OptionID.
-type PermissionOption struct {
-	OptionID string
-	Name     string // for display; "" when the agent omitted it
-	Kind     string
-	Raw      json.RawMessage
+	Options  []acp.PermissionOption // each read by acp.ParsePermissionOption
+	Raw      json.RawMessage        // the params exactly as sent
 }
 
 // ParsePermissionRequest decodes the params of a session/request_permission
@@ -88,12 +83,12 @@ type PermissionOption struct {
 // shown to people) but must be a string when present.
 func ParsePermissionRequest(params json.RawMessage) (*PermissionRequest, error) {
 	var sid, toolCall, options []byte
-	if err := getFields(params, field{"sessionId", &sid}, field{"toolCall", &toolCall}, field{"options", &options}); err != nil {
+	if err := getFields(params, field{Name: "sessionId", Value: &sid}, field{Name: "toolCall", Value: &toolCall}, field{Name: "options", Value: &options}); err != nil {
 		return nil, paramsError(MethodRequestPermission, err)
 	}
 	req := &PermissionRequest{ToolCall: toolCall, Raw: params}
 	var ok bool
-	if req.SessionID, ok = unquote(sid); !ok {
+	if req.SessionID, ok = acp.StringValue(sid); !ok {
 		return nil, protocolError("session/request_permission: sessionId is %s, want a string", describe(sid))
 	}
 	if valueType(toolCall) != "object" {
@@ -103,25 +98,12 @@ func ParsePermissionRequest(params json.RawMessage) (*PermissionRequest, error) 
 		return nil, protocolError("session/request_permission: options is %s, want an array", describe(options))
 	}
 	err := eachElement(options, func(v []byte) error {
-		var id, name, kind []byte
 		if valueType(v) != "object" {
 			return protocolError("session/request_permission: an option is %s, want an object", describe(v))
 		}
-		if err := getFields(v, field{"optionId", &id}, field{"name", &name}, field{"kind", &kind}); err != nil {
-			return protocolError("session/request_permission: option: %v", err)
-		}
-		o := PermissionOption{Raw: v}
-		var ok bool
-		if o.OptionID, ok = unquote(id); !ok {
-			return protocolError("session/request_permission: optionId is %s, want a string", describe(id))
-		}
-		if o.Kind, ok = unquote(kind); !ok {
-			return protocolError("session/request_permission: option kind is %s, want a string", describe(kind))
-		}
-		if name != nil {
-			if o.Name, ok = unquote(name); !ok {
-				return protocolError("session/request_permission: option name is %s, want a string", describe(name))
-			}
+		o, err := acp.ParsePermissionOption(v)
+		if err != nil {
+			return protocolError("session/request_permission: %v", err)
 		}
 		req.Options = append(req.Options, o)
 		return nil
@@ -134,22 +116,8 @@ func ParsePermissionRequest(params json.RawMessage) (*PermissionRequest, error) 
 
 // paramsError reports params that getFields refused.
 func paramsError(method string, err error) error {
-	if errors.Is(err, errNotJSON) {
+	if err == errNotJSON {
 		return protocolError("%s params are not JSON", method)
 	}
 	return protocolError("%s params: %v", method, err)
-}
-
-// PermissionCancelled returns the result that answers a permission request
-// after session/cancel (or when the turn is otherwise over), ready for
-// Conn.Respond.
-func PermissionCancelled() json.RawMessage {
-	return json.RawMessage(`{"outcome":{"outcome":"cancelled"}}`)
-}
-
-// PermissionSelected returns the result that selects the option optionID,
-// ready for Conn.Respond.
-func PermissionSelected(optionID string) json.RawMessage {
-	b := append([]byte(`{"outcome":{"outcome":"selected","optionId":`), appendString(nil, optionID)...)
-	return append(b, "}}"...)
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"skein.dev/pkg/acp"
 	"skein.dev/pkg/acpwire"
 )
 
@@ -17,7 +18,7 @@ func TestParseSessionUpdate(t *testing.T) {
 		{
 			name:   "chunk with messageId",
 			params: `{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello "},"messageId":"msg_mock_1"}}`,
-			want: &acpwire.SessionUpdate{SessionID: "s1", Kind: acpwire.UpdateAgentMessageChunk, MessageID: &msgID,
+			want: &acpwire.SessionUpdate{SessionID: "s1", Kind: acp.UpdateAgentMessageChunk, MessageID: &msgID,
 				Update: raw(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello "},"messageId":"msg_mock_1"}`)},
 		},
 		{
@@ -28,7 +29,7 @@ func TestParseSessionUpdate(t *testing.T) {
 		{
 			name:   "null messageId",
 			params: `{"update":{"messageId":null,"sessionUpdate":"user_message_chunk","content":{"type":"future_block","data":1}},"sessionId":"s2"}`,
-			want: &acpwire.SessionUpdate{SessionID: "s2", Kind: acpwire.UpdateUserMessageChunk,
+			want: &acpwire.SessionUpdate{SessionID: "s2", Kind: acp.UpdateUserMessageChunk,
 				Update: raw(`{"messageId":null,"sessionUpdate":"user_message_chunk","content":{"type":"future_block","data":1}}`)},
 		},
 	}
@@ -40,6 +41,19 @@ func TestParseSessionUpdate(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("ParseSessionUpdate(%s) (-want +got):\n%s", tt.params, diff)
+			}
+			// The same params in a parsed line: read without validating
+			// them again, with the same result.
+			m, err := acpwire.Parse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":` + tt.params + `}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err = m.SessionUpdate()
+			if err != nil {
+				t.Fatalf("Message.SessionUpdate() of params %s = %v", tt.params, err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Message.SessionUpdate() of params %s (-want +got):\n%s", tt.params, diff)
 			}
 		})
 	}
@@ -64,6 +78,13 @@ func TestParseSessionUpdateRejects(t *testing.T) {
 			if !isKind(err, acpwire.ErrProtocol) {
 				t.Errorf("ParseSessionUpdate(%s) = %+v, %v, want a %s error", params, got, err, acpwire.ErrProtocol)
 			}
+			m, err := acpwire.Parse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":` + params + `}`))
+			if err != nil {
+				return // params that are not JSON: Parse refuses the line
+			}
+			if got, err := m.SessionUpdate(); !isKind(err, acpwire.ErrProtocol) {
+				t.Errorf("Message.SessionUpdate() of params %s = %+v, %v, want a %s error", params, got, err, acpwire.ErrProtocol)
+			}
 		})
 	}
 }
@@ -77,10 +98,10 @@ func TestParsePermissionRequest(t *testing.T) {
 	want := &acpwire.PermissionRequest{
 		SessionID: "01a2",
 		ToolCall:  raw(`{"toolCallId":"call_mock1","kind":"execute","rawInput":{"command":["touch","x"]}}`),
-		Options: []acpwire.PermissionOption{
-			{OptionID: "approved", Name: "Yes, proceed", Kind: acpwire.PermissionAllowOnce,
+		Options: []acp.PermissionOption{
+			{OptionID: "approved", Name: "Yes, proceed", Kind: acp.PermissionAllowOnce,
 				Raw: raw(`{"optionId":"approved","name":"Yes, proceed","kind":"allow_once"}`)},
-			{OptionID: "abort", Name: "No, and tell Codex what to do differently", Kind: acpwire.PermissionRejectOnce,
+			{OptionID: "abort", Name: "No, and tell Codex what to do differently", Kind: acp.PermissionRejectOnce,
 				Raw: raw(`{"optionId":"abort","name":"No, and tell Codex what to do differently","kind":"reject_once","_meta":{"k":1}}`)},
 			{OptionID: "later", Kind: "future_kind", Raw: raw(`{"kind":"future_kind","optionId":"later"}`)},
 		},
@@ -119,10 +140,10 @@ func TestParsePermissionRequestRejects(t *testing.T) {
 }
 
 func TestPermissionResults(t *testing.T) {
-	if got, want := string(acpwire.PermissionSelected(`al"low`)), `{"outcome":{"outcome":"selected","optionId":"al\"low"}}`; got != want {
+	if got, want := string(acp.PermissionSelected(`al"low`)), `{"outcome":{"outcome":"selected","optionId":"al\"low"}}`; got != want {
 		t.Errorf("PermissionSelected = %s, want %s", got, want)
 	}
-	if got, want := string(acpwire.PermissionCancelled()), `{"outcome":{"outcome":"cancelled"}}`; got != want {
+	if got, want := string(acp.PermissionCancelled()), `{"outcome":{"outcome":"cancelled"}}`; got != want {
 		t.Errorf("PermissionCancelled() = %s, want %s", got, want)
 	}
 }

@@ -200,7 +200,7 @@ func (p *process) onNotification(m *acpwire.Message) {
 	if p.replaying.Load() {
 		return // the log is the only history: a load's replay is not output
 	}
-	u, err := acpwire.ParseSessionUpdate(m.Params)
+	u, err := m.SessionUpdate()
 	if err != nil {
 		p.notACP(err)
 		return
@@ -339,9 +339,9 @@ func (p *process) answerPermission(requestID string, optionID *string) error {
 	if !ok {
 		return events.Errorf(events.CodeInvalidRequest, "%s: adapter process %s has no permission request %q pending", events.ReasonUnknownRequest, p.id, requestID)
 	}
-	outcome := acpwire.PermissionCancelled()
+	outcome := acp.PermissionCancelled()
 	if optionID != nil {
-		outcome = acpwire.PermissionSelected(*optionID)
+		outcome = acp.PermissionSelected(*optionID)
 	}
 	if err := p.conn.Respond(rpcID, outcome); err != nil {
 		return p.writeError(acpwire.MethodRequestPermission+" answer", err)

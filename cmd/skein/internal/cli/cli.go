@@ -49,9 +49,6 @@ const (
 // with when --agent is not given.
 const DefaultAgent = "demo"
 
-// stopEndTurn is the stop reason of a turn that ended normally.
-const stopEndTurn = "end_turn"
-
 // defaultSession is the session of a command without --session.
 const defaultSession = "main"
 
@@ -490,7 +487,7 @@ func (a *app) follow(ctx context.Context, cl *client, sid string, after uint64) 
 		}
 		progressed, err := a.printStream(stream, &after)
 		stream.Close() // the stream has ended; nothing to report
-		if !isCode(err, "unavailable") {
+		if !isCode(err, string(events.CodeUnavailable)) {
 			return err
 		}
 		if progressed {
@@ -523,12 +520,12 @@ func (a *app) printStream(s *eventStream, after *uint64) (bool, error) {
 		switch ev.Name {
 		case "error":
 			return progressed, streamError(ev)
-		case "durable", "ephemeral":
+		case events.DurabilityDurable, events.DurabilityEphemeral:
 			if err := a.printEvent(ev.Data, true); err != nil {
 				return progressed, err
 			}
 			progressed = true
-			if ev.Name == "durable" {
+			if ev.Name == events.DurabilityDurable {
 				if _, err := fmt.Sscan(ev.ID, after); err != nil {
 					return progressed, fmt.Errorf("durable event with id %q: %w", ev.ID, err)
 				}

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+
+	"skein.dev/pkg/acp"
+	"skein.dev/pkg/events"
 )
 
 // turn is one `skein prompt`.
@@ -37,7 +40,7 @@ type promptResult struct {
 // complete however the stream fared.
 func (t *turn) run(ctx context.Context, text string) error {
 	info, err := t.cl.session(ctx, t.session)
-	if isCode(err, "session_not_found") {
+	if isCode(err, string(events.CodeSessionNotFound)) {
 		if err := t.cl.open(ctx, t.session, openRequest{Agent: t.agent, PermissionPolicy: t.policy}); err != nil {
 			return fmt.Errorf("open %s: %w", t.session, err)
 		}
@@ -137,7 +140,7 @@ func (t *turn) run(ctx context.Context, text string) error {
 	if err := p.finish(); err != nil {
 		return err
 	}
-	if res.resp.StopReason != stopEndTurn {
+	if res.resp.StopReason != acp.StopReasonEndTurn {
 		if _, err := fmt.Fprintf(t.app.stderr, "stop reason: %s\n", res.resp.StopReason); err != nil {
 			return err
 		}
@@ -148,14 +151,14 @@ func (t *turn) run(ctx context.Context, text string) error {
 // renderSSE prints a durable or ephemeral stream event and advances *last
 // past a durable one. It returns the event it printed, if any.
 func renderSSE(p *printer, ev sseEvent, last *uint64) (*event, error) {
-	if ev.Name != "durable" && ev.Name != "ephemeral" {
+	if ev.Name != events.DurabilityDurable && ev.Name != events.DurabilityEphemeral {
 		return nil, nil // an error event: the stream ends, history fills in
 	}
 	var e event
 	if err := json.Unmarshal(ev.Data, &e); err != nil {
 		return nil, fmt.Errorf("decode %s event: %w", ev.Name, err)
 	}
-	if ev.Name == "durable" {
+	if ev.Name == events.DurabilityDurable {
 		seq, err := strconv.ParseUint(ev.ID, 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("durable event with id %q: %w", ev.ID, err)

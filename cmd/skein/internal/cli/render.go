@@ -7,17 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
-)
-
-// ACP session update types the commands render (the public "type").
-const (
-	typeUserMessage    = "user_message_chunk"
-	typeAgentMessage   = "agent_message_chunk"
-	typeAgentThought   = "agent_thought_chunk"
-	typeToolCall       = "tool_call"
-	typeToolCallUpdate = "tool_call_update"
-	typePlan           = "plan"
 )
 
 // event is the part of an event's public JSON (events.PublicDurableJSON,
@@ -180,7 +171,7 @@ func (p *printer) finish() error {
 // render prints one event.
 func (p *printer) render(e *event) {
 	switch e.Type {
-	case typeAgentMessage:
+	case acp.UpdateAgentMessageChunk:
 		text, ok := e.text()
 		if !ok {
 			return
@@ -208,12 +199,12 @@ func (p *printer) render(e *event) {
 			p.line(missedNote)
 			p.write(text)
 		}
-	case typeToolCall:
+	case acp.UpdateToolCall:
 		if e.ToolCallID != "" {
 			p.titles[e.ToolCallID] = e.Title
 		}
 		p.line(fmt.Sprintf("[tool] %s: %s", orDefault(e.Title, e.ToolCallID), orDefault(e.Status, "pending")))
-	case typeToolCallUpdate:
+	case acp.UpdateToolCallUpdate:
 		if e.Title != "" {
 			p.titles[e.ToolCallID] = e.Title
 		}
@@ -221,7 +212,7 @@ func (p *printer) render(e *event) {
 			return // content or title changes only
 		}
 		p.line(fmt.Sprintf("[tool] %s: %s", orDefault(p.titles[e.ToolCallID], e.ToolCallID), e.Status))
-	case typePlan:
+	case acp.UpdatePlan:
 		p.line("[plan]")
 		for _, entry := range e.Entries {
 			p.line("  " + planMark(entry.Status) + " " + entry.Content)
@@ -259,17 +250,17 @@ func orDefault(s, def string) string {
 func oneLine(e *event) string {
 	var summary string
 	switch e.Type {
-	case typeUserMessage, typeAgentMessage, typeAgentThought:
+	case acp.UpdateUserMessageChunk, acp.UpdateAgentMessageChunk, acp.UpdateAgentThoughtChunk:
 		if text, ok := e.text(); ok {
 			summary = strconv.Quote(text)
 		} else {
 			summary = "<" + orDefault(e.contentType(), "content") + ">"
 		}
-	case typeToolCall:
+	case acp.UpdateToolCall:
 		summary = fmt.Sprintf("%s %q %s", e.ToolCallID, e.Title, orDefault(e.Status, "pending"))
-	case typeToolCallUpdate:
+	case acp.UpdateToolCallUpdate:
 		summary = strings.TrimSpace(e.ToolCallID + " " + e.Status)
-	case typePlan:
+	case acp.UpdatePlan:
 		parts := make([]string, len(e.Entries))
 		for i, entry := range e.Entries {
 			parts[i] = planMark(entry.Status) + " " + strconv.Quote(entry.Content)
