@@ -222,6 +222,10 @@ func (r *Runner) Run(ctx context.Context) error {
 			// held went out once more and was followed for at most
 			// ioStopDrain, so nothing is left to flush here.
 			stop()
+			// The adapters' asynchronous publishes (ACP_IO) keep a reply
+			// subscription on the connection: their windows ended with
+			// them, so it goes too.
+			js.CleanupPublisher()
 			cleanup, cancelCleanup := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			defer cancelCleanup()
 			_ = kv.Delete(cleanup, r.cfg.ID)
