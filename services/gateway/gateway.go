@@ -141,8 +141,12 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gateway: listen %s: %w", g.cfg.Addr, err)
 	}
+	// http.Server's Shutdown waits for no handler once its bound passed,
+	// and Close for none at all: the handlers are counted, so that Run
+	// returns after the last, and the event streams' feeds with them.
+	var handlers handlerSet
 	srv := &http.Server{
-		Handler:           g.handler,
+		Handler:           handlers.wrap(g.handler),
 		ReadHeaderTimeout: g.cfg.ReadHeaderTimeout,
 		IdleTimeout:       g.cfg.IdleTimeout,
 		// The server refuses past twice the limit, untyped (431); up to
@@ -168,6 +172,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 	select {
 	case err := <-serveErr:
 		g.stop()
+		_ = srv.Close()
+		handlers.wait()
 		g.hub.shutdown()
 		return fmt.Errorf("gateway: serve: %w", err)
 	case <-ctx.Done():
@@ -182,8 +188,10 @@ func (g *Gateway) Run(ctx context.Context) error {
 		g.lg.Warn("gateway shutdown incomplete, closing connections", events.LogKeyErr, err)
 		err = srv.Close()
 	}
-	// Closing connections does not wait for their handlers: the live
-	// feeds, which end with their last stream or watch, are waited for.
+	// Closing connections does not wait for their handlers: they are
+	// waited for (their requests' contexts ended with their connections),
+	// and then the live feeds, which end with their last stream or watch.
+	handlers.wait()
 	g.hub.shutdown()
 	if serr := <-serveErr; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		return fmt.Errorf("gateway: serve: %w", serr)
@@ -192,6 +200,39 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return fmt.Errorf("gateway: close: %w", err)
 	}
 	return nil
+}
+
+// handlerSet counts the HTTP handlers running. Once wait has begun, no
+// handler starts: a request read just as the server closed is refused.
+type handlerSet struct {
+	mu      sync.Mutex
+	closed  bool
+	running sync.WaitGroup
+}
+
+// wrap returns h, counted.
+func (s *handlerSet) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			w.Header().Set("Connection", "close")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		s.running.Add(1)
+		s.mu.Unlock()
+		defer s.running.Done()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// wait starts no more handlers and waits for those running to return.
+func (s *handlerSet) wait() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.running.Wait()
 }
 
 // stop marks the gateway as stopping: /readyz fails and event streams end.
