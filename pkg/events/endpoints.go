@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"skein.dev/pkg/events/lifecycle"
 )
 
 // Endpoints is the request side of one service's lifecycle: its nats micro
@@ -39,12 +40,8 @@ type Endpoints struct {
 	life context.Context
 	end  context.CancelFunc
 
-	// closed is set by Stop: no handler starts after it. inflight counts
-	// the handlers running; its Add happens under mu while closed is
-	// false, hence before Stop's Wait.
-	mu       sync.Mutex
-	closed   bool
-	inflight sync.WaitGroup
+	// inflight is the handlers running; Stop closes it.
+	inflight lifecycle.Group
 }
 
 // ServiceConfig configures the micro service of StartEndpoints.
@@ -113,20 +110,14 @@ func (e *Endpoints) Add(ep Endpoint) error {
 	serve := func(req micro.Request) {
 		serveOp(e.life, nc, e.lg, ep.Name, ns, e.guard(ep.Handler), req)
 	}
+	run := e.inflight.Do
+	if ep.Async {
+		run = e.inflight.Go
+	}
 	h := func(req micro.Request) {
-		if !e.enter() {
+		if !run(func() { serve(req) }) {
 			_ = RespondError(req, e.stopping)
-			return
 		}
-		if ep.Async {
-			go func() {
-				defer e.inflight.Done()
-				serve(req)
-			}()
-			return
-		}
-		defer e.inflight.Done()
-		serve(req)
 	}
 	opts := []micro.EndpointOpt{micro.WithEndpointSubject(ep.Subject)}
 	if ep.NoQueueGroup {
@@ -136,17 +127,6 @@ func (e *Endpoints) Add(ep Endpoint) error {
 		return fmt.Errorf("endpoint %s: %w", ep.Name, err)
 	}
 	return nil
-}
-
-// enter counts a request in flight, unless Stop has begun.
-func (e *Endpoints) enter() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return false
-	}
-	e.inflight.Add(1)
-	return true
 }
 
 // guard answers a request that Stop cut short with e.stopping: the caller
@@ -167,17 +147,14 @@ func (e *Endpoints) guard(h OpHandler) OpHandler {
 // finished within wait. Handlers must return once their context is done;
 // Stop waits for them without bound. Call it once, after every Add.
 func (e *Endpoints) Stop(wait time.Duration) bool {
-	e.mu.Lock()
-	e.closed = true
-	e.mu.Unlock()
+	drained := make(chan struct{})
+	go func() {
+		e.inflight.Close()
+		close(drained)
+	}()
 	if err := e.svc.Stop(); err != nil {
 		e.lg.Warn("stop the micro service", LogKeyErr, err)
 	}
-	drained := make(chan struct{})
-	go func() {
-		e.inflight.Wait()
-		close(drained)
-	}()
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	finished := true

@@ -23,6 +23,7 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/lifecycle"
 )
 
 // Runner hosts adapter processes.
@@ -39,38 +40,10 @@ type Runner struct {
 	// watchers runs one goroutine per adapter that forgets it once it
 	// exited. Run waits for them, and for the requests its endpoints run
 	// (events.Endpoints), before it returns.
-	watchers tasks
+	watchers lifecycle.Group
 
 	mu    sync.Mutex
 	procs map[string]*process // by events.SessionKey
-}
-
-// tasks is a set of goroutines that one owner waits for. Once closed it
-// starts no more.
-type tasks struct {
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
-}
-
-// start runs f in a goroutine of the set, unless the set is closed; it
-// reports whether f runs.
-func (t *tasks) start(f func()) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return false
-	}
-	t.wg.Go(f)
-	return true
-}
-
-// close starts no more goroutines and waits for those running to end.
-func (t *tasks) close() {
-	t.mu.Lock()
-	t.closed = true
-	t.mu.Unlock()
-	t.wg.Wait()
 }
 
 // New returns a Runner; it does no I/O except reading the agents file and
@@ -155,7 +128,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	stop := func() {
 		eps.Stop(0)
 		r.stopAll()
-		r.watchers.close()
+		r.watchers.Close()
 	}
 	id := events.RunnerID(r.cfg.ID)
 	endpoints := []struct {
@@ -387,7 +360,7 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 		r.m.hosting(len(r.procs))
 		r.mu.Unlock()
 	}
-	if !r.watchers.start(forget) {
+	if !r.watchers.Go(forget) {
 		// Run is past waiting for handlers: it cannot happen, but an
 		// adapter nobody would stop must not be left running.
 		p.stop()

@@ -51,6 +51,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/lifecycle"
 )
 
 // Gateway serves the HTTP API. Create it with New and start it with Run.
@@ -144,9 +145,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 	// http.Server's Shutdown waits for no handler once its bound passed,
 	// and Close for none at all: the handlers are counted, so that Run
 	// returns after the last, and the event streams' feeds with them.
-	var handlers handlerSet
+	var handlers lifecycle.Group
 	srv := &http.Server{
-		Handler:           handlers.wrap(g.handler),
+		Handler:           counted(&handlers, g.handler),
 		ReadHeaderTimeout: g.cfg.ReadHeaderTimeout,
 		IdleTimeout:       g.cfg.IdleTimeout,
 		// The server refuses past twice the limit, untyped (431); up to
@@ -173,7 +174,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	case err := <-serveErr:
 		g.stop()
 		_ = srv.Close()
-		handlers.wait()
+		handlers.Close()
 		g.hub.shutdown()
 		return fmt.Errorf("gateway: serve: %w", err)
 	case <-ctx.Done():
@@ -191,7 +192,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	// Closing connections does not wait for their handlers: they are
 	// waited for (their requests' contexts ended with their connections),
 	// and then the live feeds, which end with their last stream or watch.
-	handlers.wait()
+	handlers.Close()
 	g.hub.shutdown()
 	if serr := <-serveErr; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		return fmt.Errorf("gateway: serve: %w", serr)
@@ -202,37 +203,15 @@ func (g *Gateway) Run(ctx context.Context) error {
 	return nil
 }
 
-// handlerSet counts the HTTP handlers running. Once wait has begun, no
-// handler starts: a request read just as the server closed is refused.
-type handlerSet struct {
-	mu      sync.Mutex
-	closed  bool
-	running sync.WaitGroup
-}
-
-// wrap returns h, counted.
-func (s *handlerSet) wrap(h http.Handler) http.Handler {
+// counted returns h run as work of handlers: once handlers is closed, a
+// request read just as the server closed is refused.
+func counted(handlers *lifecycle.Group, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
+		if !handlers.Do(func() { h.ServeHTTP(w, r) }) {
 			w.Header().Set("Connection", "close")
 			w.WriteHeader(http.StatusServiceUnavailable)
-			return
 		}
-		s.running.Add(1)
-		s.mu.Unlock()
-		defer s.running.Done()
-		h.ServeHTTP(w, r)
 	})
-}
-
-// wait starts no more handlers and waits for those running to return.
-func (s *handlerSet) wait() {
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-	s.running.Wait()
 }
 
 // stop marks the gateway as stopping: /readyz fails and event streams end.

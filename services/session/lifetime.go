@@ -2,8 +2,9 @@ package session
 
 import (
 	"context"
-	"sync"
 	"time"
+
+	"skein.dev/pkg/events/lifecycle"
 )
 
 // lifetime is one Run of the service, lent to the work that has no context
@@ -21,12 +22,8 @@ type lifetime struct {
 	ctx context.Context
 	end context.CancelFunc
 
-	// closed is set by stop: no timer's work starts after it. running
-	// counts the work started; its Add happens under mu while closed is
-	// false, hence before stop's Wait.
-	mu      sync.Mutex
-	closed  bool
-	running sync.WaitGroup
+	// work is the callbacks' and timers' work running; stop closes it.
+	work lifecycle.Group
 }
 
 // newLifetime returns the lifetime of a Run given ctx: its values, and a
@@ -44,15 +41,7 @@ func (l *lifetime) context() context.Context { return l.ctx }
 // do calls f with the lifetime's context, as work stop waits for, unless
 // the service has stopped: a callback's work then has no one to do it for.
 func (l *lifetime) do(f func(context.Context)) {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return
-	}
-	l.running.Add(1)
-	l.mu.Unlock()
-	defer l.running.Done()
-	f(l.ctx)
+	l.work.Do(func() { f(l.ctx) })
 }
 
 // afterFunc calls f after d in its own goroutine, as do does. Stop the
@@ -65,8 +54,5 @@ func (l *lifetime) afterFunc(d time.Duration, f func(context.Context)) *time.Tim
 // for the work running.
 func (l *lifetime) stop() {
 	l.end()
-	l.mu.Lock()
-	l.closed = true
-	l.mu.Unlock()
-	l.running.Wait()
+	l.work.Close()
 }
