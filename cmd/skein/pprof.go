@@ -33,17 +33,54 @@ func servePprof(ctx context.Context, addr string, lg *slog.Logger) error {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close() // a CPU profile in progress is cut short
-	}()
 	lg.Info("pprof listening", "addr", ln.Addr().String())
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	// A CPU profile or trace in progress is cut short: its handler ends
+	// with its request's context.
+	if err := serveUntilDone(ctx, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln, true); err != nil {
 		return fmt.Errorf("--pprof: %w", err)
 	}
 	return nil
 }
+
+// serveUntilDone serves srv on ln until ctx is done or serving fails, then
+// shuts srv down and returns once it has: its handlers have returned, or
+// httpShutdownWait passed and its connections were closed. With
+// cancelRequests, the requests' contexts end as shutdown begins, for
+// handlers that would otherwise run on (a profile's); without, requests
+// in flight get httpShutdownWait to finish. It returns the error that
+// stopped serving, nil when ctx ended.
+func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, cancelRequests bool) error {
+	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer endRequests()
+	srv.BaseContext = func(net.Listener) context.Context { return reqCtx }
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	var err error
+	select {
+	case err = <-serveErr:
+	case <-ctx.Done():
+	}
+	if cancelRequests {
+		endRequests()
+	}
+	// A fresh context: ctx is already done (STYLE R12, R14).
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownWait)
+	defer cancel()
+	if serr := srv.Shutdown(sctx); serr != nil {
+		_ = srv.Close()
+	}
+	if err == nil {
+		err = <-serveErr // Shutdown made it return
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// httpShutdownWait bounds the shutdown of the metrics and profile
+// servers.
+const httpShutdownWait = 2 * time.Second
 
 // checkPprofFlag checks --pprof: empty (off) or a loopback address. skein
 // serve and dev check it before they start anything.

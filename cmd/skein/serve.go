@@ -104,14 +104,16 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	// The services have returned once run has, and the profile and
+	// metrics servers have shut down; close then waits for every
+	// connection's drain, so that serve returns only once shutdown has
+	// finished.
 	defer st.close()
-	err = runWithPprof(ctx, pprofAddr, lg, func(ctx context.Context) error {
+	return runWithPprof(ctx, pprofAddr, lg, func(ctx context.Context) error {
 		return st.run(ctx, lg, c.MetricsAddr, func() {
 			lg.Info("skein serving", "targets", targets, "nats", nc.ConnectedUrlRedacted())
 		})
 	})
-	_ = nc.Drain()
-	return err
 }
 
 // natsTLSFlags are the client TLS flags of the commands that connect to a

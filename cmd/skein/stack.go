@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -154,9 +153,34 @@ func newStack(cfg *stackConfig, targets []string, lg *slog.Logger, dial dialer) 
 
 // close drains the services' connections: what they published is sent
 // before the connections close. Call it after run returned.
+//
+// Drain only begins a drain: each connection is waited for until it has
+// closed (nats.go closes it once drained, or after its drain timeout), so
+// that what it flushes is not cut short by the process's exit or, in
+// skein dev, by the embedded server's shutdown.
 func (st *stack) close() {
-	for _, nc := range st.conns {
-		_ = nc.Drain() // a connection already closed has nothing to send
+	closed := make([]chan struct{}, len(st.conns))
+	for i, nc := range st.conns {
+		closed[i] = make(chan struct{})
+		prev := nc.ClosedHandler()
+		nc.SetClosedHandler(func(c *nats.Conn) {
+			if prev != nil {
+				prev(c)
+			}
+			close(closed[i])
+		})
+		if err := nc.Drain(); err != nil {
+			// Closed already (and its handler called, or never to be),
+			// or draining already: nothing more to wait for here.
+			if nc.IsClosed() {
+				closed[i] = nil
+			}
+		}
+	}
+	for _, c := range closed {
+		if c != nil {
+			<-c
+		}
 	}
 }
 
@@ -198,18 +222,8 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lg
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
 	lg.Info("metrics listening", "addr", ln.Addr().String())
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serveUntilDone(ctx, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln, false)
 }
 
 // newLogger returns a text logger for a terminal, JSON otherwise.

@@ -56,10 +56,22 @@ type OpHandler func(ctx context.Context, ns Namespace, data []byte) (Variant, er
 // it publishes the reply itself (RespondAsync), for handlers that hand
 // requests to goroutines.
 func ServeOp(ctx context.Context, nc *nats.Conn, lg *slog.Logger, op Op, h OpHandler, req micro.Request) {
-	ns, err := NamespaceFromAPISubject(req.Subject())
+	serveOp(ctx, nc, lg, string(op), apiNamespace, h, req)
+}
+
+// apiNamespace is the namespace an API request's subject names.
+func apiNamespace(req micro.Request) (Namespace, error) {
+	return NamespaceFromAPISubject(req.Subject())
+}
+
+// serveOp is ServeOp for any endpoint: namespace finds the namespace the
+// handler is given, and the handler's context carries the request's
+// headers (RequestHeaders).
+func serveOp(ctx context.Context, nc *nats.Conn, lg *slog.Logger, op string, namespace func(micro.Request) (Namespace, error), h OpHandler, req micro.Request) {
+	ns, err := namespace(req)
 	if err == nil {
 		var resp Variant
-		if resp, err = h(ctx, ns, req.Data()); err == nil {
+		if resp, err = h(context.WithValue(ctx, headersKey{}, req.Headers()), ns, req.Data()); err == nil {
 			if nc != nil {
 				_ = RespondAsync(nc, req, resp)
 			} else {
@@ -69,7 +81,7 @@ func ServeOp(ctx context.Context, nc *nats.Conn, lg *slog.Logger, op Op, h OpHan
 		}
 	}
 	if AsError(err).Code == CodeInternal {
-		lg.Error("request failed", LogKeyOp, string(op), LogKeyErr, err)
+		lg.Error("request failed", LogKeyOp, op, LogKeyErr, err)
 	}
 	if nc != nil {
 		_ = RespondErrorAsync(nc, req, err)

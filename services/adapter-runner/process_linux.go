@@ -44,7 +44,9 @@ var adapterThread spawner
 type spawner struct {
 	mu   sync.Mutex
 	reqs chan spawnRequest // nil while no thread is held
-	live int               // processes started (or starting) from the thread and not reaped
+	// ended is closed once the goroutine holding the thread has returned.
+	ended chan struct{}
+	live  int // processes started (or starting) from the thread and not reaped
 }
 
 type spawnRequest struct {
@@ -57,8 +59,8 @@ type spawnRequest struct {
 func (s *spawner) start(cmd *exec.Cmd) error {
 	s.mu.Lock()
 	if s.reqs == nil {
-		s.reqs = make(chan spawnRequest)
-		go hold(s.reqs)
+		s.reqs, s.ended = make(chan spawnRequest), make(chan struct{})
+		go hold(s.reqs, s.ended)
 	}
 	s.live++ // before the request, so the thread is not let go under it
 	reqs := s.reqs
@@ -72,22 +74,31 @@ func (s *spawner) start(cmd *exec.Cmd) error {
 	return err
 }
 
-// reaped lets the thread go once no process it started is left.
+// reaped lets the thread go once no process it started is left, and then
+// returns once its goroutine has: the process watcher that reaps the last
+// adapter, which its runner's Run waits for, is then the last to know of
+// the thread, so that nothing a runner started outlives its Run. (Runners
+// share the thread; while another one's adapters live, it stays.)
 func (s *spawner) reaped() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.live--
+	var ended chan struct{}
 	if s.live == 0 {
 		close(s.reqs)
-		s.reqs = nil
+		s.reqs, ended = nil, s.ended
+	}
+	s.mu.Unlock()
+	if ended != nil {
+		<-ended
 	}
 }
 
 // hold serves reqs on a locked thread until reqs is closed, and then ends
 // the thread: it never unlocks it, so no other goroutine runs on a thread
 // that adapters may still be the children of.
-func hold(reqs <-chan spawnRequest) {
+func hold(reqs <-chan spawnRequest, ended chan<- struct{}) {
 	runtime.LockOSThread()
+	defer close(ended)
 	for r := range reqs {
 		r.done <- r.cmd.Start()
 	}

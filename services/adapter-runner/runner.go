@@ -23,6 +23,7 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/lifecycle"
 )
 
 // Runner hosts adapter processes.
@@ -36,41 +37,13 @@ type Runner struct {
 	osInstructions string
 	ready          chan struct{}
 
-	// handlers runs the requests that take a while (create, restore,
-	// set_config, stop), and watchers one goroutine per adapter that
-	// forgets it once it exited. Run waits for both before it returns.
-	handlers, watchers tasks
+	// watchers runs one goroutine per adapter that forgets it once it
+	// exited. Run waits for them, and for the requests its endpoints run
+	// (events.Endpoints), before it returns.
+	watchers lifecycle.Group
 
 	mu    sync.Mutex
 	procs map[string]*process // by events.SessionKey
-}
-
-// tasks is a set of goroutines that one owner waits for. Once closed it
-// starts no more.
-type tasks struct {
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
-}
-
-// start runs f in a goroutine of the set, unless the set is closed; it
-// reports whether f runs.
-func (t *tasks) start(f func()) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return false
-	}
-	t.wg.Go(f)
-	return true
-}
-
-// close starts no more goroutines and waits for those running to end.
-func (t *tasks) close() {
-	t.mu.Lock()
-	t.closed = true
-	t.mu.Unlock()
-	t.wg.Wait()
 }
 
 // New returns a Runner; it does no I/O except reading the agents file and
@@ -138,46 +111,55 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := kv.Delete(ctx, r.cfg.ID); err != nil {
 		return fmt.Errorf("clear the previous heartbeat: %w", err)
 	}
-	svc, err := events.AddService(r.nc, micro.Config{
-		Name:        events.APIServiceRunner,
-		Description: "Skein adapter-runner: hosts ACP adapter processes",
-		Metadata:    map[string]string{"runner_id": r.cfg.ID},
+	eps, err := events.StartEndpoints(ctx, r.nc, r.lg, events.ServiceConfig{
+		Config: micro.Config{
+			Name:        events.APIServiceRunner,
+			Description: "Skein adapter-runner: hosts ACP adapter processes",
+			Metadata:    map[string]string{"runner_id": r.cfg.ID},
+		},
+		Stopping: events.Errorf(events.CodeUnavailable, "runner %s is stopping", r.cfg.ID),
 	})
 	if err != nil {
 		return fmt.Errorf("runner service: %w", err)
 	}
-	// stop ends what Run started, in this order: the requests (ctx ends
-	// their waits; a create stops the adapter it was starting), the
-	// adapters still hosted, then their watchers, which end with them.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// stop ends what Run started, in this order: the requests (their
+	// context ends at once: a create stops the adapter it was starting),
+	// the adapters still hosted, then their watchers, which end with them.
 	stop := func() {
-		_ = svc.Stop()
-		cancel()
-		r.handlers.close()
+		eps.Stop(0)
 		r.stopAll()
-		r.watchers.close()
+		r.watchers.Close()
 	}
 	id := events.RunnerID(r.cfg.ID)
 	endpoints := []struct {
-		op events.RunnerOp
-		h  micro.HandlerFunc
+		op    events.RunnerOp
+		h     events.OpHandler
+		async bool
 	}{
 		// create and restore take seconds (process start, handshake),
 		// set_config waits for the agent, and stop for the process to end:
 		// each runs in a goroutine of its own. The others only write a
 		// line to the adapter, and keep their order.
-		{events.RunnerCreate, r.async(func(req micro.Request) { r.handleCreate(ctx, js, req) })},
-		{events.RunnerRestore, r.async(func(req micro.Request) { r.handleRestore(ctx, js, req) })},
-		{events.RunnerPrompt, r.handlePrompt},
-		{events.RunnerCancel, r.handleCancel},
-		{events.RunnerPermission, r.handlePermission},
-		{events.RunnerSetConfig, r.async(func(req micro.Request) { r.handleSetConfig(ctx, req) })},
-		{events.RunnerStatus, r.handleStatus},
-		{events.RunnerStop, r.async(r.handleStop)},
+		{events.RunnerCreate, func(ctx context.Context, _ events.Namespace, data []byte) (events.Variant, error) {
+			return r.handleCreate(ctx, js, data)
+		}, true},
+		{events.RunnerRestore, func(ctx context.Context, _ events.Namespace, data []byte) (events.Variant, error) {
+			return r.handleRestore(ctx, js, data)
+		}, true},
+		{events.RunnerPrompt, r.handlePrompt, false},
+		{events.RunnerCancel, r.handleCancel, false},
+		{events.RunnerPermission, r.handlePermission, false},
+		{events.RunnerSetConfig, r.handleSetConfig, true},
+		{events.RunnerStatus, r.handleStatus, false},
+		{events.RunnerStop, r.handleStop, true},
 	}
 	for _, e := range endpoints {
-		if err := svc.AddEndpoint(string(e.op), e.h, micro.WithEndpointSubject(events.RunnerSubject(id, e.op))); err != nil {
+		if err := eps.Add(events.Endpoint{
+			Name: string(e.op), Subject: events.RunnerSubject(id, e.op), Handler: e.h, Async: e.async,
+			// A runner request names its session in its headers, which
+			// each handler reads (sessionOf).
+			Namespace: func(micro.Request) (events.Namespace, error) { return "", nil },
+		}); err != nil {
 			stop()
 			return fmt.Errorf("runner endpoint %s: %w", e.op, err)
 		}
@@ -213,20 +195,14 @@ func (r *Runner) Run(ctx context.Context) error {
 			// held went out once more and was followed for at most
 			// ioStopDrain, so nothing is left to flush here.
 			stop()
+			// The adapters' asynchronous publishes (ACP_IO) keep a reply
+			// subscription on the connection: their windows ended with
+			// them, so it goes too.
+			js.CleanupPublisher()
 			cleanup, cancelCleanup := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			defer cancelCleanup()
 			_ = kv.Delete(cleanup, r.cfg.ID)
 			return nil
-		}
-	}
-}
-
-// async returns a handler that runs h in a goroutine of r.handlers, or
-// refuses the request when the runner is stopping.
-func (r *Runner) async(h micro.HandlerFunc) micro.HandlerFunc {
-	return func(req micro.Request) {
-		if !r.handlers.start(func() { h(req) }) {
-			_ = events.RespondError(req, events.Errorf(events.CodeUnavailable, "runner %s is stopping", r.cfg.ID))
 		}
 	}
 }
@@ -259,34 +235,34 @@ func (r *Runner) heartbeat(ctx context.Context, kv jetstream.KeyValue) error {
 	return err
 }
 
-func sessionOf(req micro.Request) (events.Namespace, events.SessionID, error) {
-	ns, err := events.ParseNamespace(req.Headers().Get(events.HeaderNamespace))
+// sessionOf returns the session a runner request names in its headers.
+func sessionOf(ctx context.Context) (events.Namespace, events.SessionID, error) {
+	h := events.RequestHeaders(ctx)
+	ns, err := events.ParseNamespace(h.Get(events.HeaderNamespace))
 	if err != nil {
 		return "", "", err
 	}
-	if req.Headers().Get(events.HeaderSessionID) == "" {
+	if h.Get(events.HeaderSessionID) == "" {
 		return "", "", events.Errorf(events.CodeInvalidRequest, "runner request without %s", events.HeaderSessionID)
 	}
-	sid, err := events.ParseSessionID(req.Headers().Get(events.HeaderSessionID))
+	sid, err := events.ParseSessionID(h.Get(events.HeaderSessionID))
 	return ns, sid, err
 }
 
-func (r *Runner) handleCreate(ctx context.Context, js jetstream.JetStream, req micro.Request) {
-	create, err := events.Decode[events.AcpCreateSessionRequest](req.Data())
+func (r *Runner) handleCreate(ctx context.Context, js jetstream.JetStream, data []byte) (events.Variant, error) {
+	create, err := events.Decode[events.AcpCreateSessionRequest](data)
 	if err != nil {
-		_ = events.RespondErrorAsync(r.nc, req, err)
-		return
+		return nil, err
 	}
 	meta := systemPromptMeta(r.instructions(create.SkipOsInstructions, create.AdditionalInstructions))
-	r.start(ctx, js, req, create.AgentType, spawnSpec{cwd: create.Cwd, dirs: create.AdditionalDirectories, args: create.Args, env: create.Env},
+	return r.start(ctx, js, create.AgentType, spawnSpec{cwd: create.Cwd, dirs: create.AdditionalDirectories, args: create.Args, env: create.Env},
 		func(ctx context.Context, p *process) (events.Variant, error) { return p.handshake(ctx, create, meta) })
 }
 
-func (r *Runner) handleRestore(ctx context.Context, js jetstream.JetStream, req micro.Request) {
-	v, err := events.Unmarshal(req.Data())
+func (r *Runner) handleRestore(ctx context.Context, js jetstream.JetStream, data []byte) (events.Variant, error) {
+	v, err := events.Unmarshal(data)
 	if err != nil {
-		_ = events.RespondErrorAsync(r.nc, req, err)
-		return
+		return nil, err
 	}
 	var restore *events.AcpResumeSessionRequest
 	var meta json.RawMessage
@@ -300,14 +276,12 @@ func (r *Runner) handleRestore(ctx context.Context, js jetstream.JetStream, req 
 		// as before.
 		restore = v
 	default:
-		_ = events.RespondErrorAsync(r.nc, req, events.Errorf(events.CodeInvalidPayload, "got %s, want RestoreRequest", v.VariantName()))
-		return
+		return nil, events.Errorf(events.CodeInvalidPayload, "got %s, want RestoreRequest", v.VariantName())
 	}
 	if restore.SessionID == "" {
-		_ = events.RespondErrorAsync(r.nc, req, events.Errorf(events.CodeInvalidRequest, "restore without an ACP session ID"))
-		return
+		return nil, events.Errorf(events.CodeInvalidRequest, "restore without an ACP session ID")
 	}
-	r.start(ctx, js, req, restore.AgentType, spawnSpec{cwd: restore.Cwd, dirs: restore.AdditionalDirectories, env: restore.Env},
+	return r.start(ctx, js, restore.AgentType, spawnSpec{cwd: restore.Cwd, dirs: restore.AdditionalDirectories, env: restore.Env},
 		func(ctx context.Context, p *process) (events.Variant, error) { return p.restore(ctx, restore, meta) })
 }
 
@@ -326,26 +300,23 @@ func (r *Runner) instructions(skipOS bool, additional *string) string {
 }
 
 // start spawns the adapter of a create or restore request, runs open on it
-// (the handshake), and answers the request with open's result.
-func (r *Runner) start(ctx context.Context, js jetstream.JetStream, req micro.Request, agentID string, spec spawnSpec,
-	open func(context.Context, *process) (events.Variant, error)) {
-	ns, sid, err := sessionOf(req)
+// (the handshake), and returns open's result.
+func (r *Runner) start(ctx context.Context, js jetstream.JetStream, agentID string, spec spawnSpec,
+	open func(context.Context, *process) (events.Variant, error)) (events.Variant, error) {
+	ns, sid, err := sessionOf(ctx)
 	if err != nil {
-		_ = events.RespondErrorAsync(r.nc, req, err)
-		return
+		return nil, err
 	}
-	processID := req.Headers().Get(events.HeaderProcessID)
+	processID := events.RequestHeaders(ctx).Get(events.HeaderProcessID)
 	if processID == "" {
-		_ = events.RespondErrorAsync(r.nc, req, events.Errorf(events.CodeInvalidRequest, "request without %s", events.HeaderProcessID))
-		return
+		return nil, events.Errorf(events.CodeInvalidRequest, "request without %s", events.HeaderProcessID)
 	}
 	resp, err := r.create(ctx, js, ns, sid, processID, agentID, spec, open)
 	if err != nil {
 		r.lg.Warn("adapter start failed", events.LogKeySession, string(sid), events.LogKeyErr, err)
-		_ = events.RespondErrorAsync(r.nc, req, err)
-		return
+		return nil, err
 	}
-	_ = events.RespondAsync(r.nc, req, resp)
+	return resp, nil
 }
 
 func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID, processID, agentID string,
@@ -389,7 +360,7 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 		r.m.hosting(len(r.procs))
 		r.mu.Unlock()
 	}
-	if !r.watchers.start(forget) {
+	if !r.watchers.Go(forget) {
 		// Run is past waiting for handlers: it cannot happen, but an
 		// adapter nobody would stop must not be left running.
 		p.stop()
@@ -409,8 +380,9 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 	return resp, nil
 }
 
-func (r *Runner) lookup(req micro.Request) (*process, error) {
-	ns, sid, err := sessionOf(req)
+// lookup returns the adapter a request's headers name.
+func (r *Runner) lookup(ctx context.Context) (*process, error) {
+	ns, sid, err := sessionOf(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -420,114 +392,99 @@ func (r *Runner) lookup(req micro.Request) (*process, error) {
 	if p == nil {
 		return nil, events.Errorf(events.CodeAdapterExited, "runner %s hosts no adapter for %s", r.cfg.ID, sid)
 	}
-	if want := req.Headers().Get(events.HeaderProcessID); want != "" && want != p.id {
+	if want := events.RequestHeaders(ctx).Get(events.HeaderProcessID); want != "" && want != p.id {
 		return nil, events.Errorf(events.CodeAdapterExited, "adapter process %s is gone", want)
 	}
 	return p, nil
 }
 
-func (r *Runner) handlePrompt(req micro.Request) {
-	p, err := r.lookup(req)
+func (r *Runner) handlePrompt(ctx context.Context, _ events.Namespace, data []byte) (events.Variant, error) {
+	p, err := r.lookup(ctx)
 	if err != nil {
-		_ = events.RespondError(req, err)
-		return
+		return nil, err
 	}
-	prompt, err := events.Decode[events.RunnerPromptRequest](req.Data())
+	prompt, err := events.Decode[events.RunnerPromptRequest](data)
 	if err != nil {
-		_ = events.RespondError(req, err)
-		return
+		return nil, err
 	}
 	if prompt.TurnID == "" {
-		_ = events.RespondError(req, events.Errorf(events.CodeInvalidRequest, "prompt without a turn ID"))
-		return
+		return nil, events.Errorf(events.CodeInvalidRequest, "prompt without a turn ID")
 	}
 	if err := p.prompt(prompt.TurnID, prompt.Prompt); err != nil {
-		_ = events.RespondError(req, err)
-		return
+		return nil, err
 	}
-	_ = events.Respond(req, &events.RunnerAck{ProcessID: p.id})
+	return &events.RunnerAck{ProcessID: p.id}, nil
 }
 
-func (r *Runner) handleCancel(req micro.Request) {
-	p, err := r.lookup(req)
+func (r *Runner) handleCancel(ctx context.Context, _ events.Namespace, data []byte) (events.Variant, error) {
+	p, err := r.lookup(ctx)
 	if err != nil {
-		_ = events.RespondError(req, err)
-		return
+		return nil, err
 	}
-	if _, err := events.Decode[events.RunnerCancelRequest](req.Data()); err != nil {
-		_ = events.RespondError(req, err)
-		return
+	if _, err := events.Decode[events.RunnerCancelRequest](data); err != nil {
+		return nil, err
 	}
 	if err := p.cancel(); err != nil {
-		_ = events.RespondError(req, err)
-		return
+		return nil, err
 	}
-	_ = events.Respond(req, &events.RunnerAck{ProcessID: p.id})
+	return &events.RunnerAck{ProcessID: p.id}, nil
 }
 
-func (r *Runner) handlePermission(req micro.Request) {
-	p, err := r.lookup(req)
+func (r *Runner) handlePermission(ctx context.Context, _ events.Namespace, data []byte) (events.Variant, error) {
+	p, err := r.lookup(ctx)
 	if err != nil {
-		_ = events.RespondError(req, err)
-		return
+		return nil, err
 	}
-	answer, err := events.Decode[events.RunnerPermissionAnswer](req.Data())
+	answer, err := events.Decode[events.RunnerPermissionAnswer](data)
 	if err != nil {
-		_ = events.RespondError(req, err)
-		return
+		return nil, err
 	}
 	if err := p.answerPermission(answer.RequestID, answer.OptionID); err != nil {
-		_ = events.RespondError(req, err)
-		return
+		return nil, err
 	}
-	_ = events.Respond(req, &events.RunnerAck{ProcessID: p.id})
+	return &events.RunnerAck{ProcessID: p.id}, nil
 }
 
 // handleSetConfig runs in its own goroutine: it waits for the agent's
 // answer, up to setConfigTimeout.
-func (r *Runner) handleSetConfig(ctx context.Context, req micro.Request) {
-	p, err := r.lookup(req)
+func (r *Runner) handleSetConfig(ctx context.Context, _ events.Namespace, data []byte) (events.Variant, error) {
+	p, err := r.lookup(ctx)
 	if err != nil {
-		_ = events.RespondErrorAsync(r.nc, req, err)
-		return
+		return nil, err
 	}
-	set, err := events.Decode[events.RunnerSetConfigRequest](req.Data())
+	set, err := events.Decode[events.RunnerSetConfigRequest](data)
 	if err != nil {
-		_ = events.RespondErrorAsync(r.nc, req, err)
-		return
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, setConfigTimeout)
 	defer cancel()
 	opts, err := p.setConfig(ctx, set.ConfigID, set.Value)
 	if err != nil {
-		_ = events.RespondErrorAsync(r.nc, req, err)
-		return
+		return nil, err
 	}
-	_ = events.RespondAsync(r.nc, req, &events.RunnerConfigResponse{ConfigOptions: opts})
+	return &events.RunnerConfigResponse{ConfigOptions: opts}, nil
 }
 
-func (r *Runner) handleStatus(req micro.Request) {
-	if _, err := events.Decode[events.AcpGetSessionStateRequest](req.Data()); err != nil {
-		_ = events.RespondError(req, err)
-		return
+func (r *Runner) handleStatus(ctx context.Context, _ events.Namespace, data []byte) (events.Variant, error) {
+	if _, err := events.Decode[events.AcpGetSessionStateRequest](data); err != nil {
+		return nil, err
 	}
-	p, err := r.lookup(req)
+	p, err := r.lookup(ctx)
 	if err != nil {
-		_ = events.Respond(req, &events.AdapterStatus{}) // gone: not alive
-		return
+		return &events.AdapterStatus{}, nil // gone: not alive
 	}
-	_ = events.Respond(req, p.status(req.Headers().Get(events.HeaderTurnID)))
+	return p.status(events.RequestHeaders(ctx).Get(events.HeaderTurnID)), nil
 }
 
-func (r *Runner) handleStop(req micro.Request) {
-	p, err := r.lookup(req)
+// handleStop runs in its own goroutine: it waits for the process to end.
+func (r *Runner) handleStop(ctx context.Context, _ events.Namespace, _ []byte) (events.Variant, error) {
+	p, err := r.lookup(ctx)
 	if err != nil {
 		// Stopping what is not running is done already.
-		_ = events.RespondAsync(r.nc, req, &events.RunnerAck{})
-		return
+		return &events.RunnerAck{}, nil
 	}
 	p.stop()
-	_ = events.RespondAsync(r.nc, req, &events.RunnerAck{ProcessID: p.id})
+	return &events.RunnerAck{ProcessID: p.id}, nil
 }
 
 func (r *Runner) stopAll() {

@@ -51,6 +51,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/lifecycle"
 )
 
 // Gateway serves the HTTP API. Create it with New and start it with Run.
@@ -141,8 +142,12 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gateway: listen %s: %w", g.cfg.Addr, err)
 	}
+	// http.Server's Shutdown waits for no handler once its bound passed,
+	// and Close for none at all: the handlers are counted, so that Run
+	// returns after the last, and the event streams' feeds with them.
+	var handlers lifecycle.Group
 	srv := &http.Server{
-		Handler:           g.handler,
+		Handler:           counted(&handlers, g.handler),
 		ReadHeaderTimeout: g.cfg.ReadHeaderTimeout,
 		IdleTimeout:       g.cfg.IdleTimeout,
 		// The server refuses past twice the limit, untyped (431); up to
@@ -168,6 +173,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 	select {
 	case err := <-serveErr:
 		g.stop()
+		_ = srv.Close()
+		handlers.Close()
 		g.hub.shutdown()
 		return fmt.Errorf("gateway: serve: %w", err)
 	case <-ctx.Done():
@@ -182,8 +189,10 @@ func (g *Gateway) Run(ctx context.Context) error {
 		g.lg.Warn("gateway shutdown incomplete, closing connections", events.LogKeyErr, err)
 		err = srv.Close()
 	}
-	// Closing connections does not wait for their handlers: the live
-	// feeds, which end with their last stream or watch, are waited for.
+	// Closing connections does not wait for their handlers: they are
+	// waited for (their requests' contexts ended with their connections),
+	// and then the live feeds, which end with their last stream or watch.
+	handlers.Close()
 	g.hub.shutdown()
 	if serr := <-serveErr; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		return fmt.Errorf("gateway: serve: %w", serr)
@@ -192,6 +201,17 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return fmt.Errorf("gateway: close: %w", err)
 	}
 	return nil
+}
+
+// counted returns h run as work of handlers: once handlers is closed, a
+// request read just as the server closed is refused.
+func counted(handlers *lifecycle.Group, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !handlers.Do(func() { h.ServeHTTP(w, r) }) {
+			w.Header().Set("Connection", "close")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
 }
 
 // stop marks the gateway as stopping: /readyz fails and event streams end.

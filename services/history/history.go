@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -117,7 +118,10 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 // Ready is closed once Run serves requests.
 func (s *Service) Ready() <-chan struct{} { return s.ready }
 
-// Run serves until ctx is done.
+// Run serves until ctx is done. Then it stops taking requests, waits up to
+// drainWait for the reads in flight, cancels those still running, and
+// returns once they and the index's goroutines have ended: nothing it
+// started outlives it.
 func (s *Service) Run(ctx context.Context) error {
 	js, err := jetstream.New(s.nc)
 	if err != nil {
@@ -133,32 +137,34 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.runners, err = js.KeyValue(ctx, events.BucketRunners); err != nil {
 		return fmt.Errorf("runners bucket: %w", err)
 	}
+	// The index is built and kept by goroutines of Run's own, which it
+	// waits for before it returns.
 	indexCtx, stopIndex := context.WithCancel(ctx)
+	var bg sync.WaitGroup
+	defer bg.Wait()
 	defer stopIndex()
 	indexDone := make(chan error, 1)
-	go func() {
+	bg.Go(func() {
 		indexDone <- s.index.run(indexCtx, s.meta, func(key string, err error) {
 			s.lg.Warn("session projection not indexed", "key", key, events.LogKeyErr, err)
 		})
-	}()
-	go func() {
+	})
+	bg.Go(func() {
 		select {
 		case <-s.index.ready:
 			s.indexed.Set(s.index.built.Seconds())
 			s.lg.Info("session index built", "seconds", s.index.built.Seconds())
 		case <-indexCtx.Done():
 		}
-	}()
-	svc, err := events.AddService(s.nc, micro.Config{
+	})
+	eps, err := events.StartEndpoints(ctx, s.nc, s.lg, events.ServiceConfig{Config: micro.Config{
 		Name:        events.APIServiceHistory,
 		Description: "Skein history service: storage-only reads",
 		QueueGroup:  events.APIServiceHistory,
-	})
+	}})
 	if err != nil {
 		return fmt.Errorf("history service: %w", err)
 	}
-	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
 	endpoints := map[events.Op]events.OpHandler{
 		events.OpReadHistory:  s.readHistory,
 		events.OpGetSession:   s.getSession,
@@ -181,16 +187,15 @@ func (s *Service) Run(ctx context.Context) error {
 		},
 	}
 	for op, h := range endpoints {
-		handler := func(req micro.Request) { events.ServeOp(reqCtx, nil, s.lg, op, h, req) }
-		if err := svc.AddEndpoint(string(op), micro.HandlerFunc(handler), micro.WithEndpointSubject(events.APIWildcard(op))); err != nil {
-			_ = svc.Stop()
-			return fmt.Errorf("endpoint %s: %w", op, err)
+		if err := eps.Add(events.Endpoint{Name: string(op), Subject: events.APIWildcard(op), Handler: h}); err != nil {
+			eps.Stop(0)
+			return err
 		}
 	}
 	// Subscriptions are in place on the server once the connection is
 	// flushed; only then may clients on other connections find them.
 	if err := s.nc.FlushTimeout(flushTimeout); err != nil {
-		_ = svc.Stop()
+		eps.Stop(0)
 		return fmt.Errorf("flush subscriptions: %w", err)
 	}
 	close(s.ready)
@@ -199,12 +204,18 @@ func (s *Service) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case err := <-indexDone:
 		if ctx.Err() == nil {
-			_ = svc.Stop()
+			eps.Stop(0)
 			return fmt.Errorf("session index: %w", err)
 		}
 	}
-	return svc.Stop()
+	eps.Stop(drainWait)
+	return nil
 }
+
+// drainWait bounds how long a stopping service waits for the reads in
+// flight before it cancels them. Every read is bounded by its own
+// timeouts; this only keeps a stuck one from holding up shutdown.
+const drainWait = 5 * time.Second
 
 // indexWait bounds how long a listSessions request waits for a replica
 // that is building its index.

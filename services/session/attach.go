@@ -129,7 +129,7 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 		IOStartSeq:        ioStart,
 	}
 	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: attached}); err != nil {
-		sess.stopAdapter(r)
+		sess.stopAdapter(ctx, r)
 		return runner, err
 	}
 	sess.meta.AcpSessionID = created.SessionID
@@ -218,9 +218,10 @@ func (sess *session) detach() {
 }
 
 // stopAdapter detaches and asks the runner to stop the process.
-func (sess *session) stopAdapter(r *route) {
+// Stopping is cleanup: it goes on, within CallTimeout, however ctx ends.
+func (sess *session) stopAdapter(ctx context.Context, r *route) {
 	sess.detach()
-	ctx, cancel := context.WithTimeout(sess.svc.runCtx, sess.svc.cfg.CallTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sess.svc.cfg.CallTimeout)
 	defer cancel()
 	if _, err := events.Call[events.RunnerAck](ctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerStop), &events.AcpCloseSessionRequest{SessionID: r.acpSessionID}, sess.runnerHeader(r)); err != nil {
 		sess.lg.Warn("stop adapter", events.LogKeyErr, err)

@@ -13,12 +13,12 @@ import (
 // runnerGone handles a runner whose heartbeat was deleted or expired and
 // that then did not answer its ping (runnerliveness.go): its adapters are
 // gone with it, an exit observed only indirectly.
-func (s *Service) runnerGone(id events.RunnerID) {
+func (s *Service) runnerGone(ctx context.Context, id events.RunnerID) {
 	for _, sess := range s.loaded() {
 		sess.mu.Lock()
 		if r := sess.adapter; r != nil && r.runner == id {
 			sess.lg.Warn("the adapter's runner is gone", events.LogKeyRunner, string(id))
-			sess.onExit(s.runCtx, ioPos{}, r, &events.AcpAgentExitedEvent{
+			sess.onExit(ctx, ioPos{}, r, &events.AcpAgentExitedEvent{
 				SessionID: string(sess.sid), AgentType: sess.opened.Agent, ProcessID: r.processID,
 				Restart: events.RestartNotAttempted, // ExitCode absent: observed indirectly
 			})

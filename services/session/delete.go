@@ -29,7 +29,7 @@ func (sess *session) delete(ctx context.Context) error {
 		sess.abortTurnWith(ctx, ioPos{}, events.OutcomeCancelled, nil, events.ReasonSessionDeleted)
 	}
 	if r := sess.adapter; r != nil {
-		sess.stopAdapter(r)
+		sess.stopAdapter(ctx, r)
 	}
 	out, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionDeleted{Reason: events.DeleteRequested}})
 	if err != nil {

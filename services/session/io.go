@@ -39,19 +39,23 @@ func (sess *session) onTail(r *route, m *nats.Msg) {
 	if seq <= r.read {
 		return
 	}
-	if prev > r.read {
-		sess.catchUp(r, prev)
-	}
-	if sess.adapter == r && prev <= r.read {
-		r.received = received
-		sess.admit(sess.svc.runCtx, r, &eventlog.Record{Sequence: seq, Header: m.Header, Data: m.Data})
-	}
-	sess.commitUnlessMore(r)
+	// A callback has no context of its own: it borrows the service's
+	// lifetime, and does nothing once the service has stopped.
+	sess.svc.life.do(func(ctx context.Context) {
+		if prev > r.read {
+			sess.catchUp(ctx, r, prev)
+		}
+		if sess.adapter == r && prev <= r.read {
+			r.received = received
+			sess.admit(ctx, r, &eventlog.Record{Sequence: seq, Header: m.Header, Data: m.Data})
+		}
+		sess.commitUnlessMore(ctx, r)
+	})
 }
 
 // commitUnlessMore commits queued output unless more of the adapter's
 // output is already waiting to be applied (and the group has room).
-func (sess *session) commitUnlessMore(r *route) {
+func (sess *session) commitUnlessMore(ctx context.Context, r *route) {
 	if len(sess.pending) == 0 {
 		return
 	}
@@ -60,7 +64,7 @@ func (sess *session) commitUnlessMore(r *route) {
 	if waiting, _, err := r.sub.Pending(); err == nil && waiting > 1 && len(sess.pending) < eventlog.MaxBatch && sess.adapter == r {
 		return
 	}
-	sess.commitOrFail(sess.svc.runCtx)
+	sess.commitOrFail(ctx)
 }
 
 // commitOrFail commits queued output; if that fails, the running turn fails
@@ -83,8 +87,7 @@ func (sess *session) commitOrFail(ctx context.Context) bool {
 // catchUp reads the records of the session's ACP_IO after the last one
 // read, up to and including seq (0: up to the newest), and admits them.
 // The caller holds sess.mu.
-func (sess *session) catchUp(r *route, upTo uint64) {
-	ctx := sess.svc.runCtx
+func (sess *session) catchUp(ctx context.Context, r *route, upTo uint64) {
 	for sess.adapter == r && (upTo == 0 || r.read < upTo) {
 		recs, err := eventlog.Forward(ctx, sess.svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid), r.read, 256)
 		if err != nil {

@@ -136,7 +136,7 @@ func (sess *session) armGap(r *route, restart bool) {
 		return
 	}
 	g := &gapWait{}
-	g.timer = time.AfterFunc(sess.svc.cfg.IOGapTimeout, func() { sess.gapTimedOut(r, g) })
+	g.timer = sess.svc.life.afterFunc(sess.svc.cfg.IOGapTimeout, func(ctx context.Context) { sess.gapTimedOut(ctx, r, g) })
 	r.gap = g
 }
 
@@ -153,14 +153,13 @@ func (r *route) stopGap() {
 // gapTimedOut ends a wait that made no progress for IOGapTimeout. The
 // missing records may be stored with their republish lost: the stream is
 // read first.
-func (sess *session) gapTimedOut(r *route, g *gapWait) {
+func (sess *session) gapTimedOut(ctx context.Context, r *route, g *gapWait) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if sess.adapter != r || r.gap != g {
 		return
 	}
-	ctx := sess.svc.runCtx
-	sess.catchUp(r, 0)
+	sess.catchUp(ctx, r, 0)
 	if sess.adapter != r || r.gap != g {
 		return // it progressed (or the route ended)
 	}
@@ -290,7 +289,7 @@ func (sess *session) checkTail(ctx context.Context, r *route, quiet time.Duratio
 		return
 	}
 	sess.svc.m.ioTailMisses.Inc()
-	sess.catchUp(r, 0)
+	sess.catchUp(ctx, r, 0)
 }
 
 // catchUpAfterReconnects reads every route's ACP_IO from the stream each
@@ -319,7 +318,7 @@ func (s *Service) catchUpAfterReconnects(ctx context.Context) {
 		for _, sess := range s.loaded() {
 			sess.mu.Lock()
 			if r := sess.adapter; r != nil {
-				sess.catchUp(r, 0)
+				sess.catchUp(ctx, r, 0)
 			}
 			sess.mu.Unlock()
 		}

@@ -161,7 +161,7 @@ func (sess *session) releaseLease() {
 	if rev == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(sess.svc.runCtx), sess.svc.cfg.CallTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(sess.svc.life.context()), sess.svc.cfg.CallTimeout)
 	defer cancel()
 	if err := sess.svc.owners.Delete(ctx, sess.key(), jetstream.LastRevision(rev)); err != nil {
 		sess.lg.Debug("give up owner lease", events.LogKeyErr, err)

@@ -39,7 +39,7 @@ type runnerDirectory struct {
 	// gone is called, outside the lock, when a runner whose heartbeat was
 	// deleted or expired does not answer its ping, and none of its output
 	// arrived meanwhile (heard, when set).
-	gone  func(id events.RunnerID)
+	gone  func(ctx context.Context, id events.RunnerID)
 	heard *heardFrom
 	// m, when set, is told how many runners there are and how much room
 	// they have after each change.
@@ -51,7 +51,7 @@ type runnerDirectory struct {
 // watchRunners returns a directory kept current by a watch that runs, in
 // bg, until ctx is done; so do the checks of runners that lose their
 // heartbeat, which ping them over nc.
-func watchRunners(ctx context.Context, bg *sync.WaitGroup, kv jetstream.KeyValue, nc *nats.Conn, lg *slog.Logger, m *metrics, checks *prometheus.CounterVec, gone func(events.RunnerID), heard *heardFrom) (*runnerDirectory, error) {
+func watchRunners(ctx context.Context, bg *sync.WaitGroup, kv jetstream.KeyValue, nc *nats.Conn, lg *slog.Logger, m *metrics, checks *prometheus.CounterVec, gone func(context.Context, events.RunnerID), heard *heardFrom) (*runnerDirectory, error) {
 	d := &runnerDirectory{kv: kv, nc: nc, lg: lg, bg: bg, runners: map[string]*events.RunnerInfo{},
 		instances: map[string]string{}, learning: map[string]bool{}, checking: map[string]bool{},
 		gone: gone, heard: heard, m: m, checks: checks}

@@ -124,7 +124,7 @@ func (d *runnerDirectory) checkRunner(ctx context.Context, id string) {
 			delete(d.instances, id) // a runner with this ID that comes back is another process
 			d.mu.Unlock()
 			if d.gone != nil {
-				d.gone(events.RunnerID(id))
+				d.gone(ctx, events.RunnerID(id))
 			}
 			return
 		}

@@ -30,7 +30,7 @@ func TestRunnerHeardFromIsNotGone(t *testing.T) {
 	d := &runnerDirectory{nc: nc, lg: slog.New(slog.DiscardHandler), bg: &bg,
 		runners: map[string]*events.RunnerInfo{}, instances: map[string]string{"r9": "no-such-instance"},
 		learning: map[string]bool{}, checking: map[string]bool{"r9": true},
-		gone: func(id events.RunnerID) { gone <- id }, heard: &heard, checks: newRunnerChecks(reg)}
+		gone: func(_ context.Context, id events.RunnerID) { gone <- id }, heard: &heard, checks: newRunnerChecks(reg)}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer func() {
 		cancel()

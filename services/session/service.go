@@ -9,7 +9,6 @@ package session
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -52,14 +51,15 @@ type Service struct {
 	claimQueue chan string
 	live       liveness
 	heard      heardFrom // when each runner's output last arrived
-	runCtx     context.Context
+	// life is lent to NATS callbacks and timers, which have no context of
+	// their own (lifetime.go).
+	life *lifetime
 	// maxRecord is the largest log record (Config.MaxRecordBytes, or the
 	// server's max payload less room for the envelope and headers).
 	maxRecord int
 
 	mu       sync.Mutex
 	sessions map[string]*session
-	inflight sync.WaitGroup
 	// bg tracks the goroutines Run starts besides the requests: the sweep,
 	// lease renewal, claims, the KV watches. Run returns after them.
 	bg sync.WaitGroup
@@ -114,23 +114,28 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.maxRecord <= 0 {
 		s.maxRecord = int(s.nc.MaxPayload()) - recordHeadroom
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// The service outlives ctx by its drain: what it runs ends with its
+	// lifetime, which Run stops once the requests in flight are done.
+	s.life = newLifetime(ctx)
 	defer s.bg.Wait()
-	defer cancel()
-	s.runCtx = runCtx
+	defer s.life.stop()
+	runCtx := s.life.context()
 	if s.runners, err = watchRunners(runCtx, &s.bg, runnersKV, s.nc, s.lg, s.m, s.runnerChecks, s.runnerGone, &s.heard); err != nil {
 		return err
 	}
 
-	svc, err := events.AddService(s.nc, micro.Config{
-		Name:        events.APIServiceSession,
-		Description: "Skein session service: the single writer of session logs",
-		QueueGroup:  events.APIServiceSession,
+	eps, err := events.StartEndpoints(ctx, s.nc, s.lg, events.ServiceConfig{
+		Config: micro.Config{
+			Name:        events.APIServiceSession,
+			Description: "Skein session service: the single writer of session logs",
+			QueueGroup:  events.APIServiceSession,
+		},
+		Stopping: errShuttingDown,
 	})
 	if err != nil {
 		return fmt.Errorf("session service: %w", err)
 	}
-	s.token = svc.Info().ID
+	s.token = eps.ID()
 	handlers := map[events.Op]events.OpHandler{
 		events.OpOpenSession:            s.handleOpen,
 		events.OpPrompt:                 s.handlePrompt,
@@ -145,25 +150,25 @@ func (s *Service) Run(ctx context.Context) error {
 	for op, h := range handlers {
 		// Requests to the API reach any replica (a queue group), which
 		// forwards those for sessions another replica owns to that one's
-		// own endpoint.
-		err := svc.AddEndpoint(string(op), s.serve(runCtx, op, s.routed(op, h)), micro.WithEndpointSubject(events.APIWildcard(op)))
+		// own endpoint. Each request runs in its own goroutine: one
+		// session's slow request (a restore) must not hold up others.
+		err := eps.Add(events.Endpoint{Name: string(op), Subject: events.APIWildcard(op), Handler: s.routed(op, h), Async: true})
 		if err == nil {
-			err = svc.AddEndpoint(string(op)+"-owned", s.serve(runCtx, op, h),
-				micro.WithEndpointSubject(events.OwnerSubject(s.token, "*", op)), micro.WithEndpointQueueGroupDisabled())
+			err = eps.Add(events.Endpoint{Name: string(op) + "-owned", Subject: events.OwnerSubject(s.token, "*", op), Handler: h, Async: true, NoQueueGroup: true})
 		}
 		if err != nil {
-			_ = svc.Stop()
-			return fmt.Errorf("endpoint %s: %w", op, err)
+			eps.Stop(0)
+			return err
 		}
 	}
 	if err := s.watchLeases(runCtx); err != nil {
-		_ = svc.Stop()
+		eps.Stop(0)
 		return err
 	}
 	// Subscriptions are in place on the server once the connection is
 	// flushed; only then may clients on other connections find them.
 	if err := s.nc.FlushTimeout(flushTimeout); err != nil {
-		_ = svc.Stop()
+		eps.Stop(0)
 		return fmt.Errorf("flush subscriptions: %w", err)
 	}
 	close(s.ready)
@@ -177,36 +182,14 @@ func (s *Service) Run(ctx context.Context) error {
 	s.bg.Go(func() { s.adopt(runCtx) })
 	s.bg.Go(func() { s.catchUpAfterReconnects(runCtx) })
 	<-ctx.Done()
-	_ = svc.Stop()
-	drained := make(chan struct{})
-	s.bg.Go(func() { s.inflight.Wait(); close(drained) })
-	select {
-	case <-drained:
-	case <-time.After(s.cfg.DrainWait):
-		s.lg.Warn("requests still in flight at shutdown; cancelling them")
-	}
-	cancel()    // the requests still in flight see their context end
-	s.bg.Wait() // they returned (drained), and no claim may take a lease after releaseAll gives them up
+	eps.Stop(s.cfg.DrainWait) // the requests in flight returned, within DrainWait or cancelled
+	s.life.stop()             // the goroutines of bg see their context end; no callback or timer work runs any more
+	s.bg.Wait()               // they returned, and no claim may take a lease after releaseAll gives them up
 	s.releaseAll()
+	// The lease renewals' asynchronous publishes keep a reply
+	// subscription on the connection, which outlives Run unless ended.
+	js.CleanupPublisher()
 	return nil
-}
-
-// serve adapts an op handler to nats micro. Each request runs in its own
-// goroutine, owned by Run (inflight): one session's slow request (a
-// restore) must not hold up others.
-func (s *Service) serve(ctx context.Context, op events.Op, h events.OpHandler) micro.HandlerFunc {
-	// A request cut short because the service stops is told to retry
-	// (elsewhere), not that something broke.
-	guarded := func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
-		v, err := h(ctx, ns, data)
-		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			return nil, errShuttingDown
-		}
-		return v, err
-	}
-	return func(req micro.Request) {
-		s.inflight.Go(func() { events.ServeOp(ctx, s.nc, s.lg, op, guarded, req) })
-	}
 }
 
 // errShuttingDown answers requests the service cannot finish because it

@@ -102,7 +102,7 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 	sess.turn = t
 	sess.lg.Info("took over the open turn", events.LogKeyTurn, turnID, events.LogKeyProcess, r.processID, "resume", resume)
 	sess.svc.m.takeovers.Inc()
-	sess.catchUp(r, 0)
+	sess.catchUp(ctx, r, 0)
 	sess.project(ctx)
 	return true
 }

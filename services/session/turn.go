@@ -436,7 +436,7 @@ func (sess *session) abortTurnWith(ctx context.Context, at ioPos, outcome string
 	}
 	d := &drain{turnID: t.id, done: make(chan struct{})}
 	r.drain = d
-	d.timer = time.AfterFunc(sess.svc.cfg.CancelGrace, func() { sess.evictDrained(r, d) })
+	d.timer = sess.svc.life.afterFunc(sess.svc.cfg.CancelGrace, func(ctx context.Context) { sess.evictDrained(ctx, r, d) })
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
 	if _, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerCancel),
@@ -464,7 +464,7 @@ func (sess *session) endDrain(r *route) {
 
 // evictDrained stops an adapter that did not answer a cancelled prompt
 // within CancelGrace. The turn was already recorded as ended.
-func (sess *session) evictDrained(r *route, d *drain) {
+func (sess *session) evictDrained(ctx context.Context, r *route, d *drain) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if sess.adapter != r || r.drain != d {
@@ -472,8 +472,7 @@ func (sess *session) evictDrained(r *route, d *drain) {
 	}
 	sess.lg.Warn("adapter ignored session/cancel; evicting it", events.LogKeyProcess, r.processID)
 	sess.endDrain(r)
-	sess.stopAdapter(r)
-	ctx := sess.svc.runCtx
+	sess.stopAdapter(ctx, r)
 	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: events.UnloadCancelIgnored}}); err != nil {
 		sess.lg.Warn("record the eviction of an adapter", events.LogKeyErr, err)
 	}
