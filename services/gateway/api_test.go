@@ -180,6 +180,18 @@ func TestPrompt(t *testing.T) {
 	if req == nil || string(req.Content) != content || deref(req.IdempotencyKey) != "k1" || deref(req.SessionID) != "s1" {
 		t.Errorf("session service got %+v, want content %s byte for byte, key k1, session s1", req, content)
 	}
+	// The first prompt titles the session, as GET shows it once the
+	// session service has written it.
+	var info struct {
+		Title *string `json:"title"`
+	}
+	testutil.Eventually(t, "the session's title", func() bool {
+		r := e.do(http.MethodGet, "/v1/sessions/s1", "")
+		return json.Unmarshal(r.body, &info) == nil && info.Title != nil
+	})
+	if got := deref(info.Title); got != "say Hello, world" {
+		t.Errorf("title after the first prompt = %q, want %q", got, "say Hello, world")
+	}
 
 	// A turn without a message omits it.
 	r = e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"stop max_tokens"}]}`)
