@@ -74,7 +74,7 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 		srv, gwConn = o.server(t)
 	} else {
 		srv = natstest.Run(t)
-		gwConn = natstest.Connect(t, srv)
+		gwConn = natstest.Connect(t, srv, nats.Timeout(connectTimeout))
 	}
 	e := &env{t: t, nc: gwConn, reg: prometheus.NewRegistry(), logs: &testutil.Buffer{}}
 	if !o.noBackend {
@@ -333,11 +333,16 @@ func (s *sseStream) next() sseEvent {
 			default:
 			}
 			s.t.Fatal("event stream ended, want another event")
-		case <-time.After(10 * time.Second):
-			s.t.Fatal("no event in 10 s")
+		case <-time.After(streamWait):
+			s.t.Fatalf("no event in %v", streamWait)
 		}
 	}
 }
+
+// streamWait bounds the wait for a stream's next event or its end: a
+// deadline for a test that went wrong, long enough for a loaded machine
+// running the race detector behind real services.
+const streamWait = 30 * time.Second
 
 // nextDurable returns the next durable event, skipping the deltas of a
 // turn (which the session service publishes as it goes, best effort).
@@ -370,8 +375,8 @@ func (s *sseStream) comment() string {
 			}
 		case <-s.done:
 			s.t.Fatal("event stream ended, want a comment")
-		case <-time.After(10 * time.Second):
-			s.t.Fatal("no comment in 10 s")
+		case <-time.After(streamWait):
+			s.t.Fatalf("no comment in %v", streamWait)
 		}
 	}
 }
@@ -398,8 +403,8 @@ func (s *sseStream) ended() []sseEvent {
 					return out
 				}
 			}
-		case <-time.After(10 * time.Second):
-			s.t.Fatal("event stream still open after 10 s")
+		case <-time.After(streamWait):
+			s.t.Fatalf("event stream still open after %v", streamWait)
 		}
 	}
 }

@@ -81,7 +81,7 @@ func startStack(t testing.TB, srv *server.Server, o stackOptions) *stack {
 	if srv == nil {
 		srv = natstest.Run(t)
 	}
-	s := &stack{t: t, srv: srv, nc: natstest.Connect(t, srv), control: t.TempDir()}
+	s := &stack{t: t, srv: srv, nc: natstest.Connect(t, srv, nats.Timeout(connectTimeout)), control: t.TempDir()}
 	var err error
 	if s.js, err = jetstream.New(s.nc); err != nil {
 		t.Fatal(err)
@@ -128,8 +128,15 @@ func (s *stack) stop() {
 	}
 }
 
+// connectTimeout bounds a connection's handshake, in-process included:
+// the default 2 s is not enough on a loaded machine that runs the race
+// detector and five connections per test.
+const connectTimeout = 20 * time.Second
+
+// connect opens a service's connection, which reconnects at once and for
+// ever (a test may restart the server).
 func (s *stack) connect() *nats.Conn {
-	return natstest.Connect(s.t, s.srv, nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond))
+	return natstest.Connect(s.t, s.srv, nats.Timeout(connectTimeout), nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond))
 }
 
 // runService runs svc until the test ends or the returned stop is called.
