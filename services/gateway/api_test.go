@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -11,19 +10,19 @@ import (
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/services/gateway"
-	"skein.dev/services/gateway/gatewaytest"
 )
 
 func TestOpenAndGetSession(t *testing.T) {
 	e := newEnv(t)
 	// JsonUtf8 fields must reach the session service byte for byte,
 	// spaces and key order included.
-	const (
-		dirs    = `[ "/src/a", "/src/b" ]`
+	work, a, b := e.backend.workDir("work"), e.backend.workDir("a"), e.backend.workDir("b")
+	var (
+		dirs    = `[ "` + a + `", "` + b + `" ]`
 		env     = `{"B": "2", "A": "1"}`
 		servers = `[{"name":"fs","command":"mcp-fs","args":[],"env":[]}]`
 	)
-	body := `{"agent":"demo","cwd":"/work","additionalDirectories":` + dirs + `,"env":` + env +
+	body := `{"agent":"demo","cwd":"` + work + `","additionalDirectories":` + dirs + `,"env":` + env +
 		`,"mcpServers":` + servers + `,"permissionPolicy":"ask","skipOsInstructions":true,"additionalInstructions":"be brief"}`
 	r := e.do(http.MethodPut, "/v1/sessions/s1", body)
 	if r.status != http.StatusOK || string(r.body) != "{}" {
@@ -38,7 +37,7 @@ func TestOpenAndGetSession(t *testing.T) {
 	}
 	for name, c := range map[string][2]string{
 		"agent":                  {req.Agent, "demo"},
-		"cwd":                    {deref(req.Cwd), "/work"},
+		"cwd":                    {deref(req.Cwd), work},
 		"additionalDirectories":  {string(req.AdditionalDirectories), dirs},
 		"env":                    {string(req.Env), env},
 		"mcpServers":             {string(req.McpServers), servers},
@@ -53,8 +52,8 @@ func TestOpenAndGetSession(t *testing.T) {
 		t.Errorf("skipOsInstructions = %v, want true", req.SkipOsInstructions)
 	}
 
-	// Opening again is idempotent.
-	if r := e.do(http.MethodPut, "/v1/sessions/s1", `{"agent":"demo"}`); r.status != http.StatusOK {
+	// Opening again with the same options is idempotent.
+	if r := e.do(http.MethodPut, "/v1/sessions/s1", body); r.status != http.StatusOK {
 		t.Fatalf("second PUT = %d %s, want 200", r.status, r.body)
 	}
 
@@ -69,8 +68,8 @@ func TestOpenAndGetSession(t *testing.T) {
 	for k, want := range map[string]string{
 		"sessionId":             `"s1"`,
 		"agent":                 `"demo"`,
-		"cwd":                   `"/work"`,
-		"additionalDirectories": `["/src/a","/src/b"]`,
+		"cwd":                   `"` + work + `"`,
+		"additionalDirectories": `["` + a + `","` + b + `"]`,
 		"state":                 `{"status":"idle"}`,
 		"latestSequence":        `0`, // no public event yet
 	} {
@@ -144,11 +143,11 @@ func TestOpenRejectsBadInput(t *testing.T) {
 
 func TestOpenServiceErrors(t *testing.T) {
 	e := newEnv(t)
-	wantError(t, e.do(http.MethodPut, "/v1/sessions/s1", `{"agent":"nope"}`), http.StatusNotFound, events.CodeUnknownAgent)
+	wantError(t, e.do(http.MethodPut, "/v1/sessions/s0", `{"agent":"nope"}`), http.StatusNotFound, events.CodeUnknownAgent)
 	if r := e.do(http.MethodPut, "/v1/sessions/s1", `{"agent":"demo"}`); r.status != http.StatusOK {
 		t.Fatalf("PUT = %d %s", r.status, r.body)
 	}
-	wantError(t, e.do(http.MethodPut, "/v1/sessions/s1", `{"agent":"other"}`), http.StatusConflict, events.CodeSessionConflict)
+	wantError(t, e.do(http.MethodPut, "/v1/sessions/s1", `{"agent":"plain"}`), http.StatusConflict, events.CodeSessionConflict)
 }
 
 func TestGetSessionNotFound(t *testing.T) {
@@ -159,8 +158,8 @@ func TestGetSessionNotFound(t *testing.T) {
 
 func TestPrompt(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
-	content := `[ {"type":"text", "text":"hi"} ]`
+	e.backend.open("s1", "demo")
+	content := `[ {"type":"text", "text":"say Hello, world"} ]`
 	r := e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"idempotencyKey":"k1","content":`+content+`}`)
 	if r.status != http.StatusOK {
 		t.Fatalf("POST prompt = %d %s, want 200", r.status, r.body)
@@ -173,7 +172,7 @@ func TestPrompt(t *testing.T) {
 	if err := json.Unmarshal(r.body, &got); err != nil {
 		t.Fatalf("prompt body %s: %v", r.body, err)
 	}
-	want := gatewaytest.TextChunk("agent_message_chunk", "Hello, world")
+	want := `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello, world"},"messageId":"msg_1"}`
 	if got.SessionID != "s1" || got.StopReason != "end_turn" || string(got.Message) != want {
 		t.Errorf("prompt = %s, want sessionId s1, stopReason end_turn, message %s", r.body, want)
 	}
@@ -181,20 +180,29 @@ func TestPrompt(t *testing.T) {
 	if req == nil || string(req.Content) != content || deref(req.IdempotencyKey) != "k1" || deref(req.SessionID) != "s1" {
 		t.Errorf("session service got %+v, want content %s byte for byte, key k1, session s1", req, content)
 	}
-
-	// A response without a message omits it.
-	e.backend.OnPrompt(func(context.Context, *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
-		return &events.AcpPromptResponse{SessionID: "s1", StopReason: "cancelled"}, nil
+	// The first prompt titles the session, as GET shows it once the
+	// session service has written it.
+	var info struct {
+		Title *string `json:"title"`
+	}
+	testutil.Eventually(t, "the session's title", func() bool {
+		r := e.do(http.MethodGet, "/v1/sessions/s1", "")
+		return json.Unmarshal(r.body, &info) == nil && info.Title != nil
 	})
-	r = e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"x"}]}`)
-	if r.status != http.StatusOK || string(r.body) != `{"sessionId":"s1","stopReason":"cancelled"}` {
+	if got := deref(info.Title); got != "say Hello, world" {
+		t.Errorf("title after the first prompt = %q, want %q", got, "say Hello, world")
+	}
+
+	// A turn without a message omits it.
+	r = e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"stop max_tokens"}]}`)
+	if r.status != http.StatusOK || string(r.body) != `{"sessionId":"s1","stopReason":"max_tokens"}` {
 		t.Errorf("POST prompt = %d %s, want 200 without message", r.status, r.body)
 	}
 }
 
 func TestPromptRejectsBadInput(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
+	e.backend.open("s1", "demo")
 	tests := []struct {
 		name   string
 		body   string
@@ -226,25 +234,18 @@ func TestPromptServiceErrors(t *testing.T) {
 	const prompt = `{"content":[{"type":"text","text":"hi"}]}`
 	wantError(t, e.do(http.MethodPost, "/v1/sessions/nobody/prompt", prompt), http.StatusNotFound, events.CodeSessionNotFound)
 
-	e.backend.CreateSession(ns, "s1", "demo")
-	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"fail"}]}`),
+	e.backend.open("s1", "demo")
+	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"crash 3"}]}`),
 		http.StatusBadGateway, events.CodeAdapterExited)
 
 	// A second prompt while one runs is session_busy.
-	started, release := make(chan struct{}), make(chan struct{})
-	e.backend.OnPrompt(func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
-		close(started)
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-		return &events.AcpPromptResponse{SessionID: string(turn.SID), StopReason: "end_turn"}, nil
-	})
 	first := make(chan response, 1)
-	go func() { first <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", prompt) }()
-	<-started
+	go func() {
+		first <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"pause p1"}]}`)
+	}()
+	e.backend.paused("p1")
 	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/prompt", prompt), http.StatusConflict, events.CodeSessionBusy)
-	close(release)
+	e.backend.release("p1")
 	if r := <-first; r.status != http.StatusOK {
 		t.Errorf("first prompt = %d %s, want 200", r.status, r.body)
 	}
@@ -252,11 +253,8 @@ func TestPromptServiceErrors(t *testing.T) {
 
 func TestHistory(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
-	var seqs []uint64
-	for _, text := range []string{"a", "b", "c"} {
-		seqs = append(seqs, e.backend.Append(ns, "s1", gatewaytest.TextChunk("agent_message_chunk", text)))
-	}
+	e.backend.open("s1", "demo")
+	seqs := e.backend.say("s1", "a", "b") // the prompt, then a and b
 	type page struct {
 		Events        []json.RawMessage `json:"events"`
 		HasMoreBefore bool              `json:"hasMoreBefore"`
@@ -286,10 +284,10 @@ func TestHistory(t *testing.T) {
 	if got := seqOf(p); len(got) != 2 || got[0] != seqs[0] || got[1] != seqs[1] || !p.HasMoreAfter || p.HasMoreBefore {
 		t.Errorf("after=0&limit=2 = %v more before %v after %v, want %v false true", got, p.HasMoreBefore, p.HasMoreAfter, seqs[:2])
 	}
-	first := decodeEvent(t, string(p.Events[0]))
-	if first.SessionID != "s1" || first.EventNo != 1 || first.Durability != "durable" || first.Type != "agent_message_chunk" ||
-		string(first.Content) != `{"type":"text","text":"a"}` {
-		t.Errorf("first event = %s, want the public form of event 1", p.Events[0])
+	second := decodeEvent(t, string(p.Events[1]))
+	if second.SessionID != "s1" || second.EventNo != 2 || second.Durability != "durable" || second.Type != "agent_message_chunk" ||
+		string(second.Content) != `{"type":"text","text":"a"}` {
+		t.Errorf("second event = %s, want the public form of event 2", p.Events[1])
 	}
 	p = get("?before=" + jsonNumber(seqs[2]))
 	if got := seqOf(p); len(got) != 2 || got[1] != seqs[1] || !p.HasMoreAfter {
@@ -307,7 +305,7 @@ func TestHistory(t *testing.T) {
 
 func TestHistoryRejectsBadQueries(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
+	e.backend.open("s1", "demo")
 	tests := []struct {
 		query string
 		code  events.Code
@@ -341,7 +339,7 @@ func TestHistoryRejectsBadQueries(t *testing.T) {
 // (both call AcpReadHistoryRequest.Validate).
 func TestHistoryValidationAgrees(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
+	e.backend.open("s1", "demo")
 	for name, tc := range map[string]struct {
 		query string
 		req   events.AcpReadHistoryRequest
@@ -373,26 +371,29 @@ func TestHistoryValidationAgrees(t *testing.T) {
 // TestHistoryCursorExpired: a cursor before the retained history is
 // cursor_expired (410), as the history service decides.
 func TestHistoryCursorExpired(t *testing.T) {
-	e := newEnv(t, withBackend(gatewaytest.WithMaxEventsPerSession(2)))
-	e.backend.CreateSession(ns, "s1", "demo")
-	first := e.backend.Append(ns, "s1", gatewaytest.TextChunk("agent_message_chunk", "a"))
-	for _, text := range []string{"b", "c"} {
-		e.backend.Append(ns, "s1", gatewaytest.TextChunk("agent_message_chunk", text))
-	}
+	e := newEnv(t, withMaxEvents(2))
+	e.backend.open("s1", "demo")
+	acc := e.backend.startTurn("s1", nil, "say a\nmessage\nsay b\nmessage\nsay c")
+	e.backend.awaitTurn("s1", acc)
+	first := acc.Sequence // the prompt, pruned
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/history?after="+jsonNumber(first-1), ""), http.StatusGone, events.CodeCursorExpired)
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/history?before="+jsonNumber(first+1), ""), http.StatusGone, events.CodeCursorExpired)
 }
 
+// TestInternalErrorsAreMasked: errors a service has no reason to send
+// (the real ones do not) are answered by a stand-in, for the gateway's
+// mapping of every code it may meet.
 func TestInternalErrorsAreMasked(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, withoutBackend)
 	const secret = "nil pointer dereference at store.go:42"
 	for _, err := range []error{
 		events.Errorf(events.CodeInternal, secret),
 		events.Errorf(events.CodeInvalidPayload, secret),
 		&events.Error{Code: "from_a_newer_registry", Message: secret},
 	} {
-		e.backend.Fail(events.OpUnloadSession, err)
+		stop := answerWith(t, e.nc, events.OpUnloadSession, err)
 		r := e.do(http.MethodPost, "/v1/sessions/s1/unload", "")
+		stop()
 		body := wantError(t, r, http.StatusInternalServerError, events.CodeInternal)
 		if body.Error.Message != "internal error" || strings.Contains(string(r.body), secret) {
 			t.Errorf("%v: body %s, want a masked message", err, r.body)
@@ -457,9 +458,10 @@ func TestListAgents(t *testing.T) {
 	if r.status != http.StatusOK || r.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("GET /v1/agents = %d %s %s, want 200 application/json", r.status, r.header.Get("Content-Type"), r.body)
 	}
-	const want = `{"agents":[` +
-		`{"id":"demo","installed":true,"adapterEntrypoint":"/usr/local/bin/skein-demo-agent"},` +
-		`{"id":"other","installed":false,"adapterEntrypoint":"other-agent"}]}`
+	// Sorted by ID, whatever the runner's order (plain, demo).
+	want := `{"agents":[` +
+		`{"id":"demo","installed":true,"adapterEntrypoint":"` + testAgent + `"},` +
+		`{"id":"plain","installed":true,"adapterEntrypoint":"` + testAgent + `"}]}`
 	if string(r.body) != want {
 		t.Errorf("GET /v1/agents = %s, want %s", r.body, want)
 	}
@@ -467,16 +469,12 @@ func TestListAgents(t *testing.T) {
 		t.Errorf("list_agents request = %+v, want Reserved false", req)
 	}
 
-	// Sorted by ID, whatever the runners' order.
-	e.backend.SetAgents([]events.AcpAgentEntry{{ID: "b", AdapterEntrypoint: "b-acp"}, {ID: "a", Installed: true, AdapterEntrypoint: "a-acp"}})
-	r = e.do(http.MethodGet, "/v1/agents", "")
-	if want := `{"agents":[{"id":"a","installed":true,"adapterEntrypoint":"a-acp"},{"id":"b","installed":false,"adapterEntrypoint":"b-acp"}]}`; string(r.body) != want {
-		t.Errorf("GET /v1/agents = %s, want %s", r.body, want)
-	}
-
-	// No agents is an empty list, never null.
-	e.backend.SetAgents(nil)
-	r = e.do(http.MethodGet, "/v1/agents", "")
+	// No runner: no agents, an empty list, never null.
+	e.backend.stopRunner()
+	testutil.Eventually(t, "the runner's agents to go", func() bool {
+		r = e.do(http.MethodGet, "/v1/agents", "")
+		return r.status != http.StatusOK || string(r.body) != want
+	})
 	if r.status != http.StatusOK || string(r.body) != `{"agents":[]}` {
 		t.Errorf("GET /v1/agents without agents = %d %s, want 200 {\"agents\":[]}", r.status, r.body)
 	}

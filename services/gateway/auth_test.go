@@ -155,8 +155,8 @@ func (e *env) wantStreamsUnchanged(before map[string]jetstream.StreamState) {
 
 func TestAuthEveryRoute(t *testing.T) {
 	e := newEnv(t, withConfig(withTokens))
-	e.backend.CreateSession(ns, "s1", "demo")
-	e.backend.Append(ns, "s1", `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"secret"}}`)
+	e.backend.open("s1", "demo")
+	e.backend.say("s1", "secret")
 	before := e.streamStates()
 
 	attempts := []struct {
@@ -236,8 +236,8 @@ func TestAuthOtherNamespace(t *testing.T) {
 	}
 	missing := answers()
 
-	e.backend.CreateSession(otherNS, sid, "demo")
-	e.backend.Append(otherNS, sid, `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"secret"}}`)
+	e.backend.openIn(otherNS, sid, "demo")
+	e.backend.sayIn(otherNS, sid, "secret")
 	if r := e.send(http.MethodGet, "/v1/sessions/"+sid, "", bearer(otherToken)); r.status != http.StatusOK {
 		t.Fatalf("GET with the owner's token = %d %s, want 200", r.status, r.body)
 	}
@@ -259,7 +259,7 @@ func TestAuthOtherNamespace(t *testing.T) {
 	if notFound == 0 {
 		t.Errorf("no route answered %s: %q", events.CodeSessionNotFound, foreign)
 	}
-	if _, ok := e.backend.Session(ns, sid); ok {
+	if e.backend.exists(ns, sid) {
 		t.Errorf("session %s appeared in namespace %s", sid, ns)
 	}
 }
@@ -284,8 +284,8 @@ func normalize(t *testing.T, r response) string {
 
 func TestAuthNamespaces(t *testing.T) {
 	e := newEnv(t, withConfig(withTokens))
-	e.backend.CreateSession("team", "s1", "demo")
-	e.backend.CreateSession(ns, "s1", "other")
+	e.backend.openIn("team", "s1", "demo")
+	e.backend.open("s1", "plain")
 	agentOf := func(r response) string {
 		t.Helper()
 		var s struct{ Agent string }
@@ -296,8 +296,8 @@ func TestAuthNamespaces(t *testing.T) {
 	}
 	// The first namespace is the default; the header picks another of the
 	// token's.
-	if got := agentOf(e.send(http.MethodGet, "/v1/sessions/s1", "", bearer(adminToken))); got != "other" {
-		t.Errorf("default namespace: agent %q, want other", got)
+	if got := agentOf(e.send(http.MethodGet, "/v1/sessions/s1", "", bearer(adminToken))); got != "plain" {
+		t.Errorf("default namespace: agent %q, want plain", got)
 	}
 	if got := agentOf(e.send(http.MethodGet, "/v1/sessions/s1", "", bearer(adminToken), gateway.HeaderNamespace, "team")); got != "demo" {
 		t.Errorf("namespace team: agent %q, want demo", got)
@@ -310,8 +310,8 @@ func TestAuthNamespaces(t *testing.T) {
 	r := e.send(http.MethodGet, "/v1/sessions/s1", "", bearer(adminToken), gateway.HeaderNamespace, "Not.Valid")
 	wantError(t, r, http.StatusBadRequest, events.CodeInvalidNamespace)
 	// The read role reads.
-	if got := agentOf(e.send(http.MethodGet, "/v1/sessions/s1", "", bearer(readToken))); got != "other" {
-		t.Errorf("read token: agent %q, want other", got)
+	if got := agentOf(e.send(http.MethodGet, "/v1/sessions/s1", "", bearer(readToken))); got != "plain" {
+		t.Errorf("read token: agent %q, want plain", got)
 	}
 	if r := e.send(http.MethodGet, "/v1/sessions/s1/history?after=0", "", bearer(readToken)); r.status != http.StatusOK {
 		t.Errorf("read token, history = %d %s, want 200", r.status, r.body)

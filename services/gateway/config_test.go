@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -9,7 +8,6 @@ import (
 	"testing"
 
 	"skein.dev/pkg/events"
-	"skein.dev/services/gateway/gatewaytest"
 )
 
 // configBody is the answer of GET and PUT .../config.
@@ -21,7 +19,7 @@ type configBody struct {
 	} `json:"options"`
 }
 
-// wantConfig checks that r is 200 with revision and the current values
+// wantConfig checks that r is 200 with revision (0: any) and the current values
 // given as option ID and raw JSON pairs, and returns the body.
 func wantConfig(t *testing.T, r response, revision uint64, current ...[2]string) configBody {
 	t.Helper()
@@ -29,7 +27,7 @@ func wantConfig(t *testing.T, r response, revision uint64, current ...[2]string)
 	if err := json.Unmarshal(r.body, &body); err != nil || r.status != http.StatusOK || r.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("got %d %s (%v), want 200 config", r.status, r.body, err)
 	}
-	if body.Revision != revision || len(body.Options) != len(current) {
+	if revision != 0 && body.Revision != revision || len(body.Options) != len(current) {
 		t.Fatalf("got %s, want revision %d and %d options", r.body, revision, len(current))
 	}
 	for i, c := range current {
@@ -40,39 +38,46 @@ func wantConfig(t *testing.T, r response, revision uint64, current ...[2]string)
 	return body
 }
 
+// storedConfig returns sid's config as the history service answers it on
+// NATS: what the gateway must pass on byte for byte.
+func (e *env) storedConfig(sid string) *events.AcpSessionConfigResponse {
+	e.t.Helper()
+	resp, err := events.Call[events.AcpSessionConfigResponse](e.t.Context(), e.backend.nc, events.APISubject(ns, events.OpGetSessionConfig),
+		&events.AcpGetSessionConfigRequest{SessionID: &sid}, nil)
+	if err != nil {
+		e.t.Fatalf("get_session_config %s: %v", sid, err)
+	}
+	return resp
+}
+
 func TestGetConfig(t *testing.T) {
 	e := newEnv(t)
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/nobody/config", ""), http.StatusNotFound, events.CodeSessionNotFound)
 
-	e.backend.CreateSession(ns, "s1", "demo")
+	e.backend.open("s1", "demo")
+	e.backend.open("s2", "plain")
+	calls := e.backend.Calls(events.OpOpenSession) + e.backend.Calls(events.OpPrompt)
 	r := e.do(http.MethodGet, "/v1/sessions/s1/config", "")
 	// The options pass through as the service stored them.
-	if want := `{"revision":0,"options":` + gatewaytest.DefaultConfigOptions + `}`; r.status != http.StatusOK || string(r.body) != want {
+	stored := e.storedConfig("s1")
+	if want := `{"revision":` + jsonNumber(stored.Revision) + `,"options":` + string(stored.Options) + `}`; r.status != http.StatusOK || string(r.body) != want {
 		t.Errorf("GET config = %d %s, want 200 %s", r.status, r.body, want)
 	}
+	wantConfig(t, r, stored.Revision, [2]string{"mode", `"default"`}, [2]string{"model", `"test-small"`})
 	req, _ := e.backend.LastRequest(events.OpGetSessionConfig).(*events.AcpGetSessionConfigRequest)
 	if req == nil || deref(req.SessionID) != "s1" {
 		t.Errorf("the history service got %+v, want session s1", req)
 	}
-
-	e.backend.SetConfigOptions(ns, "s1", `[{"id":"model","type":"select","currentValue":"m1","options":[{"value":"m1","name":"M1"}],"_meta":{"x":1}}]`)
-	wantStatus(t, e.do(http.MethodGet, "/v1/sessions/s1/config", ""),
-		`{"revision":1,"options":[{"id":"model","type":"select","currentValue":"m1","options":[{"value":"m1","name":"M1"}],"_meta":{"x":1}}]}`)
-	// No options at all is [], never null.
-	e.backend.SetConfigOptions(ns, "s1", ``)
-	wantStatus(t, e.do(http.MethodGet, "/v1/sessions/s1/config", ""), `{"revision":2,"options":[]}`)
-
-	// Options that are not JSON are the service's fault, masked.
-	e.backend.SetConfigOptions(ns, "s1", `{"id":`)
-	if body := wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/config", ""), http.StatusInternalServerError, events.CodeInternal); body.Error.Message != "internal error" {
-		t.Errorf("message %q, want a masked one", body.Error.Message)
+	// An agent without options has none at all: [], never null.
+	if r := e.do(http.MethodGet, "/v1/sessions/s2/config", ""); r.status != http.StatusOK || !strings.HasSuffix(string(r.body), `,"options":[]}`) {
+		t.Errorf("GET config without options = %d %s, want 200 with options []", r.status, r.body)
 	}
 
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/a.b/config", ""), http.StatusBadRequest, events.CodeInvalidSessionID)
 	if r := e.do(http.MethodPost, "/v1/sessions/s1/config", "{}"); r.status != http.StatusMethodNotAllowed {
 		t.Errorf("POST config = %d, want 405", r.status)
 	}
-	if n := e.backend.Calls(events.OpOpenSession) + e.backend.Calls(events.OpPrompt); n != 0 {
+	if n := e.backend.Calls(events.OpOpenSession) + e.backend.Calls(events.OpPrompt) - calls; n != 0 {
 		t.Errorf("reading the config opened or prompted: %d calls", n)
 	}
 	e.backend.StopHistory()
@@ -81,62 +86,69 @@ func TestGetConfig(t *testing.T) {
 
 func TestSetConfig(t *testing.T) {
 	e := newEnv(t)
-	wantError(t, e.do(http.MethodPut, "/v1/sessions/nobody/config/mode", `{"value":"code"}`), http.StatusNotFound, events.CodeSessionNotFound)
+	wantError(t, e.do(http.MethodPut, "/v1/sessions/nobody/config/mode", `{"value":"plan"}`), http.StatusNotFound, events.CodeSessionNotFound)
 
-	e.backend.CreateSession(ns, "s1", "demo")
+	e.backend.open("s1", "demo")
+	rev := e.storedConfig("s1").Revision
 	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/unload", ""), `{}`)
-	// A select takes one of its values, grouped ones included; the answer
-	// is the whole collection with a new revision.
-	wantConfig(t, e.do(http.MethodPut, "/v1/sessions/s1/config/mode", `{"value":"code"}`), 1, [2]string{"mode", `"code"`}, [2]string{"web_search", "false"})
-	req, _ := e.backend.LastRequest(events.OpSetSessionConfigOption).(*events.AcpSetSessionConfigOptionRequest)
-	if req == nil || deref(req.SessionID) != "s1" || req.ConfigID != "mode" || string(req.Value) != `"code"` {
-		t.Errorf("the session service got %+v, want session s1, mode, \"code\"", req)
+	// A select takes one of its values; the answer is the whole
+	// collection with a new revision.
+	got := wantConfig(t, e.do(http.MethodPut, "/v1/sessions/s1/config/mode", `{"value":"plan"}`), 0, [2]string{"mode", `"plan"`}, [2]string{"model", `"test-small"`})
+	if got.Revision <= rev {
+		t.Errorf("revision after a change = %d, want more than %d", got.Revision, rev)
 	}
-	if e.backend.Unloaded(ns, "s1") {
+	rev = got.Revision
+	req, _ := e.backend.LastRequest(events.OpSetSessionConfigOption).(*events.AcpSetSessionConfigOptionRequest)
+	if req == nil || deref(req.SessionID) != "s1" || req.ConfigID != "mode" || string(req.Value) != `"plan"` {
+		t.Errorf("the session service got %+v, want session s1, mode, \"plan\"", req)
+	}
+	if e.backend.unloaded("s1") {
 		t.Error("s1 is still unloaded: setting an option restores it")
 	}
-	wantConfig(t, e.do(http.MethodPut, "/v1/sessions/s1/config/web_search", ` { "value" : true } `), 2, [2]string{"mode", `"code"`}, [2]string{"web_search", "true"})
-	req, _ = e.backend.LastRequest(events.OpSetSessionConfigOption).(*events.AcpSetSessionConfigOptionRequest)
-	if req == nil || string(req.Value) != `true` {
-		t.Errorf("the session service got %+v, want value true", req)
+	got = wantConfig(t, e.do(http.MethodPut, "/v1/sessions/s1/config/model", ` { "value" : "test-large" } `), 0, [2]string{"mode", `"plan"`}, [2]string{"model", `"test-large"`})
+	if got.Revision <= rev {
+		t.Errorf("revision after a change = %d, want more than %d", got.Revision, rev)
 	}
-	wantConfig(t, e.do(http.MethodGet, "/v1/sessions/s1/config", ""), 2, [2]string{"mode", `"code"`}, [2]string{"web_search", "true"})
+	rev = got.Revision
+	wantConfig(t, e.do(http.MethodGet, "/v1/sessions/s1/config", ""), rev, [2]string{"mode", `"plan"`}, [2]string{"model", `"test-large"`})
 
 	// The agent validates: what it rejects is adapter_error, and changes
 	// nothing.
 	for _, tt := range []struct{ path, body string }{
-		{"/v1/sessions/s1/config/mode", `{"value":"yolo"}`},
+		{"/v1/sessions/s1/config/mode", `{"value":"nope"}`},
 		{"/v1/sessions/s1/config/mode", `{"value":false}`},
-		{"/v1/sessions/s1/config/web_search", `{"value":"true"}`},
 		{"/v1/sessions/s1/config/nope", `{"value":"x"}`},
 	} {
 		wantError(t, e.do(http.MethodPut, tt.path, tt.body), http.StatusBadGateway, events.CodeAdapterError)
 	}
-	if rev, _ := e.backend.ConfigRevision(ns, "s1"); rev != 2 {
-		t.Errorf("revision after rejected values = %d, want 2", rev)
-	}
+	wantConfig(t, e.do(http.MethodGet, "/v1/sessions/s1/config", ""), rev, [2]string{"mode", `"plan"`}, [2]string{"model", `"test-large"`})
+}
 
-	// A scripted answer passes through as it is.
-	e.backend.OnSetConfig(func(_ context.Context, _ events.Namespace, req *events.AcpSetSessionConfigOptionRequest) (*events.AcpSessionConfigResponse, error) {
-		return &events.AcpSessionConfigResponse{Revision: 9, Options: events.JSON(`[{"id":"` + req.ConfigID + `","type":"select","currentValue":` + string(req.Value) + `}]`)}, nil
+// TestConfigServiceAnswers: answers the real services give only with an
+// agent or a fault the tests cannot call up (options that are not JSON,
+// an agent that dies while it sets an option, no runner), from a
+// stand-in.
+func TestConfigServiceAnswers(t *testing.T) {
+	const set = `{"value":"plan"}`
+	checkAnswers(t, newEnv(t, withoutBackend), []serviceAnswer{
+		{events.OpGetSessionConfig, http.MethodGet, "/config", "", &events.AcpSessionConfigResponse{Revision: 2}, 200, `{"revision":2,"options":[]}`},
+		{events.OpGetSessionConfig, http.MethodGet, "/config", "", &events.AcpSessionConfigResponse{Revision: 3, Options: events.JSON(`{"id":`)}, 500, string(events.CodeInternal)},
+		{events.OpSetSessionConfigOption, http.MethodPut, "/config/x", `{"value":"é"}`,
+			&events.AcpSessionConfigResponse{Revision: 9, Options: events.JSON(`[{"id":"x","type":"select","currentValue":"é"}]`)},
+			200, `{"revision":9,"options":[{"id":"x","type":"select","currentValue":"é"}]}`},
+		{events.OpSetSessionConfigOption, http.MethodPut, "/config/mode", set, events.Errorf(events.CodeAdapterExited, "agent died"), 502, string(events.CodeAdapterExited)},
+		{events.OpSetSessionConfigOption, http.MethodPut, "/config/mode", set, events.Errorf(events.CodeAgentUnavailable, "no runner"), 503, string(events.CodeAgentUnavailable)},
+		{events.OpSetSessionConfigOption, http.MethodPut, "/config/mode", set, errors.New("disk on fire"), 500, string(events.CodeInternal)},
+		{events.OpGetSessionCapabilities, http.MethodGet, "/capabilities", "", &events.AcpSessionCapabilitiesResponse{}, 200, `{"capabilities":null}`},
+		{events.OpGetSessionCapabilities, http.MethodGet, "/capabilities", "", &events.AcpSessionCapabilitiesResponse{Capabilities: events.JSON(`{"loadSession":`)}, 500, string(events.CodeInternal)},
+		{events.OpGetSessionAgentInfo, http.MethodGet, "/agent-info", "", &events.AcpSessionAgentInfoResponse{}, 200, `{"agentInfo":null}`},
 	})
-	wantStatus(t, e.do(http.MethodPut, "/v1/sessions/s1/config/x", `{"value":"é"}`), `{"revision":9,"options":[{"id":"x","type":"select","currentValue":"é"}]}`)
-	e.backend.OnSetConfig(nil)
-
-	e.backend.Fail(events.OpSetSessionConfigOption, events.Errorf(events.CodeAdapterExited, "agent died"))
-	wantError(t, e.do(http.MethodPut, "/v1/sessions/s1/config/mode", `{"value":"ask"}`), http.StatusBadGateway, events.CodeAdapterExited)
-	e.backend.Fail(events.OpSetSessionConfigOption, events.Errorf(events.CodeAgentUnavailable, "no runner"))
-	wantError(t, e.do(http.MethodPut, "/v1/sessions/s1/config/mode", `{"value":"ask"}`), http.StatusServiceUnavailable, events.CodeAgentUnavailable)
-	e.backend.Fail(events.OpSetSessionConfigOption, errors.New("disk on fire"))
-	if body := wantError(t, e.do(http.MethodPut, "/v1/sessions/s1/config/mode", `{"value":"ask"}`), http.StatusInternalServerError, events.CodeInternal); strings.Contains(body.Error.Message, "disk") {
-		t.Errorf("message %q leaks the internal error", body.Error.Message)
-	}
 }
 
 func TestSetConfigRejectsBadInput(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
-	const ok = `{"value":"code"}`
+	e.backend.open("s1", "demo")
+	const ok = `{"value":"plan"}`
 	tests := []struct {
 		name   string
 		path   string
@@ -190,17 +202,18 @@ func TestCapabilities(t *testing.T) {
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/nobody/capabilities", ""), http.StatusNotFound, events.CodeSessionNotFound)
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/a.b/capabilities", ""), http.StatusBadRequest, events.CodeInvalidSessionID)
 
-	e.backend.CreateSession(ns, "s1", "demo")
-	wantStatus(t, e.do(http.MethodGet, "/v1/sessions/s1/capabilities", ""), `{"capabilities":`+gatewaytest.DefaultCapabilities+`}`)
+	e.backend.open("s1", "demo")
+	sid := "s1"
+	stored, err := events.Call[events.AcpSessionCapabilitiesResponse](t.Context(), e.backend.nc, events.APISubject(ns, events.OpGetSessionCapabilities),
+		&events.AcpGetSessionCapabilitiesRequest{SessionID: &sid}, nil)
+	if err != nil || !strings.Contains(string(stored.Capabilities), `"loadSession":true`) {
+		t.Fatalf("get_session_capabilities = %+v, %v; want the demo agent's, which loads sessions", stored, err)
+	}
+	wantStatus(t, e.do(http.MethodGet, "/v1/sessions/s1/capabilities", ""), `{"capabilities":`+string(stored.Capabilities)+`}`)
 	req, _ := e.backend.LastRequest(events.OpGetSessionCapabilities).(*events.AcpGetSessionCapabilitiesRequest)
 	if req == nil || deref(req.SessionID) != "s1" {
 		t.Errorf("the history service got %+v, want session s1", req)
 	}
-	// Unknown: null.
-	e.backend.SetCapabilities(ns, "s1", "")
-	wantStatus(t, e.do(http.MethodGet, "/v1/sessions/s1/capabilities", ""), `{"capabilities":null}`)
-	e.backend.SetCapabilities(ns, "s1", `{"loadSession":`)
-	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/capabilities", ""), http.StatusInternalServerError, events.CodeInternal)
 
 	e.backend.StopHistory()
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/capabilities", ""), http.StatusServiceUnavailable, events.CodeUnavailable)
@@ -211,16 +224,17 @@ func TestAgentInfo(t *testing.T) {
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/nobody/agent-info", ""), http.StatusNotFound, events.CodeSessionNotFound)
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/a.b/agent-info", ""), http.StatusBadRequest, events.CodeInvalidSessionID)
 
-	e.backend.CreateSession(ns, "s1", "demo")
-	wantStatus(t, e.do(http.MethodGet, "/v1/sessions/s1/agent-info", ""), `{"agentInfo":`+gatewaytest.DefaultAgentInfo+`}`)
+	e.backend.open("s1", "demo")
+	opens := e.backend.Calls(events.OpOpenSession)
+	r := e.do(http.MethodGet, "/v1/sessions/s1/agent-info", "")
+	if r.status != http.StatusOK || !strings.HasPrefix(string(r.body), `{"agentInfo":{`) || !strings.Contains(string(r.body), `"name":"skein-testagent"`) {
+		t.Errorf("GET agent-info = %d %s, want 200 with the test agent's agentInfo", r.status, r.body)
+	}
 	req, _ := e.backend.LastRequest(events.OpGetSessionAgentInfo).(*events.AcpGetSessionAgentInfoRequest)
 	if req == nil || deref(req.SessionID) != "s1" {
 		t.Errorf("the history service got %+v, want session s1", req)
 	}
-	e.backend.SetAgentInfo(ns, "s1", "")
-	wantStatus(t, e.do(http.MethodGet, "/v1/sessions/s1/agent-info", ""), `{"agentInfo":null}`)
-
-	if n := e.backend.Calls(events.OpOpenSession); n != 0 {
+	if n := e.backend.Calls(events.OpOpenSession) - opens; n != 0 {
 		t.Errorf("reading agent info opened the session: %d calls", n)
 	}
 	e.backend.StopHistory()

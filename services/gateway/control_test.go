@@ -1,22 +1,15 @@
 package gateway_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
 	"testing"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
-	"skein.dev/services/gateway/gatewaytest"
 )
-
-// statusBody is the answer of cancel and respond.
-type statusBody struct {
-	Status string  `json:"status"`
-	Reason *string `json:"reason"`
-}
 
 // wantStatus checks that r is 200 with exactly the JSON want.
 func wantStatus(t *testing.T, r response, want string) {
@@ -39,24 +32,56 @@ func await[T any](t *testing.T, ch <-chan T, prompt <-chan response) T {
 	}
 }
 
-// blockingTurn returns a turn that signals started and then runs until it
-// is cancelled (or the test ends).
-func blockingTurn(started chan<- struct{}) gatewaytest.PromptFunc {
-	return func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
-		if _, err := turn.Append(gatewaytest.TextChunk("user_message_chunk", "go")); err != nil {
-			return nil, err
-		}
-		close(started)
-		<-ctx.Done()
-		return &events.AcpPromptResponse{SessionID: string(turn.SID), StopReason: "end_turn"}, nil
+// promptAsync posts text as a prompt of sid and delivers the answer.
+func (e *env) promptAsync(sid, text string) <-chan response {
+	e.t.Helper()
+	body, err := json.Marshal(map[string]any{"content": json.RawMessage(textContent(text))})
+	if err != nil {
+		e.t.Fatal(err)
 	}
+	prompt := make(chan response, 1)
+	go func() { prompt <- e.do(http.MethodPost, "/v1/sessions/"+sid+"/prompt", string(body)) }()
+	return prompt
 }
+
+// awaitPermission waits until sid waits on n permission requests, as
+// getSession shows them, and returns their IDs; it fails the test if
+// the prompt answers first.
+func (e *env) awaitPermission(sid events.SessionID, n int, prompt <-chan response) []string {
+	e.t.Helper()
+	var ids []string
+	testutil.Eventually(e.t, "the permission requests", func() bool {
+		select {
+		case r := <-prompt:
+			e.t.Fatalf("prompt = %d %s before the permission request", r.status, r.body)
+		default:
+		}
+		st := e.backend.state(sid)
+		ids = ids[:0]
+		for _, r := range st.Requests {
+			ids = append(ids, r.RequestID)
+		}
+		return st.Status == events.StatusWaiting && len(ids) == n
+	})
+	return ids
+}
+
+// openAsking opens sid with the demo agent and the policy ask: the
+// agent's permission requests wait for a client's answer.
+func (e *env) openAsking(sid string) {
+	e.t.Helper()
+	wantStatus(e.t, e.do(http.MethodPut, "/v1/sessions/"+sid, `{"agent":"demo","permissionPolicy":"ask"}`), `{}`)
+}
+
+// askScript asks one permission with the options allow and deny, then
+// says what came of it.
+const askScript = "permission call_1 allow_once=allow,reject_once=deny"
 
 func TestCancel(t *testing.T) {
 	e := newEnv(t)
 	wantError(t, e.do(http.MethodPost, "/v1/sessions/nobody/cancel", ""), http.StatusNotFound, events.CodeSessionNotFound)
 
-	e.backend.CreateSession(ns, "s1", "demo")
+	e.backend.open("s1", "demo")
 	for _, body := range []string{"", "{}", " { } \n"} {
 		wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/cancel", body), `{"status":"no_active_prompt"}`)
 	}
@@ -67,28 +92,68 @@ func TestCancel(t *testing.T) {
 
 	// A running turn is cancelled, and its prompt answers stopReason
 	// cancelled.
-	started := make(chan struct{})
-	e.backend.OnPrompt(blockingTurn(started))
-	prompt := make(chan response, 1)
-	go func() {
-		prompt <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"go"}]}`)
-	}()
-	await(t, started, prompt)
+	prompt := e.promptAsync("s1", "pause p1")
+	e.backend.paused("p1")
 	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/cancel", ""), `{"status":"cancelled"}`)
 	if r := <-prompt; r.status != http.StatusOK || string(r.body) != `{"sessionId":"s1","stopReason":"cancelled"}` {
 		t.Errorf("prompt = %d %s, want 200 stopReason cancelled", r.status, r.body)
 	}
 	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/cancel", ""), `{"status":"no_active_prompt"}`)
+}
 
-	// The outcome of a turn that ended while the cancel waited passes
-	// through as the status.
-	e.backend.OnCancel(func(context.Context, events.Namespace, events.SessionID) (*events.AcpCancelPromptResponse, error) {
-		return &events.AcpCancelPromptResponse{Status: events.OutcomeCompleted}, nil
+// serviceAnswer is an answer a stand-in service gives to a request of the
+// API, and what the gateway must make of it.
+type serviceAnswer struct {
+	op           events.Op
+	method, path string // the path after /v1/sessions/s1
+	body         string
+	answer       any // an error, or a reply
+	status       int
+	want         string // the body of a 200, or the error code
+}
+
+// checkAnswers has a stand-in give each answer in turn, and checks what
+// the gateway of e (which has no backend) answers. An internal error must
+// be masked.
+func checkAnswers(t *testing.T, e *env, answers []serviceAnswer) {
+	t.Helper()
+	for _, tt := range answers {
+		stop := answerWith(t, e.nc, tt.op, tt.answer)
+		r := e.do(tt.method, "/v1/sessions/s1"+tt.path, tt.body)
+		stop()
+		if tt.status == http.StatusOK {
+			if r.status != http.StatusOK || string(r.body) != tt.want {
+				t.Errorf("%s answered %v: got %d %s, want 200 %s", tt.op, tt.answer, r.status, r.body, tt.want)
+			}
+			continue
+		}
+		body := wantError(t, r, tt.status, events.Code(tt.want))
+		if tt.status == http.StatusInternalServerError && body.Error.Message != "internal error" {
+			t.Errorf("%s answered %v: message %q, want a masked one", tt.op, tt.answer, body.Error.Message)
+		}
+	}
+}
+
+// TestControlServiceAnswers: what the session service may answer to
+// cancel, unload, delete and a permission response, and the gateway
+// passes on, though the real one answers it only in a race (a turn that
+// ends while its cancel waits) or a fault (an owner moving, a teardown
+// too slow). A stand-in answers them, one at a time.
+func TestControlServiceAnswers(t *testing.T) {
+	const respond = `{"optionId":"allow"}`
+	checkAnswers(t, newEnv(t, withoutBackend), []serviceAnswer{
+		{events.OpCancelPrompt, http.MethodPost, "/cancel", "", &events.AcpCancelPromptResponse{Status: events.OutcomeCompleted}, 200, `{"status":"completed"}`},
+		{events.OpCancelPrompt, http.MethodPost, "/cancel", "", events.Errorf(events.CodeUnavailable, "owner moving"), 503, string(events.CodeUnavailable)},
+		{events.OpUnloadSession, http.MethodPost, "/unload", "", events.Errorf(events.CodeSessionNotFound, "deleted meanwhile"), 404, string(events.CodeSessionNotFound)},
+		{events.OpUnloadSession, http.MethodPost, "/unload", "", events.Errorf(events.CodeUnavailable, "owner moving"), 503, string(events.CodeUnavailable)},
+		{events.OpDeleteSession, http.MethodDelete, "", "", events.Errorf(events.CodeUnavailable, "owner moving"), 503, string(events.CodeUnavailable)},
+		{events.OpDeleteSession, http.MethodDelete, "", "", events.Errorf(events.CodeTimeout, "teardown too slow"), 504, string(events.CodeTimeout)},
+		{events.OpDeleteSession, http.MethodDelete, "", "", errors.New("disk on fire"), 500, string(events.CodeInternal)},
+		{events.OpRespondPermission, http.MethodPost, "/permissions/perm_1", respond,
+			&events.AcpRespondPermissionResponse{Status: events.PermissionNotPending, Reason: new(events.ReasonAdapterExited)},
+			200, `{"status":"not_pending","reason":"adapter_exited"}`},
+		{events.OpRespondPermission, http.MethodPost, "/permissions/perm_1", respond, events.Errorf(events.CodeInternal, "boom"), 500, string(events.CodeInternal)},
 	})
-	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/cancel", ""), `{"status":"completed"}`)
-
-	e.backend.Fail(events.OpCancelPrompt, events.Errorf(events.CodeUnavailable, "owner moving"))
-	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/cancel", ""), http.StatusServiceUnavailable, events.CodeUnavailable)
 }
 
 // TestControlRejectsBadInput: cancel, unload and delete take an empty body
@@ -101,13 +166,13 @@ func TestControlRejectsBadInput(t *testing.T) {
 		untouched    func(e *env) bool
 	}{
 		{http.MethodPost, "/cancel", events.OpCancelPrompt, nil},
-		{http.MethodPost, "/unload", events.OpUnloadSession, func(e *env) bool { return !e.backend.Unloaded(ns, "s1") }},
-		{http.MethodDelete, "", events.OpDeleteSession, func(e *env) bool { _, ok := e.backend.Session(ns, "s1"); return ok }},
+		{http.MethodPost, "/unload", events.OpUnloadSession, func(e *env) bool { return !e.backend.unloaded("s1") }},
+		{http.MethodDelete, "", events.OpDeleteSession, func(e *env) bool { return e.do(http.MethodGet, "/v1/sessions/s1", "").status == http.StatusOK }},
 	}
 	for _, rt := range routes {
 		t.Run("op="+string(rt.op), func(t *testing.T) {
 			e := newEnv(t)
-			e.backend.CreateSession(ns, "s1", "demo")
+			e.backend.open("s1", "demo")
 			tests := []struct {
 				name   string
 				sid    string
@@ -143,7 +208,7 @@ func TestUnload(t *testing.T) {
 	e := newEnv(t)
 	wantError(t, e.do(http.MethodPost, "/v1/sessions/nobody/unload", ""), http.StatusNotFound, events.CodeSessionNotFound)
 
-	e.backend.CreateSession(ns, "s1", "demo")
+	e.backend.open("s1", "demo")
 	// Idempotent: an unloaded session unloads again.
 	for _, body := range []string{"", "{}", " { } \n"} {
 		wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/unload", body), `{}`)
@@ -152,35 +217,24 @@ func TestUnload(t *testing.T) {
 	if req == nil || deref(req.SessionID) != "s1" {
 		t.Errorf("the session service got %+v, want session s1", req)
 	}
-	if !e.backend.Unloaded(ns, "s1") {
+	if !e.backend.unloaded("s1") {
 		t.Error("s1 is not unloaded")
 	}
 
 	// A running turn is cancelled, as by a cancel; the prompt that
 	// started it had restored the session.
-	started := make(chan struct{})
-	e.backend.OnPrompt(blockingTurn(started))
-	prompt := make(chan response, 1)
-	go func() {
-		prompt <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"go"}]}`)
-	}()
-	await(t, started, prompt)
-	if e.backend.Unloaded(ns, "s1") {
+	prompt := e.promptAsync("s1", "pause p1")
+	e.backend.paused("p1")
+	if e.backend.unloaded("s1") {
 		t.Error("s1 is still unloaded while a prompt runs")
 	}
 	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/unload", ""), `{}`)
 	if r := <-prompt; r.status != http.StatusOK || string(r.body) != `{"sessionId":"s1","stopReason":"cancelled"}` {
 		t.Errorf("prompt = %d %s, want 200 stopReason cancelled", r.status, r.body)
 	}
-
-	e.backend.OnUnload(func(context.Context, events.Namespace, events.SessionID) (*events.AcpUnloadSessionResponse, error) {
-		return nil, events.Errorf(events.CodeSessionNotFound, "deleted meanwhile")
-	})
-	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/unload", ""), http.StatusNotFound, events.CodeSessionNotFound)
-	e.backend.OnUnload(nil)
-
-	e.backend.Fail(events.OpUnloadSession, events.Errorf(events.CodeUnavailable, "owner moving"))
-	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/unload", ""), http.StatusServiceUnavailable, events.CodeUnavailable)
+	if !e.backend.unloaded("s1") {
+		t.Error("s1 is not unloaded after its turn")
+	}
 }
 
 func TestDelete(t *testing.T) {
@@ -188,8 +242,8 @@ func TestDelete(t *testing.T) {
 	// Idempotent: a missing session deletes.
 	wantStatus(t, e.do(http.MethodDelete, "/v1/sessions/nobody", ""), `{}`)
 
-	e.backend.CreateSession(ns, "s1", "demo")
-	e.backend.Append(ns, "s1", gatewaytest.TextChunk("user_message_chunk", "hi"))
+	e.backend.open("s1", "demo")
+	e.backend.say("s1", "hi")
 	wantStatus(t, e.do(http.MethodDelete, "/v1/sessions/s1", ""), `{}`)
 	req, _ := e.backend.LastRequest(events.OpDeleteSession).(*events.AcpDeleteSessionRequest)
 	if req == nil || deref(req.SessionID) != "s1" {
@@ -202,32 +256,16 @@ func TestDelete(t *testing.T) {
 		wantStatus(t, e.do(http.MethodDelete, "/v1/sessions/s1", body), `{}`)
 	}
 
-	// Reopening the ID starts a new, empty session.
-	wantStatus(t, e.do(http.MethodPut, "/v1/sessions/s1", `{"agent":"other"}`), `{}`)
+	// Reopening the ID starts a new, empty session, with any agent.
+	wantStatus(t, e.do(http.MethodPut, "/v1/sessions/s1", `{"agent":"plain"}`), `{}`)
 	wantStatus(t, e.do(http.MethodGet, "/v1/sessions/s1/history", ""), `{"events":[],"hasMoreBefore":false,"hasMoreAfter":false}`)
 
-	// A running turn is cancelled; its pending permission request ends
-	// with session_deleted.
-	asked := make(chan string, 1)
-	outcome := make(chan gatewaytest.PermissionOutcome, 1)
-	e.backend.OnPrompt(func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
-		p, err := turn.RequestPermission(gatewaytest.PermissionRequest("call_1", "rm -rf build", [3]string{"allow", "Allow once", "allow_once"}))
-		if err != nil {
-			return nil, err
-		}
-		asked <- p.ID
-		o, err := p.Wait(context.WithoutCancel(ctx)) // the outcome comes after ctx ends
-		if err != nil {
-			return nil, err
-		}
-		outcome <- o
-		return &events.AcpPromptResponse{SessionID: string(turn.SID), StopReason: "end_turn"}, nil
-	})
-	prompt := make(chan response, 1)
-	go func() {
-		prompt <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"clean"}]}`)
-	}()
-	id := await(t, asked, prompt)
+	// A running turn waiting on a permission is cancelled and the session
+	// goes.
+	wantStatus(t, e.do(http.MethodDelete, "/v1/sessions/s1", ""), `{}`)
+	e.openAsking("s1")
+	prompt := e.promptAsync("s1", askScript)
+	e.awaitPermission("s1", 1, prompt)
 	wantStatus(t, e.do(http.MethodDelete, "/v1/sessions/s1", ""), `{}`)
 	// The prompt reads its turn's end from the log: the cancellation when
 	// it reads before the deletion purges the log, session_not_found after.
@@ -239,53 +277,14 @@ func TestDelete(t *testing.T) {
 	if r.status == http.StatusNotFound {
 		wantError(t, r, http.StatusNotFound, events.CodeSessionNotFound)
 	}
-	if o := <-outcome; o.Status != events.PermissionTerminal || o.Reason != events.ReasonSessionDeleted {
-		t.Errorf("permission %s ended %+v, want terminal session_deleted", id, o)
-	}
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1", ""), http.StatusNotFound, events.CodeSessionNotFound)
-
-	e.backend.Fail(events.OpDeleteSession, events.Errorf(events.CodeUnavailable, "owner moving"))
-	wantError(t, e.do(http.MethodDelete, "/v1/sessions/s1", ""), http.StatusServiceUnavailable, events.CodeUnavailable)
-	e.backend.Fail(events.OpDeleteSession, events.Errorf(events.CodeTimeout, "teardown too slow"))
-	wantError(t, e.do(http.MethodDelete, "/v1/sessions/s1", ""), http.StatusGatewayTimeout, events.CodeTimeout)
-	e.backend.Fail(events.OpDeleteSession, errors.New("disk on fire"))
-	if body := wantError(t, e.do(http.MethodDelete, "/v1/sessions/s1", ""), http.StatusInternalServerError, events.CodeInternal); strings.Contains(body.Error.Message, "disk") {
-		t.Errorf("message %q leaks the internal error", body.Error.Message)
-	}
-}
-
-// askingTurn returns a turn that asks one permission, sends its ID on
-// asked, and ends with a message naming the outcome.
-func askingTurn(asked chan<- string) gatewaytest.PromptFunc {
-	return func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
-		p, err := turn.RequestPermission(gatewaytest.PermissionRequest("call_1", "rm -rf build",
-			[3]string{"allow", "Allow once", "allow_once"}, [3]string{"deny", "Reject", "reject_once"}))
-		if err != nil {
-			return nil, err
-		}
-		asked <- p.ID
-		o, err := p.Wait(ctx)
-		if err != nil {
-			return nil, err
-		}
-		msg := gatewaytest.TextChunk("agent_message_chunk", o.Status+" "+o.OptionID+o.Reason)
-		if _, err := turn.Append(msg); err != nil {
-			return nil, err
-		}
-		return &events.AcpPromptResponse{SessionID: string(turn.SID), Message: events.JSON(msg), StopReason: "end_turn"}, nil
-	}
 }
 
 func TestRespondPermission(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
-	asked := make(chan string, 1)
-	e.backend.OnPrompt(askingTurn(asked))
-	prompt := make(chan response, 1)
-	go func() {
-		prompt <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"clean"}]}`)
-	}()
-	id := await(t, asked, prompt)
+	e.openAsking("s1")
+	prompt := e.promptAsync("s1", askScript)
+	id := e.awaitPermission("s1", 1, prompt)[0]
 
 	// getSession shows the request while it waits.
 	r := e.do(http.MethodGet, "/v1/sessions/s1", "")
@@ -302,8 +301,9 @@ func TestRespondPermission(t *testing.T) {
 	if err := json.Unmarshal(r.body, &info); err != nil {
 		t.Fatalf("GET session %s: %v", r.body, err)
 	}
-	if info.State.Status != "waiting" || info.State.TurnID == "" || len(info.State.Requests) != 1 || info.State.Requests[0].RequestID != id {
-		t.Errorf("state = %+v, want waiting with request %s", info.State, id)
+	if info.State.Status != "waiting" || info.State.TurnID == "" || len(info.State.Requests) != 1 || info.State.Requests[0].RequestID != id ||
+		!strings.Contains(string(info.State.Requests[0].Request), `"toolCallId":"call_1"`) {
+		t.Errorf("state = %+v, want waiting with request %s for call_1", info.State, id)
 	}
 
 	// An option not on offer is a typed error listing the valid ones, and
@@ -313,7 +313,7 @@ func TestRespondPermission(t *testing.T) {
 	if !strings.Contains(body.Error.Message, `"allow"`) || !strings.Contains(body.Error.Message, `"deny"`) {
 		t.Errorf("message %q, want it to list allow and deny", body.Error.Message)
 	}
-	if got := e.backend.Pending(ns, "s1"); len(got) != 1 || got[0] != id {
+	if got := e.backend.state("s1").Requests; len(got) != 1 || got[0].RequestID != id {
 		t.Fatalf("pending after an invalid option = %v, want [%s]", got, id)
 	}
 
@@ -322,8 +322,8 @@ func TestRespondPermission(t *testing.T) {
 	if req == nil || req.SessionID != "s1" || req.RequestID != id || req.OptionID != "deny" {
 		t.Errorf("the session service got %+v, want session s1, request %s, option deny", req, id)
 	}
-	if r := <-prompt; r.status != http.StatusOK || !strings.Contains(string(r.body), "accepted deny") {
-		t.Errorf("prompt = %d %s, want the turn to see deny accepted", r.status, r.body)
+	if r := <-prompt; r.status != http.StatusOK || !strings.Contains(string(r.body), "permission: selected deny") {
+		t.Errorf("prompt = %d %s, want the agent to see deny selected", r.status, r.body)
 	}
 
 	// A late answer is not an error.
@@ -372,14 +372,9 @@ func TestRespondPermission(t *testing.T) {
 // requests, and a later answer learns why.
 func TestCancelEndsPendingPermissions(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
-	asked := make(chan string, 1)
-	e.backend.OnPrompt(askingTurn(asked))
-	prompt := make(chan response, 1)
-	go func() {
-		prompt <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"clean"}]}`)
-	}()
-	id := await(t, asked, prompt)
+	e.openAsking("s1")
+	prompt := e.promptAsync("s1", askScript)
+	id := e.awaitPermission("s1", 1, prompt)[0]
 	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/cancel", `{}`), `{"status":"cancelled"}`)
 	if r := <-prompt; r.status != http.StatusOK || string(r.body) != `{"sessionId":"s1","stopReason":"cancelled"}` {
 		t.Errorf("prompt = %d %s, want 200 stopReason cancelled", r.status, r.body)
@@ -389,7 +384,7 @@ func TestCancelEndsPendingPermissions(t *testing.T) {
 
 func TestRespondRejectsBadInput(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
+	e.backend.open("s1", "demo")
 	const ok = `{"optionId":"allow"}`
 	tests := []struct {
 		name   string
@@ -441,17 +436,4 @@ func TestRespondRejectsBadInput(t *testing.T) {
 func TestRespondServiceErrors(t *testing.T) {
 	e := newEnv(t)
 	wantError(t, e.do(http.MethodPost, "/v1/sessions/nobody/permissions/perm_1", `{"optionId":"allow"}`), http.StatusNotFound, events.CodeSessionNotFound)
-
-	// A scripted answer with a reason passes through as it is.
-	e.backend.CreateSession(ns, "s1", "demo")
-	e.backend.OnRespond(func(context.Context, events.Namespace, *events.AcpRespondPermissionRequest) (*events.AcpRespondPermissionResponse, error) {
-		return &events.AcpRespondPermissionResponse{Status: events.PermissionNotPending, Reason: new(events.ReasonAdapterExited)}, nil
-	})
-	r := e.do(http.MethodPost, "/v1/sessions/s1/permissions/perm_1", `{"optionId":"allow"}`)
-	var got statusBody
-	if err := json.Unmarshal(r.body, &got); err != nil || r.status != http.StatusOK || got.Status != "not_pending" || deref(got.Reason) != "adapter_exited" {
-		t.Errorf("respond = %d %s, want 200 not_pending adapter_exited", r.status, r.body)
-	}
-	e.backend.Fail(events.OpRespondPermission, events.Errorf(events.CodeInternal, "boom"))
-	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/permissions/perm_1", `{"optionId":"allow"}`), http.StatusInternalServerError, events.CodeInternal)
 }

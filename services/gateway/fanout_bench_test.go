@@ -20,18 +20,17 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
 	"skein.dev/services/gateway"
-	"skein.dev/services/gateway/gatewaytest"
 )
 
-// fanoutRate is how many durable events a second BenchmarkLiveFanout
-// appends to its session.
+// fanoutRate is how many turns a second BenchmarkLiveFanout runs in its
+// session, each storing one agent message.
 const fanoutRate = 50
 
 // BenchmarkLiveFanout: one session, N SSE viewers on one gateway (served
-// by Run on a loopback port, in front of the real history service), and
-// durable events appended at a steady rate, each carrying the time its
-// append began. It reports the delivery latency from the append to each
-// viewer reading the event, p50 and p99 over every (viewer, event), and the
+// by Run on a loopback port, in front of the real services), and turns
+// at a steady rate, each storing one agent message. It reports the
+// delivery latency from the message's storage (its timestamp) to each
+// viewer reading it, p50 and p99 over every (viewer, event), and the
 // NATS subscriptions the gateway's connection holds (the live feed's two,
 // and the request API's reply subscription). viewers=1 is the baseline.
 func BenchmarkLiveFanout(b *testing.B) {
@@ -44,8 +43,8 @@ func BenchmarkLiveFanout(b *testing.B) {
 
 func benchFanout(b *testing.B, n int) {
 	srv := natstest.Run(b)
-	backend := gatewaytest.Start(b, natstest.Connect(b, srv))
-	backend.CreateSession(ns, "s1", "demo")
+	backend := startStack(b, srv, stackOptions{})
+	backend.open("s1", "demo")
 	gnc := natstest.Connect(b, srv) // the gateway's alone, so its subscriptions can be counted
 	cfg := gateway.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
@@ -102,7 +101,7 @@ func benchFanout(b *testing.B, n int) {
 	var appended int64
 	for b.Loop() {
 		<-tick.C
-		backend.Append(ns, "s1", chunk(strconv.FormatInt(time.Now().UnixNano(), 10)))
+		backend.turn("s1", "say "+strconv.Itoa(int(appended)))
 		appended++
 	}
 	testutil.Eventually(b, "every viewer to read every event", func() bool {
@@ -137,10 +136,13 @@ type fanoutViewer struct {
 	latencies []time.Duration // read by the benchmark once read returned
 }
 
-var textField = []byte(`"text":"`)
+var (
+	durableMessage = []byte(`"durability":"durable","type":"agent_message_chunk"`)
+	timestampField = []byte(`"timestamp":"`)
+)
 
-// read reads events until the stream ends. Each event's text is the
-// UnixNano time its append began.
+// read reads events until the stream ends, and times each durable agent
+// message from its timestamp, the time it was stored.
 func (v *fanoutViewer) read(body io.ReadCloser) {
 	defer body.Close()
 	br := bufio.NewReader(body)
@@ -149,24 +151,23 @@ func (v *fanoutViewer) read(body io.ReadCloser) {
 		if err != nil {
 			return
 		}
-		if !bytes.HasPrefix(line, []byte("data: ")) {
+		if !bytes.HasPrefix(line, []byte("data: ")) || !bytes.Contains(line, durableMessage) {
 			continue
 		}
 		now := time.Now()
-		_, after, ok := bytes.Cut(line, textField)
+		_, after, ok := bytes.Cut(line, timestampField)
 		if !ok {
 			continue
 		}
-		rest := after
-		before, _, ok := bytes.Cut(rest, []byte{'"'})
+		stamp, _, ok := bytes.Cut(after, []byte{'"'})
 		if !ok {
 			continue
 		}
-		sent, err := strconv.ParseInt(string(before), 10, 64)
+		stored, err := time.Parse(time.RFC3339Nano, string(stamp))
 		if err != nil {
 			continue
 		}
-		v.latencies = append(v.latencies, now.Sub(time.Unix(0, sent)))
+		v.latencies = append(v.latencies, now.Sub(stored))
 		v.received.Add(1)
 	}
 }

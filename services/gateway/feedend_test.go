@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"context"
 	"net"
 	"net/http/httptest"
 	"strconv"
@@ -16,7 +15,6 @@ import (
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
-	"skein.dev/services/gateway/gatewaytest"
 )
 
 // TestLiveFeedMissedTurnEnd: the last records of a turn are stored while
@@ -27,33 +25,24 @@ import (
 // rather than at its timeout.
 func TestLiveFeedMissedTurnEnd(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
+	e.backend.open("s1", "demo")
 	js, err := jetstream.New(e.nc)
 	if err != nil {
 		t.Fatalf("jetstream: %v", err)
 	}
-	turns, release := make(chan *gatewaytest.Turn, 1), make(chan struct{})
-	e.backend.OnPrompt(func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
-		turns <- turn
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		return &events.AcpPromptResponse{SessionID: string(turn.SID), StopReason: "end_turn"}, nil
-	})
 	streams, closeAll := e.viewers(5, "/v1/sessions/s1/events")
 	defer closeAll()
 
 	// A keyed prompt: its turn ends on the key subject, not on the
-	// control one.
+	// control one. Each step of its tool call is durable at once.
 	acc, err := eventlog.Accept(t.Context(), e.nc, ns, &events.AcpPromptRequest{
-		SessionID: new("s1"), IdempotencyKey: new("k1"), Content: events.JSON(`[{"type":"text","text":"hi"}]`)})
+		SessionID: new("s1"), IdempotencyKey: new("k1"),
+		Content: textContent("toolstep c1 pending\npause p1\ntoolstep c1 in_progress\npause p2\ntoolstep c1 completed")})
 	if err != nil {
 		t.Fatalf("prompt: %v", err)
 	}
-	turn := <-turns
-	a1 := appendTurn(t, turn, "one")
+	e.backend.paused("p1")
+	a1 := e.backend.stored("s1", acc.Sequence, 2)[1]
 	for _, s := range streams {
 		wantDurable(t, s.next(), acc.Sequence)
 		wantDurable(t, s.next(), a1)
@@ -61,7 +50,11 @@ func TestLiveFeedMissedTurnEnd(t *testing.T) {
 
 	// The turn goes on, but its next event is not republished.
 	var a2 uint64
-	e.backend.WithoutTail(func() { a2 = appendTurn(t, turn, "two") })
+	e.backend.WithoutTail(func() {
+		e.backend.release("p1")
+		e.backend.paused("p2")
+		a2 = e.backend.stored("s1", acc.Sequence, 3)[2]
+	})
 	for _, s := range streams {
 		wantDurable(t, s.next(), a2)
 	}
@@ -74,12 +67,12 @@ func TestLiveFeedMissedTurnEnd(t *testing.T) {
 	testutil.Eventually(t, "the watch to read its page", func() bool { return e.backend.Calls(events.OpReadHistory) > reads })
 	var a3 uint64
 	e.backend.WithoutTail(func() {
-		a3 = appendTurn(t, turn, "three")
-		close(release)
+		e.backend.release("p2")
 		testutil.Eventually(t, "the turn to end", func() bool {
 			last, err := eventlog.Last(t.Context(), js, events.StreamLog, events.LogFilter(ns, "s1"))
 			return err == nil && last != nil && last.Header.Get(events.HeaderRecord) == events.RecordTurnFinished
 		})
+		a3 = e.backend.stored("s1", acc.Sequence, 4)[3]
 	})
 	for _, s := range streams {
 		wantDurable(t, s.next(), a3)
@@ -88,16 +81,6 @@ func TestLiveFeedMissedTurnEnd(t *testing.T) {
 	if len(w.Events) != 1 || w.Events[0].Sequence != a3 || *w.Cursor != a3 {
 		t.Errorf("the watch after %d = %+v, want event %d (it timed out if none)", a2, w, a3)
 	}
-}
-
-// appendTurn stores an agent message of turn and returns its sequence.
-func appendTurn(t *testing.T, turn *gatewaytest.Turn, text string) uint64 {
-	t.Helper()
-	seq, err := turn.Append(chunk(text))
-	if err != nil {
-		t.Fatalf("append %q: %v", text, err)
-	}
-	return seq
 }
 
 // TestLiveFeedCatchesUpOnReconnect: the NATS server the gateway is
@@ -109,12 +92,11 @@ func TestLiveFeedCatchesUpOnReconnect(t *testing.T) {
 	dir := t.TempDir()
 	var srv *server.Server
 	var port int
-	var backendConn *nats.Conn
 	// The gateway's connection tries again only when the test lets it:
 	// waiting says that it lost the server.
 	waiting, reconnect := make(chan struct{}, 1), make(chan struct{})
 	e := newEnv(t, func(o *envOptions) {
-		o.conns = func(t *testing.T) (*nats.Conn, *nats.Conn) {
+		o.server = func(t *testing.T) (*server.Server, *nats.Conn) {
 			srv = natstest.Run(t, natstest.WithListen(), natstest.WithStoreDir(dir))
 			port = srv.Addr().(*net.TCPAddr).Port
 			gw := natstest.Connect(t, srv, nats.MaxReconnects(-1), nats.CustomReconnectDelay(func(int) time.Duration {
@@ -128,16 +110,15 @@ func TestLiveFeedCatchesUpOnReconnect(t *testing.T) {
 				}
 				return time.Millisecond
 			}))
-			backendConn = natstest.Connect(t, srv, nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond))
-			return gw, backendConn
+			return srv, gw
 		}
 	})
-	e.backend.CreateSession(ns, "s1", "demo")
+	e.backend.open("s1", "demo")
 	streams, closeAll := e.viewers(5, "/v1/sessions/s1/events")
 	defer closeAll()
-	s1 := e.backend.Append(ns, "s1", chunk("one"))
+	first := e.backend.say("s1", "one")
 	for _, s := range streams {
-		wantDurable(t, s.next(), s1)
+		s.wantDurables(first...)
 	}
 
 	srv.Shutdown()
@@ -148,27 +129,23 @@ func TestLiveFeedCatchesUpOnReconnect(t *testing.T) {
 		t.Fatal("the gateway's connection did not try to reconnect in 10 s")
 	}
 	natstest.Run(t, natstest.WithListen(), natstest.WithStoreDir(dir), func(o *server.Options) { o.Port = port })
-	// The backend's connection is back, and JetStream has its streams.
-	js, err := jetstream.New(backendConn)
-	if err != nil {
-		t.Fatalf("jetstream: %v", err)
-	}
-	testutil.Eventually(t, "the backend's connection and ACP_LOG", func() bool {
-		_, err := js.Stream(t.Context(), events.StreamLog)
+	// Everything stops while the new server runs, before its shutdown.
+	t.Cleanup(func() {
+		_ = e.stop() // its error is checked by newEnv's cleanup
+		e.backend.stop()
+	})
+	// The services' connections are back, and JetStream has its streams.
+	testutil.Eventually(t, "the services' connections and ACP_LOG", func() bool {
+		_, err := e.backend.js.Stream(t.Context(), events.StreamLog)
 		return err == nil
 	})
-	var seqs []uint64
-	for i := range 3 {
-		seqs = append(seqs, e.backend.Append(ns, "s1", chunk("missed "+strconv.Itoa(i))))
-	}
+	seqs := e.backend.say("s1", "missed 0", "missed 1", "missed 2")
 	if e.nc.IsConnected() {
 		t.Fatal("the gateway reconnected before the test let it")
 	}
 	close(reconnect)
 	for _, s := range streams {
-		for _, seq := range seqs {
-			wantDurable(t, s.next(), seq)
-		}
+		s.wantDurables(seqs...)
 	}
 }
 
@@ -178,7 +155,7 @@ func TestLiveFeedCatchesUpOnReconnect(t *testing.T) {
 // released its subscriptions.
 func TestLiveFeedsEndWithRun(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
+	e.backend.open("s1", "demo")
 	srv := httptest.NewServer(e.gw.Handler())
 	t.Cleanup(srv.Close)
 	other := &env{t: t, url: srv.URL, client: srv.Client()}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -22,20 +23,25 @@ import (
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/services/gateway"
-	"skein.dev/services/gateway/gatewaytest"
+	"skein.dev/testagent"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m, nil) }
+func TestMain(m *testing.M) {
+	testutil.Main(m, func(dir string) (err error) {
+		testAgent, err = testagent.Build(dir)
+		return err
+	})
+}
 
 const ns = events.DefaultNamespace
 
 // env is one gateway, served by Run on a loopback port, in front of the
-// real history service and the fake session service (gatewaytest) on a
-// fresh embedded NATS server.
+// real session, history and runner services (stack) on a fresh embedded
+// NATS server.
 type env struct {
 	t       *testing.T
 	nc      *nats.Conn
-	backend *gatewaytest.Backend
+	backend *stack
 	gw      *gateway.Gateway
 	reg     *prometheus.Registry
 	url     string
@@ -46,12 +52,12 @@ type env struct {
 
 type envOptions struct {
 	noBackend bool
-	backend   []gatewaytest.Option
+	backend   stackOptions
 	config    func(*gateway.Config)
-	// conns, when set, makes the gateway's and the backend's NATS
-	// connections, instead of one in-process connection for both to a
-	// fresh server.
-	conns func(t *testing.T) (gateway, backend *nats.Conn)
+	// server, when set, runs the NATS server and makes the gateway's
+	// connection to it, instead of a fresh server and an in-process
+	// connection.
+	server func(t *testing.T) (*server.Server, *nats.Conn)
 	// gateway, when set, changes the gateway before it runs.
 	gateway func(*gateway.Gateway)
 }
@@ -62,16 +68,17 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	var gwConn, backendConn *nats.Conn
-	if o.conns != nil {
-		gwConn, backendConn = o.conns(t)
+	var srv *server.Server
+	var gwConn *nats.Conn
+	if o.server != nil {
+		srv, gwConn = o.server(t)
 	} else {
-		gwConn = natstest.Connect(t, natstest.Run(t))
-		backendConn = gwConn
+		srv = natstest.Run(t)
+		gwConn = natstest.Connect(t, srv, nats.Timeout(connectTimeout))
 	}
 	e := &env{t: t, nc: gwConn, reg: prometheus.NewRegistry(), logs: &testutil.Buffer{}}
 	if !o.noBackend {
-		e.backend = gatewaytest.Start(t, backendConn, o.backend...)
+		e.backend = startStack(t, srv, o.backend)
 	}
 	cfg := gateway.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
@@ -122,8 +129,10 @@ func withConfig(f func(*gateway.Config)) func(*envOptions) {
 
 func withoutBackend(o *envOptions) { o.noBackend = true }
 
-func withBackend(opts ...gatewaytest.Option) func(*envOptions) {
-	return func(o *envOptions) { o.backend = opts }
+// withMaxEvents makes ACP_LOG keep at most n records per subject: older
+// events are pruned, and history answers cursor_expired before them.
+func withMaxEvents(n int64) func(*envOptions) {
+	return func(o *envOptions) { o.backend.maxEvents = n }
 }
 
 // response is a finished HTTP exchange.
@@ -324,9 +333,34 @@ func (s *sseStream) next() sseEvent {
 			default:
 			}
 			s.t.Fatal("event stream ended, want another event")
-		case <-time.After(10 * time.Second):
-			s.t.Fatal("no event in 10 s")
+		case <-time.After(streamWait):
+			s.t.Fatalf("no event in %v", streamWait)
 		}
+	}
+}
+
+// streamWait bounds the wait for a stream's next event or its end: a
+// deadline for a test that went wrong, long enough for a loaded machine
+// running the race detector behind real services.
+const streamWait = 30 * time.Second
+
+// nextDurable returns the next durable event, skipping the deltas of a
+// turn (which the session service publishes as it goes, best effort).
+func (s *sseStream) nextDurable() sseEvent {
+	s.t.Helper()
+	for {
+		if ev := s.next(); ev.Event != "ephemeral" {
+			return ev
+		}
+	}
+}
+
+// wantDurables checks that the stream's next durable events are seqs,
+// deltas skipped.
+func (s *sseStream) wantDurables(seqs ...uint64) {
+	s.t.Helper()
+	for _, seq := range seqs {
+		wantDurable(s.t, s.nextDurable(), seq)
 	}
 }
 
@@ -341,8 +375,8 @@ func (s *sseStream) comment() string {
 			}
 		case <-s.done:
 			s.t.Fatal("event stream ended, want a comment")
-		case <-time.After(10 * time.Second):
-			s.t.Fatal("no comment in 10 s")
+		case <-time.After(streamWait):
+			s.t.Fatalf("no comment in %v", streamWait)
 		}
 	}
 }
@@ -369,8 +403,8 @@ func (s *sseStream) ended() []sseEvent {
 					return out
 				}
 			}
-		case <-time.After(10 * time.Second):
-			s.t.Fatal("event stream still open after 10 s")
+		case <-time.After(streamWait):
+			s.t.Fatalf("event stream still open after %v", streamWait)
 		}
 	}
 }

@@ -3,13 +3,13 @@ module skein.dev/services/gateway
 go 1.26.8
 
 require (
-	skein.dev/internal/workspace v0.0.0
-	skein.dev/internal/natsmetrics v0.0.0
-	skein.dev/internal/testutil v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
-	go.uber.org/goleak v1.3.0
+	go.uber.org/goleak v1.3.0 // indirect
+	skein.dev/internal/natsmetrics v0.0.0
 	skein.dev/internal/natstest v0.0.0
+	skein.dev/internal/testutil v0.0.0
+	skein.dev/internal/workspace v0.0.0
 	skein.dev/pkg/acp v0.0.0 // indirect
 	skein.dev/pkg/events v0.0.0
 	skein.dev/services/history v0.0.0
@@ -41,6 +41,18 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
+require (
+	skein.dev/services/adapter-runner v0.0.0
+	skein.dev/services/session v0.0.0
+	skein.dev/testagent v0.0.0
+)
+
+require (
+	github.com/google/btree v1.1.3 // indirect
+	skein.dev/internal/buildinfo v0.0.0 // indirect
+	skein.dev/pkg/acpwire v0.0.0 // indirect
+)
+
 replace skein.dev/pkg/events => ../../pkg/events
 
 replace skein.dev/internal/natstest => ../../internal/natstest
@@ -56,3 +68,13 @@ replace skein.dev/internal/natsmetrics => ../../internal/natsmetrics
 replace skein.dev/internal/workspace => ../../internal/workspace
 
 replace skein.dev/internal/buildinfo => ../../internal/buildinfo
+
+replace skein.dev/services/session => ../session
+
+replace skein.dev/services/adapter-runner => ../adapter-runner
+
+replace skein.dev/testagent => ../../testagent
+
+replace skein.dev/pkg/acpwire => ../../pkg/acpwire
+
+replace skein.dev/internal/memstat => ../../internal/memstat

@@ -14,13 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
-	"skein.dev/services/gateway/gatewaytest"
 )
 
 // TestEventsSurviveGatewayKill kills a real gateway process (skein serve
@@ -37,13 +34,12 @@ func TestEventsSurviveGatewayKill(t *testing.T) {
 		t.Fatalf("build skein: %v\n%s", err, out)
 	}
 	srv := natstest.Run(t, natstest.WithListen())
-	nc := natstest.Connect(t, srv)
-	backend := gatewaytest.Start(t, nc)
-	backend.CreateSession(ns, "s1", "demo")
+	backend := startStack(t, srv, stackOptions{})
+	backend.open("s1", "demo")
 
-	// The appender runs from before the first stream until after the
-	// second has carried events: appends land before, during and after
-	// the kill. It reports the last sequence it appended.
+	// The appender runs turns from before the first stream until after the
+	// second has carried events: events land before, during and after the
+	// kill. It reports the last sequence it appended.
 	stop, appended := make(chan struct{}), make(chan uint64, 1)
 	var count atomic.Int64
 	go func() {
@@ -57,7 +53,8 @@ func TestEventsSurviveGatewayKill(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			last = backend.Append(ns, "s1", chunk(strconv.Itoa(i)))
+			seqs := backend.say("s1", strconv.Itoa(i))
+			last = seqs[len(seqs)-1]
 			count.Add(1)
 		}
 	}()
@@ -129,11 +126,7 @@ func TestEventsSurviveGatewayKill(t *testing.T) {
 		}
 	}
 
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := eventlog.Forward(t.Context(), js, events.StreamLog, events.LogSubject(ns, "s1", events.LogEvents), 0, events.MaxHistoryLimit)
+	recs, err := eventlog.Forward(t.Context(), backend.js, events.StreamLog, events.LogSubject(ns, "s1", events.LogEvents), 0, events.MaxHistoryLimit)
 	if err != nil {
 		t.Fatalf("read the log: %v", err)
 	}

@@ -80,14 +80,15 @@ func publishLive(t *testing.T, e *env, sid events.SessionID, v events.Variant, a
 // order; a delta without a public form is left out alone.
 func TestBurstDeltasAreTheSameFrames(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
-	s1 := e.backend.Append(ns, "s1", chunk("zero"))
+	e.backend.open("s1", "demo")
+	zero := e.backend.say("s1", "zero")
+	s1 := zero[len(zero)-1]
 	frames := rawEphemeral(t, e, "/v1/sessions/s1/events")
 	updates := []events.JSON{
-		events.JSON(chunk("Hel")),
+		events.JSON(TextChunk("agent_message_chunk", "Hel")),
 		events.JSON(`{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"a\r\nb"},"messageId":"m","_meta":{"k":[1,2]}}`),
 		events.JSON(`{"content":{"type":"text","text":"no type"}}`), // no public form
-		events.JSON(chunk("lo \u00e9")),
+		events.JSON(TextChunk("agent_message_chunk", "lo \u00e9")),
 	}
 	public := []events.JSON{updates[0], updates[1], updates[3]}
 	next := func() string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -13,7 +12,6 @@ import (
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
-	"skein.dev/services/gateway/gatewaytest"
 )
 
 // The prompt's caller waits on the log, never on a held request (DESIGN
@@ -46,7 +44,7 @@ func TestPromptOutlivesTheAcceptingReplica(t *testing.T) {
 	err = svc.AddEndpoint("prompt", micro.HandlerFunc(func(req micro.Request) {
 		got, err := w.Append(context.WithoutCancel(t.Context()), eventlog.Entry{Kind: events.LogEvents,
 			Header: map[string][]string{events.HeaderTurnID: {"t1"}, events.HeaderTurnAccepted: {"1"}},
-			Value:  &events.AcpDurableSessionUpdate{Update: events.JSON(gatewaytest.TextChunk("user_message_chunk", "hi"))}})
+			Value:  &events.AcpDurableSessionUpdate{Update: events.JSON(TextChunk("user_message_chunk", "hi"))}})
 		if err != nil {
 			_ = events.RespondError(req, err)
 			return
@@ -72,12 +70,12 @@ func TestPromptOutlivesTheAcceptingReplica(t *testing.T) {
 	if _, err := b.Append(t.Context(),
 		eventlog.Entry{Kind: events.LogControl, Value: &events.OwnerChanged{Owner: "b", LeaseRevision: 2}},
 		eventlog.Entry{Kind: events.LogControl, Value: &events.TurnFinished{TurnID: acc.TurnID, Outcome: events.OutcomeCompleted, StopReason: "end_turn",
-			Message: events.JSON(gatewaytest.TextChunk("agent_message_chunk", "done"))}},
+			Message: events.JSON(TextChunk("agent_message_chunk", "done"))}},
 	); err != nil {
 		t.Fatal(err)
 	}
 	r := <-prompt
-	want := `{"sessionId":"s1","message":` + gatewaytest.TextChunk("agent_message_chunk", "done") + `,"stopReason":"end_turn"}`
+	want := `{"sessionId":"s1","message":` + TextChunk("agent_message_chunk", "done") + `,"stopReason":"end_turn"}`
 	if r.status != http.StatusOK || string(r.body) != want {
 		t.Errorf("prompt = %d %s, want 200 %s", r.status, r.body, want)
 	}
@@ -88,34 +86,21 @@ func TestPromptOutlivesTheAcceptingReplica(t *testing.T) {
 // ended; the key with other content is idempotency_conflict.
 func TestPromptIdempotencyKey(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
-	started, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	e.backend.OnPrompt(func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
-		once.Do(func() { close(started) })
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-		msg := gatewaytest.TextChunk("agent_message_chunk", "once")
-		if _, err := turn.Append(msg); err != nil {
-			return nil, err
-		}
-		return &events.AcpPromptResponse{SessionID: string(turn.SID), Message: events.JSON(msg), StopReason: "end_turn"}, nil
-	})
-	const body = `{"idempotencyKey":"k1","content":[{"type":"text","text":"hi"}]}`
+	e.backend.open("s1", "demo")
+	const body = `{"idempotencyKey":"k1","content":[{"type":"text","text":"say once\npause p1"}]}`
 	first := make(chan response, 1)
 	go func() { first <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", body) }()
-	await(t, started, first)
+	e.backend.paused("p1")
 	// A retry while the turn runs waits for the same turn, not session_busy.
+	prompts := e.backend.Calls(events.OpPrompt)
 	retry := make(chan response, 1)
 	go func() { retry <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", body) }()
-	testutil.Eventually(t, "the retry to reach the session service", func() bool { return e.backend.Calls(events.OpPrompt) == 2 })
+	testutil.Eventually(t, "the retry to reach the session service", func() bool { return e.backend.Calls(events.OpPrompt) > prompts })
 	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"idempotencyKey":"k1","content":[{"type":"text","text":"other"}]}`),
 		http.StatusConflict, events.CodeIdempotencyConflict)
-	close(release)
+	e.backend.release("p1")
 
-	want := `{"sessionId":"s1","message":` + gatewaytest.TextChunk("agent_message_chunk", "once") + `,"stopReason":"end_turn"}`
+	want := `{"sessionId":"s1","message":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"once"},"messageId":"msg_1"},"stopReason":"end_turn"}`
 	for name, ch := range map[string]chan response{"first": first, "retry while running": retry} {
 		if r := <-ch; r.status != http.StatusOK || string(r.body) != want {
 			t.Errorf("%s = %d %s, want 200 %s", name, r.status, r.body, want)
@@ -135,13 +120,11 @@ func TestPromptIdempotencyKey(t *testing.T) {
 // wait (the handler returns, counted as 499), and the turn goes on.
 func TestPromptClientGoesAway(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
-	started := make(chan struct{})
-	e.backend.OnPrompt(blockingTurn(started))
+	e.backend.open("s1", "demo")
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/v1/sessions/s1/prompt", strings.NewReader(`{"content":[{"type":"text","text":"hi"}]}`))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/v1/sessions/s1/prompt", strings.NewReader(`{"content":[{"type":"text","text":"pause p1"}]}`))
 		if err == nil {
 			var resp *http.Response
 			if resp, err = e.client.Do(req); err == nil {
@@ -150,7 +133,7 @@ func TestPromptClientGoesAway(t *testing.T) {
 		}
 		done <- err
 	}()
-	<-started
+	e.backend.paused("p1")
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("the cancelled request succeeded")
@@ -158,8 +141,8 @@ func TestPromptClientGoesAway(t *testing.T) {
 	testutil.Eventually(t, "the prompt handler to return", func() bool {
 		return testutil.Metric(t, e.reg, "acp_gateway_requests_total", "route", "POST /v1/sessions/{id}/prompt", "code", "499") == 1
 	})
-	if info, _ := e.backend.Session(ns, "s1"); !strings.Contains(string(info.State), `"running"`) {
-		t.Errorf("state = %s, want the turn still running", info.State)
+	if st := e.backend.state("s1"); st.Status != events.StatusRunning {
+		t.Errorf("state = %+v, want the turn still running", st)
 	}
 	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/cancel", ""), `{"status":"cancelled"}`)
 }

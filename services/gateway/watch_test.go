@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"skein.dev/pkg/events"
-	"skein.dev/services/gateway/gatewaytest"
 )
 
 type watchResult struct {
@@ -41,7 +40,7 @@ func (e *env) watch(t *testing.T, sid, query string) watchResult {
 // cursor.
 func TestWatch(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
+	e.backend.open("s1", "demo")
 
 	w := e.watch(t, "s1", "?timeout=100ms")
 	if len(w.Events) != 0 || *w.Cursor != 0 || w.State.Status != "idle" {
@@ -50,7 +49,7 @@ func TestWatch(t *testing.T) {
 
 	woke := make(chan watchResult, 1)
 	go func() { woke <- e.watch(t, "s1", "?after=0&timeout=30") }()
-	if r := e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"hi"}]}`); r.status != http.StatusOK {
+	if r := e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"say one\nmessage\nsay two"}]}`); r.status != http.StatusOK {
 		t.Fatalf("prompt = %d %s", r.status, r.body)
 	}
 	w = <-woke
@@ -75,9 +74,9 @@ func TestWatch(t *testing.T) {
 }
 
 func TestWatchErrors(t *testing.T) {
-	e := newEnv(t, withBackend(gatewaytest.WithMaxEventsPerSession(3)))
+	e := newEnv(t, withMaxEvents(3))
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/nobody/watch?timeout=1", ""), http.StatusNotFound, events.CodeSessionNotFound)
-	e.backend.CreateSession(ns, "s1", "demo")
+	e.backend.open("s1", "demo")
 	for _, q := range []string{"?timeout=0", "?timeout=31", "?timeout=31s", "?timeout=-1s", "?timeout=x", "?limit=0", "?limit=10001",
 		"?after=1&after=2", "?since=1"} {
 		wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/watch"+q, ""), http.StatusBadRequest, events.CodeInvalidRequest)
@@ -86,7 +85,7 @@ func TestWatchErrors(t *testing.T) {
 		wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/watch"+q, ""), http.StatusBadRequest, events.CodeInvalidCursor)
 	}
 	// The oldest events pruned: a cursor before them has expired.
-	if r := e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"hi"}]}`); r.status != http.StatusOK {
+	if r := e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"say a\nmessage\nsay b\nmessage\nsay c"}]}`); r.status != http.StatusOK {
 		t.Fatalf("prompt = %d %s", r.status, r.body)
 	}
 	r := e.do(http.MethodGet, "/v1/sessions/s1/watch?after=1&timeout=1", "")
