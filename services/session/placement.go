@@ -198,6 +198,24 @@ func (d *runnerDirectory) pick(agent string) (events.RunnerID, error) {
 	}
 }
 
+// unknownAgent is unknown_agent when runners are alive and none of them
+// lists agent, else nil: with no runner alive, nobody can tell.
+func (d *runnerDirectory) unknownAgent(agent string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.runners) == 0 {
+		return nil
+	}
+	for _, r := range d.runners {
+		for _, a := range r.Agents {
+			if a.ID == agent {
+				return nil
+			}
+		}
+	}
+	return events.Errorf(events.CodeUnknownAgent, "no runner knows agent %q", agent)
+}
+
 // forget drops a runner until its next heartbeat, after it failed to answer.
 func (d *runnerDirectory) forget(id events.RunnerID) {
 	d.mu.Lock()

@@ -324,3 +324,19 @@ func TestPromptValidation(t *testing.T) {
 		}
 	}
 }
+
+// An open for an agent no runner knows is refused and records nothing: the
+// same ID then opens with a known agent, without a conflict.
+func TestOpenUnknownAgentRecordsNothing(t *testing.T) {
+	h := startRig(t, session.Config{})
+	if err := h.open(t, "u1", events.AcpOpenSessionRequest{Agent: "nobody"}); code(err) != events.CodeUnknownAgent {
+		t.Fatalf("open with an unknown agent = %v, want %s", err, events.CodeUnknownAgent)
+	}
+	last, err := eventlog.Last(t.Context(), h.js, events.StreamLog, events.LogFilter("default", "u1"))
+	if err != nil || last != nil {
+		t.Fatalf("the refused open left %+v, %v in the log; want nothing", last, err)
+	}
+	if err := h.open(t, "u1", events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatalf("open with a known agent after the refusal: %v", err)
+	}
+}
