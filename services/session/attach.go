@@ -22,7 +22,7 @@ func (sess *session) open(ctx context.Context, o *events.SessionOpened) error {
 	if sess.opened == nil {
 		// An agent no runner knows opens nothing: the session is not
 		// recorded under it (and cannot conflict with a later open).
-		if err := sess.svc.runners.unknownAgent(o.Agent); err != nil {
+		if err := sess.svc.runners.unknownAgent(ctx, o.Agent); err != nil {
 			return err
 		}
 		if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: o}); err != nil {

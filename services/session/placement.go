@@ -8,12 +8,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 )
 
 // runnerDirectory mirrors ACP_RUNNERS: which runners are alive, what agents
@@ -35,6 +37,10 @@ type runnerDirectory struct {
 	// and whose liveness is being checked.
 	instances          map[string]string
 	learning, checking map[string]bool
+	// seen is when each runner's heartbeat was last put; late the runners
+	// whose heartbeat is overdue and that were checked for it since.
+	seen map[string]time.Time
+	late map[string]bool
 
 	// gone is called, outside the lock, when a runner whose heartbeat was
 	// deleted or expired does not answer its ping, and none of its output
@@ -54,13 +60,39 @@ type runnerDirectory struct {
 func watchRunners(ctx context.Context, bg *sync.WaitGroup, kv jetstream.KeyValue, nc *nats.Conn, lg *slog.Logger, m *metrics, checks *prometheus.CounterVec, gone func(context.Context, events.RunnerID), heard *heardFrom) (*runnerDirectory, error) {
 	d := &runnerDirectory{kv: kv, nc: nc, lg: lg, bg: bg, runners: map[string]*events.RunnerInfo{},
 		instances: map[string]string{}, learning: map[string]bool{}, checking: map[string]bool{},
+		seen: map[string]time.Time{}, late: map[string]bool{},
 		gone: gone, heard: heard, m: m, checks: checks}
 	w, err := kv.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("watch runners: %w", err)
 	}
 	bg.Go(func() { follow(ctx, w, func(e jetstream.KeyValueEntry) { d.apply(ctx, e) }) })
+	bg.Go(func() { every(ctx, time.Second, func() { d.checkLate(ctx) }) })
 	return d, nil
+}
+
+// heartbeatLate is how long a runner's heartbeat may be overdue before the
+// runner is checked: two of its puts (every third of the TTL). A runner
+// killed outright leaves its heartbeat to expire a whole TTL after its
+// last put; checking it once two puts are missed ends its turns
+// (adapter_exited) within the TTL, the ping included, where waiting for
+// the expiry took the TTL and the ping.
+const heartbeatLate = 2 * eventlog.DefaultRunnerTTL / 3
+
+// checkLate checks, once per missed stretch, each runner whose heartbeat
+// is overdue. The check (checkRunner) pings it: one that answers, or
+// whose output arrives, keeps its adapters and is left alone until its
+// next heartbeat; one that does neither is gone.
+func (d *runnerDirectory) checkLate(ctx context.Context) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, at := range d.seen {
+		if time.Since(at) < heartbeatLate || d.late[id] || d.checking[id] {
+			continue
+		}
+		d.late[id], d.checking[id] = true, true
+		d.bg.Go(func() { d.checkRunner(ctx, id) })
+	}
 }
 
 func (d *runnerDirectory) apply(ctx context.Context, e jetstream.KeyValueEntry) {
@@ -71,6 +103,7 @@ func (d *runnerDirectory) apply(ctx context.Context, e jetstream.KeyValueEntry) 
 		// Not a runner that answers nothing, maybe, but one placement
 		// must not pick until its heartbeat is back.
 		delete(d.runners, id)
+		delete(d.seen, id)
 		d.counted()
 		if !d.checking[id] {
 			d.checking[id] = true
@@ -84,6 +117,7 @@ func (d *runnerDirectory) apply(ctx context.Context, e jetstream.KeyValueEntry) 
 		return
 	}
 	d.runners[id] = info
+	d.seen[id], d.late[id] = time.Now(), false
 	d.counted()
 	if d.instances[id] == "" && !d.learning[id] {
 		d.learning[id] = true
@@ -199,21 +233,37 @@ func (d *runnerDirectory) pick(agent string) (events.RunnerID, error) {
 }
 
 // unknownAgent is unknown_agent when runners are alive and none of them
-// lists agent, else nil: with no runner alive, nobody can tell.
-func (d *runnerDirectory) unknownAgent(agent string) error {
+// lists agent, else nil: with no runner alive, nobody can tell. A miss
+// re-reads the bucket first, as placement does, so that a runner that has
+// just started is found.
+func (d *runnerDirectory) unknownAgent(ctx context.Context, agent string) error {
+	if d.lists(agent) {
+		return nil
+	}
+	if err := d.refresh(ctx); err != nil {
+		return nil // placement will say what is wrong
+	}
+	if d.lists(agent) {
+		return nil
+	}
+	return events.Errorf(events.CodeUnknownAgent, "no runner knows agent %q", agent)
+}
+
+// lists reports whether a runner lists agent, or no runner is known.
+func (d *runnerDirectory) lists(agent string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.runners) == 0 {
-		return nil
+		return true
 	}
 	for _, r := range d.runners {
 		for _, a := range r.Agents {
 			if a.ID == agent {
-				return nil
+				return true
 			}
 		}
 	}
-	return events.Errorf(events.CodeUnknownAgent, "no runner knows agent %q", agent)
+	return false
 }
 
 // forget drops a runner until its next heartbeat, after it failed to answer.

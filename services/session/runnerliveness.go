@@ -122,6 +122,9 @@ func (d *runnerDirectory) checkRunner(ctx context.Context, id string) {
 			d.lg.Warn("runner lost its heartbeat and does not answer; its adapters are gone", events.LogKeyRunner, id)
 			d.mu.Lock()
 			delete(d.instances, id) // a runner with this ID that comes back is another process
+			delete(d.runners, id)   // placed on no more (a late heartbeat's check finds it listed)
+			delete(d.seen, id)
+			d.counted()
 			d.mu.Unlock()
 			if d.gone != nil {
 				d.gone(ctx, events.RunnerID(id))
