@@ -87,6 +87,15 @@ func TitleSubject(ns Namespace, sid SessionID) string {
 	return join("acp.log", string(ns), string(sid), "title")
 }
 
+// OpenedSubject returns "acp.log.<ns>.<sid>.opened", where the session's
+// SessionOpened record is stored instead of on LogControl. ACP_LOG bounds
+// the records it keeps per subject (MaxMsgsPerSubject), and a session's
+// control records grow with its turns; on a subject of its own the record
+// that makes the session exist is never pruned, and one direct get finds it.
+func OpenedSubject(ns Namespace, sid SessionID) string {
+	return join("acp.log", string(ns), string(sid), "opened")
+}
+
 // TailSubject returns "acp.tail.<ns>.<sid>.<kind>": the stream's RePublish of
 // every record stored on LogSubject, for cheap fan-out to live viewers. It
 // carries the Nats-Sequence and Nats-Last-Sequence headers.

@@ -25,7 +25,8 @@ func (sess *session) open(ctx context.Context, o *events.SessionOpened) error {
 		if err := sess.svc.runners.unknownAgent(ctx, o.Agent); err != nil {
 			return err
 		}
-		if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: o}); err != nil {
+		opened := eventlog.Entry{Kind: events.LogControl, Value: o, Subject: events.OpenedSubject(sess.ns, sess.sid)}
+		if _, err := sess.append(ctx, ioPos{}, opened); err != nil {
 			return err
 		}
 		sess.opened = o

@@ -49,6 +49,7 @@ func (sess *session) delete(ctx context.Context) error {
 		{log, events.LogSubject(sess.ns, sess.sid, events.LogEvents), 0},
 		{log, keySubjects(sess.ns, sess.sid), 0},
 		{log, events.TitleSubject(sess.ns, sess.sid), 0},
+		{log, events.OpenedSubject(sess.ns, sess.sid), 0},
 		{log, events.LogSubject(sess.ns, sess.sid, events.LogControl), 1},
 	}
 	if io, err := js.Stream(ctx, events.StreamIO); err == nil {

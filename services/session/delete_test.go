@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -149,8 +150,10 @@ type tailRecorder struct {
 
 func (h *harness) recordTail(sid string) (*tailRecorder, error) {
 	r := &tailRecorder{ch: make(chan *nats.Msg, 4096), last: map[string]uint64{}}
-	for _, kind := range []events.LogKind{events.LogEvents, events.LogControl} {
-		sub, err := h.nc.ChanSubscribe(events.TailSubject("default", events.SessionID(sid), kind), r.ch)
+	// The session's SessionOpened is on a subject of its own.
+	opened := strings.Replace(events.OpenedSubject("default", events.SessionID(sid)), "acp.log.", "acp.tail.", 1)
+	for _, subj := range []string{events.TailSubject("default", events.SessionID(sid), events.LogEvents), events.TailSubject("default", events.SessionID(sid), events.LogControl), opened} {
+		sub, err := h.nc.ChanSubscribe(subj, r.ch)
 		if err != nil {
 			r.stop()
 			return nil, err

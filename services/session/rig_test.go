@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -240,8 +241,19 @@ func (h *harness) lastSeq(ctx context.Context, sid string) (uint64, error) {
 }
 
 // ctl returns sid's control records, decoded, in log order.
+// lifecycle reads a session's lifecycle records in stream order: those on
+// its LogControl subject, and its SessionOpened on OpenedSubject.
+func lifecycle(ctx context.Context, js jetstream.JetStream, sid events.SessionID) ([]*eventlog.Record, error) {
+	recs, err := eventlog.Forward(ctx, js, events.StreamLog, events.LogFilter("default", sid), 0, 10000)
+	if err != nil {
+		return nil, err
+	}
+	ctl, opened := events.LogSubject("default", sid, events.LogControl), events.OpenedSubject("default", sid)
+	return slices.DeleteFunc(recs, func(r *eventlog.Record) bool { return r.Subject != ctl && r.Subject != opened }), nil
+}
+
 func (h *harness) ctl(ctx context.Context, sid string) ([]events.Variant, error) {
-	recs, err := eventlog.Forward(ctx, h.js, events.StreamLog, events.LogSubject("default", events.SessionID(sid), events.LogControl), 0, 10000)
+	recs, err := lifecycle(ctx, h.js, events.SessionID(sid))
 	if err != nil {
 		return nil, err
 	}

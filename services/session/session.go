@@ -150,25 +150,20 @@ func (sess *session) rebuild(ctx context.Context) error {
 	sess.w = eventlog.NewWriter(js, sess.ns, sess.sid, pos, sess.svc.token)
 	sess.w.OnPruneError(func(err error) { sess.lg.Warn("history over its byte cap not pruned", events.LogKeyErr, err) })
 	if last != nil {
-		// The first control record opens the session, unless the session
-		// was deleted: then a tombstone comes first, and a reopening after it.
-		first, err := eventlog.Forward(ctx, js, events.StreamLog, events.LogSubject(sess.ns, sess.sid, events.LogControl), 0, 2)
+		opened, err := sess.findOpened(ctx)
 		if err != nil {
 			return events.Errorf(events.CodeUnavailable, "read log of %s: %v", sess.sid, err)
 		}
-		if len(first) > 0 && first[0].Header.Get(events.HeaderRecord) == events.RecordSessionDeleted {
-			first = first[1:]
-		}
-		if len(first) > 0 && last.Header.Get(events.HeaderRecord) != events.RecordSessionDeleted {
-			if opened, err := events.Decode[events.SessionOpened](first[0].Data); err == nil {
-				sess.opened = opened
-				sess.createdAt = first[0].Time
+		if opened != nil && last.Header.Get(events.HeaderRecord) != events.RecordSessionDeleted {
+			if o, err := events.Decode[events.SessionOpened](opened.Data); err == nil {
+				sess.opened = o
+				sess.createdAt = opened.Time
 			}
 		}
 
 		sess.updatedAt = last.Time
 		if sess.opened != nil {
-			if err := sess.loadTitle(ctx, first[0].Sequence); err != nil {
+			if err := sess.loadTitle(ctx, opened.Sequence); err != nil {
 				return err
 			}
 			if err := sess.loadMeta(ctx); err != nil {
@@ -183,6 +178,29 @@ func (sess *session) rebuild(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// findOpened returns the record that opened the session, or nil. It is
+// the last one on the session's OpenedSubject; a session opened before
+// that subject existed has it as its first control record, after the
+// tombstone of an earlier deletion if there was one.
+func (sess *session) findOpened(ctx context.Context) (*eventlog.Record, error) {
+	js := sess.svc.js
+	rec, err := eventlog.Last(ctx, js, events.StreamLog, events.OpenedSubject(sess.ns, sess.sid))
+	if rec != nil || err != nil {
+		return rec, err
+	}
+	first, err := eventlog.Forward(ctx, js, events.StreamLog, events.LogSubject(sess.ns, sess.sid, events.LogControl), 0, 2)
+	if err != nil {
+		return nil, err
+	}
+	if len(first) > 0 && first[0].Header.Get(events.HeaderRecord) == events.RecordSessionDeleted {
+		first = first[1:]
+	}
+	if len(first) == 0 || first[0].Header.Get(events.HeaderRecord) != events.RecordSessionOpened {
+		return nil, nil
+	}
+	return first[0], nil
 }
 
 // fence appends OwnerChanged after last, the newest record this replica

@@ -3,7 +3,9 @@ package session_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -111,7 +113,7 @@ func code(err error) events.Code {
 // controlRecords returns the variant names of a session's control records.
 func (h *harness) controlRecords(t *testing.T, sid events.SessionID) []string {
 	t.Helper()
-	recs, err := eventlog.Forward(t.Context(), h.js, events.StreamLog, events.LogSubject("default", sid, events.LogControl), 0, 1000)
+	recs, err := lifecycle(t.Context(), h.js, sid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,5 +340,49 @@ func TestOpenUnknownAgentRecordsNothing(t *testing.T) {
 	}
 	if err := h.open(t, "u1", events.AcpOpenSessionRequest{}); err != nil {
 		t.Fatalf("open with a known agent after the refusal: %v", err)
+	}
+}
+
+// ACP_LOG keeps a bounded number of records per subject, and a session's
+// control records grow with its turns: the record that opened the session
+// is kept apart, so that a session never outlives its own existence. A
+// new owner, which reads the session from its log alone, finds it.
+func TestSessionOutlivesItsRetention(t *testing.T) {
+	h := startRig(t, session.Config{MaxEventsPerSession: 2})
+	ctx := t.Context()
+	if err := h.open(t, "kept", events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if _, err := h.prompt(ctx, "kept", "", fmt.Sprintf("say turn %d", i)); err != nil {
+			t.Fatalf("turn %d: %v", i, err)
+		}
+	}
+	if got := h.controlRecords(t, "kept"); !slices.Contains(got, events.RecordSessionOpened) || len(got) > 3 {
+		t.Fatalf("lifecycle records kept = %v, want SessionOpened and the last two control records", got)
+	}
+	h.stopSvc()
+	h.startSession()
+	res, err := h.prompt(ctx, "kept", "", "say still here")
+	if err != nil || !strings.Contains(string(res.Message), "still here") {
+		t.Fatalf("prompt after a new owner read the pruned log = %+v, %v; want the turn's reply", res, err)
+	}
+	if err := h.open(t, "kept", events.AcpOpenSessionRequest{}); err != nil {
+		t.Errorf("reopening with the same options: %v", err)
+	}
+}
+
+// A session opened before SessionOpened had a subject of its own has it as
+// its first control record: it is found there.
+func TestSessionOpenedOnItsControlSubject(t *testing.T) {
+	h := startRig(t, session.Config{})
+	ctx := t.Context()
+	w := eventlog.NewWriter(h.js, "default", "legacy", eventlog.Position{}, "an-earlier-version")
+	if _, err := w.Append(ctx, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionOpened{Agent: "test", PermissionPolicy: events.PolicyAllowAll}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.prompt(ctx, "legacy", "", "say found")
+	if err != nil || !strings.Contains(string(res.Message), "found") {
+		t.Fatalf("prompt = %+v, %v; want the turn's reply", res, err)
 	}
 }
