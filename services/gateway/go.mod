@@ -5,11 +5,11 @@ go 1.26.8
 require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
-	go.uber.org/goleak v1.3.0 // indirect
+	go.uber.org/goleak v1.3.0
 	skein.dev/internal/natsmetrics v0.0.0
 	skein.dev/internal/natstest v0.0.0
 	skein.dev/internal/testutil v0.0.0
-	skein.dev/internal/workspace v0.0.0
+	skein.dev/internal/workspace v0.0.0 // indirect
 	skein.dev/pkg/acp v0.0.0 // indirect
 	skein.dev/pkg/events v0.0.0
 	skein.dev/services/history v0.0.0

@@ -1,39 +1,25 @@
 package cli_test
 
 import (
-	"log/slog"
 	"maps"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"skein.dev/cmd/skein/internal/cli"
-	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
 	"skein.dev/services/gateway"
-	"skein.dev/services/gateway/gatewaytest"
 )
 
 // TestToken: the commands find their bearer token as skein dev leaves it,
 // in <data dir>/dev-token, and SKEIN_TOKEN and --token override it.
 func TestToken(t *testing.T) {
 	const devToken, otherToken = "dev-token-value", "other-token-value"
-	srv := natstest.Run(t)
-	nc := natstest.Connect(t, srv)
-	gatewaytest.Start(t, nc)
-	cfg := gateway.DefaultConfig()
-	cfg.Auth.Tokens = []gateway.Token{
-		{SHA256: gateway.HashToken(devToken), Principal: "dev", Namespaces: []string{"default"}, Role: gateway.RoleAdmin},
-		{SHA256: gateway.HashToken(otherToken), Principal: "other", Namespaces: []string{"default"}, Role: gateway.RoleUser},
-	}
-	gw, err := gateway.New(cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), nc, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(gw.Handler())
-	t.Cleanup(hs.Close)
+	e := newEnv(t, withTokens(
+		gateway.Token{SHA256: gateway.HashToken(devToken), Principal: "dev", Namespaces: []string{"default"}, Role: gateway.RoleAdmin},
+		gateway.Token{SHA256: gateway.HashToken(otherToken), Principal: "other", Namespaces: []string{"default"}, Role: gateway.RoleUser},
+	))
 
 	data, empty := t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(data, cli.DevTokenFile), []byte(devToken+"\n"), 0o600); err != nil {
@@ -54,7 +40,7 @@ func TestToken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := map[string]string{cli.EnvServer: hs.URL}
+			env := map[string]string{cli.EnvServer: e.url}
 			maps.Copy(env, tt.env)
 			for _, cmd := range [][]string{{"agents"}, {"prompt", "-s", "tok", "hello"}, {"history", "-s", "tok"}} {
 				var stdout, stderr testutil.Buffer

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -17,40 +16,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"skein.dev/cmd/skein/internal/cli"
-	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
-	"skein.dev/services/gateway"
-	"skein.dev/services/gateway/gatewaytest"
 )
-
-func TestMain(m *testing.M) { testutil.Main(m, nil) }
-
-const ns = events.DefaultNamespace
-
-// env is a real gateway, served over HTTP, in front of the real history
-// service and the fake session service (gatewaytest) on an embedded NATS
-// server.
-type env struct {
-	t       *testing.T
-	backend *gatewaytest.Backend
-	url     string
-}
-
-func newEnv(t *testing.T, opts ...gatewaytest.Option) *env {
-	t.Helper()
-	srv := natstest.Run(t)
-	nc := natstest.Connect(t, srv)
-	backend := gatewaytest.Start(t, nc, opts...)
-	cfg := gateway.DefaultConfig()
-	gw, err := gateway.New(cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), nc, nil)
-	if err != nil {
-		t.Fatalf("gateway.New: %v", err)
-	}
-	hs := httptest.NewServer(gw.Handler())
-	t.Cleanup(hs.Close)
-	return &env{t: t, backend: backend, url: hs.URL}
-}
 
 // result is what one command printed and returned.
 type result struct {
@@ -89,7 +57,12 @@ func wantCode(t *testing.T, err error, code string) {
 	}
 }
 
-const echoReply = `[tool] Read README.md: pending
+// toolTurn is a test agent script of a turn with a tool call, a plan and
+// a message, and toolReply what prompt prints of it.
+const toolTurn = "tool call_1 Read README.md\nplan [x] Say hello\nsay Hello, world"
+
+const toolReply = `[tool] Read README.md: pending
+[tool] Read README.md: in_progress
 [tool] Read README.md: completed
 [plan]
   [x] Say hello
@@ -102,27 +75,31 @@ func TestPromptPrintsTheReplyLive(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("prompt: %v\nstderr: %s", r.err, r.stderr)
 	}
-	if r.stdout != echoReply || r.stderr != "" {
-		t.Errorf("prompt printed\n%s\nstderr %q, want\n%s", r.stdout, r.stderr, echoReply)
+	// The test agent echoes a prompt that is no script.
+	if want := "echo: hi there\n"; r.stdout != want || r.stderr != "" {
+		t.Errorf("prompt printed %q, stderr %q, want %q", r.stdout, r.stderr, want)
 	}
 	// The session did not exist: prompt opened it with the default agent.
-	info, ok := e.backend.Session(ns, "main")
-	if !ok || info.Agent != cli.DefaultAgent {
-		t.Errorf("session main = %+v, %v; want it opened with agent %s", info, ok, cli.DefaultAgent)
+	open, _ := e.LastRequest(events.OpOpenSession).(*events.AcpOpenSessionRequest)
+	if open == nil || open.Agent != cli.DefaultAgent || open.SessionID == nil || *open.SessionID != "main" {
+		t.Errorf("open request = %+v, want session main opened with agent %s", open, cli.DefaultAgent)
 	}
-	req, _ := e.backend.LastRequest(events.OpPrompt).(*events.AcpPromptRequest)
+	req, _ := e.LastRequest(events.OpPrompt).(*events.AcpPromptRequest)
 	if req == nil || string(req.Content) != `[{"text":"hi there","type":"text"}]` || req.IdempotencyKey != nil {
 		t.Errorf("prompt request = %+v, want one text block \"hi there\" without a key", req)
 	}
 
 	// A second prompt prints only its own turn, from the stdin form.
-	r = e.run(t.Context(), "again\n", "prompt", "-", "--idempotency-key", "k2")
-	if r.err != nil || r.stdout != echoReply {
-		t.Errorf("second prompt = %v, printed\n%s\nwant\n%s", r.err, r.stdout, echoReply)
+	r = e.run(t.Context(), toolTurn+"\n", "prompt", "-", "--idempotency-key", "k2")
+	if r.err != nil || r.stdout != toolReply {
+		t.Errorf("second prompt = %v, printed\n%s\nwant\n%s", r.err, r.stdout, toolReply)
 	}
-	req, _ = e.backend.LastRequest(events.OpPrompt).(*events.AcpPromptRequest)
-	if req == nil || string(req.Content) != `[{"text":"again\n","type":"text"}]` || req.IdempotencyKey == nil || *req.IdempotencyKey != "k2" {
+	req, _ = e.LastRequest(events.OpPrompt).(*events.AcpPromptRequest)
+	if req == nil || !strings.Contains(string(req.Content), `"text":"tool call_1`) || req.IdempotencyKey == nil || *req.IdempotencyKey != "k2" {
 		t.Errorf("prompt request = %+v, want the stdin text and key k2", req)
+	}
+	if n := e.Calls(events.OpOpenSession); n != 1 {
+		t.Errorf("open_session calls = %d, want 1: the second prompt found main open", n)
 	}
 }
 
@@ -131,57 +108,27 @@ func TestPromptPrintsTheReplyLive(t *testing.T) {
 func TestPromptStreamsBeforeTheTurnEnds(t *testing.T) {
 	e := newEnv(t)
 	var stdout, stderr testutil.Buffer
-	streamed := func() bool { return strings.Contains(stdout.String(), "Thinking") }
-	e.backend.OnPrompt(func(ctx context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
-		after, err := turn.Append(gatewaytest.TextChunk("user_message_chunk", "hi"))
-		if err != nil {
-			return nil, err
-		}
-		if err := turn.Delta(after, gatewaytest.TextChunk("agent_message_chunk", "Thinking")); err != nil {
-			return nil, err
-		}
-		// The turn goes on until the client has shown the delta.
-		for !streamed() {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-		if err := turn.Delta(after, gatewaytest.TextChunk("agent_message_chunk", "... done")); err != nil {
-			return nil, err
-		}
-		if _, err := turn.Append(gatewaytest.TextChunk("agent_message_chunk", "Thinking... done")); err != nil {
-			return nil, err
-		}
-		return &events.AcpPromptResponse{SessionID: "main", StopReason: "end_turn"}, nil
-	})
-	err := execute(t.Context(), map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr, "prompt", "hi")
-	if err != nil || stdout.String() != "Thinking... done\n" {
+	done := make(chan error, 1)
+	go func() {
+		// The turn goes on only once the client has shown the first chunk.
+		done <- execute(t.Context(), map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr,
+			"prompt", "say Thinking\npause p1\nsay \"... done\"")
+	}()
+	e.paused("p1")
+	testutil.Eventually(t, "the streamed chunk", func() bool { return strings.Contains(stdout.String(), "Thinking") })
+	e.release("p1")
+	if err := <-done; err != nil || stdout.String() != "Thinking... done\n" {
 		t.Errorf("prompt = %v, printed %q, want %q", err, stdout.String(), "Thinking... done\n")
 	}
 }
 
-// TestPromptCompletesFromTheDurableMessage: deltas cover only part of the
-// reply; the rest is printed from the durable completed message.
+// TestPromptCompletesFromTheDurableMessage: a turn's messages are printed
+// whole, thoughts are not, and a stop reason other than end_turn is shown.
 func TestPromptCompletesFromTheDurableMessage(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "other")
-	e.backend.OnPrompt(func(_ context.Context, turn *gatewaytest.Turn) (*events.AcpPromptResponse, error) {
-		after, err := turn.Append(`{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hmm"}}`)
-		if err != nil {
-			return nil, err
-		}
-		// Deltas of half the message, then the durable message.
-		if err := turn.Delta(after, gatewaytest.TextChunk("agent_message_chunk", "Partial ")); err != nil {
-			return nil, err
-		}
-		if _, err := turn.Append(gatewaytest.TextChunk("agent_message_chunk", "Partial reply.\nSecond line.")); err != nil {
-			return nil, err
-		}
-		return &events.AcpPromptResponse{SessionID: "s1", StopReason: "max_tokens"}, nil
-	})
-	r := e.run(t.Context(), "", "prompt", "-s", "s1", "go")
+	e.open("s1", "plain")
+	opens := e.Calls(events.OpOpenSession)
+	r := e.run(t.Context(), "", "prompt", "-s", "s1", "think hmm\nsay \"Partial \"\nsay \"reply.\\nSecond line.\"\nstop max_tokens")
 	if r.err != nil {
 		t.Fatalf("prompt: %v", r.err)
 	}
@@ -192,18 +139,15 @@ func TestPromptCompletesFromTheDurableMessage(t *testing.T) {
 		t.Errorf("stderr = %q, want %q", r.stderr, want)
 	}
 	// The existing session was used, not reopened with the default agent.
-	if n := e.backend.Calls(events.OpOpenSession); n != 0 {
-		t.Errorf("open_session calls = %d, want 0", n)
+	if n := e.Calls(events.OpOpenSession); n != opens {
+		t.Errorf("open_session calls = %d, want %d", n, opens)
 	}
 }
 
 func TestPromptErrors(t *testing.T) {
 	e := newEnv(t)
-	r := e.run(t.Context(), "", "prompt", "fail")
+	r := e.run(t.Context(), "", "prompt", "crash 3")
 	wantCode(t, r.err, "adapter_exited")
-	if !strings.Contains(r.err.Error(), "the demo agent exited") {
-		t.Errorf("err = %v, want the gateway's message", r.err)
-	}
 	wantCode(t, e.run(t.Context(), "", "prompt", "-s", "bad.id", "hi").err, "invalid_session_id")
 	wantCode(t, e.run(t.Context(), "", "prompt", "-s", "s2", "--agent", "nope", "hi").err, "unknown_agent")
 	if r := e.run(t.Context(), "  \n", "prompt", "-"); r.err == nil {
@@ -213,16 +157,17 @@ func TestPromptErrors(t *testing.T) {
 
 func TestOpen(t *testing.T) {
 	e := newEnv(t)
-	r := e.run(t.Context(), "", "open", "-s", "work", "--cwd", "/src", "--permission-policy", "ask")
+	cwd := e.workDir("src")
+	r := e.run(t.Context(), "", "open", "-s", "work", "--cwd", cwd, "--permission-policy", "ask")
 	if r.err != nil || r.stdout != "session work is open\n" {
 		t.Fatalf("open = %v, printed %q", r.err, r.stdout)
 	}
-	req, _ := e.backend.LastRequest(events.OpOpenSession).(*events.AcpOpenSessionRequest)
-	if req == nil || req.Agent != "demo" || req.Cwd == nil || *req.Cwd != "/src" ||
+	req, _ := e.LastRequest(events.OpOpenSession).(*events.AcpOpenSessionRequest)
+	if req == nil || req.Agent != "demo" || req.Cwd == nil || *req.Cwd != cwd ||
 		req.PermissionPolicy == nil || *req.PermissionPolicy != "ask" || *req.SessionID != "work" {
-		t.Errorf("open request = %+v, want agent demo, cwd /src, policy ask, session work", req)
+		t.Errorf("open request = %+v, want agent demo, cwd %s, policy ask, session work", req, cwd)
 	}
-	wantCode(t, e.run(t.Context(), "", "open", "-s", "work", "--agent", "other").err, "session_conflict")
+	wantCode(t, e.run(t.Context(), "", "open", "-s", "work", "--agent", "plain").err, "session_conflict")
 	wantCode(t, e.run(t.Context(), "", "open", "--permission-policy", "yolo").err, "invalid_request")
 }
 
@@ -241,10 +186,19 @@ func TestServerFlagWinsOverEnvironment(t *testing.T) {
 
 func TestHistory(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "main", "demo")
-	s1 := e.backend.Append(ns, "main", gatewaytest.TextChunk("user_message_chunk", "hi"))
-	s2 := e.backend.Append(ns, "main", `{"sessionUpdate":"tool_call","toolCallId":"c1","title":"Run tests","status":"pending"}`)
-	s3 := e.backend.Append(ns, "main", gatewaytest.TextChunk("agent_message_chunk", "Done.\nAll green."))
+	e.open("main", "plain")
+	// A turn that stores three public events: the user message, the tool
+	// call and the agent's message.
+	script := "update {\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"c1\",\"title\":\"Run tests\",\"status\":\"pending\"}\n" +
+		"say \"Done.\\nAll green.\""
+	if r := e.run(t.Context(), "", "prompt", script); r.err != nil {
+		t.Fatalf("prompt: %v", r.err)
+	}
+	seqs := e.eventsOf("main")
+	if len(seqs) != 3 {
+		t.Fatalf("the turn stored events %v, want 3", seqs)
+	}
+	s1, s2, s3 := seqs[0], seqs[1], seqs[2]
 
 	r := e.run(t.Context(), "", "history", "--json")
 	if r.err != nil {
@@ -254,7 +208,7 @@ func TestHistory(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("history --json printed %d lines, want 3:\n%s", len(lines), r.stdout)
 	}
-	for i, seq := range []uint64{s1, s2, s3} {
+	for i, seq := range seqs {
 		var ev struct {
 			Sequence   uint64 `json:"sequence"`
 			Durability string `json:"durability"`
@@ -285,23 +239,41 @@ func TestHistory(t *testing.T) {
 
 func TestEventsFollowsUntilInterrupted(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "main", "demo")
-	s1 := e.backend.Append(ns, "main", gatewaytest.TextChunk("user_message_chunk", "one"))
-	s2 := e.backend.Append(ns, "main", gatewaytest.TextChunk("agent_message_chunk", "two"))
+	e.open("main", "plain")
+	if r := e.run(t.Context(), "", "prompt", "say two"); r.err != nil {
+		t.Fatalf("prompt: %v", r.err)
+	}
+	seqs := e.eventsOf("main") // the user message, then "two"
+	if len(seqs) != 2 {
+		t.Fatalf("the turn stored events %v, want 2", seqs)
+	}
 
 	ctx, cancel := context.WithCancel(t.Context())
 	var stdout, stderr testutil.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- execute(ctx, map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr, "events", "--after", strconv.FormatUint(s1, 10))
+		done <- execute(ctx, map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr, "events", "--after", strconv.FormatUint(seqs[0], 10))
 	}()
 	testutil.Eventually(t, "the backfilled event", func() bool { return strings.Count(stdout.String(), "\n") == 1 })
-	e.backend.Delta(ns, "main", s2, gatewaytest.TextChunk("agent_message_chunk", "th"))
-	s3 := e.backend.Append(ns, "main", gatewaytest.TextChunk("agent_message_chunk", "three"))
-	testutil.Eventually(t, "the live events", func() bool { return strings.Count(stdout.String(), "\n") == 3 })
+	// A turn that stands at a pause point once its first chunk is sent: the
+	// chunk's delta is live before the turn ends, and the message that
+	// holds it is durable after.
+	turn := make(chan result, 1)
+	go func() { turn <- e.run(t.Context(), "", "prompt", "say three\npause p1") }()
+	e.paused("p1")
+	testutil.Eventually(t, "the user message and the delta", func() bool { return strings.Count(stdout.String(), "\n") == 3 })
+	e.release("p1")
+	if r := <-turn; r.err != nil {
+		t.Fatalf("prompt: %v", r.err)
+	}
+	testutil.Eventually(t, "the completed message", func() bool { return strings.Count(stdout.String(), "\n") == 4 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("events = %v after interrupt, want nil", err)
+	}
+	seqs = e.eventsOf("main")
+	if len(seqs) != 4 {
+		t.Fatalf("the turns stored events %v, want 4", seqs)
 	}
 	var got []string
 	for line := range strings.SplitSeq(strings.TrimSuffix(stdout.String(), "\n"), "\n") {
@@ -315,7 +287,8 @@ func TestEventsFollowsUntilInterrupted(t *testing.T) {
 		}
 		got = append(got, ev.Durability+"@"+strconv.FormatUint(ev.Sequence+ev.AfterSequence, 10))
 	}
-	want := []string{"durable@" + strconv.FormatUint(s2, 10), "ephemeral@" + strconv.FormatUint(s2, 10), "durable@" + strconv.FormatUint(s3, 10)}
+	want := []string{"durable@" + strconv.FormatUint(seqs[1], 10), "durable@" + strconv.FormatUint(seqs[2], 10),
+		"ephemeral@" + strconv.FormatUint(seqs[2], 10), "durable@" + strconv.FormatUint(seqs[3], 10)}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("events printed %v, want %v", got, want)
 	}
@@ -369,26 +342,29 @@ func TestEventsResumesWhenUnavailable(t *testing.T) {
 // TestEventsReportsStreamErrors: an error event other than unavailable
 // ends the command with that error.
 func TestEventsReportsStreamErrors(t *testing.T) {
-	e := newEnv(t, gatewaytest.WithMaxEventsPerSession(2))
-	e.backend.CreateSession(ns, "main", "demo")
-	e.backend.Append(ns, "main", gatewaytest.TextChunk("user_message_chunk", "one"))
+	e := newEnv(t, withMaxEvents(2))
+	e.open("main", "plain")
+	// The turns run over NATS: a prompt command would itself read the
+	// history that the bound prunes.
+	say := func(text string) { t.Helper(); e.turn("main", "say "+text) }
+	say("one")
 	var stdout, stderr testutil.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- execute(t.Context(), map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr, "events")
 	}()
-	testutil.Eventually(t, "the first event", func() bool { return strings.Count(stdout.String(), "\n") == 1 })
+	testutil.Eventually(t, "the first turn's events", func() bool { return strings.Count(stdout.String(), "\n") == 2 })
 	// Records the stream misses and history prunes: a gap it cannot fill.
-	e.backend.WithoutTail(func() {
-		for _, text := range []string{"two", "three", "four"} {
-			e.backend.Append(ns, "main", gatewaytest.TextChunk("user_message_chunk", text))
+	e.WithoutTail(func() {
+		for _, text := range []string{"two", "three"} {
+			say(text)
 		}
 	})
-	e.backend.Append(ns, "main", gatewaytest.TextChunk("user_message_chunk", "five"))
+	say("four")
 	select {
 	case err := <-done:
 		wantCode(t, err, "cursor_expired")
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("events still running after the stream failed")
 	}
 }
@@ -396,7 +372,9 @@ func TestEventsReportsStreamErrors(t *testing.T) {
 func TestAgents(t *testing.T) {
 	e := newEnv(t)
 	r := e.run(t.Context(), "", "agents")
-	if want := "demo\tinstalled\t/usr/local/bin/skein-demo-agent\nother\tnot installed\tother-agent\n"; r.err != nil || r.stdout != want {
+	// Sorted by ID; the test binary stands in for the test agent.
+	want := "demo\tinstalled\t" + e.exe + "\nother\tnot installed\tskein-no-such-agent\nplain\tinstalled\t" + e.exe + "\n"
+	if r.err != nil || r.stdout != want {
 		t.Errorf("agents = %v, printed %q, want %q", r.err, r.stdout, want)
 	}
 
@@ -405,11 +383,15 @@ func TestAgents(t *testing.T) {
 		t.Fatalf("agents --json: %v", r.err)
 	}
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-	want := gatewaytest.DefaultAgents()
-	if len(lines) != len(want) {
-		t.Fatalf("agents --json printed %d lines, want %d:\n%s", len(lines), len(want), r.stdout)
+	wantJSON := []events.AcpAgentEntry{
+		{ID: "demo", Installed: true, AdapterEntrypoint: e.exe},
+		{ID: "other", Installed: false, AdapterEntrypoint: "skein-no-such-agent"},
+		{ID: "plain", Installed: true, AdapterEntrypoint: e.exe},
 	}
-	for i, w := range want {
+	if len(lines) != len(wantJSON) {
+		t.Fatalf("agents --json printed %d lines, want %d:\n%s", len(lines), len(wantJSON), r.stdout)
+	}
+	for i, w := range wantJSON {
 		var got struct {
 			ID                string `json:"id"`
 			Installed         bool   `json:"installed"`
@@ -420,13 +402,18 @@ func TestAgents(t *testing.T) {
 		}
 	}
 
-	e.backend.SetAgents(nil)
-	if r := e.run(t.Context(), "", "agents"); r.err != nil || r.stdout != "" {
-		t.Errorf("agents without agents = %v, printed %q, want nothing", r.err, r.stdout)
-	}
 	if r := e.run(t.Context(), "", "agents", "-s", "main"); r.err == nil {
 		t.Error("agents -s succeeded: the command addresses no session")
 	}
-	e.backend.StopHistory()
+	e.StopHistory()
 	wantCode(t, e.run(t.Context(), "", "agents").err, "unavailable")
+}
+
+// TestAgentsNone: no runner, no agents: nothing is printed.
+func TestAgentsNone(t *testing.T) {
+	e := newEnv(t, withoutBackend)
+	e.answerWith(events.OpListAgents, &events.AcpListAgentsResponse{})
+	if r := e.run(t.Context(), "", "agents"); r.err != nil || r.stdout != "" {
+		t.Errorf("agents without agents = %v, printed %q, want nothing", r.err, r.stdout)
+	}
 }

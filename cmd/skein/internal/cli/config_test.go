@@ -1,12 +1,17 @@
 package cli_test
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 
 	"skein.dev/pkg/events"
-	"skein.dev/services/gateway/gatewaytest"
+)
+
+// The demo agent's config options, as the test agent reports them, and
+// what config prints of them.
+const (
+	demoOptions = `[{"id":"mode","name":"Mode","description":"Session permission mode","category":"mode","type":"select","currentValue":"default","options":[{"value":"default","name":"Default","description":"Ask before running tools"},{"value":"plan","name":"Plan","description":"Plan only, change nothing"},{"value":"yolo","name":"YOLO","description":"Never ask"}]},{"id":"model","name":"Model","description":"Model to use","category":"model","type":"select","currentValue":"test-small","options":[{"value":"test-small","name":"Test Small","description":"Fast and small"},{"value":"test-large","name":"Test Large","description":"Slow and large"}]}]`
+	demoConfig  = "mode\tdefault\tdefault,plan,yolo\nmodel\ttest-small\ttest-small,test-large\n"
 )
 
 func TestConfig(t *testing.T) {
@@ -14,48 +19,46 @@ func TestConfig(t *testing.T) {
 	wantCode(t, e.run(t.Context(), "", "config", "-s", "nobody").err, "session_not_found")
 	wantCode(t, e.run(t.Context(), "", "config", "-s", "bad.id").err, "invalid_session_id")
 
-	e.backend.CreateSession(ns, "main", "demo")
-	const initial = "mode\task\task,code\nweb_search\tfalse\n"
-	if r := e.run(t.Context(), "", "config"); r.err != nil || r.stdout != initial {
-		t.Errorf("config = %v, printed %q, want %q", r.err, r.stdout, initial)
+	e.open("main", "demo")
+	if r := e.run(t.Context(), "", "config"); r.err != nil || r.stdout != demoConfig {
+		t.Errorf("config = %v, printed %q, want %q", r.err, r.stdout, demoConfig)
 	}
-	req, _ := e.backend.LastRequest(events.OpGetSessionConfig).(*events.AcpGetSessionConfigRequest)
+	req, _ := e.LastRequest(events.OpGetSessionConfig).(*events.AcpGetSessionConfigRequest)
 	if req == nil || req.SessionID == nil || *req.SessionID != "main" {
 		t.Errorf("config request = %+v, want session main", req)
 	}
-	if r := e.run(t.Context(), "", "config", "--json"); r.err != nil || r.stdout != `{"revision":0,"options":`+gatewaytest.DefaultConfigOptions+"}\n" {
+	if r := e.run(t.Context(), "", "config", "--json"); r.err != nil || r.stdout != `{"revision":1,"options":`+demoOptions+"}\n" {
 		t.Errorf("config --json = %v, printed %q", r.err, r.stdout)
 	}
 
 	// No options: nothing printed.
-	e.backend.CreateSession(ns, "s1", "demo")
-	e.backend.SetConfigOptions(ns, "s1", `[]`)
+	e.open("s1", "plain")
 	if r := e.run(t.Context(), "", "config", "-s", "s1"); r.err != nil || r.stdout != "" {
 		t.Errorf("config without options = %v, printed %q, want nothing", r.err, r.stdout)
 	}
 	if r := e.run(t.Context(), "", "config", "extra"); r.err == nil {
 		t.Error("config with an argument succeeded")
 	}
-	e.backend.StopHistory()
+	e.StopHistory()
 	wantCode(t, e.run(t.Context(), "", "config").err, "unavailable")
 }
 
 func TestConfigSet(t *testing.T) {
 	e := newEnv(t)
-	wantCode(t, e.run(t.Context(), "", "config", "set", "mode", "code", "-s", "nobody").err, "session_not_found")
+	wantCode(t, e.run(t.Context(), "", "config", "set", "mode", "plan", "-s", "nobody").err, "session_not_found")
 
-	e.backend.CreateSession(ns, "s1", "demo")
+	e.open("s1", "demo")
 	// A string, and the whole new collection printed.
-	if r := e.run(t.Context(), "", "config", "set", "mode", "code", "-s", "s1"); r.err != nil || r.stdout != "mode\tcode\task,code\nweb_search\tfalse\n" {
-		t.Errorf("config set mode code = %v, printed %q", r.err, r.stdout)
+	if r := e.run(t.Context(), "", "config", "set", "mode", "plan", "-s", "s1"); r.err != nil || r.stdout != "mode\tplan\tdefault,plan,yolo\nmodel\ttest-small\ttest-small,test-large\n" {
+		t.Errorf("config set mode plan = %v, printed %q", r.err, r.stdout)
 	}
-	req, _ := e.backend.LastRequest(events.OpSetSessionConfigOption).(*events.AcpSetSessionConfigOptionRequest)
-	if req == nil || req.SessionID == nil || *req.SessionID != "s1" || req.ConfigID != "mode" || string(req.Value) != `"code"` {
-		t.Errorf("set request = %+v, want session s1, mode, \"code\"", req)
+	req, _ := e.LastRequest(events.OpSetSessionConfigOption).(*events.AcpSetSessionConfigOptionRequest)
+	if req == nil || req.SessionID == nil || *req.SessionID != "s1" || req.ConfigID != "mode" || string(req.Value) != `"plan"` {
+		t.Errorf("set request = %+v, want session s1, mode, \"plan\"", req)
 	}
 
-	// true and false are booleans; --json prints the reply.
-	r := e.run(t.Context(), "", "config", "set", "web_search", "true", "-s", "s1", "--json")
+	// --json prints the reply.
+	r := e.run(t.Context(), "", "config", "set", "model", "test-large", "-s", "s1", "--json")
 	var got struct {
 		Revision uint64 `json:"revision"`
 		Options  []struct {
@@ -63,28 +66,22 @@ func TestConfigSet(t *testing.T) {
 			CurrentValue json.RawMessage `json:"currentValue"`
 		} `json:"options"`
 	}
-	if r.err != nil || json.Unmarshal([]byte(r.stdout), &got) != nil || got.Revision != 2 || len(got.Options) != 2 || string(got.Options[1].CurrentValue) != "true" {
-		t.Errorf("config set web_search true --json = %v, printed %q, want revision 2 and web_search true", r.err, r.stdout)
+	if r.err != nil || json.Unmarshal([]byte(r.stdout), &got) != nil || got.Revision != 3 || len(got.Options) != 2 || string(got.Options[1].CurrentValue) != `"test-large"` {
+		t.Errorf("config set model test-large --json = %v, printed %q, want revision 3 and model test-large", r.err, r.stdout)
 	}
-	req, _ = e.backend.LastRequest(events.OpSetSessionConfigOption).(*events.AcpSetSessionConfigOptionRequest)
+
+	// true and false are booleans, and what the agent rejects is
+	// adapter_error: the test agent has no boolean option.
+	wantCode(t, e.run(t.Context(), "", "config", "set", "mode", "true", "-s", "s1").err, "adapter_error")
+	req, _ = e.LastRequest(events.OpSetSessionConfigOption).(*events.AcpSetSessionConfigOptionRequest)
 	if req == nil || string(req.Value) != "true" {
 		t.Errorf("set request = %+v, want value true", req)
 	}
-
-	// What the agent rejects is adapter_error.
-	wantCode(t, e.run(t.Context(), "", "config", "set", "web_search", "yes", "-s", "s1").err, "adapter_error")
-	wantCode(t, e.run(t.Context(), "", "config", "set", "mode", "false", "-s", "s1").err, "adapter_error")
-	// A scripted answer is printed as it is.
-	e.backend.OnSetConfig(func(context.Context, events.Namespace, *events.AcpSetSessionConfigOptionRequest) (*events.AcpSessionConfigResponse, error) {
-		return &events.AcpSessionConfigResponse{Revision: 7, Options: events.JSON(`[{"id":"effort","type":"select","currentValue":"high","options":[]},{"id":"n","type":"number","currentValue":3}]`)}, nil
-	})
-	if r := e.run(t.Context(), "", "config", "set", "effort", "high", "-s", "s1"); r.err != nil || r.stdout != "effort\thigh\t\nn\t3\n" {
-		t.Errorf("config set effort high = %v, printed %q", r.err, r.stdout)
-	}
+	wantCode(t, e.run(t.Context(), "", "config", "set", "mode", "nope", "-s", "s1").err, "adapter_error")
 	// The gateway refuses a bad config ID before NATS.
-	calls := e.backend.Calls(events.OpSetSessionConfigOption)
-	wantCode(t, e.run(t.Context(), "", "config", "set", "mo de", "code", "-s", "s1").err, "invalid_request")
-	if n := e.backend.Calls(events.OpSetSessionConfigOption); n != calls {
+	calls := e.Calls(events.OpSetSessionConfigOption)
+	wantCode(t, e.run(t.Context(), "", "config", "set", "mo de", "plan", "-s", "s1").err, "invalid_request")
+	if n := e.Calls(events.OpSetSessionConfigOption); n != calls {
 		t.Errorf("a bad config ID reached NATS: %d calls, want %d", n, calls)
 	}
 	if r := e.run(t.Context(), "", "config", "set", "mode"); r.err == nil {
@@ -92,34 +89,59 @@ func TestConfigSet(t *testing.T) {
 	}
 }
 
+// TestConfigSetPrintsAnyOption: options of other types than the test
+// agent's (a number, a select without choices) are printed as they are. A
+// stand-in for the session service gives them.
+func TestConfigSetPrintsAnyOption(t *testing.T) {
+	e := newEnv(t, withoutBackend)
+	e.answerWith(events.OpSetSessionConfigOption, &events.AcpSessionConfigResponse{Revision: 7, Options: events.JSON(
+		`[{"id":"effort","type":"select","currentValue":"high","options":[]},{"id":"n","type":"number","currentValue":3}]`)})
+	if r := e.run(t.Context(), "", "config", "set", "effort", "high", "-s", "s1"); r.err != nil || r.stdout != "effort\thigh\t\nn\t3\n" {
+		t.Errorf("config set effort high = %v, printed %q", r.err, r.stdout)
+	}
+}
+
+// The test agent's agent info and capabilities, as the demo agent
+// reports them.
+const (
+	demoAgentInfo    = `{"name":"skein-testagent","title":"Skein test agent","version":"1.0.0"}`
+	demoCapabilities = `{"loadSession":true,"promptCapabilities":{"image":true,"audio":true,"embeddedContext":true},` +
+		`"mcpCapabilities":{"http":false,"sse":false},"sessionCapabilities":{"resume":{},"close":{}}}`
+)
+
 func TestInfo(t *testing.T) {
 	e := newEnv(t)
 	wantCode(t, e.run(t.Context(), "", "info", "-s", "nobody").err, "session_not_found")
 
-	e.backend.CreateSession(ns, "s1", "demo")
-	want := "agentInfo: " + gatewaytest.DefaultAgentInfo + "\ncapabilities: " + gatewaytest.DefaultCapabilities + "\n"
+	e.open("s1", "demo")
+	opens := e.Calls(events.OpOpenSession)
+	want := "agentInfo: " + demoAgentInfo + "\ncapabilities: " + demoCapabilities + "\n"
 	if r := e.run(t.Context(), "", "info", "-s", "s1"); r.err != nil || r.stdout != want {
 		t.Errorf("info = %v, printed %q, want %q", r.err, r.stdout, want)
 	}
-	ai, _ := e.backend.LastRequest(events.OpGetSessionAgentInfo).(*events.AcpGetSessionAgentInfoRequest)
-	caps, _ := e.backend.LastRequest(events.OpGetSessionCapabilities).(*events.AcpGetSessionCapabilitiesRequest)
+	ai, _ := e.LastRequest(events.OpGetSessionAgentInfo).(*events.AcpGetSessionAgentInfoRequest)
+	caps, _ := e.LastRequest(events.OpGetSessionCapabilities).(*events.AcpGetSessionCapabilitiesRequest)
 	if ai == nil || caps == nil || ai.SessionID == nil || *ai.SessionID != "s1" || caps.SessionID == nil || *caps.SessionID != "s1" {
 		t.Errorf("requests = %+v and %+v, want session s1", ai, caps)
 	}
-	want = `{"agentInfo":` + gatewaytest.DefaultAgentInfo + `,"capabilities":` + gatewaytest.DefaultCapabilities + "}\n"
+	want = `{"agentInfo":` + demoAgentInfo + `,"capabilities":` + demoCapabilities + "}\n"
 	if r := e.run(t.Context(), "", "info", "-s", "s1", "--json"); r.err != nil || r.stdout != want {
 		t.Errorf("info --json = %v, printed %q, want %q", r.err, r.stdout, want)
 	}
+	if n := e.Calls(events.OpOpenSession); n != opens {
+		t.Errorf("info opened a session: %d open calls, want %d", n, opens)
+	}
+	e.StopHistory()
+	wantCode(t, e.run(t.Context(), "", "info", "-s", "s1").err, "unavailable")
+}
 
-	// Unknown: null.
-	e.backend.SetAgentInfo(ns, "s1", "")
-	e.backend.SetCapabilities(ns, "s1", "")
+// TestInfoUnknown: a session whose agent never said either is printed
+// null. A stand-in for the service gives that answer.
+func TestInfoUnknown(t *testing.T) {
+	e := newEnv(t, withoutBackend)
+	e.answerWith(events.OpGetSessionAgentInfo, &events.AcpSessionAgentInfoResponse{})
+	e.answerWith(events.OpGetSessionCapabilities, &events.AcpSessionCapabilitiesResponse{})
 	if r := e.run(t.Context(), "", "info", "-s", "s1"); r.err != nil || r.stdout != "agentInfo: null\ncapabilities: null\n" {
 		t.Errorf("info without either = %v, printed %q", r.err, r.stdout)
 	}
-	if n := e.backend.Calls(events.OpOpenSession); n != 0 {
-		t.Errorf("info opened a session: %d open calls", n)
-	}
-	e.backend.StopHistory()
-	wantCode(t, e.run(t.Context(), "", "info", "-s", "s1").err, "unavailable")
 }

@@ -9,13 +9,12 @@ import (
 
 func TestRename(t *testing.T) {
 	e := newEnv(t)
-	e.backend.CreateSession(ns, "s1", "demo")
+	e.open("s1", "plain")
 	r := e.run(t.Context(), "", "rename", "-s", "s1", "Fix", "the", " build ")
 	if r.err != nil || r.stdout != "session s1 is now \"Fix the  build\"\n" {
 		t.Fatalf("rename = %v, printed %q", r.err, r.stdout)
 	}
-	info, ok := e.backend.Session(ns, "s1")
-	if !ok || info.Title == nil || *info.Title != "Fix the  build" {
+	if info := e.meta("s1").Info; info.Title == nil || *info.Title != "Fix the  build" {
 		t.Errorf("s1 after the rename = %+v, want the title %q", info, "Fix the  build")
 	}
 
@@ -32,7 +31,7 @@ func TestRename(t *testing.T) {
 			t.Errorf("rename %q = %v, want %s", args, err, events.CodeInvalidRequest)
 		}
 	}
-	if n := e.backend.Calls(events.OpRenameSession); n != 1 {
+	if n := e.Calls(events.OpRenameSession); n != 1 {
 		t.Errorf("the gateway passed on %d renames, want 1", n)
 	}
 	if err := e.run(t.Context(), "", "rename", "-s", "s1").err; err == nil {
