@@ -124,6 +124,9 @@ func TestPromptStreamsBeforeTheTurnEnds(t *testing.T) {
 
 // TestPromptCompletesFromTheDurableMessage: a turn's messages are printed
 // whole, thoughts are not, and a stop reason other than end_turn is shown.
+// That the printer completes a message whose deltas it missed from the
+// durable message is TestPrinter's: the real services cannot be made to
+// drop a delta on cue.
 func TestPromptCompletesFromTheDurableMessage(t *testing.T) {
 	e := newEnv(t)
 	e.open("s1", "plain")
@@ -148,6 +151,9 @@ func TestPromptErrors(t *testing.T) {
 	e := newEnv(t)
 	r := e.run(t.Context(), "", "prompt", "crash 3")
 	wantCode(t, r.err, "adapter_exited")
+	if !strings.Contains(r.err.Error(), "the agent exited during the turn") {
+		t.Errorf("err = %v, want the gateway's message", r.err)
+	}
 	wantCode(t, e.run(t.Context(), "", "prompt", "-s", "bad.id", "hi").err, "invalid_session_id")
 	wantCode(t, e.run(t.Context(), "", "prompt", "-s", "s2", "--agent", "nope", "hi").err, "unknown_agent")
 	if r := e.run(t.Context(), "  \n", "prompt", "-"); r.err == nil {
