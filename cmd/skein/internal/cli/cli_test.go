@@ -361,9 +361,12 @@ func TestEventsReportsStreamErrors(t *testing.T) {
 	}()
 	testutil.Eventually(t, "the first turn's events", func() bool { return strings.Count(stdout.String(), "\n") == 2 })
 	// Records the stream misses and history prunes: a gap it cannot fill.
+	// These turns write public events and no delta: a delta would send
+	// the gateway's feed to read the log before the pruning, and it
+	// would fill the gap.
 	e.WithoutTail(func() {
-		for _, text := range []string{"two", "three"} {
-			say(text)
+		for _, step := range []string{"two", "three"} {
+			e.turn("main", "plan "+step)
 		}
 	})
 	say("four")
