@@ -1,13 +1,13 @@
 package natsmetrics_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
 	"skein.dev/internal/natsmetrics"
@@ -16,36 +16,37 @@ import (
 	"skein.dev/pkg/events/eventlog"
 )
 
-// gather returns every series of reg as name → label values joined → value.
-func gather(t *testing.T, reg *prometheus.Registry) map[string]map[string]float64 {
+// gather scrapes reg once: the stream collector asks the server for each
+// scrape, so a test reads all it checks from one.
+func gather(t *testing.T, reg *prometheus.Registry) []*dto.MetricFamily {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]map[string]float64{}
-	for _, mf := range mfs {
-		series := map[string]float64{}
-		for _, m := range mf.GetMetric() {
-			var key strings.Builder
-			for _, l := range m.GetLabel() {
-				key.WriteString(l.GetName() + "=" + l.GetValue() + ",")
-			}
-			series[key.String()] = value(m)
-		}
-		out[mf.GetName()] = series
-	}
-	return out
+	return mfs
 }
 
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.GetGauge() != nil:
-		return m.GetGauge().GetValue()
-	case m.GetCounter() != nil:
-		return m.GetCounter().GetValue()
+// series is the value of the series of name with labels in mfs, and
+// whether there is one.
+func series(mfs []*dto.MetricFamily, name string, labels ...string) (float64, bool) {
+	return testutil.SeriesIn(mfs, name, labels...)
+}
+
+// family is the family name in mfs, for a failure's message.
+func family(mfs []*dto.MetricFamily, name string) *dto.MetricFamily {
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf
+		}
 	}
-	return 0
+	return nil
+}
+
+// val is series without the presence.
+func val(mfs []*dto.MetricFamily, name string, labels ...string) float64 {
+	v, _ := series(mfs, name, labels...)
+	return v
 }
 
 func TestConn(t *testing.T) {
@@ -66,22 +67,22 @@ func TestConn(t *testing.T) {
 	}
 	got := gather(t, reg)
 	for _, svc := range []string{natsmetrics.ServiceGateway, natsmetrics.ServiceSession} {
-		if v := got["acp_nats_connected"]["service="+svc+","]; v != 1 {
+		if v := val(got, "acp_nats_connected", "service", svc); v != 1 {
 			t.Errorf("acp_nats_connected{service=%s} = %v, want 1", svc, v)
 		}
 	}
-	if len(got["acp_nats_connected"]) != 2 {
-		t.Errorf("acp_nats_connected has %d series, want 2", len(got["acp_nats_connected"]))
+	if n, err := promtest.GatherAndCount(reg, "acp_nats_connected"); n != 2 || err != nil {
+		t.Errorf("acp_nats_connected has %d series (%v), want 2", n, err)
 	}
-	if v := got["acp_nats_out_msgs_total"]["service=gateway,"]; v < 1 {
+	if v := val(got, "acp_nats_out_msgs_total", "service", "gateway"); v < 1 {
 		t.Errorf("gateway out msgs %v, want at least 1", v)
 	}
-	if _, ok := got["acp_nats_reconnects_total"]["service=session,"]; !ok {
+	if _, ok := series(got, "acp_nats_reconnects_total", "service", "session"); !ok {
 		t.Error("no acp_nats_reconnects_total for the session service")
 	}
 
 	sess.Close()
-	if v := gather(t, reg)["acp_nats_connected"]["service=session,"]; v != 0 {
+	if v := val(gather(t, reg), "acp_nats_connected", "service", "session"); v != 0 {
 		t.Errorf("a closed connection reports connected %v, want 0", v)
 	}
 }
@@ -98,11 +99,11 @@ func TestStreams(t *testing.T) {
 
 	// Before provisioning no stream exists: nothing but the errors.
 	got := gather(t, reg)
-	if n := got["acp_stream_info_errors_total"][""]; n != float64(len(natsmetrics.StreamNames())) {
+	if n := val(got, "acp_stream_info_errors_total"); n != float64(len(natsmetrics.StreamNames())) {
 		t.Errorf("info errors before provisioning = %v, want %d", n, len(natsmetrics.StreamNames()))
 	}
-	if len(got["acp_stream_leader_present"]) != 0 {
-		t.Errorf("leader series for streams that do not exist: %v", got["acp_stream_leader_present"])
+	if _, ok := series(got, "acp_stream_leader_present"); ok {
+		t.Error("leader series for streams that do not exist")
 	}
 
 	js, err := jetstream.New(nc)
@@ -117,27 +118,26 @@ func TestStreams(t *testing.T) {
 	}
 	got = gather(t, reg)
 	for _, name := range natsmetrics.StreamNames() {
-		s := "stream=" + name + ","
-		if v := got["acp_stream_leader_present"][s]; v != 1 {
+		if v := val(got, "acp_stream_leader_present", "stream", name); v != 1 {
 			t.Errorf("%s: leader present %v, want 1", name, v)
 		}
 		for _, state := range []string{natsmetrics.ReplicaCurrent, natsmetrics.ReplicaLagging, natsmetrics.ReplicaOffline} {
 			// Single server: no followers.
-			if v, ok := got["acp_stream_replicas"]["state="+state+","+s]; !ok || v != 0 {
+			if v, ok := series(got, "acp_stream_replicas", "state", state, "stream", name); !ok || v != 0 {
 				t.Errorf("%s: replicas{state=%s} = %v (present %v), want 0", name, state, v, ok)
 			}
 		}
-		if _, ok := got["acp_stream_bytes"][s]; !ok {
+		if _, ok := series(got, "acp_stream_bytes", "stream", name); !ok {
 			t.Errorf("%s: no acp_stream_bytes", name)
 		}
 	}
-	if v := got["acp_stream_messages"]["stream=ACP_LOG,"]; v != 1 {
+	if v := val(got, "acp_stream_messages", "stream", "ACP_LOG"); v != 1 {
 		t.Errorf("ACP_LOG messages %v, want 1", v)
 	}
 
 	// A server that does not answer: every stream's leader is reported
 	// missing, and each request counted as an error.
-	before := got["acp_stream_info_errors_total"][""]
+	before := val(got, "acp_stream_info_errors_total")
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	c2, err := natsmetrics.NewStreams(nc, 200*time.Millisecond)
@@ -148,11 +148,11 @@ func TestStreams(t *testing.T) {
 	natsmetrics.Register(reg2, c2)
 	got = gather(t, reg2)
 	for _, name := range natsmetrics.StreamNames() {
-		if v, ok := got["acp_stream_leader_present"]["stream="+name+","]; !ok || v != 0 {
+		if v, ok := series(got, "acp_stream_leader_present", "stream", name); !ok || v != 0 {
 			t.Errorf("%s without a server: leader present %v (present %v), want 0", name, v, ok)
 		}
 	}
-	if n := got["acp_stream_info_errors_total"][""]; n != float64(len(natsmetrics.StreamNames())) {
+	if n := val(got, "acp_stream_info_errors_total"); n != float64(len(natsmetrics.StreamNames())) {
 		t.Errorf("info errors without a server = %v, want %d (first collector had %v)", n, len(natsmetrics.StreamNames()), before)
 	}
 	if nc.Status() == nats.CONNECTED {
@@ -182,24 +182,24 @@ func TestStreamsCluster(t *testing.T) {
 
 	// every reports whether every stream's series has value v for state
 	// (and a leader), and the last scrape.
-	var got map[string]map[string]float64
+	var got []*dto.MetricFamily
 	every := func(state string, v float64) bool {
 		got = gather(t, reg)
 		for _, name := range natsmetrics.StreamNames() {
-			if got["acp_stream_leader_present"]["stream="+name+","] != 1 ||
-				got["acp_stream_replicas"]["state="+state+",stream="+name+","] != v {
+			if val(got, "acp_stream_leader_present", "stream", name) != 1 ||
+				val(got, "acp_stream_replicas", "state", state, "stream", name) != v {
 				return false
 			}
 		}
 		return true
 	}
 	if err := testutil.Poll(t.Context(), "every stream's two followers current", func() (bool, error) { return every(natsmetrics.ReplicaCurrent, 2), nil }); err != nil {
-		t.Fatalf("%v: %v", err, got["acp_stream_replicas"])
+		t.Fatalf("%v: %v", err, family(got, "acp_stream_replicas"))
 	}
 
 	nodes[2].Shutdown()
 	nodes[2].WaitForShutdown()
 	if err := testutil.Poll(t.Context(), "every stream's leader to report a follower offline", func() (bool, error) { return every(natsmetrics.ReplicaOffline, 1), nil }); err != nil {
-		t.Fatalf("%v: replicas %v, leaders %v", err, got["acp_stream_replicas"], got["acp_stream_leader_present"])
+		t.Fatalf("%v: replicas %v, leaders %v", err, family(got, "acp_stream_replicas"), family(got, "acp_stream_leader_present"))
 	}
 }

@@ -25,8 +25,9 @@ import (
 // counts as gone only once a check finds it so (runnerliveness.go).
 type runnerDirectory struct {
 	kv jetstream.KeyValue
-	nc *nats.Conn
-	lg *slog.Logger
+	// pinger checks on a runner whose heartbeat is lost (runnerliveness.go).
+	pinger runnerPinger
+	lg     *slog.Logger
 	// bg runs the checks of runners that lost their heartbeat.
 	bg *sync.WaitGroup
 
@@ -58,7 +59,7 @@ type runnerDirectory struct {
 // bg, until ctx is done; so do the checks of runners that lose their
 // heartbeat, which ping them over nc.
 func watchRunners(ctx context.Context, bg *sync.WaitGroup, kv jetstream.KeyValue, nc *nats.Conn, lg *slog.Logger, m *metrics, checks *prometheus.CounterVec, gone func(context.Context, events.RunnerID), heard *heardFrom) (*runnerDirectory, error) {
-	d := &runnerDirectory{kv: kv, nc: nc, lg: lg, bg: bg, runners: map[string]*events.RunnerInfo{},
+	d := &runnerDirectory{kv: kv, pinger: natsPinger{nc}, lg: lg, bg: bg, runners: map[string]*events.RunnerInfo{},
 		instances: map[string]string{}, learning: map[string]bool{}, checking: map[string]bool{},
 		seen: map[string]time.Time{}, late: map[string]bool{},
 		gone: gone, heard: heard, m: m, checks: checks}

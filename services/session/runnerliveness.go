@@ -161,7 +161,7 @@ func (d *runnerDirectory) answers(ctx context.Context, id string) bool {
 		d.mu.Unlock()
 		start := time.Now()
 		pctx, cancel := context.WithTimeout(ctx, runnerPingWait)
-		found, err := d.ping(pctx, id, instance)
+		found, err := d.pinger.ping(pctx, id, instance)
 		if found != "" {
 			cancel()
 			d.mu.Lock()
@@ -178,7 +178,7 @@ func (d *runnerDirectory) answers(ctx context.Context, id string) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		if !d.nc.IsConnected() || errors.Is(err, nats.ErrConnectionClosed) {
+		if !d.pinger.connected() || errors.Is(err, nats.ErrConnectionClosed) {
 			continue // no verdict from a ping that could not leave
 		}
 		d.lg.Debug("runner ping unanswered", events.LogKeyRunner, id, "attempt", attempt, "waited", time.Since(start), events.LogKeyErr, err)
@@ -194,7 +194,7 @@ func (d *runnerDirectory) answers(ctx context.Context, id string) bool {
 func (d *runnerDirectory) learn(ctx context.Context, id string) {
 	pctx, cancel := context.WithTimeout(ctx, runnerPingWait)
 	defer cancel()
-	found, err := d.ping(pctx, id, "")
+	found, err := d.pinger.ping(pctx, id, "")
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.learning, id)
@@ -207,18 +207,31 @@ func (d *runnerDirectory) learn(ctx context.Context, id string) {
 	}
 }
 
-// ping sends a micro ping to instance of the runner service, or, with
-// instance "", to every runner, and returns the instance ID of the first
-// answer from runner id, or "" when none came before ctx ended (with the
-// error that ended the wait: nats.ErrNoResponders when nobody subscribes
-// to the instance's subject).
-func (d *runnerDirectory) ping(ctx context.Context, id, instance string) (string, error) {
+// A runnerPinger asks runners whether they are there.
+type runnerPinger interface {
+	// ping sends a ping to instance of the runner service, or, with
+	// instance "", to every runner, and returns the instance ID of the
+	// first answer from runner id, or "" when none came before ctx ended
+	// (with the error that ended the wait: nats.ErrNoResponders when
+	// nobody subscribes to the instance's subject).
+	ping(ctx context.Context, id, instance string) (string, error)
+	// connected reports whether a ping can leave: a ping made while the
+	// service's own connection is down proves nothing.
+	connected() bool
+}
+
+// natsPinger pings runners' nats micro instances over nc ($SRV.PING).
+type natsPinger struct{ nc *nats.Conn }
+
+func (p natsPinger) connected() bool { return p.nc.IsConnected() }
+
+func (p natsPinger) ping(ctx context.Context, id, instance string) (string, error) {
 	subject, err := micro.ControlSubject(micro.PingVerb, events.APIServiceRunner, instance)
 	if err != nil {
 		return "", err
 	}
 	if instance != "" {
-		m, err := d.nc.RequestWithContext(ctx, subject, nil)
+		m, err := p.nc.RequestWithContext(ctx, subject, nil)
 		if err != nil {
 			return "", err
 		}
@@ -228,13 +241,13 @@ func (d *runnerDirectory) ping(ctx context.Context, id, instance string) (string
 		return "", errors.New("a ping answer from another runner")
 	}
 	// Every runner answers: the one of id is looked for among them.
-	inbox := d.nc.NewRespInbox()
-	sub, err := d.nc.SubscribeSync(inbox)
+	inbox := p.nc.NewRespInbox()
+	sub, err := p.nc.SubscribeSync(inbox)
 	if err != nil {
 		return "", err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := d.nc.PublishRequest(subject, inbox, nil); err != nil {
+	if err := p.nc.PublishRequest(subject, inbox, nil); err != nil {
 		return "", err
 	}
 	for {
