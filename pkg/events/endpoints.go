@@ -69,6 +69,20 @@ func StartEndpoints(ctx context.Context, nc *nats.Conn, lg *slog.Logger, cfg Ser
 	return &Endpoints{svc: svc, nc: nc, lg: lg, stopping: stopping, life: life, end: end}, nil
 }
 
+// listenTimeout bounds Listening's flush.
+const listenTimeout = 10 * time.Second
+
+// Listening returns once the server holds every subscription made on the
+// endpoints' connection so far, the endpoints' and the service's own:
+// only then may clients on other connections find them, so a service
+// reports ready after it. On an error, the caller stops the endpoints.
+func (e *Endpoints) Listening() error {
+	if err := e.nc.FlushTimeout(listenTimeout); err != nil {
+		return fmt.Errorf("flush subscriptions: %w", err)
+	}
+	return nil
+}
+
 // ID returns the micro service's instance ID ($SRV.INFO, nats micro ls).
 func (e *Endpoints) ID() string { return e.svc.Info().ID }
 

@@ -173,11 +173,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	// Subscriptions are in place on the server once the connection is
-	// flushed; only then may clients on other connections find them.
-	if err := r.nc.FlushTimeout(flushTimeout); err != nil {
+	if err := eps.Listening(); err != nil {
 		stop()
-		return fmt.Errorf("flush subscriptions: %w", err)
+		return err
 	}
 	close(r.ready)
 	r.lg.Info("adapter-runner ready", "agents", len(r.agents), "capacity", r.cfg.Capacity, "os_instructions_bytes", len(r.osInstructions))
@@ -502,9 +500,6 @@ func (r *Runner) stopAll() {
 }
 
 const (
-	// flushTimeout bounds the flush that makes subscriptions visible
-	// before Run reports ready.
-	flushTimeout = 10 * time.Second
 	// setConfigTimeout bounds waiting for the agent's answer to a
 	// configuration change.
 	setConfigTimeout = 30 * time.Second

@@ -31,41 +31,18 @@ func (g *Gateway) callContext(r *http.Request) (context.Context, context.CancelF
 
 // handleOpen serves PUT /v1/sessions/{id}: open the session, idempotently.
 func (g *Gateway) handleOpen(w http.ResponseWriter, r *http.Request) error {
-	ns, sid, err := g.target(r)
-	if err != nil {
-		return err
-	}
-	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
-	if err != nil {
-		return err
-	}
-	req, err := decodeOpen(body, sid)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := g.callContext(r)
-	defer cancel()
-	if _, err := events.Call[events.AcpOpenSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpOpenSession), req, nil); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, []byte(`{}`))
-	return nil
+	return sessionOp(g, w, r, events.OpOpenSession, g.cfg.MaxBodyBytes,
+		func(body []byte, sid events.SessionID) (events.Variant, error) { return decodeOpen(body, sid) },
+		func(*events.AcpOpenSessionResponse) error { writeJSON(w, http.StatusOK, []byte(`{}`)); return nil })
 }
 
 // handleGetSession serves GET /v1/sessions/{id}: the durable metadata.
 func (g *Gateway) handleGetSession(w http.ResponseWriter, r *http.Request) error {
-	ns, sid, err := g.target(r)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := g.callContext(r)
-	defer cancel()
-	req := &events.AcpGetDurableSessionRequest{SessionID: new(string(sid))}
-	resp, err := events.Call[events.AcpGetDurableSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpGetSession), req, nil)
-	if err != nil {
-		return err
-	}
-	return writeSession(w, &resp.Session)
+	return sessionOp(g, w, r, events.OpGetSession, 0,
+		func(_ []byte, sid events.SessionID) (events.Variant, error) {
+			return &events.AcpGetDurableSessionRequest{SessionID: new(string(sid))}, nil
+		},
+		func(resp *events.AcpGetDurableSessionResponse) error { return writeSession(w, &resp.Session) })
 }
 
 // handlePrompt serves POST /v1/sessions/{id}/prompt. It blocks through the
@@ -125,8 +102,8 @@ func (g *Gateway) controlBodyLimit() int64 { return min(g.cfg.MaxBodyBytes, maxC
 // cancelled, no_active_prompt, or the outcome of the turn that ended while
 // the cancel waited for it.
 func (g *Gateway) handleCancel(w http.ResponseWriter, r *http.Request) error {
-	return sessionControl(g, w, r, events.OpCancelPrompt,
-		func(sid *string) validator { return &events.AcpCancelPromptRequest{SessionID: sid} },
+	return sessionOp(g, w, r, events.OpCancelPrompt, g.controlBodyLimit(),
+		emptyBody(func(sid *string) validator { return &events.AcpCancelPromptRequest{SessionID: sid} }),
 		func(resp *events.AcpCancelPromptResponse) error { return writeStatus(w, resp.Status, nil) })
 }
 
@@ -135,8 +112,8 @@ func (g *Gateway) handleCancel(w http.ResponseWriter, r *http.Request) error {
 // session's metadata and history stay, and its next prompt restores it.
 // Unloading a session that is already unloaded succeeds.
 func (g *Gateway) handleUnload(w http.ResponseWriter, r *http.Request) error {
-	return sessionControl(g, w, r, events.OpUnloadSession,
-		func(sid *string) validator { return &events.AcpUnloadSessionRequest{SessionID: sid} },
+	return sessionOp(g, w, r, events.OpUnloadSession, g.controlBodyLimit(),
+		emptyBody(func(sid *string) validator { return &events.AcpUnloadSessionRequest{SessionID: sid} }),
 		func(*events.AcpUnloadSessionResponse) error { writeJSON(w, http.StatusOK, []byte(`{}`)); return nil })
 }
 
@@ -146,8 +123,8 @@ func (g *Gateway) handleUnload(w http.ResponseWriter, r *http.Request) error {
 // and history. Deleting a missing or already deleted session succeeds;
 // reopening the ID starts a new, empty session.
 func (g *Gateway) handleDelete(w http.ResponseWriter, r *http.Request) error {
-	return sessionControl(g, w, r, events.OpDeleteSession,
-		func(sid *string) validator { return &events.AcpDeleteSessionRequest{SessionID: sid} },
+	return sessionOp(g, w, r, events.OpDeleteSession, g.controlBodyLimit(),
+		emptyBody(func(sid *string) validator { return &events.AcpDeleteSessionRequest{SessionID: sid} }),
 		func(*events.AcpDeleteSessionResponse) error { writeJSON(w, http.StatusOK, []byte(`{}`)); return nil })
 }
 
@@ -157,27 +134,28 @@ type validator interface {
 	Validate() (events.SessionID, error)
 }
 
-// sessionControl serves a control route whose body is empty or {}: it
-// sends op the request build makes for the URL's session, and writes the
-// reply, which must be a *T (anything else is invalid_payload, masked),
-// with render.
-func sessionControl[T any, PT interface {
+// sessionOp serves a route that is one op on the URL's session: it reads
+// the body, up to limit bytes (0: the route takes none, and none is read),
+// decodes it with the session's ID into op's request, sends that, and
+// writes the reply, which must be a *T (anything else is invalid_payload,
+// masked), with render.
+func sessionOp[T any, PT interface {
 	*T
 	events.Variant
-}](g *Gateway, w http.ResponseWriter, r *http.Request, op events.Op, build func(sid *string) validator, render func(PT) error) error {
+}](g *Gateway, w http.ResponseWriter, r *http.Request, op events.Op, limit int64,
+	decode func(body []byte, sid events.SessionID) (events.Variant, error), render func(PT) error) error {
 	ns, sid, err := g.target(r)
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r, g.controlBodyLimit())
+	var body []byte
+	if limit > 0 {
+		if body, err = readBody(w, r, limit); err != nil {
+			return err
+		}
+	}
+	req, err := decode(body, sid)
 	if err != nil {
-		return err
-	}
-	if err := decodeEmpty(body); err != nil {
-		return err
-	}
-	req := build(new(string(sid)))
-	if _, err := req.Validate(); err != nil {
 		return err
 	}
 	ctx, cancel := g.callContext(r)
@@ -189,6 +167,25 @@ func sessionControl[T any, PT interface {
 	return render(resp)
 }
 
+// pathSession is the session ID of r's path, for an error's message once
+// sessionOp has checked it.
+func pathSession(r *http.Request) events.SessionID { return events.SessionID(r.PathValue("id")) }
+
+// emptyBody decodes the body of a control route, which is empty or {},
+// into the request build makes for the session, checked.
+func emptyBody(build func(sid *string) validator) func([]byte, events.SessionID) (events.Variant, error) {
+	return func(body []byte, sid events.SessionID) (events.Variant, error) {
+		if err := decodeEmpty(body); err != nil {
+			return nil, err
+		}
+		req := build(new(string(sid)))
+		if _, err := req.Validate(); err != nil {
+			return nil, err
+		}
+		return req, nil
+	}
+}
+
 // handleRespond serves POST /v1/sessions/{id}/permissions/{requestId}:
 // answer a pending permission request. A request that is no longer pending
 // (answered by someone else, ended by a cancel, an exit or a failure, or
@@ -196,25 +193,11 @@ func sessionControl[T any, PT interface {
 // answer is a normal race, not an error. An option that is not on offer is
 // invalid_permission_option and consumes nothing.
 func (g *Gateway) handleRespond(w http.ResponseWriter, r *http.Request) error {
-	ns, sid, err := g.target(r)
-	if err != nil {
-		return err
-	}
-	body, err := readBody(w, r, g.controlBodyLimit())
-	if err != nil {
-		return err
-	}
-	req, err := decodeRespond(body, sid, r.PathValue("requestId"))
-	if err != nil {
-		return err
-	}
-	ctx, cancel := g.callContext(r)
-	defer cancel()
-	resp, err := events.Call[events.AcpRespondPermissionResponse](ctx, g.nc, events.APISubject(ns, events.OpRespondPermission), req, nil)
-	if err != nil {
-		return err
-	}
-	return writeStatus(w, resp.Status, resp.Reason)
+	return sessionOp(g, w, r, events.OpRespondPermission, g.controlBodyLimit(),
+		func(body []byte, sid events.SessionID) (events.Variant, error) {
+			return decodeRespond(body, sid, r.PathValue("requestId"))
+		},
+		func(resp *events.AcpRespondPermissionResponse) error { return writeStatus(w, resp.Status, resp.Reason) })
 }
 
 // statusJSON is the answer of cancel and respond.
@@ -268,18 +251,11 @@ func (g *Gateway) readHistory(ctx context.Context, ns events.Namespace, req *eve
 // config options as the agent last reported them, with their revision.
 // The history service answers from what it stored; no adapter starts.
 func (g *Gateway) handleGetConfig(w http.ResponseWriter, r *http.Request) error {
-	ns, sid, err := g.target(r)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := g.callContext(r)
-	defer cancel()
-	req := &events.AcpGetSessionConfigRequest{SessionID: new(string(sid))}
-	resp, err := events.Call[events.AcpSessionConfigResponse](ctx, g.nc, events.APISubject(ns, events.OpGetSessionConfig), req, nil)
-	if err != nil {
-		return err
-	}
-	return writeConfig(w, sid, resp)
+	return sessionOp(g, w, r, events.OpGetSessionConfig, 0,
+		func(_ []byte, sid events.SessionID) (events.Variant, error) {
+			return &events.AcpGetSessionConfigRequest{SessionID: new(string(sid))}, nil
+		},
+		func(resp *events.AcpSessionConfigResponse) error { return writeConfig(w, pathSession(r), resp) })
 }
 
 // handleSetConfig serves PUT /v1/sessions/{id}/config/{configId}: set one
@@ -287,25 +263,11 @@ func (g *Gateway) handleGetConfig(w http.ResponseWriter, r *http.Request) error 
 // agent validates the value (a rejected one is adapter_error), and its
 // answer, the whole option collection with a new revision, is the reply.
 func (g *Gateway) handleSetConfig(w http.ResponseWriter, r *http.Request) error {
-	ns, sid, err := g.target(r)
-	if err != nil {
-		return err
-	}
-	body, err := readBody(w, r, g.controlBodyLimit())
-	if err != nil {
-		return err
-	}
-	req, err := decodeSetConfig(body, sid, r.PathValue("configId"))
-	if err != nil {
-		return err
-	}
-	ctx, cancel := g.callContext(r)
-	defer cancel()
-	resp, err := events.Call[events.AcpSessionConfigResponse](ctx, g.nc, events.APISubject(ns, events.OpSetSessionConfigOption), req, nil)
-	if err != nil {
-		return err
-	}
-	return writeConfig(w, sid, resp)
+	return sessionOp(g, w, r, events.OpSetSessionConfigOption, g.controlBodyLimit(),
+		func(body []byte, sid events.SessionID) (events.Variant, error) {
+			return decodeSetConfig(body, sid, r.PathValue("configId"))
+		},
+		func(resp *events.AcpSessionConfigResponse) error { return writeConfig(w, pathSession(r), resp) })
 }
 
 // configJSON is AcpSessionConfigResponse in JSON, the options embedded.
@@ -338,39 +300,29 @@ func writeConfig(w http.ResponseWriter, sid events.SessionID, resp *events.AcpSe
 // agent's capabilities as it last reported them, or null. No adapter
 // starts.
 func (g *Gateway) handleCapabilities(w http.ResponseWriter, r *http.Request) error {
-	ns, sid, err := g.target(r)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := g.callContext(r)
-	defer cancel()
-	req := &events.AcpGetSessionCapabilitiesRequest{SessionID: new(string(sid))}
-	resp, err := events.Call[events.AcpSessionCapabilitiesResponse](ctx, g.nc, events.APISubject(ns, events.OpGetSessionCapabilities), req, nil)
-	if err != nil {
-		return err
-	}
-	return writeRaw(w, "capabilities", sid, struct {
-		Capabilities events.JSON `json:"capabilities"`
-	}{resp.Capabilities})
+	return sessionOp(g, w, r, events.OpGetSessionCapabilities, 0,
+		func(_ []byte, sid events.SessionID) (events.Variant, error) {
+			return &events.AcpGetSessionCapabilitiesRequest{SessionID: new(string(sid))}, nil
+		},
+		func(resp *events.AcpSessionCapabilitiesResponse) error {
+			return writeRaw(w, "capabilities", pathSession(r), struct {
+				Capabilities events.JSON `json:"capabilities"`
+			}{resp.Capabilities})
+		})
 }
 
 // handleAgentInfo serves GET /v1/sessions/{id}/agent-info: the agent's
 // implementation info as it last reported it, or null. No adapter starts.
 func (g *Gateway) handleAgentInfo(w http.ResponseWriter, r *http.Request) error {
-	ns, sid, err := g.target(r)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := g.callContext(r)
-	defer cancel()
-	req := &events.AcpGetSessionAgentInfoRequest{SessionID: new(string(sid))}
-	resp, err := events.Call[events.AcpSessionAgentInfoResponse](ctx, g.nc, events.APISubject(ns, events.OpGetSessionAgentInfo), req, nil)
-	if err != nil {
-		return err
-	}
-	return writeRaw(w, "agent info", sid, struct {
-		AgentInfo events.JSON `json:"agentInfo"`
-	}{resp.AgentInfo})
+	return sessionOp(g, w, r, events.OpGetSessionAgentInfo, 0,
+		func(_ []byte, sid events.SessionID) (events.Variant, error) {
+			return &events.AcpGetSessionAgentInfoRequest{SessionID: new(string(sid))}, nil
+		},
+		func(resp *events.AcpSessionAgentInfoResponse) error {
+			return writeRaw(w, "agent info", pathSession(r), struct {
+				AgentInfo events.JSON `json:"agentInfo"`
+			}{resp.AgentInfo})
+		})
 }
 
 // writeRaw answers 200 with v, an object of one events.JSON field (null

@@ -14,25 +14,9 @@ import (
 // invalid_request and changes nothing. A rename never starts an adapter,
 // and from then on the agent's own titles no longer replace it.
 func (g *Gateway) handleRename(w http.ResponseWriter, r *http.Request) error {
-	ns, sid, err := g.target(r)
-	if err != nil {
-		return err
-	}
-	body, err := readBody(w, r, g.controlBodyLimit())
-	if err != nil {
-		return err
-	}
-	req, err := decodeRename(body, sid)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := g.callContext(r)
-	defer cancel()
-	resp, err := events.Call[events.RenameSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpRenameSession), req, nil)
-	if err != nil {
-		return err
-	}
-	return writeSession(w, &resp.Session)
+	return sessionOp(g, w, r, events.OpRenameSession, g.controlBodyLimit(),
+		func(body []byte, sid events.SessionID) (events.Variant, error) { return decodeRename(body, sid) },
+		func(resp *events.RenameSessionResponse) error { return writeSession(w, &resp.Session) })
 }
 
 // renameBody is the JSON form of RenameSessionRequest without its session

@@ -192,11 +192,9 @@ func (s *Service) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	// Subscriptions are in place on the server once the connection is
-	// flushed; only then may clients on other connections find them.
-	if err := s.nc.FlushTimeout(flushTimeout); err != nil {
+	if err := eps.Listening(); err != nil {
 		eps.Stop(0)
-		return fmt.Errorf("flush subscriptions: %w", err)
+		return err
 	}
 	close(s.ready)
 	s.lg.Info("history service ready")
@@ -360,18 +358,14 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 }
 
 func (s *Service) getSession(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
-	req, err := events.Decode[events.AcpGetDurableSessionRequest](data)
-	if err != nil {
-		return nil, err
-	}
-	sid, err := req.Validate()
-	if err != nil {
-		return nil, err
-	}
-	meta, err := s.sessionMeta(ctx, ns, sid)
-	if err != nil {
-		return nil, err
-	}
+	return onSession[events.AcpGetDurableSessionRequest](ctx, s, ns, data, func(ctx context.Context, sid events.SessionID, meta *events.SessionMeta) (events.Variant, error) {
+		return s.sessionInfo(ctx, ns, sid, meta)
+	})
+}
+
+// sessionInfo is the session's durable info: its projection, with the
+// log's newest public event and its state as the log says now.
+func (s *Service) sessionInfo(ctx context.Context, ns events.Namespace, sid events.SessionID, meta *events.SessionMeta) (events.Variant, error) {
 	// The session's newest record says whether the projection lags; when
 	// it is a public event, it is also the newest public event.
 	last, err := eventlog.Last(ctx, s.js, events.StreamLog, events.LogFilter(ns, sid))
@@ -522,15 +516,15 @@ func (s *Service) sessionMeta(ctx context.Context, ns events.Namespace, sid even
 	return events.Decode[events.SessionMeta](entry.Value())
 }
 
-// cached answers a cached getter from the session's ACP_SESSIONS
-// projection: what the adapter last reported (configuration options and
-// their revision, capabilities, agent info). It never starts, restores or
-// asks an adapter.
-func cached[T any, PT interface {
+// onSession serves a request on one session: it decodes and checks the
+// request, reads the session's ACP_SESSIONS entry (session_not_found when
+// there is none), and returns answer's answer.
+func onSession[T any, PT interface {
 	*T
 	events.Variant
 	Validate() (events.SessionID, error)
-}](ctx context.Context, s *Service, ns events.Namespace, data []byte, answer func(*events.SessionMeta) events.Variant) (events.Variant, error) {
+}](ctx context.Context, s *Service, ns events.Namespace, data []byte,
+	answer func(ctx context.Context, sid events.SessionID, meta *events.SessionMeta) (events.Variant, error)) (events.Variant, error) {
 	req, err := events.Decode[T, PT](data)
 	if err != nil {
 		return nil, err
@@ -543,7 +537,21 @@ func cached[T any, PT interface {
 	if err != nil {
 		return nil, err
 	}
-	return answer(meta), nil
+	return answer(ctx, sid, meta)
+}
+
+// cached answers a cached getter from the session's ACP_SESSIONS
+// projection: what the adapter last reported (configuration options and
+// their revision, capabilities, agent info). It never starts, restores or
+// asks an adapter.
+func cached[T any, PT interface {
+	*T
+	events.Variant
+	Validate() (events.SessionID, error)
+}](ctx context.Context, s *Service, ns events.Namespace, data []byte, answer func(*events.SessionMeta) events.Variant) (events.Variant, error) {
+	return onSession[T, PT](ctx, s, ns, data, func(_ context.Context, _ events.SessionID, meta *events.SessionMeta) (events.Variant, error) {
+		return answer(meta), nil
+	})
 }
 
 func unavailable(err error) error {
@@ -553,6 +561,3 @@ func unavailable(err error) error {
 	return events.Errorf(events.CodeUnavailable, "read log: %v", err)
 }
 
-// flushTimeout bounds the flush that makes subscriptions visible before Run
-// reports ready.
-const flushTimeout = 10 * time.Second

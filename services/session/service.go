@@ -165,11 +165,9 @@ func (s *Service) Run(ctx context.Context) error {
 		eps.Stop(0)
 		return err
 	}
-	// Subscriptions are in place on the server once the connection is
-	// flushed; only then may clients on other connections find them.
-	if err := s.nc.FlushTimeout(flushTimeout); err != nil {
+	if err := eps.Listening(); err != nil {
 		eps.Stop(0)
-		return fmt.Errorf("flush subscriptions: %w", err)
+		return err
 	}
 	close(s.ready)
 	s.lg.Info("session service ready")
@@ -289,9 +287,6 @@ func (s *Service) releaseAll() {
 	}
 }
 
-// flushTimeout bounds the flush that makes subscriptions visible before Run
-// reports ready.
-const flushTimeout = 10 * time.Second
 
 // claimWorkers claim sessions concurrently; claimQueueLen keys wait.
 const (
