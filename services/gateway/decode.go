@@ -10,11 +10,17 @@ import (
 	"net/url"
 	"strconv"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"skein.dev/pkg/events"
 )
 
 // Request bodies are decoded strictly: one JSON object, no unknown fields,
-// nothing after it. A field the gateway does not know is more likely a typo
+// names matched exactly (not case-insensitively, as encoding/json does), no
+// name twice in any object, valid UTF-8, nothing after it. Two spellings
+// of one field, or the same field twice, would make the body mean what
+// the last one says to the gateway and maybe something else to whatever
+// reads it next; the body is refused instead. A field the gateway does not know is more likely a typo
 // (or a feature this gateway lacks) than something safe to drop. Fields of
 // schema type JsonUtf8 are kept as the exact bytes the client sent.
 //
@@ -44,13 +50,8 @@ func decodeObject(body []byte, v any) error {
 	if trimmed[0] != '{' {
 		return events.Errorf(events.CodeInvalidRequest, "request body must be a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := jsonv2.Unmarshal(trimmed, v, jsonv2.RejectUnknownMembers(true)); err != nil {
 		return events.Errorf(events.CodeInvalidRequest, "request body: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return events.Errorf(events.CodeInvalidRequest, "request body: unexpected data after the JSON object")
 	}
 	return nil
 }
