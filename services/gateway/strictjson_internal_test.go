@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"net/url"
 	"testing"
 
 	"skein.dev/pkg/events"
@@ -39,5 +40,21 @@ func TestSecurityStrictJSON(t *testing.T) {
 	// A rename: {"TITLE": ...} renamed before.
 	if _, err := decodeRename([]byte(`{"TITLE":"x"}`), "s1"); err == nil {
 		t.Error(`rename with {"TITLE":"x"} accepted`)
+	}
+}
+
+// A cursor that is no sequence, one past the largest included, is
+// invalid_cursor; the largest itself reads past the newest event, an empty
+// page (the history service's TestSecurityCursorPastTheEnd).
+func TestSecurityCursorPastWhatFits(t *testing.T) {
+	for _, q := range []string{"after=18446744073709551616", "before=18446744073709551616", "after=-1", "after=1e3"} {
+		v, _ := url.ParseQuery(q)
+		if _, err := parseHistoryQuery(v); events.AsError(err).Code != events.CodeInvalidCursor {
+			t.Errorf("%s = %v, want %s", q, err, events.CodeInvalidCursor)
+		}
+	}
+	v, _ := url.ParseQuery("after=18446744073709551615")
+	if _, err := parseHistoryQuery(v); err != nil {
+		t.Errorf("the largest sequence refused: %v", err)
 	}
 }

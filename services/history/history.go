@@ -317,7 +317,7 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 	case after != nil:
 		// after = first-1 asks for everything from the oldest retained
 		// event on, and every pruned event is before it: not expired.
-		if pruned && *after+1 < first.Sequence {
+		if pruned && *after < first.Sequence-1 { // not after+1: it wraps at the largest sequence
 			return nil, "", events.Errorf(events.CodeCursorExpired, "events after %d are no longer retained; the oldest retained is %d", *after, first.Sequence)
 		}
 		if recs, err = eventlog.Forward(ctx, s.js, events.StreamLog, subject, *after, limit+1); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -200,6 +201,21 @@ func TestCursorExpired(t *testing.T) {
 	}
 	if page.Events[0].EventNo != 8 || page.HasMoreBefore {
 		t.Errorf("oldest retained eventNo = %d (hasMoreBefore %v), want 8 and false: the gap shows the pruning", page.Events[0].EventNo, page.HasMoreBefore)
+	}
+}
+
+// A cursor past the newest event is an empty page, the largest sequence
+// too: after+1 once wrapped to 0, and the page was the whole history.
+func TestSecurityCursorPastTheEnd(t *testing.T) {
+	for _, maxEvents := range []int64{0, 5} { // whole, and pruned
+		h := start(t, maxEvents)
+		seqs := h.write(t, "s1", 12)
+		for _, after := range []uint64{seqs[11], seqs[11] + 1, math.MaxUint64 - 1, math.MaxUint64} {
+			page, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: new("s1"), After: &after})
+			if err != nil || len(page.Events) != 0 || page.HasMoreAfter {
+				t.Errorf("kept %d: after=%d = %v, %v; want an empty page, nothing more after", maxEvents, after, page, err)
+			}
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -133,8 +134,8 @@ func FirstSince(ctx context.Context, js jetstream.JetStream, stream, subject str
 // Forward returns up to limit records on subject with sequences greater than
 // after, oldest first, in one batch direct get.
 func Forward(ctx context.Context, js jetstream.JetStream, stream, subject string, after uint64, limit int) ([]*Record, error) {
-	if limit <= 0 {
-		return nil, nil
+	if limit <= 0 || after == math.MaxUint64 {
+		return nil, nil // nothing is after the largest sequence; after+1 would wrap to the first
 	}
 	recs, err := directBatch(ctx, js, stream, directGetRequest{Seq: after + 1, NextBySubj: subject, Batch: limit}, limit)
 	if err != nil {
