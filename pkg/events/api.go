@@ -130,8 +130,9 @@ func ReplyError(msg *nats.Msg) error {
 }
 
 // Request sends req to subject and returns the decoded reply. Transport
-// failures become CodeUnavailable (nobody serves the subject) or CodeTimeout
-// (ctx ended first); an error reply becomes its *Error.
+// failures become CodeUnavailable (nobody serves the subject), CodeTimeout
+// (ctx ended first) or CodePayloadTooLarge (req is larger than the server's
+// max_payload); an error reply becomes its *Error.
 func Request(ctx context.Context, nc *nats.Conn, subject string, req Variant, hdr nats.Header) (Variant, error) {
 	body, err := Marshal(req)
 	if err != nil {
@@ -178,6 +179,10 @@ func transportError(subject string, err error) error {
 		return Errorf(CodeTimeout, "no reply from %s in time", subject)
 	case errors.Is(err, context.Canceled):
 		return err
+	case errors.Is(err, nats.ErrMaxPayload):
+		// Too large for the transport, now and on every retry: never
+		// unavailable, which tells the caller to try again.
+		return Errorf(CodePayloadTooLarge, "the request to %s is larger than the NATS server's max_payload", subject)
 	default:
 		return Errorf(CodeUnavailable, "request %s: %v", subject, err)
 	}

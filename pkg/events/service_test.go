@@ -1,6 +1,8 @@
 package events_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go/micro"
@@ -33,5 +35,17 @@ func TestAddService(t *testing.T) {
 	}
 	if _, err := events.AddService(nc, micro.Config{Name: "skein-test", Version: "one"}); err == nil {
 		t.Errorf("AddService with version %q = nil error, want micro's", "one")
+	}
+}
+
+// A request larger than the server's max_payload is payload_too_large,
+// never unavailable: a retry would fail the same way.
+func TestSecurityRequestOverMaxPayload(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Run(t))
+	content := events.JSON(`[{"type":"text","text":"` + strings.Repeat("a", int(nc.MaxPayload())) + `"}]`)
+	_, err := events.Call[events.PromptAccepted](t.Context(), nc, events.APISubject("default", events.OpPrompt),
+		&events.AcpPromptRequest{SessionID: new("s1"), Content: content}, nil)
+	if e, ok := errors.AsType[*events.Error](err); !ok || e.Code != events.CodePayloadTooLarge || !strings.Contains(e.Message, "max_payload") {
+		t.Errorf("a request over max_payload = %v, want %s naming max_payload", err, events.CodePayloadTooLarge)
 	}
 }

@@ -41,12 +41,18 @@ import (
 // pages of at most MaxHistoryLimit, which is therefore the largest page any
 // client (the gateway's event stream backfill included) may ask for.
 const (
-	// DefaultMaxPromptBytes bounds a prompt's content (DESIGN "Limits":
-	// prompt 64 MiB).
-	DefaultMaxPromptBytes = 64 << 20
-	// DefaultMaxPromptBlocks bounds a prompt's number of content blocks
-	// (DESIGN "Limits": 16,384 blocks).
-	DefaultMaxPromptBlocks = 16384
+	// DefaultMaxPromptBytes bounds a prompt's content. The prompt travels
+	// to the session service as one NATS request, which the server's
+	// max_payload bounds (8 MiB on skein dev and ops/cluster), envelope
+	// included: 4 MiB leaves room for both. (DESIGN's 64 MiB is more than
+	// the transport carries; ARCHITECTURE.md, Limits.)
+	DefaultMaxPromptBytes = 4 << 20
+	// MaxPromptBlocks is the most content blocks a prompt may have, and the
+	// default bound: a prompt's blocks are appended as one atomic batch,
+	// one record each, and a batch holds at most 1,000 records (the
+	// server's limit; eventlog.MaxBatch). (DESIGN's 16,384 is more.)
+	MaxPromptBlocks        = 1000
+	DefaultMaxPromptBlocks = MaxPromptBlocks
 	// MaxIdempotencyKeyBytes bounds an idempotency key.
 	MaxIdempotencyKeyBytes = 256
 	// DefaultHistoryLimit is the page size of a history request that names

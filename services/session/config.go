@@ -125,6 +125,9 @@ func (c *Config) Validate() error {
 	if c.MaxPromptBlocks <= 0 {
 		c.MaxPromptBlocks = events.DefaultMaxPromptBlocks
 	}
+	if c.MaxPromptBlocks > events.MaxPromptBlocks {
+		return fmt.Errorf("session.max-prompt-blocks is %d: a prompt's blocks are appended in one atomic batch, which holds at most %d", c.MaxPromptBlocks, events.MaxPromptBlocks)
+	}
 	if c.DrainWait <= 0 {
 		c.DrainWait = 5 * time.Second
 	}
