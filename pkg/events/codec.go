@@ -194,7 +194,7 @@ func unmarshal(data []byte, member func(Variant) error) (Variant, error) {
 	}
 	v, ok := NewVariant(w.Type)
 	if !ok {
-		return nil, Errorf(CodeInvalidPayload, "unknown variant %q", truncate(w.Type, 80))
+		return nil, Errorf(CodeInvalidPayload, "unknown variant %q", Truncate(w.Type, 80))
 	}
 	if member != nil {
 		if err := member(v); err != nil {

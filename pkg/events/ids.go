@@ -1,6 +1,9 @@
 package events
 
-import "regexp"
+import (
+	"regexp"
+	"unicode/utf8"
+)
 
 // Namespace is a tenant. Every name on NATS is scoped by it. Valid values
 // match [a-z0-9][a-z0-9_-]{0,62}, so a valid Namespace is always exactly one
@@ -42,7 +45,7 @@ func ParseNamespace(s string) (Namespace, error) {
 	}
 	ns := Namespace(s)
 	if !ns.Valid() {
-		return "", Errorf(CodeInvalidNamespace, "namespace %q must match [a-z0-9][a-z0-9_-]{0,62}", truncate(s, 80))
+		return "", Errorf(CodeInvalidNamespace, "namespace %q must match [a-z0-9][a-z0-9_-]{0,62}", Truncate(s, 80))
 	}
 	return ns, nil
 }
@@ -55,7 +58,7 @@ func ParseSessionID(s string) (SessionID, error) {
 	}
 	id := SessionID(s)
 	if !id.Valid() {
-		return "", Errorf(CodeInvalidSessionID, "session ID %q must match [A-Za-z0-9_-]{1,128}", truncate(s, 80))
+		return "", Errorf(CodeInvalidSessionID, "session ID %q must match [A-Za-z0-9_-]{1,128}", Truncate(s, 80))
 	}
 	return id, nil
 }
@@ -72,9 +75,14 @@ func OptionalSessionID(s *string) (SessionID, error) {
 	return ParseSessionID(*s)
 }
 
-func truncate(s string, n int) string {
+// Truncate returns s, or its first n bytes and "…" when it is longer, cut
+// at a rune boundary: what an error message may repeat of a caller's input.
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

@@ -217,12 +217,12 @@ func NamespaceFromAPISubject(subject string) (Namespace, error) {
 	case len(parts) == 5 && parts[0] == "acp" && parts[1] == "owner":
 		tok = parts[3]
 	default:
-		return "", Errorf(CodeInvalidRequest, "not an API subject: %q", truncate(subject, 80))
+		return "", Errorf(CodeInvalidRequest, "not an API subject: %q", Truncate(subject, 80))
 	}
 	if ns := Namespace(tok); ns.Valid() {
 		return ns, nil
 	}
-	return "", Errorf(CodeInvalidNamespace, "namespace %q must match [a-z0-9][a-z0-9_-]{0,62}", truncate(tok, 80))
+	return "", Errorf(CodeInvalidNamespace, "namespace %q must match [a-z0-9][a-z0-9_-]{0,62}", Truncate(tok, 80))
 }
 
 // RunnerOp names one control operation of an adapter-runner.

@@ -167,7 +167,7 @@ func (r *AcpOpenSessionRequest) Validate() (SessionID, error) {
 		return "", Errorf(CodeInvalidRequest, "agent is required")
 	}
 	if !SessionID(r.Agent).Valid() {
-		return "", Errorf(CodeUnknownAgent, "agent %q is not a valid agent ID", truncate(r.Agent, 80))
+		return "", Errorf(CodeUnknownAgent, "agent %q is not a valid agent ID", Truncate(r.Agent, 80))
 	}
 	if r.Cwd != nil && !absolutePath(*r.Cwd) {
 		return "", Errorf(CodeInvalidRequest, "cwd must be an absolute path; omit it for the default")

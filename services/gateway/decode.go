@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -221,7 +220,7 @@ func onlyKeys(q url.Values, allowed ...string) error {
 			known = known || k == a
 		}
 		if !known {
-			return events.Errorf(events.CodeInvalidRequest, "unknown query parameter %q", truncate(k, 40))
+			return events.Errorf(events.CodeInvalidRequest, "unknown query parameter %q", events.Truncate(k, 40))
 		}
 	}
 	return nil
@@ -231,7 +230,7 @@ func onlyKeys(q url.Values, allowed ...string) error {
 func parseSeq(name, s string) (uint64, error) {
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return 0, events.Errorf(events.CodeInvalidCursor, "%s must be a sequence number, got %q", name, truncate(s, 40))
+		return 0, events.Errorf(events.CodeInvalidCursor, "%s must be a sequence number, got %q", name, events.Truncate(s, 40))
 	}
 	return n, nil
 }
@@ -281,7 +280,7 @@ func parseLimit(q url.Values, max uint32) (*uint32, error) {
 	}
 	n, err := strconv.ParseUint(s, 10, 32)
 	if err != nil || n == 0 || n > uint64(max) {
-		return nil, events.Errorf(events.CodeInvalidRequest, "limit must be an integer in [1, %d], got %q", max, truncate(s, 40))
+		return nil, events.Errorf(events.CodeInvalidRequest, "limit must be an integer in [1, %d], got %q", max, events.Truncate(s, 40))
 	}
 	limit := uint32(n)
 	return &limit, nil
@@ -306,11 +305,4 @@ func parseStreamCursor(h http.Header, q url.Values) (uint64, error) {
 		return parseSeq("after", after)
 	}
 	return 0, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return fmt.Sprintf("%s…", s[:n])
 }

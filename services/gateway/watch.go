@@ -147,7 +147,7 @@ func parseWatchQuery(q url.Values) (*watchQuery, error) {
 			d, err = time.Duration(n)*time.Second, nil
 		}
 		if err != nil || d <= 0 || d > MaxWatchTimeout {
-			return nil, events.Errorf(events.CodeInvalidRequest, "timeout must be whole seconds or a duration in (0, %v], got %q", MaxWatchTimeout, truncate(s, 40))
+			return nil, events.Errorf(events.CodeInvalidRequest, "timeout must be whole seconds or a duration in (0, %v], got %q", MaxWatchTimeout, events.Truncate(s, 40))
 		}
 		wq.timeout = d
 	}

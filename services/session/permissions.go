@@ -3,7 +3,10 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"skein.dev/pkg/acp"
@@ -144,8 +147,7 @@ func (sess *session) respond(ctx context.Context, requestID, optionID string) (*
 		return notPending(reason), nil
 	}
 	if !slices.Contains(p.options, optionID) {
-		valid, _ := json.Marshal(p.options)
-		return nil, events.Errorf(events.CodeInvalidPermissionOption, "option %q is not one of %s", optionID, valid)
+		return nil, events.Errorf(events.CodeInvalidPermissionOption, "option %q is not one of %s", events.Truncate(optionID, 64), offered(p.options))
 	}
 	if err := sess.answer(ctx, sess.adapter, p.id, &optionID); err != nil {
 		// Not delivered: the adapter is gone. Its exit, applied next, makes
@@ -238,4 +240,20 @@ func (sess *session) decidePermission(request events.JSON) (string, error) {
 		}
 	}
 	return "", events.Errorf(events.CodePermissionPolicyUnsatisfied, "policy %s: the agent offered no %s or %s option", sess.opened.PermissionPolicy, prefs[0], prefs[1])
+}
+
+// offered lists the options of a permission request for an error message:
+// an agent may offer any number, of any length, and the message stays
+// short.
+func offered(options []string) string {
+	const most, long = 8, 64
+	shown := make([]string, 0, min(len(options), most))
+	for _, o := range options[:min(len(options), most)] {
+		shown = append(shown, strconv.Quote(events.Truncate(o, long)))
+	}
+	list := "[" + strings.Join(shown, ", ")
+	if n := len(options) - len(shown); n > 0 {
+		list += fmt.Sprintf(", and %d more", n)
+	}
+	return list + "]"
 }

@@ -83,6 +83,10 @@ func TestStaleWriterIsFenced(t *testing.T) {
 		if e := events.AsError(err); e == nil || e.Code != events.CodeWriteConflict {
 			t.Fatalf("stale Append(%d entries) = %v, want %s", len(entries), err, events.CodeWriteConflict)
 		}
+		// Clients see it: no stream sequence, no server wording.
+		if e := events.AsError(err); strings.ContainsAny(strings.ReplaceAll(e.Message, "s1", ""), "0123456789") || strings.Contains(e.Message, "nats") {
+			t.Errorf("write_conflict message %q carries internals", e.Message)
+		}
 	}
 	// A writer on another session is not affected.
 	other := eventlog.NewWriter(js, "default", "s2", eventlog.Position{}, "b")

@@ -139,7 +139,7 @@ func (w *Writer) sendWindow(ctx context.Context, entries []Entry) ([]Appended, e
 				if i == 0 && uncertain == nil {
 					// The first record expected the log's known end: another
 					// writer moved it.
-					return nil, events.Errorf(events.CodeWriteConflict, "session %s/%s: log moved past %d: %v", w.ns, w.sid, w.pos.LastSeq, err)
+					return nil, w.conflict()
 				}
 				broken = true
 				continue
@@ -184,5 +184,5 @@ func (w *Writer) resync(ctx context.Context, futs []jetstream.PubAckFuture) erro
 			return nil
 		}
 	}
-	return events.Errorf(events.CodeWriteConflict, "session %s/%s: log moved past %d", w.ns, w.sid, w.pos.LastSeq)
+	return w.conflict()
 }

@@ -33,6 +33,13 @@ type Entry struct {
 	Subject string
 }
 
+// conflict is the error of an append that another writer's got ahead of.
+// It says what happened and what to do, and nothing of the stream's
+// sequences or the server's wording: callers outside Skein see it.
+func (w *Writer) conflict() error {
+	return events.Errorf(events.CodeWriteConflict, "session %s was written by another owner; retry", w.sid)
+}
+
 // Appended says where an entry landed.
 type Appended struct {
 	Seq     uint64 // ACP_LOG stream sequence
@@ -161,7 +168,7 @@ func (w *Writer) Append(ctx context.Context, entries ...Entry) ([]Appended, erro
 					return out, nil
 				}
 			}
-			return nil, events.Errorf(events.CodeWriteConflict, "session %s/%s: log moved past %d: %v", w.ns, w.sid, w.pos.LastSeq, err)
+			return nil, w.conflict()
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 			return nil, err
 		case isRetryable(err):
