@@ -179,7 +179,11 @@ func compileTokens(tokens []Token) (tokenSet, error) {
 // where the first differing byte is nor which entry matched shows in the
 // time it takes.
 func (s tokenSet) lookup(token string) *principal {
-	h := sha256.Sum256([]byte(token))
+	return s.lookupHash(sha256.Sum256([]byte(token)))
+}
+
+// lookupHash is lookup of the token whose SHA-256 is h.
+func (s tokenSet) lookupHash(h [sha256.Size]byte) *principal {
 	found := -1
 	for i := range s {
 		if subtle.ConstantTimeCompare(h[:], s[i].hash[:]) == 1 {
@@ -204,6 +208,12 @@ type authenticator struct {
 
 	mu    sync.Mutex  // serialises reloads
 	stamp os.FileInfo // of the file the set holds
+
+	// changed is closed, and replaced, each time a reload changes the
+	// set: the open event streams and watches then check that their
+	// caller still holds its grant, and end if it does not.
+	changedMu sync.Mutex
+	changed   chan struct{}
 }
 
 // newAuthenticator compiles cfg's tokens and reads its tokens file. It
@@ -216,7 +226,7 @@ func newAuthenticator(cfg AuthConfig, lg *slog.Logger) (*authenticator, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &authenticator{cfg: cfg, lg: lg, static: static}
+	a := &authenticator{cfg: cfg, lg: lg, static: static, changed: make(chan struct{})}
 	a.set.Store(&static)
 	if cfg.TokensFile != "" {
 		if err := a.reload(time.Now()); err != nil {
@@ -269,8 +279,45 @@ func (a *authenticator) reload(now time.Time) error {
 	}
 	a.set.Store(&set)
 	a.stamp = fi
+	a.changedMu.Lock()
+	close(a.changed)
+	a.changed = make(chan struct{})
+	a.changedMu.Unlock()
 	a.lg.Info("tokens file read", "file", a.cfg.TokensFile, "tokens", len(tokens))
 	return nil
+}
+
+// changes returns a channel closed when the token set next changes.
+func (a *authenticator) changes() <-chan struct{} {
+	a.changedMu.Lock()
+	defer a.changedMu.Unlock()
+	return a.changed
+}
+
+// granted reports whether c's token is still in the set and still opens
+// c's namespace.
+func (a *authenticator) granted(c caller) bool {
+	p := a.tokens().lookupHash(c.token)
+	return p != nil && slices.Contains(p.namespaces, c.ns)
+}
+
+// watchTokens reloads the tokens file every TokensReload until ctx ends,
+// so that a revocation reaches the open streams and watches (granted)
+// even when no request comes to check the file.
+func (a *authenticator) watchTokens(ctx context.Context) {
+	if a.cfg.TokensFile == "" || a.cfg.TokensReload <= 0 {
+		return
+	}
+	t := time.NewTicker(a.cfg.TokensReload)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.tokens()
+		}
+	}
 }
 
 // errUnauthenticated is the one answer to a request without a valid bearer
@@ -290,7 +337,33 @@ type callerKey struct{}
 type caller struct {
 	principal string
 	ns        events.Namespace
+	// token is the SHA-256 of the bearer token, by which a stream finds
+	// whether its caller still holds the grant it was opened with.
+	token [sha256.Size]byte
 }
+
+// grantsChanged returns a channel closed when the tokens change: nil, which
+// never is, when authentication is off.
+func (g *Gateway) grantsChanged() <-chan struct{} {
+	if g.auth == nil {
+		return nil
+	}
+	return g.auth.changes()
+}
+
+// revoked returns the error that ends an event stream or a watch of r when
+// its caller no longer holds the grant it was opened with (its token was
+// removed, or no longer opens its namespace), or nil.
+func (g *Gateway) revoked(r *http.Request) error {
+	c, ok := r.Context().Value(callerKey{}).(caller)
+	if g.auth == nil || !ok || g.auth.granted(c) {
+		return nil
+	}
+	return errRevoked
+}
+
+// errRevoked ends the streams and watches of a revoked grant.
+var errRevoked = &events.Error{Code: events.CodeUnauthenticated, Message: "the bearer token no longer grants this stream"}
 
 // principalOf returns the principal r acts for, or "" when authentication
 // is off or the route is public.
@@ -307,13 +380,23 @@ func (g *Gateway) authenticate(w http.ResponseWriter, req *http.Request, rt rout
 	if g.auth == nil || isPublic(rt) {
 		return req, nil
 	}
+	addr, now := hostPart(req.RemoteAddr), time.Now()
+	if wait := g.backoff.wait(addr, now); wait > 0 {
+		// Refused unread, and the connection with it (limitBodies).
+		w.Header().Set("Connection", "close")
+		return req, rateLimited(w, wait)
+	}
 	c, err := g.auth.authorize(req, isRead(rt))
 	if err != nil {
 		if errors.Is(err, errUnauthenticated) {
+			g.backoff.failed(addr, now)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="skein"`)
+			// Answered without reading the body; the connection closes.
+			w.Header().Set("Connection", "close")
 		}
 		return req, err
 	}
+	g.backoff.succeeded(addr)
 	return req.WithContext(context.WithValue(req.Context(), callerKey{}, c)), nil
 }
 
@@ -331,7 +414,8 @@ func (a *authenticator) authorize(r *http.Request, read bool) (caller, error) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return caller{}, errUnauthenticated
 	}
-	p := a.tokens().lookup(token)
+	h := sha256.Sum256([]byte(token))
+	p := a.tokens().lookupHash(h)
 	if p == nil {
 		return caller{}, errUnauthenticated
 	}
@@ -341,7 +425,7 @@ func (a *authenticator) authorize(r *http.Request, read bool) (caller, error) {
 	picked := r.Header.Values(HeaderNamespace)
 	switch len(picked) {
 	case 0:
-		return caller{principal: p.name, ns: p.namespaces[0]}, nil
+		return caller{principal: p.name, ns: p.namespaces[0], token: h}, nil
 	case 1:
 	default:
 		return caller{}, events.Errorf(events.CodeInvalidRequest, "%s given %d times", HeaderNamespace, len(picked))
@@ -353,5 +437,5 @@ func (a *authenticator) authorize(r *http.Request, read bool) (caller, error) {
 	if !slices.Contains(p.namespaces, ns) {
 		return caller{}, events.Errorf(events.CodeForbidden, "namespace %s is not one of the token's", ns)
 	}
-	return caller{principal: p.name, ns: ns}, nil
+	return caller{principal: p.name, ns: ns, token: h}, nil
 }

@@ -39,6 +39,13 @@ const (
 	DefaultStreamWriteTimeout = 30 * time.Second
 	DefaultBackfillPage       = 1000
 	DefaultShutdownTimeout    = 10 * time.Second
+	// Per client address: connections open at once, the time a body may
+	// take to arrive, and the failed authentications let through before
+	// the next ones wait, up to the longest wait.
+	DefaultMaxConnsPerAddr  = 256
+	DefaultBodyReadTimeout  = 30 * time.Second
+	DefaultAuthFailuresFree = 5
+	DefaultAuthBackoffMax   = 30 * time.Second
 )
 
 // Config configures a Gateway. The zero value is not valid: start from the
@@ -90,6 +97,20 @@ type Config struct {
 	// makes to catch up: at most events.MaxHistoryLimit, the largest page
 	// a history service serves.
 	BackfillPage int
+	// MaxConnsPerAddr bounds the connections one client address holds
+	// open at once (0: no bound; behind a proxy every client has its
+	// address, so bound them there). A connection past it is closed as
+	// it is accepted.
+	MaxConnsPerAddr int
+	// BodyReadTimeout bounds reading a request's body: a client that
+	// sends it a byte at a time is cut off.
+	BodyReadTimeout time.Duration
+	// AuthFailuresFree is how many requests with no valid token an
+	// address may make before its next ones are refused unread
+	// (rate_limited, Retry-After) for a wait that doubles with each
+	// further failure, up to AuthBackoffMax.
+	AuthFailuresFree int
+	AuthBackoffMax   time.Duration
 	// ShutdownTimeout bounds how long Run waits for in-flight requests
 	// (prompts, mostly) once its context is done.
 	ShutdownTimeout time.Duration
@@ -116,6 +137,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.StreamBufferBytes, "gateway.sse-buffer-bytes", DefaultStreamBufferBytes, "payload bytes buffered per event stream before a slow client is cut off")
 	fs.DurationVar(&c.StreamWriteTimeout, "gateway.sse-write-timeout", DefaultStreamWriteTimeout, "deadline of one write to an event stream client")
 	fs.IntVar(&c.BackfillPage, "gateway.sse-backfill-page", DefaultBackfillPage, fmt.Sprintf("history page size an event stream reads to catch up (at most %d)", events.MaxHistoryLimit))
+	fs.IntVar(&c.MaxConnsPerAddr, "gateway.max-conns-per-addr", DefaultMaxConnsPerAddr, "connections one client address may hold open at once (0: no bound)")
+	fs.DurationVar(&c.BodyReadTimeout, "gateway.body-read-timeout", DefaultBodyReadTimeout, "deadline of reading a request's body")
+	fs.IntVar(&c.AuthFailuresFree, "gateway.auth-failures-free", DefaultAuthFailuresFree, "requests without a valid token an address may make before it must wait")
+	fs.DurationVar(&c.AuthBackoffMax, "gateway.auth-backoff-max", DefaultAuthBackoffMax, "longest wait of an address whose requests keep failing authentication")
 	fs.DurationVar(&c.ShutdownTimeout, "gateway.shutdown-timeout", DefaultShutdownTimeout, "how long to wait for in-flight requests on shutdown")
 	c.Auth.RegisterFlags(fs)
 }
@@ -175,6 +200,15 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("gateway.shutdown-timeout must be positive, got %v", c.ShutdownTimeout))
+	}
+	if c.MaxConnsPerAddr < 0 {
+		errs = append(errs, fmt.Errorf("gateway.max-conns-per-addr must not be negative, got %d", c.MaxConnsPerAddr))
+	}
+	if c.BodyReadTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("gateway.body-read-timeout must be positive, got %v", c.BodyReadTimeout))
+	}
+	if c.AuthFailuresFree < 0 || c.AuthBackoffMax <= 0 {
+		errs = append(errs, fmt.Errorf("gateway.auth-failures-free must not be negative and gateway.auth-backoff-max must be positive, got %d and %v", c.AuthFailuresFree, c.AuthBackoffMax))
 	}
 	errs = append(errs, c.Auth.validate()...)
 	return errors.Join(errs...)

@@ -65,6 +65,7 @@ type Gateway struct {
 	hub     *hub // the live feeds of event streams, one per watched session
 	limits  *limiter
 	auth    *authenticator // nil when authentication is off
+	backoff *authBackoff   // of addresses failing authentication; nil when it is off
 
 	// streamSubscribed, set by tests only (export_test.go), runs once an
 	// event stream's subscriptions are on the server and before its
@@ -112,7 +113,10 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 	if g.auth, err = newAuthenticator(cfg.Auth, g.lg); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.handler = g.instrument(g.routes())
+	if g.auth != nil {
+		g.backoff = newAuthBackoff(cfg.AuthFailuresFree, cfg.AuthBackoffMax)
+	}
+	g.handler = g.limitBodies(g.instrument(g.routes()))
 	return g, nil
 }
 
@@ -159,6 +163,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		// and gets ShutdownTimeout to finish.
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	ln = newLimitListener(ln, g.cfg.MaxConnsPerAddr)
 	g.mu.Lock()
 	g.addr = ln.Addr().String()
 	g.mu.Unlock()
@@ -169,6 +174,15 @@ func (g *Gateway) Run(ctx context.Context) error {
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+	var tokens sync.WaitGroup
+	if g.auth != nil {
+		tctx, stopTokens := context.WithCancel(ctx)
+		defer func() {
+			stopTokens()
+			tokens.Wait()
+		}()
+		tokens.Go(func() { g.auth.watchTokens(tctx) })
+	}
 
 	select {
 	case err := <-serveErr:

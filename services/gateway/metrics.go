@@ -16,6 +16,7 @@ const (
 	endOverflow   = "overflow"    // the client fell further behind than StreamBuffer
 	endShutdown   = "shutdown"    // the gateway is stopping
 	endError      = "error"       // a history read or decode failed
+	endRevoked    = "revoked"     // the caller's token no longer grants the stream
 )
 
 // metrics holds every instrument of the gateway. Labels come from closed

@@ -191,6 +191,10 @@ func (s *stream) serve(ctx context.Context) string {
 			return s.fail(ctx, events.Errorf(events.CodeUnavailable, "gateway is shutting down; resume with Last-Event-ID"), endShutdown)
 		case <-s.v.overflow:
 			// Handled at the top of the loop.
+		case <-s.g.grantsChanged():
+			if err := s.g.revoked(s.r); err != nil {
+				return s.fail(ctx, err, endRevoked)
+			}
 		case <-keepalive.C:
 			if err := s.write([]byte(": keepalive\n\n")); err != nil || s.flush() != nil {
 				return endClientGone

@@ -89,6 +89,12 @@ func (g *Gateway) handleWatch(w http.ResponseWriter, r *http.Request) error {
 		case <-g.stopping:
 		case <-r.Context().Done():
 			return nil // the client left
+		case <-g.grantsChanged():
+			// A grant revoked while the watch waited ends it; one that
+			// stands answers now, as a timeout would.
+			if err := g.revoked(r); err != nil {
+				return err
+			}
 		}
 	}
 

@@ -1,0 +1,238 @@
+package gateway
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// The gateway's guards against clients that hold resources without using
+// them: a connection is the cost, and a client that sends a body a byte at
+// a time, or opens connections by the thousand, or guesses tokens, must
+// not be able to make the gateway hold its file descriptors.
+//
+//   - Bodies are read within Config.BodyReadTimeout (limitBodies), and a
+//     body the handler did not read is not read afterwards: the server
+//     would otherwise read what remains before answering the next request
+//     on the connection, and a slow sender held the connection open that
+//     way, unauthenticated, for as long as it liked. The connection is
+//     closed instead.
+//   - A client address holds at most Config.MaxConnsPerAddr connections
+//     (limitListener); one past it is closed as it is accepted.
+//   - An address whose requests keep failing authentication waits, longer
+//     each time, before its requests are looked at again (authBackoff).
+
+// limitBodies bounds the time a request's body may take to arrive, and
+// closes the connection of a request whose body its handler left unread.
+func (g *Gateway) limitBodies(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		// Best effort: a ResponseWriter without deadlines (a test's
+		// recorder) has nothing to bound.
+		_ = rc.SetReadDeadline(time.Now().Add(g.cfg.BodyReadTimeout))
+		body := &watchedBody{ReadCloser: r.Body, done: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+		r.Body = body
+		h.ServeHTTP(w, r)
+		if !body.sawEOF {
+			// The server would read the rest before it reused the
+			// connection: end the read at once, which closes it.
+			_ = rc.SetReadDeadline(time.Now())
+		}
+	})
+}
+
+// watchedBody is a request body that calls done when it has been read to
+// its end: the body's deadline no longer applies to the connection (an
+// event stream reads nothing more, and lasts).
+type watchedBody struct {
+	io.ReadCloser
+	done   func()
+	sawEOF bool
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.sawEOF {
+		b.sawEOF = true
+		b.done()
+	}
+	return n, err
+}
+
+// limitListener closes each connection accepted past perAddr from one
+// client address.
+type limitListener struct {
+	net.Listener
+	perAddr int
+
+	mu    sync.Mutex
+	conns map[string]int
+}
+
+func newLimitListener(ln net.Listener, perAddr int) net.Listener {
+	if perAddr <= 0 {
+		return ln
+	}
+	return &limitListener{Listener: ln, perAddr: perAddr, conns: map[string]int{}}
+}
+
+// Accept returns the next connection whose address holds fewer than
+// perAddr; the others are closed unanswered.
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		addr := hostOf(c.RemoteAddr())
+		l.mu.Lock()
+		ok := l.conns[addr] < l.perAddr
+		if ok {
+			l.conns[addr]++
+		}
+		l.mu.Unlock()
+		if ok {
+			return &countedConn{Conn: c, release: func() { l.release(addr) }}, nil
+		}
+		_ = c.Close()
+	}
+}
+
+func (l *limitListener) release(addr string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conns[addr]--; l.conns[addr] <= 0 {
+		delete(l.conns, addr)
+	}
+}
+
+// countedConn gives its address's place back once, when it is closed.
+type countedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// hostOf is the client address of a connection or request, without its
+// port.
+func hostOf(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return hostPart(a.String())
+}
+
+func hostPart(hostport string) string {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return hostport
+	}
+	return host
+}
+
+// authBackoff makes an address whose requests keep failing authentication
+// wait: after free failures, each further one doubles the wait before the
+// address's next request is looked at, from authBackoffFirst up to max.
+// A request that authenticates clears its address. While an address
+// waits, its requests are refused unread (rate_limited, Retry-After), with
+// a valid token too: otherwise the refusals would tell a guesser which
+// token was right.
+type authBackoff struct {
+	free int
+	max  time.Duration
+
+	mu    sync.Mutex
+	addrs map[string]*failures
+}
+
+// failures is one address's record.
+type failures struct {
+	n     int       // failures since the address last authenticated
+	until time.Time // no request of the address is looked at before then
+	last  time.Time // the last failure, to forget quiet addresses
+}
+
+const (
+	authBackoffFirst = 100 * time.Millisecond
+	// authForget is how long an address's failures are kept after its
+	// last one; authMaxAddrs bounds how many addresses are kept at all
+	// (past it the quiet ones are forgotten first).
+	authForget   = 10 * time.Minute
+	authMaxAddrs = 100_000
+)
+
+func newAuthBackoff(free int, max time.Duration) *authBackoff {
+	return &authBackoff{free: free, max: max, addrs: map[string]*failures{}}
+}
+
+// wait returns how long addr must still wait before its next request is
+// looked at (0: none).
+func (b *authBackoff) wait(addr string, now time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f := b.addrs[addr]
+	if f == nil || !now.Before(f.until) {
+		return 0
+	}
+	return f.until.Sub(now)
+}
+
+// failed records a failed authentication of addr.
+func (b *authBackoff) failed(addr string, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f := b.addrs[addr]
+	if f == nil {
+		if len(b.addrs) >= authMaxAddrs {
+			b.forgetLocked(now)
+		}
+		f = &failures{}
+		b.addrs[addr] = f
+	}
+	f.n++
+	f.last = now
+	if over := f.n - b.free; over > 0 {
+		d := b.max
+		if over < 32 && authBackoffFirst<<(over-1) < b.max {
+			d = authBackoffFirst << (over - 1)
+		}
+		f.until = now.Add(d)
+	}
+}
+
+// succeeded clears addr.
+func (b *authBackoff) succeeded(addr string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.addrs, addr)
+}
+
+// forgetLocked drops the addresses quiet for authForget, or, if none is,
+// every address not waiting now.
+func (b *authBackoff) forgetLocked(now time.Time) {
+	for a, f := range b.addrs {
+		if now.Sub(f.last) > authForget {
+			delete(b.addrs, a)
+		}
+	}
+	if len(b.addrs) < authMaxAddrs {
+		return
+	}
+	for a, f := range b.addrs {
+		if !now.Before(f.until) {
+			delete(b.addrs, a)
+		}
+	}
+}

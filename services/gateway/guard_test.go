@@ -1,0 +1,135 @@
+package gateway_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"skein.dev/services/gateway"
+)
+
+// The security suite's share of connections: clients that hold the
+// gateway's connections without using them. Each test talks raw TCP, so
+// that it sees what the server does with the connection itself.
+
+// dial opens a raw connection to the gateway.
+func dial(t *testing.T, e *env) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// closedByServer reports whether the server closed c: a read returns EOF
+// (or a reset) after whatever response came first. The deadline only
+// bounds a test that would otherwise hang on a connection left open.
+func closedByServer(t *testing.T, c net.Conn) (status string, closed bool) {
+	t.Helper()
+	if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return "", true
+	}
+	_, err = io.Copy(io.Discard, br) // the rest of the response, then the close
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return strings.TrimSpace(line), false
+	}
+	return strings.TrimSpace(line), true
+}
+
+// An unauthenticated request whose body trickles in is answered 401 at
+// once, without the body, and its connection is closed: the server once
+// read the body first, and 19,995 such clients held as many connections.
+func TestSecuritySlowBodyUnauthenticated(t *testing.T) {
+	e := newEnv(t, withoutBackend, withConfig(withTokens))
+	c := dial(t, e)
+	fmt.Fprintf(c, "PUT /v1/sessions/s1 HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+	status, closed := closedByServer(t, c)
+	if !strings.Contains(status, " 401 ") || !closed {
+		t.Errorf("slow unauthenticated body: status %q, closed %v; want 401 and the connection closed", status, closed)
+	}
+}
+
+// An authenticated request whose body does not arrive within the body's
+// deadline is cut off, its connection closed.
+func TestSecuritySlowBodyDeadline(t *testing.T) {
+	e := newEnv(t, withoutBackend, withConfig(func(c *gateway.Config) {
+		withTokens(c)
+		c.BodyReadTimeout = 200 * time.Millisecond
+	}))
+	c := dial(t, e)
+	fmt.Fprintf(c, "PUT /v1/sessions/s1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 100\r\n\r\n{", adminToken)
+	status, closed := closedByServer(t, c)
+	if !closed || strings.Contains(status, " 200 ") {
+		t.Errorf("a body that never arrives: status %q, closed %v; want no success and the connection closed", status, closed)
+	}
+}
+
+// One client address holds at most MaxConnsPerAddr connections; the next
+// is closed as it is accepted, and a place freed is usable again.
+func TestSecurityConnectionsPerAddress(t *testing.T) {
+	e := newEnv(t, withoutBackend, withConfig(func(c *gateway.Config) { c.MaxConnsPerAddr = 3 }))
+	var held []net.Conn
+	for range 3 {
+		c := dial(t, e)
+		// A request answered proves the connection was accepted and
+		// counted before the next one is made.
+		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.Contains(line, " 200 ") {
+			t.Fatalf("connection %d: %q, %v", len(held)+1, line, err)
+		}
+		held = append(held, c)
+	}
+	over := dial(t, e)
+	fmt.Fprintf(over, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	if status, closed := closedByServer(t, over); status != "" || !closed {
+		t.Errorf("a 4th connection: status %q, closed %v; want closed unanswered", status, closed)
+	}
+	held[0].Close()
+	// The server sees the close when it next reads the connection; until
+	// then the place is taken, so the test asks until one is free.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c := dial(t, e)
+		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		if line, err := bufio.NewReader(c).ReadString('\n'); err == nil && strings.Contains(line, " 200 ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no connection accepted after one of three closed")
+		}
+	}
+}
+
+// An address whose requests keep failing authentication waits: past the
+// free failures its requests are refused unread, rate_limited with
+// Retry-After, a valid token's too (else the refusals would tell which
+// guess was right).
+func TestSecurityFailedAuthBackoff(t *testing.T) {
+	e := newEnv(t, withoutBackend, withConfig(func(c *gateway.Config) {
+		withTokens(c)
+		c.AuthFailuresFree = 3
+		c.AuthBackoffMax = time.Hour // the test never waits one out
+	}))
+	for i := range 4 {
+		r := e.send(http.MethodGet, "/v1/sessions", "", bearer(fmt.Sprintf("guess-%d", i)))
+		if r.status != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d, want 401", i, r.status)
+		}
+	}
+	r := e.send(http.MethodGet, "/v1/sessions", "", bearer(adminToken))
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
+		t.Errorf("a valid token from a waiting address: %d (Retry-After %q), want 429 with Retry-After", r.status, r.header.Get("Retry-After"))
+	}
+}
