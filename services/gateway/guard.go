@@ -125,6 +125,17 @@ func (c *countedConn) Close() error {
 	return err
 }
 
+// CloseWrite passes the half close through: the server half-closes a
+// connection whose request it refuses unread (431), and waits a little,
+// so that the client reads the answer before the connection goes; a
+// plain Close would reset it under the client's feet.
+func (c *countedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // hostOf is the client address of a connection or request, without its
 // port.
 func hostOf(a net.Addr) string {
