@@ -75,6 +75,10 @@ type devNATSAuth struct {
 
 // passwordVar matches a user of accounts.conf and the variable its
 // password is read from: {user: skein-gateway, password: $SKEIN_GATEWAY_PASSWORD, ...}.
+// plainPassword is what a password file may hold: what a URL carries as
+// it is and a configuration string quotes plainly. rand.Text's base32 is.
+var plainPassword = regexp.MustCompile(`^[A-Za-z0-9._~-]+$`)
+
 var passwordVar = regexp.MustCompile(`\{\s*user:\s*([\w-]+),\s*password:\s*\$(\w+)`)
 
 // ensureDevNATSAuth reads the passwords under <dataDir>/nats-users, first
@@ -120,8 +124,8 @@ func (a *devNATSAuth) ensurePassword(user string) (string, error) {
 	switch {
 	case err == nil:
 		pw := strings.TrimSpace(string(b))
-		if pw == "" || strings.ContainsAny(pw, " \t\r\n\"\\") {
-			return "", fmt.Errorf("%s: not a password: remove it, and skein dev writes a new one", path)
+		if !plainPassword.MatchString(pw) {
+			return "", fmt.Errorf("%s: not a password of letters, digits, '-', '_', '.' or '~': remove it, and skein dev writes a new one", path)
 		}
 		return pw, os.Chmod(path, 0o600)
 	case !errors.Is(err, fs.ErrNotExist):
@@ -191,8 +195,8 @@ func urlWithUser(url, user, password string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("embedded nats: unexpected client URL %q", url)
 	}
-	// The passwords are base32 and the users names of accounts.conf:
-	// nothing in them needs escaping in a URL.
+	// The passwords are plainPassword's and the users names of
+	// accounts.conf: nothing in them needs escaping in a URL.
 	return "nats://" + user + ":" + password + "@" + rest, nil
 }
 

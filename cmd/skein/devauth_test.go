@@ -369,3 +369,33 @@ func TestDevKeepsOlderDevStore(t *testing.T) {
 		t.Fatalf("the older dev's record: %v %v", msg, err)
 	}
 }
+
+// TestEnsureDevNATSAuth: the passwords are written once and read back at
+// the next start, so that a client's saved URL keeps working; a password
+// file that is not a plain password is refused rather than quoted into the
+// server's configuration or a URL.
+func TestEnsureDevNATSAuth(t *testing.T) {
+	data := t.TempDir()
+	first, err := ensureDevNATSAuth(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := ensureDevNATSAuth(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for user, pw := range first.passwords {
+		if pw == "" || second.passwords[user] != pw {
+			t.Errorf("%s: password %q, then %q", user, pw, second.passwords[user])
+		}
+		if first.passwords[user] == first.passwords[devAdminUser] && user != devAdminUser {
+			t.Errorf("%s has the admin's password", user)
+		}
+	}
+	if err := os.WriteFile(first.file(devReaderUser, ".password"), []byte("pw@evil.example:1/\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ensureDevNATSAuth(data); err == nil {
+		t.Error("a password with '@', ':' and '/' accepted")
+	}
+}
