@@ -24,6 +24,7 @@ type devConfig struct {
 	stack      stackConfig
 	dataDir    string
 	natsListen string
+	natsAny    bool // --nats-listen-any: natsListen may be other than loopback
 	maxPayload int
 	pprofAddr  string
 }
@@ -37,11 +38,19 @@ the gateway, session, adapter-runner and history services, and the built-in
 demo agent, all in one process, with the same code paths as production.
 The gateway accepts the token in DIR/dev-token (written at the first start,
 mode 0600), an admin of namespace default; the skein CLI reads it there.
+The NATS server takes no client without a password: its users are those of
+the cluster's accounts.conf (skein-ops, the admin; skein-gateway and the other
+services, each with only its rights; reader-default), with passwords written
+at the first start in DIR/nats-users/USER.password (mode 0600). With
+--nats-listen, DIR/nats-users/USER.url is the server's URL with the user's
+password in it, and USER.json a nats CLI context (nats --context FILE).
 
 Flags (single or double dash; every service flag also reads SKEIN_<NAME>):
   --data DIR          state directory (default .skein)
   --http ADDR         gateway HTTP address (default 127.0.0.1:8080)
-  --nats-listen ADDR  also serve NATS on ADDR (loopback), for the nats CLI
+  --nats-listen ADDR  also serve NATS on ADDR, a loopback address, for the nats CLI
+  --nats-listen-any   allow a --nats-listen address other than loopback (0.0.0.0,
+                      a LAN address): other machines reach NATS, with a password
   --agents FILE       agent registry file (env SKEIN_AGENTS)
   --pprof ADDR        serve net/http/pprof on ADDR (loopback only), for profiling
   --metrics-listen ADDR  serve Prometheus /metrics on ADDR, a listener of its own
@@ -60,7 +69,8 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	c.stack.registerFlags(fs)
 	fs.StringVar(&c.dataDir, "data", ".skein", "state directory: NATS storage and per-session agent directories")
 	fs.StringVar(&c.stack.Gateway.Addr, "http", "127.0.0.1:8080", "gateway HTTP address (same as --gateway.http-addr)")
-	fs.StringVar(&c.natsListen, "nats-listen", "", "also serve NATS on this loopback address, e.g. 127.0.0.1:4222 (port 0: a free one, printed at start)")
+	fs.StringVar(&c.natsListen, "nats-listen", "", "also serve NATS on this loopback address, e.g. 127.0.0.1:4222 (port 0: a free one, printed at start); clients need a user's password from DIR/"+devUsersDir)
+	fs.BoolVar(&c.natsAny, "nats-listen-any", false, "allow a --nats-listen address that is not loopback (0.0.0.0, ::, a LAN address, a host name): other machines can then reach NATS, still only with a user's password")
 	fs.StringVar(&c.stack.Runner.AgentsFile, "agents", "", "agent registry file (same as --adapter-runner.agents; env SKEIN_AGENTS)")
 	fs.IntVar(&c.maxPayload, "nats-max-payload", 8<<20, "largest NATS message the embedded server accepts")
 	fs.StringVar(&c.pprofAddr, "pprof", "", pprofUsage)
@@ -78,6 +88,11 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	if err := checkPprofFlag(c.pprofAddr); err != nil {
 		return err
+	}
+	if c.natsListen != "" {
+		if err := checkNATSListen(c.natsListen, c.natsAny); err != nil {
+			return err
+		}
 	}
 	lg, err := newLogger(c.stack.LogLevel, false)
 	if err != nil {
@@ -119,7 +134,11 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		lg.Info("wrote a new dev token", "file", tokenFile)
 	}
 
-	ns, err := startEmbeddedNATS(filepath.Join(dataDir, "nats"), c.natsListen, c.maxPayload)
+	auth, err := ensureDevNATSAuth(dataDir)
+	if err != nil {
+		return fmt.Errorf("nats users: %w", err)
+	}
+	ns, err := startEmbeddedNATS(filepath.Join(dataDir, "nats"), c.natsListen, c.maxPayload, auth)
 	if err != nil {
 		return err
 	}
@@ -127,9 +146,27 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		ns.Shutdown()
 		ns.WaitForShutdown()
 	}()
+	clientURL := ""
+	if c.natsListen != "" {
+		clientURL = ns.ClientURL()
+	}
+	if err := auth.writeClientFiles(clientURL); err != nil {
+		return fmt.Errorf("nats users: %w", err)
+	}
+	// The services have no right to create or change a stream, as in a
+	// cluster: the admin provisions them first, with the session service's
+	// limits, so that the service finds them as it would change them and
+	// only reads.
+	if err := provisionDev(ctx, ns, auth, &c.stack); err != nil {
+		return err
+	}
 	targets, _ := parseTargets(TargetAll)
 	st, err := newStack(&c.stack, targets, lg, func(service string) (*nats.Conn, error) {
-		return nats.Connect("", nats.InProcessServer(ns), nats.Name("skein dev "+service))
+		// In process, yet authenticated as over TCP: each service is its
+		// own user of accounts.conf, with only its rights, and its replies
+		// under the inbox prefix those rights allow.
+		user := devServiceUser(service)
+		return auth.connect(ns, user, "skein dev "+service)
 	})
 	if err != nil {
 		return err
@@ -137,7 +174,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	defer st.close()
 	err = runWithPprof(ctx, c.pprofAddr, lg, func(ctx context.Context) error {
 		return st.run(ctx, lg, c.stack.MetricsAddr, func() {
-			printWelcome(stdout, "http://"+st.gateway.Addr(), ns, c.natsListen, dataDir, tokenFile)
+			printWelcome(stdout, "http://"+st.gateway.Addr(), ns, c.natsListen, dataDir, tokenFile, auth)
 		})
 	})
 	return err
@@ -149,18 +186,21 @@ func isSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-// startEmbeddedNATS starts a JetStream server storing under dir. With listen
-// it also accepts TCP connections there (loopback), so the nats CLI works.
-func startEmbeddedNATS(dir, listen string, maxPayload int) (*server.Server, error) {
-	opts := &server.Options{
-		ServerName: "skein-dev",
-		JetStream:  true,
-		StoreDir:   dir,
-		DontListen: listen == "",
-		NoSigs:     true,
-		NoLog:      true,
-		MaxPayload: int32(maxPayload),
+// startEmbeddedNATS starts a JetStream server storing under dir, whose
+// clients must be users of auth. With listen it also accepts TCP
+// connections there, so the nats CLI works.
+func startEmbeddedNATS(dir, listen string, maxPayload int, auth *devNATSAuth) (*server.Server, error) {
+	opts := &server.Options{}
+	if err := auth.apply(opts); err != nil {
+		return nil, err
 	}
+	opts.ServerName = "skein-dev"
+	opts.JetStream = true
+	opts.StoreDir = dir
+	opts.DontListen = listen == ""
+	opts.NoSigs = true
+	opts.NoLog = true
+	opts.MaxPayload = int32(maxPayload)
 	if listen != "" {
 		host, port, err := net.SplitHostPort(listen)
 		if err != nil {
@@ -177,6 +217,9 @@ func startEmbeddedNATS(dir, listen string, maxPayload int) (*server.Server, erro
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	if err := moveGlobalAccountStore(dir, opts); err != nil {
+		return nil, err
+	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
@@ -189,10 +232,11 @@ func startEmbeddedNATS(dir, listen string, maxPayload int) (*server.Server, erro
 	return ns, nil
 }
 
-func printWelcome(w io.Writer, url string, ns *server.Server, natsListen, dataDir, tokenFile string) {
+func printWelcome(w io.Writer, url string, ns *server.Server, natsListen, dataDir, tokenFile string, auth *devNATSAuth) {
 	fmt.Fprintf(w, "Skein is running.\n\n  HTTP   %s\n  data   %s\n  token  %s   (the skein CLI reads it; or set SKEIN_TOKEN)\n", url, dataDir, tokenFile)
 	if natsListen != "" {
-		fmt.Fprintf(w, "  NATS   %s   (try: nats --server %s stream ls)\n", ns.ClientURL(), ns.ClientURL())
+		fmt.Fprintf(w, "  NATS   %s   (users and passwords: %s; try: nats --context %s stream ls)\n",
+			ns.ClientURL(), auth.dir, auth.file(devAdminUser, ".json"))
 	}
 	fmt.Fprintf(w, `
 Try it:

@@ -125,7 +125,9 @@ func startDev(t *testing.T, exe, data, agents string) *devProcess {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return &devProcess{cmd: cmd, base: httpURL + "/v1/sessions/", natsURL: natsURL, out: out}
+	// The test reads the log as skein dev's admin: its NATS takes no
+	// client without a user.
+	return &devProcess{cmd: cmd, base: httpURL + "/v1/sessions/", natsURL: devUserURL(t, data, devAdminUser), out: out}
 }
 
 // welcomeURL returns the URL skein dev's welcome prints after label

@@ -129,7 +129,7 @@ func TestRunnerLostDev(t *testing.T) {
 		Args: []string{"serve", "--target=adapter-runner", "--log-level=info", "--adapter-runner.id=runner-2",
 			"--adapter-runner.data-dir=" + t.TempDir(), "--adapter-runner.agents=" + agents,
 			"--adapter-runner.workspace-roots=" + filepath.Join(data, "workspaces")},
-		Env: []string{"NATS_URL=" + dev.natsURL, envRunSkein + "=1"}}
+		Env: []string{"NATS_URL=" + devUserURL(t, data, devServiceUser(TargetAdapterRunner)), envRunSkein + "=1"}}
 	if err := runner.Start(); err != nil {
 		t.Fatal(err)
 	}
