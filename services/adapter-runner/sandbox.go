@@ -177,12 +177,14 @@ func installDirs(path string) []string {
 // system's programs and libraries, and the few files of /etc that dynamic
 // linking, name resolution, TLS and a shell need. /etc as a whole is not
 // among them: it holds secrets (shadow, the TLS private keys under
-// /etc/ssl/private, the runner's own configuration). /proc is readable so
-// that runtimes can see themselves (node reads /proc/self/…): another
-// process's environment, memory and file descriptors stay out of reach,
-// since Landlock lets a confined process ptrace, and so read those of, only
-// processes of its own domain. /proc/<pid>/cmdline of every process stays
-// readable, as for any user: a secret on a command line is not safe.
+// /etc/ssl/private, the runner's own configuration). Of /proc, only the
+// adapter's own directory (/proc/self, opened by the launcher, whose
+// process the adapter becomes) and the machine-wide files runtimes read:
+// Landlock's ptrace rule keeps another process's memory out of reach, but
+// not its environ or cmdline (PTRACE_MODE_READ), which hold the runner's
+// and other sessions' secrets. So the processes an adapter spawns cannot
+// read their own /proc/<pid> either; /proc/self of a tool it runs is
+// denied.
 var sandboxSystemPaths = []string{
 	"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ld.so.preload",
@@ -193,7 +195,9 @@ var sandboxSystemPaths = []string{
 	"/etc/pki/tls/certs", "/etc/pki/ca-trust", "/etc/crypto-policies",
 	"/etc/alternatives", "/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/inputrc",
 	"/etc/gitconfig", "/etc/terminfo",
-	"/proc", "/sys/fs/cgroup", "/sys/devices/system/cpu",
+	"/proc/self", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg", "/proc/uptime",
+	"/proc/version", "/proc/filesystems", "/proc/sys",
+	"/sys/fs/cgroup", "/sys/devices/system/cpu",
 }
 
 // sandboxDevices are the device files any adapter may read and write.
