@@ -390,6 +390,10 @@ func (t *turn) exec(ctx context.Context, o op) (*outcome, error) {
 		}
 		t.chunk("agent_message_chunk", "instructions: "+text)
 	default:
+		if probe, ok := probes[o.Kind]; ok { // files.go
+			t.chunk("agent_message_chunk", probe(o))
+			return nil, nil
+		}
 		return nil, fmt.Errorf("line %d: unhandled command %q", o.Line, o.Kind)
 	}
 	return nil, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"skein.dev/internal/workspace"
+	adapterrunner "skein.dev/services/adapter-runner"
 )
 
 // devConfig holds the flags of skein dev beyond the services' own.
@@ -117,7 +118,13 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	for i, a := range c.stack.Runner.Builtin {
 		if a.ID == "demo" {
 			c.stack.Runner.Builtin[i].Args = append(a.Args, "--resume", "--load-session", "--state-dir", filepath.Join(dataDir, "demo-agent"))
+			c.stack.Runner.Builtin[i].Sandbox.Write = []string{filepath.Join(dataDir, "demo-agent")}
 		}
+	}
+	// A developer's machine may lack Landlock: dev runs adapters there
+	// unconfined, with a warning, where serve refuses them.
+	if !isSet(fs, "adapter-runner.sandbox") {
+		c.stack.Runner.Sandbox = adapterrunner.SandboxWarn
 	}
 	if !isSet(fs, "adapter-runner.id") {
 		c.stack.Runner.ID = "dev"

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,29 @@ type Agent struct {
 	// session sets none (workspace.CheckEnv). Env above is the
 	// operator's, not limited by it.
 	AllowEnv []string `json:"allowEnv,omitempty"`
+	// Sandbox widens what the agent's adapter may reach under the
+	// runner's sandbox (sandbox.go): by default only the system, its own
+	// install directory, and its session's directories.
+	Sandbox AgentSandbox `json:"sandbox,omitzero"`
+}
+
+// AgentSandbox is what an agent's adapter may reach beyond the default.
+// Paths are absolute, or start with "~/" for the runner user's home (not
+// the session's isolated HOME), and are shared by every session of the
+// agent: a path that holds one session's state exposes it to the others.
+type AgentSandbox struct {
+	// Read are files and directories the adapter may read and execute:
+	// an install directory outside /usr (node under ~/.nvm, say) or the
+	// operator's agent configuration (~/.claude, ~/.codex, ~/.gemini).
+	Read []string `json:"read,omitempty"`
+	// Write are directories the adapter may also write: state an agent
+	// keeps outside its HOME. The runner creates them (0700) if missing.
+	Write []string `json:"write,omitempty"`
+	// Network, when false, denies the adapter TCP connect and bind (on
+	// kernels with Landlock ABI 4 or later; the runner refuses the agent
+	// under adapter-runner.sandbox=require on older ones). Unset means
+	// allowed: real adapters talk to their model's API.
+	Network *bool `json:"network,omitempty"`
 }
 
 // Registry is the agents file: {"agents":[{"id":…,"command":…,"args":[…],"env":{…},"allowEnv":[…]}]}.
@@ -67,6 +91,11 @@ func (r Registry) validate() error {
 		for _, pat := range a.AllowEnv {
 			if name, _ := strings.CutSuffix(pat, "*"); name == "" && pat != "*" || strings.ContainsAny(name, "=*\x00") {
 				return fmt.Errorf("agent %s: allowEnv %q must be a variable name, or a prefix ending in *", a.ID, pat)
+			}
+		}
+		for _, p := range append(slices.Clip(a.Sandbox.Read), a.Sandbox.Write...) {
+			if !filepath.IsAbs(p) && !strings.HasPrefix(p, "~/") {
+				return fmt.Errorf("agent %s: sandbox path %q must be absolute or start with ~/", a.ID, p)
 			}
 		}
 		if seen[a.ID] {
@@ -150,6 +179,14 @@ type Config struct {
 	// agent is given as appended system prompt, unless its session was
 	// opened with skipOsInstructions. Empty means none. New reads it once.
 	OSInstructionsFile string
+	// Sandbox says what to do about confining adapters (sandbox.go):
+	// SandboxRequire confines every adapter with Landlock and refuses to
+	// start one where the kernel cannot; SandboxWarn confines them where
+	// it can and runs them unconfined, with a warning, where it cannot;
+	// SandboxOff runs them unconfined. The flag defaults to require; the
+	// zero value, for embedders and tests whose adapters need what the
+	// sandbox denies, is off.
+	Sandbox SandboxMode
 }
 
 // RegisterFlags registers the runner's flags in fs, prefixed "adapter-runner.".
@@ -168,6 +205,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxStderrBytes, "adapter-runner.max-stderr-bytes", 1<<20, "stderr forwarded per adapter")
 	fs.IntVar(&c.IOWindowRecords, "adapter-runner.io-window-records", DefaultIOWindowRecords, "ACP_IO records per adapter in flight (not yet acknowledged); a full window stops reading that adapter's output")
 	fs.IntVar(&c.IOWindowBytes, "adapter-runner.io-window-bytes", DefaultIOWindowBytes, "payload bytes of the ACP_IO records per adapter in flight; a full window stops reading that adapter's output")
+	c.Sandbox = SandboxRequire
+	fs.Func("adapter-runner.sandbox", "confine adapters with Landlock: require (refuse adapters where the kernel lacks it), warn (run them unconfined there, with a warning) or off (default require)", func(s string) error {
+		c.Sandbox = SandboxMode(s)
+		return c.Sandbox.validate()
+	})
 	fs.StringVar(&c.OSInstructionsFile, "adapter-runner.os-instructions-file", "", "file of OS instructions appended to every agent's system prompt unless its session skips them (read at start)")
 }
 
@@ -216,6 +258,12 @@ func (c *Config) Validate() error {
 	if c.IOWindowBytes <= 0 {
 		c.IOWindowBytes = DefaultIOWindowBytes
 	}
+	if c.Sandbox == "" {
+		c.Sandbox = SandboxOff
+	}
+	if err := c.Sandbox.validate(); err != nil {
+		return fmt.Errorf("adapter-runner.sandbox: %w", err)
+	}
 	return nil
 }
 
@@ -233,6 +281,12 @@ func (c *Config) agents() (map[string]Agent, error) {
 		for _, a := range r.Agents {
 			out[a.ID] = a
 		}
+	}
+	home, _ := os.UserHomeDir()
+	for id, a := range out {
+		a.Sandbox.Read = expandHome(home, a.Sandbox.Read)
+		a.Sandbox.Write = expandHome(home, a.Sandbox.Write)
+		out[id] = a
 	}
 	return out, nil
 }
@@ -259,6 +313,23 @@ func (a Agent) lookPath() (string, error) { return exec.LookPath(a.Command) }
 func installed(a Agent) bool {
 	_, err := a.lookPath()
 	return err == nil
+}
+
+// expandHome returns paths with a leading "~/" replaced by home, the
+// runner user's home directory. Without a home, "~/" paths are dropped:
+// they name nothing the sandbox could grant.
+func expandHome(home string, paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if rest, ok := strings.CutPrefix(p, "~/"); ok {
+			if home == "" {
+				continue
+			}
+			p = filepath.Join(home, rest)
+		}
+		out = append(out, filepath.Clean(p))
+	}
+	return out
 }
 
 func sanitizeID(s string) string {

@@ -3,22 +3,27 @@ module skein.dev/services/adapter-runner
 go 1.26.8
 
 require (
-	skein.dev/internal/workspace v0.0.0
-	skein.dev/internal/natsmetrics v0.0.0
-	skein.dev/internal/buildinfo v0.0.0
-	skein.dev/internal/testutil v0.0.0
+	github.com/google/go-cmp v0.7.0
+	github.com/landlock-lsm/go-landlock v0.11.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	golang.org/x/sys v0.50.0
+	skein.dev/internal/buildinfo v0.0.0
 	skein.dev/internal/memstat v0.0.0
+	skein.dev/internal/natsmetrics v0.0.0
 	skein.dev/internal/natstest v0.0.0
+	skein.dev/internal/testutil v0.0.0
+	skein.dev/internal/workspace v0.0.0
 	skein.dev/pkg/acp v0.0.0
 	skein.dev/pkg/acpwire v0.0.0
 	skein.dev/pkg/events v0.0.0
 	skein.dev/testagent v0.0.0
 )
 
-require github.com/go-json-experiment/json v1.27.2 // indirect
+require (
+	github.com/go-json-experiment/json v1.27.2 // indirect
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
+)
 
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect

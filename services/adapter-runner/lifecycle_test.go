@@ -152,7 +152,11 @@ func TestAdaptersDieWithTheirRunner(t *testing.T) {
 	dataDir := t.TempDir()
 	// Like claude-code-acp and codex-acp, the adapter does not exit when
 	// its stdin ends.
-	registry, err := json.Marshal(adapterrunner.Registry{Agents: []adapterrunner.Agent{parent("stubborn", "--exit-on-eof=false")}})
+	// The runner confines it (adapter-runner.sandbox defaults to
+	// require): /bin/sh may exec the test agent only if it may read it.
+	stubborn := parent("stubborn", "--exit-on-eof=false")
+	stubborn.Sandbox.Read = []string{filepath.Dir(testAgent)}
+	registry, err := json.Marshal(adapterrunner.Registry{Agents: []adapterrunner.Agent{stubborn}})
 	if err != nil {
 		t.Fatal(err)
 	}

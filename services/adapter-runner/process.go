@@ -116,6 +116,7 @@ type spawnSpec struct {
 	maxLineBytes int
 	// ioRecords and ioBytes bound the process's ACP_IO window.
 	ioRecords, ioBytes int
+	sandbox            *sandbox // confines the adapter (sandbox.go)
 }
 
 func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events.Namespace, sid events.SessionID, id string, agent Agent, spec spawnSpec, stderrMax int64, stopGrace time.Duration) (*process, error) {
@@ -130,7 +131,14 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 	if err != nil {
 		return nil, events.Errorf(events.CodeAgentNotInstalled, "agent %s is not installed: %v", agent.ID, err)
 	}
-	cmd := exec.Command(path, append(append([]string{}, agent.Args...), spec.args...)...)
+	policy, err := policyFor(agent, path, spec, home, tmp)
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := spec.sandbox.command(agent.ID, path, append(append([]string{}, agent.Args...), spec.args...), policy)
+	if err != nil {
+		return nil, err
+	}
 	cmd.Dir = spec.cwd
 	cmd.Env = adapterEnv(home, tmp, agent.Env, spec.env)
 	// Its own process group, so that stopping it also stops what it

@@ -35,6 +35,7 @@ type Runner struct {
 	agents map[string]Agent
 	// osInstructions is the text of Config.OSInstructionsFile.
 	osInstructions string
+	sandbox        *sandbox
 	ready          chan struct{}
 
 	// watchers runs one goroutine per adapter that forgets it once it
@@ -60,9 +61,11 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 	if err != nil {
 		return nil, err
 	}
+	lg = lg.With("svc", "adapter-runner", events.LogKeyRunner, cfg.ID)
 	return &Runner{
 		cfg:            cfg,
-		lg:             lg.With("svc", "adapter-runner", events.LogKeyRunner, cfg.ID),
+		lg:             lg,
+		sandbox:        newSandbox(cfg.Sandbox, lg, reg),
 		nc:             nc,
 		m:              newMetrics(reg, nc, cfg.Capacity),
 		agents:         agents,
@@ -341,6 +344,7 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 	}
 	spec.dataDir, spec.maxLineBytes = r.cfg.DataDir, r.cfg.MaxLineBytes
 	spec.ioRecords, spec.ioBytes = r.cfg.IOWindowRecords, r.cfg.IOWindowBytes
+	spec.sandbox = r.sandbox
 	p, err := startProcess(r.lg, js, r.m, ns, sid, processID, agent, spec, r.cfg.MaxStderrBytes, r.cfg.StopGrace)
 	if err != nil {
 		return nil, err

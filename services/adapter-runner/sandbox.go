@@ -1,0 +1,206 @@
+package adapterrunner
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"skein.dev/pkg/events"
+)
+
+// The sandbox. An adapter runs code a tenant chose (its agent's tools, the
+// commands its model asks for) as the runner's user. Without confinement it
+// could read every other session's workspace and the runner's data
+// directory, which may hold the NATS store and with it every namespace's
+// log. On Linux each adapter is therefore confined with Landlock before it
+// starts: it may read the system (sandboxSystemPaths), its own install
+// directory and what its registry entry adds (AgentSandbox.Read); it may
+// write only its session's working directories, the session's isolated
+// HOME and TMPDIR, and what its registry entry adds (AgentSandbox.Write).
+// Everything else, the rest of the data directory included, is denied.
+//
+// Landlock confines the thread that asks and what it then executes, so it
+// has to be applied in the child between fork and exec, where Go runs no
+// code. The runner therefore starts its own binary again as a launcher
+// (sandbox_linux.go): the launcher applies the policy to itself and then
+// execs the adapter, which inherits the confinement, as does everything the
+// adapter spawns.
+
+// SandboxMode is Config.Sandbox.
+type SandboxMode string
+
+// The sandbox modes.
+const (
+	SandboxRequire SandboxMode = "require"
+	SandboxWarn    SandboxMode = "warn"
+	SandboxOff     SandboxMode = "off"
+)
+
+func (m SandboxMode) validate() error {
+	switch m {
+	case SandboxRequire, SandboxWarn, SandboxOff:
+		return nil
+	}
+	return fmt.Errorf("sandbox mode %q: want %s, %s or %s", m, SandboxRequire, SandboxWarn, SandboxOff)
+}
+
+// sandboxPolicy is what one adapter may reach. The runner hands it to the
+// launcher on its command line, as JSON.
+type sandboxPolicy struct {
+	// Read are files and directories the adapter may read and execute;
+	// those missing are skipped.
+	Read []string `json:"read"`
+	// Write are files and directories it may read, write and execute.
+	Write []string `json:"write"`
+	// NoNetwork denies TCP connect and bind.
+	NoNetwork bool `json:"noNetwork,omitempty"`
+}
+
+// sandbox is the runner's view of the sandbox: its mode, and the Landlock
+// ABI of the kernel it runs on (0 where there is none).
+type sandbox struct {
+	mode SandboxMode
+	abi  int
+	lg   *slog.Logger
+}
+
+// newSandbox probes the kernel, says loudly what adapters will get, and
+// exports it as acp_runner_sandbox_confined (1 when adapters are confined)
+// and acp_runner_sandbox_landlock_abi.
+func newSandbox(mode SandboxMode, lg *slog.Logger, reg prometheus.Registerer) *sandbox {
+	abi, err := landlockABI()
+	s := &sandbox{mode: mode, abi: abi, lg: lg}
+	confined := 0.0
+	switch {
+	case mode == SandboxOff:
+		lg.Info("adapters run unconfined: adapter-runner.sandbox is off")
+	case abi > 0:
+		confined = 1
+		lg.Info("adapters are confined with Landlock", "landlock_abi", abi, "sandbox", string(mode))
+	case mode == SandboxRequire:
+		lg.Error("this kernel has no Landlock: every adapter will be refused (adapter-runner.sandbox=require); "+
+			"enable Landlock (CONFIG_SECURITY_LANDLOCK, lsm=landlock) or run with adapter-runner.sandbox=warn to accept unconfined adapters",
+			events.LogKeyErr, err)
+	default:
+		lg.Error("this kernel has no Landlock: adapters run UNCONFINED, able to read every session's workspace and the runner's data directory (adapter-runner.sandbox=warn)",
+			events.LogKeyErr, err)
+	}
+	f := promauto.With(reg)
+	f.NewGauge(prometheus.GaugeOpts{Name: "acp_runner_sandbox_confined",
+		Help: "1 when the runner confines its adapters with Landlock, 0 when they run unconfined or are refused"}).Set(confined)
+	f.NewGauge(prometheus.GaugeOpts{Name: "acp_runner_sandbox_landlock_abi",
+		Help: "the Landlock ABI version of the runner's kernel, 0 when it has none"}).Set(float64(abi))
+	return s
+}
+
+// command returns the command that starts the adapter at path with args
+// under policy: through the launcher where the adapter is to be confined,
+// directly where the mode lets it run unconfined. It refuses, typed, what
+// the mode requires and the kernel cannot do.
+func (s *sandbox) command(agentID, path string, args []string, policy sandboxPolicy) (*exec.Cmd, error) {
+	if s == nil || s.mode == SandboxOff {
+		return exec.Command(path, args...), nil
+	}
+	if s.abi == 0 {
+		if s.mode == SandboxRequire {
+			return nil, events.Errorf(events.CodeAgentUnavailable,
+				"agent %s: this runner cannot confine adapters (no Landlock in its kernel) and adapter-runner.sandbox is require", agentID)
+		}
+		s.lg.Warn("starting an UNCONFINED adapter: the kernel has no Landlock", events.LogKeyAgent, agentID)
+		return exec.Command(path, args...), nil
+	}
+	if policy.NoNetwork && s.abi < landlockNetABI {
+		if s.mode == SandboxRequire {
+			return nil, events.Errorf(events.CodeAgentUnavailable,
+				"agent %s: its network is denied, which needs Landlock ABI %d; this kernel has %d", agentID, landlockNetABI, s.abi)
+		}
+		s.lg.Warn("starting an adapter whose network is denied WITH network: the kernel's Landlock cannot restrict it",
+			events.LogKeyAgent, agentID, "landlock_abi", s.abi)
+		policy.NoNetwork = false
+	}
+	b, err := json.Marshal(policy)
+	if err != nil {
+		return nil, err
+	}
+	return launcherCommand(string(b), path, args), nil
+}
+
+// landlockNetABI is the first Landlock ABI that restricts TCP.
+const landlockNetABI = 4
+
+// policyFor is the policy of an adapter at path (resolved by lookPath)
+// that serves a session of agent with spec (confined: spec.cwd resolved)
+// and the session's home and tmp. It creates the agent's write paths.
+func policyFor(agent Agent, path string, spec spawnSpec, home, tmp string) (sandboxPolicy, error) {
+	p := sandboxPolicy{NoNetwork: agent.Sandbox.Network != nil && !*agent.Sandbox.Network}
+	p.Read = append(p.Read, sandboxSystemPaths...)
+	p.Read = append(p.Read, installDirs(path)...)
+	p.Read = append(p.Read, agent.Sandbox.Read...)
+	p.Write = append(p.Write, spec.cwd, home, tmp)
+	p.Write = append(p.Write, spec.dirs...)
+	for _, d := range agent.Sandbox.Write {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return p, events.Errorf(events.CodeAgentUnavailable, "agent %s: its sandbox write path: %v", agent.ID, err)
+		}
+		p.Write = append(p.Write, d)
+	}
+	p.Write = append(p.Write, sandboxDevices...)
+	return p, nil
+}
+
+// installDirs are the directories of the agent's executable that it may
+// read: the directory of the file it resolves to, symlinks followed, as an
+// npm install links bin/claude-agent-acp to lib/node_modules/…/dist/index.js;
+// and, for a file inside a node_modules tree, that whole tree, where its
+// package's dependencies lie. The interpreter of a script (node) is not
+// found here: it lies under /usr, or in the agent's AgentSandbox.Read.
+func installDirs(path string) []string {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		real = path
+	}
+	dirs := []string{filepath.Dir(real)}
+	if i := strings.Index(real, string(filepath.Separator)+"node_modules"+string(filepath.Separator)); i >= 0 {
+		dirs = append(dirs, real[:i+len("/node_modules")])
+	}
+	return dirs
+}
+
+// sandboxSystemPaths are what any adapter may read (and execute): the
+// system's programs and libraries, and the few files of /etc that dynamic
+// linking, name resolution, TLS and a shell need. /etc as a whole is not
+// among them: it holds secrets (shadow, the TLS private keys under
+// /etc/ssl/private, the runner's own configuration). Of /proc, only the
+// adapter's own directory (/proc/self, opened by the launcher, whose
+// process the adapter becomes) and the machine-wide files runtimes read:
+// Landlock's ptrace rule keeps another process's memory out of reach, but
+// not its environ or cmdline (PTRACE_MODE_READ), which hold the runner's
+// and other sessions' secrets. So the processes an adapter spawns cannot
+// read their own /proc/<pid> either; /proc/self of a tool it runs is
+// denied.
+var sandboxSystemPaths = []string{
+	"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ld.so.preload",
+	"/etc/nsswitch.conf", "/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/gai.conf",
+	"/etc/services", "/etc/protocols", "/etc/passwd", "/etc/group",
+	"/etc/localtime", "/etc/timezone", "/etc/os-release", "/etc/mime.types",
+	"/etc/ssl/certs", "/etc/ssl/openssl.cnf", "/etc/ca-certificates", "/etc/ca-certificates.conf",
+	"/etc/pki/tls/certs", "/etc/pki/ca-trust", "/etc/crypto-policies",
+	"/etc/alternatives", "/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/inputrc",
+	"/etc/gitconfig", "/etc/terminfo",
+	"/proc/self", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg", "/proc/uptime",
+	"/proc/version", "/proc/filesystems", "/proc/sys",
+	"/sys/fs/cgroup", "/sys/devices/system/cpu",
+}
+
+// sandboxDevices are the device files any adapter may read and write.
+// /dev/pts and /dev/shm are not among them: they are shared by every
+// process of the machine, a channel between sessions.
+var sandboxDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}

@@ -1,0 +1,19 @@
+//go:build !linux
+
+package adapterrunner
+
+import (
+	"errors"
+	"os/exec"
+)
+
+// Outside Linux there is no Landlock: adapter-runner.sandbox=require
+// refuses every adapter, warn runs them unconfined (sandbox.go).
+
+func landlockABI() (int, error) {
+	return 0, errors.New("Landlock is Linux only")
+}
+
+// launcherCommand is never called: with no Landlock, no adapter is
+// started through the launcher.
+func launcherCommand(_, path string, args []string) *exec.Cmd { return exec.Command(path, args...) }
