@@ -116,6 +116,9 @@ func newStack(cfg *stackConfig, targets []string, lg *slog.Logger, dial dialer) 
 		runner := cfg.Runner
 		if err := runner.Validate(); err == nil {
 			cfg.Session.WorkspaceRoots = runner.WorkspaceRoots
+			if len(cfg.Session.WorkspaceGrants) == 0 {
+				cfg.Session.WorkspaceGrants = runner.WorkspaceGrants
+			}
 		}
 	}
 	for _, t := range targets {

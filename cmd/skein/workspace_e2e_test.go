@@ -11,8 +11,10 @@ import (
 )
 
 // Over HTTP, with the services wired as skein runs them: a cwd outside the
-// workspace roots is 400 invalid_request at open, and a session opened
-// without one works in <data-dir>/workspaces/<namespace>/<session ID>.
+// caller's namespace's directory of the workspace roots (the root itself,
+// another namespace's) is 400 invalid_request at open, and a session
+// opened without one works in <data-dir>/workspaces/<namespace>/<session
+// ID>.
 func TestWorkspaceRootsOverHTTP(t *testing.T) {
 	dataDir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -21,10 +23,12 @@ func TestWorkspaceRootsOverHTTP(t *testing.T) {
 	st := startStack(t, natstest.Run(t), dataDir)
 	outside := t.TempDir()
 	for name, body := range map[string]string{
-		"cwd outside":  `{"agent":"test","cwd":` + quoteJSON(outside) + `}`,
-		"cwd with ..":  `{"agent":"test","cwd":` + quoteJSON(dataDir+"/workspaces/../workspaces") + `}`,
-		"dirs outside": `{"agent":"test","additionalDirectories":[` + quoteJSON(outside) + `]}`,
-		"env refused":  `{"agent":"test","env":{"ANY":"x"}}`,
+		"cwd outside":   `{"agent":"test","cwd":` + quoteJSON(outside) + `}`,
+		"cwd with ..":   `{"agent":"test","cwd":` + quoteJSON(dataDir+"/workspaces/../workspaces") + `}`,
+		"cwd the root":  `{"agent":"test","cwd":` + quoteJSON(dataDir+"/workspaces") + `}`,
+		"cwd of team-b": `{"agent":"test","cwd":` + quoteJSON(dataDir+"/workspaces/team-b/x") + `}`,
+		"dirs outside":  `{"agent":"test","additionalDirectories":[` + quoteJSON(outside) + `]}`,
+		"env refused":   `{"agent":"test","env":{"ANY":"x"}}`,
 	} {
 		status, resp := do(t, http.MethodPut, st.url+"/v1/sessions/refused", body)
 		var e struct {

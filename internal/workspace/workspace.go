@@ -1,37 +1,54 @@
 // Package workspace confines the working directories of agent adapters to
-// configured roots.
+// their own namespace's directory under configured roots.
 //
 // A session names the directories its agent works in: its cwd and its
 // additionalDirectories. An adapter runs with the runner's user, so a path
 // is the whole of what keeps one session's agent out of another's files
-// and out of the machine's. Roots.Check is the one rule, applied twice:
-// by the session service when a session is opened (nothing is recorded
-// for a path it refuses) and by the adapter-runner when it launches the
-// adapter, which is what the agent gets. The second check is the one that
-// counts: the roots may have changed since the session was opened, and a
-// directory may have been replaced by a symlink.
+// and out of the machine's. The roots are shared by every namespace; each
+// namespace owns <root>/<namespace> and nothing else under them, neither
+// the root itself (which holds every namespace) nor another namespace's
+// directory. An operator may grant a namespace more, explicitly (Grants);
+// nothing widens it implicitly.
+//
+// Check is the one rule, applied twice: by the session service when a
+// session is opened (nothing is recorded for a path it refuses) and by
+// the adapter-runner when it launches the adapter, which is what the
+// agent gets. The second check is the one that counts: the roots may have
+// changed since the session was opened, and a directory may have been
+// replaced by a symlink.
 //
 // A path is confined when it is absolute, has no ".." element, and, with
-// every symlink resolved, lies under a root (itself resolved). A path that
-// does not exist yet is resolved through its nearest existing ancestor, so
-// that creating it cannot leave the roots either. Check returns the
-// resolved path: the runner starts the adapter there, not at the path as
-// written, so a symlink swapped between the check and the start of the
-// process is not followed. (A parent swapped after that instant is the
-// residue no path check closes; a mount namespace would.)
+// every symlink resolved, lies under <root>/<namespace> (the root
+// resolved, the namespace element taken as written, so that a namespace
+// directory swapped for a symlink confines to nothing) or under a
+// directory granted to the namespace (resolved). A path that does not
+// exist yet is resolved through its nearest existing ancestor, so that
+// creating it cannot leave either. Check returns the resolved path: the
+// runner starts the adapter there, not at the path as written, so a
+// symlink swapped between the check and the start of the process is not
+// followed. (A parent swapped after that instant is the residue no path
+// check closes; a mount namespace would.)
+//
+// A refusal reads the same whatever the file system holds: it echoes the
+// path as the caller wrote it and says that it is not in the namespace's
+// workspace, never whether it exists, what it is, where a symlink in it
+// leads, or what the roots are. A caller may learn about its own
+// namespace's files by trying; it learns nothing of another's.
 //
 // Checking touches the file system of the process that checks: the
 // session service's check of symlinks holds only where it sees the
 // runners' file system (one machine, as with skein dev); elsewhere it
-// checks the roots as written, and the runner's check decides.
+// checks the paths as written, and the runner's check decides.
 package workspace
 
 import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"skein.dev/pkg/events"
@@ -93,42 +110,122 @@ func (r Roots) Default(ns events.Namespace, sid events.SessionID) string {
 }
 
 // Check returns p resolved, or CodeInvalidRequest when p is not confined
-// to r (see the package comment); what names p in the message is what (a
-// "cwd", an "additionalDirectories entry"). With no roots nothing is
+// to namespace ns's directories under r, or to those g grants it (see the
+// package comment); what names p in the message is what (a "cwd", an
+// "additionalDirectories entry"). With no roots and no grants nothing is
 // confined.
-func (r Roots) Check(what, p string) (string, error) {
+func (r Roots) Check(ns events.Namespace, g Grants, what, p string) (string, error) {
 	if !filepath.IsAbs(p) || strings.ContainsRune(p, 0) {
 		return "", events.Errorf(events.CodeInvalidRequest, "%s must be an absolute path", what)
 	}
 	if hasDotDot(p) {
 		return "", events.Errorf(events.CodeInvalidRequest, "%s %q must not contain ..", what, trunc(p))
 	}
+	// One message for every other refusal, whatever made it: see the
+	// package comment.
+	refused := events.Errorf(events.CodeInvalidRequest, "%s %q is not in the workspace of namespace %s", what, trunc(p), trunc(string(ns)))
+	if !ns.Valid() {
+		// An empty namespace would make <root>/<namespace> the root.
+		return "", refused
+	}
 	p = filepath.Clean(p)
-	if !r.lexicallyUnder(p) {
-		return "", events.Errorf(events.CodeInvalidRequest, "%s %q is outside the workspace roots %s", what, trunc(p), r)
+	// Each directory ns may work under, as written and resolved: its own
+	// under each root (the root resolved, the namespace element not, see
+	// the package comment), then what g grants it. A root or grant that
+	// cannot be resolved confines nothing.
+	var written, resolvedDirs []string
+	for _, root := range r {
+		root = filepath.Clean(root)
+		written = append(written, filepath.Join(root, string(ns)))
+		if rr, err := resolve(root); err == nil {
+			resolvedDirs = append(resolvedDirs, filepath.Join(rr, string(ns)))
+		}
+	}
+	for _, d := range g[ns] {
+		d = filepath.Clean(d)
+		written = append(written, d)
+		if rd, err := resolve(d); err == nil {
+			resolvedDirs = append(resolvedDirs, rd)
+		}
+	}
+	isUnder := func(p string) func(string) bool { return func(d string) bool { return under(p, d) } }
+	if !slices.ContainsFunc(written, isUnder(p)) {
+		return "", refused
 	}
 	resolved, err := resolve(p)
-	if err != nil {
-		return "", events.Errorf(events.CodeInvalidRequest, "%s %q: %v", what, trunc(p), err)
+	if err != nil || !slices.ContainsFunc(resolvedDirs, isUnder(resolved)) {
+		return "", refused
 	}
-	for _, root := range r {
-		rr, err := resolve(filepath.Clean(root))
-		if err == nil && under(resolved, rr) {
-			return resolved, nil
-		}
-	}
-	return "", events.Errorf(events.CodeInvalidRequest, "%s %q leaves the workspace roots %s through a symlink", what, trunc(p), r)
+	return resolved, nil
 }
 
-// lexicallyUnder reports whether the clean path p is under a root as
-// written.
-func (r Roots) lexicallyUnder(p string) bool {
-	for _, root := range r {
-		if under(p, filepath.Clean(root)) {
-			return true
+// Grants are the directories an operator lets a namespace's sessions work
+// under besides its own <root>/<namespace>: a shared checkout, or, for an
+// administrators' namespace, a root itself. They are given explicitly,
+// per namespace, as the workspace-grants flags hold them:
+// "ns=/dir,ns=/other,ns2=/dir". Nothing else widens a namespace.
+type Grants map[events.Namespace]Roots
+
+// ParseGrants parses a comma-separated list of namespace=directory pairs.
+// Each directory must be absolute without a ".." element, and each
+// namespace valid; a namespace may appear more than once. Empty elements
+// are skipped.
+func ParseGrants(list string) (Grants, error) {
+	g := Grants{}
+	for e := range strings.SplitSeq(list, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		name, dir, ok := strings.Cut(e, "=")
+		ns := events.Namespace(strings.TrimSpace(name))
+		if !ok || !ns.Valid() {
+			return nil, fmt.Errorf("workspace grant %q must be namespace=directory", e)
+		}
+		roots, err := ParseRoots(dir)
+		if err != nil {
+			return nil, err
+		}
+		if len(roots) == 0 {
+			return nil, fmt.Errorf("workspace grant %q names no directory", e)
+		}
+		g[ns] = append(g[ns], roots...)
+	}
+	return g, nil
+}
+
+// Validate checks grants set other than by ParseGrants (a Config built in
+// code).
+func (g Grants) Validate() error {
+	for ns, dirs := range g {
+		if !ns.Valid() {
+			return fmt.Errorf("workspace grant to namespace %q: not a valid namespace", ns)
+		}
+		if err := dirs.Validate(); err != nil {
+			return err
 		}
 	}
-	return false
+	return nil
+}
+
+// String returns g as ParseGrants reads it, namespaces in order.
+func (g Grants) String() string {
+	var out []string
+	for _, ns := range slices.Sorted(maps.Keys(g)) {
+		for _, d := range g[ns] {
+			out = append(out, string(ns)+"="+d)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// Set parses list into g: Grants is a flag.Value.
+func (g *Grants) Set(list string) error {
+	p, err := ParseGrants(list)
+	if err != nil {
+		return err
+	}
+	*g = p
+	return nil
 }
 
 // under reports whether the clean path p is root or below it.

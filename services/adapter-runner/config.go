@@ -137,10 +137,17 @@ type Config struct {
 	// WorkspaceRoots are the directories adapters may work in (flag
 	// adapter-runner.workspace-roots, comma-separated; by default
 	// <DataDir>/workspaces). A session's cwd and additional directories
-	// must lie under one, symlinks resolved, or its adapter is not
-	// launched (workspace.Roots.Check); a session without a cwd works in
+	// must lie under <root>/<namespace> for one of them (or a grant),
+	// symlinks resolved, or its adapter is not launched
+	// (workspace.Roots.Check); a session without a cwd works in
 	// <first root>/<namespace>/<session ID>, created at launch.
 	WorkspaceRoots workspace.Roots
+	// WorkspaceGrants are the directories, per namespace, its sessions
+	// may work under besides <root>/<namespace> (flag
+	// adapter-runner.workspace-grants, "ns=/dir,ns=/other"). Nothing else
+	// lets a session work in the root itself or in another namespace's
+	// directory.
+	WorkspaceGrants workspace.Grants
 	// Capacity is how many adapters this runner hosts at once; past it, a
 	// create is refused agent_unavailable ("runner r1 full: 64 of 64
 	// adapters"), so that a new session goes to another runner rather
@@ -195,7 +202,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ID, "adapter-runner.id", sanitizeID(host), "runner ID, unique among runners")
 	fs.StringVar(&c.AgentsFile, "adapter-runner.agents", "", "agent registry file (JSON: {\"agents\":[{\"id\",\"command\",\"args\",\"env\",\"allowEnv\"}]}); env SKEIN_AGENTS")
 	fs.StringVar(&c.DataDir, "adapter-runner.data-dir", filepath.Join(os.TempDir(), "skein-runner"), "directory for per-session HOME and TMPDIR, the default workspace root (<data-dir>/workspaces), and the record of running adapters by which a restarted runner kills what a killed one left")
-	fs.Var(&c.WorkspaceRoots, "adapter-runner.workspace-roots", "comma-separated directories adapters may work in; a session's cwd and additionalDirectories must lie under one (default <adapter-runner.data-dir>/workspaces)")
+	fs.Var(&c.WorkspaceRoots, "adapter-runner.workspace-roots", "comma-separated directories adapters may work in; a session's cwd and additionalDirectories must lie under <root>/<namespace> for one of them (default <adapter-runner.data-dir>/workspaces)")
+	fs.Var(&c.WorkspaceGrants, "adapter-runner.workspace-grants", "comma-separated namespace=directory pairs: directories a namespace's sessions may work under besides <root>/<namespace> (none by default)")
 	fs.IntVar(&c.Capacity, "adapter-runner.capacity", DefaultCapacity, "adapters hosted at once; past it a session is refused agent_unavailable (see docs/ARCHITECTURE.md, Capacity)")
 	fs.DurationVar(&c.Heartbeat, "adapter-runner.heartbeat", 5*time.Second, "heartbeat interval in ACP_RUNNERS")
 	fs.DurationVar(&c.StopGrace, "adapter-runner.stop-grace", 2*time.Second, "grace for each step of stopping an adapter")
@@ -233,6 +241,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.WorkspaceRoots.Validate(); err != nil {
 		return fmt.Errorf("adapter-runner.workspace-roots: %w", err)
+	}
+	if err := c.WorkspaceGrants.Validate(); err != nil {
+		return fmt.Errorf("adapter-runner.workspace-grants: %w", err)
 	}
 	if c.Capacity <= 0 {
 		c.Capacity = DefaultCapacity

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
@@ -38,7 +39,9 @@ func mkdirs(t *testing.T, dirs ...string) {
 // for a symlink since) is refused invalid_request, and no adapter starts.
 func TestLaunchIsConfinedToTheWorkspaceRoots(t *testing.T) {
 	h := start(t)
-	root := filepath.Join(h.dataDir, "workspaces") // the default root
+	// The default root's directory of namespace default, which the
+	// harness's requests are of.
+	root := filepath.Join(h.dataDir, "workspaces", "default")
 	out := t.TempDir()
 	mkdirs(t, filepath.Join(root, "proj"), filepath.Join(root, "real", "sub"), filepath.Join(out, "sub"))
 	if err := os.Symlink(out, filepath.Join(root, "escape")); err != nil {
@@ -139,6 +142,35 @@ func TestSessionEnvIsAllowedByTheRegistry(t *testing.T) {
 	for _, v := range []string{secret, refusedSecret} {
 		if strings.Contains(logs, v) {
 			t.Errorf("the runner logged an env value %q:\n%s", v, logs)
+		}
+	}
+}
+
+// An operator's grant lets a namespace work under a directory, root
+// included; it widens that namespace only.
+func TestLaunchGrants(t *testing.T) {
+	base := t.TempDir()
+	root, shared := filepath.Join(base, "root"), filepath.Join(base, "shared")
+	mkdirs(t, filepath.Join(root, "team-b", "x"), shared)
+	h := startWith(t, adapterrunner.Config{WorkspaceRoots: workspace.Roots{root},
+		WorkspaceGrants: workspace.Grants{"ops": {root}, "team-a": {shared}}})
+	for _, tc := range []struct {
+		ns  events.Namespace
+		cwd string
+		ok  bool
+	}{
+		{"ops", root, true},
+		{"ops", root + "/team-b/x", true},
+		{"team-a", shared + "/work", true},
+		{"team-a", root + "/team-b/x", false},
+		{"team-b", shared, false},
+		{"ops", shared, false},
+	} {
+		_, err := h.createAs(t, tc.ns, string(tc.ns)+"-"+strings.ReplaceAll(filepath.Base(tc.cwd), ".", ""), events.AcpCreateSessionRequest{Cwd: tc.cwd})
+		if ok := err == nil; ok != tc.ok {
+			t.Errorf("namespace %s, cwd %s: create = %v, want accepted %v", tc.ns, tc.cwd, err, tc.ok)
+		} else if !ok && events.AsError(err).Code != events.CodeInvalidRequest {
+			t.Errorf("namespace %s, cwd %s: create = %v, want %s", tc.ns, tc.cwd, err, events.CodeInvalidRequest)
 		}
 	}
 }

@@ -526,11 +526,12 @@ func answerWith(t testing.TB, nc *nats.Conn, op events.Op, answer any) (stop fun
 	return stop
 }
 
-// workDir makes the directory name in the runner's workspace root and
-// returns its path.
+// workDir makes the directory name in the default namespace's directory of
+// the runner's workspace root, where its sessions may work, and returns
+// its path.
 func (s *stack) workDir(name string) string {
 	s.t.Helper()
-	dir := filepath.Join(s.workspace, name)
+	dir := filepath.Join(s.workspace, string(events.DefaultNamespace), name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		s.t.Fatal(err)
 	}

@@ -560,4 +560,3 @@ func unavailable(err error) error {
 	}
 	return events.Errorf(events.CodeUnavailable, "read log: %v", err)
 }
-

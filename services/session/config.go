@@ -20,12 +20,18 @@ type Config struct {
 	// WorkspaceRoots are the directories sessions may work in: the
 	// runners' adapter-runner.workspace-roots (skein wires them in when
 	// the session service and the runner share a process). An open whose
-	// cwd or additional directories lie outside them, symlinks resolved,
-	// is refused before anything is recorded, and a session opened
+	// cwd or additional directories lie outside <root>/<namespace> for
+	// each root (and WorkspaceGrants), symlinks resolved, is refused
+	// before anything is recorded, and a session opened
 	// without a cwd gets <first root>/<namespace>/<session ID>. Empty
 	// leaves both to the runner, which checks at launch whatever this
 	// says (package workspace).
 	WorkspaceRoots workspace.Roots
+	// WorkspaceGrants are the directories, per namespace, its sessions
+	// may work under besides <root>/<namespace>: the runners'
+	// adapter-runner.workspace-grants, wired in like the roots. Only a
+	// grant widens a namespace.
+	WorkspaceGrants workspace.Grants
 	// AttachTimeout bounds starting an adapter on a runner and opening its
 	// ACP session.
 	AttachTimeout time.Duration
@@ -90,6 +96,7 @@ const DefaultIOGapTimeout = 60 * time.Second
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DefaultCwd, "session.default-cwd", "", "working directory of sessions opened without one (empty: the runner's per-session directory)")
 	fs.Var(&c.WorkspaceRoots, "session.workspace-roots", "comma-separated directories sessions may work in, as the runners' adapter-runner.workspace-roots; an open outside them is refused before it is recorded (empty: the runner checks at launch; skein takes the runner's when both run in one process)")
+	fs.Var(&c.WorkspaceGrants, "session.workspace-grants", "comma-separated namespace=directory pairs: directories a namespace's sessions may work under besides <root>/<namespace>, as the runners' adapter-runner.workspace-grants (skein takes the runner's when both run in one process)")
 	fs.DurationVar(&c.AttachTimeout, "session.attach-timeout", 60*time.Second, "bound on starting an adapter and opening its ACP session; keep it above adapter-runner.create-timeout, so the runner reports what the agent did first")
 	fs.DurationVar(&c.CallTimeout, "session.call-timeout", 10*time.Second, "bound on one runner control request")
 	fs.IntVar(&c.MaxPromptBytes, "session.max-prompt-bytes", events.DefaultMaxPromptBytes, "largest prompt content in bytes, for NATS callers (the gateway applies its own, by default the same)")
@@ -157,6 +164,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.WorkspaceRoots.Validate(); err != nil {
 		return fmt.Errorf("session.workspace-roots: %w", err)
+	}
+	if err := c.WorkspaceGrants.Validate(); err != nil {
+		return fmt.Errorf("session.workspace-grants: %w", err)
 	}
 	if c.OwnerTTL <= 0 {
 		c.OwnerTTL = eventlog.DefaultOwnerTTL

@@ -13,7 +13,7 @@ func (s *Service) handleOpen(ctx context.Context, ns events.Namespace, data []by
 		return nil, err
 	}
 	opened := s.normalizeOpen(req, ns, sess.sid)
-	if err := s.checkOpen(ctx, opened); err != nil {
+	if err := s.checkOpen(ctx, ns, opened); err != nil {
 		return nil, err
 	}
 	sess.mu.Lock()

@@ -287,7 +287,6 @@ func (s *Service) releaseAll() {
 	}
 }
 
-
 // claimWorkers claim sessions concurrently; claimQueueLen keys wait.
 const (
 	claimWorkers  = 16

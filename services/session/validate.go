@@ -40,15 +40,18 @@ func (s *Service) normalizeOpen(req *events.AcpOpenSessionRequest, ns events.Nam
 }
 
 // checkOpen refuses, before anything is recorded, the options of an open
-// the runner would refuse at launch (package workspace): a cwd or an
-// additional directory outside the workspace roots, symlinks resolved, and
-// env variables the agent's allowEnv does not name, by the runners'
-// heartbeats. With no roots configured the paths are left to the runner;
-// an agent no runner has is left to placement (unknown_agent).
-func (s *Service) checkOpen(ctx context.Context, o *events.SessionOpened) error {
+// in namespace ns the runner would refuse at launch (package workspace): a
+// cwd or an additional directory outside ns's own directory under the
+// workspace roots, and what session.workspace-grants give ns, symlinks
+// resolved; an env no process can be given; and env variables the agent's
+// allowEnv does not name, by the runners' heartbeats. With no roots
+// configured the paths are left to the runner; an agent no runner has is
+// left to placement (unknown_agent), its env names to the runner.
+func (s *Service) checkOpen(ctx context.Context, ns events.Namespace, o *events.SessionOpened) error {
 	if roots := s.cfg.WorkspaceRoots; len(roots) > 0 {
+		grants := s.cfg.WorkspaceGrants
 		if o.Cwd != "" {
-			if _, err := roots.Check("cwd", o.Cwd); err != nil {
+			if _, err := roots.Check(ns, grants, "cwd", o.Cwd); err != nil {
 				return err
 			}
 		}
@@ -57,7 +60,7 @@ func (s *Service) checkOpen(ctx context.Context, o *events.SessionOpened) error 
 			_ = json.Unmarshal(o.AdditionalDirectories, &dirs) // Validate checked its shape
 		}
 		for _, d := range dirs {
-			if _, err := roots.Check("additionalDirectories entry", d); err != nil {
+			if _, err := roots.Check(ns, grants, "additionalDirectories entry", d); err != nil {
 				return err
 			}
 		}
@@ -69,6 +72,11 @@ func (s *Service) checkOpen(ctx context.Context, o *events.SessionOpened) error 
 	_ = json.Unmarshal(o.Env, &env) // Validate checked its shape
 	if len(env) == 0 {
 		return nil
+	}
+	// Checked whatever the agent: a NUL recorded in the env would fail
+	// every launch of the session's adapter, for good.
+	if err := workspace.ValidEnv(env); err != nil {
+		return err
 	}
 	allow, known := s.runners.allowEnv(o.Agent)
 	if !known {

@@ -22,12 +22,14 @@ import (
 )
 
 // confined is a runner and a session service confined to one workspace
-// root, with an agent "test" that lets sessions set ALLOWED_* and
-// everything both services log, at every level, in logs.
+// root, with an agent "test" that lets sessions set ALLOWED_*, an agent
+// "any" that lets them set any variable, and everything both services
+// log, at every level, in logs.
 type confined struct {
 	*harness
-	root, out string
-	logs      *testutil.Buffer
+	// home is <root>/default, the namespace the harness opens in.
+	root, home, out string
+	logs            *testutil.Buffer
 }
 
 // startConfined starts the services; the session service is told the
@@ -43,7 +45,8 @@ func startConfined(t *testing.T, sessionKnowsRoots bool) *confined {
 	}
 	c := &confined{harness: &harness{nc: nc, js: js, control: t.TempDir()},
 		root: filepath.Join(base, "root"), out: filepath.Join(base, "out"), logs: &testutil.Buffer{}}
-	for _, d := range []string{filepath.Join(c.root, "proj"), filepath.Join(c.out, "sub")} {
+	c.home = filepath.Join(c.root, "default")
+	for _, d := range []string{filepath.Join(c.home, "proj"), filepath.Join(c.out, "sub")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +57,8 @@ func startConfined(t *testing.T, sessionKnowsRoots bool) *confined {
 	roots := workspace.Roots{c.root}
 	runner, err := adapterrunner.New(adapterrunner.Config{
 		ID: "r1", DataDir: t.TempDir(), WorkspaceRoots: roots, StopGrace: 200 * time.Millisecond,
-		Builtin: []adapterrunner.Agent{{ID: "test", Command: testAgent, AllowEnv: []string{"ALLOWED_*"}}},
+		Builtin: []adapterrunner.Agent{{ID: "test", Command: testAgent, AllowEnv: []string{"ALLOWED_*"}},
+			{ID: "any", Command: testAgent, AllowEnv: []string{"*"}}},
 	}, lg, natstest.Connect(t, ns), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -93,15 +97,15 @@ func (c *confined) streamsState(ctx context.Context, t *testing.T) map[string]ui
 
 // badOpens are the opens refused for their paths or env.
 func (c *confined) badOpens(t *testing.T) map[string]events.AcpOpenSessionRequest {
-	if err := os.Symlink(c.out, filepath.Join(c.root, "escape")); err != nil {
+	if err := os.Symlink(c.out, filepath.Join(c.home, "escape")); err != nil && !os.IsExist(err) {
 		t.Fatal(err)
 	}
 	return map[string]events.AcpOpenSessionRequest{
-		"cwd-dotdot":                 {Cwd: new(c.root + "/proj/../proj")},
+		"cwd-dotdot":                 {Cwd: new(c.home + "/proj/../proj")},
 		"cwd-outside":                {Cwd: new(c.out)},
-		"cwd-symlink-outside":        {Cwd: new(c.root + "/escape")},
-		"cwd-below-symlinked-parent": {Cwd: new(c.root + "/escape/sub")},
-		"dirs-outside":               {Cwd: new(c.root + "/proj"), AdditionalDirectories: events.JSON(`["` + c.root + `/proj","` + c.out + `"]`)},
+		"cwd-symlink-outside":        {Cwd: new(c.home + "/escape")},
+		"cwd-below-symlinked-parent": {Cwd: new(c.home + "/escape/sub")},
+		"dirs-outside":               {Cwd: new(c.home + "/proj"), AdditionalDirectories: events.JSON(`["` + c.home + `/proj","` + c.out + `"]`)},
 		"env-not-allowed":            {Env: events.JSON(`{"ALLOWED_A":"1","SECRET_B":"value-b-7c1e"}`)},
 	}
 }
@@ -114,7 +118,7 @@ func TestOpenIsConfinedToTheWorkspaceRoots(t *testing.T) {
 	ctx := t.Context()
 	// The runner's first heartbeat is written; everything after is the
 	// opens'.
-	if err := c.open(t, "warmup", events.AcpOpenSessionRequest{Cwd: new(c.root + "/proj")}); err != nil {
+	if err := c.open(t, "warmup", events.AcpOpenSessionRequest{Cwd: new(c.home + "/proj")}); err != nil {
 		t.Fatalf("open in a confined directory: %v", err)
 	}
 	for name, req := range c.badOpens(t) {
@@ -202,7 +206,7 @@ func TestReopenOfASessionWithoutARecordedCwd(t *testing.T) {
 	if err := r.open(t, "old", events.AcpOpenSessionRequest{}); err != nil {
 		t.Errorf("reopen without a cwd = %v, want the session", err)
 	}
-	other := r.cfg.WorkspaceRoots[0] + "/elsewhere"
+	other := r.cfg.WorkspaceRoots[0] + "/default/elsewhere"
 	if err := r.open(t, "old", events.AcpOpenSessionRequest{Cwd: &other}); code(err) != events.CodeSessionConflict {
 		t.Errorf("reopen with another cwd = %v, want %s", err, events.CodeSessionConflict)
 	}

@@ -427,11 +427,12 @@ func (e *env) answerWith(op events.Op, answer any) {
 	}
 }
 
-// workDir makes the directory name in the runner's workspace root, where
-// sessions may work, and returns its path.
+// workDir makes the directory name in namespace ns's directory of the
+// runner's workspace root, where its sessions may work, and returns its
+// path.
 func (e *env) workDir(name string) string {
 	e.t.Helper()
-	dir := filepath.Join(e.workspace, name)
+	dir := filepath.Join(e.workspace, string(ns), name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		e.t.Fatal(err)
 	}
