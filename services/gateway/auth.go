@@ -305,10 +305,14 @@ func (a *authenticator) granted(c caller) bool {
 // so that a revocation reaches the open streams and watches (granted)
 // even when no request comes to check the file.
 func (a *authenticator) watchTokens(ctx context.Context) {
-	if a.cfg.TokensFile == "" || a.cfg.TokensReload <= 0 {
+	if a.cfg.TokensFile == "" {
 		return
 	}
-	t := time.NewTicker(a.cfg.TokensReload)
+	every := a.cfg.TokensReload
+	if every <= 0 { // every request checks; so does this, as often as by default
+		every = DefaultTokensReload
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -338,17 +342,35 @@ type caller struct {
 	principal string
 	ns        events.Namespace
 	// token is the SHA-256 of the bearer token, by which a stream finds
-	// whether its caller still holds the grant it was opened with.
-	token [sha256.Size]byte
+	// whether its caller still holds the grant it was opened with, and
+	// changed the channel of the token set's next change as it was before
+	// the token was looked up.
+	token   [sha256.Size]byte
+	changed <-chan struct{}
 }
 
-// grantsChanged returns a channel closed when the tokens change: nil, which
-// never is, when authentication is off.
-func (g *Gateway) grantsChanged() <-chan struct{} {
-	if g.auth == nil {
+// grantChanges returns a channel closed when the tokens change after r's
+// caller was authenticated: nil, which never is, when authentication is
+// off or r's route is public. An event stream or a watch selects on it,
+// and then calls recheck.
+func (g *Gateway) grantChanges(r *http.Request) <-chan struct{} {
+	c, ok := r.Context().Value(callerKey{}).(caller)
+	if !ok {
 		return nil
 	}
-	return g.auth.changes()
+	return c.changed
+}
+
+// recheck is called once the tokens changed: it returns the error that
+// ends r's stream or watch when its caller lost its grant, or else the
+// channel of the next change. (The channel is taken before the check, so
+// that no change falls between the two.)
+func (g *Gateway) recheck(r *http.Request) (<-chan struct{}, error) {
+	next := g.auth.changes()
+	if err := g.revoked(r); err != nil {
+		return nil, err
+	}
+	return next, nil
 }
 
 // revoked returns the error that ends an event stream or a watch of r when
@@ -386,6 +408,7 @@ func (g *Gateway) authenticate(w http.ResponseWriter, req *http.Request, rt rout
 		w.Header().Set("Connection", "close")
 		return req, rateLimited(w, wait)
 	}
+	changed := g.auth.changes()
 	c, err := g.auth.authorize(req, isRead(rt))
 	if err != nil {
 		if errors.Is(err, errUnauthenticated) {
@@ -397,6 +420,7 @@ func (g *Gateway) authenticate(w http.ResponseWriter, req *http.Request, rt rout
 		return req, err
 	}
 	g.backoff.succeeded(addr)
+	c.changed = changed
 	return req.WithContext(context.WithValue(req.Context(), callerKey{}, c)), nil
 }
 

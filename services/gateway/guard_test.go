@@ -2,14 +2,18 @@ package gateway_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/services/gateway"
 )
 
@@ -132,4 +136,62 @@ func TestSecurityFailedAuthBackoff(t *testing.T) {
 	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
 		t.Errorf("a valid token from a waiting address: %d (Retry-After %q), want 429 with Retry-After", r.status, r.header.Get("Retry-After"))
 	}
+}
+
+// writeTokensFile puts tokens in file, by rename, as an editor or a deploy
+// would.
+func writeTokensFile(t *testing.T, file string, tokens ...gateway.Token) {
+	t.Helper()
+	b, err := json.Marshal(tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A token removed from the tokens file, or no longer given its namespace,
+// ends the event streams and watches opened with it: they once went on
+// delivering. Neither the stream nor the watch makes a request after the
+// change; the gateway finds it on its own.
+func TestSecurityRevokedTokenEndsStreams(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens.json")
+	bob := gateway.Token{SHA256: gateway.HashToken(userToken), Principal: "bob", Namespaces: []string{"default"}, Role: gateway.RoleUser}
+	carol := gateway.Token{SHA256: gateway.HashToken(readToken), Principal: "carol", Namespaces: []string{"default"}, Role: gateway.RoleRead}
+	alice := gateway.Token{SHA256: gateway.HashToken(adminToken), Principal: "alice", Namespaces: []string{"default"}, Role: gateway.RoleAdmin}
+	writeTokensFile(t, file, alice, bob, carol)
+	e := newEnv(t, withConfig(func(c *gateway.Config) {
+		c.Auth.TokensFile = file
+		c.Auth.TokensReload = 20 * time.Millisecond
+	}))
+	e.backend.open("s1", "demo")
+	e.backend.open("s2", "demo")
+	subs := func() float64 { return testutil.Metric(t, e.reg, "acp_gateway_live_subscriptions") }
+
+	// bob's stream of s1, and carol's watch of s2, each holding a feed.
+	s := e.stream("/v1/sessions/s1/events", withHeader("Authorization", "Bearer "+userToken))
+	watched := make(chan response, 1)
+	go func() {
+		watched <- e.send(http.MethodGet, "/v1/sessions/s2/watch?timeout=30", "", bearer(readToken))
+	}()
+	testutil.Eventually(t, "both feeds subscribed", func() bool { return subs() == 4 })
+
+	// bob is removed; carol keeps her token but loses the namespace.
+	carol.Namespaces = []string{"elsewhere"}
+	writeTokensFile(t, file, alice, carol)
+
+	evs := s.ended()
+	if len(evs) == 0 || evs[len(evs)-1].Event != "error" || !strings.Contains(evs[len(evs)-1].Data, "unauthenticated") {
+		t.Errorf("bob's stream ended with %+v, want an unauthenticated error event", evs)
+	}
+	if r := <-watched; r.status != http.StatusUnauthorized {
+		t.Errorf("carol's watch = %d %s, want 401", r.status, r.body)
+	}
+	// alice, untouched, still streams.
+	e.stream("/v1/sessions/s1/events", withHeader("Authorization", "Bearer "+adminToken))
 }

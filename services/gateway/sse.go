@@ -176,6 +176,7 @@ func (s *stream) serve(ctx context.Context) string {
 
 	keepalive := time.NewTicker(s.g.cfg.Keepalive)
 	defer keepalive.Stop()
+	changed := s.g.grantChanges(s.r)
 	for {
 		// Overflow first: past it the buffer no longer holds everything.
 		select {
@@ -191,8 +192,8 @@ func (s *stream) serve(ctx context.Context) string {
 			return s.fail(ctx, events.Errorf(events.CodeUnavailable, "gateway is shutting down; resume with Last-Event-ID"), endShutdown)
 		case <-s.v.overflow:
 			// Handled at the top of the loop.
-		case <-s.g.grantsChanged():
-			if err := s.g.revoked(s.r); err != nil {
+		case <-changed:
+			if changed, err = s.g.recheck(s.r); err != nil {
 				return s.fail(ctx, err, endRevoked)
 			}
 		case <-keepalive.C:

@@ -89,10 +89,10 @@ func (g *Gateway) handleWatch(w http.ResponseWriter, r *http.Request) error {
 		case <-g.stopping:
 		case <-r.Context().Done():
 			return nil // the client left
-		case <-g.grantsChanged():
+		case <-g.grantChanges(r):
 			// A grant revoked while the watch waited ends it; one that
 			// stands answers now, as a timeout would.
-			if err := g.revoked(r); err != nil {
+			if _, err := g.recheck(r); err != nil {
 				return err
 			}
 		}
