@@ -423,7 +423,16 @@ func (sess *session) onPromptResult(ctx context.Context, at ioPos, r *route, res
 		return
 	}
 	if res.Error != nil {
-		sess.endTurn(ctx, at, events.OutcomeFailed, "", res.Error.Err())
+		switch res.Error.Code {
+		case events.CodeLineTooLong, events.CodePayloadTooLarge:
+			// Not the agent's answer: the runner could not carry what the
+			// agent wrote (adapterio.go). The agent may still be in the
+			// turn: it is told to cancel, and its answer drained.
+			sess.lg.Warn("agent output over a limit; the turn fails", events.LogKeyTurn, t.id, events.LogKeyErr, res.Error.Message)
+			sess.abortTurn(ctx, at, events.OutcomeFailed, res.Error.Err())
+		default:
+			sess.endTurn(ctx, at, events.OutcomeFailed, "", res.Error.Err())
+		}
 		return
 	}
 	outcome := events.OutcomeCompleted
