@@ -174,6 +174,13 @@ func (p *process) publishLocked(v events.Variant) {
 	// The number and the hand-over go together (under p.pub): the window
 	// holds the records in number order even when stdout's and stderr's
 	// goroutines publish at once.
+	if limit := p.io.js.Conn().MaxPayload(); int64(len(data))+ioHeaderRoom > limit {
+		v = p.tooLarge(v, len(data), limit)
+		if data, err = events.Marshal(v); err != nil {
+			p.lg.Error("encode runner record", events.LogKeyRecord, v.VariantName(), events.LogKeyErr, err)
+			return
+		}
+	}
 	n := p.pub.records + 1
 	p.pub.records = n
 	hdr := nats.Header{
@@ -183,6 +190,31 @@ func (p *process) publishLocked(v events.Variant) {
 		jetstream.MsgIDHeader:  []string{ioMsgID(p.ns, p.sid, p.id, n)},
 	}
 	p.io.add(n, &nats.Msg{Subject: p.subject, Header: hdr, Data: data})
+}
+
+// ioHeaderRoom is room for a record's headers (record, process, number,
+// message ID) within the server's max_payload, which counts them too.
+const ioHeaderRoom = 1 << 10
+
+// tooLarge stands in for record v, size bytes encoded, which one NATS
+// message cannot carry (max_payload limit): the stream would refuse it
+// for good, and the turn would go on, or end, without it. What goes
+// instead is the failure of the turn whose prompt was written last, typed
+// payload_too_large and naming the limit, so that the session fails that
+// turn at once; a turn that ended already ignores it.
+func (p *process) tooLarge(v events.Variant, size int, limit int64) events.Variant {
+	p.mu.Lock()
+	turnID := ""
+	if len(p.order) > 0 {
+		turnID = p.order[len(p.order)-1]
+	}
+	p.mu.Unlock()
+	e := events.Errorf(events.CodePayloadTooLarge, "the agent wrote a %s of %d bytes, more than a NATS message carries (max_payload %d bytes)",
+		v.VariantName(), size, limit)
+	p.m.protocolErrors.Inc()
+	p.lg.Error("adapter output too large for ACP_IO; failing its turn", events.LogKeyRecord, v.VariantName(), "bytes", size,
+		"max_payload", limit, events.LogKeyTurn, turnID)
+	return &events.AdapterPromptResult{TurnID: turnID, Error: &events.AdapterCallError{Code: e.Code, Message: e.Message}}
 }
 
 // notACP counts and logs something the adapter sent that breaks the
@@ -299,6 +331,16 @@ func (p *process) answered(turnID string, res *acpwire.PromptResult, err error) 
 		out.Error = &events.AdapterCallError{Code: events.CodeAdapterError, RPCCode: int32(rpcErr.Code), Message: rpcErr.Message}
 	case err != nil:
 		e := events.AsError(acpError(err))
+		if e.Code == events.CodeLineTooLong {
+			// The runner stopped reading the adapter at a line over the
+			// limit: nothing it writes is read any more, the answer
+			// included, while the adapter lives on, blocked on its pipe.
+			// The turn fails now, naming the limit, rather than wait for
+			// an answer or an exit that never come.
+			p.lg.Error("adapter line over the limit; failing its turn", events.LogKeyTurn, turnID, events.LogKeyErr, err)
+			out.Error = &events.AdapterCallError{Code: e.Code, Message: e.Message}
+			break
+		}
 		if e.Code != events.CodeAdapterProtocol {
 			// The adapter ended without answering: its exit, reported
 			// next, is the outcome.

@@ -226,6 +226,19 @@ func (sess *session) onUpdate(ctx context.Context, at ioPos, r *route, u routed,
 		return
 	}
 	upd := &u.upd
+	if reservedKind(upd.Kind) {
+		// An update that would show as one of Skein's own events (a
+		// permission response the user never gave) is the agent's
+		// forgery: it is not stored (agentupdate.go).
+		sess.svc.m.ioRejected.WithLabelValues("reserved_kind").Inc()
+		sess.lg.Warn("agent update takes the type of a Skein event; dropped", "kind", upd.Kind, events.LogKeyProcess, r.processID)
+		return
+	}
+	if upd.Kind == acp.UpdateUserMessageChunk {
+		// The user's own prompt is Skein's accepting append; what the
+		// agent says the user said is marked as the agent's.
+		upd.Raw = markAgentOrigin(upd.Raw)
+	}
 	chunk := upd.Kind == acp.UpdateAgentMessageChunk || upd.Kind == acp.UpdateAgentThoughtChunk
 	if !chunk {
 		// What is durable follows the deltas before it.
@@ -410,7 +423,16 @@ func (sess *session) onPromptResult(ctx context.Context, at ioPos, r *route, res
 		return
 	}
 	if res.Error != nil {
-		sess.endTurn(ctx, at, events.OutcomeFailed, "", res.Error.Err())
+		switch res.Error.Code {
+		case events.CodeLineTooLong, events.CodePayloadTooLarge:
+			// Not the agent's answer: the runner could not carry what the
+			// agent wrote (adapterio.go). The agent may still be in the
+			// turn: it is told to cancel, and its answer drained.
+			sess.lg.Warn("agent output over a limit; the turn fails", events.LogKeyTurn, t.id, events.LogKeyErr, res.Error.Message)
+			sess.abortTurn(ctx, at, events.OutcomeFailed, res.Error.Err())
+		default:
+			sess.endTurn(ctx, at, events.OutcomeFailed, "", res.Error.Err())
+		}
 		return
 	}
 	outcome := events.OutcomeCompleted

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 )
@@ -38,6 +39,11 @@ func (sess *session) continuationPreamble(ctx context.Context) (string, error) {
 		u, err := events.Decode[events.AcpDurableSessionUpdate](r.Data)
 		if err != nil {
 			continue // a permission event
+		}
+		if k, _ := events.PublicJSONType(u.Update); k == acp.UpdateUserMessageChunk && !userPrompt(r) {
+			// The agent said the user said it: never the user's words to
+			// the agent that takes over (agentupdate.go).
+			continue
 		}
 		if len(u.Update)+1 > budget {
 			break

@@ -1,0 +1,4 @@
+package session
+
+// ReservedKind exposes reservedKind to the security suite.
+var ReservedKind = reservedKind
