@@ -24,7 +24,7 @@ import (
 	"skein.dev/testagent"
 )
 
-// The runner-loss tests take a runner machine away for good (issue 18 §5):
+// The runner-loss tests take a runner machine away for good:
 // two adapter-runners host sessions, each session has a turn in flight,
 // and one runner is killed with SIGKILL and never restarted. Its adapters
 // die with it (Pdeathsig), and no exit record is written for them: the

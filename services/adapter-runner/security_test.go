@@ -12,7 +12,7 @@ import (
 	adapterrunner "skein.dev/services/adapter-runner"
 )
 
-// The attacks of issue 19 §1 and §6's env, as the runner meets them at
+// The security suite's attacks on workspaces and env, as the runner meets them at
 // launch: whatever the session service let through (a session opened
 // before it knew the roots, a directory swapped for a symlink since), the
 // runner refuses invalid_request, and no adapter starts.

@@ -10,7 +10,7 @@ import (
 	"skein.dev/pkg/events"
 )
 
-// The attacks of issue 19 §1 ("a tenant's files are its own") and §6's
+// The security suite's attacks on workspaces ("a tenant's files are its own") and
 // env: each open below is what a caller of namespace team-a tried, and
 // each must be refused invalid_request. Every test runs twice: with the
 // session service knowing the workspace roots, which refuses at open
