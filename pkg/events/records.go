@@ -76,12 +76,16 @@ type TurnFinished struct {
 	TurnID string `msgpack:"turnId"`
 	// IdempotencyKey and ContentHash repeat the acceptance headers, so that
 	// the outcome of a keyed prompt can be found from its finish record.
-	IdempotencyKey *string           `msgpack:"idempotencyKey,omitempty"`
-	ContentHash    string            `msgpack:"contentHash,omitempty"`
-	Outcome        string            `msgpack:"outcome"`
-	StopReason     string            `msgpack:"stopReason,omitempty"`
-	Message        JSON              `msgpack:"message,omitempty"` // the turn's last completed agent message update
-	Error          *AcpErrorResponse `msgpack:"error,omitempty"`
+	IdempotencyKey *string `msgpack:"idempotencyKey,omitempty"`
+	ContentHash    string  `msgpack:"contentHash,omitempty"`
+	Outcome        string  `msgpack:"outcome"`
+	StopReason     string  `msgpack:"stopReason,omitempty"`
+	Message        JSON    `msgpack:"message,omitempty"` // the turn's last completed agent message update
+	// MessageSeq is the sequence of Message's record in the log: a
+	// prompt's result shows the message as history does, from the record
+	// (eventlog.PromptResult). 0 in finishes recorded before it existed.
+	MessageSeq uint64            `msgpack:"messageSeq,omitempty"`
+	Error      *AcpErrorResponse `msgpack:"error,omitempty"`
 }
 
 // ConfigChanged records the session's complete configuration options after

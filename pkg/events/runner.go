@@ -169,14 +169,6 @@ type PromptAccepted struct {
 	Finished *TurnFinished `msgpack:"finished,omitempty"`
 }
 
-// Result is the prompt's answer once its turn finished with f: the
-// protocol's AcpPromptResponse, or the turn's error.
-func (f *TurnFinished) Result(sid string) (*AcpPromptResponse, error) {
-	if f.Error != nil {
-		return nil, &Error{Code: Code(f.Error.Code), Message: f.Error.Message}
-	}
-	return &AcpPromptResponse{SessionID: sid, Message: f.Message, StopReason: f.StopReason}, nil
-}
 
 // UpdatesOf returns the updates an ACP_IO record carries, in order: one
 // for an AdapterUpdate, several for AdapterUpdates, none for any other.

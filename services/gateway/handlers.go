@@ -81,7 +81,7 @@ func (g *Gateway) handlePrompt(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp, err := finished.Result(string(sid))
+	resp, err := eventlog.PromptResult(r.Context(), g.js, ns, sid, finished)
 	if err != nil {
 		return err
 	}

@@ -96,6 +96,7 @@ func (sess *session) writeEach(ctx context.Context, entries []eventlog.Entry) er
 	out, err := sess.w.AppendEach(ctx, entries)
 	sess.svc.m.appendSeconds.Observe(time.Since(start).Seconds())
 	sess.svc.m.appendRecords.Add(float64(len(out)))
+	sess.stored(entries, out)
 	return sess.wrote(err)
 }
 
@@ -107,7 +108,23 @@ func (sess *session) write(ctx context.Context, entries []eventlog.Entry) ([]eve
 	if err == nil {
 		sess.svc.m.appendRecords.Add(float64(len(entries)))
 	}
+	sess.stored(entries, out)
 	return out, sess.wrote(err)
+}
+
+// stored notes where the running turn's message landed, when it is among
+// the entries stored (out, in order).
+func (sess *session) stored(entries []eventlog.Entry, out []eventlog.Appended) {
+	t := sess.turn
+	if t == nil || t.lastMessageRec == nil {
+		return
+	}
+	for i := range out {
+		if entries[i].Value == t.lastMessageRec {
+			t.lastMessageSeq, t.lastMessageRec = out[i].Seq, nil
+			return
+		}
+	}
 }
 
 // wrote accounts for an append's outcome. A write conflict means another

@@ -379,9 +379,10 @@ func (sess *session) flush(ctx context.Context, at ioPos) error {
 	if sess.turn != nil && kind == acp.UpdateAgentMessageChunk {
 		// The turn's result carries its last message, unless the message
 		// had to be split to fit the log: then it is only in history.
-		sess.turn.lastMessage = nil
+		t := sess.turn
+		t.lastMessage, t.lastMessageRec, t.lastMessageSeq = nil, nil, 0
 		if len(updates) == 1 {
-			sess.turn.lastMessage = events.JSON(updates[0])
+			t.lastMessage, t.lastMessageRec = events.JSON(updates[0]), entries[0].Value
 		}
 	}
 	return nil

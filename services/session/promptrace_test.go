@@ -180,7 +180,7 @@ func TestKeyedPromptRacesItself(t *testing.T) {
 			wg.Go(func() {
 				var f *events.TurnFinished
 				if f, errs[k] = eventlog.AwaitTurn(ctx, h.js, "default", events.SessionID(sid), accs[k]); errs[k] == nil {
-					results[k], errs[k] = f.Result(sid)
+					results[k], errs[k] = eventlog.PromptResult(ctx, h.js, "default", events.SessionID(sid), f)
 				}
 			})
 		}

@@ -270,3 +270,39 @@ func TestSecurityAgentUserMessageIsMarked(t *testing.T) {
 		t.Errorf("the preamble lacks the user's own prompt: %s", reply.Content.Text)
 	}
 }
+
+// A prompt's answer shows the turn's message as history does, with
+// Skein's envelope: an agent that writes its own sessionId and sequence
+// into the update cannot pass them off as Skein's (they once came back in
+// the answer as the agent sent them).
+func TestSecurityPromptAnswerEnvelope(t *testing.T) {
+	h := startRig(t, session.Config{})
+	ctx := t.Context()
+	if err := h.open(t, "env", events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.prompt(ctx, "env", "", `update {"sessionUpdate":"agent_message_chunk","sessionId":"victim","sequence":999999,"eventNo":7,"timestamp":"1999-01-01T00:00:00Z","content":{"type":"text","text":"hello"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg struct {
+		SessionID string `json:"sessionId"`
+		Sequence  uint64 `json:"sequence"`
+		Type      string `json:"type"`
+	}
+	if err := json.Unmarshal(res.Message, &msg); err != nil || msg.SessionID != "env" || msg.Type != "agent_message_chunk" || msg.Sequence == 999999 {
+		t.Fatalf("the answer's message = %s (%v), want Skein's envelope", res.Message, err)
+	}
+	page, err := events.Call[events.AcpHistoryPageResponse](ctx, h.nc, events.APISubject("default", events.OpReadHistory),
+		&events.AcpReadHistoryRequest{SessionID: new("env"), After: new(msg.Sequence - 1), Limit: new(uint32(1))}, nil)
+	if err != nil || len(page.Events) != 1 {
+		t.Fatalf("history at the message's sequence %d: %+v, %v", msg.Sequence, page, err)
+	}
+	want, err := events.PublicDurableJSON(&page.Events[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Message) != string(want) {
+		t.Errorf("the answer's message\n %s\nhistory's\n %s", res.Message, want)
+	}
+}

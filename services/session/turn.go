@@ -32,7 +32,13 @@ type turn struct {
 	acceptedAt time.Time
 	replied    bool // the first non-empty agent text was seen (or timing is off)
 
-	lastMessage events.JSON // the last completed agent message, for the result
+	// lastMessage is the last completed agent message, for the result;
+	// lastMessageRec the record it is queued as (until it is stored) and
+	// lastMessageSeq its sequence once stored, by which the result shows
+	// it as history does.
+	lastMessage    events.JSON
+	lastMessageRec events.Variant
+	lastMessageSeq uint64
 	outputBytes int64       // every update of the turn, for MaxTurnOutputBytes
 	perms       []*permission
 }
@@ -376,16 +382,21 @@ func (sess *session) endTurnWith(ctx context.Context, at ioPos, outcome, stopRea
 	}
 	sess.terminatePermissions(ctx, ioPos{}, reason)
 	rec := &events.TurnFinished{TurnID: t.id, Outcome: outcome, StopReason: stopReason, IdempotencyKey: t.key, ContentHash: t.hash}
-	if failure != nil {
-		rec.Error = failure.Response()
-	} else {
-		rec.Message = t.lastMessage
-	}
 	entry := eventlog.Entry{Kind: events.LogControl, Value: rec}
 	if t.key != nil {
 		entry.Subject = events.KeySubject(sess.ns, sess.sid, *t.key)
 	}
-	_, err := sess.append(ctx, at, entry)
+	// The turn's queued records first: the finish names the sequence of
+	// its message, which is known once the message is stored.
+	err := sess.commit(ctx)
+	if err == nil {
+		if failure != nil {
+			rec.Error = failure.Response()
+		} else {
+			rec.Message, rec.MessageSeq = t.lastMessage, t.lastMessageSeq
+		}
+		_, err = sess.append(ctx, at, entry)
+	}
 	if sess.turn != t {
 		return // the append failed and released the session
 	}

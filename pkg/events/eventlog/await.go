@@ -193,7 +193,43 @@ func Prompt(ctx context.Context, js jetstream.JetStream, ns events.Namespace, re
 	if err != nil {
 		return nil, err
 	}
-	return f.Result(string(sid))
+	return PromptResult(ctx, js, ns, sid, f)
+}
+
+// PromptResult is the prompt's answer once its turn finished with f: the
+// protocol's AcpPromptResponse, or the turn's error. The message is the
+// turn's last completed agent message in its public form, exactly as
+// history shows it (events.PublicDurableJSON), read from its record: the
+// envelope (sessionId, sequence, eventNo, timestamp) is Skein's, never
+// what the agent wrote into the update. A message whose record retention
+// pruned is left out. A finish recorded before finishes named their
+// message's record carries the message as the agent sent it.
+func PromptResult(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID, f *events.TurnFinished) (*events.AcpPromptResponse, error) {
+	if f.Error != nil {
+		return nil, &events.Error{Code: events.Code(f.Error.Code), Message: f.Error.Message}
+	}
+	resp := &events.AcpPromptResponse{SessionID: string(sid), StopReason: f.StopReason}
+	if f.MessageSeq == 0 {
+		resp.Message = f.Message
+		return resp, nil
+	}
+	rec, err := At(ctx, js, events.StreamLog, f.MessageSeq)
+	if err != nil {
+		return nil, events.Errorf(events.CodeUnavailable, "read the message of turn %s: %v", f.TurnID, err)
+	}
+	if rec == nil || rec.Subject != events.LogSubject(ns, sid, events.LogEvents) {
+		return resp, nil
+	}
+	entry, err := events.Entry(sid, rec.Sequence, rec.Time, rec.Header, rec.Data)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := events.PublicDurableJSON(entry)
+	if err != nil {
+		return nil, err
+	}
+	resp.Message = msg
+	return resp, nil
 }
 
 // Accept sends req to acp.api.<ns>.prompt and returns its acceptance: the
