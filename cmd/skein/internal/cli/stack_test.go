@@ -20,8 +20,6 @@ import (
 
 func TestMain(m *testing.M) { stacktest.Main(m, nil) }
 
-const ns = events.DefaultNamespace
-
 // env is the gateway and the services behind it. Its open opens a
 // session through the CLI; the stack's Open does over NATS.
 type env struct {
