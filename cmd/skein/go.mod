@@ -15,6 +15,7 @@ require (
 	gopkg.in/yaml.v3 v3.0.1
 	skein.dev/internal/cluster v0.0.0
 	skein.dev/internal/natstest v0.0.0
+	skein.dev/internal/stacktest v0.0.0
 	skein.dev/pkg/acp v0.0.0
 	skein.dev/pkg/acpwire v0.0.0
 	skein.dev/pkg/events v0.0.0
@@ -60,6 +61,8 @@ replace skein.dev/pkg/client => ../../pkg/client
 replace skein.dev/pkg/acpwire => ../../pkg/acpwire
 
 replace skein.dev/internal/natstest => ../../internal/natstest
+
+replace skein.dev/internal/stacktest => ../../internal/stacktest
 
 replace skein.dev/services/gateway => ../../services/gateway
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"skein.dev/internal/stacktest"
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/services/gateway"
@@ -16,7 +17,7 @@ func TestOpenAndGetSession(t *testing.T) {
 	e := newEnv(t)
 	// JsonUtf8 fields must reach the session service byte for byte,
 	// spaces and key order included.
-	work, a, b := e.backend.workDir("work"), e.backend.workDir("a"), e.backend.workDir("b")
+	work, a, b := e.backend.WorkDir("work"), e.backend.WorkDir("a"), e.backend.WorkDir("b")
 	var (
 		dirs    = `[ "` + a + `", "` + b + `" ]`
 		env     = `{"B": "2", "A": "1"}`
@@ -158,7 +159,7 @@ func TestGetSessionNotFound(t *testing.T) {
 
 func TestPrompt(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	content := `[ {"type":"text", "text":"say Hello, world"} ]`
 	r := e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"idempotencyKey":"k1","content":`+content+`}`)
 	if r.status != http.StatusOK {
@@ -202,7 +203,7 @@ func TestPrompt(t *testing.T) {
 
 func TestPromptRejectsBadInput(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	tests := []struct {
 		name   string
 		body   string
@@ -234,7 +235,7 @@ func TestPromptServiceErrors(t *testing.T) {
 	const prompt = `{"content":[{"type":"text","text":"hi"}]}`
 	wantError(t, e.do(http.MethodPost, "/v1/sessions/nobody/prompt", prompt), http.StatusNotFound, events.CodeSessionNotFound)
 
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"crash 3"}]}`),
 		http.StatusBadGateway, events.CodeAdapterExited)
 
@@ -243,9 +244,9 @@ func TestPromptServiceErrors(t *testing.T) {
 	go func() {
 		first <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"pause p1"}]}`)
 	}()
-	e.backend.paused("p1")
+	e.backend.Paused("p1")
 	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/prompt", prompt), http.StatusConflict, events.CodeSessionBusy)
-	e.backend.release("p1")
+	e.backend.Release("p1")
 	if r := <-first; r.status != http.StatusOK {
 		t.Errorf("first prompt = %d %s, want 200", r.status, r.body)
 	}
@@ -253,8 +254,8 @@ func TestPromptServiceErrors(t *testing.T) {
 
 func TestHistory(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
-	seqs := e.backend.say("s1", "a", "b") // the prompt, then a and b
+	e.backend.Open("s1", "demo")
+	seqs := e.backend.Say("s1", "a", "b") // the prompt, then a and b
 	type page struct {
 		Events        []json.RawMessage `json:"events"`
 		HasMoreBefore bool              `json:"hasMoreBefore"`
@@ -305,7 +306,7 @@ func TestHistory(t *testing.T) {
 
 func TestHistoryRejectsBadQueries(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	tests := []struct {
 		query string
 		code  events.Code
@@ -339,7 +340,7 @@ func TestHistoryRejectsBadQueries(t *testing.T) {
 // (both call AcpReadHistoryRequest.Validate).
 func TestHistoryValidationAgrees(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	for name, tc := range map[string]struct {
 		query string
 		req   events.AcpReadHistoryRequest
@@ -372,9 +373,9 @@ func TestHistoryValidationAgrees(t *testing.T) {
 // cursor_expired (410), as the history service decides.
 func TestHistoryCursorExpired(t *testing.T) {
 	e := newEnv(t, withMaxEvents(2))
-	e.backend.open("s1", "demo")
-	acc := e.backend.startTurn("s1", nil, "say a\nmessage\nsay b\nmessage\nsay c")
-	e.backend.awaitTurn("s1", acc)
+	e.backend.Open("s1", "demo")
+	acc := e.backend.StartTurn("s1", nil, "say a\nmessage\nsay b\nmessage\nsay c")
+	e.backend.AwaitTurn("s1", acc)
 	first := acc.Sequence // the prompt, pruned
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/history?after="+jsonNumber(first-1), ""), http.StatusGone, events.CodeCursorExpired)
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/history?before="+jsonNumber(first+1), ""), http.StatusGone, events.CodeCursorExpired)
@@ -391,7 +392,7 @@ func TestInternalErrorsAreMasked(t *testing.T) {
 		events.Errorf(events.CodeInvalidPayload, secret),
 		&events.Error{Code: "from_a_newer_registry", Message: secret},
 	} {
-		stop := answerWith(t, e.nc, events.OpUnloadSession, err)
+		stop := stacktest.AnswerWith(t, e.nc, events.OpUnloadSession, err)
 		r := e.do(http.MethodPost, "/v1/sessions/s1/unload", "")
 		stop()
 		body := wantError(t, r, http.StatusInternalServerError, events.CodeInternal)
@@ -470,7 +471,7 @@ func TestListAgents(t *testing.T) {
 	}
 
 	// No runner: no agents, an empty list, never null.
-	e.backend.stopRunner()
+	e.backend.StopRunner()
 	testutil.Eventually(t, "the runner's agents to go", func() bool {
 		r = e.do(http.MethodGet, "/v1/agents", "")
 		return r.status != http.StatusOK || string(r.body) != want

@@ -162,8 +162,8 @@ func (e *env) wantStreamsUnchanged(before map[string]jetstream.StreamState) {
 
 func TestAuthEveryRoute(t *testing.T) {
 	e := newEnv(t, withConfig(withTokens))
-	e.backend.open("s1", "demo")
-	e.backend.say("s1", "secret")
+	e.backend.Open("s1", "demo")
+	e.backend.Say("s1", "secret")
 	before := e.streamStates()
 
 	attempts := []struct {
@@ -243,8 +243,8 @@ func TestAuthOtherNamespace(t *testing.T) {
 	}
 	missing := answers()
 
-	e.backend.openIn(otherNS, sid, "demo")
-	e.backend.sayIn(otherNS, sid, "secret")
+	e.backend.In(otherNS).Open(sid, "demo")
+	e.backend.In(otherNS).Say(sid, "secret")
 	if r := e.send(http.MethodGet, "/v1/sessions/"+sid, "", bearer(otherToken)); r.status != http.StatusOK {
 		t.Fatalf("GET with the owner's token = %d %s, want 200", r.status, r.body)
 	}
@@ -266,7 +266,7 @@ func TestAuthOtherNamespace(t *testing.T) {
 	if notFound == 0 {
 		t.Errorf("no route answered %s: %q", events.CodeSessionNotFound, foreign)
 	}
-	if e.backend.exists(ns, sid) {
+	if e.backend.Exists(sid) {
 		t.Errorf("session %s appeared in namespace %s", sid, ns)
 	}
 }
@@ -291,8 +291,8 @@ func normalize(t *testing.T, r response) string {
 
 func TestAuthNamespaces(t *testing.T) {
 	e := newEnv(t, withConfig(withTokens))
-	e.backend.openIn("team", "s1", "demo")
-	e.backend.open("s1", "plain")
+	e.backend.In("team").Open("s1", "demo")
+	e.backend.Open("s1", "plain")
 	agentOf := func(r response) string {
 		t.Helper()
 		var s struct{ Agent string }

@@ -42,7 +42,7 @@ func wantConfig(t *testing.T, r response, revision uint64, current ...[2]string)
 // NATS: what the gateway must pass on byte for byte.
 func (e *env) storedConfig(sid string) *events.AcpSessionConfigResponse {
 	e.t.Helper()
-	resp, err := events.Call[events.AcpSessionConfigResponse](e.t.Context(), e.backend.nc, events.APISubject(ns, events.OpGetSessionConfig),
+	resp, err := events.Call[events.AcpSessionConfigResponse](e.t.Context(), e.backend.Conn(), events.APISubject(ns, events.OpGetSessionConfig),
 		&events.AcpGetSessionConfigRequest{SessionID: &sid}, nil)
 	if err != nil {
 		e.t.Fatalf("get_session_config %s: %v", sid, err)
@@ -54,8 +54,8 @@ func TestGetConfig(t *testing.T) {
 	e := newEnv(t)
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/nobody/config", ""), http.StatusNotFound, events.CodeSessionNotFound)
 
-	e.backend.open("s1", "demo")
-	e.backend.open("s2", "plain")
+	e.backend.Open("s1", "demo")
+	e.backend.Open("s2", "plain")
 	calls := e.backend.Calls(events.OpOpenSession) + e.backend.Calls(events.OpPrompt)
 	r := e.do(http.MethodGet, "/v1/sessions/s1/config", "")
 	// The options pass through as the service stored them.
@@ -88,7 +88,7 @@ func TestSetConfig(t *testing.T) {
 	e := newEnv(t)
 	wantError(t, e.do(http.MethodPut, "/v1/sessions/nobody/config/mode", `{"value":"plan"}`), http.StatusNotFound, events.CodeSessionNotFound)
 
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	rev := e.storedConfig("s1").Revision
 	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/unload", ""), `{}`)
 	// A select takes one of its values; the answer is the whole
@@ -102,7 +102,7 @@ func TestSetConfig(t *testing.T) {
 	if req == nil || deref(req.SessionID) != "s1" || req.ConfigID != "mode" || string(req.Value) != `"plan"` {
 		t.Errorf("the session service got %+v, want session s1, mode, \"plan\"", req)
 	}
-	if e.backend.unloaded("s1") {
+	if e.backend.Unloaded("s1") {
 		t.Error("s1 is still unloaded: setting an option restores it")
 	}
 	got = wantConfig(t, e.do(http.MethodPut, "/v1/sessions/s1/config/model", ` { "value" : "test-large" } `), 0, [2]string{"mode", `"plan"`}, [2]string{"model", `"test-large"`})
@@ -147,7 +147,7 @@ func TestConfigServiceAnswers(t *testing.T) {
 
 func TestSetConfigRejectsBadInput(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	const ok = `{"value":"plan"}`
 	tests := []struct {
 		name   string
@@ -202,9 +202,9 @@ func TestCapabilities(t *testing.T) {
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/nobody/capabilities", ""), http.StatusNotFound, events.CodeSessionNotFound)
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/a.b/capabilities", ""), http.StatusBadRequest, events.CodeInvalidSessionID)
 
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	sid := "s1"
-	stored, err := events.Call[events.AcpSessionCapabilitiesResponse](t.Context(), e.backend.nc, events.APISubject(ns, events.OpGetSessionCapabilities),
+	stored, err := events.Call[events.AcpSessionCapabilitiesResponse](t.Context(), e.backend.Conn(), events.APISubject(ns, events.OpGetSessionCapabilities),
 		&events.AcpGetSessionCapabilitiesRequest{SessionID: &sid}, nil)
 	if err != nil || !strings.Contains(string(stored.Capabilities), `"loadSession":true`) {
 		t.Fatalf("get_session_capabilities = %+v, %v; want the demo agent's, which loads sessions", stored, err)
@@ -224,7 +224,7 @@ func TestAgentInfo(t *testing.T) {
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/nobody/agent-info", ""), http.StatusNotFound, events.CodeSessionNotFound)
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/a.b/agent-info", ""), http.StatusBadRequest, events.CodeInvalidSessionID)
 
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	opens := e.backend.Calls(events.OpOpenSession)
 	r := e.do(http.MethodGet, "/v1/sessions/s1/agent-info", "")
 	if r.status != http.StatusOK || !strings.HasPrefix(string(r.body), `{"agentInfo":{`) || !strings.Contains(string(r.body), `"name":"skein-testagent"`) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"skein.dev/internal/stacktest"
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 )
@@ -35,7 +36,7 @@ func await[T any](t *testing.T, ch <-chan T, prompt <-chan response) T {
 // promptAsync posts text as a prompt of sid and delivers the answer.
 func (e *env) promptAsync(sid, text string) <-chan response {
 	e.t.Helper()
-	body, err := json.Marshal(map[string]any{"content": json.RawMessage(textContent(text))})
+	body, err := json.Marshal(map[string]any{"content": json.RawMessage(stacktest.TextContent(text))})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func (e *env) awaitPermission(sid events.SessionID, n int, prompt <-chan respons
 			e.t.Fatalf("prompt = %d %s before the permission request", r.status, r.body)
 		default:
 		}
-		st := e.backend.state(sid)
+		st := e.backend.State(sid)
 		ids = ids[:0]
 		for _, r := range st.Requests {
 			ids = append(ids, r.RequestID)
@@ -81,7 +82,7 @@ func TestCancel(t *testing.T) {
 	e := newEnv(t)
 	wantError(t, e.do(http.MethodPost, "/v1/sessions/nobody/cancel", ""), http.StatusNotFound, events.CodeSessionNotFound)
 
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	for _, body := range []string{"", "{}", " { } \n"} {
 		wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/cancel", body), `{"status":"no_active_prompt"}`)
 	}
@@ -93,7 +94,7 @@ func TestCancel(t *testing.T) {
 	// A running turn is cancelled, and its prompt answers stopReason
 	// cancelled.
 	prompt := e.promptAsync("s1", "pause p1")
-	e.backend.paused("p1")
+	e.backend.Paused("p1")
 	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/cancel", ""), `{"status":"cancelled"}`)
 	if r := <-prompt; r.status != http.StatusOK || string(r.body) != `{"sessionId":"s1","stopReason":"cancelled"}` {
 		t.Errorf("prompt = %d %s, want 200 stopReason cancelled", r.status, r.body)
@@ -118,7 +119,7 @@ type serviceAnswer struct {
 func checkAnswers(t *testing.T, e *env, answers []serviceAnswer) {
 	t.Helper()
 	for _, tt := range answers {
-		stop := answerWith(t, e.nc, tt.op, tt.answer)
+		stop := stacktest.AnswerWith(t, e.nc, tt.op, tt.answer)
 		r := e.do(tt.method, "/v1/sessions/s1"+tt.path, tt.body)
 		stop()
 		if tt.status == http.StatusOK {
@@ -166,13 +167,13 @@ func TestControlRejectsBadInput(t *testing.T) {
 		untouched    func(e *env) bool
 	}{
 		{http.MethodPost, "/cancel", events.OpCancelPrompt, nil},
-		{http.MethodPost, "/unload", events.OpUnloadSession, func(e *env) bool { return !e.backend.unloaded("s1") }},
+		{http.MethodPost, "/unload", events.OpUnloadSession, func(e *env) bool { return !e.backend.Unloaded("s1") }},
 		{http.MethodDelete, "", events.OpDeleteSession, func(e *env) bool { return e.do(http.MethodGet, "/v1/sessions/s1", "").status == http.StatusOK }},
 	}
 	for _, rt := range routes {
 		t.Run("op="+string(rt.op), func(t *testing.T) {
 			e := newEnv(t)
-			e.backend.open("s1", "demo")
+			e.backend.Open("s1", "demo")
 			tests := []struct {
 				name   string
 				sid    string
@@ -208,7 +209,7 @@ func TestUnload(t *testing.T) {
 	e := newEnv(t)
 	wantError(t, e.do(http.MethodPost, "/v1/sessions/nobody/unload", ""), http.StatusNotFound, events.CodeSessionNotFound)
 
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	// Idempotent: an unloaded session unloads again.
 	for _, body := range []string{"", "{}", " { } \n"} {
 		wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/unload", body), `{}`)
@@ -217,22 +218,22 @@ func TestUnload(t *testing.T) {
 	if req == nil || deref(req.SessionID) != "s1" {
 		t.Errorf("the session service got %+v, want session s1", req)
 	}
-	if !e.backend.unloaded("s1") {
+	if !e.backend.Unloaded("s1") {
 		t.Error("s1 is not unloaded")
 	}
 
 	// A running turn is cancelled, as by a cancel; the prompt that
 	// started it had restored the session.
 	prompt := e.promptAsync("s1", "pause p1")
-	e.backend.paused("p1")
-	if e.backend.unloaded("s1") {
+	e.backend.Paused("p1")
+	if e.backend.Unloaded("s1") {
 		t.Error("s1 is still unloaded while a prompt runs")
 	}
 	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/unload", ""), `{}`)
 	if r := <-prompt; r.status != http.StatusOK || string(r.body) != `{"sessionId":"s1","stopReason":"cancelled"}` {
 		t.Errorf("prompt = %d %s, want 200 stopReason cancelled", r.status, r.body)
 	}
-	if !e.backend.unloaded("s1") {
+	if !e.backend.Unloaded("s1") {
 		t.Error("s1 is not unloaded after its turn")
 	}
 }
@@ -242,8 +243,8 @@ func TestDelete(t *testing.T) {
 	// Idempotent: a missing session deletes.
 	wantStatus(t, e.do(http.MethodDelete, "/v1/sessions/nobody", ""), `{}`)
 
-	e.backend.open("s1", "demo")
-	e.backend.say("s1", "hi")
+	e.backend.Open("s1", "demo")
+	e.backend.Say("s1", "hi")
 	wantStatus(t, e.do(http.MethodDelete, "/v1/sessions/s1", ""), `{}`)
 	req, _ := e.backend.LastRequest(events.OpDeleteSession).(*events.AcpDeleteSessionRequest)
 	if req == nil || deref(req.SessionID) != "s1" {
@@ -313,7 +314,7 @@ func TestRespondPermission(t *testing.T) {
 	if !strings.Contains(body.Error.Message, `"allow"`) || !strings.Contains(body.Error.Message, `"deny"`) {
 		t.Errorf("message %q, want it to list allow and deny", body.Error.Message)
 	}
-	if got := e.backend.state("s1").Requests; len(got) != 1 || got[0].RequestID != id {
+	if got := e.backend.State("s1").Requests; len(got) != 1 || got[0].RequestID != id {
 		t.Fatalf("pending after an invalid option = %v, want [%s]", got, id)
 	}
 
@@ -384,7 +385,7 @@ func TestCancelEndsPendingPermissions(t *testing.T) {
 
 func TestRespondRejectsBadInput(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	const ok = `{"optionId":"allow"}`
 	tests := []struct {
 		name   string

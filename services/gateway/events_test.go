@@ -50,8 +50,8 @@ func wantErrorEvent(t *testing.T, ev sseEvent, code events.Code) {
 
 func TestEventsBackfillThenLive(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
-	seqs := e.backend.turn("s1", "say one\nupdate "+toolCall)
+	e.backend.Open("s1", "demo")
+	seqs := e.backend.Turn("s1", "say one\nupdate "+toolCall)
 
 	s := e.stream("/v1/sessions/s1/events")
 	if got := s.header.Get("Cache-Control"); got != "no-cache" {
@@ -68,16 +68,16 @@ func TestEventsBackfillThenLive(t *testing.T) {
 
 	// Live: each chunk is a delta after the turn's prompt, then the whole
 	// message is durable. The adapter's stderr is not for clients.
-	acc := e.backend.startTurn("s1", nil, "stderr adapter noise\nsay Hel\npause p1\nsay lo\npause p2")
+	acc := e.backend.StartTurn("s1", nil, "stderr adapter noise\nsay Hel\npause p1\nsay lo\npause p2")
 	wantDurable(t, s.next(), acc.Sequence)
-	e.backend.paused("p1")
+	e.backend.Paused("p1")
 	wantEphemeral(t, s.next(), acc.Sequence, "Hel")
-	e.backend.release("p1")
-	e.backend.paused("p2")
+	e.backend.Release("p1")
+	e.backend.Paused("p2")
 	wantEphemeral(t, s.next(), acc.Sequence, "lo")
-	e.backend.release("p2")
-	e.backend.awaitTurn("s1", acc)
-	msg := e.backend.eventsFrom("s1", acc.Sequence)[1]
+	e.backend.Release("p2")
+	e.backend.AwaitTurn("s1", acc)
+	msg := e.backend.EventsFrom("s1", acc.Sequence)[1]
 	if p := wantDurable(t, s.next(), msg); !strings.Contains(string(p.Content), `"Hello"`) {
 		t.Errorf("message = %s, want Hello", p.Content)
 	}
@@ -95,8 +95,8 @@ const toolCall = `{"sessionUpdate":"tool_call","toolCallId":"c1","title":"Run","
 
 func TestEventsResume(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
-	seqs := e.backend.say("s1", "0", "1", "2")
+	e.backend.Open("s1", "demo")
+	seqs := e.backend.Say("s1", "0", "1", "2")
 	// ?after=N starts after N.
 	s := e.stream("/v1/sessions/s1/events?after=" + strconv.FormatUint(seqs[1], 10))
 	wantDurable(t, s.next(), seqs[2])
@@ -107,7 +107,7 @@ func TestEventsResume(t *testing.T) {
 	s = e.stream("/v1/sessions/s1/events?after="+strconv.FormatUint(seqs[0], 10),
 		withHeader("Last-Event-ID", strconv.FormatUint(seqs[2], 10)))
 	wantDurable(t, s.next(), seqs[3])
-	s.wantDurables(e.backend.say("s1", "live")...)
+	s.wantDurables(e.backend.Say("s1", "live")...)
 }
 
 // TestEventsDedupe holds the stream between its subscription and its
@@ -123,18 +123,18 @@ func TestEventsDedupe(t *testing.T) {
 			})
 		}
 	})
-	e.backend.open("s1", "demo")
-	first := e.backend.say("s1", "one")
+	e.backend.Open("s1", "demo")
+	first := e.backend.Say("s1", "one")
 	streamed := make(chan *sseStream, 1)
 	go func() { streamed <- e.stream("/v1/sessions/s1/events") }()
 	<-entered // subscribed, flushed, not yet reading history
-	second := e.backend.say("s1", "two")
+	second := e.backend.Say("s1", "two")
 	close(release)
 	s := <-streamed
 
 	s.wantDurables(first...)
 	s.wantDurables(second...)
-	s.wantDurables(e.backend.say("s1", "three")...) // not second again
+	s.wantDurables(e.backend.Say("s1", "three")...) // not second again
 }
 
 // TestEventsGapFillFromTail: records whose tail messages were lost are
@@ -142,15 +142,15 @@ func TestEventsDedupe(t *testing.T) {
 // stream fills the gap from history before sending it.
 func TestEventsGapFillFromTail(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
-	first := e.backend.say("s1", "one")
+	e.backend.Open("s1", "demo")
+	first := e.backend.Say("s1", "one")
 
 	s := e.stream("/v1/sessions/s1/events")
 	s.wantDurables(first...)
 	var lost []uint64
-	e.backend.WithoutTail(func() { lost = e.backend.say("s1", "two", "three") })
+	e.backend.WithoutTail(func() { lost = e.backend.Say("s1", "two", "three") })
 	s.wantDurables(lost...)
-	s.wantDurables(e.backend.say("s1", "four")...)
+	s.wantDurables(e.backend.Say("s1", "four")...)
 	// The live feed's check at the lost turn's end may find the gap
 	// first; either way it is filled.
 	if got := testutil.Metric(t, e.reg, "acp_gateway_sse_gap_fills_total"); got < 1 {
@@ -163,8 +163,8 @@ func TestEventsGapFillFromTail(t *testing.T) {
 // comes after the event it follows.
 func TestEventsGapFillFromDelta(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
-	first := e.backend.say("s1", "one")
+	e.backend.Open("s1", "demo")
+	first := e.backend.Say("s1", "one")
 
 	s := e.stream("/v1/sessions/s1/events")
 	s.wantDurables(first...)
@@ -173,19 +173,19 @@ func TestEventsGapFillFromDelta(t *testing.T) {
 	var acc *events.PromptAccepted
 	var stored []uint64
 	e.backend.WithoutTail(func() {
-		acc = e.backend.startTurn("s1", nil, "update "+toolCall+"\npause p1\nsay after the tool call\npause p2")
-		e.backend.paused("p1")
+		acc = e.backend.StartTurn("s1", nil, "update "+toolCall+"\npause p1\nsay after the tool call\npause p2")
+		e.backend.Paused("p1")
 		testutil.Eventually(t, "the tool call to be stored", func() bool {
-			stored = e.backend.eventsFrom("s1", acc.Sequence)
+			stored = e.backend.EventsFrom("s1", acc.Sequence)
 			return len(stored) == 2
 		})
 	})
-	e.backend.release("p1")
+	e.backend.Release("p1")
 	wantDurable(t, s.next(), stored[0])
 	wantDurable(t, s.next(), stored[1])
 	wantEphemeral(t, s.next(), stored[1], "after the tool call")
-	e.backend.release("p2")
-	e.backend.awaitTurn("s1", acc)
+	e.backend.Release("p2")
+	e.backend.AwaitTurn("s1", acc)
 	if got := testutil.Metric(t, e.reg, "acp_gateway_sse_gap_fills_total"); got != 1 {
 		t.Errorf("gap fills = %v, want 1", got)
 	}
@@ -195,8 +195,8 @@ func TestEventsGapFillFromDelta(t *testing.T) {
 // sent (one that arrives late) is dropped; one that follows it is sent.
 func TestEventsStaleDeltas(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
-	seqs := e.backend.say("s1", "one")
+	e.backend.Open("s1", "demo")
+	seqs := e.backend.Say("s1", "one")
 	s := e.stream("/v1/sessions/s1/events")
 	s.wantDurables(seqs...)
 	e.backend.publishDelta("s1", seqs[0], "stale")
@@ -210,20 +210,20 @@ func TestEventsStaleDeltas(t *testing.T) {
 // a gap.
 func TestEventsControlCursor(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
-	seqs := e.backend.say("s1", "one")
+	e.backend.Open("s1", "demo")
+	seqs := e.backend.Say("s1", "one")
 	// The turn's end is a lifecycle record after its events.
-	ctl := e.backend.last("s1")
+	ctl := e.backend.Last("s1")
 	if ctl <= seqs[len(seqs)-1] {
 		t.Fatalf("the log ends at %d, its events at %d: want a lifecycle record last", ctl, seqs[len(seqs)-1])
 	}
 	s := e.stream("/v1/sessions/s1/events?after=" + strconv.FormatUint(ctl, 10))
 	e.backend.publishDelta("s1", ctl, "hi")
 	wantEphemeral(t, s.next(), ctl, "hi")
-	s.wantDurables(e.backend.say("s1", "three")...)
+	s.wantDurables(e.backend.Say("s1", "three")...)
 	// A delta after a control record the stream has not seen fills once,
 	// finds nothing, and is sent.
-	ctl2 := e.backend.last("s1")
+	ctl2 := e.backend.Last("s1")
 	e.backend.publishDelta("s1", ctl2, "a")
 	e.backend.publishDelta("s1", ctl2, "b")
 	wantEphemeral(t, s.next(), ctl2, "a")
@@ -235,7 +235,7 @@ func TestEventsControlCursor(t *testing.T) {
 
 func TestEventsRejectsBadRequests(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/a.b/events", ""), http.StatusBadRequest, events.CodeInvalidSessionID)
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/events?after=x", ""), http.StatusBadRequest, events.CodeInvalidCursor)
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/events", "", "Last-Event-ID", "-3"), http.StatusBadRequest, events.CodeInvalidCursor)
@@ -251,10 +251,10 @@ func TestEventsRejectsBadRequests(t *testing.T) {
 // cursor_expired, an ordinary HTTP error before the stream starts.
 func TestEventsCursorExpired(t *testing.T) {
 	e := newEnv(t, withMaxEvents(2))
-	e.backend.open("s1", "demo")
-	acc := e.backend.startTurn("s1", nil, "say one\nmessage\nsay two")
-	e.backend.awaitTurn("s1", acc)
-	if kept := e.backend.eventsFrom("s1", acc.Sequence); len(kept) != 2 || kept[0] == acc.Sequence {
+	e.backend.Open("s1", "demo")
+	acc := e.backend.StartTurn("s1", nil, "say one\nmessage\nsay two")
+	e.backend.AwaitTurn("s1", acc)
+	if kept := e.backend.EventsFrom("s1", acc.Sequence); len(kept) != 2 || kept[0] == acc.Sequence {
 		t.Fatalf("the log keeps events %v of the turn accepted at %d, want the prompt pruned", kept, acc.Sequence)
 	}
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/events?after="+strconv.FormatUint(acc.Sequence-1, 10), ""), http.StatusGone, events.CodeCursorExpired)
@@ -262,9 +262,9 @@ func TestEventsCursorExpired(t *testing.T) {
 
 func TestEventsHistoryFailsMidStream(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	s := e.stream("/v1/sessions/s1/events")
-	s.wantDurables(e.backend.say("s1", "one")...)
+	s.wantDurables(e.backend.Say("s1", "one")...)
 	// A record history cannot decode, whose tail message was lost: the
 	// fill the delta after it triggers fails.
 	var bad uint64
@@ -285,7 +285,7 @@ func TestEventsHistoryFailsMidStream(t *testing.T) {
 
 func TestEventsKeepalive(t *testing.T) {
 	e := newEnv(t, withConfig(func(c *gateway.Config) { c.Keepalive = 20 * time.Millisecond }))
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	s := e.stream("/v1/sessions/s1/events")
 	if got := s.comment(); got != "keepalive" {
 		t.Errorf("comment = %q, want keepalive", got)
@@ -296,7 +296,7 @@ func TestEventsKeepalive(t *testing.T) {
 // that tells the client to resume.
 func TestEventsShutdown(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	s := e.stream("/v1/sessions/s1/events")
 	testutil.Eventually(t, "the stream to open", func() bool { return testutil.Metric(t, e.reg, "acp_gateway_sse_streams") == 1 })
 	if err := e.stop(); err != nil {
@@ -324,7 +324,7 @@ func TestEventsSlowClient(t *testing.T) {
 	} {
 		t.Run("bound="+tt.name, func(t *testing.T) {
 			e := newEnv(t, withConfig(tt.config))
-			e.backend.open("s1", "demo")
+			e.backend.Open("s1", "demo")
 			url, client := smallBuffers(t, e.gw.Handler())
 			slow := &env{t: t, url: url, client: client}
 			s := slow.stream("/v1/sessions/s1/events", func(o *streamOptions) { o.paused = true })
@@ -334,7 +334,7 @@ func TestEventsSlowClient(t *testing.T) {
 				if i == 500 {
 					t.Fatal("no overflow after 500 turns of 64 KiB")
 				}
-				seqs = append(seqs, e.backend.turn("s1", "big 65536")...)
+				seqs = append(seqs, e.backend.Turn("s1", "big 65536")...)
 			}
 			close(s.resume)
 			got := s.ended()

@@ -43,8 +43,8 @@ func BenchmarkLiveFanout(b *testing.B) {
 
 func benchFanout(b *testing.B, n int) {
 	srv := natstest.Run(b)
-	backend := startStack(b, srv, stackOptions{})
-	backend.open("s1", "demo")
+	backend := startStack(b, srv)
+	backend.Open("s1", "demo")
 	gnc := natstest.Connect(b, srv) // the gateway's alone, so its subscriptions can be counted
 	cfg := gateway.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
@@ -101,7 +101,7 @@ func benchFanout(b *testing.B, n int) {
 	var appended int64
 	for b.Loop() {
 		<-tick.C
-		backend.turn("s1", "say "+strconv.Itoa(int(appended)))
+		backend.Turn("s1", "say "+strconv.Itoa(int(appended)))
 		appended++
 	}
 	testutil.Eventually(b, "every viewer to read every event", func() bool {

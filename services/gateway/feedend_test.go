@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/stacktest"
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
@@ -25,7 +26,7 @@ import (
 // rather than at its timeout.
 func TestLiveFeedMissedTurnEnd(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	js, err := jetstream.New(e.nc)
 	if err != nil {
 		t.Fatalf("jetstream: %v", err)
@@ -37,11 +38,11 @@ func TestLiveFeedMissedTurnEnd(t *testing.T) {
 	// control one. Each step of its tool call is durable at once.
 	acc, err := eventlog.Accept(t.Context(), e.nc, ns, &events.AcpPromptRequest{
 		SessionID: new("s1"), IdempotencyKey: new("k1"),
-		Content: textContent("toolstep c1 pending\npause p1\ntoolstep c1 in_progress\npause p2\ntoolstep c1 completed")})
+		Content: stacktest.TextContent("toolstep c1 pending\npause p1\ntoolstep c1 in_progress\npause p2\ntoolstep c1 completed")})
 	if err != nil {
 		t.Fatalf("prompt: %v", err)
 	}
-	e.backend.paused("p1")
+	e.backend.Paused("p1")
 	a1 := e.backend.stored("s1", acc.Sequence, 2)[1]
 	for _, s := range streams {
 		wantDurable(t, s.next(), acc.Sequence)
@@ -51,8 +52,8 @@ func TestLiveFeedMissedTurnEnd(t *testing.T) {
 	// The turn goes on, but its next event is not republished.
 	var a2 uint64
 	e.backend.WithoutTail(func() {
-		e.backend.release("p1")
-		e.backend.paused("p2")
+		e.backend.Release("p1")
+		e.backend.Paused("p2")
 		a2 = e.backend.stored("s1", acc.Sequence, 3)[2]
 	})
 	for _, s := range streams {
@@ -67,7 +68,7 @@ func TestLiveFeedMissedTurnEnd(t *testing.T) {
 	testutil.Eventually(t, "the watch to read its page", func() bool { return e.backend.Calls(events.OpReadHistory) > reads })
 	var a3 uint64
 	e.backend.WithoutTail(func() {
-		e.backend.release("p2")
+		e.backend.Release("p2")
 		testutil.Eventually(t, "the turn to end", func() bool {
 			last, err := eventlog.Last(t.Context(), js, events.StreamLog, events.LogFilter(ns, "s1"))
 			return err == nil && last != nil && last.Header.Get(events.HeaderRecord) == events.RecordTurnFinished
@@ -113,10 +114,10 @@ func TestLiveFeedCatchesUpOnReconnect(t *testing.T) {
 			return srv, gw
 		}
 	})
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	streams, closeAll := e.viewers(5, "/v1/sessions/s1/events")
 	defer closeAll()
-	first := e.backend.say("s1", "one")
+	first := e.backend.Say("s1", "one")
 	for _, s := range streams {
 		s.wantDurables(first...)
 	}
@@ -132,14 +133,14 @@ func TestLiveFeedCatchesUpOnReconnect(t *testing.T) {
 	// Everything stops while the new server runs, before its shutdown.
 	t.Cleanup(func() {
 		_ = e.stop() // its error is checked by newEnv's cleanup
-		e.backend.stop()
+		e.backend.Stop()
 	})
 	// The services' connections are back, and JetStream has its streams.
 	testutil.Eventually(t, "the services' connections and ACP_LOG", func() bool {
-		_, err := e.backend.js.Stream(t.Context(), events.StreamLog)
+		_, err := e.backend.JetStream().Stream(t.Context(), events.StreamLog)
 		return err == nil
 	})
-	seqs := e.backend.say("s1", "missed 0", "missed 1", "missed 2")
+	seqs := e.backend.Say("s1", "missed 0", "missed 1", "missed 2")
 	if e.nc.IsConnected() {
 		t.Fatal("the gateway reconnected before the test let it")
 	}
@@ -155,7 +156,7 @@ func TestLiveFeedCatchesUpOnReconnect(t *testing.T) {
 // released its subscriptions.
 func TestLiveFeedsEndWithRun(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	srv := httptest.NewServer(e.gw.Handler())
 	t.Cleanup(srv.Close)
 	other := &env{t: t, url: srv.URL, client: srv.Client()}

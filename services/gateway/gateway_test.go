@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/stacktest"
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/services/gateway"
@@ -52,7 +53,7 @@ type env struct {
 
 type envOptions struct {
 	noBackend bool
-	backend   stackOptions
+	backend   []stacktest.Option
 	config    func(*gateway.Config)
 	// server, when set, runs the NATS server and makes the gateway's
 	// connection to it, instead of a fresh server and an in-process
@@ -74,11 +75,11 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 		srv, gwConn = o.server(t)
 	} else {
 		srv = natstest.Run(t)
-		gwConn = natstest.Connect(t, srv, nats.Timeout(connectTimeout))
+		gwConn = natstest.Connect(t, srv, nats.Timeout(stacktest.ConnectTimeout))
 	}
 	e := &env{t: t, nc: gwConn, reg: prometheus.NewRegistry(), logs: &testutil.Buffer{}}
 	if !o.noBackend {
-		e.backend = startStack(t, srv, o.backend)
+		e.backend = startStack(t, srv, o.backend...)
 	}
 	cfg := gateway.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
@@ -132,7 +133,7 @@ func withoutBackend(o *envOptions) { o.noBackend = true }
 // withMaxEvents makes ACP_LOG keep at most n records per subject: older
 // events are pruned, and history answers cursor_expired before them.
 func withMaxEvents(n int64) func(*envOptions) {
-	return func(o *envOptions) { o.backend.maxEvents = n }
+	return func(o *envOptions) { o.backend = append(o.backend, stacktest.WithMaxEvents(n)) }
 }
 
 // response is a finished HTTP exchange.

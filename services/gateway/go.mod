@@ -8,6 +8,7 @@ require (
 	go.uber.org/goleak v1.3.0
 	skein.dev/internal/natsmetrics v0.0.0
 	skein.dev/internal/natstest v0.0.0
+	skein.dev/internal/stacktest v0.0.0
 	skein.dev/internal/testutil v0.0.0
 	skein.dev/internal/workspace v0.0.0 // indirect
 	skein.dev/pkg/acp v0.0.0 // indirect
@@ -41,21 +42,21 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-require (
-	skein.dev/services/adapter-runner v0.0.0
-	skein.dev/services/session v0.0.0
-	skein.dev/testagent v0.0.0
-)
+require skein.dev/testagent v0.0.0
 
 require (
 	github.com/google/btree v1.1.3 // indirect
 	skein.dev/internal/buildinfo v0.0.0 // indirect
 	skein.dev/pkg/acpwire v0.0.0 // indirect
+	skein.dev/services/adapter-runner v0.0.0 // indirect
+	skein.dev/services/session v0.0.0 // indirect
 )
 
 replace skein.dev/pkg/events => ../../pkg/events
 
 replace skein.dev/internal/natstest => ../../internal/natstest
+
+replace skein.dev/internal/stacktest => ../../internal/stacktest
 
 replace skein.dev/services/history => ../history
 

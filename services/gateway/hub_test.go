@@ -62,8 +62,8 @@ func (e *env) streamCtx(ctx context.Context, path string) *sseStream {
 // last; every viewer gets every event.
 func TestLiveHubOneSubscriptionPerSession(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
-	e.backend.open("s2", "demo")
+	e.backend.Open("s1", "demo")
+	e.backend.Open("s2", "demo")
 	subs := func() float64 { return testutil.Metric(t, e.reg, "acp_gateway_live_subscriptions") }
 	if got := subs(); got != 0 {
 		t.Fatalf("live subscriptions before any stream = %v, want 0", got)
@@ -78,18 +78,18 @@ func TestLiveHubOneSubscriptionPerSession(t *testing.T) {
 		t.Errorf("live subscriptions with viewers of two sessions = %v, want 4", got)
 	}
 
-	acc := e.backend.startTurn("s1", nil, "say on\npause p1")
+	acc := e.backend.StartTurn("s1", nil, "say on\npause p1")
 	for _, s := range many {
 		wantDurable(t, s.next(), acc.Sequence)
 	}
-	e.backend.paused("p1")
+	e.backend.Paused("p1")
 	for _, s := range many {
 		wantEphemeral(t, s.next(), acc.Sequence, "on")
 	}
-	e.backend.release("p1")
-	e.backend.awaitTurn("s1", acc)
-	first := e.backend.eventsFrom("s1", acc.Sequence)
-	other := e.backend.say("s2", "other")
+	e.backend.Release("p1")
+	e.backend.AwaitTurn("s1", acc)
+	first := e.backend.EventsFrom("s1", acc.Sequence)
+	other := e.backend.Say("s2", "other")
 	for _, s := range many {
 		s.wantDurables(first[1:]...)
 	}
@@ -101,11 +101,11 @@ func TestLiveHubOneSubscriptionPerSession(t *testing.T) {
 	testutil.Eventually(t, "every subscription to go", func() bool { return subs() == 0 })
 
 	// A new viewer subscribes again, and misses nothing in between.
-	third := e.backend.say("s1", "three")
+	third := e.backend.Say("s1", "three")
 	again, closeAgain := e.viewers(1, "/v1/sessions/s1/events?after="+strconv.FormatUint(first[len(first)-1], 10))
 	defer closeAgain()
 	again[0].wantDurables(third...)
-	again[0].wantDurables(e.backend.say("s1", "four")...)
+	again[0].wantDurables(e.backend.Say("s1", "four")...)
 	if got := subs(); got != 2 {
 		t.Errorf("live subscriptions with one viewer again = %v, want 2", got)
 	}
@@ -116,18 +116,18 @@ func TestLiveHubOneSubscriptionPerSession(t *testing.T) {
 // gets them in order, and no viewer reads history for them.
 func TestLiveHubCatchUpOnce(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	streams, closeAll := e.viewers(8, "/v1/sessions/s1/events")
 	defer closeAll()
-	first := e.backend.say("s1", "one") // the feed counts from here
+	first := e.backend.Say("s1", "one") // the feed counts from here
 	for _, s := range streams {
 		s.wantDurables(first...)
 	}
 	reads := e.backend.Calls(events.OpReadHistory)
 
 	var lost []uint64
-	e.backend.WithoutTail(func() { lost = e.backend.say("s1", "two", "three") })
-	next := e.backend.say("s1", "four")
+	e.backend.WithoutTail(func() { lost = e.backend.Say("s1", "two", "three") })
+	next := e.backend.Say("s1", "four")
 	for _, s := range streams {
 		if p := wantDurable(t, s.nextDurable(), lost[0]); p.EventNo != 3 {
 			t.Errorf("caught-up event = %+v, want event no 3", p)
@@ -140,20 +140,20 @@ func TestLiveHubCatchUpOnce(t *testing.T) {
 	var acc *events.PromptAccepted
 	var stored []uint64
 	e.backend.WithoutTail(func() {
-		acc = e.backend.startTurn("s1", nil, "update "+toolCall+"\npause p1\nsay six\npause p2")
-		e.backend.paused("p1")
+		acc = e.backend.StartTurn("s1", nil, "update "+toolCall+"\npause p1\nsay six\npause p2")
+		e.backend.Paused("p1")
 		testutil.Eventually(t, "the tool call to be stored", func() bool {
-			stored = e.backend.eventsFrom("s1", acc.Sequence)
+			stored = e.backend.EventsFrom("s1", acc.Sequence)
 			return len(stored) == 2
 		})
 	})
-	e.backend.release("p1")
+	e.backend.Release("p1")
 	for _, s := range streams {
 		s.wantDurables(stored...)
 		wantEphemeral(t, s.next(), stored[1], "six")
 	}
-	e.backend.release("p2")
-	e.backend.awaitTurn("s1", acc)
+	e.backend.Release("p2")
+	e.backend.AwaitTurn("s1", acc)
 	// One per gap, for all 8 viewers; the live feed's check at a lost
 	// turn's end may find a gap before the next message does.
 	if got := testutil.Metric(t, e.reg, "acp_gateway_sse_gap_fills_total"); got < 2 || got > 4 {
@@ -169,7 +169,7 @@ func TestLiveHubCatchUpOnce(t *testing.T) {
 // slow one resumes from where it was cut off.
 func TestLiveHubSlowViewerAlone(t *testing.T) {
 	e := newEnv(t, withConfig(func(c *gateway.Config) { c.StreamBuffer = 8 }))
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	fast, closeFast := e.viewers(1, "/v1/sessions/s1/events")
 	defer closeFast()
 	url, client := smallBuffers(t, e.gw.Handler()) // the same gateway, so the same feed
@@ -182,9 +182,9 @@ func TestLiveHubSlowViewerAlone(t *testing.T) {
 		if i == 500 {
 			t.Fatal("no overflow after 500 turns of 64 KiB")
 		}
-		seqs = append(seqs, e.backend.turn("s1", "big 65536")...)
+		seqs = append(seqs, e.backend.Turn("s1", "big 65536")...)
 	}
-	seqs = append(seqs, e.backend.say("s1", "after", "after", "after")...)
+	seqs = append(seqs, e.backend.Say("s1", "after", "after", "after")...)
 	fast[0].wantDurables(seqs...)
 	if got := testutil.Metric(t, e.reg, "acp_gateway_sse_overflows_total"); got != 1 {
 		t.Errorf("overflows = %v, want 1 (the slow viewer only)", got)
@@ -222,7 +222,7 @@ func TestLiveHubSlowViewerAlone(t *testing.T) {
 // whichever of the backfill and the feed brought it.
 func TestLiveHubJoinWhileAppending(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	stop, appended := make(chan struct{}), make(chan []uint64, 1)
 	go func() {
 		var seqs []uint64
@@ -233,7 +233,7 @@ func TestLiveHubJoinWhileAppending(t *testing.T) {
 				return
 			default:
 			}
-			seqs = append(seqs, e.backend.say("s1", strconv.Itoa(i))...)
+			seqs = append(seqs, e.backend.Say("s1", strconv.Itoa(i))...)
 		}
 	}()
 	var streams []*sseStream

@@ -34,8 +34,8 @@ func TestEventsSurviveGatewayKill(t *testing.T) {
 		t.Fatalf("build skein: %v\n%s", err, out)
 	}
 	srv := natstest.Run(t, natstest.WithListen())
-	backend := startStack(t, srv, stackOptions{})
-	backend.open("s1", "demo")
+	backend := startStack(t, srv)
+	backend.Open("s1", "demo")
 
 	// The appender runs turns from before the first stream until after the
 	// second has carried events: events land before, during and after the
@@ -53,7 +53,7 @@ func TestEventsSurviveGatewayKill(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			seqs := backend.say("s1", strconv.Itoa(i))
+			seqs := backend.Say("s1", strconv.Itoa(i))
 			last = seqs[len(seqs)-1]
 			count.Add(1)
 		}
@@ -126,7 +126,7 @@ func TestEventsSurviveGatewayKill(t *testing.T) {
 		}
 	}
 
-	recs, err := eventlog.Forward(t.Context(), backend.js, events.StreamLog, events.LogSubject(ns, "s1", events.LogEvents), 0, events.MaxHistoryLimit)
+	recs, err := eventlog.Forward(t.Context(), backend.JetStream(), events.StreamLog, events.LogSubject(ns, "s1", events.LogEvents), 0, events.MaxHistoryLimit)
 	if err != nil {
 		t.Fatalf("read the log: %v", err)
 	}

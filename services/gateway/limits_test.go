@@ -27,7 +27,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // further than the cap.
 func TestBodyCaps(t *testing.T) {
 	e := newEnv(t, withConfig(func(c *gateway.Config) { c.MaxBodyBytes, c.MaxPromptBodyBytes = 2<<10, 8<<10 }))
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	text := strings.Repeat("x", 4<<10) // over the cap of other routes, under the prompt's
 	if r := e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"`+text+`"}]}`); r.status != http.StatusOK {
 		t.Errorf("a 4 KiB prompt = %d %s, want 200", r.status, r.body)
@@ -62,7 +62,7 @@ func TestBodyCaps(t *testing.T) {
 // refuses (431).
 func TestHeaderCaps(t *testing.T) {
 	e := newEnv(t, withConfig(func(c *gateway.Config) { c.MaxHeaderBytes = 4 << 10 }))
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	if r := e.do(http.MethodGet, "/v1/sessions/s1", "", "X-Note", strings.Repeat("a", 2<<10)); r.status != http.StatusOK {
 		t.Errorf("a 2 KiB header = %d %s, want 200", r.status, r.body)
 	}

@@ -80,8 +80,8 @@ func publishLive(t *testing.T, e *env, sid events.SessionID, v events.Variant, a
 // order; a delta without a public form is left out alone.
 func TestBurstDeltasAreTheSameFrames(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
-	zero := e.backend.say("s1", "zero")
+	e.backend.Open("s1", "demo")
+	zero := e.backend.Say("s1", "zero")
 	s1 := zero[len(zero)-1]
 	frames := rawEphemeral(t, e, "/v1/sessions/s1/events")
 	updates := []events.JSON{

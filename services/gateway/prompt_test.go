@@ -86,11 +86,11 @@ func TestPromptOutlivesTheAcceptingReplica(t *testing.T) {
 // ended; the key with other content is idempotency_conflict.
 func TestPromptIdempotencyKey(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	const body = `{"idempotencyKey":"k1","content":[{"type":"text","text":"say once\npause p1"}]}`
 	first := make(chan response, 1)
 	go func() { first <- e.do(http.MethodPost, "/v1/sessions/s1/prompt", body) }()
-	e.backend.paused("p1")
+	e.backend.Paused("p1")
 	// A retry while the turn runs waits for the same turn, not session_busy.
 	prompts := e.backend.Calls(events.OpPrompt)
 	retry := make(chan response, 1)
@@ -98,7 +98,7 @@ func TestPromptIdempotencyKey(t *testing.T) {
 	testutil.Eventually(t, "the retry to reach the session service", func() bool { return e.backend.Calls(events.OpPrompt) > prompts })
 	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"idempotencyKey":"k1","content":[{"type":"text","text":"other"}]}`),
 		http.StatusConflict, events.CodeIdempotencyConflict)
-	e.backend.release("p1")
+	e.backend.Release("p1")
 
 	want := `{"sessionId":"s1","message":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"once"},"messageId":"msg_1"},"stopReason":"end_turn"}`
 	for name, ch := range map[string]chan response{"first": first, "retry while running": retry} {
@@ -120,7 +120,7 @@ func TestPromptIdempotencyKey(t *testing.T) {
 // wait (the handler returns, counted as 499), and the turn goes on.
 func TestPromptClientGoesAway(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
@@ -133,7 +133,7 @@ func TestPromptClientGoesAway(t *testing.T) {
 		}
 		done <- err
 	}()
-	e.backend.paused("p1")
+	e.backend.Paused("p1")
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("the cancelled request succeeded")
@@ -141,7 +141,7 @@ func TestPromptClientGoesAway(t *testing.T) {
 	testutil.Eventually(t, "the prompt handler to return", func() bool {
 		return testutil.Metric(t, e.reg, "acp_gateway_requests_total", "route", "POST /v1/sessions/{id}/prompt", "code", "499") == 1
 	})
-	if st := e.backend.state("s1"); st.Status != events.StatusRunning {
+	if st := e.backend.State("s1"); st.Status != events.StatusRunning {
 		t.Errorf("state = %+v, want the turn still running", st)
 	}
 	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/cancel", ""), `{"status":"cancelled"}`)

@@ -13,7 +13,7 @@ import (
 // rate_limited with Retry-After; the probes are never limited.
 func TestRateLimited(t *testing.T) {
 	e := newEnv(t, withConfig(func(c *gateway.Config) { c.RateLimit, c.RateBurst, c.MaxStreams = 0.001, 3, 1 }))
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	// One stream held open, counted against the burst too.
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()

@@ -13,7 +13,7 @@ import (
 // it; GET then shows the title.
 func TestRename(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	r := e.do(http.MethodPatch, "/v1/sessions/s1", `{"title":"  Fix the build  "}`)
 	if r.status != http.StatusOK || r.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("PATCH = %d %s, want 200 application/json", r.status, r.body)
@@ -48,7 +48,7 @@ func TestRename(t *testing.T) {
 // reaches the session service; an unknown session is 404.
 func TestRenameRejectsBadInput(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	for name, body := range map[string]string{
 		"empty title":        `{"title":""}`,
 		"blank title":        `{"title":" \t\n "}`,

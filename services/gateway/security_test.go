@@ -19,7 +19,7 @@ func TestBadInputEveryRoute(t *testing.T) {
 		withTokens(c)
 		c.MaxBodyBytes, c.MaxPromptBodyBytes, c.MaxHeaderBytes = 2<<10, 4<<10, 4<<10
 	}))
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	before := e.streamStates()
 	admin := bearer(adminToken)
 

@@ -40,7 +40,7 @@ func (e *env) watch(t *testing.T, sid, query string) watchResult {
 // cursor.
 func TestWatch(t *testing.T) {
 	e := newEnv(t)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 
 	w := e.watch(t, "s1", "?timeout=100ms")
 	if len(w.Events) != 0 || *w.Cursor != 0 || w.State.Status != "idle" {
@@ -76,7 +76,7 @@ func TestWatch(t *testing.T) {
 func TestWatchErrors(t *testing.T) {
 	e := newEnv(t, withMaxEvents(3))
 	wantError(t, e.do(http.MethodGet, "/v1/sessions/nobody/watch?timeout=1", ""), http.StatusNotFound, events.CodeSessionNotFound)
-	e.backend.open("s1", "demo")
+	e.backend.Open("s1", "demo")
 	for _, q := range []string{"?timeout=0", "?timeout=31", "?timeout=31s", "?timeout=-1s", "?timeout=x", "?limit=0", "?limit=10001",
 		"?after=1&after=2", "?since=1"} {
 		wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/watch"+q, ""), http.StatusBadRequest, events.CodeInvalidRequest)

@@ -114,9 +114,9 @@ func TestPromptStreamsBeforeTheTurnEnds(t *testing.T) {
 		done <- execute(t.Context(), map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr,
 			"prompt", "say Thinking\npause p1\nsay \"... done\"")
 	}()
-	e.paused("p1")
+	e.Paused("p1")
 	testutil.Eventually(t, "the streamed chunk", func() bool { return strings.Contains(stdout.String(), "Thinking") })
-	e.release("p1")
+	e.Release("p1")
 	if err := <-done; err != nil || stdout.String() != "Thinking... done\n" {
 		t.Errorf("prompt = %v, printed %q, want %q", err, stdout.String(), "Thinking... done\n")
 	}
@@ -163,7 +163,7 @@ func TestPromptErrors(t *testing.T) {
 
 func TestOpen(t *testing.T) {
 	e := newEnv(t)
-	cwd := e.workDir("src")
+	cwd := e.WorkDir("src")
 	r := e.run(t.Context(), "", "open", "-s", "work", "--cwd", cwd, "--permission-policy", "ask")
 	if r.err != nil || r.stdout != "session work is open\n" {
 		t.Fatalf("open = %v, printed %q", r.err, r.stdout)
@@ -200,7 +200,7 @@ func TestHistory(t *testing.T) {
 	if r := e.run(t.Context(), "", "prompt", script); r.err != nil {
 		t.Fatalf("prompt: %v", r.err)
 	}
-	seqs := e.eventsOf("main")
+	seqs := e.EventsFrom("main", 1)
 	if len(seqs) != 3 {
 		t.Fatalf("the turn stored events %v, want 3", seqs)
 	}
@@ -249,7 +249,7 @@ func TestEventsFollowsUntilInterrupted(t *testing.T) {
 	if r := e.run(t.Context(), "", "prompt", "say two"); r.err != nil {
 		t.Fatalf("prompt: %v", r.err)
 	}
-	seqs := e.eventsOf("main") // the user message, then "two"
+	seqs := e.EventsFrom("main", 1) // the user message, then "two"
 	if len(seqs) != 2 {
 		t.Fatalf("the turn stored events %v, want 2", seqs)
 	}
@@ -266,9 +266,9 @@ func TestEventsFollowsUntilInterrupted(t *testing.T) {
 	// holds it is durable after.
 	turn := make(chan result, 1)
 	go func() { turn <- e.run(t.Context(), "", "prompt", "say three\npause p1") }()
-	e.paused("p1")
+	e.Paused("p1")
 	testutil.Eventually(t, "the user message and the delta", func() bool { return strings.Count(stdout.String(), "\n") == 3 })
-	e.release("p1")
+	e.Release("p1")
 	if r := <-turn; r.err != nil {
 		t.Fatalf("prompt: %v", r.err)
 	}
@@ -277,7 +277,7 @@ func TestEventsFollowsUntilInterrupted(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("events = %v after interrupt, want nil", err)
 	}
-	seqs = e.eventsOf("main")
+	seqs = e.EventsFrom("main", 1)
 	if len(seqs) != 4 {
 		t.Fatalf("the turns stored events %v, want 4", seqs)
 	}
@@ -352,7 +352,7 @@ func TestEventsReportsStreamErrors(t *testing.T) {
 	e.open("main", "plain")
 	// The turns run over NATS: a prompt command would itself read the
 	// history that the bound prunes.
-	say := func(text string) { t.Helper(); e.turn("main", "say "+text) }
+	say := func(text string) { t.Helper(); e.Turn("main", "say "+text) }
 	say("one")
 	var stdout, stderr testutil.Buffer
 	done := make(chan error, 1)
@@ -366,7 +366,7 @@ func TestEventsReportsStreamErrors(t *testing.T) {
 	// would fill the gap.
 	e.WithoutTail(func() {
 		for _, step := range []string{"two", "three"} {
-			e.turn("main", "plan "+step)
+			e.Turn("main", "plan "+step)
 		}
 	})
 	say("four")
@@ -382,7 +382,7 @@ func TestAgents(t *testing.T) {
 	e := newEnv(t)
 	r := e.run(t.Context(), "", "agents")
 	// Sorted by ID; the test binary stands in for the test agent.
-	want := "demo\tinstalled\t" + e.exe + "\nother\tnot installed\tskein-no-such-agent\nplain\tinstalled\t" + e.exe + "\n"
+	want := "demo\tinstalled\t" + e.AgentCommand() + "\nother\tnot installed\tskein-no-such-agent\nplain\tinstalled\t" + e.AgentCommand() + "\n"
 	if r.err != nil || r.stdout != want {
 		t.Errorf("agents = %v, printed %q, want %q", r.err, r.stdout, want)
 	}
@@ -393,9 +393,9 @@ func TestAgents(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	wantJSON := []events.AcpAgentEntry{
-		{ID: "demo", Installed: true, AdapterEntrypoint: e.exe},
+		{ID: "demo", Installed: true, AdapterEntrypoint: e.AgentCommand()},
 		{ID: "other", Installed: false, AdapterEntrypoint: "skein-no-such-agent"},
-		{ID: "plain", Installed: true, AdapterEntrypoint: e.exe},
+		{ID: "plain", Installed: true, AdapterEntrypoint: e.AgentCommand()},
 	}
 	if len(lines) != len(wantJSON) {
 		t.Fatalf("agents --json printed %d lines, want %d:\n%s", len(lines), len(wantJSON), r.stdout)

@@ -32,7 +32,7 @@ func promptUntilCancelled(t *testing.T, e *env, name string) <-chan result {
 	t.Helper()
 	prompt := make(chan result, 1)
 	go func() { prompt <- e.run(t.Context(), "", "prompt", "-s", "s1", "pause "+name) }()
-	e.paused(name)
+	e.Paused(name)
 	return prompt
 }
 
@@ -104,7 +104,7 @@ func TestUnload(t *testing.T) {
 	if req == nil || req.SessionID == nil || *req.SessionID != "s1" {
 		t.Errorf("unload request = %+v, want session s1", req)
 	}
-	if !e.unloaded("s1") {
+	if !e.Unloaded("s1") {
 		t.Error("s1 is not unloaded")
 	}
 
@@ -147,7 +147,7 @@ func TestDelete(t *testing.T) {
 	if req == nil || req.SessionID == nil || *req.SessionID != "nobody" {
 		t.Errorf("delete request = %+v, want session nobody", req)
 	}
-	if e.exists("s1") {
+	if e.Exists("s1") {
 		t.Error("s1 still exists")
 	}
 	wantCode(t, e.run(t.Context(), "", "history", "-s", "s1").err, "session_not_found")

@@ -14,7 +14,7 @@ func TestRename(t *testing.T) {
 	if r.err != nil || r.stdout != "session s1 is now \"Fix the  build\"\n" {
 		t.Fatalf("rename = %v, printed %q", r.err, r.stdout)
 	}
-	if info := e.meta("s1").Info; info.Title == nil || *info.Title != "Fix the  build" {
+	if info := e.Meta("s1").Info; info.Title == nil || *info.Title != "Fix the  build" {
 		t.Errorf("s1 after the rename = %+v, want the title %q", info, "Fix the  build")
 	}
 
