@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -173,9 +174,10 @@ func TestPrompt(t *testing.T) {
 	if err := json.Unmarshal(r.body, &got); err != nil {
 		t.Fatalf("prompt body %s: %v", r.body, err)
 	}
-	want := `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello, world"},"messageId":"msg_1"}`
-	if got.SessionID != "s1" || got.StopReason != "end_turn" || string(got.Message) != want {
-		t.Errorf("prompt = %s, want sessionId s1, stopReason end_turn, message %s", r.body, want)
+	// The message as history shows it: Skein's envelope, then the update.
+	wantMsg := regexp.MustCompile(`^\{"sessionId":"s1","sequence":\d+,"eventNo":\d+,"timestamp":"[^"]+","durability":"durable","type":"agent_message_chunk","content":\{"type":"text","text":"Hello, world"\},"messageId":"msg_1"\}$`)
+	if got.SessionID != "s1" || got.StopReason != "end_turn" || !wantMsg.Match(got.Message) {
+		t.Errorf("prompt = %s, want sessionId s1, stopReason end_turn, message matching %s", r.body, wantMsg)
 	}
 	req, _ := e.backend.LastRequest(events.OpPrompt).(*events.AcpPromptRequest)
 	if req == nil || string(req.Content) != content || deref(req.IdempotencyKey) != "k1" || deref(req.SessionID) != "s1" {

@@ -169,8 +169,8 @@ func TestSecurityRevokedTokenEndsStreams(t *testing.T) {
 		c.Auth.TokensFile = file
 		c.Auth.TokensReload = 20 * time.Millisecond
 	}))
-	e.backend.open("s1", "demo")
-	e.backend.open("s2", "demo")
+	e.backend.Open("s1", "demo")
+	e.backend.Open("s2", "demo")
 	subs := func() float64 { return testutil.Metric(t, e.reg, "acp_gateway_live_subscriptions") }
 
 	// bob's stream of s1, and carol's watch of s2, each holding a feed.

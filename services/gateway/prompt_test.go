@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -100,7 +101,22 @@ func TestPromptIdempotencyKey(t *testing.T) {
 		http.StatusConflict, events.CodeIdempotencyConflict)
 	e.backend.Release("p1")
 
-	want := `{"sessionId":"s1","message":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"once"},"messageId":"msg_1"},"stopReason":"end_turn"}`
+	// The message as history shows it: the turn's one reply.
+	r := e.do(http.MethodGet, "/v1/sessions/s1/history", "")
+	var page struct{ Events []json.RawMessage }
+	if err := json.Unmarshal(r.body, &page); err != nil {
+		t.Fatalf("history = %s: %v", r.body, err)
+	}
+	var reply []json.RawMessage
+	for _, ev := range page.Events {
+		if strings.Contains(string(ev), `"type":"agent_message_chunk"`) {
+			reply = append(reply, ev)
+		}
+	}
+	if len(reply) != 1 || !strings.Contains(string(reply[0]), `"text":"once"`) {
+		t.Fatalf("history has replies %s, want one (one turn)", reply)
+	}
+	want := `{"sessionId":"s1","message":` + string(reply[0]) + `,"stopReason":"end_turn"}`
 	for name, ch := range map[string]chan response{"first": first, "retry while running": retry} {
 		if r := <-ch; r.status != http.StatusOK || string(r.body) != want {
 			t.Errorf("%s = %d %s, want 200 %s", name, r.status, r.body, want)
@@ -109,10 +125,6 @@ func TestPromptIdempotencyKey(t *testing.T) {
 	// After the turn: its stored outcome, at once; no new turn.
 	if r := e.do(http.MethodPost, "/v1/sessions/s1/prompt", body); r.status != http.StatusOK || string(r.body) != want {
 		t.Errorf("retry after the turn = %d %s, want 200 %s", r.status, r.body, want)
-	}
-	r := e.do(http.MethodGet, "/v1/sessions/s1/history", "")
-	if n := strings.Count(string(r.body), `"type":"agent_message_chunk"`); n != 1 {
-		t.Errorf("history has %d replies, want 1 (one turn): %s", n, r.body)
 	}
 }
 
