@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/lifecycle"
 )
 
 // HeaderNamespace picks one of the token's namespaces for a request. Without
@@ -312,16 +313,7 @@ func (a *authenticator) watchTokens(ctx context.Context) {
 	if every <= 0 { // every request checks; so does this, as often as by default
 		every = DefaultTokensReload
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			a.tokens()
-		}
-	}
+	lifecycle.Every(ctx, every, func() { a.tokens() })
 }
 
 // errUnauthenticated is the one answer to a request without a valid bearer

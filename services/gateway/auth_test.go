@@ -329,21 +329,7 @@ func TestAuthNamespaces(t *testing.T) {
 // changes; a change that does not parse keeps the tokens read before.
 func TestAuthTokensFileReload(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "tokens.json")
-	writeTokens := func(tokens ...gateway.Token) {
-		t.Helper()
-		b, err := json.Marshal(tokens)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Into place by rename, as an editor or a deploy would.
-		tmp := file + ".tmp"
-		if err := os.WriteFile(tmp, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, file); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTokens := func(tokens ...gateway.Token) { t.Helper(); writeTokensFile(t, file, tokens...) }
 	bob := gateway.Token{SHA256: gateway.HashToken(userToken), Principal: "bob", Namespaces: []string{"default"}, Role: gateway.RoleUser}
 	carol := gateway.Token{SHA256: gateway.HashToken(readToken), Principal: "carol", Namespaces: []string{"default"}, Role: gateway.RoleUser}
 	writeTokens(bob)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/lifecycle"
 	"skein.dev/pkg/events/eventlog"
 )
 
@@ -68,7 +69,7 @@ func watchRunners(ctx context.Context, bg *sync.WaitGroup, kv jetstream.KeyValue
 		return nil, fmt.Errorf("watch runners: %w", err)
 	}
 	bg.Go(func() { follow(ctx, w, func(e jetstream.KeyValueEntry) { d.apply(ctx, e) }) })
-	bg.Go(func() { every(ctx, time.Second, func() { d.checkLate(ctx) }) })
+	bg.Go(func() { lifecycle.Every(ctx, time.Second, func() { d.checkLate(ctx) }) })
 	return d, nil
 }
 

@@ -2,45 +2,20 @@ package session_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
-	adapterrunner "skein.dev/services/adapter-runner"
-	"skein.dev/services/session"
-	"skein.dev/testagent"
 )
 
 // startPayload is start on a NATS server whose max_payload is maxPayload,
 // as skein dev's (8 MiB).
 func startPayload(t *testing.T, maxPayload int32) *harness {
 	t.Helper()
-	ns := natstest.Run(t, func(o *server.Options) { o.MaxPayload = maxPayload })
-	nc := natstest.Connect(t, ns)
-	js, _ := jetstream.New(nc)
-	h := &harness{nc: nc, js: js, control: t.TempDir()}
-	lg := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	runner, err := adapterrunner.New(adapterrunner.Config{
-		ID: "r1", DataDir: t.TempDir(), StopGrace: 200 * time.Millisecond,
-		Builtin: []adapterrunner.Agent{{ID: "test", Command: testAgent, Env: map[string]string{testagent.EnvControlDir: h.control}}},
-	}, lg, natstest.Connect(t, ns), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := session.New(session.Config{}, lg, natstest.Connect(t, ns), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, "runner", runner)
-	run(t, "session", svc)
-	return h
+	return start(t, func(o *server.Options) { o.MaxPayload = maxPayload })
 }
 
 // oversize prompts script, whose output breaks a limit, and checks that

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/lifecycle"
 	"skein.dev/pkg/events/eventlog"
 )
 
@@ -203,7 +204,7 @@ const recordHeadroom = 16 << 10
 // the stream. Otherwise it reclaims adapters idle past IdleTimeout or older
 // than MaxAdapterAge, and gives up sessions unloaded and idle that long.
 func (s *Service) sweep(ctx context.Context) {
-	every(ctx, s.cfg.SweepInterval, func() { s.sweepOnce(ctx) })
+	lifecycle.Every(ctx, s.cfg.SweepInterval, func() { s.sweepOnce(ctx) })
 }
 
 func (s *Service) sweepOnce(ctx context.Context) {
@@ -292,20 +293,6 @@ const (
 	claimWorkers  = 16
 	claimQueueLen = 1024
 )
-
-// every calls f every d until ctx is done.
-func every(ctx context.Context, d time.Duration, f func()) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		f()
-	}
-}
 
 // follow hands f each entry w delivers until ctx is done or w ends, then
 // stops w.

@@ -61,9 +61,11 @@ func run(t *testing.T, name string, svc interface {
 	}
 }
 
-func start(t *testing.T) *harness {
+// start runs a runner with the agent "test" and a session service on an
+// embedded NATS server configured with opts.
+func start(t *testing.T, opts ...natstest.Option) *harness {
 	t.Helper()
-	ns := natstest.Run(t)
+	ns := natstest.Run(t, opts...)
 	nc := natstest.Connect(t, ns)
 	js, _ := jetstream.New(nc)
 	h := &harness{nc: nc, js: js, control: t.TempDir()}

@@ -39,8 +39,8 @@ type turn struct {
 	lastMessage    events.JSON
 	lastMessageRec events.Variant
 	lastMessageSeq uint64
-	outputBytes int64       // every update of the turn, for MaxTurnOutputBytes
-	perms       []*permission
+	outputBytes    int64 // every update of the turn, for MaxTurnOutputBytes
+	perms          []*permission
 }
 
 // accepted is the prompt's answer for t.
