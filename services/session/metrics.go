@@ -109,9 +109,9 @@ type metrics struct {
 
 	// Capacity quotas (quota.go): idle adapters evicted to make room, by
 	// cause, and attaches refused over a quota, by quota.
-	evictions      *prometheus.CounterVec
-	quotaRefusals  *prometheus.CounterVec
-	evictFailures  prometheus.Counter
+	evictions     *prometheus.CounterVec
+	quotaRefusals *prometheus.CounterVec
+	evictFailures prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, nc *nats.Conn) *metrics {
