@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,10 +25,14 @@ import (
 // cfg, on one embedded NATS server, the session API called as a gateway
 // calls it: in any namespace, naming a principal or none.
 type quotaRig struct {
+	t       *testing.T
+	srv     *server.Server
+	lg      *slog.Logger
+	cfg     session.Config
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	control string
-	reg     *prometheus.Registry
+	reg     *prometheus.Registry // the first session service's
 }
 
 func startQuotaRig(t *testing.T, cfg session.Config, capacity int) *quotaRig {
@@ -38,8 +43,8 @@ func startQuotaRig(t *testing.T, cfg session.Config, capacity int) *quotaRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := &quotaRig{nc: nc, js: js, control: t.TempDir(), reg: prometheus.NewRegistry()}
 	lg := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	q := &quotaRig{t: t, srv: srv, lg: lg, nc: nc, js: js, control: t.TempDir()}
 	runner, err := adapterrunner.New(adapterrunner.Config{
 		ID: "r1", DataDir: t.TempDir(), StopGrace: 200 * time.Millisecond, Capacity: capacity,
 		Builtin: []adapterrunner.Agent{{ID: "test", Command: testAgent, Env: map[string]string{testagent.EnvControlDir: q.control}}},
@@ -50,13 +55,24 @@ func startQuotaRig(t *testing.T, cfg session.Config, capacity int) *quotaRig {
 	if cfg.DrainWait == 0 {
 		cfg.DrainWait = 200 * time.Millisecond
 	}
-	svc, err := session.New(cfg, lg, natstest.Connect(t, srv), q.reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q.cfg = cfg
 	run(t, "runner", runner)
-	run(t, "session", svc)
+	q.reg = q.startSession()
 	return q
+}
+
+// startSession starts a session service replica and returns its metrics.
+func (q *quotaRig) startSession() *prometheus.Registry {
+	q.t.Helper()
+	reg := prometheus.NewRegistry()
+	nc := natstest.Connect(q.t, q.srv)
+	svc, err := session.New(q.cfg, q.lg, nc, reg)
+	if err != nil {
+		q.t.Fatal(err)
+	}
+	run(q.t, "session", svc)
+	flush(q.t, nc)
+	return reg
 }
 
 // as is the header a gateway sends for principal ("": none).
@@ -150,7 +166,12 @@ func (q *quotaRig) wantEvicted(t *testing.T, ns events.Namespace, all []string, 
 
 func (q *quotaRig) counter(t *testing.T, name, label string) float64 {
 	t.Helper()
-	mfs, err := q.reg.Gather()
+	return counter(t, q.reg, name, label)
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,5 +332,46 @@ func TestQuotaFlag(t *testing.T) {
 		if err := q.Set(in); err == nil {
 			t.Errorf("Set(%q) = nil, want an error", in)
 		}
+	}
+}
+
+// TestSecurityQuotaAcrossReplicas: the count is the cluster's, not a
+// replica's. team-a's two adapters are attached by one replica; its third,
+// opened on the other, evicts the first one's least recently used, which
+// its owner unloads; and with both left busy, an open on the first
+// replica is refused, counting the adapter the second attached.
+func TestSecurityQuotaAcrossReplicas(t *testing.T) {
+	q := startQuotaRig(t, session.Config{MaxAdaptersPerNamespace: session.Quota{N: 2}}, 10)
+	for _, sid := range []string{"a1", "a2"} {
+		if err := q.open(t, "team-a", sid, ""); err != nil {
+			t.Fatalf("open team-a/%s: %v", sid, err)
+		}
+	}
+	first, err := otherReplica(t.Context(), q.nc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg2 := q.startSession()
+	second, err := otherReplica(t.Context(), q.nc, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := func(replica, sid string) error {
+		req := &events.AcpOpenSessionRequest{SessionID: &sid, Agent: "test"}
+		_, err := events.Call[events.AcpOpenSessionResponse](t.Context(), q.nc, events.OwnerSubject(replica, "team-a", events.OpOpenSession), req, nil)
+		return err
+	}
+	if err := on(second, "a3"); err != nil {
+		t.Fatalf("team-a's third session, on the other replica, with an idle one to evict: %v", err)
+	}
+	q.wantEvicted(t, "team-a", []string{"a1", "a2", "a3"}, "a1")
+	if got := counter(t, reg2, "acp_session_evictions_total", "namespace_quota"); got != 1 {
+		t.Errorf("the second replica's acp_session_evictions_total{cause=namespace_quota} = %v, want 1", got)
+	}
+
+	q.pauseTurn(t, "team-a", "a2", "")
+	q.pauseTurn(t, "team-a", "a3", "")
+	if err := on(first, "a4"); code(err) != events.CodeRateLimited {
+		t.Fatalf("team-a's third live adapter on the first replica, with the second's busy = %v, want rate_limited", err)
 	}
 }
