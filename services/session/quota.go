@@ -168,7 +168,10 @@ func (l *ledger) apply(e jetstream.KeyValueEntry) {
 	if err != nil {
 		return // not a projection this replica can read: it counts nothing
 	}
-	if r, ok := l.reserved[key]; ok && m.LogPosition > r.pos {
+	// The attaching replica holds the session, so the next projection
+	// of it is the attach's own, made or failed; catchUp applied every
+	// earlier one before the reservation was made.
+	if r, ok := l.reserved[key]; ok && m.LogPosition >= r.pos {
 		delete(l.reserved, key)
 	}
 	if !m.Hosted {
