@@ -436,6 +436,8 @@ func startClusterTarget(b *testing.B, n int) *capacityTarget {
 	c := startCluster(commaFreeTB{b}, cluster.Options{Args: map[string][]string{
 		cluster.Gateway: {"--gateway.max-streams=1000000", "--gateway.max-waiting-prompts=1000000", "--gateway.rate-burst=1000000"},
 		cluster.Runner:  {"--adapter-runner.capacity=" + strconv.Itoa(n+8)},
+		// One namespace and one principal hold every adapter.
+		cluster.Session: {"--session.max-adapters-per-namespace=0", "--session.max-adapters-per-principal=0"},
 	}})
 	client := &http.Client{Transport: bearer{c.Token, &http.Transport{MaxIdleConnsPerHost: n + 8}}}
 	b.Cleanup(client.CloseIdleConnections)
@@ -730,7 +732,9 @@ func startServeOnce(b *testing.B, natsURL string, capacity int, pprofAddr string
 		"--adapter-runner.id", "capacity", "--adapter-runner.data-dir", filepath.Join(b.TempDir(), "runner"),
 		"--adapter-runner.capacity", strconv.Itoa(capacity), "--adapter-runner.test-agents", "--log-level", "warn", "--gateway.insecure-no-auth",
 		// Every session and viewer of the load is one principal's.
-		"--gateway.max-streams", "1000000", "--gateway.max-waiting-prompts", "1000000", "--gateway.rate-burst", "1000000"}
+		"--gateway.max-streams", "1000000", "--gateway.max-waiting-prompts", "1000000", "--gateway.rate-burst", "1000000",
+		// ...and one namespace's: no quota on its adapters.
+		"--session.max-adapters-per-namespace=0", "--session.max-adapters-per-principal=0"}
 	if pprofAddr != "" {
 		args = append(args, "--pprof", pprofAddr)
 	}

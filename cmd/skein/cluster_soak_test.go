@@ -118,6 +118,8 @@ func runSoak(t *testing.T, o soak) {
 		cluster.Gateway: {"--gateway.max-streams=1000000", "--gateway.max-waiting-prompts=1000000",
 			"--gateway.rate-limit=1000000", "--gateway.rate-burst=1000000"},
 		cluster.Runner: {"--adapter-runner.capacity=" + strconv.Itoa(soakSessions+8)},
+		// One namespace and one principal hold every adapter.
+		cluster.Session: {"--session.max-adapters-per-namespace=0", "--session.max-adapters-per-principal=0"},
 	}})
 	ctx := t.Context()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: soakSessions + 8}}

@@ -75,6 +75,17 @@ const (
 	// that applied records in stream order: HeaderIOSeq and HeaderIOHeld
 	// say all.
 	HeaderIOResume = "Acp-Io-Resume"
+	// HeaderPrincipal, on a request of the session API, names the
+	// principal the gateway authenticated for it (its token's name). The
+	// session service counts the adapters a request attaches against that
+	// principal's quota; a caller that sends none counts as principal "".
+	HeaderPrincipal = "Acp-Principal"
+	// HeaderEvict, on an unloadSession request, makes it an eviction for
+	// the cause it names (capacity, namespace_quota, principal_quota):
+	// the owner unloads the session only while it is idle (no turn runs,
+	// nothing waits for an answer), with reason UnloadEvicted, and
+	// answers session_busy otherwise.
+	HeaderEvict = "Acp-Evict"
 	// HeaderNamespace and HeaderSessionID address a session on runner
 	// control requests.
 	HeaderNamespace = "Acp-Namespace"

@@ -165,6 +165,15 @@ type SessionMeta struct {
 	// projection lags (its writer is between an append and the projection
 	// write, or died there); the log wins.
 	LogPosition uint64 `msgpack:"logPosition,omitempty"`
+	// Hosted says an adapter serves the session now (RunnerID names its
+	// runner), and Principal who it was attached for: the principal the
+	// gateway authenticated for the request that attached it
+	// (HeaderPrincipal), "" for a caller that named none. Every session
+	// service replica counts the live adapters of a namespace and of a
+	// principal from these, for their quotas, and finds the least
+	// recently used idle ones to evict (services/session/ledger.go).
+	Hosted    bool   `msgpack:"hosted,omitempty"`
+	Principal string `msgpack:"principal,omitempty"`
 }
 
 // RestoreRequest asks RunnerRestore to bring an ACP session back: the
@@ -290,6 +299,11 @@ const (
 	UnloadIdle          = "idle"           // no activity for session.idle-timeout
 	UnloadMaxAge        = "max_age"        // attached for session.max-adapter-age
 	UnloadCancelIgnored = "cancel_ignored" // it did not answer a cancelled prompt within session.cancel-grace
+	// UnloadEvicted: the adapter was idle and the least recently used of
+	// those that could go, and its slot was needed: the runners were
+	// full, or its namespace or principal was at its quota of live
+	// adapters (session.max-adapters-per-*). The next prompt restores it.
+	UnloadEvicted = "evicted"
 )
 
 // DeleteRequested is the reason of a SessionDeleted that deleteSession wrote.

@@ -486,6 +486,15 @@ func (r *Runner) handleStop(ctx context.Context, _ events.Namespace, _ []byte) (
 		return &events.RunnerAck{}, nil
 	}
 	p.stop()
+	// The slot is free once the answer arrives, not only once the
+	// watcher of the exit has run: an eviction's new adapter follows at
+	// once, and must not find the runner full.
+	r.mu.Lock()
+	if key := events.SessionKey(p.ns, p.sid); r.procs[key] == p {
+		delete(r.procs, key)
+		r.m.hosting(len(r.procs))
+	}
+	r.mu.Unlock()
 	return &events.RunnerAck{ProcessID: p.id}, nil
 }
 

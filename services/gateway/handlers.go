@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/nats-io/nats.go"
+
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 )
@@ -72,7 +74,7 @@ func (g *Gateway) handlePrompt(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx, cancel := g.callContext(r)
-	acc, err := eventlog.Accept(ctx, g.nc, ns, req) // a keyed prompt is asked again when no answer comes
+	acc, err := eventlog.AcceptWith(ctx, g.nc, ns, req, principalHeader(r)) // a keyed prompt is asked again when no answer comes
 	cancel()
 	if err != nil {
 		return err
@@ -160,11 +162,21 @@ func sessionOp[T any, PT interface {
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
-	resp, err := events.Call[T, PT](ctx, g.nc, events.APISubject(ns, op), req, nil)
+	resp, err := events.Call[T, PT](ctx, g.nc, events.APISubject(ns, op), req, principalHeader(r))
 	if err != nil {
 		return err
 	}
 	return render(resp)
+}
+
+// principalHeader names r's principal to the session service, which
+// counts the adapters it attaches against that principal's quota; nil
+// when there is none (authentication off).
+func principalHeader(r *http.Request) nats.Header {
+	if p := principalOf(r); p != "" {
+		return nats.Header{events.HeaderPrincipal: []string{p}}
+	}
+	return nil
 }
 
 // pathSession is the session ID of r's path, for an error's message once

@@ -88,7 +88,7 @@ func (sess *session) attach(ctx context.Context) error {
 func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 	svc := sess.svc
 	start := time.Now()
-	runner, err := svc.runners.place(ctx, sess.opened.Agent)
+	runner, err := svc.admit(ctx, sess) // within the quotas, evicting to make room (evict.go)
 	if err != nil {
 		return "", err
 	}

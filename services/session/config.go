@@ -86,6 +86,15 @@ type Config struct {
 	// missing records are lost and the running turn fails output_lost. It
 	// must be well past the longest election.
 	IOGapTimeout time.Duration
+	// MaxAdaptersPerNamespace and MaxAdaptersPerPrincipal bound the live
+	// adapters one namespace, and one principal (HeaderPrincipal), may
+	// hold at once across the cluster: a number, or a percentage of the
+	// capacity of the runners alive; zero is unlimited (quota.go). Over
+	// either, the namespace's or principal's own least recently used
+	// idle adapter is evicted; with none idle, the attach is refused
+	// rate_limited.
+	MaxAdaptersPerNamespace Quota
+	MaxAdaptersPerPrincipal Quota
 }
 
 // DefaultIOGapTimeout is Config.IOGapTimeout's default: several times the
@@ -115,6 +124,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxEventsPerSession, "session.max-events-per-session", eventlog.DefaultMaxEventsPerSession, "most public events ACP_LOG keeps of a session; the oldest are pruned first")
 	fs.Int64Var(&c.MaxBytesPerSession, "session.max-bytes-per-session", eventlog.DefaultMaxBytesPerSession, "most bytes of public event payloads ACP_LOG keeps of a session; the oldest are pruned first")
 	fs.DurationVar(&c.IOGapTimeout, "session.io-gap-timeout", DefaultIOGapTimeout, "how long a turn waits, without progress, for an adapter's records stored out of order before failing output_lost; keep it well past the longest JetStream election")
+	c.MaxAdaptersPerNamespace, c.MaxAdaptersPerPrincipal = DefaultNamespaceQuota, DefaultPrincipalQuota
+	fs.Var(&c.MaxAdaptersPerNamespace, "session.max-adapters-per-namespace", "most live adapters one namespace may hold: a number, or a percentage of the live runners' capacity (\"50%\"); 0: unlimited")
+	fs.Var(&c.MaxAdaptersPerPrincipal, "session.max-adapters-per-principal", "most live adapters one principal (the gateway's token name) may hold: a number, or a percentage of the live runners' capacity (\"25%\"); 0: unlimited")
 	fs.IntVar(&c.GroupCommitMin, "session.group-commit-min", 8, "on replicated streams, the smallest group of queued adapter output written as one atomic batch")
 }
 

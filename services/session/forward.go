@@ -67,5 +67,16 @@ func (s *Service) afterEviction(ctx context.Context, ns events.Namespace, op eve
 func (s *Service) forward(ctx context.Context, ns events.Namespace, op events.Op, data []byte, to *ownedElsewhere) (events.Variant, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.AttachTimeout+s.cfg.CancelGrace+s.cfg.CallTimeout)
 	defer cancel()
-	return events.RequestMsg(ctx, s.nc, &nats.Msg{Subject: events.OwnerSubject(to.owner, ns, op), Data: data})
+	msg := &nats.Msg{Subject: events.OwnerSubject(to.owner, ns, op), Data: data}
+	// The principal counts against its quota on the owner, and an
+	// eviction is one there too (evict.go): their headers go along.
+	for _, h := range []string{events.HeaderPrincipal, events.HeaderEvict} {
+		if v := events.RequestHeaders(ctx).Get(h); v != "" {
+			if msg.Header == nil {
+				msg.Header = nats.Header{}
+			}
+			msg.Header.Set(h, v)
+		}
+	}
+	return events.RequestMsg(ctx, s.nc, msg)
 }

@@ -82,6 +82,12 @@ func (s *Service) handleUnload(ctx context.Context, ns events.Namespace, data []
 	if err != nil {
 		return nil, err
 	}
+	if cause := events.RequestHeaders(ctx).Get(events.HeaderEvict); cause != "" {
+		if err := sess.evictIfIdle(ctx, cause); err != nil {
+			return nil, err
+		}
+		return &events.AcpUnloadSessionResponse{}, nil
+	}
 	if err := sess.unload(ctx, events.UnloadRequested); err != nil {
 		return nil, err
 	}

@@ -106,6 +106,12 @@ type metrics struct {
 	// What placement sees of the runners, from their heartbeats.
 	runners         prometheus.Gauge
 	runnerFreeSlots prometheus.Gauge
+
+	// Capacity quotas (quota.go): idle adapters evicted to make room, by
+	// cause, and attaches refused over a quota, by quota.
+	evictions     *prometheus.CounterVec
+	quotaRefusals *prometheus.CounterVec
+	evictFailures prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, nc *nats.Conn) *metrics {
@@ -169,6 +175,20 @@ func newMetrics(reg prometheus.Registerer, nc *nats.Conn) *metrics {
 			Help: "Adapter runners this replica can place sessions on: those with a heartbeat in ACP_RUNNERS (less any that just failed to answer)."}),
 		runnerFreeSlots: f.NewGauge(prometheus.GaugeOpts{Name: "acp_session_runner_free_slots",
 			Help: "Adapters the runners of acp_session_runners can still start, summed: capacity less load, as their last heartbeats say."}),
+		evictions: f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_evictions_total",
+			Help: "Idle adapters unloaded (SessionUnloaded evicted) to make room for another session's, by cause: capacity (the runners with its agent were full), namespace_quota, principal_quota (its namespace or principal was at its quota of live adapters)."},
+			[]string{"cause"}),
+		quotaRefusals: f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_quota_refusals_total",
+			Help: "Adapter attaches refused rate_limited because a quota of live adapters was reached and none of the namespace's or principal's adapters was idle, by quota (namespace, principal)."},
+			[]string{"quota"}),
+		evictFailures: f.NewCounter(prometheus.CounterOpts{Name: "acp_session_eviction_failures_total",
+			Help: "Evictions the owner of the chosen session did not do: it was no longer idle, or it did not answer; the next candidate is tried."}),
+	}
+	for _, c := range evictionCauses {
+		m.evictions.WithLabelValues(c)
+	}
+	for _, q := range quotaNames {
+		m.quotaRefusals.WithLabelValues(q)
 	}
 	for _, o := range outcomes {
 		m.turnsFinished.WithLabelValues(o)

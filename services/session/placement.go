@@ -54,6 +54,10 @@ type runnerDirectory struct {
 	m *metrics
 	// checks counts the verdicts of runner checks.
 	checks *prometheus.CounterVec
+	// hosted, when set, says how many live adapters a runner has by the
+	// sessions' projections (ledger.on). It is called under mu, and
+	// takes no lock of the directory's.
+	hosted func(runner string) int
 }
 
 // watchRunners returns a directory kept current by a watch that runs, in
@@ -207,6 +211,11 @@ func (d *runnerDirectory) pick(agent string) (events.RunnerID, error) {
 				continue
 			}
 			installed = true
+			if d.hosted != nil {
+				// A heartbeat put before the runner's newest adapters
+				// started says less than the sessions' projections.
+				r.Load = max(r.Load, uint32(d.hosted(r.ID)))
+			}
 			if r.Load >= r.Capacity {
 				full = append(full, fmt.Sprintf("%s (%d of %d adapters)", r.ID, r.Load, r.Capacity))
 				continue
@@ -274,4 +283,61 @@ func (d *runnerDirectory) forget(id events.RunnerID) {
 	delete(d.runners, string(id))
 	d.counted()
 	d.mu.Unlock()
+}
+
+// aliveSet returns the runners with a heartbeat now: an adapter on a
+// runner without one counts toward no quota and is no one to evict.
+func (d *runnerDirectory) aliveSet() map[string]bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	alive := make(map[string]bool, len(d.runners))
+	for id := range d.runners {
+		alive[id] = true
+	}
+	return alive
+}
+
+// capacity returns the adapters the runners alive can hold in all, which
+// a quota given as a percentage is of.
+func (d *runnerDirectory) capacity() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, r := range d.runners {
+		n += int(r.Capacity)
+	}
+	return n
+}
+
+// full returns the runners that have agent installed when err is
+// placement's refusal for want of room (they are all full), else nil.
+func (d *runnerDirectory) full(agent string, err error) map[string]bool {
+	if err == nil || events.AsError(err).Code != events.CodeAgentUnavailable {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var on map[string]bool
+	for _, r := range d.runners {
+		for _, a := range r.Agents {
+			if a.ID == agent && a.Installed {
+				if on == nil {
+					on = map[string]bool{}
+				}
+				on[r.ID] = true
+			}
+		}
+	}
+	return on
+}
+
+// freed counts one adapter fewer on runner id, until its next heartbeat
+// says otherwise: an eviction stopped one there.
+func (d *runnerDirectory) freed(id events.RunnerID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if r := d.runners[string(id)]; r != nil && r.Load > 0 {
+		r.Load--
+		d.counted()
+	}
 }

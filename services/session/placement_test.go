@@ -6,12 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/services/session"
+	"skein.dev/testagent"
 )
 
 // Placement says why no runner takes a session: the agent is not
@@ -22,8 +24,9 @@ func TestPlacementSaysWhyNoRunner(t *testing.T) {
 	nc := natstest.Connect(t, ns)
 	lg := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ghost := adapterrunner.Agent{ID: "ghost", Command: "/nonexistent/ghost-acp"}
+	control := t.TempDir()
 	for _, cfg := range []adapterrunner.Config{
-		{ID: "r1", Capacity: 1, Builtin: []adapterrunner.Agent{{ID: "test", Command: testAgent}, ghost}},
+		{ID: "r1", Capacity: 1, Builtin: []adapterrunner.Agent{{ID: "test", Command: testAgent, Env: map[string]string{testagent.EnvControlDir: control}}, ghost}},
 		{ID: "r2", Builtin: []adapterrunner.Agent{ghost}},
 	} {
 		cfg.DataDir, cfg.StopGrace = t.TempDir(), 200*time.Millisecond
@@ -38,11 +41,25 @@ func TestPlacementSaysWhyNoRunner(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, "session", svc)
-	h := &harness{nc: nc}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{nc: nc, js: js, control: control}
 
 	if err := h.open(t, "first", events.AcpOpenSessionRequest{}); err != nil {
 		t.Fatalf("open the one session r1 has room for: %v", err)
 	}
+	// An idle adapter would be evicted to make room (evict.go): first's
+	// is in a turn.
+	done := h.promptAsync(t.Context(), "first", "", "pause first\nsay done")
+	if err := testagent.WaitPaused(t.Context(), control, "first"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = testagent.Release(t.Context(), control, "first")
+		<-done
+	}()
 	for _, tc := range []struct {
 		agent string
 		code  events.Code

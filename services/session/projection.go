@@ -126,6 +126,7 @@ func (sess *session) projection() events.SessionMeta {
 	m.Namespace = string(sess.ns)
 	m.PermissionPolicy = sess.opened.PermissionPolicy
 	m.LogPosition = sess.w.Position().LastSeq
+	m.Hosted = sess.adapter != nil
 	m.Info = events.AcpDurableSessionInfo{
 		SessionID:             string(sess.sid),
 		Agent:                 sess.opened.Agent,

@@ -47,6 +47,8 @@ type Service struct {
 	meta    jetstream.KeyValue
 	owners  jetstream.KeyValue
 	runners *runnerDirectory
+	// ledger counts the cluster's live adapters for the quotas (quota.go).
+	ledger *ledger
 	// claimQueue takes the keys of sessions this replica should try to
 	// claim: at start-up, and whenever a lease ends.
 	claimQueue chan string
@@ -124,6 +126,11 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.runners, err = watchRunners(runCtx, &s.bg, runnersKV, s.nc, s.lg, s.m, s.runnerChecks, s.runnerGone, &s.heard); err != nil {
 		return err
 	}
+
+	if s.ledger, err = watchAdapters(runCtx, &s.bg, s.meta); err != nil {
+		return err
+	}
+	s.runners.hosted = s.ledger.on
 
 	eps, err := events.StartEndpoints(ctx, s.nc, s.lg, events.ServiceConfig{
 		Config: micro.Config{

@@ -245,14 +245,20 @@ func PromptResult(ctx context.Context, js jetstream.JetStream, ns events.Namespa
 // prompt without a key is sent once; if its answer is lost, whether it was
 // accepted is unknown (timeout).
 func Accept(ctx context.Context, nc *nats.Conn, ns events.Namespace, req *events.AcpPromptRequest) (*events.PromptAccepted, error) {
+	return AcceptWith(ctx, nc, ns, req, nil)
+}
+
+// AcceptWith is Accept with the request's headers hdr: the gateway names
+// the principal it authenticated (events.HeaderPrincipal).
+func AcceptWith(ctx context.Context, nc *nats.Conn, ns events.Namespace, req *events.AcpPromptRequest, hdr nats.Header) (*events.PromptAccepted, error) {
 	subject := events.APISubject(ns, events.OpPrompt)
 	if req.IdempotencyKey == nil {
-		return events.Call[events.PromptAccepted](ctx, nc, subject, req, nil)
+		return events.Call[events.PromptAccepted](ctx, nc, subject, req, hdr)
 	}
 	backoff := acceptBackoff
 	for {
 		actx, cancel := context.WithTimeout(ctx, AcceptAttempt)
-		acc, err := events.Call[events.PromptAccepted](actx, nc, subject, req, nil)
+		acc, err := events.Call[events.PromptAccepted](actx, nc, subject, req, hdr)
 		cancel()
 		if err == nil || !resendable(err) || ctx.Err() != nil {
 			if err != nil && ctx.Err() != nil && resendable(err) {
