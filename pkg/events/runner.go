@@ -169,7 +169,6 @@ type PromptAccepted struct {
 	Finished *TurnFinished `msgpack:"finished,omitempty"`
 }
 
-
 // UpdatesOf returns the updates an ACP_IO record carries, in order: one
 // for an AdapterUpdate, several for AdapterUpdates, none for any other.
 func UpdatesOf(v Variant) []JSON {

@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/lifecycle"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/lifecycle"
 )
 
 // runnerDirectory mirrors ACP_RUNNERS: which runners are alive, what agents

@@ -22,8 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/lifecycle"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/lifecycle"
 )
 
 // Service is the session service.
