@@ -51,6 +51,10 @@ cluster-stop: ## stop the cluster make cluster started (its data stays in CLUSTE
 test: ## unit, embedded-NATS and end-to-end tests, race detector on
 	$(GO) test $(TEST_FLAGS) work
 
+.PHONY: test-security
+test-security: ## the security suite alone: every attack on tenants, the edge and the sandbox
+	$(GO) test $(TEST_FLAGS) -run 'TestSecurity|TestAuthEveryRoute|TestBadInputEveryRoute' work
+
 .PHONY: test-long
 test-long: ## the long soak, load and fault runs as well, and the capacity sweep
 	SKEIN_LONG=1 $(GO) test $(TEST_FLAGS) -timeout=60m work

@@ -143,7 +143,9 @@ func startProcessStack(t *testing.T) *processStack {
 		t.Fatal(err)
 	}
 	cfg.Runner.Builtin = []adapterrunner.Agent{{ID: "test", Command: ps.exe, Args: []string{testAgentCommand},
-		Env: map[string]string{testagent.EnvControlDir: ps.control}}}
+		Env: map[string]string{testagent.EnvControlDir: ps.control},
+		// The test agent's pause points live outside its session.
+		Sandbox: adapterrunner.AgentSandbox{Write: []string{ps.control}}}}
 	lg := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
 	st, err := newStack(&cfg, []string{TargetGateway, TargetHistory, TargetAdapterRunner}, lg, func(string) (*nats.Conn, error) { return natstest.Connect(t, ps.ns), nil })
 	if err != nil {

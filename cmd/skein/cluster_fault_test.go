@@ -78,7 +78,9 @@ func startFaultRig(t *testing.T) *faultRig {
 	// that replaces the built-in "test".
 	control := t.TempDir()
 	agents := filepath.Join(t.TempDir(), "agents.json")
-	b, _ := json.Marshal(map[string]any{"agents": []map[string]any{{"id": "test", "command": exe, "args": []string{testAgentCommand, "--control-dir", control}}}})
+	b, _ := json.Marshal(map[string]any{"agents": []map[string]any{{"id": "test", "command": exe, "args": []string{testAgentCommand, "--control-dir", control},
+		// The test agent's pause points live outside its session.
+		"sandbox": map[string]any{"write": []string{control}}}}})
 	if err := os.WriteFile(agents, b, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -43,6 +43,8 @@ func TestKillDevMidTurn(t *testing.T) {
 	registry, _ := json.Marshal(map[string]any{"agents": []map[string]any{{
 		"id": "stubborn", "command": exe, "args": []string{testAgentCommand, "--exit-on-eof=false"},
 		"env": map[string]string{testagent.EnvControlDir: control},
+		// The test agent's pause points live outside its session.
+		"sandbox": map[string]any{"write": []string{control}},
 	}}})
 	if err := os.WriteFile(agents, registry, 0o600); err != nil {
 		t.Fatal(err)

@@ -69,7 +69,10 @@ func lossAgents(t *testing.T, control, state string) string {
 	}
 	agents := filepath.Join(t.TempDir(), "agents.json")
 	b, _ := json.Marshal(map[string]any{"agents": []map[string]any{{"id": "test", "command": exe,
-		"args": []string{testAgentCommand, "--control-dir", control, "--resume", "--load-session", "--state-dir", state}}}})
+		"args": []string{testAgentCommand, "--control-dir", control, "--resume", "--load-session", "--state-dir", state},
+		// The test agent's pause points and the sessions it keeps live
+		// outside its session.
+		"sandbox": map[string]any{"write": []string{control, state}}}}})
 	if err := os.WriteFile(agents, b, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -198,7 +198,7 @@ func TestKeyedPromptRacesItself(t *testing.T) {
 			return fmt.Errorf("the turn's durable output is %q, want %q (run once)", text, name)
 		}
 		for k := range callers {
-			if errs[k] != nil || results[k].StopReason != turn.Finish.StopReason || string(results[k].Message) != string(turn.Finish.Message) {
+			if errs[k] != nil || results[k].StopReason != turn.Finish.StopReason || string(results[k].Message) != h.publicMessage(t, sid, turn.Finish) {
 				return fmt.Errorf("caller %d got %+v, %v; the log finished %+v", k, results[k], errs[k], turn.Finish)
 			}
 		}

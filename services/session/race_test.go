@@ -137,8 +137,8 @@ func TestCancelRacesCompletion(t *testing.T) {
 				}
 				if r.prompt.err != nil || r.prompt.res.StopReason != "end_turn" || !strings.Contains(string(r.prompt.res.Message), "done") {
 					t.Errorf("%s #%d: the log says completed, prompt = %+v, %v", sid, i, r.prompt.res, r.prompt.err)
-				} else if string(r.prompt.res.Message) != string(turn.Finish.Message) {
-					t.Errorf("%s #%d: prompt message %s, the log's %s", sid, i, r.prompt.res.Message, turn.Finish.Message)
+				} else if want := h.publicMessage(t, sid, turn.Finish); string(r.prompt.res.Message) != want {
+					t.Errorf("%s #%d: prompt message %s, the log's %s", sid, i, r.prompt.res.Message, want)
 				}
 				if text != "done" {
 					t.Errorf("%s #%d: a completed turn's durable output is %q, want %q", sid, i, text, "done")

@@ -241,6 +241,28 @@ func (h *harness) lastSeq(ctx context.Context, sid string) (uint64, error) {
 }
 
 // ctl returns sid's control records, decoded, in log order.
+// publicMessage returns the message of the turn f finished in its public
+// form, as history shows it: what a prompt's answer must carry.
+func (h *harness) publicMessage(t testing.TB, sid string, f *events.TurnFinished) string {
+	t.Helper()
+	if f.MessageSeq == 0 {
+		t.Fatalf("turn %s names no message record", f.TurnID)
+	}
+	rec, err := eventlog.At(t.Context(), h.js, events.StreamLog, f.MessageSeq)
+	if err != nil || rec == nil {
+		t.Fatalf("the message record %d of turn %s: %v, %v", f.MessageSeq, f.TurnID, rec, err)
+	}
+	entry, err := events.Entry(events.SessionID(sid), rec.Sequence, rec.Time, rec.Header, rec.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := events.PublicDurableJSON(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // lifecycle reads a session's lifecycle records in stream order: those on
 // its LogControl subject, and its SessionOpened on OpenedSubject.
 func lifecycle(ctx context.Context, js jetstream.JetStream, sid events.SessionID) ([]*eventlog.Record, error) {
