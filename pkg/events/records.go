@@ -299,6 +299,7 @@ const (
 	UnloadIdle          = "idle"           // no activity for session.idle-timeout
 	UnloadMaxAge        = "max_age"        // attached for session.max-adapter-age
 	UnloadCancelIgnored = "cancel_ignored" // it did not answer a cancelled prompt within session.cancel-grace
+	UnloadBroken        = "broken"         // it wrote a line longer than the runner reads: its connection is gone
 	// UnloadEvicted: the adapter was idle and the least recently used of
 	// those that could go, and its slot was needed: the runners were
 	// full, or its namespace or principal was at its quota of live

@@ -431,6 +431,12 @@ func (sess *session) onPromptResult(ctx context.Context, at ioPos, r *route, res
 			// turn: it is told to cancel, and its answer drained.
 			sess.lg.Warn("agent output over a limit; the turn fails", events.LogKeyTurn, t.id, events.LogKeyErr, res.Error.Message)
 			sess.abortTurn(ctx, at, events.OutcomeFailed, res.Error.Err())
+			if res.Error.Code == events.CodeLineTooLong && sess.adapter == r {
+				// The runner no longer reads the adapter, nor can it write
+				// the cancel: waiting out the cancel's grace would only
+				// hold the next prompt. The adapter goes now.
+				sess.evict(ctx, r, events.UnloadBroken)
+			}
 		default:
 			sess.endTurn(ctx, at, events.OutcomeFailed, "", res.Error.Err())
 		}

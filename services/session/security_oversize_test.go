@@ -2,6 +2,7 @@ package session_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ func startPayload(t *testing.T, maxPayload int32) *harness {
 // oversize prompts script, whose output breaks a limit, and checks that
 // the turn fails at once with code, its message naming limit, and that
 // the session takes the next prompt.
-func oversize(t *testing.T, script string, code events.Code, limit string) {
+func oversize(t *testing.T, script string, code events.Code, limit string) *harness {
 	h := startPayload(t, 8<<20)
 	if err := h.open(t, "s1", events.AcpOpenSessionRequest{}); err != nil {
 		t.Fatal(err)
@@ -37,13 +38,27 @@ func oversize(t *testing.T, script string, code events.Code, limit string) {
 	if res, err := h.prompt(ctx, "s1", "", "say again"); err != nil || !strings.Contains(string(res.Message), "again") {
 		t.Errorf("next prompt = %+v, %v; want it answered", res, err)
 	}
+	return h
 }
 
 // TestSecurityOversizeLine: an agent line over the 16 MiB line limit
 // fails the turn at once with line_too_long, instead of leaving it
 // running.
 func TestSecurityOversizeLine(t *testing.T) {
-	oversize(t, "big 17000000", events.CodeLineTooLong, "16777216")
+	h := oversize(t, "big 17000000", events.CodeLineTooLong, "16777216")
+	// The adapter the runner no longer reads was stopped at once, not
+	// after the cancel's grace.
+	recs, err := h.ctl(t.Context(), "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := slices.ContainsFunc(recs, func(v events.Variant) bool {
+		u, ok := v.(*events.SessionUnloaded)
+		return ok && u.Reason == events.UnloadBroken
+	})
+	if !broken {
+		t.Errorf("lifecycle records %v, want a SessionUnloaded{%s}", recs, events.UnloadBroken)
+	}
 }
 
 // TestSecurityOverPayloadLine: an agent line under the line limit but

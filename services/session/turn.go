@@ -482,9 +482,15 @@ func (sess *session) evictDrained(ctx context.Context, r *route, d *drain) {
 		return
 	}
 	sess.lg.Warn("adapter ignored session/cancel; evicting it", events.LogKeyProcess, r.processID)
+	sess.evict(ctx, r, events.UnloadCancelIgnored)
+}
+
+// evict stops the adapter r, draining a cancelled turn, and records why.
+// The caller holds sess.mu.
+func (sess *session) evict(ctx context.Context, r *route, reason string) {
 	sess.endDrain(r)
 	sess.stopAdapter(ctx, r)
-	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: events.UnloadCancelIgnored}}); err != nil {
+	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: reason}}); err != nil {
 		sess.lg.Warn("record the eviction of an adapter", events.LogKeyErr, err)
 	}
 	sess.project(ctx)
