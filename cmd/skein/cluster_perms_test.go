@@ -45,10 +45,13 @@ func TestClusterPermissions(t *testing.T) {
 	}
 	// An agent with config options that can be loaded again after unload
 	// (session/load from its state dir): the restore tier that reads most.
-	agents := filepath.Join(t.TempDir(), "agents.json")
+	agents, state := filepath.Join(t.TempDir(), "agents.json"), t.TempDir()
 	registry := map[string]any{"agents": []map[string]any{{
 		"id": "perm", "command": exe,
-		"args": []string{testAgentCommand, "--config-options=mode,model", "--load-session", "--state-dir=" + t.TempDir()},
+		"args": []string{testAgentCommand, "--config-options=mode,model", "--load-session", "--state-dir=" + state},
+		// The sessions it keeps live outside any one session's
+		// directories, so the sandbox is told.
+		"sandbox": map[string]any{"write": []string{state}},
 	}}}
 	b, _ := json.Marshal(registry)
 	if err := os.WriteFile(agents, b, 0o600); err != nil {
