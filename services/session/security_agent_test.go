@@ -136,7 +136,7 @@ func durableUnionTypes(t *testing.T, path string) []string {
 		t.Fatalf("%s has no AcpDurableEvent union", path)
 	}
 	var out []string
-	for _, v := range strings.Split(string(m[1]), "|") {
+	for v := range strings.SplitSeq(string(m[1]), "|") {
 		name := strings.TrimPrefix(strings.TrimSpace(v), "AcpDurable")
 		out = append(out, snake(name))
 	}
