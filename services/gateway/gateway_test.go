@@ -387,6 +387,9 @@ func (s *sseStream) comment() string {
 func (s *sseStream) ended() []sseEvent {
 	s.t.Helper()
 	var out []sseEvent
+	// One bound for the whole wait: keepalive comments keep arriving on
+	// a stream that never ends.
+	bound := time.After(streamWait)
 	for {
 		select {
 		case ev := <-s.ch:
@@ -404,7 +407,7 @@ func (s *sseStream) ended() []sseEvent {
 					return out
 				}
 			}
-		case <-time.After(streamWait):
+		case <-bound:
 			s.t.Fatalf("event stream still open after %v", streamWait)
 		}
 	}
