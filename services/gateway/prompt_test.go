@@ -100,8 +100,9 @@ func TestPromptIdempotencyKey(t *testing.T) {
 	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"idempotencyKey":"k1","content":[{"type":"text","text":"other"}]}`),
 		http.StatusConflict, events.CodeIdempotencyConflict)
 	e.backend.Release("p1")
+	answers := map[string]response{"first": <-first, "retry while running": <-retry}
 
-	// The message as history shows it: the turn's one reply.
+	// The message as history shows it, once the turn ended: its one reply.
 	r := e.do(http.MethodGet, "/v1/sessions/s1/history", "")
 	var page struct{ Events []json.RawMessage }
 	if err := json.Unmarshal(r.body, &page); err != nil {
@@ -117,8 +118,8 @@ func TestPromptIdempotencyKey(t *testing.T) {
 		t.Fatalf("history has replies %s, want one (one turn)", reply)
 	}
 	want := `{"sessionId":"s1","message":` + string(reply[0]) + `,"stopReason":"end_turn"}`
-	for name, ch := range map[string]chan response{"first": first, "retry while running": retry} {
-		if r := <-ch; r.status != http.StatusOK || string(r.body) != want {
+	for name, r := range answers {
+		if r.status != http.StatusOK || string(r.body) != want {
 			t.Errorf("%s = %d %s, want 200 %s", name, r.status, r.body, want)
 		}
 	}
