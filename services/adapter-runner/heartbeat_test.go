@@ -38,10 +38,15 @@ func TestStartClearsADeadRunnersHeartbeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Put(ctx, "r1", dead); err != nil {
+	rev, err := kv.Put(ctx, "r1", dead)
+	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := kv.Watch(ctx, "r1", jetstream.UpdatesOnly())
+	// From the revision after the dead heartbeat, by sequence: an
+	// updates-only watch starts from whatever is new when its consumer is
+	// made, and again when a loaded machine makes the ordered consumer
+	// reset before its first delivery, and so could miss the delete.
+	w, err := kv.Watch(ctx, "r1", jetstream.IncludeHistory(), jetstream.ResumeFromRevision(rev+1))
 	if err != nil {
 		t.Fatal(err)
 	}
