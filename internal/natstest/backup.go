@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -91,7 +93,7 @@ func RestoreStream(ctx context.Context, nc *nats.Conn, b *Backup) error {
 	const chunk = 64 << 10
 	for data := b.Data; len(data) > 0; {
 		n := min(chunk, len(data))
-		reply, err := nc.RequestWithContext(ctx, resp.DeliverSubject, data[:n])
+		reply, err := sendChunk(ctx, nc, resp.DeliverSubject, data[:n])
 		if err != nil {
 			return fmt.Errorf("restore %s: send a chunk: %w", b.Stream, err)
 		}
@@ -108,6 +110,25 @@ func RestoreStream(ctx context.Context, nc *nats.Conn, b *Backup) error {
 		return fmt.Errorf("restore %s: %w", b.Stream, err)
 	}
 	return nil
+}
+
+// sendChunk sends one chunk of a restore. The server that took the restore
+// request subscribes to the deliver subject, and in a cluster that interest
+// reaches the other servers a moment later: a chunk that found nobody (no
+// responders, so nobody received it) is sent again until it is answered
+// or ctx ends.
+func sendChunk(ctx context.Context, nc *nats.Conn, subject string, chunk []byte) (*nats.Msg, error) {
+	for {
+		reply, err := nc.RequestWithContext(ctx, subject, chunk)
+		if !errors.Is(err, nats.ErrNoResponders) {
+			return reply, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // apiRequest sends a JetStream API request and decodes its reply into

@@ -13,19 +13,17 @@ import (
 // a time, or opens connections by the thousand, or guesses tokens, must
 // not be able to make the gateway hold its file descriptors.
 //
-//   - Bodies are read within Config.BodyReadTimeout (limitBodies), and a
-//     body the handler did not read is not read afterwards: the server
-//     would otherwise read what remains before answering the next request
-//     on the connection, and a slow sender held the connection open that
-//     way, unauthenticated, for as long as it liked. The connection is
-//     closed instead.
+//   - Bodies are read within Config.BodyReadTimeout (limitBodies). A
+//     request refused before its body is read (authentication) is answered
+//     at once with Connection: close, so that the server does not read the
+//     rest of the body first: a slow sender once held the connection open
+//     that way, unauthenticated, for as long as it liked.
 //   - A client address holds at most Config.MaxConnsPerAddr connections
 //     (limitListener); one past it is closed as it is accepted.
 //   - An address whose requests keep failing authentication waits, longer
 //     each time, before its requests are looked at again (authBackoff).
 
-// limitBodies bounds the time a request's body may take to arrive, and
-// closes the connection of a request whose body its handler left unread.
+// limitBodies bounds the time a request's body may take to arrive.
 func (g *Gateway) limitBodies(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {
@@ -38,12 +36,11 @@ func (g *Gateway) limitBodies(h http.Handler) http.Handler {
 		_ = rc.SetReadDeadline(time.Now().Add(g.cfg.BodyReadTimeout))
 		body := &watchedBody{ReadCloser: r.Body, done: func() { _ = rc.SetReadDeadline(time.Time{}) }}
 		r.Body = body
+		// A body the handler leaves unread is read by the server before it
+		// reuses the connection, within the deadline above; a refusal
+		// that must not wait for it (a 401, a backoff's 429) says
+		// Connection: close, and the server reads nothing more.
 		h.ServeHTTP(w, r)
-		if !body.sawEOF {
-			// The server would read the rest before it reused the
-			// connection: end the read at once, which closes it.
-			_ = rc.SetReadDeadline(time.Now())
-		}
 	})
 }
 
