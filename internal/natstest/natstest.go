@@ -63,10 +63,17 @@ func Run(tb testing.TB, opts ...Option) *server.Server {
 	return ns
 }
 
+// RequestTimeout is the request timeout of Connect's connections.
+const RequestTimeout = 30 * time.Second
+
 // Connect returns a client connection to ns (in-process unless ns listens),
-// closed when the test ends.
+// closed when the test ends. Its requests without a deadline of their own
+// wait up to RequestTimeout, not nats.go's 2 s: a test is a bound on what
+// it checks, and a loaded machine must not fail it by a timeout it did not
+// choose. opts may set another.
 func Connect(tb testing.TB, ns *server.Server, opts ...nats.Option) *nats.Conn {
 	tb.Helper()
+	opts = append([]nats.Option{nats.Timeout(RequestTimeout)}, opts...)
 	url := ""
 	if ns.Addr() != nil {
 		url = ns.ClientURL()
