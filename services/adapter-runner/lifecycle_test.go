@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
@@ -20,9 +19,10 @@ import (
 	adapterrunner "skein.dev/services/adapter-runner"
 )
 
-// waitFor bounds every wait for a process to start or end. It is a failure
-// bound, never the expected duration.
-const waitFor = 20 * time.Second
+// waitFor bounds every wait for a process to start or end, or for its
+// records to be stored. It is a failure bound, never the expected
+// duration: the suite's one bound, wide enough for a loaded machine.
+const waitFor = testutil.PollTimeout
 
 // proc names a process by its number and start time, so that a number used
 // again by another process is not taken for it.

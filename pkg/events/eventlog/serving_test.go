@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 )
@@ -156,7 +157,7 @@ func TestAwaitServingAfterRestore(t *testing.T) {
 // creation.
 func createConsumer(t *testing.T, js jetstream.JetStream) *jetstream.ConsumerInfo {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), testutil.PollTimeout)
 	defer cancel()
 	c, err := js.CreateConsumer(ctx, events.StreamLog, jetstream.ConsumerConfig{
 		AckPolicy:         jetstream.AckNonePolicy,
