@@ -398,6 +398,7 @@ func (g *Gateway) authenticate(w http.ResponseWriter, req *http.Request, rt rout
 	if wait := g.backoff.wait(addr, now); wait > 0 {
 		// Refused unread, and the connection with it (limitBodies).
 		w.Header().Set("Connection", "close")
+		cutBody(req)
 		return req, rateLimited(w, wait)
 	}
 	changed := g.auth.changes()
@@ -408,6 +409,7 @@ func (g *Gateway) authenticate(w http.ResponseWriter, req *http.Request, rt rout
 			w.Header().Set("WWW-Authenticate", `Bearer realm="skein"`)
 			// Answered without reading the body; the connection closes.
 			w.Header().Set("Connection", "close")
+			cutBody(req)
 		}
 		return req, err
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -36,12 +37,28 @@ func (g *Gateway) limitBodies(h http.Handler) http.Handler {
 		_ = rc.SetReadDeadline(time.Now().Add(g.cfg.BodyReadTimeout))
 		body := &watchedBody{ReadCloser: r.Body, done: func() { _ = rc.SetReadDeadline(time.Time{}) }}
 		r.Body = body
-		// A body the handler leaves unread is read by the server before it
-		// reuses the connection, within the deadline above; a refusal
-		// that must not wait for it (a 401, a backoff's 429) says
-		// Connection: close, and the server reads nothing more.
-		h.ServeHTTP(w, r)
+		cut := new(bool)
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), cutKey{}, cut)))
+		if *cut && !body.sawEOF {
+			// A refusal that must not wait for the body (a 401, a
+			// backoff's 429): the server would read the rest before
+			// closing; end the read at once. Any other unread body is
+			// read within the deadline above.
+			_ = rc.SetReadDeadline(time.Now())
+		}
 	})
+}
+
+// cutKey is the context key of the flag by which a handler asks
+// limitBodies to read nothing more of its request's body.
+type cutKey struct{}
+
+// cutBody asks that r's unread body be dropped, not read, once r is
+// answered.
+func cutBody(r *http.Request) {
+	if cut, ok := r.Context().Value(cutKey{}).(*bool); ok {
+		*cut = true
+	}
 }
 
 // watchedBody is a request body that calls done when it has been read to
