@@ -49,6 +49,7 @@ func benchFanout(b *testing.B, n int) {
 	cfg := gateway.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.MaxStreams, cfg.RateBurst = 2*n, 4*n // every viewer is one principal's
+	cfg.MaxConnsPerAddr = 0                  // every viewer dials from loopback, as no real crowd does
 	reg := prometheus.NewRegistry()
 	gw, err := gateway.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), gnc, reg)
 	if err != nil {
