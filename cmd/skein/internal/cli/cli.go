@@ -61,7 +61,7 @@ const defaultSession = "main"
 // gateway refused it.
 func Commands(getenv func(string) string, stdout, stderr io.Writer) []*cobra.Command {
 	a := &app{getenv: getenv, stdout: stdout, stderr: stderr}
-	return []*cobra.Command{a.openCommand(), a.promptCommand(), a.cancelCommand(), a.unloadCommand(), a.deleteCommand(), a.renameCommand(), a.respondCommand(), a.historyCommand(), a.eventsCommand(), a.watchCommand(), a.agentsCommand(), a.listCommand(), a.configCommand(), a.infoCommand()}
+	return []*cobra.Command{a.openCommand(), a.promptCommand(), a.cancelCommand(), a.unloadCommand(), a.deleteCommand(), a.renameCommand(), a.respondCommand(), a.answerCommand(), a.historyCommand(), a.eventsCommand(), a.watchCommand(), a.agentsCommand(), a.listCommand(), a.configCommand(), a.infoCommand()}
 }
 
 // app holds what every command shares.
@@ -142,6 +142,7 @@ func (a *app) openCommand() *cobra.Command {
 		agent  string
 		cwd    string
 		policy string
+		inputs string
 	)
 	cmd := &cobra.Command{
 		Use:   "open",
@@ -161,6 +162,9 @@ fails with session_conflict.`,
 			if cmd.Flags().Changed("permission-policy") {
 				req.PermissionPolicy = &policy
 			}
+			if cmd.Flags().Changed("input-policy") {
+				req.InputPolicy = &inputs
+			}
 			if err := cl.open(cmd.Context(), c.session, req); err != nil {
 				return fmt.Errorf("open %s: %w", c.session, err)
 			}
@@ -172,6 +176,7 @@ fails with session_conflict.`,
 	cmd.Flags().StringVar(&agent, "agent", DefaultAgent, "agent ID")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the agent (default: the agent's home)")
 	cmd.Flags().StringVar(&policy, "permission-policy", "", "allow_all (default), reject_all or ask")
+	cmd.Flags().StringVar(&inputs, "input-policy", "", "ask (default: a person answers the agent's input requests) or decline")
 	return cmd
 }
 
