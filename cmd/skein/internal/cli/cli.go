@@ -1,5 +1,5 @@
 // Package cli implements the client commands of the skein binary: open,
-// prompt, cancel, unload, delete, rename, respond, history, events, watch,
+// prompt, cancel, unload, delete, rename, respond, answer, history, events, watch,
 // agents, list, config and info. They talk to a gateway over its HTTP API (services/gateway),
 // never to NATS, so they work against any deployment.
 //
@@ -53,7 +53,7 @@ const DefaultAgent = "demo"
 const defaultSession = "main"
 
 // Commands returns the client commands: open, prompt, cancel, unload,
-// delete, rename, respond, history, events, watch, agents, list, config (and
+// delete, rename, respond, answer, history, events, watch, agents, list, config (and
 // config set) and info.
 // getenv supplies SKEIN_URL; stdout gets the commands' output and stderr
 // their diagnostics (a turn's stop reason). Standard input is the
