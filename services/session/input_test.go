@@ -192,7 +192,7 @@ func TestInputRequest(t *testing.T) {
 	if st := projectedInputs(t, h, "in1"); st.Status != "waiting" || len(st.Inputs) != 1 {
 		t.Errorf("after refused answers, state = %+v, want still waiting", st)
 	}
-	if res, err := h.respondInput(ctx, "in1", "input_nope", "decline", ""); err != nil || res.Status != events.PermissionNotPending || *res.Reason != events.ReasonUnknownRequest {
+	if res, err := h.respondInput(ctx, "in1", "input_nope", "decline", ""); err != nil || res.Status != events.PermissionNotPending || res.Reason == nil || *res.Reason != events.ReasonUnknownRequest {
 		t.Errorf("answer to an unknown request = %+v, %v", res, err)
 	}
 
@@ -258,7 +258,7 @@ func TestInputPolicyDecline(t *testing.T) {
 	if r := resps[0]; r.Status != events.PermissionTerminal || r.Reason == nil || *r.Reason != events.ReasonInputPolicy || string(r.Response) != `{"action":"decline"}` {
 		t.Errorf("response %+v, want terminal/input_policy with a decline", r)
 	}
-	if res, err := h.respondInput(ctx, "in2", reqs[0].RequestID, "accept", `{"name":"x"}`); err != nil || res.Status != events.PermissionNotPending || *res.Reason != events.ReasonInputPolicy {
+	if res, err := h.respondInput(ctx, "in2", reqs[0].RequestID, "accept", `{"name":"x"}`); err != nil || res.Status != events.PermissionNotPending || res.Reason == nil || *res.Reason != events.ReasonInputPolicy {
 		t.Errorf("a late answer = %+v, %v, want not_pending/input_policy", res, err)
 	}
 }
