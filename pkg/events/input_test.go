@@ -144,7 +144,8 @@ func TestInputPublicJSON(t *testing.T) {
 		t.Errorf("after the codec: %s, %v", again, err)
 	}
 	rec, err := events.RecordJSON(&events.InputRequest{RequestID: "input_1", Request: events.JSON(request)})
-	if err != nil || !strings.Contains(string(rec), `"type":"input_request","requestId":"input_1","mode":"form"`) {
+	if err != nil || !strings.HasPrefix(string(rec), `{"record":"InputRequest","durability":"durable","type":"input_request","requestId":"input_1",`) ||
+		!strings.Contains(string(rec), `"mode":"form"`) {
 		t.Errorf("RecordJSON = %s, %v", rec, err)
 	}
 }
