@@ -545,3 +545,24 @@ func TestRespondInputRacesRespond(t *testing.T) {
 			return nil
 		})
 }
+
+// A request Skein cannot forward (here a schema that is not an object's)
+// is refused by the runner with -32602 and nothing is recorded: the turn
+// goes on.
+func TestInputRequestRefused(t *testing.T) {
+	h := startRig(t, session.Config{})
+	ctx := t.Context()
+	if err := h.open(t, "in4", events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.prompt(ctx, "in4", "", `elicit {"type": "array"}`+"\nsay after"); err != nil {
+		t.Fatal(err)
+	}
+	log, evs := h.readLog(t, "in4")
+	if got := agentText(evs, log.Turns[0].ID); !strings.HasPrefix(got, "input: error -32602 ") || !strings.HasSuffix(got, "after") {
+		t.Errorf("agent output %q, want the refusal, then after", got)
+	}
+	if reqs, resps := inputEvents(t, h, "in4"); len(reqs) != 0 || len(resps) != 0 {
+		t.Errorf("input events %+v, %+v, want none", reqs, resps)
+	}
+}
