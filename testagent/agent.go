@@ -48,6 +48,8 @@ type agent struct {
 	// loadFailures counts the session/load and session/resume calls
 	// config.FailLoad failed, by session ID.
 	loadFailures map[string]int
+	// clientCaps is the clientCapabilities of initialize, as sent.
+	clientCaps json.RawMessage
 }
 
 // session is one ACP session. Its fields are guarded by agent.mu.
@@ -393,11 +395,15 @@ func (a *agent) decodeParams(msg inMessage, v any) bool {
 
 func (a *agent) initialize(msg inMessage) {
 	var p struct {
-		ProtocolVersion *json.Number `json:"protocolVersion"`
+		ProtocolVersion    *json.Number    `json:"protocolVersion"`
+		ClientCapabilities json.RawMessage `json:"clientCapabilities"`
 	}
 	if !a.decodeParams(msg, &p) {
 		return
 	}
+	a.mu.Lock()
+	a.clientCaps = p.ClientCapabilities
+	a.mu.Unlock()
 	if p.ProtocolVersion == nil {
 		a.respondErr(msg.ID, errInvalidParams("protocolVersion is required"))
 		return

@@ -394,6 +394,9 @@ func (t *turn) exec(ctx context.Context, o op) (*outcome, error) {
 			t.chunk("agent_message_chunk", probe(o))
 			return nil, nil
 		}
+		if ask, ok := asks[o.Kind]; ok { // elicit.go
+			return ask(t, ctx, o)
+		}
 		return nil, fmt.Errorf("line %d: unhandled command %q", o.Line, o.Kind)
 	}
 	return nil, nil

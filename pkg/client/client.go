@@ -145,6 +145,15 @@ func (c *Client) RespondPermission(ctx context.Context, sid, requestID, optionID
 		&events.AcpRespondPermissionRequest{SessionID: sid, RequestID: requestID, OptionID: optionID}, nil)
 }
 
+// RespondInput answers the pending input request requestID of session sid
+// (an agent's elicitation/create) with action, events.InputAccept,
+// InputDecline or InputCancel, and content, a JSON object fitting the
+// agent's requested schema, with accept only (nil: none).
+func (c *Client) RespondInput(ctx context.Context, sid, requestID, action string, content events.JSON) (*events.RespondInputResponse, error) {
+	return events.Call[events.RespondInputResponse](ctx, c.nc, c.subject(events.OpRespondInput),
+		&events.RespondInputRequest{SessionID: sid, RequestID: requestID, Action: action, Content: content}, nil)
+}
+
 // Unload stops the session's adapter; the next prompt restores it.
 func (c *Client) Unload(ctx context.Context, sid string) error {
 	_, err := events.Call[events.AcpUnloadSessionResponse](ctx, c.nc, c.subject(events.OpUnloadSession), &events.AcpUnloadSessionRequest{SessionID: &sid}, nil)

@@ -105,6 +105,7 @@ type AcpOpenSessionRequest struct {
 	PermissionPolicy       *string `msgpack:"permissionPolicy,omitempty"`
 	SkipOsInstructions     *bool   `msgpack:"skipOsInstructions,omitempty"`
 	AdditionalInstructions *string `msgpack:"additionalInstructions,omitempty"`
+	InputPolicy            *string `msgpack:"inputPolicy,omitempty"` // Skein extension (input.go)
 }
 
 type AcpGetDurableSessionRequest struct {

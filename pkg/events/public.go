@@ -89,6 +89,10 @@ func PublicDurableJSON(e *AcpDurableHistoryEntry) ([]byte, error) {
 		ev = &v
 	case AcpDurablePermissionResponse:
 		ev = &v
+	case InputRequest:
+		ev = &v
+	case InputResponse:
+		ev = &v
 	}
 	if rv := reflect.ValueOf(ev); ev == nil || rv.Kind() == reflect.Pointer && rv.IsNil() {
 		return nil, Errorf(CodeInvalidPayload, "public json: history entry %d has no event", e.Sequence)
@@ -108,6 +112,12 @@ func PublicDurableJSON(e *AcpDurableHistoryEntry) ([]byte, error) {
 	case *AcpDurablePermissionResponse:
 		native, reserved = v.Response, durableResponseKeys
 		typ = []byte(`"` + PublicTypePermissionResponse + `"`)
+	case *InputRequest:
+		native, reserved = v.Request, durableRequestKeys
+		typ = []byte(`"` + PublicTypeInputRequest + `"`)
+	case *InputResponse:
+		native, reserved = v.Response, durableResponseKeys
+		typ = []byte(`"` + PublicTypeInputResponse + `"`)
 	default:
 		return nil, Errorf(CodeInternal, "public json: unhandled durable event %s", ev.VariantName())
 	}
@@ -132,14 +142,12 @@ func PublicDurableJSON(e *AcpDurableHistoryEntry) ([]byte, error) {
 		b = append(b, `,"requestId":`...)
 		b = appendJSONString(b, v.RequestID)
 	case *AcpDurablePermissionResponse:
+		b = appendResolution(b, v.RequestID, v.Status, v.Reason)
+	case *InputRequest:
 		b = append(b, `,"requestId":`...)
 		b = appendJSONString(b, v.RequestID)
-		b = append(b, `,"status":`...)
-		b = appendJSONString(b, v.Status)
-		if v.Reason != nil {
-			b = append(b, `,"reason":`...)
-			b = appendJSONString(b, *v.Reason)
-		}
+	case *InputResponse:
+		b = appendResolution(b, v.RequestID, v.Status, v.Reason)
 	}
 	b, updateTyp, err := appendMembers(b, native, reserved, isUpdate)
 	if err != nil {
@@ -152,6 +160,20 @@ func PublicDurableJSON(e *AcpDurableHistoryEntry) ([]byte, error) {
 		b = slices.Insert(b, typeAt, updateTyp...)
 	}
 	return append(b, '}'), nil
+}
+
+// appendResolution appends the envelope members of a permission or input
+// response: requestId, status, and reason when set.
+func appendResolution(b []byte, requestID, status string, reason *string) []byte {
+	b = append(b, `,"requestId":`...)
+	b = appendJSONString(b, requestID)
+	b = append(b, `,"status":`...)
+	b = appendJSONString(b, status)
+	if reason != nil {
+		b = append(b, `,"reason":`...)
+		b = appendJSONString(b, *reason)
+	}
+	return b
 }
 
 // PublicEphemeralJSON renders a live delta as the public JSON object:

@@ -111,6 +111,14 @@ func appendPublicEvent(b []byte, v Variant) ([]byte, bool) {
 			b = appendJSONString(b, *e.Reason)
 		}
 		native, reserved = e.Response, recordResponseKeys
+	case *InputRequest:
+		b = append(b, `,"durability":"`+DurabilityDurable+`","type":"`+PublicTypeInputRequest+`","requestId":`...)
+		b = appendJSONString(b, e.RequestID)
+		native, reserved = e.Request, recordRequestKeys
+	case *InputResponse:
+		b = append(b, `,"durability":"`+DurabilityDurable+`","type":"`+PublicTypeInputResponse+`"`...)
+		b = appendResolution(b, e.RequestID, e.Status, e.Reason)
+		native, reserved = e.Response, recordResponseKeys
 	default:
 		return b, false
 	}

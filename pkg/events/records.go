@@ -23,6 +23,9 @@ type SessionOpened struct {
 	PermissionPolicy       string  `msgpack:"permissionPolicy"`
 	SkipOsInstructions     bool    `msgpack:"skipOsInstructions,omitempty"`
 	AdditionalInstructions *string `msgpack:"additionalInstructions,omitempty"`
+	// InputPolicy is InputPolicyDecline, or "" for the default: a person
+	// answers input requests (InputPolicyAsk).
+	InputPolicy string `msgpack:"inputPolicy,omitempty"`
 }
 
 // Permission policies (AcpOpenSessionRequest.permissionPolicy).
@@ -189,6 +192,9 @@ type RestoreRequest struct {
 	Resume                 AcpResumeSessionRequest `msgpack:"resume"`
 	SkipOsInstructions     bool                    `msgpack:"skipOsInstructions,omitempty"`
 	AdditionalInstructions *string                 `msgpack:"additionalInstructions,omitempty"`
+	// ClientCapabilities is what the runner advertises in initialize,
+	// sent verbatim; empty means its default (no elicitation).
+	ClientCapabilities JSON `msgpack:"clientCapabilities,omitempty"`
 }
 
 // AdapterReady answers RunnerRestore: the adapter and its ACP session, and

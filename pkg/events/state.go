@@ -16,7 +16,7 @@ const (
 	// StatusRunning: a turn is open.
 	StatusRunning SessionStatus = "running"
 	// StatusWaiting: a turn is open and waits for answers to the
-	// permission requests in Requests.
+	// permission requests in Requests or the input requests in Inputs.
 	StatusWaiting SessionStatus = "waiting"
 	// StatusFailed: no turn runs, and the last one failed (Error says how).
 	StatusFailed SessionStatus = "failed"
@@ -32,6 +32,9 @@ type SessionState struct {
 	// Requests are the open turn's pending permission requests, oldest
 	// first (waiting).
 	Requests []PendingPermission `json:"requests,omitempty"`
+	// Inputs are the open turn's pending input requests (elicitations),
+	// oldest first (waiting), a Skein addition (input.go).
+	Inputs []PendingInput `json:"inputs,omitempty"`
 	// Error is the failed turn's error (failed).
 	Error *StateError `json:"error,omitempty"`
 }

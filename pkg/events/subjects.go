@@ -179,6 +179,8 @@ const (
 	OpRespondPermission Op = "respond_permission"
 	// OpRenameSession: RenameSessionRequest → RenameSessionResponse (title.go).
 	OpRenameSession Op = "rename_session"
+	// OpRespondInput: RespondInputRequest → RespondInputResponse (input.go).
+	OpRespondInput Op = "respond_input"
 )
 
 // APIServiceSession and friends name the nats micro services, as shown by
@@ -264,6 +266,9 @@ const (
 	RunnerSetConfig RunnerOp = "set_config"
 	// RunnerStop stops the adapter: AcpCloseSessionRequest → RunnerAck.
 	RunnerStop RunnerOp = "stop"
+	// RunnerInput answers an input request seen on ACP_IO
+	// (AdapterInputRequest): RunnerInputAnswer → RunnerAck once written.
+	RunnerInput RunnerOp = "input"
 )
 
 // RunnerSubject returns "acp.runner.<id>.<op>".

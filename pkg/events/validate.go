@@ -207,6 +207,9 @@ func (r *AcpOpenSessionRequest) Validate() (SessionID, error) {
 			return "", Errorf(CodeInvalidRequest, "permissionPolicy must be %s, %s or %s", PolicyAllowAll, PolicyRejectAll, PolicyAsk)
 		}
 	}
+	if r.InputPolicy != nil && *r.InputPolicy != InputPolicyAsk && *r.InputPolicy != InputPolicyDecline {
+		return "", Errorf(CodeInvalidRequest, "inputPolicy must be %s or %s", InputPolicyAsk, InputPolicyDecline)
+	}
 	return sid, nil
 }
 

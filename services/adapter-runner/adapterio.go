@@ -24,6 +24,7 @@ import (
 //
 //	session/update              → AdapterUpdate (not while a session/load replays)
 //	session/request_permission  → AdapterPermissionRequest, answered later by RunnerPermission
+//	elicitation/create          → AdapterInputRequest, answered later by RunnerInput (inputs.go)
 //	the answer to session/prompt → AdapterPromptResult
 //	other requests (fs/*, terminal/*, ...) → answered -32601 here: Skein advertises none
 //	other notifications         → dropped
@@ -56,6 +57,9 @@ type wireState struct {
 	// perms maps the runner's ID of each permission request not yet
 	// answered to the adapter's JSON-RPC id for it.
 	perms map[string]json.RawMessage
+	// inputs does the same for input requests (elicitation/create,
+	// inputs.go).
+	inputs map[string]json.RawMessage
 }
 
 // opened records the ACP session the handshake or restore opened, and the
@@ -244,6 +248,10 @@ func (p *process) onRequest(m *acpwire.Message) {
 	// What came before the request is published before it is answered,
 	// since the answer may wait on the adapter's stdin.
 	p.flush()
+	if m.Method == methodElicitationCreate {
+		p.onInputRequest(m)
+		return
+	}
 	if m.Method != acpwire.MethodRequestPermission {
 		// fs/*, terminal/* and the rest: Skein advertises none of them.
 		data, _ := json.Marshal(struct {

@@ -59,7 +59,8 @@ func (p *process) handshake(ctx context.Context, req *events.AcpCreateSessionReq
 	return p.created(init, sess)
 }
 
-// restore brings back ACP session req.SessionID by the ladder: native
+// restore brings back ACP session req.SessionID by the ladder, advertising
+// clientCaps (empty: the runner's default) in initialize: native
 // session/resume when the agent advertises it, then session/load when it
 // advertises that (the history it replays is dropped: the log is the only
 // history), then a new session (the fallback tier; the session service
@@ -75,8 +76,8 @@ func (p *process) handshake(ctx context.Context, req *events.AcpCreateSessionReq
 // chat file, and a session must not fail every later prompt for that. An
 // adapter that exits, does not answer, or breaks the protocol fails the
 // restore. AdapterReady.Reason tells what was stepped past.
-func (p *process) restore(ctx context.Context, req *events.AcpResumeSessionRequest, meta json.RawMessage) (*events.AdapterReady, error) {
-	init, err := p.initialize(ctx, nil)
+func (p *process) restore(ctx context.Context, req *events.AcpResumeSessionRequest, meta json.RawMessage, clientCaps events.JSON) (*events.AdapterReady, error) {
+	init, err := p.initialize(ctx, clientCaps)
 	if err != nil {
 		return nil, err
 	}

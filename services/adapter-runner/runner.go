@@ -152,6 +152,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		{events.RunnerPrompt, r.handlePrompt, false},
 		{events.RunnerCancel, r.handleCancel, false},
 		{events.RunnerPermission, r.handlePermission, false},
+		{events.RunnerInput, r.handleInput, false},
 		{events.RunnerSetConfig, r.handleSetConfig, true},
 		{events.RunnerStatus, r.handleStatus, false},
 		{events.RunnerStop, r.handleStop, true},
@@ -267,10 +268,12 @@ func (r *Runner) handleRestore(ctx context.Context, js jetstream.JetStream, data
 	}
 	var restore *events.AcpResumeSessionRequest
 	var meta json.RawMessage
+	var caps events.JSON
 	switch v := v.(type) {
 	case *events.RestoreRequest:
 		restore = &v.Resume
 		meta = systemPromptMeta(r.instructions(v.SkipOsInstructions, v.AdditionalInstructions))
+		caps = v.ClientCapabilities
 	case *events.AcpResumeSessionRequest:
 		// From a session service that predates RestoreRequest: the
 		// session's instruction settings are unknown, so none are sent,
@@ -283,7 +286,9 @@ func (r *Runner) handleRestore(ctx context.Context, js jetstream.JetStream, data
 		return nil, events.Errorf(events.CodeInvalidRequest, "restore without an ACP session ID")
 	}
 	return r.start(ctx, js, restore.AgentType, spawnSpec{cwd: restore.Cwd, dirs: restore.AdditionalDirectories, env: restore.Env},
-		func(ctx context.Context, p *process) (events.Variant, error) { return p.restore(ctx, restore, meta) })
+		func(ctx context.Context, p *process) (events.Variant, error) {
+			return p.restore(ctx, restore, meta, caps)
+		})
 }
 
 // instructions returns a session's instructions: the OS instructions

@@ -67,6 +67,8 @@ func routeRequest(rt gateway.Route, sid string) (path, body string) {
 		return path, `{"content":[{"type":"text","text":"hello"}]}`
 	case strings.Contains(rt.Path, "/permissions/"):
 		return path, `{"optionId":"allow"}`
+	case strings.Contains(rt.Path, "/inputs/"):
+		return path, `{"action":"accept","content":{"name":"x"}}`
 	case strings.Contains(rt.Path, "/config/"):
 		return path, `{"value":"fast"}`
 	}

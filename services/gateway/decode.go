@@ -72,6 +72,7 @@ type openBody struct {
 	PermissionPolicy       *string         `json:"permissionPolicy"`
 	SkipOsInstructions     *bool           `json:"skipOsInstructions"`
 	AdditionalInstructions *string         `json:"additionalInstructions"`
+	InputPolicy            *string         `json:"inputPolicy"`
 }
 
 // decodeOpen decodes and checks the body of PUT /v1/sessions/{id} for the
@@ -88,6 +89,7 @@ func decodeOpen(body []byte, sid events.SessionID) (*events.AcpOpenSessionReques
 		PermissionPolicy:       b.PermissionPolicy,
 		SkipOsInstructions:     b.SkipOsInstructions,
 		AdditionalInstructions: b.AdditionalInstructions,
+		InputPolicy:            b.InputPolicy,
 	}
 	if present(b.AdditionalDirectories) {
 		req.AdditionalDirectories = events.JSON(b.AdditionalDirectories)

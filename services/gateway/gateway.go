@@ -22,6 +22,8 @@
 //	POST /v1/sessions/{id}/unload        empty or {} → 200 {}: stop the adapter, keep metadata and history
 //	POST /v1/sessions/{id}/permissions/{requestId}
 //	                                     {"optionId"} → {"status":"accepted"} | {"status":"not_pending","reason"}
+//	POST /v1/sessions/{id}/inputs/{requestId}
+//	                                     {"action","content"?} → {"status":"accepted"} | {"status":"not_pending","reason"}
 //	GET  /v1/sessions/{id}/history       ?after=N | ?before=N, &limit=N → a page of public events
 //	GET  /v1/sessions/{id}/events        SSE, resumable with Last-Event-ID or ?after=N
 //	GET  /v1/sessions/{id}/config        {"revision", "options":[...]}: the agent's config options, no adapter started
@@ -265,6 +267,7 @@ var routeTable = []route{
 	{http.MethodPost, "/v1/sessions/{id}/cancel", (*Gateway).handleCancel},
 	{http.MethodPost, "/v1/sessions/{id}/unload", (*Gateway).handleUnload},
 	{http.MethodPost, "/v1/sessions/{id}/permissions/{requestId}", (*Gateway).handleRespond},
+	{http.MethodPost, "/v1/sessions/{id}/inputs/{requestId}", (*Gateway).handleRespondInput},
 	{http.MethodGet, "/v1/sessions/{id}/history", (*Gateway).handleHistory},
 	{http.MethodGet, "/v1/sessions/{id}/events", (*Gateway).handleEvents},
 	{http.MethodGet, "/v1/sessions/{id}/watch", (*Gateway).handleWatch},

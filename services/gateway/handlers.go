@@ -468,6 +468,10 @@ func publicSize(e *events.AcpDurableHistoryEntry) int {
 		n += len(v.Request) + len(v.RequestID)
 	case *events.AcpDurablePermissionResponse:
 		n += len(v.Response) + len(v.RequestID) + len(v.Status)
+	case *events.InputRequest:
+		n += len(v.Request) + len(v.RequestID)
+	case *events.InputResponse:
+		n += len(v.Response) + len(v.RequestID) + len(v.Status)
 	}
 	return n
 }

@@ -36,6 +36,9 @@ var reservedKinds = []string{
 	"session_update",
 	events.PublicTypePermissionRequest,
 	events.PublicTypePermissionResponse,
+	// Skein's additions to the union (inputs.go).
+	events.PublicTypeInputRequest,
+	events.PublicTypeInputResponse,
 }
 
 // reservedKind reports whether an agent's update kind is one of Skein's

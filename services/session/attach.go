@@ -59,7 +59,7 @@ func (sess *session) sameButLegacyCwd(o *events.SessionOpened) bool {
 }
 
 func sameOptions(a, b *events.SessionOpened) bool {
-	return a.Agent == b.Agent && a.Cwd == b.Cwd && a.PermissionPolicy == b.PermissionPolicy &&
+	return a.Agent == b.Agent && a.Cwd == b.Cwd && a.PermissionPolicy == b.PermissionPolicy && a.InputPolicy == b.InputPolicy &&
 		a.SkipOsInstructions == b.SkipOsInstructions &&
 		string(a.AdditionalDirectories) == string(b.AdditionalDirectories) &&
 		string(a.Env) == string(b.Env) && string(a.McpServers) == string(b.McpServers) &&
@@ -191,6 +191,7 @@ func (sess *session) startAdapter(ctx context.Context, runner events.RunnerID, r
 				SessionID: prev, AgentType: o.Agent, Cwd: o.Cwd, AdditionalDirectories: dirs, McpServers: mcp, Env: env,
 			},
 			SkipOsInstructions: o.SkipOsInstructions, AdditionalInstructions: o.AdditionalInstructions,
+			ClientCapabilities: sess.clientCapabilities(),
 		}, sess.runnerHeader(r))
 		if err != nil {
 			return "", "", nil, err
@@ -200,6 +201,7 @@ func (sess *session) startAdapter(ctx context.Context, runner events.RunnerID, r
 	created, err := events.Call[events.AcpSessionCreatedResponse](ctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerCreate), &events.AcpCreateSessionRequest{
 		AgentType: o.Agent, Cwd: o.Cwd, ProtocolVersion: 1, McpServers: mcp, Env: env, AdditionalDirectories: dirs,
 		SkipOsInstructions: o.SkipOsInstructions, AdditionalInstructions: o.AdditionalInstructions,
+		ClientCapabilities: sess.clientCapabilities(),
 	}, sess.runnerHeader(r))
 	return events.TierNew, "", created, err
 }

@@ -180,6 +180,8 @@ func (sess *session) applyIO(ctx context.Context, r *route, rec *eventlog.Record
 		}
 	case *events.AdapterPermissionRequest:
 		sess.onPermissionRequest(ctx, at, r, v)
+	case *events.AdapterInputRequest:
+		sess.onInputRequest(ctx, at, r, v)
 	case *events.AdapterPromptResult:
 		sess.onPromptResult(ctx, at, r, v)
 	case *events.AcpAgentStderrEvent:

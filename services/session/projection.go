@@ -107,6 +107,9 @@ func (sess *session) projection() events.SessionMeta {
 		for _, p := range sess.turn.perms {
 			state.Requests = append(state.Requests, events.PendingPermission{RequestID: p.id, Request: p.request})
 		}
+		for _, in := range sess.turn.inputs {
+			state.Inputs = append(state.Inputs, events.PendingInput{RequestID: in.id, Request: in.request})
+		}
 	}
 	if sess.failure != nil && sess.turn == nil {
 		state.Error = &events.StateError{Code: sess.failure.Code, Message: sess.failure.Message}
@@ -144,11 +147,11 @@ func (sess *session) projection() events.SessionMeta {
 }
 
 // status is the session state derived from the log: waiting while a turn
-// waits for permission answers, running while a turn is open, failed after
+// waits for permission or input answers, running while a turn is open, failed after
 // a failed turn, idle otherwise.
 func (sess *session) status() events.SessionStatus {
 	switch {
-	case sess.turn != nil && len(sess.turn.perms) > 0:
+	case sess.turn != nil && (len(sess.turn.perms) > 0 || len(sess.turn.inputs) > 0):
 		return events.StatusWaiting
 	case sess.turn != nil:
 		return events.StatusRunning

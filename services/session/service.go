@@ -154,6 +154,7 @@ func (s *Service) Run(ctx context.Context) error {
 		events.OpRenameSession:          s.handleRename,
 
 		events.OpRespondPermission: s.handleRespond,
+		events.OpRespondInput:      s.handleRespondInput,
 	}
 	for op, h := range handlers {
 		// Requests to the API reach any replica (a queue group), which

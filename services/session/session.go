@@ -269,6 +269,10 @@ func (sess *session) reconcile(ctx context.Context, last *eventlog.Record) error
 			}})
 		}
 	}
+	inputs := sess.openInputs(recs)
+	for _, in := range inputs {
+		entries = append(entries, terminalInput(in.id, reason))
+	}
 	entry := eventlog.Entry{Kind: events.LogControl, Value: finish}
 	if finish.IdempotencyKey != nil {
 		entry.Subject = events.KeySubject(sess.ns, sess.sid, *finish.IdempotencyKey)
@@ -287,6 +291,9 @@ func (sess *session) reconcile(ctx context.Context, last *eventlog.Record) error
 		if pending[id] {
 			sess.resolve(id, reason)
 		}
+	}
+	for _, in := range inputs {
+		sess.resolve(in.id, reason)
 	}
 	sess.failure = events.ErrDeliveryUncertain.Response()
 	return nil

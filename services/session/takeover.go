@@ -86,6 +86,8 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 			t.perms = append(t.perms, p)
 		}
 	}
+	// Input requests are rebuilt the same way: the runner answers them.
+	t.inputs = sess.openInputs(recs)
 
 	resume := "an old log's"
 	if point, ok := parseResumePoint(stamp.Header.Get(events.HeaderIOResume)); ok {

@@ -41,6 +41,7 @@ type turn struct {
 	lastMessageSeq uint64
 	outputBytes    int64 // every update of the turn, for MaxTurnOutputBytes
 	perms          []*permission
+	inputs         []*input // pending input requests (inputs.go)
 }
 
 // accepted is the prompt's answer for t.
@@ -381,6 +382,7 @@ func (sess *session) endTurnWith(ctx context.Context, at ioPos, outcome, stopRea
 		reason = events.ReasonAdapterExited
 	}
 	sess.terminatePermissions(ctx, ioPos{}, reason)
+	sess.terminateInputs(ctx, ioPos{}, reason)
 	rec := &events.TurnFinished{TurnID: t.id, Outcome: outcome, StopReason: stopReason, IdempotencyKey: t.key, ContentHash: t.hash}
 	entry := eventlog.Entry{Kind: events.LogControl, Value: rec}
 	if t.key != nil {

@@ -36,6 +36,10 @@ func (s *Service) normalizeOpen(req *events.AcpOpenSessionRequest, ns events.Nam
 	if req.PermissionPolicy != nil {
 		o.PermissionPolicy = *req.PermissionPolicy
 	}
+	if req.InputPolicy != nil && *req.InputPolicy == events.InputPolicyDecline {
+		// The default (ask) is recorded as nothing, as before inputPolicy.
+		o.InputPolicy = events.InputPolicyDecline
+	}
 	return o
 }
 

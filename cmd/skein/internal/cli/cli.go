@@ -1,5 +1,5 @@
 // Package cli implements the client commands of the skein binary: open,
-// prompt, cancel, unload, delete, rename, respond, history, events, watch,
+// prompt, cancel, unload, delete, rename, respond, answer, history, events, watch,
 // agents, list, config and info. They talk to a gateway over its HTTP API (services/gateway),
 // never to NATS, so they work against any deployment.
 //
@@ -53,7 +53,7 @@ const DefaultAgent = "demo"
 const defaultSession = "main"
 
 // Commands returns the client commands: open, prompt, cancel, unload,
-// delete, rename, respond, history, events, watch, agents, list, config (and
+// delete, rename, respond, answer, history, events, watch, agents, list, config (and
 // config set) and info.
 // getenv supplies SKEIN_URL; stdout gets the commands' output and stderr
 // their diagnostics (a turn's stop reason). Standard input is the
@@ -61,7 +61,7 @@ const defaultSession = "main"
 // gateway refused it.
 func Commands(getenv func(string) string, stdout, stderr io.Writer) []*cobra.Command {
 	a := &app{getenv: getenv, stdout: stdout, stderr: stderr}
-	return []*cobra.Command{a.openCommand(), a.promptCommand(), a.cancelCommand(), a.unloadCommand(), a.deleteCommand(), a.renameCommand(), a.respondCommand(), a.historyCommand(), a.eventsCommand(), a.watchCommand(), a.agentsCommand(), a.listCommand(), a.configCommand(), a.infoCommand()}
+	return []*cobra.Command{a.openCommand(), a.promptCommand(), a.cancelCommand(), a.unloadCommand(), a.deleteCommand(), a.renameCommand(), a.respondCommand(), a.answerCommand(), a.historyCommand(), a.eventsCommand(), a.watchCommand(), a.agentsCommand(), a.listCommand(), a.configCommand(), a.infoCommand()}
 }
 
 // app holds what every command shares.
@@ -142,6 +142,7 @@ func (a *app) openCommand() *cobra.Command {
 		agent  string
 		cwd    string
 		policy string
+		inputs string
 	)
 	cmd := &cobra.Command{
 		Use:   "open",
@@ -161,6 +162,9 @@ fails with session_conflict.`,
 			if cmd.Flags().Changed("permission-policy") {
 				req.PermissionPolicy = &policy
 			}
+			if cmd.Flags().Changed("input-policy") {
+				req.InputPolicy = &inputs
+			}
 			if err := cl.open(cmd.Context(), c.session, req); err != nil {
 				return fmt.Errorf("open %s: %w", c.session, err)
 			}
@@ -172,6 +176,7 @@ fails with session_conflict.`,
 	cmd.Flags().StringVar(&agent, "agent", DefaultAgent, "agent ID")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the agent (default: the agent's home)")
 	cmd.Flags().StringVar(&policy, "permission-policy", "", "allow_all (default), reject_all or ask")
+	cmd.Flags().StringVar(&inputs, "input-policy", "", "ask (default: a person answers the agent's input requests) or decline")
 	return cmd
 }
 

@@ -128,6 +128,7 @@ type openRequest struct {
 	Agent            string  `json:"agent"`
 	Cwd              *string `json:"cwd,omitempty"`
 	PermissionPolicy *string `json:"permissionPolicy,omitempty"`
+	InputPolicy      *string `json:"inputPolicy,omitempty"`
 }
 
 func (c *client) open(ctx context.Context, sid string, req openRequest) error {

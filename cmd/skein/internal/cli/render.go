@@ -34,6 +34,9 @@ type event struct {
 	Options json.RawMessage `json:"options"`
 	Reason  json.RawMessage `json:"reason"`
 	Outcome json.RawMessage `json:"outcome"`
+	// Fields of the input events (answer.go), raw for the same reason.
+	Message json.RawMessage `json:"message"`
+	Action  json.RawMessage `json:"action"`
 }
 
 // permissionOption is one choice of a permission request.
@@ -233,6 +236,8 @@ func (p *printer) render(e *event) {
 			detail = " (" + detail + ")"
 		}
 		p.line(fmt.Sprintf("[permission] request %s: %s%s", e.RequestID, e.Status, detail))
+	case events.PublicTypeInputRequest, events.PublicTypeInputResponse:
+		p.input(e)
 	}
 	// user_message_chunk (the prompt itself), thoughts and the rest
 	// (available commands, modes, ...) are not part of the reply.
@@ -273,6 +278,10 @@ func oneLine(e *event) string {
 		}
 	case events.PublicTypePermissionResponse:
 		summary = e.RequestID + " " + e.Status
+	case events.PublicTypeInputRequest:
+		summary = e.RequestID + " " + strconv.Quote(rawString(e.Message))
+	case events.PublicTypeInputResponse:
+		summary = strings.TrimSpace(e.RequestID + " " + e.Status + " " + rawString(e.Action))
 	}
 	return strings.TrimSpace(fmt.Sprintf("%d %s %s %s", e.Sequence, e.Timestamp, e.Type, summary))
 }
