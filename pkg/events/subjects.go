@@ -179,6 +179,8 @@ const (
 	OpRespondPermission Op = "respond_permission"
 	// OpRenameSession: RenameSessionRequest → RenameSessionResponse (title.go).
 	OpRenameSession Op = "rename_session"
+	// OpGetSessionCommands: GetSessionCommandsRequest → SessionCommandsResponse (offers.go).
+	OpGetSessionCommands Op = "get_session_commands"
 )
 
 // APIServiceSession and friends name the nats micro services, as shown by
