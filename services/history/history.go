@@ -392,6 +392,7 @@ func (s *Service) sessionInfo(ctx context.Context, ns events.Namespace, sid even
 	if info.State, err = s.currentState(ctx, ns, sid, meta, last); err != nil {
 		return nil, err
 	}
+	info.LastTurnTiming = lastTurnTiming(meta, last)
 	return &events.AcpGetDurableSessionResponse{Session: info}, nil
 }
 
