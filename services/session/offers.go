@@ -3,11 +3,13 @@ package session
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 )
 
 // What the agent offers (its commands) and what it costs (its usage), and
@@ -182,4 +184,53 @@ func (t *turn) finishTiming() *events.TurnTiming {
 	timing := t.timing
 	timing.FinishedMs = sinceMs(t.acceptedAt)
 	return &timing
+}
+
+// maxOfferSearch bounds the public events read back to rebuild the caches
+// of a session whose projection was lost: an agent announces its commands
+// when a session starts and reports usage every turn or so, so the newest
+// of each is recent, and a rebuild must not read a long history.
+const maxOfferSearch = 1000
+
+// recoverOffers rebuilds the caches of a session whose projection was lost
+// from its log: the commands and the usage from the newest
+// available_commands_update and usage_update among its last
+// maxOfferSearch public events, and the last turn's timing from the
+// newest timed TurnFinished among ctl, its newest control records
+// (oldest first). What is not found there stays unknown until the agent
+// or the next turn says it again.
+func (sess *session) recoverOffers(ctx context.Context, ctl []*eventlog.Record) error {
+	for _, r := range slices.Backward(ctl) {
+		if f, err := events.Decode[events.TurnFinished](r.Data); err == nil && f.Timing != nil {
+			sess.meta.Info.LastTurnTiming = f.Timing
+			break
+		}
+	}
+	recs, err := eventlog.Backward(ctx, sess.svc.js, events.StreamLog, events.LogSubject(sess.ns, sess.sid, events.LogEvents),
+		sess.w.Position().LastSeq+1, maxOfferSearch)
+	if err != nil {
+		return events.Errorf(events.CodeUnavailable, "read the session's events: %v", err)
+	}
+	var commands, usage bool
+	for _, r := range slices.Backward(recs) {
+		if commands && usage {
+			break
+		}
+		u, err := events.Decode[events.AcpDurableSessionUpdate](r.Data)
+		if err != nil {
+			continue
+		}
+		kind, _, _ := acp.Member(u.Update, "sessionUpdate")
+		switch k, _ := acp.StringValue(kind); {
+		case k == acp.UpdateAvailableCommands && !commands:
+			if c, ok := parseCommands(u.Update); ok && len(c) <= events.MaxCommandsBytes {
+				sess.meta.AvailableCommands, commands = c, true
+			}
+		case k == acp.UpdateUsage && !usage:
+			if v, ok := parseUsage(u.Update); ok {
+				sess.meta.Info.Usage, usage = v, true
+			}
+		}
+	}
+	return nil
 }

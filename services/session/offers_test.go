@@ -142,3 +142,41 @@ say done`)
 		t.Errorf("reading the caches moved the log from %d to %d (%v): something was started", before, after, err)
 	}
 }
+
+// A lost projection is rebuilt from the log with its caches: the newest
+// commands and usage the agent announced, and the last turn's timing.
+func TestOffersRebuiltFromTheLog(t *testing.T) {
+	h := startRig(t, session.Config{})
+	const sid = "o2"
+	if err := h.open(t, sid, events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	h.mustPrompt(t, sid, "commands old\ncost 1 2 3 USD")
+	h.mustPrompt(t, sid, "commands review=Review the code\nusage 30 40\nsay hi")
+	before, commands := h.getSession(t, sid), h.commands(t, sid)
+	if before.Usage == nil || before.LastTurnTiming == nil {
+		t.Fatalf("before the loss: usage %+v, timing %s", before.Usage, timingString(before.LastTurnTiming))
+	}
+
+	h.stopSvc()
+	kv, err := h.js.KeyValue(t.Context(), events.BucketSessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(t.Context(), events.SessionKey("default", sid)); err != nil {
+		t.Fatal(err)
+	}
+	h.startSession()
+	h.unload(t, sid) // loads the session, rebuilding it, and projects it
+
+	after := h.getSession(t, sid)
+	if diff := cmp.Diff(before.Usage, after.Usage); diff != "" {
+		t.Errorf("rebuilt usage (-before +after):\n%s", diff)
+	}
+	if !cmp.Equal(before.LastTurnTiming, after.LastTurnTiming) {
+		t.Errorf("rebuilt timing %s, want %s", timingString(after.LastTurnTiming), timingString(before.LastTurnTiming))
+	}
+	if got := h.commands(t, sid); got != commands || got != `[{"name":"review","description":"Review the code","input":null}]` {
+		t.Errorf("rebuilt commands = %s, want %s", got, commands)
+	}
+}
