@@ -111,12 +111,12 @@ func TestOffersCachedAndTurnsTimed(t *testing.T) {
 	// Commands that are not objects with a string name and description are
 	// left out, the others kept byte for byte; a usage_update without
 	// integer used and size changes nothing, and a malformed cost is none.
-	h.mustPrompt(t, sid, `update {"sessionUpdate":"available_commands_update","availableCommands":[{"name":"ok","description":"d", "_meta":{"x":[1]}},{"name":1,"description":"n"},"x",{"description":"no name"}]}
+	h.mustPrompt(t, sid, `update {"sessionUpdate":"available_commands_update","availableCommands":[{"name":"ok","description":"d","_meta":{"x":[1]}},{"name":1,"description":"n"},"x",{"description":"no name"}]}
 update {"sessionUpdate":"usage_update","used":-1,"size":3}
 update {"sessionUpdate":"usage_update","used":1.5,"size":3}
 update {"sessionUpdate":"usage_update","used":7,"size":8,"cost":{"amount":"1","currency":"USD"}}
 say done`)
-	if got, want := h.commands(t, sid), `[{"name":"ok","description":"d", "_meta":{"x":[1]}}]`; got != want {
+	if got, want := h.commands(t, sid), `[{"name":"ok","description":"d","_meta":{"x":[1]}}]`; got != want {
 		t.Errorf("commands = %s, want %s", got, want)
 	}
 	if diff := cmp.Diff(&events.SessionUsage{Used: 7, Size: 8}, h.getSession(t, sid).Usage); diff != "" {
@@ -130,7 +130,7 @@ say done`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := h.commands(t, sid), `[{"name":"ok","description":"d", "_meta":{"x":[1]}}]`; got != want {
+	if got, want := h.commands(t, sid), `[{"name":"ok","description":"d","_meta":{"x":[1]}}]`; got != want {
 		t.Errorf("commands of the unloaded session = %s, want %s", got, want)
 	}
 	info = h.getSession(t, sid)
@@ -167,7 +167,10 @@ func TestOffersRebuiltFromTheLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.startSession()
-	h.unload(t, sid) // loads the session, rebuilding it, and projects it
+	// A rename loads the session, rebuilding it, and projects it.
+	if _, err := h.rename(t.Context(), sid, "rebuilt"); err != nil {
+		t.Fatal(err)
+	}
 
 	after := h.getSession(t, sid)
 	if diff := cmp.Diff(before.Usage, after.Usage); diff != "" {
