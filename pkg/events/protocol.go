@@ -203,6 +203,11 @@ type AcpDurableSessionInfo struct {
 	Metadata              JSON    `msgpack:"metadata,omitempty"`
 	CreatedAt             string  `msgpack:"createdAt"`
 	UpdatedAt             string  `msgpack:"updatedAt"`
+	// Usage and LastTurnTiming are Skein additions, not in the schema
+	// (offers.go): the agent's last usage_update, and the last turn's
+	// timing as the session service measured it; nil when none is known.
+	Usage          *SessionUsage `msgpack:"usage,omitempty"`
+	LastTurnTiming *TurnTiming   `msgpack:"lastTurnTiming,omitempty"`
 }
 
 type AcpOpenSessionResponse struct {

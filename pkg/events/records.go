@@ -89,6 +89,9 @@ type TurnFinished struct {
 	// (eventlog.PromptResult). 0 in finishes recorded before it existed.
 	MessageSeq uint64            `msgpack:"messageSeq,omitempty"`
 	Error      *AcpErrorResponse `msgpack:"error,omitempty"`
+	// Timing is the turn's timing as the owner that accepted it measured
+	// it (offers.go); nil for a turn it did not accept.
+	Timing *TurnTiming `msgpack:"timing,omitempty"`
 }
 
 // ConfigChanged records the session's complete configuration options after
@@ -177,6 +180,9 @@ type SessionMeta struct {
 	// recently used idle ones to evict (services/session/ledger.go).
 	Hosted    bool   `msgpack:"hosted,omitempty"`
 	Principal string `msgpack:"principal,omitempty"`
+	// AvailableCommands is the agent's last available_commands_update's
+	// list, which OpGetSessionCommands serves (offers.go).
+	AvailableCommands JSON `msgpack:"availableCommands,omitempty"`
 }
 
 // RestoreRequest asks RunnerRestore to bring an ACP session back: the

@@ -61,9 +61,11 @@ var aliasTypes = map[string]reflect.Type{
 // with the reason. Every extra field must be optional (omitempty), so that
 // a payload from a writer that knows only the schema decodes the same.
 var extraFields = map[string]string{
-	"AcpDurableHistoryEntry.eventNo":    "Skein extension: the contiguous per-session event number (HeaderEventNo), so readers tell pruned history from stream-sequence gaps",
-	"AcpDurableSessionEvent.eventNo":    "Skein extension: same as AcpDurableHistoryEntry.eventNo, on live delivery",
-	"AcpOpenSessionRequest.inputPolicy": "Skein extension: who answers the session's input requests (ACP elicitation), input.go",
+	"AcpDurableHistoryEntry.eventNo":       "Skein extension: the contiguous per-session event number (HeaderEventNo), so readers tell pruned history from stream-sequence gaps",
+	"AcpDurableSessionEvent.eventNo":       "Skein extension: same as AcpDurableHistoryEntry.eventNo, on live delivery",
+	"AcpDurableSessionInfo.usage":          "Skein extension: the agent's last usage_update, cached (offers.go)",
+	"AcpDurableSessionInfo.lastTurnTiming": "Skein extension: the last turn's timing, measured by the session service (offers.go)",
+	"AcpOpenSessionRequest.inputPolicy":    "Skein extension: who answers the session's input requests (ACP elicitation), input.go",
 }
 
 // extraMembers allows Go variants to join a union of the schema, keyed

@@ -181,6 +181,8 @@ const (
 	OpRenameSession Op = "rename_session"
 	// OpRespondInput: RespondInputRequest → RespondInputResponse (input.go).
 	OpRespondInput Op = "respond_input"
+	// OpGetSessionCommands: GetSessionCommandsRequest → SessionCommandsResponse (offers.go).
+	OpGetSessionCommands Op = "get_session_commands"
 )
 
 // APIServiceSession and friends name the nats micro services, as shown by

@@ -31,6 +31,7 @@
 //	                                     {"value": string | boolean} → {"revision", "options":[...]}, the whole new collection
 //	GET  /v1/sessions/{id}/capabilities  {"capabilities": ... | null}, no adapter started
 //	GET  /v1/sessions/{id}/agent-info    {"agentInfo": ... | null}, no adapter started
+//	GET  /v1/sessions/{id}/commands      {"commands": [...]}: the agent's last announced commands, no adapter started
 //	GET  /v1/agents                      {"agents":[{"id","installed","adapterEntrypoint"}...]}, sorted by ID
 //	GET  /healthz, /readyz
 //
@@ -275,6 +276,7 @@ var routeTable = []route{
 	{http.MethodPut, "/v1/sessions/{id}/config/{configId}", (*Gateway).handleSetConfig},
 	{http.MethodGet, "/v1/sessions/{id}/capabilities", (*Gateway).handleCapabilities},
 	{http.MethodGet, "/v1/sessions/{id}/agent-info", (*Gateway).handleAgentInfo},
+	{http.MethodGet, "/v1/sessions/{id}/commands", (*Gateway).handleCommands},
 	{http.MethodGet, "/v1/agents", (*Gateway).handleListAgents},
 	{http.MethodGet, "/healthz", (*Gateway).handleHealthz},
 	{http.MethodGet, "/readyz", (*Gateway).handleReadyz},

@@ -408,6 +408,8 @@ type sessionJSON struct {
 	Metadata              events.JSON `json:"metadata,omitempty"`
 	CreatedAt             string      `json:"createdAt"`
 	UpdatedAt             string      `json:"updatedAt"`
+	Usage                 *usageJSON  `json:"usage,omitempty"`          // offers.go
+	LastTurnTiming        *timingJSON `json:"lastTurnTiming,omitempty"` // offers.go
 }
 
 // renderSession returns the JSON of a session. A JsonUtf8 field that is not
@@ -424,6 +426,7 @@ func writeSession(w http.ResponseWriter, s *events.AcpDurableSessionInfo) error 
 }
 
 func renderSession(s *events.AcpDurableSessionInfo) ([]byte, error) {
+	usage, timing := offersJSON(s)
 	b, err := json.Marshal(sessionJSON{
 		SessionID:             s.SessionID,
 		Agent:                 s.Agent,
@@ -435,6 +438,8 @@ func renderSession(s *events.AcpDurableSessionInfo) ([]byte, error) {
 		Metadata:              s.Metadata,
 		CreatedAt:             s.CreatedAt,
 		UpdatedAt:             s.UpdatedAt,
+		Usage:                 usage,
+		LastTurnTiming:        timing,
 	})
 	if err != nil {
 		return nil, events.Errorf(events.CodeInternal, "render session %s: %v", s.SessionID, err)

@@ -185,6 +185,11 @@ func (s *Service) Run(ctx context.Context) error {
 				return &events.AcpSessionAgentInfoResponse{AgentInfo: m.AgentInfo}
 			})
 		},
+		events.OpGetSessionCommands: func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+			return cached[events.GetSessionCommandsRequest](ctx, s, ns, data, func(m *events.SessionMeta) events.Variant {
+				return m.CommandsResponse()
+			})
+		},
 	}
 	for op, h := range endpoints {
 		if err := eps.Add(events.Endpoint{Name: string(op), Subject: events.APIWildcard(op), Handler: h}); err != nil {
@@ -387,6 +392,7 @@ func (s *Service) sessionInfo(ctx context.Context, ns events.Namespace, sid even
 	if info.State, err = s.currentState(ctx, ns, sid, meta, last); err != nil {
 		return nil, err
 	}
+	info.LastTurnTiming = lastTurnTiming(meta, last)
 	return &events.AcpGetDurableSessionResponse{Session: info}, nil
 }
 
@@ -542,7 +548,7 @@ func onSession[T any, PT interface {
 
 // cached answers a cached getter from the session's ACP_SESSIONS
 // projection: what the adapter last reported (configuration options and
-// their revision, capabilities, agent info). It never starts, restores or
+// their revision, capabilities, agent info, available commands). It never starts, restores or
 // asks an adapter.
 func cached[T any, PT interface {
 	*T

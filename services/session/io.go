@@ -272,6 +272,7 @@ func (sess *session) onUpdate(ctx context.Context, at ioPos, r *route, u routed,
 		if t := sess.turn; t != nil && !t.replied && upd.Kind == acp.UpdateAgentMessageChunk && hasText(upd.Raw) {
 			t.replied = true
 			sess.svc.m.firstReplySeconds.Observe(time.Since(t.acceptedAt).Seconds())
+			t.firstReply()
 		}
 		if sess.buf.bytes > cfg.MaxMessageBytes {
 			sess.buf.reset()
@@ -312,6 +313,8 @@ func (sess *session) onUpdate(ctx context.Context, at ioPos, r *route, u routed,
 			sess.onConfigUpdate(ctx, at, upd.Kind, upd.Raw)
 		case acp.UpdateSessionInfo:
 			sess.onSessionInfo(ctx, at, upd.Raw)
+		case acp.UpdateAvailableCommands, acp.UpdateUsage:
+			sess.onOfferUpdate(ctx, upd.Kind, upd.Raw)
 		}
 	}
 }

@@ -143,6 +143,9 @@ func (sess *session) projection() events.SessionMeta {
 	if sess.title != "" {
 		m.Info.Title = new(sess.title)
 	}
+	// The cached usage and last turn's timing are kept in sess.meta's
+	// info (offers.go), as the projection last read or written had them.
+	m.Info.Usage, m.Info.LastTurnTiming = sess.meta.Info.Usage, sess.meta.Info.LastTurnTiming
 	return m
 }
 

@@ -61,7 +61,8 @@ func (sess *session) continuationPreamble(ctx context.Context) (string, error) {
 // loadMeta reads the session's ACP_SESSIONS projection, which carries what
 // a restore needs (the agent's private session ID) and the cached agent
 // data. A missing projection is rebuilt from the log's newest
-// AdapterAttached.
+// AdapterAttached, and its caches of the agent's announcements from the
+// log's newest updates (recoverOffers).
 func (sess *session) loadMeta(ctx context.Context) error {
 	e, err := sess.svc.meta.Get(ctx, events.SessionKey(sess.ns, sess.sid))
 	switch {
@@ -86,10 +87,10 @@ func (sess *session) loadMeta(ctx context.Context) error {
 			sess.meta.AgentCapabilities = a.AgentCapabilities
 			sess.meta.AgentInfo = a.AgentInfo
 			sess.meta.ConfigOptions = a.ConfigOptions
-			return nil
+			break
 		}
 	}
-	return nil
+	return sess.recoverOffers(ctx, recs)
 }
 
 // reapplyConfig gives a restored adapter r the config values the session

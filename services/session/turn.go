@@ -30,7 +30,8 @@ type turn struct {
 	// acceptedAt is when this replica accepted the turn, for the turn
 	// timings; zero for a turn taken over from another owner.
 	acceptedAt time.Time
-	replied    bool // the first non-empty agent text was seen (or timing is off)
+	replied    bool              // the first non-empty agent text was seen (or timing is off)
+	timing     events.TurnTiming // what of its timing was observed so far (offers.go)
 
 	// lastMessage is the last completed agent message, for the result;
 	// lastMessageRec the record it is queued as (until it is stored) and
@@ -210,6 +211,7 @@ func (sess *session) dispatch(ctx context.Context, t *turn, content events.JSON)
 	}
 	if err == nil {
 		sess.svc.m.dispatchSeconds.Observe(time.Since(t.acceptedAt).Seconds())
+		t.dispatched()
 		return
 	}
 	e := events.AsError(err)
@@ -384,6 +386,7 @@ func (sess *session) endTurnWith(ctx context.Context, at ioPos, outcome, stopRea
 	sess.terminatePermissions(ctx, ioPos{}, reason)
 	sess.terminateInputs(ctx, ioPos{}, reason)
 	rec := &events.TurnFinished{TurnID: t.id, Outcome: outcome, StopReason: stopReason, IdempotencyKey: t.key, ContentHash: t.hash}
+	rec.Timing = t.finishTiming()
 	entry := eventlog.Entry{Kind: events.LogControl, Value: rec}
 	if t.key != nil {
 		entry.Subject = events.KeySubject(sess.ns, sess.sid, *t.key)
@@ -413,6 +416,9 @@ func (sess *session) endTurnWith(ctx context.Context, at ioPos, outcome, stopRea
 	}
 	sess.turn = nil
 	sess.last = &finishedTurn{id: t.id, outcome: outcome, at: time.Now()}
+	if rec.Timing != nil {
+		sess.meta.Info.LastTurnTiming = rec.Timing
+	}
 	sess.svc.m.turnsFinished.WithLabelValues(outcome).Inc()
 	sess.svc.m.prompts.WithLabelValues(outcome, stopReasonLabel(stopReason)).Inc()
 	if !t.acceptedAt.IsZero() {

@@ -15,12 +15,13 @@ import (
 // listedSession is one session of GET /v1/sessions, as the list shows it;
 // raw is the object as the gateway sent it (for --json).
 type listedSession struct {
-	SessionID      string       `json:"sessionId"`
-	Agent          string       `json:"agent"`
-	LatestSequence uint64       `json:"latestSequence"`
-	Title          *string      `json:"title"`
-	UpdatedAt      string       `json:"updatedAt"`
-	State          sessionState `json:"state"`
+	SessionID      string        `json:"sessionId"`
+	Agent          string        `json:"agent"`
+	LatestSequence uint64        `json:"latestSequence"`
+	Title          *string       `json:"title"`
+	UpdatedAt      string        `json:"updatedAt"`
+	State          sessionState  `json:"state"`
+	Usage          *sessionUsage `json:"usage"` // usage.go
 	raw            json.RawMessage
 }
 
@@ -97,7 +98,10 @@ func (a *app) listCommand() *cobra.Command {
 		Long: `List your sessions, the most recently updated first, one a line of
 tab-separated fields: the session ID, its status (idle, running, waiting,
 failed), what needs you ("2 permission requests", "failed: <code>", or "-"),
-when it was last updated, and its title. No adapter starts.
+when it was last updated, its usage as the agent last reported it (tokens in
+its context/context window, then the session's cost when the agent gives
+one, as "1200/200000 0.42 USD"; "-" when none), and its title. No adapter
+starts.
 
 A page holds --limit sessions (the gateway's default is 50). When there are
 more, the command says on stderr how to ask for the next page (--cursor);
@@ -138,7 +142,7 @@ the gateway's JSON object on a line.`,
 }
 
 // printSession prints one session: as a JSON line, or as the tab-separated
-// fields ID, STATUS, ATTENTION, UPDATED and TITLE.
+// fields ID, STATUS, ATTENTION, UPDATED, USAGE and TITLE.
 func (a *app) printSession(s *listedSession, asJSON bool) error {
 	if asJSON {
 		_, err := a.stdout.Write(append(append([]byte(nil), s.raw...), '\n'))
@@ -156,6 +160,6 @@ func (a *app) printSession(s *listedSession, asJSON bool) error {
 	if s.Title != nil {
 		title = strings.Join(strings.Fields(*s.Title), " ")
 	}
-	_, err := fmt.Fprintf(a.stdout, "%s\t%s\t%s\t%s\t%s\n", s.SessionID, s.State.Status, attention, s.UpdatedAt, title)
+	_, err := fmt.Fprintf(a.stdout, "%s\t%s\t%s\t%s\t%s\t%s\n", s.SessionID, s.State.Status, attention, s.UpdatedAt, usageField(s.Usage), title)
 	return err
 }

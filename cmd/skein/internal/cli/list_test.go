@@ -22,8 +22,8 @@ func TestList(t *testing.T) {
 				continue
 			}
 			f := strings.Split(line, "\t")
-			if len(f) != 5 || f[1] != "idle" || f[2] != "-" || f[3] == "" {
-				t.Errorf("line %q, want ID, idle, -, updatedAt, title", line)
+			if len(f) != 6 || f[1] != "idle" || f[2] != "-" || f[3] == "" || f[4] != "-" {
+				t.Errorf("line %q, want ID, idle, -, updatedAt, -, title", line)
 			}
 			got = append(got, f[0])
 		}
