@@ -69,6 +69,8 @@ func routeRequest(rt gateway.Route, sid string) (path, body string) {
 		return path, `{"optionId":"allow"}`
 	case strings.Contains(rt.Path, "/config/"):
 		return path, `{"value":"fast"}`
+	case strings.HasSuffix(rt.Path, "/fork"):
+		return path, `{"sessionId":"forked"}`
 	}
 	return path, `{}`
 }
