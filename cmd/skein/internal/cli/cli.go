@@ -61,7 +61,8 @@ const defaultSession = "main"
 // gateway refused it.
 func Commands(getenv func(string) string, stdout, stderr io.Writer) []*cobra.Command {
 	a := &app{getenv: getenv, stdout: stdout, stderr: stderr}
-	return []*cobra.Command{a.openCommand(), a.promptCommand(), a.cancelCommand(), a.unloadCommand(), a.deleteCommand(), a.renameCommand(), a.respondCommand(), a.historyCommand(), a.eventsCommand(), a.watchCommand(), a.agentsCommand(), a.listCommand(), a.configCommand(), a.infoCommand()}
+	return []*cobra.Command{a.openCommand(), a.promptCommand(), a.cancelCommand(), a.unloadCommand(), a.deleteCommand(), a.renameCommand(), a.respondCommand(), a.historyCommand(), a.eventsCommand(), a.watchCommand(), a.agentsCommand(), a.listCommand(), a.configCommand(), a.infoCommand(),
+		a.discardCommand(), a.forkCommand(), a.dirsCommand()}
 }
 
 // app holds what every command shares.
