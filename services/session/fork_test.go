@@ -76,19 +76,19 @@ func TestFork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ctl) != 1 {
-		t.Fatalf("the fork's control records before its first prompt = %d, want only SessionForked", len(ctl))
+	if len(ctl) != 2 {
+		t.Fatalf("the fork's lifecycle records before its first prompt = %d, want SessionOpened and SessionForked", len(ctl))
 	}
-	f, ok := ctl[0].(*events.SessionForked)
-	if !ok || f.SourceSessionID != "src" || f.AtSequence != at {
-		t.Errorf("the fork's first control record = %#v, want SessionForked{src, %d}", ctl[0], at)
+	f, ok := ctl[1].(*events.SessionForked)
+	if _, opens := ctl[0].(*events.SessionOpened); !opens || !ok || f.SourceSessionID != "src" || f.AtSequence != at {
+		t.Errorf("the fork's first records = %#v, %#v; want SessionOpened, SessionForked{src, %d}", ctl[0], ctl[1], at)
 	}
 	recs, err := lifecycle(ctx, h.js, "branch")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if recs[0].Sequence != opened.Sequence+1 {
-		t.Errorf("SessionForked at %d, SessionOpened at %d: not one append", recs[0].Sequence, opened.Sequence)
+	if recs[0].Sequence != opened.Sequence || recs[1].Sequence != opened.Sequence+1 {
+		t.Errorf("SessionOpened at %d, SessionForked at %d: not one append", recs[0].Sequence, recs[1].Sequence)
 	}
 
 	// The test agent echoes what it was given: the preamble holds the

@@ -1,6 +1,6 @@
 // Package cli implements the client commands of the skein binary: open,
 // prompt, cancel, unload, delete, rename, respond, history, events, watch,
-// agents, list, config and info. They talk to a gateway over its HTTP API (services/gateway),
+// agents, list, config, info, discard, fork and dirs. They talk to a gateway over its HTTP API (services/gateway),
 // never to NATS, so they work against any deployment.
 //
 // The gateway is the --server flag, else the SKEIN_URL environment
@@ -54,7 +54,7 @@ const defaultSession = "main"
 
 // Commands returns the client commands: open, prompt, cancel, unload,
 // delete, rename, respond, history, events, watch, agents, list, config (and
-// config set) and info.
+// config set), info, discard, fork and dirs.
 // getenv supplies SKEIN_URL; stdout gets the commands' output and stderr
 // their diagnostics (a turn's stop reason). Standard input is the
 // command's (cobra's InOrStdin). Every command returns an *APIError when the
