@@ -56,6 +56,10 @@ func (r *ForkSessionRequest) Validate() (source, fork SessionID, err error) {
 	if source, err = OptionalSessionID(r.SessionID); err != nil {
 		return "", "", err
 	}
+	if r.NewSessionID == "" {
+		// ParseSessionID reads "" as main; a fork's new ID is never implied.
+		return "", "", Errorf(CodeInvalidSessionID, "newSessionId, the fork's session ID, is required")
+	}
 	if fork, err = ParseSessionID(r.NewSessionID); err != nil {
 		return "", "", err
 	}
