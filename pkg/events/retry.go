@@ -56,6 +56,8 @@ var retries = map[Code]Retry{
 	// in the log), the same prompt is accepted.
 	CodeSessionBusy:   RetrySameKey,
 	CodeCursorExpired: GiveUp, // read again from the oldest retained sequence, which the message names
+	// The session is in use: discarding it never will succeed; delete it.
+	CodeSessionNotEmpty: GiveUp,
 
 	// Turns and adapters: each is the outcome of a turn that was accepted
 	// and ended, except for a placement that found no runner, which

@@ -168,6 +168,13 @@ func (r *Runner) Run(ctx context.Context) error {
 			return fmt.Errorf("runner endpoint %s: %w", e.op, err)
 		}
 	}
+	// Listing folders is an op of the request API, for every namespace,
+	// answered by any one runner (directories.go).
+	if err := eps.Add(events.Endpoint{Name: string(events.OpListDirectories), Subject: events.APIWildcard(events.OpListDirectories),
+		Handler: r.handleListDirectories, Async: true}); err != nil {
+		stop()
+		return fmt.Errorf("runner endpoint %s: %w", events.OpListDirectories, err)
+	}
 	if err := r.heartbeat(ctx, kv); err != nil {
 		stop()
 		if ctx.Err() != nil {

@@ -71,6 +71,8 @@ func routeRequest(rt gateway.Route, sid string) (path, body string) {
 		return path, `{"action":"accept","content":{"name":"x"}}`
 	case strings.Contains(rt.Path, "/config/"):
 		return path, `{"value":"fast"}`
+	case strings.HasSuffix(rt.Path, "/fork"):
+		return path, `{"sessionId":"forked"}`
 	}
 	return path, `{}`
 }

@@ -277,7 +277,10 @@ var routeTable = []route{
 	{http.MethodGet, "/v1/sessions/{id}/capabilities", (*Gateway).handleCapabilities},
 	{http.MethodGet, "/v1/sessions/{id}/agent-info", (*Gateway).handleAgentInfo},
 	{http.MethodGet, "/v1/sessions/{id}/commands", (*Gateway).handleCommands},
+	{http.MethodPost, "/v1/sessions/{id}/discard", (*Gateway).handleDiscard},
+	{http.MethodPost, "/v1/sessions/{id}/fork", (*Gateway).handleFork},
 	{http.MethodGet, "/v1/agents", (*Gateway).handleListAgents},
+	{http.MethodGet, "/v1/directories", (*Gateway).handleDirectories},
 	{http.MethodGet, "/healthz", (*Gateway).handleHealthz},
 	{http.MethodGet, "/readyz", (*Gateway).handleReadyz},
 }

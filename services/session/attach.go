@@ -121,6 +121,7 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 		return runner, err
 	}
 	r.acpSessionID = created.SessionID
+	forkPreamble, tier, reason := sess.forkContinuation(ctx, tier, reason)
 	attached := &events.AdapterAttached{
 		RunnerID:          string(runner),
 		ProcessID:         r.processID,
@@ -158,6 +159,9 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 		if sess.preamble, err = sess.continuationPreamble(ctx); err != nil {
 			sess.lg.Warn("build the continuation preamble", events.LogKeyErr, err)
 		}
+	}
+	if forkPreamble != "" {
+		sess.preamble = forkPreamble // the source's history, not the fork's own (fork.go)
 	}
 	svc.m.attachSeconds.WithLabelValues(tier).Observe(time.Since(start).Seconds())
 	if tier != events.TierNew {

@@ -19,6 +19,12 @@ import (
 func (sess *session) delete(ctx context.Context) error {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
+	return sess.deleteLocked(ctx)
+}
+
+// deleteLocked is delete for a caller that holds sess.mu (discard, which
+// decides under it).
+func (sess *session) deleteLocked(ctx context.Context) error {
 	if err := sess.load(ctx); err != nil {
 		return err
 	}
@@ -74,6 +80,7 @@ func (sess *session) delete(ctx context.Context) error {
 	// Forget everything but where the log ends and how requests ended.
 	sess.opened, sess.meta, sess.metaRev, sess.failure, sess.last, sess.preamble = nil, events.SessionMeta{}, 0, nil, nil, ""
 	sess.title, sess.titleSource = "", ""
+	sess.forked = nil
 	sess.w = eventlog.NewWriter(js, sess.ns, sess.sid, eventlog.Position{LastSeq: tombstone}, sess.svc.token)
 	sess.lg.Info("session deleted")
 	return nil

@@ -28,8 +28,15 @@ const preambleEvents = 200
 // updates (permission events left out), newest first until
 // MaxPreambleBytes, then written oldest first.
 func (sess *session) continuationPreamble(ctx context.Context) (string, error) {
-	recs, err := eventlog.Backward(ctx, sess.svc.js, events.StreamLog, events.LogSubject(sess.ns, sess.sid, events.LogEvents),
-		sess.w.Position().LastSeq+1, preambleEvents)
+	return sess.preambleOf(ctx, sess.sid, sess.w.Position().LastSeq+1)
+}
+
+// preambleOf builds the continuation preamble from the session updates of
+// session sid (this session, or the source of a fork) before the log
+// sequence before.
+func (sess *session) preambleOf(ctx context.Context, sid events.SessionID, before uint64) (string, error) {
+	recs, err := eventlog.Backward(ctx, sess.svc.js, events.StreamLog, events.LogSubject(sess.ns, sid, events.LogEvents),
+		before, preambleEvents)
 	if err != nil {
 		return "", err
 	}

@@ -152,6 +152,8 @@ func (s *Service) Run(ctx context.Context) error {
 		events.OpDeleteSession:          s.handleDelete,
 		events.OpSetSessionConfigOption: s.handleSetConfig,
 		events.OpRenameSession:          s.handleRename,
+		events.OpDiscardSession:         s.handleDiscard,
+		events.OpForkSession:            s.handleFork,
 
 		events.OpRespondPermission: s.handleRespond,
 		events.OpRespondInput:      s.handleRespondInput,

@@ -50,6 +50,10 @@ type session struct {
 	title       string
 	titleSource string
 
+	// forked is the session's SessionForked record, nil unless it is a
+	// fork (fork.go).
+	forked *events.SessionForked
+
 	// resolved remembers, for recently resolved permission requests, what
 	// resolved them (bounded by maxResolved, oldest first out).
 	resolved      map[string]string
@@ -164,6 +168,9 @@ func (sess *session) rebuild(ctx context.Context) error {
 		sess.updatedAt = last.Time
 		if sess.opened != nil {
 			if err := sess.loadTitle(ctx, opened.Sequence); err != nil {
+				return err
+			}
+			if err := sess.loadForked(ctx, opened.Sequence); err != nil {
 				return err
 			}
 			if err := sess.loadMeta(ctx); err != nil {

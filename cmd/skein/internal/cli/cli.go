@@ -1,6 +1,6 @@
 // Package cli implements the client commands of the skein binary: open,
 // prompt, cancel, unload, delete, rename, respond, answer, history, events, watch,
-// agents, list, config and info. They talk to a gateway over its HTTP API (services/gateway),
+// agents, list, config, info, commands, discard, fork and dirs. They talk to a gateway over its HTTP API (services/gateway),
 // never to NATS, so they work against any deployment.
 //
 // The gateway is the --server flag, else the SKEIN_URL environment
@@ -54,14 +54,19 @@ const defaultSession = "main"
 
 // Commands returns the client commands: open, prompt, cancel, unload,
 // delete, rename, respond, answer, history, events, watch, agents, list, config (and
-// config set), info and commands.
+// config set), info, commands, discard, fork and dirs.
 // getenv supplies SKEIN_URL; stdout gets the commands' output and stderr
 // their diagnostics (a turn's stop reason). Standard input is the
 // command's (cobra's InOrStdin). Every command returns an *APIError when the
 // gateway refused it.
 func Commands(getenv func(string) string, stdout, stderr io.Writer) []*cobra.Command {
 	a := &app{getenv: getenv, stdout: stdout, stderr: stderr}
-	return []*cobra.Command{a.openCommand(), a.promptCommand(), a.cancelCommand(), a.unloadCommand(), a.deleteCommand(), a.renameCommand(), a.respondCommand(), a.answerCommand(), a.historyCommand(), a.eventsCommand(), a.watchCommand(), a.agentsCommand(), a.listCommand(), a.configCommand(), a.infoCommand(), a.commandsCommand()}
+	return []*cobra.Command{
+		a.openCommand(), a.promptCommand(), a.cancelCommand(), a.unloadCommand(), a.deleteCommand(),
+		a.renameCommand(), a.respondCommand(), a.answerCommand(), a.historyCommand(), a.eventsCommand(),
+		a.watchCommand(), a.agentsCommand(), a.listCommand(), a.configCommand(), a.infoCommand(),
+		a.commandsCommand(), a.discardCommand(), a.forkCommand(), a.dirsCommand(),
+	}
 }
 
 // app holds what every command shares.

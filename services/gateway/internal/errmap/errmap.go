@@ -50,6 +50,7 @@ var table = map[events.Code]Entry{
 	events.CodeSessionConflict: {Status: http.StatusConflict},
 	events.CodeSessionBusy:     {Status: http.StatusConflict},
 	events.CodeCursorExpired:   {Status: http.StatusGone},
+	events.CodeSessionNotEmpty: {Status: http.StatusConflict},
 
 	// Turns and adapters. The adapter is the upstream the gateway fronts,
 	// so its failures are 502; a policy the adapter cannot satisfy and an

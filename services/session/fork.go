@@ -1,0 +1,173 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
+)
+
+// Forking a session. A fork is a new session with its source's agent and
+// options and a log of its own: its first records, one atomic append, are
+// its SessionOpened and a SessionForked that names the source and the
+// source's log sequence the fork continues from. Nothing of the source's
+// history is copied, and the source is never written: the fork is served
+// by the owner of the new session, which only reads the source's log.
+//
+// The agent of a fork starts with a new ACP session (the source's agent
+// session is the source's), and its first prompt carries the bounded
+// continuation preamble of a fallback restore, built from the source's
+// session updates up to the fork's sequence. So the fork's first
+// AdapterAttached records the fallback tier, its reason naming the fork.
+// Until the fork holds a user message of its own, every attach arms that
+// preamble again: an agent that came and went before the first prompt
+// never had it.
+//
+// The source's history is read when the fork's first prompt is
+// dispatched, not copied when it is forked, so history the source loses
+// meanwhile (deleted, pruned) is history the preamble lacks. A fork of a
+// fork continues from its source's own log only.
+
+// handleFork serves OpForkSession: it checks the source and the sequence,
+// then creates the fork on the replica that owns the new session.
+func (s *Service) handleFork(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+	req, err := events.Decode[events.ForkSessionRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	src, fork, err := req.Validate()
+	if err != nil {
+		return nil, err
+	}
+	opened, at, err := s.forkPoint(ctx, ns, src, req.AtSequence)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.session(ns, fork).fork(ctx, opened, &events.SessionForked{SourceSessionID: string(src), AtSequence: at}); err != nil {
+		return nil, err
+	}
+	return &events.ForkSessionResponse{SessionID: string(fork), SourceSessionID: string(src), AtSequence: at}, nil
+}
+
+// forkPoint reads the source session src from its log and returns the
+// options it was opened with and the sequence to fork at: at, or the
+// source's newest record. A source that does not exist or was deleted is
+// session_not_found; a sequence before the source was opened or after its
+// newest record is invalid_cursor, and one before its oldest retained
+// event, when its history was pruned, cursor_expired.
+func (s *Service) forkPoint(ctx context.Context, ns events.Namespace, src events.SessionID, at *uint64) (*events.SessionOpened, uint64, error) {
+	notFound := events.Errorf(events.CodeSessionNotFound, "session %s does not exist", src)
+	last, err := eventlog.Last(ctx, s.js, events.StreamLog, events.LogFilter(ns, src))
+	if err != nil {
+		return nil, 0, events.Errorf(events.CodeUnavailable, "read log of %s: %v", src, err)
+	}
+	if last == nil || last.Header.Get(events.HeaderRecord) == events.RecordSessionDeleted {
+		return nil, 0, notFound
+	}
+	// findOpened reads the log only; this holder is not kept.
+	rec, err := newSession(s, ns, src).findOpened(ctx)
+	if err != nil {
+		return nil, 0, events.Errorf(events.CodeUnavailable, "read log of %s: %v", src, err)
+	}
+	if rec == nil {
+		return nil, 0, notFound
+	}
+	opened, err := events.Decode[events.SessionOpened](rec.Data)
+	if err != nil {
+		return nil, 0, events.Errorf(events.CodeUnavailable, "session %s: its opening record does not decode: %v", src, err)
+	}
+	if at == nil {
+		return opened, last.Sequence, nil
+	}
+	n := *at
+	if n < rec.Sequence || n > last.Sequence {
+		return nil, 0, events.Errorf(events.CodeInvalidCursor, "atSequence %d is not in session %s's log, %d to %d", n, src, rec.Sequence, last.Sequence)
+	}
+	oldest, err := eventlog.Forward(ctx, s.js, events.StreamLog, events.LogSubject(ns, src, events.LogEvents), 0, 1)
+	if err != nil {
+		return nil, 0, events.Errorf(events.CodeUnavailable, "read log of %s: %v", src, err)
+	}
+	if len(oldest) == 1 && eventlog.EventNo(oldest[0]) > 1 && n < oldest[0].Sequence {
+		return nil, 0, events.Errorf(events.CodeCursorExpired, "session %s's events up to %d are no longer retained; the oldest retained is %d", src, n, oldest[0].Sequence)
+	}
+	return opened, n, nil
+}
+
+// fork records the session as a fork: opened with the source's options o
+// and followed by f, in one append. The session must not exist yet: an
+// existing one is session_conflict, and nothing changes. No adapter starts
+// until the fork's first prompt.
+func (sess *session) fork(ctx context.Context, o *events.SessionOpened, f *events.SessionForked) error {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if err := sess.load(ctx); err != nil {
+		return err
+	}
+	if sess.opened != nil {
+		return events.Errorf(events.CodeSessionConflict, "session %s exists; a fork makes a new session", sess.sid)
+	}
+	if err := sess.svc.runners.unknownAgent(ctx, o.Agent); err != nil {
+		return err
+	}
+	if _, err := sess.append(ctx, ioPos{},
+		eventlog.Entry{Kind: events.LogControl, Value: o, Subject: events.OpenedSubject(sess.ns, sess.sid)},
+		eventlog.Entry{Kind: events.LogControl, Value: f},
+	); err != nil {
+		return err
+	}
+	sess.opened, sess.forked, sess.createdAt = o, f, time.Now()
+	sess.project(ctx)
+	sess.lg.Info("session forked", "source", f.SourceSessionID, events.LogKeySeq, f.AtSequence)
+	return nil
+}
+
+// loadForked reads the SessionForked that follows the session's opening
+// record (at sequence opened), in the same append, if there is one.
+func (sess *session) loadForked(ctx context.Context, opened uint64) error {
+	sess.forked = nil
+	recs, err := eventlog.Forward(ctx, sess.svc.js, events.StreamLog, events.LogSubject(sess.ns, sess.sid, events.LogControl), opened, 1)
+	if err != nil {
+		return events.Errorf(events.CodeUnavailable, "read log of %s: %v", sess.sid, err)
+	}
+	if len(recs) == 0 || recs[0].Sequence != opened+1 || recs[0].Header.Get(events.HeaderRecord) != events.RecordSessionForked {
+		return nil
+	}
+	f, err := events.Decode[events.SessionForked](recs[0].Data)
+	if err != nil {
+		return err
+	}
+	sess.forked = f
+	return nil
+}
+
+// forkContinuation returns, for a fork that holds no user message yet, the
+// preamble its next prompt brings the agent (the source's history up to
+// the fork's sequence), and the tier and reason to record for the attach
+// at hand: a new ACP session given that history is the fallback tier. For
+// any other session it returns "" and tier and reason unchanged. A
+// preamble that cannot be read is logged and left out: the fork still
+// works, without its history.
+func (sess *session) forkContinuation(ctx context.Context, tier, reason string) (string, string, string) {
+	f := sess.forked
+	if f == nil {
+		return "", tier, reason
+	}
+	used, err := sess.holdsUserMessage(ctx)
+	if err != nil {
+		sess.lg.Warn("read the fork's log", events.LogKeyErr, err)
+		return "", tier, reason
+	}
+	if used {
+		return "", tier, reason
+	}
+	preamble, err := sess.preambleOf(ctx, events.SessionID(f.SourceSessionID), f.AtSequence+1)
+	if err != nil {
+		sess.lg.Warn("build the fork's continuation preamble", events.LogKeyErr, err)
+	}
+	if tier == events.TierNew {
+		tier, reason = events.TierFallback, fmt.Sprintf("fork of %s at %d", f.SourceSessionID, f.AtSequence)
+	}
+	return preamble, tier, reason
+}
