@@ -32,6 +32,7 @@ const (
 	CodeSessionConflict Code = "session_conflict"  // reopening with different immutable options
 	CodeSessionBusy     Code = "session_busy"      // a prompt is already running
 	CodeCursorExpired   Code = "cursor_expired"    // the cursor is older than retained history
+	CodeFileNotFound    Code = "file_not_found"    // no such file or upload transfer in the session's working directory
 
 	// Turns and adapters.
 	CodePromptDeliveryUncertain     Code = "prompt_delivery_uncertain" // accepted, but no proof the adapter received it; never replayed
@@ -65,7 +66,7 @@ var Codes = []Code{
 	CodeInvalidPermissionOption, CodeMessageTooLarge, CodeTurnOutputTooLarge,
 	CodeWriteConflict, CodeUnavailable, CodeTimeout, CodeInternal,
 	CodeAgentNotInstalled, CodeUnauthenticated, CodeForbidden,
-	CodeRateLimited, CodeOutputLost,
+	CodeRateLimited, CodeOutputLost, CodeFileNotFound,
 }
 
 // Known reports whether c is in the registry.
