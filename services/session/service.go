@@ -154,6 +154,12 @@ func (s *Service) Run(ctx context.Context) error {
 		events.OpRenameSession:          s.handleRename,
 
 		events.OpRespondPermission: s.handleRespond,
+
+		events.OpFileBegin:  s.handleFileBegin,
+		events.OpFileWrite:  s.handleFileWrite,
+		events.OpFileCommit: s.handleFileCommit,
+		events.OpFileList:   s.handleFileList,
+		events.OpFileRead:   s.handleFileRead,
 	}
 	for op, h := range handlers {
 		// Requests to the API reach any replica (a queue group), which
