@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"skein.dev/internal/natstest"
@@ -56,5 +58,54 @@ func TestGoClientFiles(t *testing.T) {
 	if err != nil || !strings.Contains(string(res.Message), `\"type\":\"resource_link\"`) || !strings.Contains(string(res.Message), `/.skein-attachments/data.txt\"`) ||
 		!strings.Contains(string(res.Message), `\"size\":2400000`) {
 		t.Errorf("prompt = %s, %v; want the agent to report a file:// link to data.txt with its size", res.Message, err)
+	}
+}
+
+// Two uploads of one name through the whole stack, committed at once,
+// round after round: each lands under a name of its own, whole, and none
+// replaces another.
+func TestGoClientUploadRace(t *testing.T) {
+	ns := natstest.Run(t)
+	startStack(t, ns, t.TempDir())
+	cl, err := client.New(natstest.Connect(t, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if err := cl.Open(ctx, "r1", events.AcpOpenSessionRequest{Agent: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 10
+	names := map[string][]byte{}
+	for round := range rounds {
+		var files [2]*events.FileInfo
+		var errs [2]error
+		var contents [2][]byte
+		var wg sync.WaitGroup
+		for i := range 2 {
+			contents[i] = []byte(fmt.Sprintf("round %d, upload %d", round, i))
+			wg.Go(func() {
+				files[i], errs[i] = cl.Upload(ctx, "r1", "same.txt", int64(len(contents[i])), bytes.NewReader(contents[i]))
+			})
+		}
+		wg.Wait()
+		for i := range 2 {
+			if errs[i] != nil {
+				t.Fatalf("round %d, upload %d: %v", round, i, errs[i])
+			}
+			if _, taken := names[files[i].Name]; taken {
+				t.Fatalf("round %d, upload %d landed on %s, taken already", round, i, files[i].Name)
+			}
+			names[files[i].Name] = contents[i]
+		}
+	}
+	for name, want := range names {
+		var got bytes.Buffer
+		if _, err := cl.Download(ctx, "r1", events.AttachmentDir+"/"+name, &got); err != nil || !bytes.Equal(got.Bytes(), want) {
+			t.Errorf("%s = %q, %v; want %q", name, got.Bytes(), err, want)
+		}
+	}
+	if len(names) != 2*rounds {
+		t.Errorf("%d names, want %d", len(names), 2*rounds)
 	}
 }
