@@ -33,6 +33,9 @@ type turn struct {
 	msgID, thoughtID string
 
 	stampEnd bool // "stampend": the prompt response carries _meta.skein.sentAt
+
+	// blocks are the prompt's content blocks as the agent got them.
+	blocks []json.RawMessage
 }
 
 func (t *turn) cancel() { t.once.Do(func() { close(t.cancelled) }) }
@@ -122,7 +125,7 @@ func (a *agent) startPrompt(ctx context.Context, msg inMessage) {
 		a.respondErr(msg.ID, errInternal("session %s already has a prompt in progress", s.id))
 		return
 	}
-	t := &turn{a: a, sess: s, reqID: msg.ID, cancelled: make(chan struct{})}
+	t := &turn{a: a, sess: s, reqID: msg.ID, cancelled: make(chan struct{}), blocks: p.Prompt}
 	s.turn = t
 	a.prompts[idKey(msg.ID)] = t
 	// The user's message is recorded for session/load replay, not sent now:
@@ -396,6 +399,10 @@ func (t *turn) exec(ctx context.Context, o op) (*outcome, error) {
 		}
 		if ask, ok := asks[o.Kind]; ok { // elicit.go
 			return ask(t, ctx, o)
+		}
+		if report, ok := reports[o.Kind]; ok { // blocks.go
+			report(t)
+			return nil, nil
 		}
 		return nil, fmt.Errorf("line %d: unhandled command %q", o.Line, o.Kind)
 	}

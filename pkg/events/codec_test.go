@@ -465,6 +465,8 @@ func fill(t testing.TB, v reflect.Value, path string) {
 		v.SetUint(math.MaxUint64)
 	case reflect.Int32:
 		v.SetInt(math.MinInt32)
+	case reflect.Int64:
+		v.SetInt(math.MinInt64)
 	case reflect.Slice:
 		switch v.Type() {
 		case jsonType:

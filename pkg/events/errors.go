@@ -33,6 +33,7 @@ const (
 	CodeSessionBusy     Code = "session_busy"      // a prompt is already running
 	CodeCursorExpired   Code = "cursor_expired"    // the cursor is older than retained history
 	CodeSessionNotEmpty Code = "session_not_empty" // discard: the session ran a turn or holds a user message
+	CodeFileNotFound    Code = "file_not_found"    // no such file or upload transfer in the session's working directory
 
 	// Turns and adapters.
 	CodePromptDeliveryUncertain     Code = "prompt_delivery_uncertain" // accepted, but no proof the adapter received it; never replayed
@@ -66,7 +67,7 @@ var Codes = []Code{
 	CodeInvalidPermissionOption, CodeMessageTooLarge, CodeTurnOutputTooLarge,
 	CodeWriteConflict, CodeUnavailable, CodeTimeout, CodeInternal,
 	CodeAgentNotInstalled, CodeUnauthenticated, CodeForbidden,
-	CodeRateLimited, CodeOutputLost, CodeSessionNotEmpty,
+	CodeRateLimited, CodeOutputLost, CodeSessionNotEmpty, CodeFileNotFound,
 }
 
 // Known reports whether c is in the registry.

@@ -51,6 +51,7 @@ var retries = map[Code]Retry{
 
 	// State.
 	CodeSessionNotFound: GiveUp,
+	CodeFileNotFound:    GiveUp,
 	CodeSessionConflict: GiveUp,
 	// Nothing was recorded: once the running turn ends (its TurnFinished
 	// in the log), the same prompt is accepted.

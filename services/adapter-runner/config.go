@@ -194,6 +194,14 @@ type Config struct {
 	// zero value, for embedders and tests whose adapters need what the
 	// sandbox denies, is off.
 	Sandbox SandboxMode
+
+	// FileMaxBytes bounds one uploaded file, FileTransferTTL how long an
+	// upload may go without a write before it is removed, and
+	// FileEmbedMaxBytes the largest upload a prompt embeds (files.go,
+	// attachments.go). Zero means the default.
+	FileMaxBytes      int64
+	FileTransferTTL   time.Duration
+	FileEmbedMaxBytes int64
 }
 
 // RegisterFlags registers the runner's flags in fs, prefixed "adapter-runner.".
@@ -204,6 +212,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DataDir, "adapter-runner.data-dir", filepath.Join(os.TempDir(), "skein-runner"), "directory for per-session HOME and TMPDIR, the default workspace root (<data-dir>/workspaces), and the record of running adapters by which a restarted runner kills what a killed one left")
 	fs.Var(&c.WorkspaceRoots, "adapter-runner.workspace-roots", "comma-separated directories adapters may work in; a session's cwd and additionalDirectories must lie under <root>/<namespace> for one of them (default <adapter-runner.data-dir>/workspaces)")
 	fs.Var(&c.WorkspaceGrants, "adapter-runner.workspace-grants", "comma-separated namespace=directory pairs: directories a namespace's sessions may work under besides <root>/<namespace> (none by default)")
+	fs.Int64Var(&c.FileMaxBytes, "adapter-runner.file-max-bytes", events.DefaultMaxFileBytes, "largest file a session may upload")
+	fs.DurationVar(&c.FileTransferTTL, "adapter-runner.file-transfer-ttl", defaultTransferTTL, "an upload not written for this long is abandoned and removed")
+	fs.Int64Var(&c.FileEmbedMaxBytes, "adapter-runner.file-embed-max-bytes", events.DefaultEmbedMaxBytes, "largest upload a prompt embeds for an agent that takes embedded context (larger ones go as links)")
 	fs.IntVar(&c.Capacity, "adapter-runner.capacity", DefaultCapacity, "adapters hosted at once; past it a session is refused agent_unavailable (see docs/ARCHITECTURE.md, Capacity)")
 	fs.DurationVar(&c.Heartbeat, "adapter-runner.heartbeat", 5*time.Second, "heartbeat interval in ACP_RUNNERS")
 	fs.DurationVar(&c.StopGrace, "adapter-runner.stop-grace", 2*time.Second, "grace for each step of stopping an adapter")

@@ -45,6 +45,9 @@ type Runner struct {
 
 	mu    sync.Mutex
 	procs map[string]*process // by events.SessionKey
+
+	// files holds the uploads in progress (files.go).
+	files *fileStore
 }
 
 // New returns a Runner; it does no I/O except reading the agents file and
@@ -72,6 +75,7 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 		osInstructions: osInstructions,
 		ready:          make(chan struct{}),
 		procs:          map[string]*process{},
+		files:          newFileStore(cfg),
 	}, nil
 }
 
@@ -156,6 +160,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		{events.RunnerSetConfig, r.handleSetConfig, true},
 		{events.RunnerStatus, r.handleStatus, false},
 		{events.RunnerStop, r.handleStop, true},
+		// A file op reads or writes up to a chunk of the workspace.
+		{events.RunnerFile, r.handleFile, true},
 	}
 	for _, e := range endpoints {
 		if err := eps.Add(events.Endpoint{
@@ -265,7 +271,11 @@ func (r *Runner) handleCreate(ctx context.Context, js jetstream.JetStream, data 
 	}
 	meta := systemPromptMeta(r.instructions(create.SkipOsInstructions, create.AdditionalInstructions))
 	return r.start(ctx, js, create.AgentType, spawnSpec{cwd: create.Cwd, dirs: create.AdditionalDirectories, args: create.Args, env: create.Env},
-		func(ctx context.Context, p *process) (events.Variant, error) { return p.handshake(ctx, create, meta) })
+		func(ctx context.Context, p *process) (events.Variant, error) {
+			v, err := p.handshake(ctx, create, meta)
+			r.files.noteStarted(events.SessionKey(p.ns, p.sid), v)
+			return v, err
+		})
 }
 
 func (r *Runner) handleRestore(ctx context.Context, js jetstream.JetStream, data []byte) (events.Variant, error) {
@@ -294,7 +304,9 @@ func (r *Runner) handleRestore(ctx context.Context, js jetstream.JetStream, data
 	}
 	return r.start(ctx, js, restore.AgentType, spawnSpec{cwd: restore.Cwd, dirs: restore.AdditionalDirectories, env: restore.Env},
 		func(ctx context.Context, p *process) (events.Variant, error) {
-			return p.restore(ctx, restore, meta, caps)
+			v, err := p.restore(ctx, restore, meta, caps)
+			r.files.noteStarted(events.SessionKey(p.ns, p.sid), v)
+			return v, err
 		})
 }
 
@@ -424,7 +436,8 @@ func (r *Runner) handlePrompt(ctx context.Context, _ events.Namespace, data []by
 	if prompt.TurnID == "" {
 		return nil, events.Errorf(events.CodeInvalidRequest, "prompt without a turn ID")
 	}
-	if err := p.prompt(prompt.TurnID, prompt.Prompt); err != nil {
+	content := r.files.rewritePrompt(events.SessionKey(p.ns, p.sid), p.cmd.Dir, prompt.Prompt)
+	if err := p.prompt(prompt.TurnID, content); err != nil {
 		return nil, err
 	}
 	return &events.RunnerAck{ProcessID: p.id}, nil

@@ -55,7 +55,7 @@ func withTokens(c *gateway.Config) {
 // in for session sid, and a body the route accepts, so that a refusal is
 // the authentication's and not the body's.
 func routeRequest(rt gateway.Route, sid string) (path, body string) {
-	path = strings.NewReplacer("{id}", sid, "{requestId}", "perm-1", "{configId}", "mode").Replace(rt.Path)
+	path = strings.NewReplacer("{id}", sid, "{requestId}", "perm-1", "{configId}", "mode", "{transferId}", "r1~abc").Replace(rt.Path)
 	switch {
 	case rt.Method == http.MethodGet || rt.Method == http.MethodDelete:
 		return path, ""
@@ -73,6 +73,10 @@ func routeRequest(rt gateway.Route, sid string) (path, body string) {
 		return path, `{"value":"fast"}`
 	case strings.HasSuffix(rt.Path, "/fork"):
 		return path, `{"sessionId":"forked"}`
+	case strings.HasSuffix(rt.Path, "/files/uploads"):
+		return path, `{"name":"a.txt","size":1}`
+	case strings.HasSuffix(rt.Path, "/files/uploads/{transferId}"):
+		return path, `{"offset":0,"data":"aA=="}`
 	}
 	return path, `{}`
 }

@@ -38,6 +38,9 @@ func (s *Service) handlePrompt(ctx context.Context, ns events.Namespace, data []
 	if err != nil {
 		return nil, err
 	}
+	if err := events.CheckAttachmentRefs(blocks); err != nil {
+		return nil, err
+	}
 	return s.session(ns, sid).prompt(ctx, req, blocks)
 }
 

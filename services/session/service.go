@@ -157,6 +157,12 @@ func (s *Service) Run(ctx context.Context) error {
 
 		events.OpRespondPermission: s.handleRespond,
 		events.OpRespondInput:      s.handleRespondInput,
+
+		events.OpFileBegin:  s.handleFileBegin,
+		events.OpFileWrite:  s.handleFileWrite,
+		events.OpFileCommit: s.handleFileCommit,
+		events.OpFileList:   s.handleFileList,
+		events.OpFileRead:   s.handleFileRead,
 	}
 	for op, h := range handlers {
 		// Requests to the API reach any replica (a queue group), which

@@ -1,6 +1,7 @@
 // Package cli implements the client commands of the skein binary: open,
 // prompt, cancel, unload, delete, rename, respond, answer, history, events, watch,
-// agents, list, config, info, commands, discard, fork and dirs. They talk to a gateway over its HTTP API (services/gateway),
+// agents, list, config, info, commands, discard, fork, dirs, upload, files and download.
+// They talk to a gateway over its HTTP API (services/gateway),
 // never to NATS, so they work against any deployment.
 //
 // The gateway is the --server flag, else the SKEIN_URL environment
@@ -54,7 +55,7 @@ const defaultSession = "main"
 
 // Commands returns the client commands: open, prompt, cancel, unload,
 // delete, rename, respond, answer, history, events, watch, agents, list, config (and
-// config set), info, commands, discard, fork and dirs.
+// config set), info, commands, discard, fork, dirs, upload, files and download.
 // getenv supplies SKEIN_URL; stdout gets the commands' output and stderr
 // their diagnostics (a turn's stop reason). Standard input is the
 // command's (cobra's InOrStdin). Every command returns an *APIError when the
@@ -66,6 +67,7 @@ func Commands(getenv func(string) string, stdout, stderr io.Writer) []*cobra.Com
 		a.renameCommand(), a.respondCommand(), a.answerCommand(), a.historyCommand(), a.eventsCommand(),
 		a.watchCommand(), a.agentsCommand(), a.listCommand(), a.configCommand(), a.infoCommand(),
 		a.commandsCommand(), a.discardCommand(), a.forkCommand(), a.dirsCommand(),
+		a.uploadCommand(), a.filesCommand(), a.downloadCommand(),
 	}
 }
 
@@ -192,6 +194,7 @@ func (a *app) promptCommand() *cobra.Command {
 		key         string
 		policy      string
 		interactive bool
+		attach      []string
 	)
 	cmd := &cobra.Command{
 		Use:   "prompt TEXT... | prompt -",
@@ -223,7 +226,7 @@ or ID) and answers the request itself.`,
 			if strings.TrimSpace(text) == "" {
 				return errors.New("the prompt is empty")
 			}
-			t := turn{app: a, session: c.session, agent: agent}
+			t := turn{app: a, session: c.session, agent: agent, attach: attach}
 			if cmd.Flags().Changed("policy") {
 				if !validPolicy(policy) {
 					return fmt.Errorf("--policy must be %s, %s or %s, not %q", events.PolicyAllowAll, events.PolicyRejectAll, events.PolicyAsk, policy)
@@ -248,6 +251,7 @@ or ID) and answers the request itself.`,
 	cmd.Flags().StringVar(&policy, "policy", "", "permission policy of a session this command opens: allow_all (default), reject_all or ask")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "retry-safe key: the same key and prompt run one turn")
 	cmd.Flags().BoolVar(&interactive, "interactive", true, "ask for permission choices on the terminal (only when standard input is one)")
+	cmd.Flags().StringArrayVar(&attach, "attach", nil, "name of an upload (skein upload) the prompt references; repeat for up to 8")
 	return cmd
 }
 

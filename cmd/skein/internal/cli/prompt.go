@@ -20,6 +20,8 @@ type turn struct {
 	agent   string
 	policy  *string // of a session the turn opens
 	key     *string
+	// attach names the uploads the prompt references (files.go).
+	attach []string
 	// input, when set, is where the user types answers to permission
 	// requests. It is read from the first request on by a goroutine that
 	// returns at the end of input or when it has a line no one wants
@@ -79,7 +81,7 @@ func (t *turn) run(ctx context.Context, text string) error {
 		<-streamDone
 	}()
 
-	content, err := json.Marshal([]map[string]string{{"type": "text", "text": text}})
+	content, err := json.Marshal(promptContent(text, t.attach))
 	if err != nil {
 		return fmt.Errorf("encode prompt: %w", err)
 	}

@@ -47,6 +47,7 @@ var table = map[events.Code]Entry{
 
 	// State.
 	events.CodeSessionNotFound: {Status: http.StatusNotFound},
+	events.CodeFileNotFound:    {Status: http.StatusNotFound},
 	events.CodeSessionConflict: {Status: http.StatusConflict},
 	events.CodeSessionBusy:     {Status: http.StatusConflict},
 	events.CodeCursorExpired:   {Status: http.StatusGone},

@@ -1,0 +1,619 @@
+package adapterrunner
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"mime"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nuid"
+
+	"skein.dev/pkg/events"
+)
+
+// The runner serves a session's file ops (events.RunnerFile) on its own
+// file system: the session's working directory is where its adapter works,
+// so the runner that hosts the adapter, or would host it, holds the files.
+// Every path is opened through an os.Root of the working directory, which
+// no "..", absolute path or symbolic link escapes; on top of that, a path
+// through a symbolic link is refused outright, so that a listing or a read
+// shows only what lies in the directory itself.
+//
+// An upload is written to a temporary file under
+// .skein-attachments/.incoming, which no listing shows and no read
+// reaches, and committed by a hard link to a free name in
+// .skein-attachments: a link never replaces an existing name (EEXIST), so
+// two commits of the same name land under two names and no file is ever
+// overwritten. The temporary file is then removed.
+
+// Defaults of the runner's attachment settings (Config.Files*).
+const (
+	defaultTransferTTL   = time.Hour
+	maxTransfersSession  = 8   // uploads in progress per session
+	maxTransfersRunner   = 256 // uploads in progress on the runner
+	maxNameVariants      = 100 // numbered names tried before a random one
+	maxRandomNames       = 10  // random names tried then
+	maxListScan          = 10 * events.MaxListEntries
+	attachmentDirPerm    = 0o700
+	attachmentFilePerm   = 0o600
+	incomingSuffix       = ".part"
+	attachmentIncomingAt = events.AttachmentDir + "/" + events.AttachmentIncoming
+)
+
+// fileStore holds the uploads in progress and, per session, whether its
+// agent takes embedded resources in a prompt.
+type fileStore struct {
+	maxBytes int64
+	ttl      time.Duration
+	embedMax int64
+
+	mu        sync.Mutex
+	transfers map[string]*transfer // by token
+	embed     map[string]bool      // by events.SessionKey
+}
+
+func newFileStore(cfg Config) *fileStore {
+	s := &fileStore{
+		maxBytes:  cfg.FileMaxBytes,
+		ttl:       cfg.FileTransferTTL,
+		embedMax:  cfg.FileEmbedMaxBytes,
+		transfers: map[string]*transfer{},
+		embed:     map[string]bool{},
+	}
+	if s.maxBytes <= 0 {
+		s.maxBytes = events.DefaultMaxFileBytes
+	}
+	if s.ttl <= 0 {
+		s.ttl = defaultTransferTTL
+	}
+	if s.embedMax <= 0 {
+		s.embedMax = events.DefaultEmbedMaxBytes
+	}
+	return s
+}
+
+// transfer is one upload in progress. mu orders its writes and its
+// commit; offset is how many bytes it has.
+type transfer struct {
+	key   string // the session's events.SessionKey
+	cwd   string // resolved
+	token string
+	name  string
+	size  int64
+
+	mu      sync.Mutex
+	offset  int64
+	written time.Time // when the transfer began or was last written to
+	done    bool      // committed or expired: its temporary file is gone
+	timer   *time.Timer
+}
+
+// tmp is the transfer's temporary file, relative to the working directory.
+func (t *transfer) tmp() string {
+	return attachmentIncomingAt + "/" + t.token + incomingSuffix
+}
+
+// handleFile serves RunnerFile: one file op of the session the headers
+// name, in the working directory the session service sent, confined again
+// here as an adapter's cwd is (the roots may have changed since the
+// session was opened).
+func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte) (events.Variant, error) {
+	ns, sid, err := sessionOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req, err := events.Decode[events.RunnerFileRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	cwd := req.Cwd
+	if cwd == "" {
+		cwd = r.cfg.WorkspaceRoots.Default(ns, sid)
+	}
+	resolved, err := r.cfg.WorkspaceRoots.Check(ns, r.cfg.WorkspaceGrants, "cwd", cwd)
+	if err != nil {
+		return nil, err
+	}
+	key := events.SessionKey(ns, sid)
+	switch {
+	case req.Begin != nil:
+		if _, err := req.Begin.Validate(); err != nil {
+			return nil, err
+		}
+		if req.Begin.Size > r.files.maxBytes { // before anything is made
+			return nil, events.Errorf(events.CodePayloadTooLarge, "a file may be at most %d bytes, not %d", r.files.maxBytes, req.Begin.Size)
+		}
+		// An upload may come before the session's first adapter made its
+		// directory: it is made here as confine makes it, then checked
+		// again, so that a symbolic link planted meanwhile is caught.
+		if err := os.MkdirAll(resolved, attachmentDirPerm); err != nil {
+			r.lg.Warn("cannot create a session's cwd", events.LogKeySession, string(sid), events.LogKeyErr, err)
+			return nil, events.Errorf(events.CodeInvalidRequest, "cwd %q cannot be created", cwd)
+		}
+		if resolved, err = r.cfg.WorkspaceRoots.Check(ns, r.cfg.WorkspaceGrants, "cwd", cwd); err != nil {
+			return nil, err
+		}
+		return r.files.begin(key, resolved, req.Begin, events.TransferID(r.ID(), ""), events.FileChunkSize(r.nc.MaxPayload()))
+	case req.Write != nil:
+		if _, err := req.Write.Validate(); err != nil {
+			return nil, err
+		}
+		return r.files.write(key, req.Write, events.FileChunkSize(r.nc.MaxPayload()))
+	case req.Commit != nil:
+		if _, err := req.Commit.Validate(); err != nil {
+			return nil, err
+		}
+		return r.files.commit(key, req.Commit)
+	case req.List != nil:
+		if _, err := req.List.Validate(); err != nil {
+			return nil, err
+		}
+		return listFiles(resolved, req.List.Path)
+	case req.Read != nil:
+		if _, err := req.Read.Validate(); err != nil {
+			return nil, err
+		}
+		return readFile(resolved, req.Read, events.FileChunkSize(r.nc.MaxPayload()))
+	}
+	return nil, events.Errorf(events.CodeInvalidRequest, "file request names no operation")
+}
+
+// begin starts an upload: its temporary file is created empty, and the
+// transfer expires after the store's TTL without a write. prefix is the
+// transfer ID without its token (the runner's ID and "~").
+func (s *fileStore) begin(key, cwd string, req *events.FileBeginRequest, prefix string, chunk int64) (*events.FileTransferResponse, error) {
+	if req.Size > s.maxBytes {
+		return nil, events.Errorf(events.CodePayloadTooLarge, "a file may be at most %d bytes, not %d", s.maxBytes, req.Size)
+	}
+	t := &transfer{key: key, cwd: cwd, token: nuid.Next(), name: req.Name, size: req.Size}
+	s.mu.Lock()
+	n := 0
+	for _, o := range s.transfers {
+		if o.key == key {
+			n++
+		}
+	}
+	if n >= maxTransfersSession || len(s.transfers) >= maxTransfersRunner {
+		s.mu.Unlock()
+		return nil, events.Errorf(events.CodeRateLimited, "too many uploads in progress (at most %d per session, %d per runner)", maxTransfersSession, maxTransfersRunner)
+	}
+	s.transfers[t.token] = t
+	s.mu.Unlock()
+
+	if err := s.create(t); err != nil {
+		s.drop(t)
+		return nil, err
+	}
+	t.mu.Lock()
+	t.written = time.Now()
+	t.timer = time.AfterFunc(s.ttl, func() { s.expire(t) })
+	t.mu.Unlock()
+	return &events.FileTransferResponse{TransferID: prefix + t.token, ChunkSize: chunk, MaxBytes: s.maxBytes}, nil
+}
+
+// create makes .skein-attachments/.incoming and the transfer's empty
+// temporary file, and removes what earlier transfers of this working
+// directory left there past their TTL (a runner that stopped before their
+// expiry).
+func (s *fileStore) create(t *transfer) error {
+	root, err := os.OpenRoot(t.cwd)
+	if err != nil {
+		return fsError("open the working directory", ".", err)
+	}
+	defer root.Close()
+	if err := noSymlinks(root, attachmentIncomingAt, true); err != nil {
+		return err
+	}
+	if err := root.MkdirAll(attachmentIncomingAt, attachmentDirPerm); err != nil {
+		return fsError("create", attachmentIncomingAt, err)
+	}
+	if err := noSymlinks(root, attachmentIncomingAt, false); err != nil {
+		return err
+	}
+	f, err := root.OpenFile(t.tmp(), os.O_CREATE|os.O_EXCL|os.O_WRONLY, attachmentFilePerm)
+	if err != nil {
+		return fsError("create", t.tmp(), err)
+	}
+	if err := f.Close(); err != nil {
+		return fsError("create", t.tmp(), err)
+	}
+	s.sweepStale(root)
+	return nil
+}
+
+// sweepStale removes the temporary files in root's incoming directory
+// that no transfer of this runner holds and that were not written for
+// longer than the TTL.
+func (s *fileStore) sweepStale(root *os.Root) {
+	d, err := root.Open(attachmentIncomingAt)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	entries, _ := d.ReadDir(maxListScan)
+	now := time.Now()
+	for _, e := range entries {
+		token, ok := strings.CutSuffix(e.Name(), incomingSuffix)
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		s.mu.Lock()
+		_, live := s.transfers[token]
+		s.mu.Unlock()
+		if info, err := e.Info(); err == nil && !live && now.Sub(info.ModTime()) > s.ttl {
+			_ = root.Remove(attachmentIncomingAt + "/" + e.Name())
+		}
+	}
+}
+
+// lookup returns the transfer token of the session key names; another
+// session's transfer is as unknown as a missing one.
+func (s *fileStore) lookup(key, transferID string) (*transfer, error) {
+	_, token, _ := strings.Cut(transferID, "~")
+	s.mu.Lock()
+	t := s.transfers[token]
+	s.mu.Unlock()
+	if t == nil || t.key != key {
+		return nil, events.Errorf(events.CodeFileNotFound, "no upload %s in progress (committed, cancelled, or abandoned and removed)", events.Truncate(transferID, 80))
+	}
+	return t, nil
+}
+
+// write writes one chunk at exactly the transfer's next offset.
+func (s *fileStore) write(key string, req *events.FileWriteRequest, chunk int64) (*events.FileWriteResponse, error) {
+	t, err := s.lookup(key, req.TransferID)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch n := int64(len(req.Data)); {
+	case t.done:
+		return nil, events.Errorf(events.CodeFileNotFound, "upload %s is over", req.TransferID)
+	case req.Offset != t.offset:
+		return nil, events.Errorf(events.CodeInvalidRequest, "a chunk at offset %d, but upload %s is at offset %d", req.Offset, req.TransferID, t.offset)
+	case n > chunk:
+		return nil, events.Errorf(events.CodePayloadTooLarge, "a chunk is %d bytes, more than %d", n, chunk)
+	case t.offset+n > t.size:
+		return nil, events.Errorf(events.CodePayloadTooLarge, "a chunk of %d bytes at offset %d passes the declared size %d", n, req.Offset, t.size)
+	}
+	if err := t.writeAt(req.Data, req.Offset); err != nil {
+		// What is on disk no longer matches the offset: the transfer
+		// cannot go on, and its file goes.
+		s.endLocked(t)
+		return nil, err
+	}
+	t.offset += int64(len(req.Data))
+	t.written = time.Now()
+	t.timer.Reset(s.ttl)
+	return &events.FileWriteResponse{Offset: t.offset}, nil
+}
+
+func (t *transfer) writeAt(data []byte, off int64) error {
+	root, err := os.OpenRoot(t.cwd)
+	if err != nil {
+		return fsError("open the working directory", ".", err)
+	}
+	defer root.Close()
+	f, err := root.OpenFile(t.tmp(), os.O_WRONLY, 0)
+	if err != nil {
+		return fsError("write", t.tmp(), err)
+	}
+	_, err = f.WriteAt(data, off)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fsError("write", t.tmp(), err)
+	}
+	return nil
+}
+
+// commit gives a complete transfer's file its name: the one asked for, or
+// the first free variant of it (name-2.ext, name-3.ext, ..., then a random
+// one), by a hard link, which never replaces a name that exists.
+func (s *fileStore) commit(key string, req *events.FileCommitRequest) (*events.FileCommitResponse, error) {
+	t, err := s.lookup(key, req.TransferID)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return nil, events.Errorf(events.CodeFileNotFound, "upload %s is over", req.TransferID)
+	}
+	if t.offset != t.size {
+		return nil, events.Errorf(events.CodeInvalidRequest, "upload %s has %d of its %d bytes", req.TransferID, t.offset, t.size)
+	}
+	root, err := os.OpenRoot(t.cwd)
+	if err != nil {
+		return nil, fsError("open the working directory", ".", err)
+	}
+	defer root.Close()
+	if err := noSymlinks(root, attachmentIncomingAt, false); err != nil {
+		return nil, err
+	}
+	for i := 1; i <= maxNameVariants+maxRandomNames; i++ {
+		name := nameVariant(t.name, i)
+		target := events.AttachmentDir + "/" + name
+		err := root.Link(t.tmp(), target)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fsError("commit", target, err)
+		}
+		s.endLocked(t) // removes the temporary name; the file stays under target
+		info, err := root.Lstat(target)
+		if err != nil {
+			return nil, fsError("commit", target, err)
+		}
+		return &events.FileCommitResponse{File: fileInfo(target, info)}, nil
+	}
+	return nil, events.Errorf(events.CodeUnavailable, "no free name for %q in %s", t.name, events.AttachmentDir)
+}
+
+// nameVariant returns the i-th name tried for an upload named name: name
+// itself, then name with "-i" before its extension, and past
+// maxNameVariants one with a random part. Each fits MaxFileNameBytes,
+// the stem shortened on a rune boundary when it must be.
+func nameVariant(name string, i int) string {
+	if i == 1 {
+		return name
+	}
+	ext := path.Ext(name)
+	if ext == name || len(ext) > 32 {
+		ext = ""
+	}
+	stem := strings.TrimSuffix(name, ext)
+	suffix := "-" + strconv.Itoa(i)
+	if i > maxNameVariants {
+		suffix = "-" + nuid.Next()
+	}
+	for len(stem)+len(suffix)+len(ext) > events.MaxFileNameBytes {
+		_, size := utf8.DecodeLastRuneInString(stem)
+		stem = stem[:len(stem)-size]
+	}
+	return stem + suffix + ext
+}
+
+// expire ends a transfer nobody wrote to for the TTL: its file goes. A
+// timer that fired while a write held the transfer finds it written
+// since, and leaves it to the timer that write set again.
+func (s *fileStore) expire(t *transfer) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if time.Since(t.written) < s.ttl {
+		return
+	}
+	s.endLocked(t)
+}
+
+// endLocked ends t (t.mu held): it leaves the store, its timer stops, and
+// its temporary file is removed. Ending an ended transfer does nothing.
+func (s *fileStore) endLocked(t *transfer) {
+	if t.done {
+		return
+	}
+	t.done = true
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	s.drop(t)
+	if root, err := os.OpenRoot(t.cwd); err == nil {
+		_ = root.Remove(t.tmp())
+		root.Close()
+	}
+}
+
+func (s *fileStore) drop(t *transfer) {
+	s.mu.Lock()
+	if s.transfers[t.token] == t {
+		delete(s.transfers, t.token)
+	}
+	s.mu.Unlock()
+}
+
+// inProgress returns how many uploads are in progress.
+func (s *fileStore) inProgress() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.transfers)
+}
+
+// listFiles lists directory p of the working directory cwd, sorted by
+// name: symbolic links and the uploads in progress left out.
+func listFiles(cwd, p string) (*events.FileListResponse, error) {
+	p, err := events.CleanFilePath(p)
+	if err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(cwd)
+	if err != nil {
+		return nil, fsError("open the working directory", ".", err)
+	}
+	defer root.Close()
+	if err := reachable(root, p); err != nil {
+		return nil, err
+	}
+	d, err := root.Open(p)
+	if err != nil {
+		return nil, fsError("list", p, err)
+	}
+	defer d.Close()
+	if st, err := d.Stat(); err != nil {
+		return nil, fsError("list", p, err)
+	} else if !st.IsDir() {
+		return nil, events.Errorf(events.CodeInvalidRequest, "%q is not a directory", p)
+	}
+	entries, err := d.ReadDir(maxListScan)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fsError("list", p, err)
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	resp := &events.FileListResponse{Path: p, Files: []events.FileInfo{}}
+	for _, e := range entries {
+		if e.Type()&fs.ModeSymlink != 0 || p == events.AttachmentDir && e.Name() == events.AttachmentIncoming {
+			continue
+		}
+		if len(resp.Files) == events.MaxListEntries {
+			resp.Truncated = true
+			break
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // removed since it was read
+		}
+		resp.Files = append(resp.Files, fileInfo(path.Join(p, e.Name()), info))
+	}
+	if len(entries) == maxListScan {
+		resp.Truncated = true
+	}
+	return resp, nil
+}
+
+// readFile reads up to one chunk of the regular file req.Path.
+func readFile(cwd string, req *events.FileReadRequest, chunk int64) (*events.FileReadResponse, error) {
+	p, err := events.CleanFilePath(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(cwd)
+	if err != nil {
+		return nil, fsError("open the working directory", ".", err)
+	}
+	defer root.Close()
+	f, info, err := openRegular(root, p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n := chunk
+	if req.Length > 0 {
+		n = min(n, req.Length)
+	}
+	n = max(0, min(n, info.Size()-req.Offset))
+	buf := make([]byte, n)
+	got, err := f.ReadAt(buf, req.Offset)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fsError("read", p, err)
+	}
+	return &events.FileReadResponse{
+		File: fileInfo(p, info), Offset: req.Offset, Data: buf[:got],
+		EOF: req.Offset+int64(got) >= info.Size(),
+	}, nil
+}
+
+// openRegular opens the regular file p of root for reading, p reachable
+// (no symbolic link on the way, not an upload in progress), and returns
+// it with what it is.
+func openRegular(root *os.Root, p string) (*os.File, fs.FileInfo, error) {
+	if err := reachable(root, p); err != nil {
+		return nil, nil, err
+	}
+	f, err := root.Open(p)
+	if err != nil {
+		return nil, nil, fsError("read", p, err)
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fsError("read", p, err)
+	}
+	if !info.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, events.Errorf(events.CodeInvalidRequest, "%q is not a regular file", p)
+	}
+	// The last element may have been swapped for a link to another file
+	// of the directory after reachable looked: what was opened must be
+	// what was checked.
+	if l, err := root.Lstat(p); err != nil || !os.SameFile(l, info) {
+		f.Close()
+		return nil, nil, events.Errorf(events.CodeInvalidRequest, "%q changed while it was opened", p)
+	}
+	return f, info, nil
+}
+
+// reachable refuses a path that the API does not show: one through a
+// symbolic link, or into the uploads in progress.
+func reachable(root *os.Root, p string) error {
+	if p == attachmentIncomingAt || strings.HasPrefix(p, attachmentIncomingAt+"/") {
+		return events.Errorf(events.CodeFileNotFound, "no file %q", p)
+	}
+	return noSymlinks(root, p, false)
+}
+
+// noSymlinks checks each element of the slash-separated path p under root
+// with Lstat: a symbolic link is refused. A missing element is
+// CodeFileNotFound, or, with missingOK, the end of the check (what follows
+// will be created).
+func noSymlinks(root *os.Root, p string, missingOK bool) error {
+	if p == "." {
+		return nil
+	}
+	at := ""
+	for el := range strings.SplitSeq(p, "/") {
+		at = path.Join(at, el)
+		info, err := root.Lstat(at)
+		if errors.Is(err, fs.ErrNotExist) && missingOK {
+			return nil
+		}
+		if err != nil {
+			return fsError("open", at, err)
+		}
+		if info.Mode()&fs.ModeSymlink != 0 {
+			return events.Errorf(events.CodeInvalidRequest, "%q is a symbolic link, which file operations do not follow", at)
+		}
+	}
+	return nil
+}
+
+// fileInfo describes the entry at p (relative, slash-separated).
+func fileInfo(p string, info fs.FileInfo) events.FileInfo {
+	fi := events.FileInfo{
+		Name: info.Name(), Path: p, Directory: info.IsDir(),
+		ModifiedAt: info.ModTime().UTC().Format(time.RFC3339Nano),
+	}
+	if !fi.Directory {
+		fi.Size = info.Size()
+		fi.MediaType = mediaType(p)
+	}
+	return fi
+}
+
+// mediaType guesses a file's media type from its extension: "" when
+// unknown.
+func mediaType(p string) string {
+	if ext := path.Ext(p); ext != "" {
+		return mime.TypeByExtension(ext)
+	}
+	return ""
+}
+
+// fsError turns a file system error into a typed one that names only the
+// path the client gave: a missing file is CodeFileNotFound, a path the
+// os.Root refuses (it escapes the directory) CodeInvalidRequest, and
+// anything else CodeUnavailable, its cause (which may name the resolved
+// directory) logged by the caller's endpoint only.
+func fsError(what, p string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return events.Errorf(events.CodeFileNotFound, "no file %q", p)
+	case errors.Is(err, fs.ErrExist):
+		return events.Errorf(events.CodeInvalidRequest, "%q exists", p)
+	case errors.Is(err, fs.ErrPermission):
+		return events.Errorf(events.CodeForbidden, "%s %q: permission denied", what, p)
+	case strings.Contains(err.Error(), "escapes from parent") || strings.Contains(err.Error(), "path escapes"):
+		return events.Errorf(events.CodeInvalidRequest, "%q lies outside the working directory", p)
+	}
+	return events.Errorf(events.CodeUnavailable, "%s %q failed", what, p)
+}
