@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/client"
@@ -58,6 +62,38 @@ func TestGoClientFiles(t *testing.T) {
 	if err != nil || !strings.Contains(string(res.Message), `\"type\":\"resource_link\"`) || !strings.Contains(string(res.Message), `/.skein-attachments/data.txt\"`) ||
 		!strings.Contains(string(res.Message), `\"size\":2400000`) {
 		t.Errorf("prompt = %s, %v; want the agent to report a file:// link to data.txt with its size", res.Message, err)
+	}
+}
+
+// An upload whose reader fails after its begin is cancelled by the
+// client: nothing of it stays on the runner, and CancelUpload of an
+// upload that is over is file_not_found.
+func TestGoClientUploadCancelled(t *testing.T) {
+	ns := natstest.Run(t)
+	dataDir := t.TempDir()
+	startStack(t, ns, dataDir)
+	cl, err := client.New(natstest.Connect(t, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if err := cl.Open(ctx, "c1", events.AcpOpenSessionRequest{Agent: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	broken := io.MultiReader(bytes.NewReader(make([]byte, 1<<20)), iotest.ErrReader(errors.New("disk unplugged")))
+	if _, err := cl.Upload(ctx, "c1", "broken.bin", 3<<20, broken); err == nil {
+		t.Fatal("Upload from a failing reader succeeded")
+	}
+	incoming := filepath.Join(dataDir, "workspaces", "default", "c1", events.AttachmentDir, events.AttachmentIncoming)
+	if left, err := os.ReadDir(incoming); err != nil || len(left) != 0 {
+		t.Errorf("after a failed upload, %s holds %v (%v); want it empty", incoming, left, err)
+	}
+	list, err := cl.Files(ctx, "c1", events.AttachmentDir)
+	if err != nil || len(list.Files) != 0 {
+		t.Errorf("Files = %+v, %v; want nothing listed", list, err)
+	}
+	if err := cl.CancelUpload(ctx, "c1", "e2e~nosuchupload"); events.AsError(err) == nil || events.AsError(err).Code != events.CodeFileNotFound {
+		t.Errorf("CancelUpload of an unknown upload = %v, want file_not_found", err)
 	}
 }
 

@@ -12,14 +12,21 @@ import (
 // file lands under .skein-attachments with name, or a variant of it when
 // the name is taken (a file is never replaced); a prompt names it by the
 // returned Name (events.AttachmentScheme). r must yield exactly size
-// bytes: fewer is an error, and the upload, never committed, is removed
-// by the runner after its TTL.
-func (c *Client) Upload(ctx context.Context, sid, name string, size int64, r io.Reader) (*events.FileInfo, error) {
+// bytes: fewer is an error. An upload that fails after its begin, ctx
+// ended included, is cancelled (CancelUpload), and nothing of it stays.
+func (c *Client) Upload(ctx context.Context, sid, name string, size int64, r io.Reader) (_ *events.FileInfo, err error) {
 	begun, err := events.Call[events.FileTransferResponse](ctx, c.nc, c.subject(events.OpFileBegin),
 		&events.FileBeginRequest{SessionID: &sid, Name: name, Size: size}, nil)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nc.Opts.Timeout)
+			defer cancel()
+			_ = c.CancelUpload(cctx, sid, begun.TransferID) // best effort: the runner's TTL is the backstop
+		}
+	}()
 	// Each chunk travels in one message of this connection too.
 	chunk := min(begun.ChunkSize, events.FileChunkSize(c.nc.MaxPayload()))
 	buf := make([]byte, min(chunk, max(size, 1)))
@@ -41,6 +48,15 @@ func (c *Client) Upload(ctx context.Context, sid, name string, size int64, r io.
 		return nil, err
 	}
 	return &done.File, nil
+}
+
+// CancelUpload cancels the upload transferID before its commit: what it
+// wrote is removed at once. An upload that is over (committed, cancelled,
+// removed) is CodeFileNotFound.
+func (c *Client) CancelUpload(ctx context.Context, sid, transferID string) error {
+	_, err := events.Call[events.FileCancelResponse](ctx, c.nc, c.subject(events.OpFileCancel),
+		&events.FileCancelRequest{SessionID: &sid, TransferID: transferID}, nil)
+	return err
 }
 
 // Files lists the directory dir of the session's working directory (""

@@ -32,6 +32,8 @@ const (
 	OpFileWrite Op = "file_write"
 	// OpFileCommit: FileCommitRequest → FileCommitResponse.
 	OpFileCommit Op = "file_commit"
+	// OpFileCancel: FileCancelRequest → FileCancelResponse.
+	OpFileCancel Op = "file_cancel"
 	// OpFileList: FileListRequest → FileListResponse.
 	OpFileList Op = "file_list"
 	// OpFileRead: FileReadRequest → FileReadResponse.
@@ -133,6 +135,16 @@ type FileCommitResponse struct {
 	File FileInfo `msgpack:"file"`
 }
 
+// FileCancelRequest abandons a transfer before its commit: its bytes are
+// removed at once, not after the TTL.
+type FileCancelRequest struct {
+	SessionID  *string `msgpack:"sessionId,omitempty"`
+	TransferID string  `msgpack:"transferId"`
+}
+
+// FileCancelResponse answers OpFileCancel: the transfer is gone.
+type FileCancelResponse struct{}
+
 // FileListRequest lists the directory Path ("" or ".": the working
 // directory itself).
 type FileListRequest struct {
@@ -174,6 +186,7 @@ type RunnerFileRequest struct {
 	Begin  *FileBeginRequest  `msgpack:"begin,omitempty"`
 	Write  *FileWriteRequest  `msgpack:"write,omitempty"`
 	Commit *FileCommitRequest `msgpack:"commit,omitempty"`
+	Cancel *FileCancelRequest `msgpack:"cancel,omitempty"`
 	List   *FileListRequest   `msgpack:"list,omitempty"`
 	Read   *FileReadRequest   `msgpack:"read,omitempty"`
 }
@@ -215,6 +228,16 @@ func (r *FileWriteRequest) Validate() (SessionID, error) {
 
 // Validate checks a commit request's transfer ID.
 func (r *FileCommitRequest) Validate() (SessionID, error) {
+	sid, err := OptionalSessionID(r.SessionID)
+	if err != nil {
+		return "", err
+	}
+	_, err = TransferRunner(r.TransferID)
+	return sid, err
+}
+
+// Validate checks a cancel request's transfer ID.
+func (r *FileCancelRequest) Validate() (SessionID, error) {
 	sid, err := OptionalSessionID(r.SessionID)
 	if err != nil {
 		return "", err
@@ -371,6 +394,8 @@ func (FileWriteRequest) VariantName() string     { return "FileWriteRequest" }
 func (FileWriteResponse) VariantName() string    { return "FileWriteResponse" }
 func (FileCommitRequest) VariantName() string    { return "FileCommitRequest" }
 func (FileCommitResponse) VariantName() string   { return "FileCommitResponse" }
+func (FileCancelRequest) VariantName() string    { return "FileCancelRequest" }
+func (FileCancelResponse) VariantName() string   { return "FileCancelResponse" }
 func (FileListRequest) VariantName() string      { return "FileListRequest" }
 func (FileListResponse) VariantName() string     { return "FileListResponse" }
 func (FileReadRequest) VariantName() string      { return "FileReadRequest" }
@@ -384,6 +409,8 @@ func init() {
 	register(func() Variant { return new(FileWriteResponse) })
 	register(func() Variant { return new(FileCommitRequest) })
 	register(func() Variant { return new(FileCommitResponse) })
+	register(func() Variant { return new(FileCancelRequest) })
+	register(func() Variant { return new(FileCancelResponse) })
 	register(func() Variant { return new(FileListRequest) })
 	register(func() Variant { return new(FileListResponse) })
 	register(func() Variant { return new(FileReadRequest) })

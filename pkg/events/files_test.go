@@ -94,6 +94,7 @@ func FuzzFileRequests(f *testing.F) {
 		&events.FileWriteRequest{TransferID: "r1~abc", Offset: 7, Data: []byte("xyz")},
 		&events.FileWriteRequest{TransferID: "r1~abc", Offset: -1},
 		&events.FileCommitRequest{TransferID: "r.1~abc"},
+		&events.FileCancelRequest{TransferID: "r1~"},
 		&events.FileListRequest{Path: "a/../../b"},
 		&events.FileReadRequest{Path: "/etc/passwd", Offset: 1 << 40, Length: -3},
 	} {
@@ -119,6 +120,8 @@ func FuzzFileRequests(f *testing.F) {
 				t.Fatalf("Validate accepted %+v", r)
 			}
 		case *events.FileCommitRequest:
+			sid, err = r.Validate()
+		case *events.FileCancelRequest:
 			sid, err = r.Validate()
 		case *events.FileListRequest:
 			sid, err = r.Validate()

@@ -153,6 +153,11 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 			return nil, err
 		}
 		return r.files.commit(key, req.Commit)
+	case req.Cancel != nil:
+		if _, err := req.Cancel.Validate(); err != nil {
+			return nil, err
+		}
+		return r.files.cancel(key, req.Cancel)
 	case req.List != nil:
 		if _, err := req.List.Validate(); err != nil {
 			return nil, err
@@ -360,6 +365,23 @@ func (s *fileStore) commit(key string, req *events.FileCommitRequest) (*events.F
 		return &events.FileCommitResponse{File: fileInfo(target, info)}, nil
 	}
 	return nil, events.Errorf(events.CodeUnavailable, "no free name for %q in %s", t.name, events.AttachmentDir)
+}
+
+// cancel ends a transfer before its commit: it leaves the store and its
+// temporary file is removed at once. A transfer that is over (committed,
+// cancelled, expired) is file_not_found, as for a write.
+func (s *fileStore) cancel(key string, req *events.FileCancelRequest) (*events.FileCancelResponse, error) {
+	t, err := s.lookup(key, req.TransferID)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return nil, events.Errorf(events.CodeFileNotFound, "upload %s is over", req.TransferID)
+	}
+	s.endLocked(t)
+	return &events.FileCancelResponse{}, nil
 }
 
 // nameVariant returns the i-th name tried for an upload named name: name

@@ -442,3 +442,51 @@ func FuzzUploadOffsets(f *testing.F) {
 		}
 	})
 }
+
+// TestUploadCancel: a cancelled upload's bytes go at once, its name is
+// never taken, and the transfer is over for every later op. Another
+// session cannot cancel it.
+func TestUploadCancel(t *testing.T) {
+	h := start(t)
+	cancelOf := func(sid, id string) error {
+		_, err := fileCall[events.FileCancelResponse](t, h, sid, &events.RunnerFileRequest{Cancel: &events.FileCancelRequest{TransferID: id}})
+		return err
+	}
+	begun, err := fileCall[events.FileTransferResponse](t, h, "s1", &events.RunnerFileRequest{Begin: &events.FileBeginRequest{Name: "half.bin", Size: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fileCall[events.FileWriteResponse](t, h, "s1", &events.RunnerFileRequest{Write: &events.FileWriteRequest{TransferID: begun.TransferID, Data: []byte("01234")}}); err != nil {
+		t.Fatal(err)
+	}
+	if left := incoming(t, h.cwdOf("s1")); len(left) != 1 {
+		t.Fatalf("uploads in progress on disk = %v, want one", left)
+	}
+	wantCode(t, "cancel from another session", cancelOf("s2", begun.TransferID), events.CodeFileNotFound, "")
+	if left := incoming(t, h.cwdOf("s1")); len(left) != 1 {
+		t.Fatalf("another session's cancel removed the upload: %v", left)
+	}
+	if err := cancelOf("s1", begun.TransferID); err != nil {
+		t.Fatalf("cancel = %v", err)
+	}
+	if left := incoming(t, h.cwdOf("s1")); len(left) != 0 {
+		t.Errorf("temporary files left after cancel: %v", left)
+	}
+	_, err = fileCall[events.FileWriteResponse](t, h, "s1", &events.RunnerFileRequest{Write: &events.FileWriteRequest{TransferID: begun.TransferID, Offset: 5, Data: []byte("56789")}})
+	wantCode(t, "write after cancel", err, events.CodeFileNotFound, "")
+	_, err = fileCall[events.FileCommitResponse](t, h, "s1", &events.RunnerFileRequest{Commit: &events.FileCommitRequest{TransferID: begun.TransferID}})
+	wantCode(t, "commit after cancel", err, events.CodeFileNotFound, "")
+	wantCode(t, "cancel again", cancelOf("s1", begun.TransferID), events.CodeFileNotFound, "")
+	if _, err := os.Lstat(filepath.Join(h.cwdOf("s1"), events.AttachmentDir, "half.bin")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a cancelled upload's name exists: %v", err)
+	}
+
+	// A committed upload is not cancelled: the file stays.
+	f, err := upload(t, h, "s1", "whole.txt", []byte("whole"), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(h.cwdOf("s1"), filepath.FromSlash(f.Path))); err != nil || string(got) != "whole" {
+		t.Fatalf("committed file = %q, %v", got, err)
+	}
+}

@@ -121,6 +121,22 @@ func (g *Gateway) handleFileCommit(w http.ResponseWriter, r *http.Request) error
 		func(resp *events.FileCommitResponse) error { return writeValue(w, map[string]any{"file": resp.File}) })
 }
 
+// handleFileCancel serves DELETE /v1/sessions/{id}/files/uploads/{transferId}.
+func (g *Gateway) handleFileCancel(w http.ResponseWriter, r *http.Request) error {
+	return sessionOp(g, w, r, events.OpFileCancel, g.controlBodyLimit(),
+		func(body []byte, sid events.SessionID) (events.Variant, error) {
+			if err := decodeEmpty(body); err != nil {
+				return nil, err
+			}
+			req := &events.FileCancelRequest{SessionID: new(string(sid)), TransferID: r.PathValue("transferId")}
+			if _, err := req.Validate(); err != nil {
+				return nil, err
+			}
+			return req, nil
+		},
+		func(*events.FileCancelResponse) error { return writeValue(w, map[string]any{}) })
+}
+
 // filePath returns the one path query parameter of r ("" when absent).
 func filePath(r *http.Request) (string, error) {
 	q, err := url.ParseQuery(r.URL.RawQuery)

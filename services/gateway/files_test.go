@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,6 +116,23 @@ func TestFilesOverHTTP(t *testing.T) {
 		http.StatusBadRequest, events.CodeInvalidRequest)
 	wantErrorOf(t, "chunk over the chunk size", e.do(http.MethodPut, "/v1/sessions/s1/files/uploads/"+begun.TransferID, chunkJSON(0, make([]byte, events.MaxFileChunk))),
 		http.StatusRequestEntityTooLarge, events.CodePayloadTooLarge)
+
+	// Cancelled: the upload is over, and its bytes are gone.
+	if r := e.do(http.MethodPut, "/v1/sessions/s1/files/uploads/"+begun.TransferID, chunkJSON(0, []byte("01234"))); r.status != http.StatusOK {
+		t.Fatalf("chunk = %d %s", r.status, r.body)
+	}
+	wantErrorOf(t, "cancel with a body", e.do(http.MethodDelete, "/v1/sessions/s1/files/uploads/"+begun.TransferID, `{"force":true}`),
+		http.StatusBadRequest, events.CodeInvalidRequest)
+	if r := e.do(http.MethodDelete, "/v1/sessions/s1/files/uploads/"+begun.TransferID, ""); r.status != http.StatusOK || string(r.body) != "{}" {
+		t.Fatalf("cancel = %d %s", r.status, r.body)
+	}
+	if left, err := os.ReadDir(filepath.Join(dir, events.AttachmentDir, events.AttachmentIncoming)); err != nil || len(left) != 0 {
+		t.Errorf("after the cancel the uploads in progress are %v, %v; want none", left, err)
+	}
+	wantErrorOf(t, "chunk after cancel", e.do(http.MethodPut, "/v1/sessions/s1/files/uploads/"+begun.TransferID, chunkJSON(5, []byte("56789"))),
+		http.StatusNotFound, events.CodeFileNotFound)
+	wantErrorOf(t, "cancel again", e.do(http.MethodDelete, "/v1/sessions/s1/files/uploads/"+begun.TransferID, ""),
+		http.StatusNotFound, events.CodeFileNotFound)
 }
 
 // TestPromptAttachmentOverHTTP: a prompt names an upload with a

@@ -282,6 +282,7 @@ var routeTable = []route{
 	{http.MethodPost, "/v1/sessions/{id}/files/uploads", (*Gateway).handleFileBegin},
 	{http.MethodPut, "/v1/sessions/{id}/files/uploads/{transferId}", (*Gateway).handleFileWrite},
 	{http.MethodPost, "/v1/sessions/{id}/files/uploads/{transferId}/commit", (*Gateway).handleFileCommit},
+	{http.MethodDelete, "/v1/sessions/{id}/files/uploads/{transferId}", (*Gateway).handleFileCancel},
 	{http.MethodGet, "/v1/sessions/{id}/files", (*Gateway).handleFileList},
 	{http.MethodGet, "/v1/sessions/{id}/files/content", (*Gateway).handleFileContent},
 	{http.MethodGet, "/v1/agents", (*Gateway).handleListAgents},

@@ -49,6 +49,14 @@ func (s *Service) handleFileCommit(ctx context.Context, ns events.Namespace, dat
 	return fileCall[events.FileCommitResponse](ctx, sess, req.TransferID, &events.RunnerFileRequest{Commit: req})
 }
 
+func (s *Service) handleFileCancel(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+	req, sess, err := requestFor[events.FileCancelRequest](s, ns, data)
+	if err != nil {
+		return nil, err
+	}
+	return fileCall[events.FileCancelResponse](ctx, sess, req.TransferID, &events.RunnerFileRequest{Cancel: req})
+}
+
 func (s *Service) handleFileList(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
 	req, sess, err := requestFor[events.FileListRequest](s, ns, data)
 	if err != nil {

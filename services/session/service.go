@@ -161,6 +161,7 @@ func (s *Service) Run(ctx context.Context) error {
 		events.OpFileBegin:  s.handleFileBegin,
 		events.OpFileWrite:  s.handleFileWrite,
 		events.OpFileCommit: s.handleFileCommit,
+		events.OpFileCancel: s.handleFileCancel,
 		events.OpFileList:   s.handleFileList,
 		events.OpFileRead:   s.handleFileRead,
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +19,10 @@ import (
 
 // The file commands: upload to a session's working directory, list it,
 // download from it (the gateway's /v1/sessions/{id}/files routes).
+
+// cancelUploadTimeout bounds the cancel of a failed upload, sent after
+// the command's own context may have ended (Ctrl-C).
+const cancelUploadTimeout = 5 * time.Second
 
 func (a *app) uploadCommand() *cobra.Command {
 	var c common
@@ -145,8 +150,9 @@ standard output, or to the file --output names (which must not exist).`,
 }
 
 // upload sends size bytes of r in the chunks the gateway offers, and
-// commits them.
-func (c *client) upload(ctx context.Context, sid, name string, size int64, r io.Reader) (*events.FileInfo, error) {
+// commits them. An upload that fails or is interrupted after its begin is
+// cancelled, so that its bytes do not wait out the runner's hour.
+func (c *client) upload(ctx context.Context, sid, name string, size int64, r io.Reader) (info *events.FileInfo, err error) {
 	var begun struct {
 		TransferID string `json:"transferId"`
 		ChunkSize  int64  `json:"chunkSize"`
@@ -157,8 +163,15 @@ func (c *client) upload(ctx context.Context, sid, name string, size int64, r io.
 	if begun.ChunkSize <= 0 {
 		return nil, fmt.Errorf("the gateway offered chunks of %d bytes", begun.ChunkSize)
 	}
-	buf := make([]byte, min(begun.ChunkSize, max(size, 1)))
 	u := c.sessionPath(sid, "/files/uploads/"+url.PathEscape(begun.TransferID))
+	defer func() {
+		if err != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelUploadTimeout)
+			defer cancel()
+			_ = c.do(cctx, http.MethodDelete, u, nil, nil) // best effort: the runner's TTL is the backstop
+		}
+	}()
+	buf := make([]byte, min(begun.ChunkSize, max(size, 1)))
 	for off := int64(0); off < size; {
 		n, err := io.ReadFull(r, buf[:min(int64(len(buf)), size-off)])
 		if err != nil {
