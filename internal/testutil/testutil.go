@@ -70,7 +70,14 @@ const (
 // names what was awaited (what: "the runner to restart"), so a failure
 // reads as a sentence.
 func Poll(ctx context.Context, what string, cond func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, PollTimeout)
+	return PollWithin(ctx, PollTimeout, what, cond)
+}
+
+// PollWithin is Poll bounded by d instead of PollTimeout: for a benchmark's
+// wait on work that grows with its scale (a thousand sessions' claims),
+// which no bound of the test suite's fits on every machine.
+func PollWithin(ctx context.Context, d time.Duration, what string, cond func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	wait := time.NewTimer(pollFirst)
 	defer wait.Stop()

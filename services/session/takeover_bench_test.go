@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +33,11 @@ import (
 // its start-up claims find every lease held), the current owner dies, and the clock stops when the survivor has taken over all N
 // turns. takeover-s (and ns/op) therefore include waiting out the TTL;
 // claim-s is the time from the survivor's first takeover to its last.
+// benchWait bounds each wait of BenchmarkTakeover: its thousand sessions'
+// claims take seconds on an idle machine, and many times that on a loaded
+// one, where the test suite's PollTimeout is too short.
+const benchWait = 5 * time.Minute
+
 func BenchmarkTakeover(b *testing.B) {
 	const ttl = time.Second
 	for _, n := range []int{1000} {
@@ -48,6 +54,9 @@ func BenchmarkTakeover(b *testing.B) {
 			ctx, cancel := context.WithCancel(b.Context())
 			defer cancel()
 			sids := make(chan string)
+			// A prompt that fails before the owner dies is a turn that
+			// will never run: the wait below reports it at once.
+			var promptErr atomic.Pointer[error]
 			var wg sync.WaitGroup
 			for range loadWorkers {
 				wg.Go(func() {
@@ -56,7 +65,11 @@ func BenchmarkTakeover(b *testing.B) {
 							b.Errorf("open %s: %v", sid, err)
 							continue
 						}
-						go func() { _, _ = h.prompt(ctx, sid, "key", "say started\nsleep 1h") }()
+						go func() {
+							if _, err := h.prompt(ctx, sid, "key", "say started\nsleep 1h"); err != nil && ctx.Err() == nil {
+								promptErr.CompareAndSwap(nil, &err)
+							}
+						}()
 					}
 				})
 			}
@@ -65,10 +78,15 @@ func BenchmarkTakeover(b *testing.B) {
 			}
 			close(sids)
 			wg.Wait()
-			if err := testutil.Poll(ctx, "every turn to run", func() (bool, error) {
-				return testutil.Metric(b, owner.reg, "acp_session_prompt_dispatches_total") == float64(n), nil
+			var dispatched float64
+			if err := testutil.PollWithin(ctx, benchWait, "every turn to run", func() (bool, error) {
+				if err := promptErr.Load(); err != nil {
+					return false, *err
+				}
+				dispatched = testutil.Metric(b, owner.reg, "acp_session_prompt_dispatches_total")
+				return dispatched == float64(n), nil
 			}); err != nil {
-				b.Fatal(err)
+				b.Fatalf("%v: %v of %d turns dispatched", err, dispatched, n)
 			}
 
 			var total, claim time.Duration
@@ -76,16 +94,18 @@ func BenchmarkTakeover(b *testing.B) {
 				b.StopTimer()
 				survivor := startReplica(b, natstest.Connect(b, ns), cfg, lg)
 				// Its start-up claims find every lease held by a live owner.
-				if err := testutil.Poll(ctx, "the survivor's start-up claims", func() (bool, error) {
-					return testutil.Metric(b, survivor.reg, "acp_session_owner_leases_total", "event", "held_elsewhere") == float64(n), nil
+				var held float64
+				if err := testutil.PollWithin(ctx, benchWait, "the survivor's start-up claims", func() (bool, error) {
+					held = testutil.Metric(b, survivor.reg, "acp_session_owner_leases_total", "event", "held_elsewhere")
+					return held == float64(n), nil
 				}); err != nil {
-					b.Fatal(err)
+					b.Fatalf("%v: %v of %d leases found held", err, held, n)
 				}
 				b.StartTimer()
 				died := time.Now()
 				owner.die()
 				var first time.Time
-				if err := testutil.Poll(ctx, "the survivor to take every turn over", func() (bool, error) {
+				if err := testutil.PollWithin(ctx, benchWait, "the survivor to take every turn over", func() (bool, error) {
 					taken := testutil.Metric(b, survivor.reg, "acp_session_takeovers_total")
 					if taken > 0 && first.IsZero() {
 						first = time.Now()

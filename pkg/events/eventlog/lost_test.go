@@ -47,6 +47,11 @@ func TestReadsAskAgainAfterALostRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer relay.Unsubscribe()
+	// The reader has a connection of its own: its first request must not
+	// reach the server before the relay's interest does.
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	rjs, err := jetstream.NewWithAPIPrefix(natstest.Connect(t, ns), prefix)
 	if err != nil {
 		t.Fatal(err)
