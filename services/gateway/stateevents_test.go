@@ -416,3 +416,44 @@ func TestStateEventsReservedType(t *testing.T) {
 		t.Errorf("history with include=state has %d session_state entries, want Skein's 2", states)
 	}
 }
+
+// TestStateEventsMissedTurnEnd: a turn's end is stored while ACP_LOG
+// republishes nothing, and nothing follows it. Every viewer still gets its
+// state event, read back once by the session's feed (it checks where the
+// log ends while a turn is open and it hears nothing), with no history
+// read of its own.
+func TestStateEventsMissedTurnEnd(t *testing.T) {
+	e := newEnv(t)
+	e.backend.Open("s1", "demo")
+	var streams []*sseStream
+	for range 5 {
+		streams = append(streams, e.stream("/v1/sessions/s1/events", withStates))
+	}
+	acc := e.backend.StartTurn("s1", nil, "toolstep c1 pending\npause p1")
+	e.backend.Paused("p1")
+	tool := e.backend.stored("s1", acc.Sequence, 2)[1]
+	for _, s := range streams {
+		if st := s.nextStored(); st.Event != "state" || decodeState(t, st.Data).Change != events.ChangeTurnAccepted {
+			t.Fatalf("got %+v, want turn_accepted", st)
+		}
+		wantDurable(t, s.nextStored(), acc.Sequence)
+		wantDurable(t, s.nextStored(), tool)
+	}
+	reads := e.backend.Calls(events.OpReadHistory)
+	var end uint64
+	e.backend.WithoutTail(func() {
+		e.backend.Release("p1")
+		e.backend.AwaitTurn("s1", acc)
+		end = e.backend.Last("s1")
+	})
+	for _, s := range streams {
+		ev := s.nextStored()
+		if st := decodeState(t, ev.Data); ev.Event != "state" || ev.ID != strconv.FormatUint(end, 10) ||
+			st.Change != events.ChangeTurnFinished || st.TurnID != acc.TurnID || st.StopReason != "end_turn" {
+			t.Fatalf("got %+v, want the turn's end, id %d", ev, end)
+		}
+	}
+	if got := e.backend.Calls(events.OpReadHistory) - reads; got != 0 {
+		t.Errorf("viewers made %d history reads for the missed end, want 0", got)
+	}
+}
