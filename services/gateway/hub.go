@@ -431,6 +431,10 @@ func (f *feed) droppedMessages() int {
 func (f *feed) handle(ctx context.Context, m *nats.Msg) {
 	switch m.Subject {
 	case f.tailSubject:
+		// A turn accepted while the feed holds the last one open: the
+		// feed missed that turn's end, a control record, which no event
+		// number counts. It is read back before the new turn starts.
+		missedEnd := f.turnOpen && m.Header.Get(events.HeaderTurnAccepted) != ""
 		f.observe(m.Header)
 		entry, prev, err := events.TailEntry(f.sid, m)
 		if err != nil {
@@ -444,11 +448,14 @@ func (f *feed) handle(ctx context.Context, m *nats.Msg) {
 		if entry.Sequence <= f.lastSeq {
 			return // fanned out already, by a catch-up
 		}
-		if f.lastSeq > 0 && entry.EventNo > f.lastNo+1 {
+		switch {
+		case f.lastSeq > 0 && entry.EventNo > f.lastNo+1:
 			f.catchUp(ctx, "tail", entry.Sequence)
-			if entry.Sequence <= f.lastSeq {
-				return
-			}
+		case missedEnd && f.lastSeq > 0 && entry.Sequence-1 > max(f.lastSeq, f.known):
+			f.catchUp(ctx, "turn end", entry.Sequence)
+		}
+		if entry.Sequence <= f.lastSeq {
+			return
 		}
 		f.durable(entry, prev, m.Header, m.Data)
 	case f.liveSubject:

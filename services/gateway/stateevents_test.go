@@ -457,3 +457,34 @@ func TestStateEventsMissedTurnEnd(t *testing.T) {
 		t.Errorf("viewers made %d history reads for the missed end, want 0", got)
 	}
 }
+
+// TestStateEventsMissedEndBeforeNextTurn: a turn's end is lost from the
+// tail and the next turn starts at once, before the feed's quiet check
+// would find it. The feed, hearing a turn accepted while it holds one
+// open, reads the end back first: every viewer sees the turn end before
+// the next one begins. (Without that, the test fails unless the feed's
+// once-a-second check happens to run between the two, which the
+// next prompt, sent at once, makes unlikely.)
+func TestStateEventsMissedEndBeforeNextTurn(t *testing.T) {
+	e := newEnv(t)
+	e.backend.Open("s1", "demo")
+	s := e.stream("/v1/sessions/s1/events", withStates)
+	acc := e.backend.StartTurn("s1", nil, "toolstep c1 pending\npause p1")
+	e.backend.Paused("p1")
+	s.collectN(3) // turn_accepted, the prompt, the tool call
+	var end uint64
+	e.backend.WithoutTail(func() {
+		e.backend.Release("p1")
+		e.backend.AwaitTurn("s1", acc)
+		end = e.backend.Last("s1")
+	})
+	next := e.backend.StartTurn("s1", nil, "say two")
+	got := s.collectN(2)
+	if st := decodeState(t, got[0].Data); got[0].ID != strconv.FormatUint(end, 10) || st.Change != events.ChangeTurnFinished || st.TurnID != acc.TurnID {
+		t.Fatalf("got %v, want the first turn's end, id %d", got, end)
+	}
+	if st := decodeState(t, got[1].Data); got[1].Event != "state" || st.Change != events.ChangeTurnAccepted || st.TurnID != next.TurnID {
+		t.Fatalf("got %v, want the next turn's turn_accepted after the end", got)
+	}
+	e.backend.AwaitTurn("s1", next)
+}
