@@ -131,4 +131,20 @@ func TestDevWorksInItsStartDirectory(t *testing.T) {
 	if strings.Join(ids, ",") != "mode,model" {
 		t.Errorf("the demo agent's config options are %v, want mode and model", ids)
 	}
+	// Its commands, for skein commands: served by the history service,
+	// which its NATS user must let answer them. (The list arrives with
+	// the agent's first update after the open: wait for it.)
+	var commands string
+	if err := pollFor(t.Context(), "the demo agent's commands", func() bool {
+		status, commands = call(http.MethodGet, "/v1/sessions/in-src/commands", "")
+		return status != http.StatusOK || strings.Contains(commands, `"name"`)
+	}); err != nil || status != http.StatusOK {
+		t.Errorf("GET commands = %d %s, %v; want the demo agent's commands", status, commands, err)
+	}
+	// An answer to an input request is the session service's, which its
+	// NATS user must let answer it: one that names no request is not
+	// pending, not unavailable.
+	if status, body := call(http.MethodPost, "/v1/sessions/in-src/inputs/nothing", `{"action":"cancel"}`); status != http.StatusOK || !strings.Contains(body, "not_pending") {
+		t.Errorf("answer to no input request = %d %s, want 200 not_pending", status, body)
+	}
 }
