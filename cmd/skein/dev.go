@@ -262,14 +262,13 @@ func printWorkspace(w io.Writer, runner *adapterrunner.Config, dataDir string) {
 	for _, d := range runner.WorkspaceGrants[events.DefaultNamespace] {
 		if d == dataDir || strings.HasPrefix(dataDir, d+string(filepath.Separator)) {
 			fmt.Fprintf(w, `
-Note: the data directory %s lies in %s. The sandbox grants an agent its
-working directory whole, so an agent working in %s can read and write
-Skein's data there (the NATS store, the token, the NATS passwords): the
-runner warns when it starts one. To keep them out of reach, run skein dev
-with --data outside %s, or with --adapter-runner.sandbox=require to refuse
-such sessions.
+Note: the data directory %s lies in %s.
+An agent working in that directory itself can read and write Skein's data (the
+NATS store, the token, the NATS passwords): the sandbox grants a working
+directory whole. The runner warns when it starts one. To keep them apart, run skein dev with --data
+outside that directory, or with --adapter-runner.sandbox=require to refuse them.
 
-`, dataDir, d, d, d)
+`, dataDir, d)
 		}
 	}
 }
