@@ -49,6 +49,10 @@ services, each with only its rights; reader-default), with passwords written
 at the first start in DIR/nats-users/USER.password (mode 0600). With
 --nats-listen, DIR/nats-users/USER.url is the server's URL with the user's
 password in it, and USER.json a nats CLI context (nats --context FILE).
+Agents may work in the directory skein dev runs in (granted to namespace
+default) and under DIR/workspaces, unless workspace roots or grants are
+given; a session working in a directory that holds DIR is warned about
+(refused with --adapter-runner.sandbox=require): its agent can reach DIR.
 
 Flags (single or double dash; every service flag also reads SKEIN_<NAME>):
   --data DIR          state directory (default .skein)
