@@ -17,7 +17,9 @@ FUZZ_TIME ?= 20s
 
 .PHONY: help
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@# Two passes over the targets: the names' column is as wide as the longest.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {n++; name[n] = $$1; what[n] = $$2; if (length($$1) > w) w = length($$1)} \
+	  END {for (i = 1; i <= n; i++) printf "  %-" w "s  %s\n", name[i], what[i]}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## build bin/skein and bin/skein-testagent
@@ -75,7 +77,7 @@ bench-smoke: ## every benchmark once, so none rots
 	$(GO) test -run='^$$' -bench=. -benchtime=1x work
 
 .PHONY: fuzz
-fuzz: ## a short run of every fuzz target ($(FUZZ_TIME) each)
+fuzz: ## a short run of every fuzz target (FUZZ_TIME each, 20s by default)
 	@set -e; for pkg in $$($(GO) list -f '{{.Dir}}' work); do \
 	  for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$pkg/*_test.go 2>/dev/null | sed 's/func //'); do \
 	    echo "== $$t ($$pkg)"; \

@@ -11,10 +11,20 @@ import (
 // fs with the value it ended with (command line, environment or default),
 // secrets redacted. It is the answer to "what is this process running
 // with?" without reading its command line and environment.
-func logConfig(lg *slog.Logger, fs *flag.FlagSet) {
+func logConfig(lg *slog.Logger, fs *flag.FlagSet) { logConfigWith(lg, fs, nil) }
+
+// logConfigWith is logConfig with the values of the flags named in shown
+// replacing theirs: a flag set by a function (flag.Func) has no value of
+// its own to show, and a caller that filled in a field after parsing knows
+// better than the flag.
+func logConfigWith(lg *slog.Logger, fs *flag.FlagSet, shown map[string]string) {
 	var attrs []any
 	fs.VisitAll(func(f *flag.Flag) {
-		attrs = append(attrs, slog.String(f.Name, redactFlag(f.Name, f.Value.String())))
+		v, ok := shown[f.Name]
+		if !ok {
+			v = f.Value.String()
+		}
+		attrs = append(attrs, slog.String(f.Name, redactFlag(f.Name, v)))
 	})
 	lg.Info("effective configuration", slog.Group("config", attrs...))
 }

@@ -9,14 +9,18 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"skein.dev/cmd/skein/internal/cli"
 	"skein.dev/internal/workspace"
+	"skein.dev/pkg/events"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
 
@@ -45,6 +49,10 @@ services, each with only its rights; reader-default), with passwords written
 at the first start in DIR/nats-users/USER.password (mode 0600). With
 --nats-listen, DIR/nats-users/USER.url is the server's URL with the user's
 password in it, and USER.json a nats CLI context (nats --context FILE).
+Agents may work in the directory skein dev runs in (granted to namespace
+default) and under DIR/workspaces, unless workspace roots or grants are
+given; a session working in a directory that holds DIR is warned about
+(refused with --adapter-runner.sandbox=require): its agent can reach DIR.
 
 Flags (single or double dash; every service flag also reads SKEIN_<NAME>):
   --data DIR          state directory (default .skein)
@@ -58,12 +66,18 @@ Flags (single or double dash; every service flag also reads SKEIN_<NAME>):
 Run "skein dev -h" for every flag.`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runDev(cmd.Context(), args, getenv, stdout, stderr)
+			startDir, err := os.Getwd()
+			if err != nil {
+				return fmt.Errorf("the directory skein dev runs in: %w", err)
+			}
+			return runDev(cmd.Context(), args, getenv, startDir, stdout, stderr)
 		},
 	}
 }
 
-func runDev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// runDev runs skein dev started in startDir, the directory its agents may
+// work in by default. It logs to stderr.
+func runDev(ctx context.Context, args []string, getenv func(string) string, startDir string, stdout, stderr io.Writer) error {
 	var c devConfig
 	fs := flag.NewFlagSet("skein dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -95,40 +109,26 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 			return err
 		}
 	}
-	lg, err := newLogger(c.stack.LogLevel, false)
+	lg, err := newLoggerTo(stderr, c.stack.LogLevel, false)
 	if err != nil {
 		return err
 	}
-	logConfig(lg, fs)
+	// A relative --data is the start directory's, as the shell meant it.
+	if !filepath.IsAbs(c.dataDir) && startDir != "" {
+		c.dataDir = filepath.Join(startDir, c.dataDir)
+	}
 	dataDir, err := filepath.Abs(c.dataDir)
 	if err != nil {
 		return err
 	}
-	if c.stack.Runner.DataDir == "" || !isSet(fs, "adapter-runner.data-dir") {
-		c.stack.Runner.DataDir = filepath.Join(dataDir, "sessions")
-	}
-	if len(c.stack.Runner.WorkspaceRoots) == 0 {
-		c.stack.Runner.WorkspaceRoots = workspace.Roots{filepath.Join(dataDir, "workspaces")}
-	}
-	if c.stack.Runner.Builtin, err = builtinAgents(); err != nil {
+	c.dataDir = dataDir
+	if err := devDefaults(&c, fs, startDir); err != nil {
 		return err
 	}
-	// The demo agent keeps its sessions under the data directory, so an
-	// unloaded session comes back by session/resume, as with a real agent.
-	for i, a := range c.stack.Runner.Builtin {
-		if a.ID == "demo" {
-			c.stack.Runner.Builtin[i].Args = append(a.Args, "--resume", "--load-session", "--state-dir", filepath.Join(dataDir, "demo-agent"))
-			c.stack.Runner.Builtin[i].Sandbox.Write = []string{filepath.Join(dataDir, "demo-agent")}
-		}
-	}
-	// A developer's machine may lack Landlock: dev runs adapters there
-	// unconfined, with a warning, where serve refuses them.
-	if !isSet(fs, "adapter-runner.sandbox") {
-		c.stack.Runner.Sandbox = adapterrunner.SandboxWarn
-	}
-	if !isSet(fs, "adapter-runner.id") {
-		c.stack.Runner.ID = "dev"
-	}
+	// Logged once every default is applied: what the services run with,
+	// not what the flags held before skein dev filled them in. A flag set
+	// by a function has no value to show, so the sandbox mode is given.
+	logConfigWith(lg, fs, map[string]string{"adapter-runner.sandbox": string(c.stack.Runner.Sandbox)})
 
 	token, tokenFile, created, err := ensureDevToken(dataDir)
 	if err != nil {
@@ -182,9 +182,99 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	err = runWithPprof(ctx, c.pprofAddr, lg, func(ctx context.Context) error {
 		return st.run(ctx, lg, c.stack.MetricsAddr, func() {
 			printWelcome(stdout, "http://"+st.gateway.Addr(), ns, c.natsListen, dataDir, tokenFile, auth)
+			printWorkspace(stdout, &c.stack.Runner, dataDir)
 		})
 	})
 	return err
+}
+
+// devDefaults fills in what skein dev decides for the services unless a
+// flag said otherwise: the runner's data directory and ID, the workspace,
+// the demo agent, and the sandbox mode. c.dataDir is absolute.
+//
+// The workspace. skein dev is one person's, on their own machine, for
+// their own projects: its agents may work in the directory it was started
+// in, granted to namespace default (the dev token's), besides the root
+// <data>/workspaces, where a session opened without a cwd gets a
+// directory of its own. A root alone would not do: a namespace owns only
+// <root>/<namespace> under it. Roots or grants given by flags replace all
+// of this.
+//
+// Its own data (the NATS store, the token, the NATS users' passwords, the
+// runner's data directory with each session's HOME) is protected: a
+// session whose working directory holds it or lies in it (a session in the
+// start directory, when the data directory is inside it, as .skein is by
+// default) is one the sandbox cannot keep from it, and the runner refuses
+// it under --adapter-runner.sandbox=require and warns under warn, dev's
+// default (adapterrunner.Config.Protected).
+func devDefaults(c *devConfig, fs *flag.FlagSet, startDir string) error {
+	dataDir := c.dataDir
+	runner := &c.stack.Runner
+	if runner.DataDir == "" || !isSet(fs, "adapter-runner.data-dir") {
+		runner.DataDir = filepath.Join(dataDir, "sessions")
+	}
+	if len(runner.WorkspaceRoots) == 0 {
+		runner.WorkspaceRoots = workspace.Roots{filepath.Join(dataDir, "workspaces")}
+		if len(runner.WorkspaceGrants) == 0 && startDir != "" {
+			runner.WorkspaceGrants = workspace.Grants{events.DefaultNamespace: {filepath.Clean(startDir)}}
+		}
+	}
+	runner.Protected = []string{
+		filepath.Join(dataDir, "nats"), filepath.Join(dataDir, devUsersDir), filepath.Join(dataDir, cli.DevTokenFile),
+	}
+	if dir, err := filepath.Abs(runner.DataDir); err == nil && !slices.ContainsFunc(runner.WorkspaceRoots, func(root string) bool {
+		return root == dir || strings.HasPrefix(root, dir+string(filepath.Separator))
+	}) {
+		// Every session's HOME and TMPDIR; unless a root lies in it, as
+		// <data-dir>/workspaces does when only the data dir is given.
+		runner.Protected = append(runner.Protected, dir)
+	}
+	var err error
+	if runner.Builtin, err = builtinAgents(); err != nil {
+		return err
+	}
+	// The demo agent keeps its sessions under the data directory, so an
+	// unloaded session comes back by session/resume, as with a real agent.
+	// It offers a mode and a model, and announces commands, as real agents
+	// do: skein config and skein commands show something.
+	for i, a := range runner.Builtin {
+		if a.ID == "demo" {
+			runner.Builtin[i].Args = append(a.Args, "--resume", "--load-session", "--state-dir", filepath.Join(dataDir, "demo-agent"),
+				"--config-options", "mode,model", "--commands")
+			runner.Builtin[i].Sandbox.Write = []string{filepath.Join(dataDir, "demo-agent")}
+		}
+	}
+	// A developer's machine may lack Landlock: dev runs adapters there
+	// unconfined, with a warning, where serve refuses them.
+	if !isSet(fs, "adapter-runner.sandbox") {
+		runner.Sandbox = adapterrunner.SandboxWarn
+	}
+	if !isSet(fs, "adapter-runner.id") {
+		runner.ID = "dev"
+	}
+	return nil
+}
+
+// printWorkspace says where agents may work, and, when that exposes skein
+// dev's own data to them, what follows and how to avoid it.
+func printWorkspace(w io.Writer, runner *adapterrunner.Config, dataDir string) {
+	dirs := slices.Clone(runner.WorkspaceGrants[events.DefaultNamespace])
+	for _, root := range runner.WorkspaceRoots {
+		dirs = append(dirs, filepath.Join(root, string(events.DefaultNamespace)))
+	}
+	fmt.Fprintf(w, "Agents may work in %s (a session's cwd, or the shell's for skein prompt and skein open).\n", strings.Join(dirs, ", "))
+	for _, d := range runner.WorkspaceGrants[events.DefaultNamespace] {
+		if d == dataDir || strings.HasPrefix(dataDir, d+string(filepath.Separator)) {
+			fmt.Fprintf(w, `
+Note: the data directory %s lies in %s.
+An agent working in that directory itself can read and write Skein's data (the
+NATS store, the token, the NATS passwords): the sandbox grants a working
+directory whole. The runner warns when it starts one. To keep them apart, run skein dev with --data
+outside that directory, or with --adapter-runner.sandbox=require to refuse them.
+
+`, dataDir, d)
+		}
+	}
 }
 
 func isSet(fs *flag.FlagSet, name string) bool {

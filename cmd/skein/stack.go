@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -229,17 +230,23 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lg
 	return serveUntilDone(ctx, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln, false)
 }
 
-// newLogger returns a text logger for a terminal, JSON otherwise.
+// newLogger returns a text logger for a terminal, JSON otherwise, writing
+// to stderr.
 func newLogger(level string, json bool) (*slog.Logger, error) {
+	return newLoggerTo(os.Stderr, level, json)
+}
+
+// newLoggerTo is newLogger writing to w.
+func newLoggerTo(w io.Writer, level string, json bool) (*slog.Logger, error) {
 	var lv slog.LevelVar
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log level %q: %w", level, err)
 	}
 	opts := &slog.HandlerOptions{Level: &lv}
 	if json {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	return slog.New(slog.NewTextHandler(w, opts)), nil
 }
 
 // applyEnv sets each flag of fs whose variable SKEIN_<NAME> is set, NAME

@@ -35,6 +35,10 @@ const (
 	CodeSessionNotEmpty Code = "session_not_empty" // discard: the session ran a turn or holds a user message
 	CodeFileNotFound    Code = "file_not_found"    // no such file or upload transfer in the session's working directory
 
+	// HTTP routing, answered by the gateway alone. Nothing was changed.
+	CodeNotFound         Code = "not_found"          // no route has that path
+	CodeMethodNotAllowed Code = "method_not_allowed" // the path's routes take other methods (the Allow header lists them)
+
 	// Turns and adapters.
 	CodePromptDeliveryUncertain     Code = "prompt_delivery_uncertain" // accepted, but no proof the adapter received it; never replayed
 	CodeAgentUnavailable            Code = "agent_unavailable"         // no runner can host the agent now
@@ -68,6 +72,7 @@ var Codes = []Code{
 	CodeWriteConflict, CodeUnavailable, CodeTimeout, CodeInternal,
 	CodeAgentNotInstalled, CodeUnauthenticated, CodeForbidden,
 	CodeRateLimited, CodeOutputLost, CodeSessionNotEmpty, CodeFileNotFound,
+	CodeNotFound, CodeMethodNotAllowed,
 }
 
 // Known reports whether c is in the registry.

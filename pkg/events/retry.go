@@ -60,6 +60,10 @@ var retries = map[Code]Retry{
 	// The session is in use: discarding it never will succeed; delete it.
 	CodeSessionNotEmpty: GiveUp,
 
+	// Routing: the same request names the same missing route.
+	CodeNotFound:         GiveUp,
+	CodeMethodNotAllowed: GiveUp,
+
 	// Turns and adapters: each is the outcome of a turn that was accepted
 	// and ended, except for a placement that found no runner, which
 	// recorded nothing.

@@ -51,11 +51,16 @@ func (s *fileStore) noteCapabilities(key string, caps events.JSON) {
 // noteStarted records the capabilities of an adapter that create or
 // restore started (v its answer).
 func (s *fileStore) noteStarted(key string, v events.Variant) {
+	// A start that failed gives a nil result of its type: nothing to note.
 	switch v := v.(type) {
 	case *events.AcpSessionCreatedResponse:
-		s.noteCapabilities(key, v.AgentCapabilities)
+		if v != nil {
+			s.noteCapabilities(key, v.AgentCapabilities)
+		}
 	case *events.AdapterReady:
-		s.noteCapabilities(key, v.Session.AgentCapabilities)
+		if v != nil {
+			s.noteCapabilities(key, v.Session.AgentCapabilities)
+		}
 	}
 }
 

@@ -194,6 +194,11 @@ type Config struct {
 	// zero value, for embedders and tests whose adapters need what the
 	// sandbox denies, is off.
 	Sandbox SandboxMode
+	// Protected are paths no agent may reach, which the sandbox cannot
+	// keep from one whose working directory holds them or lies in them
+	// (protect.go): skein dev's data. Such a session is refused, started
+	// with a warning or started, as Sandbox says. No flag sets it.
+	Protected []string
 
 	// FileMaxBytes bounds one uploaded file, FileTransferTTL how long an
 	// upload may go without a write before it is removed, and

@@ -50,5 +50,5 @@ func (r *Runner) confine(ns events.Namespace, sid events.SessionID, agent Agent,
 		return err
 	}
 	spec.cwd = resolved
-	return nil
+	return r.protect(sid, agent, spec)
 }

@@ -316,7 +316,7 @@ func (p *process) wait() {
 			Pid: &pid, ExitCode: code, Restart: events.RestartNotAttempted,
 		})
 		p.m.unexpectedExits.Inc()
-		p.lg.Warn("adapter exited", "exit_code", code, events.LogKeyErr, err)
+		p.lg.Warn("adapter exited", exitCodeAttr(code), events.LogKeyErr, err)
 	}
 	// The process is over once ACP_IO stored what it said, the exit
 	// last: however long the stream takes, unless the runner stops the
@@ -324,6 +324,16 @@ func (p *process) wait() {
 	p.io.close()
 	<-p.io.done
 	close(p.exited)
+}
+
+// exitCodeAttr is the exit code for a log line: the number, or "none"
+// for a process a signal ended (the record leaves its exitCode out). A
+// pointer given to slog as it is would be logged as its address.
+func exitCodeAttr(code *int32) slog.Attr {
+	if code == nil {
+		return slog.String("exit_code", "none")
+	}
+	return slog.Int("exit_code", int(*code))
 }
 
 // awaitOutput waits until stdout and stderr reach their end, for at most

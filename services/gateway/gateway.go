@@ -119,7 +119,7 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 	if g.auth != nil {
 		g.backoff = newAuthBackoff(cfg.AuthFailuresFree, cfg.AuthBackoffMax)
 	}
-	g.handler = g.limitBodies(g.instrument(g.routes()))
+	g.handler = g.limitBodies(g.instrument(g.unmatched(g.routes())))
 	return g, nil
 }
 

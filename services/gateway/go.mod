@@ -45,10 +45,15 @@ require (
 require skein.dev/testagent v0.0.0
 
 require (
+	github.com/landlock-lsm/go-landlock v0.11.2 // indirect
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
+)
+
+require (
 	github.com/google/btree v1.1.3 // indirect
 	skein.dev/internal/buildinfo v0.0.0 // indirect
 	skein.dev/pkg/acpwire v0.0.0 // indirect
-	skein.dev/services/adapter-runner v0.0.0 // indirect
+	skein.dev/services/adapter-runner v0.0.0
 	skein.dev/services/session v0.0.0 // indirect
 )
 

@@ -15,14 +15,20 @@ import (
 
 // open records a new session, or checks that an existing one was opened with
 // the same options, and attaches an adapter when none is.
+//
+// A refused open leaves no session: an agent that no runner knows, or
+// that none has installed, is refused before anything is recorded; a
+// session this open recorded and then could not start an adapter for is
+// deleted again. Otherwise the failed open would leave a session under
+// options that did not work, and every later open of the ID with the
+// right ones would be session_conflict until someone deleted it.
 func (sess *session) open(ctx context.Context, o *events.SessionOpened) error {
 	if err := sess.load(ctx); err != nil {
 		return err
 	}
+	created := false
 	if sess.opened == nil {
-		// An agent no runner knows opens nothing: the session is not
-		// recorded under it (and cannot conflict with a later open).
-		if err := sess.svc.runners.unknownAgent(ctx, o.Agent); err != nil {
+		if err := sess.svc.runners.refusal(ctx, o.Agent); err != nil {
 			return err
 		}
 		opened := eventlog.Entry{Kind: events.LogControl, Value: o, Subject: events.OpenedSubject(sess.ns, sess.sid)}
@@ -31,18 +37,37 @@ func (sess *session) open(ctx context.Context, o *events.SessionOpened) error {
 		}
 		sess.opened = o
 		sess.createdAt = time.Now()
+		created = true
 		sess.lg.Info("session opened", events.LogKeyAgent, o.Agent)
 	} else if !sameOptions(sess.opened, o) && !sess.sameButLegacyCwd(o) {
 		return events.Errorf(events.CodeSessionConflict, "session %s exists with other options; delete it or open it with the same ones", sess.sid)
 	}
 	if sess.adapter == nil {
 		if err := sess.attach(ctx); err != nil {
+			if created {
+				sess.unopen(ctx, err)
+				return err
+			}
 			sess.project(ctx)
 			return err
 		}
 	}
 	sess.project(ctx)
 	return nil
+}
+
+// unopen deletes the session that open recorded and could not start, for
+// cause: its log keeps only the tombstone, which reads as no session (GET
+// and history answer session_not_found, the list leaves it out) and lets
+// the ID be opened again, with any options. If that fails too the session
+// stays, projected, as an open that failed before this rule left it.
+func (sess *session) unopen(ctx context.Context, cause error) {
+	if err := sess.deleteLocked(ctx); err != nil {
+		sess.lg.Warn("remove the session a failed open recorded", events.LogKeyErr, err, "cause", cause)
+		sess.project(ctx)
+		return
+	}
+	sess.lg.Info("failed open removed", "cause", cause)
 }
 
 // sameButLegacyCwd reports whether o differs from the recorded options

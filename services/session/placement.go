@@ -260,6 +260,52 @@ func (d *runnerDirectory) unknownAgent(ctx context.Context, agent string) error 
 	return events.Errorf(events.CodeUnknownAgent, "no runner knows agent %q", agent)
 }
 
+// refusal is the refusal placement would give agent whatever the
+// runners' load, or nil: unknown_agent when runners are alive and none of
+// them lists agent, agent_not_installed when those that list it cannot
+// start it. With no runner alive nobody can tell: nil, and placement says
+// what is wrong. A refusal, and a directory that knows no runner (its
+// watch may not have delivered yet, just after a start), re-read the
+// bucket first, as placement does, so that a runner that has just started
+// is found.
+func (d *runnerDirectory) refusal(ctx context.Context, agent string) error {
+	if d.refusalNow(agent) == nil && len(d.aliveSet()) > 0 {
+		return nil
+	}
+	if err := d.refresh(ctx); err != nil {
+		return nil // placement will say what is wrong
+	}
+	return d.refusalNow(agent)
+}
+
+// refusalNow is refusal by the directory as it is.
+func (d *runnerDirectory) refusalNow(agent string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.runners) == 0 {
+		return nil
+	}
+	var knownBy []string
+	var command string
+	for _, r := range d.runners {
+		for _, a := range r.Agents {
+			if a.ID != agent {
+				continue
+			}
+			if a.Installed {
+				return nil
+			}
+			knownBy, command = append(knownBy, r.ID), a.AdapterEntrypoint
+		}
+	}
+	if len(knownBy) == 0 {
+		return events.Errorf(events.CodeUnknownAgent, "no runner knows agent %q", agent)
+	}
+	slices.Sort(knownBy)
+	return events.Errorf(events.CodeAgentNotInstalled, "agent %q is not installed: its command %q does not resolve on runner %s",
+		agent, command, strings.Join(knownBy, ", "))
+}
+
 // lists reports whether a runner lists agent, or no runner is known.
 func (d *runnerDirectory) lists(agent string) bool {
 	d.mu.Lock()

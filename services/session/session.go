@@ -303,6 +303,10 @@ func (sess *session) reconcile(ctx context.Context, last *eventlog.Record) error
 		sess.resolve(in.id, reason)
 	}
 	sess.failure = events.ErrDeliveryUncertain.Response()
+	// The projection still says what the earlier owner last wrote: the
+	// turn running. Listing reads it, so it says failed now, as reading
+	// the session does, not whenever the session next changes.
+	sess.project(ctx)
 	return nil
 }
 

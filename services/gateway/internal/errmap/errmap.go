@@ -53,6 +53,10 @@ var table = map[events.Code]Entry{
 	events.CodeCursorExpired:   {Status: http.StatusGone},
 	events.CodeSessionNotEmpty: {Status: http.StatusConflict},
 
+	// Routing: a path no route has, or a method its routes do not take.
+	events.CodeNotFound:         {Status: http.StatusNotFound},
+	events.CodeMethodNotAllowed: {Status: http.StatusMethodNotAllowed},
+
 	// Turns and adapters. The adapter is the upstream the gateway fronts,
 	// so its failures are 502; a policy the adapter cannot satisfy and an
 	// option it does not offer are the caller's to resolve.

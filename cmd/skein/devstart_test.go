@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"skein.dev/cmd/skein/internal/cli"
+	"skein.dev/internal/testutil"
+)
+
+// skein dev started in a project, with its data directory inside it as
+// the tour's .skein: its effective configuration shows what the runner
+// really runs with; its agents may work in the project, and only there;
+// a session working in the project itself, which holds the data directory,
+// starts with a warning (the sandbox cannot keep the data from it); and
+// the demo agent offers a mode and a model.
+func TestDevWorksInItsStartDirectory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs skein dev; skipped in -short")
+	}
+	project, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(project, ".skein")
+	if err := os.MkdirAll(filepath.Join(project, "src"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	stdout, stderr := &testutil.Buffer{}, &testutil.Buffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- runDev(ctx, []string{"--data", data, "--http", "127.0.0.1:0"}, func(string) string { return "" }, project, stdout, stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("skein dev: %v\n%s", err, stderr)
+		}
+	})
+	var url string
+	if err := pollFor(t.Context(), "skein dev's welcome", func() bool {
+		url = welcomeURL(stdout.String(), "HTTP")
+		return url != ""
+	}); err != nil {
+		t.Fatalf("%v\n%s\n%s", err, stdout, stderr)
+	}
+
+	var config string
+	for line := range strings.Lines(stderr.String()) {
+		if strings.Contains(line, "effective configuration") {
+			config = line
+		}
+	}
+	for _, want := range []string{
+		"config.adapter-runner.data-dir=" + filepath.Join(data, "sessions") + " ",
+		"config.adapter-runner.id=dev ",
+		"config.adapter-runner.sandbox=warn ",
+		"config.adapter-runner.workspace-roots=" + filepath.Join(data, "workspaces") + " ",
+		`config.adapter-runner.workspace-grants="default=` + project + `" `, // quoted: it holds a '='
+	} {
+		if !strings.Contains(config, want) {
+			t.Errorf("the effective configuration lacks %q:\n%s", want, config)
+		}
+	}
+
+	token, err := os.ReadFile(filepath.Join(data, cli.DevTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, url+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(b)
+	}
+
+	// In the project: a directory of it, and the project itself.
+	if status, body := call(http.MethodPut, "/v1/sessions/in-src", `{"agent":"demo","cwd":"`+filepath.Join(project, "src")+`"}`); status != http.StatusOK {
+		t.Fatalf("open in %s/src = %d %s, want 200", project, status, body)
+	}
+	if strings.Contains(stderr.String(), "exposes Skein's own data") {
+		t.Errorf("a session beside the data directory was warned about:\n%s", stderr)
+	}
+	if status, body := call(http.MethodPut, "/v1/sessions/in-project", `{"agent":"demo","cwd":"`+project+`"}`); status != http.StatusOK {
+		t.Fatalf("open in %s = %d %s, want 200", project, status, body)
+	}
+	if !strings.Contains(stderr.String(), "exposes Skein's own data") || !strings.Contains(stderr.String(), "session_id=in-project") {
+		t.Errorf("no warning for the session whose cwd holds the data directory:\n%s", stderr)
+	}
+	if !strings.Contains(stdout.String(), "Note: the data directory "+data+" lies in "+project) {
+		t.Errorf("the welcome does not say the data directory lies in the workspace:\n%s", stdout)
+	}
+	// Outside the project: refused, as before.
+	if status, body := call(http.MethodPut, "/v1/sessions/outside", `{"agent":"demo","cwd":"`+t.TempDir()+`"}`); status != http.StatusBadRequest || !strings.Contains(body, "invalid_request") {
+		t.Errorf("open outside the project = %d %s, want 400 invalid_request", status, body)
+	}
+
+	// The demo agent's options, for skein config.
+	status, body := call(http.MethodGet, "/v1/sessions/in-src/config", "")
+	var cfg struct {
+		Options []struct {
+			ID string `json:"id"`
+		} `json:"options"`
+	}
+	if status != http.StatusOK || json.Unmarshal([]byte(body), &cfg) != nil {
+		t.Fatalf("GET config = %d %s", status, body)
+	}
+	var ids []string
+	for _, o := range cfg.Options {
+		ids = append(ids, o.ID)
+	}
+	if strings.Join(ids, ",") != "mode,model" {
+		t.Errorf("the demo agent's config options are %v, want mode and model", ids)
+	}
+	// Its commands, for skein commands: served by the history service,
+	// which its NATS user must let answer them. (The list arrives with
+	// the agent's first update after the open: wait for it.)
+	var commands string
+	if err := pollFor(t.Context(), "the demo agent's commands", func() bool {
+		status, commands = call(http.MethodGet, "/v1/sessions/in-src/commands", "")
+		return status != http.StatusOK || strings.Contains(commands, `"name"`)
+	}); err != nil || status != http.StatusOK {
+		t.Errorf("GET commands = %d %s, %v; want the demo agent's commands", status, commands, err)
+	}
+	// An answer to an input request is the session service's, which its
+	// NATS user must let answer it: one that names no request is not
+	// pending, not unavailable.
+	if status, body := call(http.MethodPost, "/v1/sessions/in-src/inputs/nothing", `{"action":"cancel"}`); status != http.StatusOK || !strings.Contains(body, "not_pending") {
+		t.Errorf("answer to no input request = %d %s, want 200 not_pending", status, body)
+	}
+}
