@@ -46,7 +46,7 @@ require skein.dev/testagent v0.0.0
 
 require (
 	github.com/google/btree v1.1.3 // indirect
-	skein.dev/internal/buildinfo v0.0.0 // indirect
+	skein.dev/internal/buildinfo v0.0.0
 	skein.dev/pkg/acpwire v0.0.0 // indirect
 	skein.dev/services/adapter-runner v0.0.0 // indirect
 	skein.dev/services/session v0.0.0 // indirect
