@@ -265,8 +265,8 @@ func duration(d time.Duration) string {
 // finish ends the turn's output: the open line, the plan (committed on a
 // terminal) and the region, and returns the first write error.
 func (p *printer) finish() error {
-	p.endLine()
 	p.phase = ""
+	p.endLine()
 	for _, t := range p.running {
 		p.commitTool(t) // a tool call the turn's end left unfinished
 	}
@@ -301,6 +301,8 @@ func (p *printer) render(e *event) {
 			p.text("thought", &p.thought, e.Durability, text)
 		}
 	case acp.UpdateUserMessageChunk:
+		// A prompt starts a turn: tool call IDs are the turn's own.
+		clear(p.tools)
 		if text, ok := e.text(); ok && p.showUser && e.Durability != events.DurabilityEphemeral {
 			p.endLine()
 			for l := range strings.SplitSeq(strings.TrimRight(text, "\n"), "\n") {
@@ -383,6 +385,9 @@ func finalStatus(s string) bool { return s == "completed" || s == "failed" }
 // tool follows a tool call or its update.
 func (p *printer) tool(e *event) {
 	t := p.tools[e.ToolCallID]
+	if t != nil && t.done && e.Type == acp.UpdateToolCall {
+		t = nil // a new call that reuses a finished one's ID (another turn's)
+	}
 	if t == nil {
 		t = &toolState{id: e.ToolCallID, start: p.now(), status: "pending"}
 		if e.ToolCallID != "" {

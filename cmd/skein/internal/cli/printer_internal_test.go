@@ -135,6 +135,14 @@ func TestRenderers(t *testing.T) {
 			terminal: "Done.\nplan:\n  [x] read\n  [~] write\n",
 		},
 		{
+			name: "a later turn's call that reuses an ID is a call of its own",
+			steps: []step{{event: call}, {event: completed},
+				{event: `{"durability":"durable","type":"user_message_chunk","content":{"type":"text","text":"again"}}`},
+				{event: call}, {event: completed}},
+			plain:    "[tool] go test ./...: pending\n[tool] go test ./...: completed\n[tool] go test ./...: pending\n[tool] go test ./...: completed\n",
+			terminal: "✓ go test ./... completed 0.0s\n✓ go test ./... completed 0.0s\n",
+		},
+		{
 			name:       "thoughts are dimmed on a terminal and left out on a pipe",
 			steps:      []step{{event: thought}, {event: thoughtD}, {event: say}},
 			plain:      "Done.\n",

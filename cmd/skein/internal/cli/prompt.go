@@ -67,8 +67,12 @@ func (t *turn) run(ctx context.Context, text string) error {
 		phase = phaseStarting
 		info, err = t.cl.session(ctx, t.session)
 	} else if err == nil && len(t.flags) > 0 {
-		return usagef("session %s exists (agent %s): %s only apply to a new session; drop them, or use another --session",
-			t.session, info.Agent, strings.Join(t.flags, ", "))
+		verb := "apply"
+		if len(t.flags) == 1 {
+			verb = "applies"
+		}
+		return usagef("session %s exists (agent %s): %s %s only to a new session; drop it, or use another --session",
+			t.session, info.Agent, strings.Join(t.flags, ", "), verb)
 	}
 	if err != nil {
 		return fmt.Errorf("session %s: %w", t.session, err)

@@ -31,6 +31,9 @@ type event struct {
 	RawOutput     json.RawMessage `json:"rawOutput"`
 	EventNo       uint64          `json:"eventNo"`
 	MessageID     string          `json:"messageId"`
+	// Fields of a usage_update, read only for it.
+	Used *uint64 `json:"used"`
+	Size *uint64 `json:"size"`
 	// Fields of the permission events, decoded only for them (options,
 	// reason): an agent's own update may use the same names differently.
 	Options json.RawMessage `json:"options"`
@@ -184,6 +187,10 @@ func summary(e *event) string {
 		summary = e.RequestID + " " + e.Status
 	case events.PublicTypeInputRequest:
 		summary = e.RequestID + " " + strconv.Quote(rawString(e.Message))
+	case "usage_update":
+		if e.Used != nil && e.Size != nil {
+			summary = fmt.Sprintf("%d/%d", *e.Used, *e.Size)
+		}
 	case events.PublicTypeInputResponse:
 		summary = strings.TrimSpace(e.RequestID + " " + e.Status + " " + rawString(e.Action))
 	}
