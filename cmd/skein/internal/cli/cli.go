@@ -222,10 +222,15 @@ fails with session_conflict.`,
 			req := openRequest{Agent: agent}
 			if cmd.Flags().Changed("cwd") {
 				req.Cwd = &cwd
-			} else if _, err := cl.session(cmd.Context(), c.session); isCode(err, string(events.CodeSessionNotFound)) {
+			} else if info, err := cl.session(cmd.Context(), c.session); isCode(err, string(events.CodeSessionNotFound)) {
 				// A new session works in the shell's directory when the
-				// workspace holds it; an existing one keeps its own.
+				// workspace holds it.
 				req.Cwd = a.shellCwd(cmd.Context(), cl)
+			} else if err == nil && info.Cwd != "" {
+				// An existing one keeps its own: reopened with it, so that
+				// a session opened in the shell's directory reopens from
+				// any other without a conflict.
+				req.Cwd = &info.Cwd
 			}
 			if cmd.Flags().Changed("permission-policy") {
 				req.PermissionPolicy = &policy

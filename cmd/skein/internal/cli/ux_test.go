@@ -269,3 +269,57 @@ func TestVersions(t *testing.T) {
 		t.Errorf("info = %v, printed %q; want the gateway's URL and version first", r.err, r.stdout)
 	}
 }
+
+// TestNewSessionWorksInTheShellsDirectory: prompt and open give a new
+// session the shell's directory when the workspace holds it, and nothing
+// (the server's default) when it does not; an existing session keeps its
+// own.
+func TestNewSessionWorksInTheShellsDirectory(t *testing.T) {
+	e := newEnv(t)
+	openedIn := func() string {
+		t.Helper()
+		req, _ := e.LastRequest(events.OpOpenSession).(*events.AcpOpenSessionRequest)
+		if req == nil {
+			t.Fatal("no open request")
+		}
+		if req.Cwd == nil {
+			return ""
+		}
+		return *req.Cwd
+	}
+	same := func(a, b string) bool {
+		ra, errA := filepath.EvalSymlinks(a)
+		rb, errB := filepath.EvalSymlinks(b)
+		return errA == nil && errB == nil && ra == rb
+	}
+	project := e.WorkDir("project")
+	t.Chdir(project)
+	if r := e.run(t.Context(), "", "prompt", "-s", "here", "hi"); r.err != nil {
+		t.Fatalf("prompt: %v %s", r.err, r.stderr)
+	}
+	if cwd := openedIn(); !same(cwd, project) {
+		t.Errorf("prompt opened in %q, want the shell's %s", cwd, project)
+	}
+	if r := e.run(t.Context(), "", "open", "-s", "there"); r.err != nil {
+		t.Fatalf("open: %v %s", r.err, r.stderr)
+	}
+	if cwd := openedIn(); !same(cwd, project) {
+		t.Errorf("open opened in %q, want the shell's %s", cwd, project)
+	}
+	// Reopened from another directory, an existing session keeps its own.
+	t.Chdir(e.WorkDir("elsewhere"))
+	if r := e.run(t.Context(), "", "open", "-s", "there"); r.err != nil {
+		t.Fatalf("reopen: %v %s", r.err, r.stderr)
+	}
+	if cwd := openedIn(); !same(cwd, project) {
+		t.Errorf("reopen sent cwd %q, want the session's own %s", cwd, project)
+	}
+	// Outside the workspace, the server's default.
+	t.Chdir(t.TempDir())
+	if r := e.run(t.Context(), "", "prompt", "-s", "away", "hi"); r.err != nil {
+		t.Fatalf("prompt outside the workspace: %v %s", r.err, r.stderr)
+	}
+	if cwd := openedIn(); cwd != "" {
+		t.Errorf("prompt outside the workspace sent cwd %q, want none", cwd)
+	}
+}
