@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -28,8 +27,8 @@ import (
 func buildSkein(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "skein")
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	out, err := exec.CommandContext(t.Context(), goBin, "build", "-o", bin, ".").CombinedOutput()
+	// The go command that runs the tests is on the PATH.
+	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -36,12 +36,6 @@ type turn struct {
 	input io.Reader
 }
 
-// promptResult is what the prompt request came back with.
-type promptResult struct {
-	resp *promptResponse
-	err  error
-}
-
 // ending is how a watched turn ended, as far as the viewer knows.
 type ending struct {
 	stopReason string

@@ -102,6 +102,31 @@ func TestCtrlCCancelsTheTurn(t *testing.T) {
 	})
 }
 
+// TestCtrlCAtAnInputRequest: Ctrl-C while the turn waits for an answer
+// to the agent's input request cancels the turn; it is not left waiting.
+func TestCtrlCAtAnInputRequest(t *testing.T) {
+	e := newEnv(t)
+	e.open("s1", "demo")
+	intr, ctx := cli.NewInterrupts(t.Context())
+	var stdout, stderr testutil.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- execute(ctx, map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr, "prompt", "-s", "s1",
+			`elicit {"type":"object","properties":{"name":{"type":"string"}}}`)
+	}()
+	testutil.Eventually(t, "the input request", func() bool { return strings.Contains(stdout.String(), "[input] ") })
+	if !intr.Interrupt() {
+		t.Fatal("the prompt did not take the Ctrl-C")
+	}
+	if err := <-done; cli.ExitCode(err) != cli.ExitCancelled {
+		t.Errorf("prompt = %v (exit %d), printed %q, stderr %q; want exit 3", err, cli.ExitCode(err), stdout.String(), stderr.String())
+	}
+	testutil.Eventually(t, "s1 idle after the cancel", func() bool {
+		st := e.State("s1")
+		return st != nil && st.Status == "idle"
+	})
+}
+
 // TestAttach: attach shows a running turn from its prompt on, then live,
 // and ends with it.
 func TestAttach(t *testing.T) {
@@ -213,7 +238,7 @@ func TestFollowersSurviveAGatewayRestart(t *testing.T) {
 			// once another gateway serves the address.
 			gw.stop()
 			testutil.Eventually(t, "the outage reported", func() bool { return strings.Contains(stderr.String(), "skein: ") })
-			gw = startGateway(t, e, gw.addr)
+			startGateway(t, e, gw.addr)
 			e.Turn("s1", "say two")
 			testutil.Eventually(t, "the turn after the restart", func() bool { return strings.Contains(stdout.String(), `"text":"two"`) })
 			cancel()
