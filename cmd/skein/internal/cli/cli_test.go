@@ -278,19 +278,19 @@ func TestEventsFollowsUntilInterrupted(t *testing.T) {
 	go func() {
 		done <- execute(ctx, map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr, "events", "--json", "--after", strconv.FormatUint(seqs[0], 10))
 	}()
-	testutil.Eventually(t, "the backfilled event", func() bool { return strings.Count(stdout.String(), "\n") == 1 })
+	testutil.Eventually(t, "the backfilled event", func() bool { return strings.Count(withoutState(stdout.String()), "\n") == 1 })
 	// A turn that stands at a pause point once its first chunk is sent: the
 	// chunk's delta is live before the turn ends, and the message that
 	// holds it is durable after.
 	turn := make(chan result, 1)
 	go func() { turn <- e.run(t.Context(), "", "prompt", "say three\npause p1") }()
 	e.Paused("p1")
-	testutil.Eventually(t, "the user message and the delta", func() bool { return strings.Count(stdout.String(), "\n") == 3 })
+	testutil.Eventually(t, "the user message and the delta", func() bool { return strings.Count(withoutState(stdout.String()), "\n") == 3 })
 	e.Release("p1")
 	if r := <-turn; r.err != nil {
 		t.Fatalf("prompt: %v", r.err)
 	}
-	testutil.Eventually(t, "the completed message", func() bool { return strings.Count(stdout.String(), "\n") == 4 })
+	testutil.Eventually(t, "the completed message", func() bool { return strings.Count(withoutState(stdout.String()), "\n") == 4 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("events = %v after interrupt, want nil", err)
@@ -300,7 +300,7 @@ func TestEventsFollowsUntilInterrupted(t *testing.T) {
 		t.Fatalf("the turns stored events %v, want 4", seqs)
 	}
 	var got []string
-	for line := range strings.SplitSeq(strings.TrimSuffix(stdout.String(), "\n"), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSuffix(withoutState(stdout.String()), "\n"), "\n") {
 		var ev struct {
 			Sequence      uint64 `json:"sequence"`
 			AfterSequence uint64 `json:"afterSequence"`
@@ -377,7 +377,7 @@ func TestEventsReportsStreamErrors(t *testing.T) {
 	go func() {
 		done <- execute(t.Context(), map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr, "events", "--json")
 	}()
-	testutil.Eventually(t, "the first turn's events", func() bool { return strings.Count(stdout.String(), "\n") == 2 })
+	testutil.Eventually(t, "the first turn's events", func() bool { return strings.Count(withoutState(stdout.String()), "\n") == 2 })
 	// Records the stream misses and history prunes: a gap it cannot fill.
 	// These turns write public events and no delta: a delta would send
 	// the gateway's feed to read the log before the pruning, and it
@@ -443,4 +443,16 @@ func TestAgentsNone(t *testing.T) {
 	if r := e.run(t.Context(), "", "agents"); r.err != nil || r.stdout != "" {
 		t.Errorf("agents without agents = %v, printed %q, want nothing", r.err, r.stdout)
 	}
+}
+
+// withoutState returns JSON lines without the state events among them
+// (events --json prints the stream's state changes too).
+func withoutState(out string) string {
+	var b strings.Builder
+	for line := range strings.SplitSeq(out, "\n") {
+		if line != "" && !strings.Contains(line, `"type":"session_state"`) {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }

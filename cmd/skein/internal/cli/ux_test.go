@@ -197,7 +197,8 @@ func startGateway(t *testing.T, e *env, addr string) *restartable {
 	return &restartable{e: e, addr: gw.Addr(), stop: stop}
 }
 
-// durableSeqs returns the sequences of the durable events among JSON lines.
+// durableSeqs returns the sequences of the durable events among JSON
+// lines, state events left out.
 func durableSeqs(t *testing.T, out string) []string {
 	t.Helper()
 	var seqs []string
@@ -205,11 +206,12 @@ func durableSeqs(t *testing.T, out string) []string {
 		var ev struct {
 			Sequence   uint64 `json:"sequence"`
 			Durability string `json:"durability"`
+			Type       string `json:"type"`
 		}
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
-		if ev.Durability == "durable" {
+		if ev.Durability == "durable" && ev.Type != "session_state" {
 			seqs = append(seqs, strconv.FormatUint(ev.Sequence, 10))
 		}
 	}
@@ -252,6 +254,23 @@ func TestFollowersSurviveAGatewayRestart(t *testing.T) {
 			}
 			if got := durableSeqs(t, stdout.String()); strings.Join(got, ",") != strings.Join(wantSeqs, ",") {
 				t.Errorf("%s printed durable events %v, want %v once each", args[0], got, wantSeqs)
+			}
+			// Nor is a state event printed twice: the new stream resumes
+			// after the cursor, and the client dedupes by sequence.
+			seen := map[string]bool{}
+			for line := range strings.SplitSeq(strings.TrimSuffix(stdout.String(), "\n"), "\n") {
+				var ev struct {
+					Sequence uint64 `json:"sequence"`
+					Type     string `json:"type"`
+					Change   string `json:"change"`
+				}
+				if json.Unmarshal([]byte(line), &ev) == nil && ev.Type == "session_state" {
+					key := ev.Change + "@" + strconv.FormatUint(ev.Sequence, 10)
+					if seen[key] {
+						t.Errorf("state event %s printed twice", key)
+					}
+					seen[key] = true
+				}
 			}
 			if !strings.Contains(stderr.String(), "reconnected to "+url) {
 				t.Errorf("%s said nothing of the reconnect: stderr %q", args[0], stderr.String())
@@ -346,5 +365,30 @@ func TestNewSessionWorksInTheShellsDirectory(t *testing.T) {
 	}
 	if cwd := openedIn(); cwd != "" {
 		t.Errorf("prompt outside the workspace sent cwd %q, want none", cwd)
+	}
+}
+
+// TestEventsHuman: skein events renders the turns a session runs, and
+// when each begins and ends, as a second viewer sees them.
+func TestEventsHuman(t *testing.T) {
+	e := newEnv(t)
+	e.open("s1", "demo")
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr testutil.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- execute(ctx, map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr, "events", "-s", "s1")
+	}()
+	if r := e.run(t.Context(), "", "prompt", "-s", "s1", "say hi"); r.err != nil {
+		t.Fatalf("prompt: %v", r.err)
+	}
+	want := regexp.MustCompile(`^— turn (\S+) started\n> say hi\nhi\n— turn (\S+) ended: end_turn\n$`)
+	testutil.Eventually(t, "the turn from start to end", func() bool { return want.MatchString(stdout.String()) })
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("events = %v after interrupt", err)
+	}
+	if m := want.FindStringSubmatch(stdout.String()); m == nil || m[1] != m[2] {
+		t.Errorf("events printed %q, want one turn started and ended", stdout.String())
 	}
 }
