@@ -48,6 +48,8 @@ const historyScanPages = 50
 
 // attachTurn shows the session's running turn, from its prompt on.
 func (t *turn) attachTurn(ctx context.Context) error {
+	interrupts, release := take(ctx)
+	defer release()
 	info, err := t.cl.session(ctx, t.session)
 	if err != nil {
 		return fmt.Errorf("session %s: %w", t.session, err)
@@ -91,7 +93,7 @@ func (t *turn) attachTurn(ctx context.Context) error {
 	if !t.cl.hasStateEvents(ctx, t.session) {
 		go t.pollEnd(sctx, turnID, end)
 	}
-	return v.watch(ctx, f, end, turnID)
+	return v.watch(ctx, f, end, turnID, interrupts)
 }
 
 // turnSoFar returns the durable events of the turn turnID so far, from

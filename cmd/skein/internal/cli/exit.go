@@ -123,7 +123,8 @@ func ExitCode(err error) int {
 	if err == nil {
 		return ExitOK
 	}
-	if errors.Is(err, errInterrupted) {
+	if errors.Is(err, errInterrupted) || errors.Is(err, context.Canceled) {
+		// Ctrl-C (or SIGTERM) ended the command's context mid-request.
 		return ExitInterrupted
 	}
 	if te, ok := errors.AsType[*TurnError](err); ok {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -49,6 +50,7 @@ func TestExitCode(t *testing.T) {
 		{&APIError{Status: 503, Code: "unavailable"}, ExitUnavailable},
 		{&UnreachableError{Server: "http://x", Err: errors.New("refused")}, ExitUnavailable},
 		{errInterrupted, ExitInterrupted},
+		{fmt.Errorf("open s1: %w", context.Canceled), ExitInterrupted},
 	} {
 		if got := ExitCode(tt.err); got != tt.want {
 			t.Errorf("ExitCode(%v) = %d, want %d", tt.err, got, tt.want)

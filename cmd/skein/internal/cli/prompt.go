@@ -48,6 +48,10 @@ type ending struct {
 // the stream had not delivered yet, from history, so the printed reply is
 // complete however the stream fared.
 func (t *turn) run(ctx context.Context, text string) error {
+	// Ctrl-C is the turn's from the start: one pressed while the agent
+	// starts cancels the turn once it is accepted.
+	interrupts, release := take(ctx)
+	defer release()
 	phase := phaseRestore
 	info, err := t.cl.session(ctx, t.session)
 	if isCode(err, string(events.CodeSessionNotFound)) {
@@ -111,7 +115,7 @@ func (t *turn) run(ctx context.Context, text string) error {
 		<-promptDone
 	}()
 	v.p.setPhase(phase)
-	return v.watch(ctx, f, end, "")
+	return v.watch(ctx, f, end, "", interrupts)
 }
 
 // view is a turn watched live: its printer, its questions, and the last
@@ -183,12 +187,10 @@ func (a *app) fancy() bool {
 // watch prints the turn's events from f until the turn ends: when end
 // delivers (the prompt's answer), or, for a turn being attached to
 // (turnID set), at its turn_finished state change. The first Ctrl-C
-// cancels the turn, and the view waits for it to end; a second stops the
-// command. It returns a *TurnError for a turn that was cancelled or failed.
-func (v *view) watch(ctx context.Context, f *feed, end chan ending, turnID string) error {
+// (interrupts, taken by the caller) cancels the turn, and the view waits
+// for it to end; a second stops the command. It returns a *TurnError for a turn that was cancelled or failed.
+func (v *view) watch(ctx context.Context, f *feed, end chan ending, turnID string, interrupts <-chan struct{}) error {
 	p := v.p
-	interrupts, release := take(ctx)
-	defer release()
 	var ticks <-chan time.Time
 	if p.tty {
 		ticker := time.NewTicker(100 * time.Millisecond)

@@ -392,3 +392,30 @@ func TestEventsHuman(t *testing.T) {
 		t.Errorf("events printed %q, want one turn started and ended", stdout.String())
 	}
 }
+
+// TestCtrlCInAttach: Ctrl-C in attach cancels the turn it shows, which
+// both attach and the prompt that started it report as cancelled.
+func TestCtrlCInAttach(t *testing.T) {
+	e := newEnv(t)
+	e.open("s1", "demo")
+	prompt := make(chan result, 1)
+	go func() { prompt <- e.run(t.Context(), "", "prompt", "-s", "s1", "say \"waiting\\n\"\npause p1") }()
+	e.Paused("p1")
+	intr, ctx := cli.NewInterrupts(t.Context())
+	var stdout, stderr testutil.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- execute(ctx, map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr, "attach", "-s", "s1")
+	}()
+	// The message in progress is not in history yet; the prompt is.
+	testutil.Eventually(t, "the turn so far", func() bool { return strings.Contains(stdout.String(), "> pause p1\n") })
+	if !intr.Interrupt() {
+		t.Fatal("attach did not take the Ctrl-C")
+	}
+	if err := <-done; cli.ExitCode(err) != cli.ExitCancelled || !strings.HasSuffix(stderr.String(), "stop reason: cancelled\n") {
+		t.Errorf("attach = %v (exit %d), stderr %q; want exit 3 and the cancel reported", err, cli.ExitCode(err), stderr.String())
+	}
+	if r := <-prompt; cli.ExitCode(r.err) != cli.ExitCancelled {
+		t.Errorf("the prompt = %v, want its turn cancelled", r.err)
+	}
+}
