@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"skein.dev/cmd/skein/internal/cli"
 	"skein.dev/pkg/client"
 	"skein.dev/pkg/events"
 )
@@ -19,12 +20,14 @@ func followCommand(getenv func(string) string, stdout io.Writer) *cobra.Command 
 		conn               natsFlags
 		namespace, session string
 		after              uint64
+		asJSON             bool
 	)
 	cmd := &cobra.Command{
 		Use:   "follow [--session ID [--after N]]",
 		Short: "Print the durable events of every session of a namespace as they are stored, over NATS",
 		Long: `Connect to Skein's NATS and print each durable event of every session of the
-namespace as it is stored, one JSON object a line (the gateway's form), until
+namespace as it is stored, one a line (its sequence, time, type and a
+summary; with --json, its JSON object in the gateway's form), until
 interrupted. With --session, print that session's history after --after first,
 then its new events: every event once, in order. Unlike the other client
 commands this one talks to NATS directly (the Go client, pkg/client), not to
@@ -48,7 +51,7 @@ a gateway.`,
 			} else {
 				evs = cl.Follow(ctx)
 			}
-			return printEvents(ctx, stdout, evs)
+			return printEvents(ctx, stdout, evs, asJSON)
 		},
 	}
 	conn.register(cmd)
@@ -56,12 +59,14 @@ a gateway.`,
 	fs.StringVar(&namespace, "namespace", string(events.DefaultNamespace), "the namespace to follow")
 	fs.StringVarP(&session, "session", "s", "", "follow this session only, from its history after --after")
 	fs.Uint64Var(&after, "after", 0, "with --session: start after this durable sequence")
+	fs.BoolVar(&asJSON, "json", false, "print each event's JSON on a line")
 	return cmd
 }
 
-// printEvents prints each event's public JSON on a line until the
-// iteration ends; the end of ctx is the normal end.
-func printEvents(ctx context.Context, w io.Writer, evs iter.Seq2[*events.AcpDurableHistoryEntry, error]) error {
+// printEvents prints each event on a line, its public JSON or its
+// readable form, until the iteration ends; the end of ctx is the normal
+// end.
+func printEvents(ctx context.Context, w io.Writer, evs iter.Seq2[*events.AcpDurableHistoryEntry, error], asJSON bool) error {
 	for ev, err := range evs {
 		if err != nil {
 			if ctx.Err() != nil {
@@ -72,6 +77,13 @@ func printEvents(ctx context.Context, w io.Writer, evs iter.Seq2[*events.AcpDura
 		line, err := events.PublicDurableJSON(ev)
 		if err != nil {
 			return err
+		}
+		if !asJSON {
+			text, err := cli.EventLine(line)
+			if err != nil {
+				return err
+			}
+			line = []byte(text)
 		}
 		if _, err := w.Write(append(line, '\n')); err != nil {
 			return err

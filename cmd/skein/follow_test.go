@@ -33,7 +33,7 @@ func TestFollowCommand(t *testing.T) {
 		out  *testutil.Buffer
 		args []string
 	}{{&all, nil}, {&one, []string{"--session", "f1"}}} {
-		args := append([]string{"follow", "--nats", ns.ClientURL()}, c.args...)
+		args := append([]string{"follow", "--json", "--nats", ns.ClientURL()}, c.args...)
 		go func() {
 			done <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), c.out, &testutil.Buffer{})
 		}()

@@ -6,13 +6,16 @@ require (
 	skein.dev/internal/workspace v0.0.0
 	skein.dev/internal/natsmetrics v0.0.0
 	skein.dev/internal/testutil v0.0.0
+	github.com/creack/pty v1.1.24
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.25.0
+	golang.org/x/sys v0.50.0
 	gopkg.in/yaml.v3 v3.0.1
+	skein.dev/internal/buildinfo v0.0.0
 	skein.dev/internal/cluster v0.0.0
 	skein.dev/internal/natstest v0.0.0
 	skein.dev/internal/stacktest v0.0.0
@@ -48,7 +51,6 @@ require (
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	skein.dev/pkg/client v0.0.0

@@ -7,10 +7,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -20,12 +22,26 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// Ctrl-C is routed (cli.Interrupts): a turn being watched takes the
+	// first and cancels the turn; otherwise, and the second time, the
+	// command's context ends. SIGTERM always ends it.
+	intr, ctx := cli.NewInterrupts(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		for s := range sigs {
+			if s == os.Interrupt {
+				intr.Interrupt()
+				continue
+			}
+			intr.Stop()
+		}
+	}()
 	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 }
 
-// run executes the skein command line and returns the exit code.
+// run executes the skein command line and returns the exit code
+// (cli.ExitCode; docs/CLI.md lists them).
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// The test agent is built in: "skein testagent" speaks ACP on stdio, and
 	// the adapter-runner starts it for the agent IDs "test" and "demo".
@@ -39,15 +55,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		SilenceErrors: true,
 	}
 	root.SetArgs(args)
+	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(devCommand(getenv, stdout, stderr), serveCommand(getenv, stderr), followCommand(getenv, stdout))
 	root.AddCommand(decodeCommand(stdin, stdout), logCommand(getenv, stdout))
 	root.AddCommand(provisionCommand(getenv, stdout, stderr))
 	root.AddCommand(cli.Commands(getenv, stdout, stderr)...)
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "skein:", err)
-		return 1
+	withGoFlagHelp(ctx, root, getenv, stdout)
+	cli.MarkUsage(root)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return cli.ExitOK
 	}
-	return 0
+	// Cobra's own refusals of a command line that names no command or an
+	// unknown one come as plain errors.
+	if msg := err.Error(); strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") {
+		err = &cli.UsageError{Err: err}
+	}
+	if !cli.Reported(err) {
+		fmt.Fprintln(stderr, "skein:", err)
+	}
+	if _, ok := errors.AsType[*cli.UsageError](err); ok && cmd != nil {
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	}
+	return cli.ExitCode(err)
 }

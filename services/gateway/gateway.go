@@ -338,7 +338,7 @@ func (g *Gateway) checkRequest(r *http.Request) error {
 }
 
 func (g *Gateway) handleHealthz(w http.ResponseWriter, _ *http.Request) error {
-	writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`))
+	writeJSON(w, http.StatusOK, healthzBody())
 	return nil
 }
 

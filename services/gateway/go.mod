@@ -51,7 +51,7 @@ require (
 
 require (
 	github.com/google/btree v1.1.3 // indirect
-	skein.dev/internal/buildinfo v0.0.0 // indirect
+	skein.dev/internal/buildinfo v0.0.0
 	skein.dev/pkg/acpwire v0.0.0 // indirect
 	skein.dev/services/adapter-runner v0.0.0
 	skein.dev/services/session v0.0.0 // indirect

@@ -50,8 +50,12 @@ func TestToken(t *testing.T) {
 				}
 				if !tt.ok {
 					wantCode(t, err, "unauthenticated")
-					if hint := strings.Contains(err.Error(), cli.EnvToken); hint != (tt.name == "no token anywhere") {
+					if hint := strings.Contains(err.Error(), "no token was sent"); hint != (tt.name == "no token anywhere") {
 						t.Errorf("%v: %v: a hint where to find a token: %v, want it only when none was sent", cmd, err, hint)
+					}
+					// The error names the gateway and where the token came from.
+					if !strings.Contains(err.Error(), "[gateway "+e.url+", token: ") {
+						t.Errorf("%v: %v: want the gateway and the token's source named", cmd, err)
 					}
 				}
 				for _, secret := range []string{devToken, otherToken} {

@@ -11,7 +11,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,19 +61,26 @@ const defaultSession = "main"
 // gateway refused it.
 func Commands(getenv func(string) string, stdout, stderr io.Writer) []*cobra.Command {
 	a := &app{getenv: getenv, stdout: stdout, stderr: stderr}
-	return []*cobra.Command{
-		a.openCommand(), a.promptCommand(), a.cancelCommand(), a.unloadCommand(), a.deleteCommand(),
+	cmds := []*cobra.Command{
+		a.openCommand(), a.promptCommand(), a.attachCommand(), a.cancelCommand(), a.unloadCommand(), a.deleteCommand(),
 		a.renameCommand(), a.respondCommand(), a.answerCommand(), a.historyCommand(), a.eventsCommand(),
 		a.watchCommand(), a.agentsCommand(), a.listCommand(), a.configCommand(), a.infoCommand(),
 		a.commandsCommand(), a.discardCommand(), a.forkCommand(), a.dirsCommand(),
-		a.uploadCommand(), a.filesCommand(), a.downloadCommand(),
+		a.uploadCommand(), a.filesCommand(), a.downloadCommand(), a.versionCommand(),
 	}
+	for _, cmd := range cmds {
+		a.decorate(cmd)
+	}
+	return cmds
 }
 
 // app holds what every command shares.
 type app struct {
 	getenv         func(string) string
 	stdout, stderr io.Writer
+	// server and tokenSource are the gateway the command's client talks
+	// to and where its token came from, named in its errors.
+	server, tokenSource string
 }
 
 // common are the flags of every command.
@@ -92,20 +98,16 @@ func (c *common) register(cmd *cobra.Command) {
 // registerServer registers --server alone, for a command that addresses no
 // session.
 func (c *common) registerServer(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&c.server, "server", "", "gateway URL (default $"+EnvServer+", else "+DefaultServer+")")
+	cmd.Flags().StringVar(&c.server, "server", "", "gateway URL or host:port (default $"+EnvServer+", else "+DefaultServer+")")
 	cmd.Flags().StringVar(&c.token, "token", "", "bearer token (default $"+EnvToken+", else the one skein dev wrote in $"+EnvData+"/"+DevTokenFile+", "+DefaultDataDir+"/"+DevTokenFile+" by default)")
 }
 
 // client returns a client for the gateway the flags and environment name,
 // and a function that releases its connections.
 func (a *app) client(c *common) (*client, func()) {
-	base := c.server
-	if base == "" {
-		base = a.getenv(EnvServer)
-	}
-	if base == "" {
-		base = DefaultServer
-	}
+	base := serverURL(c.server, a.getenv(EnvServer))
+	token, source := a.token(c)
+	a.server, a.tokenSource = base, source
 	tr := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
@@ -116,31 +118,86 @@ func (a *app) client(c *common) (*client, func()) {
 	}
 	// No overall timeout: a prompt blocks through its turn and an event
 	// stream lasts until interrupted.
-	return &client{base: strings.TrimRight(base, "/"), token: a.token(c), http: &http.Client{Transport: tr}}, tr.CloseIdleConnections
+	return &client{base: base, token: token, http: &http.Client{Transport: tr}}, tr.CloseIdleConnections
 }
 
-// token returns the bearer token the flags and environment name: --token,
-// else EnvToken, else skein dev's token file, else "" (the gateway then
-// answers unauthenticated, unless it runs without authentication).
-func (a *app) token(c *common) string {
+// serverURL returns the gateway's base URL: flag, else env, else
+// DefaultServer; a bare host:port means http, and a trailing slash is
+// dropped.
+func serverURL(flag, env string) string {
+	s := flag
+	if s == "" {
+		s = env
+	}
+	if s == "" {
+		s = DefaultServer
+	}
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	return strings.TrimRight(s, "/")
+}
+
+// token returns the bearer token the flags and environment name, and
+// where it came from: --token, else EnvToken, else skein dev's token file,
+// else "" (the gateway then answers unauthenticated, unless it runs
+// without authentication).
+func (a *app) token(c *common) (token, source string) {
 	if c.token != "" {
-		return c.token
+		return c.token, "--token"
 	}
 	if t := a.getenv(EnvToken); t != "" {
-		return t
+		return t, "$" + EnvToken
 	}
 	dir := a.getenv(EnvData)
 	if dir == "" {
 		dir = DefaultDataDir
 	}
-	b, err := os.ReadFile(filepath.Join(dir, DevTokenFile))
+	path := filepath.Join(dir, DevTokenFile)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			fmt.Fprintf(a.stderr, "skein: no token: %v\n", err)
 		}
-		return ""
+		return "", "no token (no --token, $" + EnvToken + " or " + path + ")"
 	}
-	return strings.TrimSpace(string(b))
+	return strings.TrimSpace(string(b)), path
+}
+
+// decorate makes a command's errors name the gateway (and, for a refused
+// token, where the token came from), and completes its --session and
+// --agent flags from the gateway.
+func (a *app) decorate(cmd *cobra.Command) {
+	if run := cmd.RunE; run != nil {
+		cmd.RunE = func(cmd *cobra.Command, args []string) error {
+			return a.describe(run(cmd, args))
+		}
+	}
+	a.complete(cmd)
+	for _, sub := range cmd.Commands() {
+		a.decorate(sub)
+	}
+}
+
+// describe adds the gateway, and for an authentication failure the token's
+// source, to an error of the gateway.
+func (a *app) describe(err error) error {
+	if err == nil || a.server == "" {
+		return err
+	}
+	if _, ok := errors.AsType[*UnreachableError](err); ok {
+		return fmt.Errorf("%w (is the gateway running? set it with --server or $%s)", err, EnvServer)
+	}
+	if _, ok := errors.AsType[*APIError](err); !ok {
+		return err
+	}
+	switch ExitCode(err) {
+	case ExitUnauth:
+		return fmt.Errorf("%w [gateway %s, token: %s]", err, a.server, a.tokenSource)
+	case ExitTurnFailed, ExitCancelled:
+		return err
+	}
+	return fmt.Errorf("%w [gateway %s]", err, a.server)
 }
 
 func (a *app) openCommand() *cobra.Command {
@@ -165,6 +222,15 @@ fails with session_conflict.`,
 			req := openRequest{Agent: agent}
 			if cmd.Flags().Changed("cwd") {
 				req.Cwd = &cwd
+			} else if info, err := cl.session(cmd.Context(), c.session); isCode(err, string(events.CodeSessionNotFound)) {
+				// A new session works in the shell's directory when the
+				// workspace holds it.
+				req.Cwd = a.shellCwd(cmd.Context(), cl)
+			} else if err == nil && info.Cwd != "" {
+				// An existing one keeps its own: reopened with it, so that
+				// a session opened in the shell's directory reopens from
+				// any other without a conflict.
+				req.Cwd = &info.Cwd
 			}
 			if cmd.Flags().Changed("permission-policy") {
 				req.PermissionPolicy = &policy
@@ -181,7 +247,7 @@ fails with session_conflict.`,
 	}
 	c.register(cmd)
 	cmd.Flags().StringVar(&agent, "agent", DefaultAgent, "agent ID")
-	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the agent (default: the agent's home)")
+	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the agent (default: the shell's when the workspace holds it, else the server's default)")
 	cmd.Flags().StringVar(&policy, "permission-policy", "", "allow_all (default), reject_all or ask")
 	cmd.Flags().StringVar(&inputs, "input-policy", "", "ask (default: a person answers the agent's input requests) or decline")
 	return cmd
@@ -193,6 +259,7 @@ func (a *app) promptCommand() *cobra.Command {
 		agent       string
 		key         string
 		policy      string
+		cwd         string
 		interactive bool
 		attach      []string
 	)
@@ -224,14 +291,22 @@ or ID) and answers the request itself.`,
 				text = string(b)
 			}
 			if strings.TrimSpace(text) == "" {
-				return errors.New("the prompt is empty")
+				return usagef("the prompt is empty")
 			}
 			t := turn{app: a, session: c.session, agent: agent, attach: attach}
 			if cmd.Flags().Changed("policy") {
 				if !validPolicy(policy) {
-					return fmt.Errorf("--policy must be %s, %s or %s, not %q", events.PolicyAllowAll, events.PolicyRejectAll, events.PolicyAsk, policy)
+					return usagef("--policy must be %s, %s or %s, not %q", events.PolicyAllowAll, events.PolicyRejectAll, events.PolicyAsk, policy)
 				}
 				t.policy = &policy
+			}
+			if cmd.Flags().Changed("cwd") {
+				t.cwd = &cwd
+			}
+			for _, name := range []string{"agent", "policy", "cwd"} {
+				if cmd.Flags().Changed(name) {
+					t.flags = append(t.flags, "--"+name)
+				}
 			}
 			if cmd.Flags().Changed("idempotency-key") {
 				t.key = &key
@@ -249,6 +324,7 @@ or ID) and answers the request itself.`,
 	c.register(cmd)
 	cmd.Flags().StringVar(&agent, "agent", DefaultAgent, "agent to open the session with if it does not exist")
 	cmd.Flags().StringVar(&policy, "policy", "", "permission policy of a session this command opens: allow_all (default), reject_all or ask")
+	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of a session this command opens (default: the shell's when the workspace holds it)")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "retry-safe key: the same key and prompt run one turn")
 	cmd.Flags().BoolVar(&interactive, "interactive", true, "ask for permission choices on the terminal (only when standard input is one)")
 	cmd.Flags().StringArrayVar(&attach, "attach", nil, "name of an upload (skein upload) the prompt references; repeat for up to 8")
@@ -262,19 +338,6 @@ func validPolicy(p string) bool {
 		return true
 	}
 	return false
-}
-
-// isTerminal reports whether r is an interactive terminal: it reports a
-// file mode (an *os.File does) and the mode is a character device. That
-// test is cheap and portable but also holds for /dev/null, whose first
-// read ends the questions at once.
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(interface{ Stat() (os.FileInfo, error) })
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func (a *app) cancelCommand() *cobra.Command {
@@ -393,52 +456,6 @@ func describeAnswer(r *statusResponse) string {
 	return r.Status
 }
 
-func (a *app) historyCommand() *cobra.Command {
-	var (
-		c             common
-		after, before uint64
-		limit         uint32
-		asJSON        bool
-	)
-	cmd := &cobra.Command{
-		Use:          "history",
-		Short:        "Print a page of a session's durable events",
-		Args:         cobra.NoArgs,
-		SilenceUsage: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var q historyQuery
-			if cmd.Flags().Changed("after") {
-				q.After = &after
-			}
-			if cmd.Flags().Changed("before") {
-				q.Before = &before
-			}
-			if cmd.Flags().Changed("limit") {
-				q.Limit = &limit
-			}
-			cl, done := a.client(&c)
-			defer done()
-			page, err := cl.history(cmd.Context(), c.session, q)
-			if err != nil {
-				return fmt.Errorf("history of %s: %w", c.session, err)
-			}
-			for _, raw := range page.Events {
-				if err := a.printEvent(raw, asJSON); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-	}
-	c.register(cmd)
-	cmd.Flags().Uint64Var(&after, "after", 0, "events after this sequence")
-	cmd.Flags().Uint64Var(&before, "before", 0, "events before this sequence")
-	cmd.Flags().Uint32Var(&limit, "limit", 0, "at most this many events (default: the server's page size)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print each event's public JSON on a line")
-	cmd.MarkFlagsMutuallyExclusive("after", "before")
-	return cmd
-}
-
 // printEvent prints one public event: as a JSON line, or in its readable
 // one-line form.
 func (a *app) printEvent(raw []byte, asJSON bool) error {
@@ -457,95 +474,6 @@ func (a *app) printEvent(raw []byte, asJSON bool) error {
 	}
 	_, err := fmt.Fprintln(a.stdout, oneLine(&e))
 	return err
-}
-
-// maxResumes bounds how often `skein events` resumes in a row without
-// receiving anything.
-const maxResumes = 5
-
-func (a *app) eventsCommand() *cobra.Command {
-	var (
-		c     common
-		after uint64
-	)
-	cmd := &cobra.Command{
-		Use:   "events",
-		Short: "Follow a session's events, one JSON object a line",
-		Long: `Follow the session's event stream and print each event's public JSON on a
-line, durable and ephemeral, until interrupted. When the gateway ends the
-stream with "unavailable" (it is stopping, or this client fell behind), the
-command resumes after the last durable event it printed.`,
-		Args:         cobra.NoArgs,
-		SilenceUsage: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, done := a.client(&c)
-			defer done()
-			err := a.follow(cmd.Context(), cl, c.session, after)
-			if cmd.Context().Err() != nil {
-				return nil // interrupted: the normal end
-			}
-			return err
-		},
-	}
-	c.register(cmd)
-	cmd.Flags().Uint64Var(&after, "after", 0, "start after this durable sequence (default: from the beginning)")
-	return cmd
-}
-
-// follow prints the stream's events until ctx ends or the stream fails.
-func (a *app) follow(ctx context.Context, cl *client, sid string, after uint64) error {
-	for resumes := 0; ; {
-		stream, err := cl.events(ctx, sid, after)
-		if err != nil {
-			return fmt.Errorf("events of %s: %w", sid, err)
-		}
-		progressed, err := a.printStream(stream, &after)
-		stream.Close() // the stream has ended; nothing to report
-		if !isCode(err, string(events.CodeUnavailable)) {
-			return err
-		}
-		if progressed {
-			resumes = 0
-		}
-		if resumes++; resumes > maxResumes {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Duration(resumes) * 200 * time.Millisecond):
-		}
-	}
-}
-
-// printStream prints a stream's events as JSON lines and keeps *after at
-// the last durable sequence printed. It returns whether it printed
-// anything, and why the stream ended.
-func (a *app) printStream(s *eventStream, after *uint64) (bool, error) {
-	progressed := false
-	for {
-		ev, err := s.Next()
-		if errors.Is(err, io.EOF) {
-			return progressed, errors.New("the gateway ended the event stream")
-		}
-		if err != nil {
-			return progressed, err
-		}
-		switch ev.Name {
-		case "error":
-			return progressed, streamError(ev)
-		case events.DurabilityDurable, events.DurabilityEphemeral:
-			if err := a.printEvent(ev.Data, true); err != nil {
-				return progressed, err
-			}
-			progressed = true
-			if ev.Name == events.DurabilityDurable {
-				if _, err := fmt.Sscan(ev.ID, after); err != nil {
-					return progressed, fmt.Errorf("durable event with id %q: %w", ev.ID, err)
-				}
-			}
-		}
-	}
 }
 
 func (a *app) agentsCommand() *cobra.Command {

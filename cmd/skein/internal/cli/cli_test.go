@@ -42,6 +42,7 @@ func execute(ctx context.Context, env map[string]string, stdin string, stdout, s
 func executeWith(ctx context.Context, env map[string]string, stdin io.Reader, stdout, stderr io.Writer, args ...string) error {
 	root := &cobra.Command{Use: "skein", SilenceErrors: true, SilenceUsage: true}
 	root.AddCommand(cli.Commands(func(k string) string { return env[k] }, stdout, stderr)...)
+	cli.MarkUsage(root)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stderr)
@@ -62,7 +63,6 @@ func wantCode(t *testing.T, err error, code string) {
 const toolTurn = "tool call_1 Read README.md\nplan [x] Say hello\nsay Hello, world"
 
 const toolReply = `[tool] Read README.md: pending
-[tool] Read README.md: in_progress
 [tool] Read README.md: completed
 [plan]
   [x] Say hello
@@ -228,14 +228,32 @@ func TestHistory(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("history: %v", r.err)
 	}
-	fields := strings.Fields(r.stdout)
-	if want := ` tool_call c1 "Run tests" pending`; len(fields) != 7 || fields[0] != strconv.FormatUint(s2, 10) ||
-		!strings.HasSuffix(r.stdout, want+"\n") || strings.Count(r.stdout, "\n") != 1 {
-		t.Errorf("history --after %d --limit 1 printed %q, want the tool call on one line ending in %q", s1, r.stdout, want)
+	// A header, then the event's number, sequence, time, type and summary;
+	// the command for the next page on stderr.
+	lines = strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if want := `c1 "Run tests" pending`; len(lines) != 2 || !strings.HasPrefix(lines[0], "EVENT") ||
+		len(strings.Fields(lines[1])) != 8 || strings.Fields(lines[1])[0] != "2" || strings.Fields(lines[1])[1] != strconv.FormatUint(s2, 10) ||
+		strings.Fields(lines[1])[3] != "tool_call" || !strings.HasSuffix(lines[1], want) {
+		t.Errorf("history --after %d --limit 1 printed %q, want a header and the tool call (event 2) ending in %q", s1, r.stdout, want)
+	}
+	if want := "more: skein history --after " + strconv.FormatUint(s2, 10) + " (or --all)\n"; r.stderr != want {
+		t.Errorf("history --after stderr = %q, want %q", r.stderr, want)
 	}
 	r = e.run(t.Context(), "", "history", "--before", strconv.FormatUint(s3+1, 10), "--limit", "1")
-	if want := `"Done.\nAll green."`; r.err != nil || !strings.HasSuffix(strings.TrimSpace(r.stdout), want) || strings.Count(r.stdout, "\n") != 1 {
+	if want := `"Done.\nAll green."`; r.err != nil || !strings.HasSuffix(strings.TrimSpace(r.stdout), want) || strings.Count(r.stdout, "\n") != 2 {
 		t.Errorf("history --before = %v, printed %q, want one line ending in %s", r.err, r.stdout, want)
+	}
+	if want := "more: skein history --before " + strconv.FormatUint(s3, 10) + " (or --all)\n"; r.stderr != want {
+		t.Errorf("history --before stderr = %q, want %q", r.stderr, want)
+	}
+	// --all pages through every event, oldest first, and there is no more.
+	r = e.run(t.Context(), "", "history", "--all", "--limit", "1")
+	if lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n"); r.err != nil || len(lines) != 4 || r.stderr != "" ||
+		strings.Fields(lines[1])[0] != "1" || strings.Fields(lines[3])[0] != "3" {
+		t.Errorf("history --all = %v, printed %q, stderr %q; want a header and events 1 to 3", r.err, r.stdout, r.stderr)
+	}
+	if r := e.run(t.Context(), "", "history", "--all", "--before", "2"); cli.ExitCode(r.err) != cli.ExitUsage {
+		t.Errorf("history --all --before = %v, want a usage error", r.err)
 	}
 	if r := e.run(t.Context(), "", "history", "--after", "1", "--before", "2"); r.err == nil {
 		t.Error("history --after --before succeeded")
@@ -258,21 +276,21 @@ func TestEventsFollowsUntilInterrupted(t *testing.T) {
 	var stdout, stderr testutil.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- execute(ctx, map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr, "events", "--after", strconv.FormatUint(seqs[0], 10))
+		done <- execute(ctx, map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr, "events", "--json", "--after", strconv.FormatUint(seqs[0], 10))
 	}()
-	testutil.Eventually(t, "the backfilled event", func() bool { return strings.Count(stdout.String(), "\n") == 1 })
+	testutil.Eventually(t, "the backfilled event", func() bool { return strings.Count(withoutState(stdout.String()), "\n") == 1 })
 	// A turn that stands at a pause point once its first chunk is sent: the
 	// chunk's delta is live before the turn ends, and the message that
 	// holds it is durable after.
 	turn := make(chan result, 1)
 	go func() { turn <- e.run(t.Context(), "", "prompt", "say three\npause p1") }()
 	e.Paused("p1")
-	testutil.Eventually(t, "the user message and the delta", func() bool { return strings.Count(stdout.String(), "\n") == 3 })
+	testutil.Eventually(t, "the user message and the delta", func() bool { return strings.Count(withoutState(stdout.String()), "\n") == 3 })
 	e.Release("p1")
 	if r := <-turn; r.err != nil {
 		t.Fatalf("prompt: %v", r.err)
 	}
-	testutil.Eventually(t, "the completed message", func() bool { return strings.Count(stdout.String(), "\n") == 4 })
+	testutil.Eventually(t, "the completed message", func() bool { return strings.Count(withoutState(stdout.String()), "\n") == 4 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("events = %v after interrupt, want nil", err)
@@ -282,7 +300,7 @@ func TestEventsFollowsUntilInterrupted(t *testing.T) {
 		t.Fatalf("the turns stored events %v, want 4", seqs)
 	}
 	var got []string
-	for line := range strings.SplitSeq(strings.TrimSuffix(stdout.String(), "\n"), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSuffix(withoutState(stdout.String()), "\n"), "\n") {
 		var ev struct {
 			Sequence      uint64 `json:"sequence"`
 			AfterSequence uint64 `json:"afterSequence"`
@@ -332,7 +350,7 @@ func TestEventsResumesWhenUnavailable(t *testing.T) {
 	}))
 	defer srv.Close()
 	var stdout, stderr testutil.Buffer
-	err := execute(t.Context(), nil, "", &stdout, &stderr, "events", "--server", srv.URL, "--after", "5")
+	err := execute(t.Context(), nil, "", &stdout, &stderr, "events", "--json", "--server", srv.URL, "--after", "5")
 	wantCode(t, err, "session_not_found")
 	want := "{\"sequence\":7,\"durability\":\"durable\"}\n{\"sequence\":9,\"durability\":\"durable\"}\n"
 	if stdout.String() != want {
@@ -357,9 +375,9 @@ func TestEventsReportsStreamErrors(t *testing.T) {
 	var stdout, stderr testutil.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- execute(t.Context(), map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr, "events")
+		done <- execute(t.Context(), map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr, "events", "--json")
 	}()
-	testutil.Eventually(t, "the first turn's events", func() bool { return strings.Count(stdout.String(), "\n") == 2 })
+	testutil.Eventually(t, "the first turn's events", func() bool { return strings.Count(withoutState(stdout.String()), "\n") == 2 })
 	// Records the stream misses and history prunes: a gap it cannot fill.
 	// These turns write public events and no delta: a delta would send
 	// the gateway's feed to read the log before the pruning, and it
@@ -425,4 +443,16 @@ func TestAgentsNone(t *testing.T) {
 	if r := e.run(t.Context(), "", "agents"); r.err != nil || r.stdout != "" {
 		t.Errorf("agents without agents = %v, printed %q, want nothing", r.err, r.stdout)
 	}
+}
+
+// withoutState returns JSON lines without the state events among them
+// (events --json prints the stream's state changes too).
+func withoutState(out string) string {
+	var b strings.Builder
+	for line := range strings.SplitSeq(out, "\n") {
+		if line != "" && !strings.Contains(line, `"type":"session_state"`) {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }

@@ -88,6 +88,9 @@ func (c *client) do(ctx context.Context, method, u string, in, out any) error {
 	c.authorize(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if isTransport(err) {
+			return &UnreachableError{Server: c.base, Err: err}
+		}
 		return fmt.Errorf("%s %s: %w", method, u, err)
 	}
 	defer resp.Body.Close()
@@ -137,9 +140,16 @@ func (c *client) open(ctx context.Context, sid string, req openRequest) error {
 
 // sessionInfo is the part of GET /v1/sessions/{id} the commands use.
 type sessionInfo struct {
-	SessionID      string `json:"sessionId"`
-	Agent          string `json:"agent"`
-	LatestSequence uint64 `json:"latestSequence"`
+	SessionID      string        `json:"sessionId"`
+	Agent          string        `json:"agent"`
+	Cwd            string        `json:"cwd"`
+	LatestSequence uint64        `json:"latestSequence"`
+	State          sessionState  `json:"state"`
+	Usage          *sessionUsage `json:"usage"`
+	LastTurnTiming *struct {
+		FirstReplyMs *int64 `json:"firstReplyMs"`
+		FinishedMs   *int64 `json:"finishedMs"`
+	} `json:"lastTurnTiming"`
 }
 
 func (c *client) session(ctx context.Context, sid string) (*sessionInfo, error) {
@@ -148,6 +158,17 @@ func (c *client) session(ctx context.Context, sid string) (*sessionInfo, error) 
 		return nil, err
 	}
 	return &info, nil
+}
+
+// inWorkspace reports whether dir is a folder a session of the caller may
+// work in: GET /v1/directories confines its path exactly as an open
+// confines a cwd, and refuses one outside with invalid_request.
+func (c *client) inWorkspace(ctx context.Context, dir string) (bool, error) {
+	err := c.do(ctx, http.MethodGet, c.base+"/v1/directories?path="+url.QueryEscape(dir), nil, nil)
+	if isCode(err, "invalid_request") {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // promptRequest is the body of POST /v1/sessions/{id}/prompt.
@@ -217,6 +238,7 @@ func (c *client) respond(ctx context.Context, sid, requestID, optionID string) (
 type historyQuery struct {
 	After, Before *uint64
 	Limit         *uint32
+	IncludeState  bool // interleave the session's state changes (include=state)
 }
 
 // historyPage is one page of history, each event in its public JSON.
@@ -236,6 +258,9 @@ func (c *client) history(ctx context.Context, sid string, q historyQuery) (*hist
 	}
 	if q.Limit != nil {
 		v.Set("limit", strconv.FormatUint(uint64(*q.Limit), 10))
+	}
+	if q.IncludeState {
+		v.Set("include", "state")
 	}
 	u := c.sessionPath(sid, "/history")
 	if len(v) > 0 {
@@ -285,6 +310,13 @@ func (c *client) setConfig(ctx context.Context, sid, configID string, value any)
 type agentDetails struct {
 	AgentInfo    json.RawMessage `json:"agentInfo"`
 	Capabilities json.RawMessage `json:"capabilities"`
+	Server       *serverInfo     `json:"server,omitempty"`
+}
+
+// serverInfo is the gateway skein info talked to.
+type serverInfo struct {
+	URL     string `json:"url"`
+	Version string `json:"version"`
 }
 
 // info returns the session's agent info and capabilities.
@@ -331,6 +363,9 @@ func (c *client) events(ctx context.Context, sid string, after uint64) (*eventSt
 	c.authorize(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if isTransport(err) {
+			return nil, &UnreachableError{Server: c.base, Err: err}
+		}
 		return nil, fmt.Errorf("GET %s: %w", u, err)
 	}
 	if resp.StatusCode != http.StatusOK {

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"encoding/json"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -67,7 +68,9 @@ func TestCommandsAndUsage(t *testing.T) {
 	testutil.Eventually(t, "skein list shows s1's usage", func() bool {
 		clear(usage)
 		for line := range strings.SplitSeq(strings.TrimSuffix(e.run(t.Context(), "", "list").stdout, "\n"), "\n") {
-			if f := strings.Split(line, "\t"); len(f) == 6 {
+			// Columns are aligned with two spaces or more; a field has
+			// single spaces at most.
+			if f := regexp.MustCompile(`\s{2,}`).Split(strings.TrimRight(line, " "), -1); len(f) >= 5 && f[0] != "SESSION" {
 				usage[f[0]] = f[4]
 			}
 		}

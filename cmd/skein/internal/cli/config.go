@@ -155,11 +155,13 @@ func (a *app) infoCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "info",
-		Short: "Print a session's agent info and capabilities",
-		Long: `Print the agent info (name, title, version) and the capabilities of the
-session's agent, as it last reported them, each as compact JSON on a line of
-its own after "agentInfo: " and "capabilities: "; null when unknown. With
---json, both are printed as one JSON object {agentInfo, capabilities}.
+		Short: "Print the gateway's version and a session's agent info and capabilities",
+		Long: `Print the gateway's URL and version (from GET /healthz) after "server: ", then
+the agent info (name, title, version) and the capabilities of the session's
+agent, as it last reported them, each as compact JSON on a line of its own
+after "agentInfo: " and "capabilities: "; null when unknown. With --json, all
+are printed as one JSON object {agentInfo, capabilities, server: {url,
+version}}.
 Reading them never starts the session's adapter.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
@@ -170,6 +172,11 @@ Reading them never starts the session's adapter.`,
 			if err != nil {
 				return fmt.Errorf("info of %s: %w", c.session, err)
 			}
+			version, err := cl.serverVersion(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("version of the gateway: %w", err)
+			}
+			d.Server = &serverInfo{URL: cl.base, Version: version}
 			if asJSON {
 				b, err := json.Marshal(d)
 				if err != nil {
@@ -178,7 +185,8 @@ Reading them never starts the session's adapter.`,
 				_, err = a.stdout.Write(append(b, '\n'))
 				return err
 			}
-			_, err = fmt.Fprintf(a.stdout, "agentInfo: %s\ncapabilities: %s\n", compact(d.AgentInfo), compact(d.Capabilities))
+			_, err = fmt.Fprintf(a.stdout, "server: %s %s\nagentInfo: %s\ncapabilities: %s\n",
+				cl.base, orDefault(version, "(the gateway reports no version)"), compact(d.AgentInfo), compact(d.Capabilities))
 			return err
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"skein.dev/internal/buildinfo"
 	"skein.dev/pkg/events"
 )
 
@@ -115,7 +116,8 @@ func TestInfo(t *testing.T) {
 
 	e.open("s1", "demo")
 	opens := e.Calls(events.OpOpenSession)
-	want := "agentInfo: " + demoAgentInfo + "\ncapabilities: " + demoCapabilities + "\n"
+	server := "server: " + e.url + " " + buildinfo.Version() + "\n"
+	want := server + "agentInfo: " + demoAgentInfo + "\ncapabilities: " + demoCapabilities + "\n"
 	if r := e.run(t.Context(), "", "info", "-s", "s1"); r.err != nil || r.stdout != want {
 		t.Errorf("info = %v, printed %q, want %q", r.err, r.stdout, want)
 	}
@@ -124,7 +126,7 @@ func TestInfo(t *testing.T) {
 	if ai == nil || caps == nil || ai.SessionID == nil || *ai.SessionID != "s1" || caps.SessionID == nil || *caps.SessionID != "s1" {
 		t.Errorf("requests = %+v and %+v, want session s1", ai, caps)
 	}
-	want = `{"agentInfo":` + demoAgentInfo + `,"capabilities":` + demoCapabilities + "}\n"
+	want = `{"agentInfo":` + demoAgentInfo + `,"capabilities":` + demoCapabilities + `,"server":{"url":"` + e.url + `","version":"` + buildinfo.Version() + `"}}` + "\n"
 	if r := e.run(t.Context(), "", "info", "-s", "s1", "--json"); r.err != nil || r.stdout != want {
 		t.Errorf("info --json = %v, printed %q, want %q", r.err, r.stdout, want)
 	}
@@ -141,7 +143,7 @@ func TestInfoUnknown(t *testing.T) {
 	e := newEnv(t, withoutBackend)
 	e.answerWith(events.OpGetSessionAgentInfo, &events.AcpSessionAgentInfoResponse{})
 	e.answerWith(events.OpGetSessionCapabilities, &events.AcpSessionCapabilitiesResponse{})
-	if r := e.run(t.Context(), "", "info", "-s", "s1"); r.err != nil || r.stdout != "agentInfo: null\ncapabilities: null\n" {
+	if r := e.run(t.Context(), "", "info", "-s", "s1"); r.err != nil || r.stdout != "server: "+e.url+" "+buildinfo.Version()+"\nagentInfo: null\ncapabilities: null\n" {
 		t.Errorf("info without either = %v, printed %q", r.err, r.stdout)
 	}
 }

@@ -68,8 +68,8 @@ func TestCancel(t *testing.T) {
 	if r := e.run(t.Context(), "", "cancel", "-s", "s1"); r.err != nil || r.stdout != "cancelled\n" {
 		t.Errorf("cancel = %v, printed %q, want cancelled", r.err, r.stdout)
 	}
-	if r := <-prompt; r.err != nil || r.stderr != "stop reason: cancelled\n" {
-		t.Errorf("cancelled prompt = %v, stderr %q, want nil and the stop reason cancelled", r.err, r.stderr)
+	if r := <-prompt; cli.ExitCode(r.err) != cli.ExitCancelled || r.stderr != "stop reason: cancelled\n" {
+		t.Errorf("cancelled prompt = %v, stderr %q, want exit code 3 and the stop reason cancelled", r.err, r.stderr)
 	}
 
 	if r := e.run(t.Context(), "", "cancel", "extra"); r.err == nil {
@@ -113,8 +113,8 @@ func TestUnload(t *testing.T) {
 	if r := e.run(t.Context(), "", "unload", "-s", "s1"); r.err != nil || r.stdout != "unloaded\n" {
 		t.Errorf("unload = %v, printed %q, want unloaded", r.err, r.stdout)
 	}
-	if r := <-prompt; r.err != nil || r.stderr != "stop reason: cancelled\n" {
-		t.Errorf("prompt of an unloaded session = %v, stderr %q, want nil and the stop reason cancelled", r.err, r.stderr)
+	if r := <-prompt; cli.ExitCode(r.err) != cli.ExitCancelled || r.stderr != "stop reason: cancelled\n" {
+		t.Errorf("prompt of an unloaded session = %v, stderr %q, want exit code 3 and the stop reason cancelled", r.err, r.stderr)
 	}
 
 	if r := e.run(t.Context(), "", "unload", "extra"); r.err == nil {
@@ -160,7 +160,7 @@ func TestDelete(t *testing.T) {
 	if r := e.run(t.Context(), "", "delete", "-s", "s1"); r.err != nil || r.stdout != "deleted\n" {
 		t.Errorf("delete = %v, printed %q, want deleted", r.err, r.stdout)
 	}
-	if r := <-prompt; r.err != nil {
+	if r := <-prompt; cli.ExitCode(r.err) != cli.ExitCancelled {
 		wantCode(t, r.err, "session_not_found")
 	} else if !strings.Contains(r.stdout+r.stderr, "cancelled") {
 		t.Errorf("the deleted session's prompt returned %q %q, want its turn cancelled or session_not_found", r.stdout, r.stderr)
@@ -305,7 +305,7 @@ func TestCancelWhileWaitingForPermission(t *testing.T) {
 		t.Fatalf("cancel = %v, printed %q", r.err, r.stdout)
 	}
 	r := <-done
-	if r.err != nil || !strings.Contains(r.stdout, "[permission] request "+id+": terminal (prompt_cancelled)\n") || r.stderr != "stop reason: cancelled\n" {
+	if cli.ExitCode(r.err) != cli.ExitCancelled || !strings.Contains(r.stdout, "[permission] request "+id+": terminal (prompt_cancelled)\n") || r.stderr != "stop reason: cancelled\n" {
 		t.Errorf("prompt = %v, printed\n%s\nstderr %q, want the request ended by the cancel and stop reason cancelled", r.err, r.stdout, r.stderr)
 	}
 	if r := e.run(t.Context(), "", "respond", id, "allow"); r.err != nil || r.stdout != "not pending: prompt_cancelled\n" {

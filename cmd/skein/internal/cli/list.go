@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -28,9 +31,12 @@ type listedSession struct {
 // sessionState is the part of a session's state the commands print.
 type sessionState struct {
 	Status   string            `json:"status"`
+	TurnID   string            `json:"turnId"`
 	Requests []json.RawMessage `json:"requests"`
+	Inputs   []json.RawMessage `json:"inputs"`
 	Error    *struct {
-		Code string `json:"code"`
+		Code    string `json:"code"`
+		Message string `json:"message"`
 	} `json:"error"`
 }
 
@@ -95,30 +101,39 @@ func (a *app) listCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List your sessions, the most recently updated first",
-		Long: `List your sessions, the most recently updated first, one a line of
-tab-separated fields: the session ID, its status (idle, running, waiting,
-failed), what needs you ("2 permission requests", "failed: <code>", or "-"),
-when it was last updated, its usage as the agent last reported it (tokens in
-its context/context window, then the session's cost when the agent gives
-one, as "1200/200000 0.42 USD"; "-" when none), and its title. No adapter
-starts.
+		Long: `List your sessions, the most recently updated first, as a table under a
+header: the session ID, its status (idle, running, waiting, failed), what needs
+you ("2 permission requests", "failed: <code>", or "-"), when it was last
+updated ("3m ago"), its usage as the agent last reported it (tokens in its
+context/context window, then the session's cost when the agent gives one, as
+"1200/200000 0.42 USD"; "-" when none), and its title. No adapter starts.
 
 A page holds --limit sessions (the gateway's default is 50). When there are
 more, the command says on stderr how to ask for the next page (--cursor);
 --all pages through every session. With --json, each session is printed as
-the gateway's JSON object on a line.`,
+the gateway's JSON object on a line, its values raw.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, done := a.client(&c)
 			defer done()
+			tw := tabwriter.NewWriter(a.stdout, 0, 8, 2, ' ', 0)
+			if !asJSON {
+				fmt.Fprintln(tw, "SESSION\tSTATUS\tNEEDS\tUPDATED\tUSAGE\tTITLE")
+			}
+			now := time.Now()
 			for {
 				page, err := cl.sessions(cmd.Context(), cursor, limit)
 				if err != nil {
 					return fmt.Errorf("list sessions: %w", err)
 				}
 				for i := range page.Sessions {
-					if err := a.printSession(&page.Sessions[i], asJSON); err != nil {
+					if err := a.printSession(tw, &page.Sessions[i], asJSON, now); err != nil {
+						return err
+					}
+				}
+				if page.NextCursor == "" || !all {
+					if err := tw.Flush(); err != nil {
 						return err
 					}
 				}
@@ -126,7 +141,7 @@ the gateway's JSON object on a line.`,
 					return nil
 				}
 				if !all {
-					_, err := fmt.Fprintf(a.stderr, "more: skein list --cursor %s\n", page.NextCursor)
+					_, err := fmt.Fprintf(a.stderr, "more: skein list --cursor %s (or --all)\n", page.NextCursor)
 					return err
 				}
 				cursor = page.NextCursor
@@ -141,9 +156,9 @@ the gateway's JSON object on a line.`,
 	return cmd
 }
 
-// printSession prints one session: as a JSON line, or as the tab-separated
-// fields ID, STATUS, ATTENTION, UPDATED, USAGE and TITLE.
-func (a *app) printSession(s *listedSession, asJSON bool) error {
+// printSession prints one session: as a JSON line, or as a row of the
+// table: ID, STATUS, NEEDS, UPDATED, USAGE and TITLE.
+func (a *app) printSession(tw io.Writer, s *listedSession, asJSON bool, now time.Time) error {
 	if asJSON {
 		_, err := a.stdout.Write(append(append([]byte(nil), s.raw...), '\n'))
 		return err
@@ -160,6 +175,30 @@ func (a *app) printSession(s *listedSession, asJSON bool) error {
 	if s.Title != nil {
 		title = strings.Join(strings.Fields(*s.Title), " ")
 	}
-	_, err := fmt.Fprintf(a.stdout, "%s\t%s\t%s\t%s\t%s\t%s\n", s.SessionID, s.State.Status, attention, s.UpdatedAt, usageField(s.Usage), title)
+	_, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.SessionID, s.State.Status, attention, ago(s.UpdatedAt, now), usageField(s.Usage), title)
 	return err
+}
+
+// ago returns an RFC 3339 time relative to now, as people say it: "just
+// now", "42s ago", "3m ago", "5h ago", "2d ago", then the date; the
+// value itself when it does not parse.
+func ago(ts string, now time.Time) string {
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return orDefault(ts, "-")
+	}
+	d := now.Sub(t)
+	switch {
+	case d < 5*time.Second:
+		return "just now"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	case d < 30*24*time.Hour:
+		return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+	}
+	return t.Local().Format("2006-01-02")
 }

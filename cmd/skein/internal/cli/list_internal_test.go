@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"time"
 )
 
 // What needs the user is the column after the status.
@@ -21,7 +22,7 @@ func TestPrintSessionAttention(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out bytes.Buffer
-		if err := (&app{stdout: &out}).printSession(&s, false); err != nil || out.String() != want {
+		if err := (&app{stdout: &out}).printSession(&out, &s, false, time.Now()); err != nil || out.String() != want {
 			t.Errorf("state %s printed %q, %v; want %q", state, out.String(), err, want)
 		}
 	}

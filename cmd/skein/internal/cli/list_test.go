@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -15,15 +16,21 @@ func TestList(t *testing.T) {
 			t.Fatalf("open %s: %v %s", sid, r.err, r.stderr)
 		}
 	}
+	// A header, then a row a session in aligned columns (two spaces or
+	// more between them): ID, status, what needs you, when it was
+	// updated, usage; the title is empty.
+	columns := regexp.MustCompile(`\s{2,}`)
 	ids := func(out string) []string {
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if len(lines) == 0 || !strings.HasPrefix(lines[0], "SESSION  ") {
+			t.Errorf("list printed %q, want a header first", out)
+			return nil
+		}
 		var got []string
-		for line := range strings.SplitSeq(strings.TrimSuffix(out, "\n"), "\n") {
-			if line == "" {
-				continue
-			}
-			f := strings.Split(line, "\t")
-			if len(f) != 6 || f[1] != "idle" || f[2] != "-" || f[3] == "" || f[4] != "-" {
-				t.Errorf("line %q, want ID, idle, -, updatedAt, -, title", line)
+		for _, line := range lines[1:] {
+			f := columns.Split(strings.TrimRight(line, " "), -1)
+			if len(f) != 5 || f[1] != "idle" || f[2] != "-" || (f[3] != "just now" && !strings.HasSuffix(f[3], " ago")) || f[4] != "-" {
+				t.Errorf("line %q, want ID, idle, -, a relative time, -", line)
 			}
 			got = append(got, f[0])
 		}
@@ -31,7 +38,7 @@ func TestList(t *testing.T) {
 	}
 	testutil.Eventually(t, "three sessions listed", func() bool {
 		r := e.run(t.Context(), "", "list")
-		return r.err == nil && strings.Count(r.stdout, "\n") == 3
+		return r.err == nil && strings.Count(r.stdout, "\n") == 4
 	})
 	if r := e.run(t.Context(), "", "list"); strings.Join(ids(r.stdout), ",") != "s3,s2,s1" || r.stderr != "" {
 		t.Errorf("list printed %q (stderr %q), want s3, s2, s1 and nothing more", r.stdout, r.stderr)
@@ -43,6 +50,7 @@ func TestList(t *testing.T) {
 		t.Fatalf("list --limit 2 = %v, printed %q, stderr %q", r.err, r.stdout, r.stderr)
 	}
 	cursor := strings.TrimSpace(strings.TrimPrefix(r.stderr, "more: skein list --cursor "))
+	cursor = strings.TrimSuffix(cursor, " (or --all)")
 	r = e.run(t.Context(), "", "list", "--limit", "2", "--cursor", cursor)
 	if got := strings.Join(ids(r.stdout), ","); r.err != nil || got != "s1" || r.stderr != "" {
 		t.Errorf("the next page = %v, printed %q, stderr %q; want s1 alone", r.err, r.stdout, r.stderr)

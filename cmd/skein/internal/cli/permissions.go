@@ -21,11 +21,28 @@ import (
 // the turn's transcript.
 type asker struct {
 	t     *turn
+	p     *printer        // paused while a question waits for its answer
 	input io.Reader       // nil: show requests, never ask
 	done  <-chan struct{} // closed when the command no longer reads lines
 	lines chan string     // lines typed: nil until the first question, closed at the end of input; see next
 
 	pending []*pendingRequest // permission requests shown and not yet resolved, oldest first
+	// cancelling is set by a Ctrl-C: the turn is being cancelled, and its
+	// requests end with it, unanswered.
+	cancelling bool
+}
+
+// interrupted stops asking: a Ctrl-C cancels the turn, whose pending
+// requests then end as prompt_cancelled.
+func (a *asker) interrupted() {
+	if a.cancelling {
+		return
+	}
+	a.cancelling = true
+	if a.lines != nil && len(a.pending) > 0 {
+		a.note("\n")
+	}
+	a.p.resume()
 }
 
 // pendingRequest is a permission request the turn waits on.
@@ -51,15 +68,18 @@ func (a *asker) observe(e *event) {
 		a.pending = slices.Delete(a.pending, i, i+1)
 		if i == 0 && len(a.pending) > 0 {
 			a.ask()
+		} else if len(a.pending) == 0 {
+			a.p.resume()
 		}
 	}
 }
 
 // ask asks about the oldest pending request, reading input from now on.
 func (a *asker) ask() {
-	if a.input == nil {
+	if a.input == nil || a.cancelling {
 		return
 	}
+	a.p.pause()
 	if a.lines == nil {
 		a.read()
 	}
@@ -71,7 +91,7 @@ func (a *asker) ask() {
 // nil (which never delivers) otherwise: a line typed ahead answers the
 // next question, whenever it comes.
 func (a *asker) next() <-chan string {
-	if len(a.pending) == 0 {
+	if len(a.pending) == 0 || a.cancelling {
 		return nil
 	}
 	return a.lines
@@ -104,6 +124,7 @@ func (a *asker) answer(ctx context.Context, line string, ok bool) error {
 		if len(a.pending) > 0 {
 			a.note("\nend of input: answer with skein respond\n")
 		}
+		a.p.resume()
 		return nil
 	}
 	if len(a.pending) == 0 {
@@ -135,6 +156,8 @@ func (a *asker) answer(ctx context.Context, line string, ok bool) error {
 	a.pending = slices.DeleteFunc(a.pending, func(p *pendingRequest) bool { return p == req })
 	if len(a.pending) > 0 {
 		a.ask()
+	} else {
+		a.p.resume()
 	}
 	return nil
 }

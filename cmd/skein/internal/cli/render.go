@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 
@@ -26,9 +25,15 @@ type event struct {
 	Status        string          `json:"status"`
 	Entries       []planEntry     `json:"entries"`
 	RequestID     string          `json:"requestId"`
-	ToolCall      *struct {
-		Title string `json:"title"`
-	} `json:"toolCall"`
+	ToolCall      *toolCallInfo   `json:"toolCall"`
+	Kind          string          `json:"kind"`
+	RawInput      json.RawMessage `json:"rawInput"`
+	RawOutput     json.RawMessage `json:"rawOutput"`
+	EventNo       uint64          `json:"eventNo"`
+	MessageID     string          `json:"messageId"`
+	// Fields of a usage_update, read only for it.
+	Used *uint64 `json:"used"`
+	Size *uint64 `json:"size"`
 	// Fields of the permission events, decoded only for them (options,
 	// reason): an agent's own update may use the same names differently.
 	Options json.RawMessage `json:"options"`
@@ -37,6 +42,14 @@ type event struct {
 	// Fields of the input events (answer.go), raw for the same reason.
 	Message json.RawMessage `json:"message"`
 	Action  json.RawMessage `json:"action"`
+}
+
+// toolCallInfo is the tool call of a permission request.
+type toolCallInfo struct {
+	Title    string          `json:"title"`
+	Kind     string          `json:"kind"`
+	Content  json.RawMessage `json:"content"`
+	RawInput json.RawMessage `json:"rawInput"`
 }
 
 // permissionOption is one choice of a permission request.
@@ -122,127 +135,6 @@ func planMark(status string) string {
 	}
 }
 
-// printer renders a turn live: the agent's reply as it streams, tool calls
-// and plans as lines of their own.
-//
-// Message text arrives twice: as ephemeral deltas while the agent writes,
-// and as the durable completed message. The printer prints the deltas and,
-// when the durable message comes, only what the deltas missed (a stream
-// that joined late or was cut off); a message whose deltas were all seen
-// prints nothing more.
-type printer struct {
-	w         io.Writer
-	session   string // named in the hint to answer a permission request
-	lineStart bool
-	streamed  strings.Builder   // text printed from deltas of the current message
-	titles    map[string]string // tool call ID → title
-	err       error             // the first write error
-}
-
-// missedNote introduces a message printed again, whole, because the live
-// stream missed part of it.
-const missedNote = "[the live stream missed part of this message; all of it:]"
-
-func newPrinter(w io.Writer) *printer {
-	return &printer{w: w, lineStart: true, titles: map[string]string{}}
-}
-
-func (p *printer) write(s string) {
-	if s == "" || p.err != nil {
-		return
-	}
-	_, p.err = io.WriteString(p.w, s)
-	p.lineStart = strings.HasSuffix(s, "\n")
-}
-
-// line prints s on a line of its own.
-func (p *printer) line(s string) {
-	if !p.lineStart {
-		p.write("\n")
-	}
-	p.write(s + "\n")
-}
-
-// finish ends the last line.
-func (p *printer) finish() error {
-	if !p.lineStart {
-		p.write("\n")
-	}
-	return p.err
-}
-
-// render prints one event.
-func (p *printer) render(e *event) {
-	switch e.Type {
-	case acp.UpdateAgentMessageChunk:
-		text, ok := e.text()
-		if !ok {
-			return
-		}
-		if e.Durability == events.DurabilityEphemeral {
-			p.write(text)
-			p.streamed.WriteString(text)
-			return
-		}
-		// The completed message: print what the deltas did not.
-		seen := p.streamed.String()
-		p.streamed.Reset()
-		switch {
-		case strings.HasPrefix(text, seen):
-			// The deltas were its start, or there were none.
-			p.write(text[len(seen):])
-		case strings.HasPrefix(seen, text):
-			// One part of a message split to fit the log: the deltas
-			// covered it, and the rest of them the parts to come.
-			p.streamed.WriteString(seen[len(text):])
-		default:
-			// A delta in the middle was lost (live deltas are best
-			// effort: one published as a NATS node died, say). What was
-			// printed cannot be taken back: the whole message follows.
-			p.line(missedNote)
-			p.write(text)
-		}
-	case acp.UpdateToolCall:
-		if e.ToolCallID != "" {
-			p.titles[e.ToolCallID] = e.Title
-		}
-		p.line(fmt.Sprintf("[tool] %s: %s", orDefault(e.Title, e.ToolCallID), orDefault(e.Status, "pending")))
-	case acp.UpdateToolCallUpdate:
-		if e.Title != "" {
-			p.titles[e.ToolCallID] = e.Title
-		}
-		if e.Status == "" {
-			return // content or title changes only
-		}
-		p.line(fmt.Sprintf("[tool] %s: %s", orDefault(p.titles[e.ToolCallID], e.ToolCallID), e.Status))
-	case acp.UpdatePlan:
-		p.line("[plan]")
-		for _, entry := range e.Entries {
-			p.line("  " + planMark(entry.Status) + " " + entry.Content)
-		}
-	case events.PublicTypePermissionRequest:
-		p.line(fmt.Sprintf("[permission] %s (request %s)", e.toolTitle(), e.RequestID))
-		for i, o := range e.permissionOptions() {
-			p.line(fmt.Sprintf("  %d. %s: %s (%s)", i+1, o.OptionID, orDefault(o.Name, o.OptionID), orDefault(o.Kind, "?")))
-		}
-		hint := "  answer: skein respond " + e.RequestID + " <optionId>"
-		if p.session != "" && p.session != defaultSession {
-			hint += " -s " + p.session
-		}
-		p.line(hint)
-	case events.PublicTypePermissionResponse:
-		detail := e.resolution()
-		if detail != "" {
-			detail = " (" + detail + ")"
-		}
-		p.line(fmt.Sprintf("[permission] request %s: %s%s", e.RequestID, e.Status, detail))
-	case events.PublicTypeInputRequest, events.PublicTypeInputResponse:
-		p.input(e)
-	}
-	// user_message_chunk (the prompt itself), thoughts and the rest
-	// (available commands, modes, ...) are not part of the reply.
-}
-
 func orDefault(s, def string) string {
 	if s == "" {
 		return def
@@ -253,6 +145,21 @@ func orDefault(s, def string) string {
 // oneLine returns the readable one-line form of an event: sequence,
 // timestamp, type and a summary.
 func oneLine(e *event) string {
+	return strings.TrimSpace(fmt.Sprintf("%d %s %s %s", e.Sequence, e.Timestamp, e.Type, summary(e)))
+}
+
+// EventLine returns the readable one-line form of an event's public JSON:
+// sequence, timestamp, type and a summary (skein follow's human output).
+func EventLine(raw []byte) (string, error) {
+	var e event
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return "", fmt.Errorf("decode event: %w", err)
+	}
+	return oneLine(&e), nil
+}
+
+// summary returns what an event says, on one line.
+func summary(e *event) string {
 	var summary string
 	switch e.Type {
 	case acp.UpdateUserMessageChunk, acp.UpdateAgentMessageChunk, acp.UpdateAgentThoughtChunk:
@@ -280,8 +187,12 @@ func oneLine(e *event) string {
 		summary = e.RequestID + " " + e.Status
 	case events.PublicTypeInputRequest:
 		summary = e.RequestID + " " + strconv.Quote(rawString(e.Message))
+	case "usage_update":
+		if e.Used != nil && e.Size != nil {
+			summary = fmt.Sprintf("%d/%d", *e.Used, *e.Size)
+		}
 	case events.PublicTypeInputResponse:
 		summary = strings.TrimSpace(e.RequestID + " " + e.Status + " " + rawString(e.Action))
 	}
-	return strings.TrimSpace(fmt.Sprintf("%d %s %s %s", e.Sequence, e.Timestamp, e.Type, summary))
+	return summary
 }

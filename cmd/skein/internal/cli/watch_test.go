@@ -24,7 +24,7 @@ func TestWatch(t *testing.T) {
 	var stdout, stderr testutil.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- execute(ctx, map[string]string{"SKEIN_URL": e.url}, "", &stdout, &stderr, "watch", "-s", "s1", "--timeout", "30s")
+		done <- execute(ctx, map[string]string{"SKEIN_URL": e.url}, "", &stdout, &stderr, "watch", "--json", "-s", "s1", "--timeout", "30s")
 	}()
 	if r := e.run(t.Context(), "", "prompt", "-s", "s1", "say hi"); r.err != nil {
 		t.Fatalf("prompt: %v", r.err)

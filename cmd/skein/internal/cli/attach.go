@@ -1,0 +1,185 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"skein.dev/pkg/acp"
+)
+
+func (a *app) attachCommand() *cobra.Command {
+	var (
+		c           common
+		interactive bool
+	)
+	cmd := &cobra.Command{
+		Use:   "attach",
+		Short: "Show a session's running turn live, as prompt does",
+		Long: `Show the session's running or waiting turn as skein prompt shows it: its
+prompt and what the agent did so far, from history, then live until the turn
+ends. Permission requests are asked on the terminal as prompt asks them. The
+first Ctrl-C cancels the turn and waits for its end; a second stops waiting.
+The exit code is the turn's, as for prompt (docs/CLI.md). A session with no
+running turn prints so on standard error and exits 0.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, done := a.client(&c)
+			defer done()
+			t := &turn{app: a, cl: cl, session: c.session}
+			if stdin := cmd.InOrStdin(); interactive && isTerminal(stdin) {
+				t.input = stdin
+			}
+			return t.attachTurn(cmd.Context())
+		},
+	}
+	c.register(cmd)
+	cmd.Flags().BoolVar(&interactive, "interactive", true, "ask for permission choices on the terminal (only when standard input is one)")
+	return cmd
+}
+
+// historyScanPages bounds how far back attach looks for the start of the
+// running turn.
+const historyScanPages = 50
+
+// attachTurn shows the session's running turn, from its prompt on.
+func (t *turn) attachTurn(ctx context.Context) error {
+	interrupts, release := take(ctx)
+	defer release()
+	info, err := t.cl.session(ctx, t.session)
+	if err != nil {
+		return fmt.Errorf("session %s: %w", t.session, err)
+	}
+	if info.State.Status != "running" && info.State.Status != "waiting" {
+		_, err := fmt.Fprintf(t.app.stderr, "session %s has no running turn (it is %s)\n", t.session, info.State.Status)
+		return err
+	}
+	turnID := info.State.TurnID
+	v := t.newView(info.LatestSequence)
+	defer v.close()
+	v.p.showUser = true
+	past, err := t.turnSoFar(ctx, turnID)
+	if err != nil {
+		return err
+	}
+	if len(past) > 0 {
+		v.last = 0
+	}
+	v.p.setPhase(phaseThinking)
+	for _, e := range past {
+		v.last = e.Sequence
+		v.showEvent(e)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	f, err := t.cl.openFeed(sctx, t.session, v.last, func(s string) { v.note(s + "\n") })
+	if err != nil {
+		return fmt.Errorf("events of %s: %w", t.session, err)
+	}
+	defer func() {
+		stop()
+		for range f.events { // the feed ends with sctx
+		}
+	}()
+	// A gateway without state events (before issue 22) never says the
+	// turn finished: the session's status, polled, does. A gateway with
+	// them says so on the stream, and is not polled: a poll could see
+	// the end before the stream delivers its reason.
+	end := make(chan ending, 1)
+	if !t.cl.hasStateEvents(ctx, t.session) {
+		go t.pollEnd(sctx, turnID, end)
+	}
+	return v.watch(ctx, f, end, turnID, interrupts)
+}
+
+// turnSoFar returns the durable events of the turn turnID so far, from
+// its prompt (the user_message_chunk events with messageId user_<turnID>)
+// on, reading history backwards; none when the prompt is not found.
+func (t *turn) turnSoFar(ctx context.Context, turnID string) ([]*event, error) {
+	var newer []*event // the events after the pages read so far, oldest first
+	var q historyQuery
+	for range historyScanPages {
+		page, err := t.cl.history(ctx, t.session, q)
+		if err != nil {
+			return nil, fmt.Errorf("history of %s: %w", t.session, err)
+		}
+		evs := make([]*event, 0, len(page.Events))
+		for _, raw := range page.Events {
+			var e event
+			if err := json.Unmarshal(raw, &e); err != nil {
+				return nil, fmt.Errorf("decode history event: %w", err)
+			}
+			evs = append(evs, &e)
+		}
+		start := -1
+		for i := len(evs) - 1; i >= 0; i-- {
+			if evs[i].Type == acp.UpdateUserMessageChunk && evs[i].MessageID == "user_"+turnID {
+				start = i
+			} else if start >= 0 {
+				break // the prompt's first block was the one after this
+			}
+		}
+		if start >= 0 {
+			return append(evs[start:], newer...), nil
+		}
+		if !page.HasMoreBefore || len(evs) == 0 {
+			return nil, nil
+		}
+		newer = append(evs, newer...)
+		before := evs[0].Sequence
+		q = historyQuery{Before: &before}
+	}
+	return nil, nil
+}
+
+// pollEnd sends the turn's end on end once the session's status shows it
+// ended (the session is no longer running or waiting, or runs another
+// turn), for a gateway whose stream has no state events. It checks every
+// second until ctx ends.
+func (t *turn) pollEnd(ctx context.Context, turnID string, end chan<- ending) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		info, err := t.cl.session(ctx, t.session)
+		if err != nil {
+			continue // the stream's feed reports the gateway's troubles
+		}
+		s := info.State
+		if (s.Status == "running" || s.Status == "waiting") && s.TurnID == turnID {
+			continue
+		}
+		var res ending
+		if s.Status == "failed" && s.Error != nil {
+			res.err = &APIError{Code: s.Error.Code, Message: s.Error.Message}
+		}
+		end <- res
+		return
+	}
+}
+
+// hasStateEvents reports whether the gateway's streams carry state
+// events: its history takes include=state, which came with them.
+func (c *client) hasStateEvents(ctx context.Context, sid string) bool {
+	one := uint32(1)
+	_, err := c.history(ctx, sid, historyQuery{Limit: &one, IncludeState: true})
+	return err == nil
+}
+
+// turnEnded is the stop reason of a turn whose end was seen without its
+// reason (a gateway without state events).
+const turnEnded = ""
+
+// describeEnd returns how a stop reason is printed.
+func describeEnd(stopReason string) string {
+	if stopReason == turnEnded {
+		return "turn ended"
+	}
+	return stopReason
+}

@@ -1,0 +1,14 @@
+//go:build unix
+
+package cli
+
+import "golang.org/x/sys/unix"
+
+// ttyColumns returns the columns of the terminal fd is, or 0.
+func ttyColumns(fd uintptr) int {
+	ws, err := unix.IoctlGetWinsize(int(fd), unix.TIOCGWINSZ)
+	if err != nil {
+		return 0
+	}
+	return int(ws.Col)
+}
