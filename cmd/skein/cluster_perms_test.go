@@ -32,8 +32,9 @@ import (
 // owner): open, prompt (with a tool, a thought, a title, an idempotency
 // key), a permission request answered (policy ask), the events stream,
 // watch, history both ways, list, get, rename, config options read and
-// set, capabilities, agent info, agents, cancel, unload and the prompt
-// that restores, delete. Besides: the session service replicas killed and
+// set, capabilities, agent info, agents, an input request answered,
+// commands, folders, files uploaded, read and cancelled, fork, discard,
+// cancel, unload and the prompt that restores, delete. Besides: the session service replicas killed and
 // restarted, so that a successor pings the dead owner's $SRV subject and
 // evicts its lease; the ops user's $SRV pings, infos and stats (nats micro
 // ls) answered by every service; and skein follow run as the read-only
@@ -132,6 +133,39 @@ func TestClusterPermissions(t *testing.T) {
 	must(http.MethodPatch, base2+"s1", `{"title":"renamed"}`, http.StatusOK)
 	must(http.MethodGet, base2+"s1/config", "", http.StatusOK)
 	must(http.MethodPut, base+"s1/config/mode", `{"value":"plan"}`, http.StatusOK)
+
+	// What a product builds on (issue 21's operations): an input request
+	// answered, the cached commands, the workspace's folders, a file
+	// uploaded, listed, read and another cancelled, a fork, and a discard.
+	turn = asyncPermPrompt(ctx, c, base+"s1/prompt", `elicit {"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`)
+	in := sse.await(t, func(ev permEvent) bool { return ev.Kind == "durable" && ev.Type == "input_request" })
+	must(http.MethodPost, base2+"s1/inputs/"+in.RequestID, `{"action":"accept","content":{"name":"Ada"}}`, http.StatusOK)
+	if r := <-turn; r.code != http.StatusOK || !bytes.Contains(r.body, []byte("end_turn")) {
+		t.Fatalf("prompt with an input request: %d %s", r.code, r.body)
+	}
+	must(http.MethodGet, base2+"s1/commands", "", http.StatusOK)
+	must(http.MethodGet, c.HTTP[1]+"/v1/directories", "", http.StatusOK)
+	var upload struct {
+		TransferID string `json:"transferId"`
+	}
+	for _, commit := range []bool{true, false} {
+		if err := json.Unmarshal(must(http.MethodPost, base+"s1/files/uploads", `{"name":"a.txt","size":2}`, http.StatusOK), &upload); err != nil {
+			t.Fatal(err)
+		}
+		must(http.MethodPut, base2+"s1/files/uploads/"+upload.TransferID, `{"offset":0,"data":"aGk="}`, http.StatusOK)
+		if commit {
+			must(http.MethodPost, base+"s1/files/uploads/"+upload.TransferID+"/commit", `{}`, http.StatusOK)
+		} else {
+			must(http.MethodDelete, base+"s1/files/uploads/"+upload.TransferID, "", http.StatusOK)
+		}
+	}
+	must(http.MethodGet, base2+"s1/files?path=.skein-attachments", "", http.StatusOK)
+	if out := must(http.MethodGet, base2+"s1/files/content?path=.skein-attachments/a.txt", "", http.StatusOK); string(out) != "hi" {
+		t.Errorf("the uploaded file reads %q, want \"hi\"", out)
+	}
+	must(http.MethodPost, base+"s1/fork", `{"sessionId":"s1-fork"}`, http.StatusOK)
+	must(http.MethodPut, base+"s-eager", `{"agent":"perm"}`, http.StatusOK)
+	must(http.MethodPost, base2+"s-eager/discard", `{}`, http.StatusOK)
 
 	// Cancel a running turn.
 	turn = asyncPermPrompt(ctx, c, base+"s1/prompt", "say slow\nsleep 60s")
