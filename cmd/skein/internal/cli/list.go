@@ -40,17 +40,22 @@ type sessionState struct {
 	} `json:"error"`
 }
 
-// waitingFor says how many permission requests wait for the user ("" for
-// none).
+// waitingFor says what waits for the user: how many permission and input
+// requests ("" for none).
 func (s *sessionState) waitingFor() string {
-	switch n := len(s.Requests); n {
-	case 0:
-		return ""
-	case 1:
-		return "1 permission request"
-	default:
-		return fmt.Sprintf("%d permission requests", n)
+	var parts []string
+	for _, w := range []struct {
+		n    int
+		what string
+	}{{len(s.Requests), "permission request"}, {len(s.Inputs), "input request"}} {
+		switch {
+		case w.n == 1:
+			parts = append(parts, "1 "+w.what)
+		case w.n > 1:
+			parts = append(parts, fmt.Sprintf("%d %ss", w.n, w.what))
+		}
 	}
+	return strings.Join(parts, ", ")
 }
 
 // sessionPage is one page of GET /v1/sessions.
@@ -103,7 +108,7 @@ func (a *app) listCommand() *cobra.Command {
 		Short: "List your sessions, the most recently updated first",
 		Long: `List your sessions, the most recently updated first, as a table under a
 header: the session ID, its status (idle, running, waiting, failed), what needs
-you ("2 permission requests", "failed: <code>", or "-"), when it was last
+you ("2 permission requests", "1 input request", "failed: <code>", or "-"), when it was last
 updated ("3m ago"), its usage as the agent last reported it (tokens in its
 context/context window, then the session's cost when the agent gives one, as
 "1200/200000 0.42 USD"; "-" when none), and its title. No adapter starts.
