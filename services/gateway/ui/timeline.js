@@ -74,9 +74,17 @@ export class Timeline {
     const byKey = new Map();
     let plan = null;
     let last = null;
-    const push = (item) => {
+    // Message IDs are the agent's, unique only within one agent process:
+    // a restored agent numbers its messages anew. They key a message
+    // within its turn, counted by the user's messages.
+    let turn = 0;
+    let userMessage = null;
+    // byKey finds an item by what later events name it by; item.key, the
+    // page's key for it, is the sequence of its first event, which stays
+    // the same as older pages are read.
+    const push = (item, lookup) => {
       items.push(item);
-      if (item.key) byKey.set(item.key, item);
+      if (lookup) byKey.set(lookup, item);
       last = item;
       return item;
     };
@@ -84,18 +92,23 @@ export class Timeline {
       const d = e.data;
       if (e.kind === 'state') {
         const item = stateItem(d);
-        if (item) push(item);
+        if (item) push(item, '');
         continue;
       }
       const role = roles[d.type];
       if (role) {
         const origin = d._meta && d._meta['skein.dev/origin'];
         const r = role === 'user' && origin === 'agent' ? 'replay' : role;
-        if (role === 'user' && r === 'user') plan = null;
-        let item = d.messageId ? byKey.get('msg:' + d.messageId) : null;
+        if (r === 'user' && (!d.messageId || d.messageId !== userMessage)) {
+          turn++;
+          userMessage = d.messageId || null;
+          plan = null;
+        }
+        const lookup = d.messageId ? 'msg:' + turn + ':' + d.messageId : '';
+        let item = lookup ? byKey.get(lookup) : null;
         if (!item && !d.messageId && last && last.kind === 'message' && last.role === r && last.anonymous) item = last;
         if (!item) {
-          item = push({ kind: 'message', key: d.messageId ? 'msg:' + d.messageId : 'seq:' + e.seq, role: r, anonymous: !d.messageId, text: '', live: '', seq: e.seq, lastSeq: 0 });
+          item = push({ kind: 'message', key: 'seq:' + e.seq, role: r, anonymous: !d.messageId, text: '', live: '', seq: e.seq, lastSeq: 0 }, lookup);
         }
         item.text += contentText(d.content);
         item.lastSeq = e.seq;
@@ -104,9 +117,10 @@ export class Timeline {
       switch (d.type) {
         case 'tool_call':
         case 'tool_call_update': {
-          const key = 'tool:' + d.toolCallId;
-          let item = byKey.get(key);
-          if (!item) item = push({ kind: 'tool', key, seq: e.seq, toolCallId: d.toolCallId });
+          // Tool call IDs too are the agent's, unique within a turn.
+          const lookup = 'tool:' + turn + ':' + d.toolCallId;
+          let item = byKey.get(lookup);
+          if (!item) item = push({ kind: 'tool', key: 'seq:' + e.seq, seq: e.seq, toolCallId: d.toolCallId }, lookup);
           for (const f of ['title', 'status', 'content', 'locations', 'rawInput', 'rawOutput']) {
             if (d[f] !== undefined && d[f] !== null) item[f] = d[f];
           }
@@ -115,13 +129,13 @@ export class Timeline {
         }
         case 'plan':
           if (plan) plan.entries = d.entries || [];
-          else plan = push({ kind: 'plan', key: 'plan:' + e.seq, seq: e.seq, entries: d.entries || [] });
+          else plan = push({ kind: 'plan', key: 'seq:' + e.seq, seq: e.seq, entries: d.entries || [] });
           break;
         case 'permission_request':
-          push({ kind: 'permission', key: 'perm:' + d.requestId, seq: e.seq, requestId: d.requestId, toolCall: d.toolCall || {}, options: d.options || [], resolved: null });
+          push({ kind: 'permission', key: 'seq:' + e.seq, seq: e.seq, requestId: d.requestId, toolCall: d.toolCall || {}, options: d.options || [], resolved: null }, 'perm:' + d.requestId);
           break;
         case 'input_request':
-          push({ kind: 'input', key: 'input:' + d.requestId, seq: e.seq, requestId: d.requestId, message: d.message || '', schema: d.requestedSchema || {}, resolved: null });
+          push({ kind: 'input', key: 'seq:' + e.seq, seq: e.seq, requestId: d.requestId, message: d.message || '', schema: d.requestedSchema || {}, resolved: null }, 'input:' + d.requestId);
           break;
         case 'permission_response':
         case 'input_response': {
@@ -131,14 +145,14 @@ export class Timeline {
           break;
         }
         default:
-          if (!quietTypes.has(d.type)) push({ kind: 'other', key: 'seq:' + e.seq, seq: e.seq, type: d.type, data: d });
+          if (!quietTypes.has(d.type)) push({ kind: 'other', key: 'seq:' + e.seq, seq: e.seq, type: d.type, data: d }, '');
       }
     }
     for (const dl of this.deltas) {
       const role = roles[dl.type] || 'agent';
-      const key = dl.messageId ? 'msg:' + dl.messageId : 'live:' + role;
-      let item = byKey.get(key);
-      if (!item) item = push({ kind: 'message', key, role, anonymous: !dl.messageId, text: '', live: '', seq: 0, lastSeq: 0 });
+      const lookup = dl.messageId ? 'msg:' + turn + ':' + dl.messageId : 'live:' + role;
+      let item = byKey.get(lookup);
+      if (!item) item = push({ kind: 'message', key: 'live:' + lookup, role, anonymous: !dl.messageId, text: '', live: '', seq: 0, lastSeq: 0 }, lookup);
       if (dl.after >= item.lastSeq) item.live += dl.text;
     }
     return items;
