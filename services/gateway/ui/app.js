@@ -80,6 +80,8 @@ function TokenBar({ token, onSave }) {
 
 // SessionList shows the caller's sessions, newest update first, reading
 // the next page as the list is scrolled to its end.
+const listPage = 25;
+
 function SessionList({ version, current }) {
   const [rows, setRows] = useState([]);
   const [next, setNext] = useState(null);
@@ -92,7 +94,7 @@ function SessionList({ version, current }) {
     if (loading.current) return;
     loading.current = true;
     try {
-      const page = await api('GET', '/v1/sessions?limit=50' + (cursor ? '&cursor=' + encodeURIComponent(cursor) : ''));
+      const page = await api('GET', '/v1/sessions?limit=' + listPage + (cursor ? '&cursor=' + encodeURIComponent(cursor) : ''));
       setError(null);
       setRows((old) => {
         if (!cursor) return page.sessions;

@@ -12,9 +12,10 @@ import { formatTiming, formatUsage, relativeTime } from './render.js';
 // The size of a history page, first and older.
 const pageSize = 200;
 
-// Update types after which the session's header is read again.
+// Update types after which the session's header is read again. The
+// user's message is the turn's acceptance: the session is running.
 const headerTypes = new Set([
-  'usage_update', 'session_info_update', 'permission_request', 'permission_response',
+  'user_message_chunk', 'usage_update', 'session_info_update', 'permission_request', 'permission_response',
   'input_request', 'input_response', 'config_option_update', 'current_mode_update',
 ]);
 
@@ -274,7 +275,7 @@ function Header({ id, info, conn, turnOn, onRename, onCancel, onUnload, onDelete
             <button type="button" onClick=${() => setEditing(false)}>Cancel</button>
           </form>`
         : html`<h2 data-role="title">${(info && info.title) || id}</h2>
-            <button type="button" class="link" onClick=${() => { setTitle((info && info.title) || ''); setEditing(true); }}>Rename</button>`}
+            <button type="button" class="link" data-role="rename" onClick=${() => { setTitle((info && info.title) || ''); setEditing(true); }}>Rename</button>`}
       <span class="spacer"></span>
       <span class=${'conn ' + conn.status} data-role="conn" data-stream=${conn.status}
         title=${conn.error ? conn.error.message : ''}>${connNames[conn.status]}${conn.error ? ': ' + conn.error.code : ''}</span>
