@@ -68,7 +68,7 @@ func newBrowser(t *testing.T) *browser {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
 		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 860),
+		chromedp.WindowSize(1280, 1100),
 	)
 	if os.Geteuid() == 0 {
 		// Chromium will not start its sandbox as root: the one flag that

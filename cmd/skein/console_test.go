@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats-server/v2/server"
+	"golang.org/x/sync/errgroup"
 
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
@@ -77,6 +79,7 @@ func TestConsoleTurn(t *testing.T) {
 		"plan [x] read the code | [~] edit the config | run the tests",
 		"tool call_1 Read README.md",
 		"permission call_2 allow_once=allow,reject_once=reject",
+		`elicit "Which branch?" {"type":"object","properties":{"branch":{"type":"string"}},"required":["branch"]}`,
 		"say **Edited** the config.",
 	}, "\n")
 	b.setField(`[data-role=prompt]`, script)
@@ -91,6 +94,12 @@ func TestConsoleTurn(t *testing.T) {
 	}
 	b.wait("the state: waiting", `document.querySelector('[data-role=status]').textContent === 'waiting'`)
 	b.click(pending + ` button[data-option=allow]`)
+
+	// Then the agent asks for input: a form of its schema.
+	b.wait("the input request", `document.querySelector('[data-role=input].pending input[name=branch]')`)
+	b.setField(`[data-role=input].pending input[name=branch]`, "main")
+	b.click(`[data-role=input].pending button[type=submit]`)
+	b.wait("the input answered", `[...document.querySelectorAll('[data-kind=agent]')].some((e) => e.textContent.includes('input: accept {"branch":"main"}'))`)
 
 	b.wait("the reply, as Markdown", `[...document.querySelectorAll('[data-kind=agent] strong')].some((e) => e.textContent === 'Edited')`)
 	b.wait("the permission answered", `document.querySelector('[data-role=permission] [data-role=resolution]')?.textContent.includes('allow')`)
@@ -117,8 +126,35 @@ func TestConsoleTurn(t *testing.T) {
 	if !answered {
 		t.Errorf("history holds no accepted permission_response with allow: %v", page.Events)
 	}
+
+	// Rename, from the header.
+	b.click(`[data-role=rename]`)
+	b.setField(`.rename input[name=title]`, "Edit the config")
+	b.click(`.rename button[type=submit]`)
+	b.wait("the new title", `document.querySelector('[data-role=title]')?.textContent === 'Edit the config' &&
+		document.querySelector('[data-session=console-turn] .row-title')?.textContent === 'Edit the config'`)
 	if path := os.Getenv("SKEIN_CONSOLE_SCREENSHOT"); path != "" {
 		screenshot(t, b, path)
+	}
+
+	// Cancel a running turn: its streamed text goes, the turn ends.
+	b.setField(`[data-role=prompt]`, "say started\nsleep 30s\nsay too late")
+	b.click(`[data-role=send]`)
+	b.wait("the slow turn running", `document.querySelector('[data-role=status]').textContent === 'running' &&
+		[...document.querySelectorAll('[data-kind=agent]')].some((e) => e.textContent.includes('started'))`)
+	b.click(`[data-role=cancel]`)
+	b.wait("the turn cancelled", `document.querySelector('[data-role=status]').textContent === 'idle' &&
+		!document.querySelector('[data-role=send]').textContent.includes('Running')`)
+
+	// Unload, then delete: the page goes back to the list, without it.
+	b.click(`[data-role=unload]`)
+	b.click(`[data-role=delete]`)
+	b.click(`[data-role=confirm-delete]`)
+	b.wait("the session gone", `location.hash === '#/' && !document.querySelector('[data-session=console-turn]')`)
+	var status int
+	b.value(`fetch('/v1/sessions/console-turn', {headers: {Authorization: 'Bearer ' + sessionStorage.getItem('skein.token')}}).then((r) => r.status)`, &status)
+	if status != http.StatusNotFound {
+		t.Errorf("GET the deleted session = %d, want 404", status)
 	}
 	b.check()
 }
@@ -317,4 +353,67 @@ func screenshot(t *testing.T, b *browser, path string) {
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// TestConsoleSessionList pages the session list on scroll: the first 25
+// sessions, then the rest as the list is scrolled to its end, each once,
+// with its title and state.
+func TestConsoleSessionList(t *testing.T) {
+	const sessions = 30
+	b := newBrowser(t)
+	ns := natstest.Run(t)
+	st := startConsoleStack(t, ns, t.TempDir(), "")
+	// Each open starts the session's agent: a few at a time.
+	var opens errgroup.Group
+	opens.SetLimit(4)
+	for i := 1; i <= sessions; i++ {
+		opens.Go(func() error {
+			url := fmt.Sprintf("%s/v1/sessions/list-%02d", st.url, i)
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, url, strings.NewReader(`{"agent":"test"}`))
+			if err != nil {
+				return err
+			}
+			req.Header.Set("Authorization", "Bearer "+consoleToken)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("PUT %s = %d", url, resp.StatusCode)
+			}
+			return nil
+		})
+	}
+	if err := opens.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	call(t, "PATCH", st.url+"/v1/sessions/list-01", consoleToken, `{"title":"The oldest, renamed"}`)
+
+	b.signIn(st.url, consoleToken)
+	rows := `document.querySelectorAll('[data-role=session-row]').length`
+	b.wait("the first page", rows+` === 25`)
+	b.js(`(() => { const l = document.querySelector('[data-role=sessions]'); l.scrollTop = l.scrollHeight; l.dispatchEvent(new Event('scroll')); })()`)
+	b.wait("the next page", rows+` === 30`)
+	var got struct {
+		IDs    []string `json:"ids"`
+		Title  string   `json:"title"`
+		Status string   `json:"status"`
+	}
+	b.value(`({
+		ids: [...document.querySelectorAll('[data-role=session-row]')].map((r) => r.dataset.session),
+		title: document.querySelector('[data-session=list-01] .row-title').textContent,
+		status: document.querySelector('[data-session=list-02] .badge').textContent,
+	})`, &got)
+	seen := map[string]bool{}
+	for _, id := range got.IDs {
+		if seen[id] {
+			t.Errorf("session %s is listed twice", id)
+		}
+		seen[id] = true
+	}
+	if len(seen) != sessions || got.Title != "The oldest, renamed" || got.Status != "idle" {
+		t.Errorf("the list shows %d sessions, list-01 titled %q, list-02 %q; want %d, the new title, idle", len(seen), got.Title, got.Status, sessions)
+	}
+	b.check()
 }
