@@ -146,6 +146,10 @@ type AcpReadHistoryRequest struct {
 	Before    *uint64 `msgpack:"before,omitempty"`
 	After     *uint64 `msgpack:"after,omitempty"`
 	Limit     *uint32 `msgpack:"limit,omitempty"`
+	// IncludeState interleaves the session's state changes among the
+	// events (SessionStateChange entries), a Skein extension
+	// (sessionstate.go).
+	IncludeState bool `msgpack:"includeState,omitempty"`
 }
 
 type AcpGetSessionConfigRequest struct {

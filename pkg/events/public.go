@@ -61,6 +61,9 @@ const sessionUpdateTypeField = "sessionUpdate"
 //   - AcpDurablePermissionRequest: type "permission_request", "requestId",
 //     then the members of the request object (the ACP request params, such
 //     as toolCall and options).
+//   - SessionStateChange (a Skein addition, in a history page that asked
+//     for state changes): type "session_state", then the change's members
+//     (sessionstate.go); it has no eventNo.
 //   - AcpDurablePermissionResponse: type "permission_response",
 //     "requestId", "status", "reason" (only if set), then the members of the
 //     response object (such as outcome).
@@ -93,11 +96,16 @@ func PublicDurableJSON(e *AcpDurableHistoryEntry) ([]byte, error) {
 		ev = &v
 	case InputResponse:
 		ev = &v
+	case SessionStateChange:
+		ev = &v
 	}
 	if rv := reflect.ValueOf(ev); ev == nil || rv.Kind() == reflect.Pointer && rv.IsNil() {
 		return nil, Errorf(CodeInvalidPayload, "public json: history entry %d has no event", e.Sequence)
 	}
 
+	if c, ok := ev.(*SessionStateChange); ok {
+		return publicStateJSON(e, c), nil
+	}
 	var (
 		native   JSON
 		reserved []string

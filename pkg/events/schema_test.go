@@ -65,6 +65,7 @@ var extraFields = map[string]string{
 	"AcpDurableSessionEvent.eventNo":       "Skein extension: same as AcpDurableHistoryEntry.eventNo, on live delivery",
 	"AcpDurableSessionInfo.usage":          "Skein extension: the agent's last usage_update, cached (offers.go)",
 	"AcpDurableSessionInfo.lastTurnTiming": "Skein extension: the last turn's timing, measured by the session service (offers.go)",
+	"AcpReadHistoryRequest.includeState":   "Skein extension: interleave the session's state changes among the events (sessionstate.go)",
 	"AcpOpenSessionRequest.inputPolicy":    "Skein extension: who answers the session's input requests (ACP elicitation), input.go",
 }
 
@@ -72,8 +73,9 @@ var extraFields = map[string]string{
 // "Union.Variant", each with the reason. They are Skein's own variants, not
 // Acp* types.
 var extraMembers = map[string]string{
-	"AcpDurableEvent.InputRequest":  "Skein addition: an agent's elicitation/create, the durable input_request event (input.go)",
-	"AcpDurableEvent.InputResponse": "Skein addition: how an input request ended, the durable input_response event (input.go)",
+	"AcpDurableEvent.InputRequest":       "Skein addition: an agent's elicitation/create, the durable input_request event (input.go)",
+	"AcpDurableEvent.SessionStateChange": "Skein addition: a change of the session's state, derived from the log, in a history page that asks for it (sessionstate.go)",
+	"AcpDurableEvent.InputResponse":      "Skein addition: how an input request ended, the durable input_response event (input.go)",
 }
 
 func TestSchemaConformance(t *testing.T) {

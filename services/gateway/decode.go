@@ -242,10 +242,20 @@ func parseSeq(name, s string) (uint64, error) {
 // a limit outside [1, events.MaxHistoryLimit] invalid_request). It leaves
 // SessionID unset.
 func parseHistoryQuery(q url.Values) (*events.AcpReadHistoryRequest, error) {
-	if err := onlyKeys(q, "after", "before", "limit"); err != nil {
+	if err := onlyKeys(q, "after", "before", "limit", "include"); err != nil {
 		return nil, err
 	}
 	req := &events.AcpReadHistoryRequest{}
+	// include=state interleaves the session's state changes among the
+	// events (events.SessionStateChange). It is the one value there is.
+	if s, ok, err := single(q, "include"); err != nil {
+		return nil, err
+	} else if ok {
+		if s != historyIncludeState {
+			return nil, events.Errorf(events.CodeInvalidRequest, "include must be %q, got %q", historyIncludeState, events.Truncate(s, 40))
+		}
+		req.IncludeState = true
+	}
 	for _, c := range []struct {
 		name string
 		dst  **uint64
@@ -272,6 +282,10 @@ func parseHistoryQuery(q url.Values) (*events.AcpReadHistoryRequest, error) {
 	}
 	return req, nil
 }
+
+// historyIncludeState is the value of the history route's include
+// parameter that asks for the state changes.
+const historyIncludeState = "state"
 
 // parseLimit reads the query's limit, at most once: nil when absent, else
 // an integer in [1, max].

@@ -191,17 +191,22 @@ func TestEventsGapFillFromDelta(t *testing.T) {
 	}
 }
 
-// TestEventsStaleDeltas: a delta published before the last durable event
-// sent (one that arrives late) is dropped; one that follows it is sent.
+// TestEventsStaleDeltas: a delta published before the last event sent
+// with an id (one that arrives late) is dropped; one that follows it is
+// sent. The turn's end is such an event (its state event): a late delta
+// of a turn that ended, which every viewer has stopped showing, is stale
+// too.
 func TestEventsStaleDeltas(t *testing.T) {
 	e := newEnv(t)
 	e.backend.Open("s1", "demo")
 	seqs := e.backend.Say("s1", "one")
+	end := e.backend.Last("s1")
 	s := e.stream("/v1/sessions/s1/events")
 	s.wantDurables(seqs...)
 	e.backend.publishDelta("s1", seqs[0], "stale")
-	e.backend.publishDelta("s1", seqs[1], "fresh")
-	wantEphemeral(t, s.next(), seqs[1], "fresh")
+	e.backend.publishDelta("s1", seqs[1], "of the ended turn")
+	e.backend.publishDelta("s1", end, "fresh")
+	wantEphemeral(t, s.next(), end, "fresh")
 }
 
 // TestEventsControlCursor: a cursor may name a lifecycle record (a delta's
@@ -217,20 +222,36 @@ func TestEventsControlCursor(t *testing.T) {
 	if ctl <= seqs[len(seqs)-1] {
 		t.Fatalf("the log ends at %d, its events at %d: want a lifecycle record last", ctl, seqs[len(seqs)-1])
 	}
-	s := e.stream("/v1/sessions/s1/events?after=" + strconv.FormatUint(ctl, 10))
+	s := e.stream("/v1/sessions/s1/events?after="+strconv.FormatUint(ctl, 10), withStates)
 	e.backend.publishDelta("s1", ctl, "hi")
 	wantEphemeral(t, s.next(), ctl, "hi")
-	s.wantDurables(e.backend.Say("s1", "three")...)
-	// A delta after a control record the stream has not seen fills once,
-	// finds nothing, and is sent.
+	three := e.backend.Say("s1", "three")
+	// The turn's end is a lifecycle record the stream sends as a state
+	// event, its sequence as id; once sent, the feed vouches for it, and
+	// a delta after it is sent without a fill.
+	if st := s.next(); st.Event != "state" || decodeState(t, st.Data).Change != events.ChangeTurnAccepted {
+		t.Fatalf("got %+v, want the turn's turn_accepted", st)
+	}
+	s.wantDurables(three...)
 	ctl2 := e.backend.Last("s1")
+	if st := s.nextDurable(); st.Event != "state" || st.ID != strconv.FormatUint(ctl2, 10) {
+		t.Fatalf("got %+v, want the turn's end, id %d", st, ctl2)
+	}
 	e.backend.publishDelta("s1", ctl2, "a")
 	e.backend.publishDelta("s1", ctl2, "b")
 	wantEphemeral(t, s.next(), ctl2, "a")
 	wantEphemeral(t, s.next(), ctl2, "b")
-	if got := testutil.Metric(t, e.reg, "acp_gateway_sse_gap_fills_total"); got != 1 {
-		t.Errorf("gap fills = %v, want 1 (for ctl2 only)", got)
+	if got := testutil.Metric(t, e.reg, "acp_gateway_sse_gap_fills_total"); got != 0 {
+		t.Errorf("gap fills = %v, want 0", got)
 	}
+	// A client may resume from it: nothing is missing, and nothing is
+	// sent again.
+	r := e.stream("/v1/sessions/s1/events?after="+strconv.FormatUint(ctl2, 10), withStates)
+	four := e.backend.Say("s1", "four")
+	if st := r.nextDurable(); st.Event != "state" || decodeState(t, st.Data).Sequence != four[0] {
+		t.Fatalf("resumed after the turn's end: %+v, want the next turn's turn_accepted", st)
+	}
+	r.wantDurables(four...)
 }
 
 func TestEventsRejectsBadRequests(t *testing.T) {

@@ -178,6 +178,9 @@ func (f *feed) seed(ctx context.Context, last *eventlog.Record) bool {
 			return false
 		}
 		if ev == nil {
+			if last.Sequence > f.lastCtl {
+				f.control(last.Sequence, last.Time, last.Header, last.Data, false)
+			}
 			f.known = max(f.known, last.Sequence) // no public event at all
 			return true
 		}
@@ -191,7 +194,14 @@ func (f *feed) seed(ctx context.Context, last *eventlog.Record) bool {
 		return true
 	}
 	f.h.g.metrics.gapFills.Inc()
-	f.durable(e, ev.Sequence-1)
+	f.durable(e, ev.Sequence-1, ev.Header, ev.Data)
+	if last != ev && last.Sequence > f.lastCtl {
+		// The log ends with a control record: its state change, if any,
+		// which no stream can have had from the feed. The feed cannot
+		// vouch for what lies before it: a stream behind it reads
+		// history.
+		f.control(last.Sequence, last.Time, last.Header, last.Data, false)
+	}
 	f.known = max(f.known, last.Sequence)
 	return true
 }

@@ -205,13 +205,21 @@ type sseStream struct {
 	ch     chan sseEvent
 	done   chan struct{}
 	resume chan struct{}
+	states bool // keep state events (withStates)
 }
 
 type streamOptions struct {
 	client *http.Client
 	header http.Header
 	paused bool // read nothing until resume
+	// states keeps the stream's state events; without it they are
+	// dropped as they are read, so that a test of the durable and
+	// ephemeral events sees those alone.
+	states bool
 }
+
+// withStates keeps the stream's state events.
+func withStates(o *streamOptions) { o.states = true }
 
 // stream opens path, which must answer 200 text/event-stream.
 func (e *env) stream(path string, opts ...func(*streamOptions)) *sseStream {
@@ -238,7 +246,7 @@ func (e *env) stream(path string, opts ...func(*streamOptions)) *sseStream {
 		cancel()
 		e.t.Fatalf("GET %s = %d %s %s, want 200 text/event-stream", path, resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	}
-	s := &sseStream{t: e.t, header: resp.Header, ch: make(chan sseEvent, 4096), done: make(chan struct{}), resume: make(chan struct{})}
+	s := &sseStream{t: e.t, header: resp.Header, ch: make(chan sseEvent, 4096), done: make(chan struct{}), resume: make(chan struct{}), states: o.states}
 	if !o.paused {
 		close(s.resume)
 	}
@@ -287,7 +295,7 @@ func (s *sseStream) read(ctx context.Context, body io.Reader) {
 		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
 		switch {
 		case line == "":
-			if has {
+			if has && (ev.Event != "state" || s.states) {
 				ev.Data = strings.Join(data, "\n")
 				if !send(ev) {
 					return

@@ -477,6 +477,11 @@ func publicSize(e *events.AcpDurableHistoryEntry) int {
 		n += len(v.Request) + len(v.RequestID)
 	case *events.InputResponse:
 		n += len(v.Response) + len(v.RequestID) + len(v.Status)
+	case *events.SessionStateChange:
+		n += 128 + len(v.TurnID)
+		if v.Error != nil {
+			n += len(v.Error.Message)
+		}
 	}
 	return n
 }

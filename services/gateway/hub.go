@@ -66,21 +66,38 @@ import (
 // and while a turn is open, each time the feed has been quiet for
 // endCheckInterval (feedend.go).
 
+// State events (stateevents.go). The tail carries the control records
+// too, in log order with the public events, so the feed derives the
+// session's state changes from the records it fans out: a durable event's
+// in the event's own item, a control record's as an item of its own, once
+// the feed holds every record before it. Catch-ups read all the session's
+// records (events.LogFilter), so a state change the tail lost is read back
+// with the events around it.
+
 // liveItem is one message of a session's feed, decoded and rendered once
 // and shared by every viewer it is fanned out to. It is never modified
 // after the fan-out.
 type liveItem struct {
 	durable bool
+	// control: a state change caused by a control record (durable is
+	// set too: it has an id, and advances what a stream has sent).
+	control bool
 	seq     uint64 // durable: its sequence
 	after   uint64 // ephemeral: its afterSequence
 	// prev is, for a durable event, the sequence of the session's public
 	// event before it (0: none). For a delta, when prevKnown, it is the
 	// newest public event at or below after: the feed has checked that
-	// none lies between.
+	// none lies between. For a control record's state change, when
+	// prevKnown, it is the newest public event before it, and the feed
+	// has fanned out every record of the session before it.
 	prev      uint64
 	prevKnown bool
 	// frame is the SSE event as written to clients, or nil when the
 	// message has no public form (a writer bug, logged once by the feed).
+	// A durable event that changes the session's state (it accepts a
+	// turn, or asks a person) is preceded in it by its state event,
+	// without an id: the two are one item, so no stream sends one
+	// without the other.
 	frame []byte
 }
 
@@ -273,7 +290,14 @@ type feed struct {
 	lastSeq uint64 // the newest public event fanned out; 0 until the first
 	lastNo  uint64 // its event number
 	known   uint64 // no public event lies in (lastSeq, known]
-	dropped int    // messages the subscriptions dropped, as last seen
+	// lastCtl is the newest control record the feed has handled: one at
+	// or below it is not fanned out again (a catch-up read the log ahead
+	// of the tail).
+	lastCtl uint64
+	// state derives the state changes of the records the feed handles,
+	// in their order (stateevents.go).
+	state   *events.StateTracker
+	dropped int // messages the subscriptions dropped, as last seen
 	// turnOpen: the newest record the feed knows of is one of an open
 	// turn, or the feed does not know where the log ends (a reconnect, a
 	// failed end check). While it holds, the feed checks the log's end
@@ -356,6 +380,7 @@ func (f *feed) close() {
 // quiet (feedend.go).
 func (f *feed) run(ctx context.Context) {
 	defer close(f.done)
+	f.state = f.newStateTracker(ctx)
 	// The ticker runs only while a turn is open (setTurnOpen).
 	f.endCheck = time.NewTicker(endCheckInterval)
 	f.endCheck.Stop()
@@ -425,27 +450,31 @@ func (f *feed) handle(ctx context.Context, m *nats.Msg) {
 				return
 			}
 		}
-		f.durable(entry, prev)
+		f.durable(entry, prev, m.Header, m.Data)
 	case f.liveSubject:
 		f.live(ctx, m)
 	default:
-		// A lifecycle record (a turn's end, ...): nothing for a stream,
-		// but a watch answers with the session's state, which it may
-		// have changed.
+		// A lifecycle record (a turn's end, ...): a state event for the
+		// streams when it changes the session's state
+		// (stateevents.go), and a watch answers with the session's
+		// state, which it may have changed.
 		f.observe(m.Header)
+		f.tailControl(ctx, m)
 		f.wakeWatches()
 	}
 }
 
-// durable fans out one public event, whose predecessor is prev.
-func (f *feed) durable(e *events.AcpDurableHistoryEntry, prev uint64) {
+// durable fans out one public event, whose predecessor is prev, with the
+// state event it causes, if any; hdr and data are its record's.
+func (f *feed) durable(e *events.AcpDurableHistoryEntry, prev uint64, hdr nats.Header, data []byte) {
 	it := &liveItem{durable: true, seq: e.Sequence, prev: prev}
+	it.frame = f.stateFrame(e.Sequence, e.Timestamp, hdr, data)
 	if data, err := events.PublicDurableJSON(e); err != nil {
-		// Fanned out without a frame, so that streams move past it
+		// Fanned out without its frame, so that streams move past it
 		// rather than fill from history for it.
 		f.lg.Error("durable event has no public form", events.LogKeySeq, e.Sequence, events.LogKeyErr, err)
 	} else {
-		it.frame = appendEvent(nil, strconv.FormatUint(e.Sequence, 10), "durable", data)
+		it.frame = appendEvent(it.frame, strconv.FormatUint(e.Sequence, 10), "durable", data)
 	}
 	f.lastSeq, f.lastNo = e.Sequence, e.EventNo
 	f.fanOut(it)
@@ -477,12 +506,13 @@ func (f *feed) wakeWatches() {
 	}
 }
 
-// catchUp reads the public events after the last one fanned out from the
-// log, with batch direct gets, and fans them out, up to (not including)
-// the sequence upTo (0: all). It reports whether the feed now holds every
-// public event before upTo. It stops at the first number that does not
-// follow (the records were pruned) or record that does not decode: the
-// streams then decide for themselves, from history.
+// catchUp reads the records after the last public event fanned out from
+// the log, with batch direct gets, and fans out the public events and the
+// control records' state changes, up to (not including) the sequence upTo
+// (0: all). It reports whether the feed now holds every record before
+// upTo. It stops at the first number that does not follow (the records
+// were pruned) or record that does not decode: the streams then decide
+// for themselves, from history.
 func (f *feed) catchUp(ctx context.Context, cause string, upTo uint64) bool {
 	f.h.g.metrics.gapFills.Inc()
 	f.lg.Debug("live feed gap", logKeyReason, cause, events.LogKeySeq, upTo, logKeyLastSent, f.lastSeq)
@@ -493,9 +523,12 @@ func (f *feed) catchUp(ctx context.Context, cause string, upTo uint64) bool {
 // forward without knowing whether anything was missed.
 func (f *feed) readForward(ctx context.Context, upTo uint64) bool {
 	g := f.h.g
+	// Every record of the session, control records too: a state change
+	// the tail lost is read back with the events around it.
+	after := f.lastSeq
 	for {
 		cctx, cancel := context.WithTimeout(ctx, feedReadTimeout)
-		recs, err := eventlog.Forward(cctx, g.js, events.StreamLog, f.logSubject, f.lastSeq, g.cfg.BackfillPage)
+		recs, err := eventlog.Forward(cctx, g.js, events.StreamLog, f.logFilter, after, g.cfg.BackfillPage)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -507,6 +540,13 @@ func (f *feed) readForward(ctx context.Context, upTo uint64) bool {
 			if upTo > 0 && r.Sequence >= upTo {
 				return true
 			}
+			after = r.Sequence
+			if r.Subject != f.logSubject {
+				if r.Sequence > f.lastCtl {
+					f.control(r.Sequence, r.Time, r.Header, r.Data, true)
+				}
+				continue
+			}
 			if no := eventlog.EventNo(r); no != f.lastNo+1 {
 				f.lg.Warn("live feed catch-up found events missing", logKeyLastSent, f.lastSeq,
 					events.LogKeySeq, r.Sequence, logKeyEventNo, no)
@@ -517,7 +557,7 @@ func (f *feed) readForward(ctx context.Context, upTo uint64) bool {
 				f.lg.Warn("live feed catch-up read an undecodable record", events.LogKeySeq, r.Sequence, events.LogKeyErr, err)
 				return false
 			}
-			f.durable(e, f.lastSeq)
+			f.durable(e, f.lastSeq, r.Header, r.Data)
 		}
 		if len(recs) < g.cfg.BackfillPage {
 			return true

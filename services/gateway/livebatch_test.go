@@ -81,8 +81,10 @@ func publishLive(t *testing.T, e *env, sid events.SessionID, v events.Variant, a
 func TestBurstDeltasAreTheSameFrames(t *testing.T) {
 	e := newEnv(t)
 	e.backend.Open("s1", "demo")
-	zero := e.backend.Say("s1", "zero")
-	s1 := zero[len(zero)-1]
+	e.backend.Say("s1", "zero")
+	// After the turn's end, the last record the stream sends (its state
+	// event): a delta after an earlier one would be stale.
+	s1 := e.backend.Last("s1")
 	frames := rawEphemeral(t, e, "/v1/sessions/s1/events")
 	updates := []events.JSON{
 		events.JSON(TextChunk("agent_message_chunk", "Hel")),

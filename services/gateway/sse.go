@@ -29,6 +29,23 @@ import (
 //	event: ephemeral
 //	data: <events.PublicEphemeralJSON>
 //
+// A change of the session's state (a Skein addition: a turn accepted or
+// finished, waiting for a person, unloaded, the adapter exited) is a state
+// event, whose data is a history entry of type session_state
+// (events.SessionStateChange, stateevents.go). A change caused by a
+// control record (a turn's end, an unload, an exit) has the record's
+// sequence as its id, so Last-Event-ID may name it:
+//
+//	id: <sequence>
+//	event: state
+//	data: {"sessionId",...,"type":"session_state","change":"turn_finished",...}
+//
+// A change caused by a durable event (the user message that accepts a
+// turn, a permission or input request) comes just before that event, with
+// its sequence and no id: the durable event after it carries the id, so a
+// client that resumes between the two is sent both again, and dedupes by
+// (event kind, sequence).
+//
 // A failure after the stream started ends it with one error event, whose
 // data is the error body of every other route:
 //
@@ -104,7 +121,8 @@ type stream struct {
 	ns  events.Namespace
 	sid events.SessionID
 
-	// last is the highest durable sequence sent, or the client's cursor.
+	// last is the highest sequence sent with an id (a durable event, a
+	// control record's state event), or the client's cursor.
 	last uint64
 	// known is a sequence at or below which every durable event has been
 	// sent: the end of the last fill that found no more.
@@ -242,6 +260,9 @@ func (s *stream) fail(ctx context.Context, err error, reason string) string {
 
 // handle processes one item of the session's feed.
 func (s *stream) handle(ctx context.Context, it *liveItem) error {
+	if it.control {
+		return s.controlItem(ctx, it)
+	}
 	if it.durable {
 		if it.seq <= s.last {
 			return nil // already sent, by the backfill or a fill
@@ -280,6 +301,36 @@ func (s *stream) handle(ctx context.Context, it *liveItem) error {
 	return nil
 }
 
+// controlItem emits a control record's state event of the feed, once the
+// stream holds every record before it, and advances s.last. The feed
+// vouches for that (prevKnown) up to the public event prev; without it,
+// the stream reads history unless it has sent everything up to the record
+// already.
+func (s *stream) controlItem(ctx context.Context, it *liveItem) error {
+	if it.seq <= s.last {
+		return nil // already sent, by the backfill or a fill
+	}
+	gap := it.prev > s.last
+	if !it.prevKnown {
+		gap = it.seq-1 > max(s.last, s.known)
+	}
+	if gap {
+		if err := s.gapFill(ctx, "state", it.seq); err != nil {
+			return err
+		}
+		if it.seq <= s.last {
+			return nil
+		}
+	}
+	// Not counted in acp_gateway_sse_events_total, live or from history
+	// (state): the counter counts the events of the log.
+	if err := s.write(it.frame); err != nil {
+		return err
+	}
+	s.last = it.seq
+	return nil
+}
+
 // durableItem emits a durable event of the feed and advances s.last.
 func (s *stream) durableItem(it *liveItem) error {
 	if it.frame != nil {
@@ -309,7 +360,7 @@ func (s *stream) fill(ctx context.Context) error {
 	limit := uint32(s.g.cfg.BackfillPage)
 	for {
 		after := s.last
-		req := &events.AcpReadHistoryRequest{SessionID: new(string(s.sid)), After: &after, Limit: &limit}
+		req := &events.AcpReadHistoryRequest{SessionID: new(string(s.sid)), After: &after, Limit: &limit, IncludeState: true}
 		cctx, cancel := context.WithTimeout(ctx, s.g.cfg.RequestTimeout)
 		page, err := s.g.readHistory(cctx, s.ns, req)
 		cancel()
@@ -342,10 +393,13 @@ func (s *stream) fill(ctx context.Context) error {
 	}
 }
 
-// durable emits one durable event and advances s.last. An event that has
-// no public form (a writer bug) is logged and skipped rather than ending
-// every stream of the session on it forever.
+// durable emits one durable event or state event of history and advances
+// s.last. An event that has no public form (a writer bug) is logged and
+// skipped rather than ending every stream of the session on it forever.
 func (s *stream) durable(e *events.AcpDurableHistoryEntry) error {
+	if c, ok := e.Event.V.(*events.SessionStateChange); ok {
+		return s.state(e, c)
+	}
 	data, err := events.PublicDurableJSON(e)
 	if err != nil {
 		s.lg.Error("durable event has no public form", events.LogKeySeq, e.Sequence, events.LogKeyErr, err)
@@ -357,6 +411,26 @@ func (s *stream) durable(e *events.AcpDurableHistoryEntry) error {
 	}
 	s.last = e.Sequence
 	s.g.metrics.durableEvents.Inc()
+	return nil
+}
+
+// state emits one state event of history. One caused by a durable event
+// has no id and leaves s.last alone: the event follows it.
+func (s *stream) state(e *events.AcpDurableHistoryEntry, c *events.SessionStateChange) error {
+	data, err := events.PublicDurableJSON(e)
+	if err != nil {
+		return events.Errorf(events.CodeInternal, "render state change %d: %v", e.Sequence, err)
+	}
+	id := ""
+	if !c.CausedByEvent() {
+		id = strconv.FormatUint(e.Sequence, 10)
+	}
+	if err := s.event(id, "state", data); err != nil {
+		return err
+	}
+	if id != "" {
+		s.last = e.Sequence
+	}
 	return nil
 }
 

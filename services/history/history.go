@@ -274,7 +274,7 @@ func (s *Service) readHistory(ctx context.Context, ns events.Namespace, data []b
 		limit = int(*req.Limit)
 	}
 	start := time.Now()
-	page, dir, err := s.page(ctx, ns, sid, req.Before, req.After, limit)
+	page, dir, err := s.page(ctx, ns, sid, req.Before, req.After, limit, req.IncludeState)
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +297,10 @@ func (s *Service) readHistory(ctx context.Context, ns events.Namespace, data []b
 // events it asks for are gone, and expiry is a typed error, never a silent
 // skip. after = that sequence less one reads from it. A cursor beyond the
 // newest event is an empty page, hasMoreAfter false.
-func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.SessionID, before, after *uint64, limit int) (*events.AcpHistoryPageResponse, string, error) {
+//
+// With includeState, the session's state changes are interleaved among the
+// events (withState).
+func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.SessionID, before, after *uint64, limit int, includeState bool) (*events.AcpHistoryPageResponse, string, error) {
 	subject := events.LogSubject(ns, sid, events.LogEvents)
 	last, err := eventlog.Last(ctx, s.js, events.StreamLog, events.LogFilter(ns, sid))
 	if err != nil {
@@ -359,7 +362,39 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 		}
 		page.Events = append(page.Events, *e)
 	}
+	if includeState {
+		// The range of sequences the page covers: see withState.
+		lo, hi := uint64(0), max(last.Sequence, lastSeq(recs))
+		switch {
+		case after != nil:
+			lo = *after
+			if page.HasMoreAfter {
+				hi = lastSeq(recs)
+			}
+		case page.HasMoreBefore:
+			lo = recs[0].Sequence - 1
+		case pruned:
+			// From the oldest retained event, as a forward page from the
+			// oldest cursor that is not expired: the records of pruned
+			// turns are not shown either way.
+			lo = first.Sequence - 1
+		}
+		if dir == dirBackward && before != nil {
+			hi = min(hi, max(*before, 1)-1)
+		}
+		if page.Events, err = s.withState(ctx, ns, sid, page.Events, lo, hi); err != nil {
+			return nil, "", err
+		}
+	}
 	return page, dir, nil
+}
+
+// lastSeq is the sequence of the newest of recs, 0 when there is none.
+func lastSeq(recs []*eventlog.Record) uint64 {
+	if len(recs) == 0 {
+		return 0
+	}
+	return recs[len(recs)-1].Sequence
 }
 
 func (s *Service) getSession(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {

@@ -39,6 +39,8 @@ var reservedKinds = []string{
 	// Skein's additions to the union (inputs.go).
 	events.PublicTypeInputRequest,
 	events.PublicTypeInputResponse,
+	// The state changes every viewer follows (sessionstate.go).
+	events.PublicTypeSessionState,
 }
 
 // reservedKind reports whether an agent's update kind is one of Skein's
