@@ -145,6 +145,10 @@ func TestConsoleTurn(t *testing.T) {
 	b.click(`[data-role=cancel]`)
 	b.wait("the turn cancelled", `document.querySelector('[data-role=status]').textContent === 'idle' &&
 		!document.querySelector('[data-role=send]').textContent.includes('Running')`)
+	// Its turn_finished state change ends it on the page, and the text
+	// streamed for it, never made durable, is gone.
+	b.wait("the cancelled turn's end", `document.querySelector('[data-role=turn-end][data-outcome=cancelled]') &&
+		![...document.querySelectorAll('[data-kind=agent]')].some((e) => e.textContent.includes('started'))`)
 
 	// Unload, then delete: the page goes back to the list, without it.
 	b.click(`[data-role=unload]`)
@@ -188,6 +192,14 @@ func TestConsoleReconnect(t *testing.T) {
 	// Once more live, so that whatever a resume could repeat has arrived.
 	call(t, "POST", st.url+"/v1/sessions/rc/prompt", consoleToken, promptBody("say third"))
 	b.wait("the third reply", `[...document.querySelectorAll('[data-kind=agent]')].some((e) => e.textContent.includes('third'))`)
+	// Every turn's end, from history or live, shows once.
+	ends := `document.querySelectorAll('[data-role=turn-end][data-outcome=end_turn]').length`
+	b.wait("the third turn's end", ends+` >= 3`)
+	var n int
+	b.value(ends, &n)
+	if n != 3 {
+		t.Errorf("the page shows %d turn ends, want 3", n)
+	}
 	var shown []string
 	b.value(`[...document.querySelectorAll('[data-role=message]')].map((e) => e.dataset.kind + ': ' + e.querySelector('.body').textContent.trim())`, &shown)
 	// The test agent keeps no state across its restart: the restored
