@@ -34,6 +34,7 @@
 //	GET  /v1/sessions/{id}/commands      {"commands": [...]}: the agent's last announced commands, no adapter started
 //	GET  /v1/agents                      {"agents":[{"id","installed","adapterEntrypoint"}...]}, sorted by ID
 //	GET  /healthz, /readyz
+//	GET  /ui/                            the web console (ui.go); GET / redirects there
 //
 // Errors are {"error":{"code","message","requestId"}} with the status of the
 // code (internal/errmap). Every response carries the X-Request-Id header.
@@ -319,6 +320,7 @@ func (g *Gateway) routes() *http.ServeMux {
 			}
 		})
 	}
+	mountUI(mux)
 	return mux
 }
 
