@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	adapterrunner "skein.dev/services/adapter-runner"
-
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	adapterrunner "skein.dev/services/adapter-runner"
 )
 
 // fileCall sends one file op of session sid to the runner, as the session
@@ -221,13 +221,9 @@ func TestUploadCap(t *testing.T) {
 	}
 
 	// Abandoned: the sweep removes it, and the transfer is gone.
-	deadline := time.Now().Add(20 * time.Second)
-	for len(incoming(t, cwd)) != 0 || h.runner.Uploads() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("abandoned upload still there after 20s: %v, %d in progress", incoming(t, cwd), h.runner.Uploads())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, "the abandoned upload to be removed", func() bool {
+		return len(incoming(t, cwd)) == 0 && h.runner.Uploads() == 0
+	})
 	_, err = fileCall[events.FileCommitResponse](t, h, "s1", &events.RunnerFileRequest{Commit: &events.FileCommitRequest{TransferID: begun.TransferID}})
 	wantCode(t, "commit of an abandoned upload", err, events.CodeFileNotFound, "")
 	if entries, _ := os.ReadDir(filepath.Join(cwd, events.AttachmentDir)); len(entries) != 1 {
