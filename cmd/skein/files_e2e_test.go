@@ -119,7 +119,7 @@ func TestGoClientUploadRace(t *testing.T) {
 		var contents [2][]byte
 		var wg sync.WaitGroup
 		for i := range 2 {
-			contents[i] = []byte(fmt.Sprintf("round %d, upload %d", round, i))
+			contents[i] = fmt.Appendf(nil, "round %d, upload %d", round, i)
 			wg.Go(func() {
 				files[i], errs[i] = cl.Upload(ctx, "r1", "same.txt", int64(len(contents[i])), bytes.NewReader(contents[i]))
 			})

@@ -251,7 +251,7 @@ func TestUploadRaceSameName(t *testing.T) {
 		errs := make([]error, racers)
 		contents := make([][]byte, racers)
 		for i := range racers {
-			contents[i] = []byte(fmt.Sprintf("round %d racer %d", round, i))
+			contents[i] = fmt.Appendf(nil, "round %d racer %d", round, i)
 			wg.Go(func() { files[i], errs[i] = upload(t, h, "s1", "same.txt", contents[i], 4) })
 		}
 		wg.Wait()

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"slices"
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
@@ -82,10 +83,8 @@ func (sess *session) holdsUserMessage(ctx context.Context) (bool, error) {
 		if read == 0 && eventlog.EventNo(recs[0]) > 1 {
 			return true, nil // pruned: something was there
 		}
-		for _, r := range recs {
-			if userPrompt(r) {
-				return true, nil
-			}
+		if slices.ContainsFunc(recs, userPrompt) {
+			return true, nil
 		}
 		read += len(recs)
 		after = recs[len(recs)-1].Sequence
