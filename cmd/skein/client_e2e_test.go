@@ -176,3 +176,17 @@ func TestGoClient(t *testing.T) {
 		t.Error("a bad namespace was accepted")
 	}
 }
+
+// goClientOn starts the whole stack on an embedded NATS, its runner's data
+// in dataDir, and returns a Go client of it: the set-up of every test of
+// pkg/client against the real services.
+func goClientOn(t *testing.T, dataDir string, edits ...func(*stackConfig)) *client.Client {
+	t.Helper()
+	ns := natstest.Run(t)
+	startStackTB(t, ns, dataDir, edits...)
+	cl, err := client.New(natstest.Connect(t, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}

@@ -7,21 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"skein.dev/internal/natstest"
-	"skein.dev/pkg/client"
 	"skein.dev/pkg/events"
 )
 
 // The Go client discards, forks and lists folders over NATS, against the
 // whole stack as skein serve runs it.
 func TestGoClientDiscardForkDirectories(t *testing.T) {
-	ns := natstest.Run(t)
 	dataDir := t.TempDir()
-	startStack(t, ns, dataDir)
-	cl, err := client.New(natstest.Connect(t, ns))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := goClientOn(t, dataDir)
 	ctx := t.Context()
 
 	if err := cl.Open(ctx, "eager", events.AcpOpenSessionRequest{Agent: "test"}); err != nil {

@@ -4,20 +4,13 @@ import (
 	"strings"
 	"testing"
 
-	"skein.dev/internal/natstest"
-	"skein.dev/pkg/client"
 	"skein.dev/pkg/events"
 )
 
 // TestGoClientRespondInput: pkg/client answers an agent's input request,
 // which the session's state lists while it waits.
 func TestGoClientRespondInput(t *testing.T) {
-	ns := natstest.Run(t)
-	startStack(t, ns, t.TempDir())
-	cl, err := client.New(natstest.Connect(t, ns))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := goClientOn(t, t.TempDir())
 	ctx := t.Context()
 	if err := cl.Open(ctx, "i1", events.AcpOpenSessionRequest{Agent: "test"}); err != nil {
 		t.Fatal(err)

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"testing/iotest"
 
-	"skein.dev/internal/natstest"
-	"skein.dev/pkg/client"
 	"skein.dev/pkg/events"
 )
 
@@ -22,12 +20,7 @@ import (
 // 1 MiB messages), lists, downloads, and names the upload in a prompt;
 // the runner's configured cap refuses a larger file, and leaves nothing.
 func TestGoClientFiles(t *testing.T) {
-	ns := natstest.Run(t)
-	startStackTB(t, ns, t.TempDir(), func(c *stackConfig) { c.Runner.FileMaxBytes = 3 << 20 })
-	cl, err := client.New(natstest.Connect(t, ns))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := goClientOn(t, t.TempDir(), func(c *stackConfig) { c.Runner.FileMaxBytes = 3 << 20 })
 	ctx := t.Context()
 	if err := cl.Open(ctx, "f1", events.AcpOpenSessionRequest{Agent: "test"}); err != nil {
 		t.Fatal(err)
@@ -69,13 +62,8 @@ func TestGoClientFiles(t *testing.T) {
 // client: nothing of it stays on the runner, and CancelUpload of an
 // upload that is over is file_not_found.
 func TestGoClientUploadCancelled(t *testing.T) {
-	ns := natstest.Run(t)
 	dataDir := t.TempDir()
-	startStack(t, ns, dataDir)
-	cl, err := client.New(natstest.Connect(t, ns))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := goClientOn(t, dataDir)
 	ctx := t.Context()
 	if err := cl.Open(ctx, "c1", events.AcpOpenSessionRequest{Agent: "test"}); err != nil {
 		t.Fatal(err)
@@ -101,12 +89,7 @@ func TestGoClientUploadCancelled(t *testing.T) {
 // round after round: each lands under a name of its own, whole, and none
 // replaces another.
 func TestGoClientUploadRace(t *testing.T) {
-	ns := natstest.Run(t)
-	startStack(t, ns, t.TempDir())
-	cl, err := client.New(natstest.Connect(t, ns))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := goClientOn(t, t.TempDir())
 	ctx := t.Context()
 	if err := cl.Open(ctx, "r1", events.AcpOpenSessionRequest{Agent: "test"}); err != nil {
 		t.Fatal(err)

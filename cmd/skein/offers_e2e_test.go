@@ -3,8 +3,6 @@ package main
 import (
 	"testing"
 
-	"skein.dev/internal/natstest"
-	"skein.dev/pkg/client"
 	"skein.dev/pkg/events"
 )
 
@@ -12,12 +10,7 @@ import (
 // commands it announced, its usage and the last turn's timing, over NATS
 // from the whole stack.
 func TestGoClientOffers(t *testing.T) {
-	ns := natstest.Run(t)
-	startStack(t, ns, t.TempDir())
-	cl, err := client.New(natstest.Connect(t, ns))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := goClientOn(t, t.TempDir())
 	ctx := t.Context()
 	if err := cl.Open(ctx, "o1", events.AcpOpenSessionRequest{Agent: "test"}); err != nil {
 		t.Fatal(err)
