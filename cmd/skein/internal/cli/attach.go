@@ -76,7 +76,14 @@ func (t *turn) attachTurn(ctx context.Context) error {
 	}
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	f, err := t.cl.openFeed(sctx, t.session, v.last, func(s string) { v.note(s + "\n") })
+	// The feed's notes reach the printer through watch, its one writer.
+	v.notes = make(chan string, 16)
+	f, err := t.cl.openFeed(sctx, t.session, v.last, func(s string) {
+		select {
+		case v.notes <- s:
+		default: // watch is behind; a note about reconnecting can go
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("events of %s: %w", t.session, err)
 	}

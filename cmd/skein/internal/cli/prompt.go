@@ -131,6 +131,9 @@ type view struct {
 	// again once it is.
 	cancel    string
 	cancelled chan cancelResult
+	// notes carries the feed's notes (a reconnect) from its goroutine to
+	// watch, which alone draws on the printer. Nil when the feed has none.
+	notes chan string
 }
 
 // cancelResult is the answer to a Ctrl-C's cancel. A view sends at most
@@ -224,6 +227,8 @@ func (v *view) watch(ctx context.Context, f *feed, end chan ending, turnID strin
 			if err := v.asker.answer(ctx, line, ok); err != nil {
 				return err
 			}
+		case s := <-v.notes:
+			v.note(s + "\n")
 		case <-ticks:
 			p.tick()
 		case <-interrupts:
