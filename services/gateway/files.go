@@ -108,32 +108,18 @@ func (g *Gateway) handleFileWrite(w http.ResponseWriter, r *http.Request) error 
 // handleFileCommit serves POST /v1/sessions/{id}/files/uploads/{transferId}/commit.
 func (g *Gateway) handleFileCommit(w http.ResponseWriter, r *http.Request) error {
 	return sessionOp(g, w, r, events.OpFileCommit, g.controlBodyLimit(),
-		func(body []byte, sid events.SessionID) (events.Variant, error) {
-			if err := decodeEmpty(body); err != nil {
-				return nil, err
-			}
-			req := &events.FileCommitRequest{SessionID: new(string(sid)), TransferID: r.PathValue("transferId")}
-			if _, err := req.Validate(); err != nil {
-				return nil, err
-			}
-			return req, nil
-		},
+		emptyBody(func(sid *string) validator {
+			return &events.FileCommitRequest{SessionID: sid, TransferID: r.PathValue("transferId")}
+		}),
 		func(resp *events.FileCommitResponse) error { return writeValue(w, map[string]any{"file": resp.File}) })
 }
 
 // handleFileCancel serves DELETE /v1/sessions/{id}/files/uploads/{transferId}.
 func (g *Gateway) handleFileCancel(w http.ResponseWriter, r *http.Request) error {
 	return sessionOp(g, w, r, events.OpFileCancel, g.controlBodyLimit(),
-		func(body []byte, sid events.SessionID) (events.Variant, error) {
-			if err := decodeEmpty(body); err != nil {
-				return nil, err
-			}
-			req := &events.FileCancelRequest{SessionID: new(string(sid)), TransferID: r.PathValue("transferId")}
-			if _, err := req.Validate(); err != nil {
-				return nil, err
-			}
-			return req, nil
-		},
+		emptyBody(func(sid *string) validator {
+			return &events.FileCancelRequest{SessionID: sid, TransferID: r.PathValue("transferId")}
+		}),
 		func(*events.FileCancelResponse) error { return writeValue(w, map[string]any{}) })
 }
 
@@ -143,15 +129,11 @@ func filePath(r *http.Request) (string, error) {
 	if err != nil {
 		return "", events.Errorf(events.CodeInvalidRequest, "query: %v", err)
 	}
-	for k := range q {
-		if k != "path" {
-			return "", events.Errorf(events.CodeInvalidRequest, "unknown query parameter %q", events.Truncate(k, 40))
-		}
+	if err := onlyKeys(q, "path"); err != nil {
+		return "", err
 	}
-	if len(q["path"]) > 1 {
-		return "", events.Errorf(events.CodeInvalidRequest, "path given more than once")
-	}
-	return q.Get("path"), nil
+	p, _, err := single(q, "path")
+	return p, err
 }
 
 // handleFileList serves GET /v1/sessions/{id}/files?path=.
