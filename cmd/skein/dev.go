@@ -223,7 +223,7 @@ func devDefaults(c *devConfig, fs *flag.FlagSet, startDir string) error {
 		filepath.Join(dataDir, "nats"), filepath.Join(dataDir, devUsersDir), filepath.Join(dataDir, cli.DevTokenFile),
 	}
 	if dir, err := filepath.Abs(runner.DataDir); err == nil && !slices.ContainsFunc(runner.WorkspaceRoots, func(root string) bool {
-		return root == dir || strings.HasPrefix(root, dir+string(filepath.Separator))
+		return workspace.Under(root, dir)
 	}) {
 		// Every session's HOME and TMPDIR; unless a root lies in it, as
 		// <data-dir>/workspaces does when only the data dir is given.
@@ -264,7 +264,7 @@ func printWorkspace(w io.Writer, runner *adapterrunner.Config, dataDir string) {
 	}
 	fmt.Fprintf(w, "Agents may work in %s (a session's cwd, or the shell's for skein prompt and skein open).\n", strings.Join(dirs, ", "))
 	for _, d := range runner.WorkspaceGrants[events.DefaultNamespace] {
-		if d == dataDir || strings.HasPrefix(dataDir, d+string(filepath.Separator)) {
+		if workspace.Under(dataDir, d) {
 			fmt.Fprintf(w, `
 Note: the data directory %s lies in %s.
 An agent working in that directory itself can read and write Skein's data (the

@@ -137,22 +137,22 @@ func (r Roots) Check(ns events.Namespace, g Grants, what, p string) (string, err
 	for _, root := range r {
 		root = filepath.Clean(root)
 		written = append(written, filepath.Join(root, string(ns)))
-		if rr, err := resolve(root); err == nil {
+		if rr, err := Resolve(root); err == nil {
 			resolvedDirs = append(resolvedDirs, filepath.Join(rr, string(ns)))
 		}
 	}
 	for _, d := range g[ns] {
 		d = filepath.Clean(d)
 		written = append(written, d)
-		if rd, err := resolve(d); err == nil {
+		if rd, err := Resolve(d); err == nil {
 			resolvedDirs = append(resolvedDirs, rd)
 		}
 	}
-	isUnder := func(p string) func(string) bool { return func(d string) bool { return under(p, d) } }
+	isUnder := func(p string) func(string) bool { return func(d string) bool { return Under(p, d) } }
 	if !slices.ContainsFunc(written, isUnder(p)) {
 		return "", refused
 	}
-	resolved, err := resolve(p)
+	resolved, err := Resolve(p)
 	if err != nil || !slices.ContainsFunc(resolvedDirs, isUnder(resolved)) {
 		return "", refused
 	}
@@ -228,8 +228,8 @@ func (g *Grants) Set(list string) error {
 	return nil
 }
 
-// under reports whether the clean path p is root or below it.
-func under(p, root string) bool {
+// Under reports whether the clean path p is root or lies under it.
+func Under(p, root string) bool {
 	if root == string(filepath.Separator) {
 		return true
 	}
@@ -245,11 +245,11 @@ func hasDotDot(p string) bool {
 	return false
 }
 
-// resolve returns the clean absolute path p with its symlinks resolved:
+// Resolve returns the clean absolute path p with its symlinks resolved:
 // the nearest existing ancestor resolved, and the rest, which does not
 // exist, appended. A dangling symlink is an error: creating the directory
 // would follow it.
-func resolve(p string) (string, error) {
+func Resolve(p string) (string, error) {
 	var rest []string
 	for cur := p; ; {
 		got, err := filepath.EvalSymlinks(cur)

@@ -2,8 +2,8 @@ package adapterrunner
 
 import (
 	"path/filepath"
-	"strings"
 
+	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
 )
 
@@ -56,29 +56,21 @@ func exposes(dir string, protected []string) (resolvedDir, prot string, ok bool)
 	resolvedDir = resolveExisting(dir)
 	for _, p := range protected {
 		rp := resolveExisting(p)
-		if pathWithin(rp, resolvedDir) || pathWithin(resolvedDir, rp) {
+		if workspace.Under(rp, resolvedDir) || workspace.Under(resolvedDir, rp) {
 			return resolvedDir, rp, true
 		}
 	}
 	return resolvedDir, "", false
 }
 
-// resolveExisting returns p absolute and clean, its symlinks resolved when
-// it exists.
+// resolveExisting returns p absolute and clean, its symlinks resolved as
+// far as it exists (workspace.Resolve), or only cleaned when that fails.
 func resolveExisting(p string) string {
 	if abs, err := filepath.Abs(p); err == nil {
 		p = abs
 	}
-	if real, err := filepath.EvalSymlinks(p); err == nil {
+	if real, err := workspace.Resolve(p); err == nil {
 		return real
 	}
 	return filepath.Clean(p)
-}
-
-// pathWithin reports whether p is dir or lies under it.
-func pathWithin(p, dir string) bool {
-	if dir == string(filepath.Separator) {
-		return true
-	}
-	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
 }
