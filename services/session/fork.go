@@ -108,7 +108,7 @@ func (sess *session) fork(ctx context.Context, o *events.SessionOpened, f *event
 	if sess.opened != nil {
 		return events.Errorf(events.CodeSessionConflict, "session %s exists; a fork makes a new session", sess.sid)
 	}
-	if err := sess.svc.runners.unknownAgent(ctx, o.Agent); err != nil {
+	if err := sess.svc.runners.refusal(ctx, o.Agent); err != nil {
 		return err
 	}
 	if _, err := sess.append(ctx, ioPos{},

@@ -233,31 +233,12 @@ func (d *runnerDirectory) pick(agent string) (events.RunnerID, error) {
 		slices.Sort(full)
 		return "", events.Errorf(events.CodeAgentUnavailable, "no runner with agent %q has room: runners full: %s", agent, strings.Join(full, ", "))
 	case len(knownBy) > 0:
-		slices.Sort(knownBy)
-		return "", events.Errorf(events.CodeAgentNotInstalled, "agent %q is not installed: its command %q does not resolve on runner %s",
-			agent, command, strings.Join(knownBy, ", "))
+		return "", notInstalled(agent, command, knownBy)
 	case len(d.runners) == 0:
 		return "", events.Errorf(events.CodeAgentUnavailable, "no adapter-runner is alive")
 	default:
 		return "", events.Errorf(events.CodeUnknownAgent, "no runner knows agent %q", agent)
 	}
-}
-
-// unknownAgent is unknown_agent when runners are alive and none of them
-// lists agent, else nil: with no runner alive, nobody can tell. A miss
-// re-reads the bucket first, as placement does, so that a runner that has
-// just started is found.
-func (d *runnerDirectory) unknownAgent(ctx context.Context, agent string) error {
-	if d.lists(agent) {
-		return nil
-	}
-	if err := d.refresh(ctx); err != nil {
-		return nil // placement will say what is wrong
-	}
-	if d.lists(agent) {
-		return nil
-	}
-	return events.Errorf(events.CodeUnknownAgent, "no runner knows agent %q", agent)
 }
 
 // refusal is the refusal placement would give agent whatever the
@@ -301,26 +282,15 @@ func (d *runnerDirectory) refusalNow(agent string) error {
 	if len(knownBy) == 0 {
 		return events.Errorf(events.CodeUnknownAgent, "no runner knows agent %q", agent)
 	}
+	return notInstalled(agent, command, knownBy)
+}
+
+// notInstalled is agent_not_installed for agent, whose command does not
+// resolve on the runners knownBy.
+func notInstalled(agent, command string, knownBy []string) error {
 	slices.Sort(knownBy)
 	return events.Errorf(events.CodeAgentNotInstalled, "agent %q is not installed: its command %q does not resolve on runner %s",
 		agent, command, strings.Join(knownBy, ", "))
-}
-
-// lists reports whether a runner lists agent, or no runner is known.
-func (d *runnerDirectory) lists(agent string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.runners) == 0 {
-		return true
-	}
-	for _, r := range d.runners {
-		for _, a := range r.Agents {
-			if a.ID == agent {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // forget drops a runner until its next heartbeat, after it failed to answer.
