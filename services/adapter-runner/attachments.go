@@ -30,44 +30,11 @@ import (
 // be delivered once, unchanged in what it asks; the agent finds the file
 // gone, as it would any file the prompt names.
 
-// noteCapabilities remembers whether the agent of the session key names
-// takes embedded resources in a prompt, from its agentCapabilities.
-func (s *fileStore) noteCapabilities(key string, caps events.JSON) {
-	var c struct {
-		PromptCapabilities struct {
-			EmbeddedContext bool `json:"embeddedContext"`
-		} `json:"promptCapabilities"`
-	}
-	_ = json.Unmarshal(caps, &c)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c.PromptCapabilities.EmbeddedContext {
-		s.embed[key] = true
-	} else {
-		delete(s.embed, key)
-	}
-}
-
-// noteStarted records the capabilities of an adapter that create or
-// restore started (v its answer).
-func (s *fileStore) noteStarted(key string, v events.Variant) {
-	// A start that failed gives a nil result of its type: nothing to note.
-	switch v := v.(type) {
-	case *events.AcpSessionCreatedResponse:
-		if v != nil {
-			s.noteCapabilities(key, v.AgentCapabilities)
-		}
-	case *events.AdapterReady:
-		if v != nil {
-			s.noteCapabilities(key, v.Session.AgentCapabilities)
-		}
-	}
-}
-
 // rewritePrompt returns prompt with each block that names an upload
 // replaced as above; prompt itself when none does. cwd is the adapter's
-// resolved working directory. Every other block keeps its bytes.
-func (s *fileStore) rewritePrompt(key, cwd string, prompt events.JSON) events.JSON {
+// resolved working directory, and embed whether its agent takes embedded
+// resources. Every other block keeps its bytes.
+func (s *fileStore) rewritePrompt(cwd string, embed bool, prompt events.JSON) events.JSON {
 	if !bytes.Contains(prompt, []byte(events.AttachmentScheme)) {
 		return prompt
 	}
@@ -75,9 +42,6 @@ func (s *fileStore) rewritePrompt(key, cwd string, prompt events.JSON) events.JS
 	if json.Unmarshal(prompt, &blocks) != nil {
 		return prompt // the session service checked it; nothing to do
 	}
-	s.mu.Lock()
-	embed := s.embed[key]
-	s.mu.Unlock()
 	changed := false
 	for i, b := range blocks {
 		name, ok, err := events.AttachmentRef(b)

@@ -49,8 +49,7 @@ const (
 	attachmentIncomingAt = events.AttachmentDir + "/" + events.AttachmentIncoming
 )
 
-// fileStore holds the uploads in progress and, per session, whether its
-// agent takes embedded resources in a prompt.
+// fileStore holds the uploads in progress.
 type fileStore struct {
 	maxBytes int64
 	ttl      time.Duration
@@ -58,7 +57,6 @@ type fileStore struct {
 
 	mu        sync.Mutex
 	transfers map[string]*transfer // by token
-	embed     map[string]bool      // by events.SessionKey
 }
 
 func newFileStore(cfg Config) *fileStore {
@@ -67,7 +65,6 @@ func newFileStore(cfg Config) *fileStore {
 		ttl:       cfg.FileTransferTTL,
 		embedMax:  cfg.FileEmbedMaxBytes,
 		transfers: map[string]*transfer{},
-		embed:     map[string]bool{},
 	}
 	if s.maxBytes <= 0 {
 		s.maxBytes = events.DefaultMaxFileBytes

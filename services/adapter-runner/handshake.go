@@ -36,6 +36,13 @@ func (p *process) initialize(ctx context.Context, clientCaps events.JSON) (*acpw
 			return nil, p.failed("authenticate", err)
 		}
 	}
+	var agentCaps struct {
+		PromptCapabilities struct {
+			EmbeddedContext bool `json:"embeddedContext"`
+		} `json:"promptCapabilities"`
+	}
+	_ = json.Unmarshal(init.AgentCapabilities, &agentCaps)
+	p.embedContext = agentCaps.PromptCapabilities.EmbeddedContext
 	return init, nil
 }
 

@@ -74,9 +74,13 @@ type process struct {
 	connReady chan struct{}
 	pid       uint32
 	subject   string
-	stopping  atomic.Bool
-	replaying atomic.Bool // a session/load is replaying history: drop its updates
-	wire      wireState   // the ACP session as the runner speaks it (adapterio.go)
+	// embedContext: the agent takes embedded resources in a prompt
+	// (promptCapabilities.embeddedContext), as its initialize said; set
+	// before any prompt (attachments.go).
+	embedContext bool
+	stopping     atomic.Bool
+	replaying    atomic.Bool // a session/load is replaying history: drop its updates
+	wire         wireState   // the ACP session as the runner speaks it (adapterio.go)
 	// io carries the records to ACP_IO and keeps each until stored
 	// (iowindow.go).
 	io *ioWindow

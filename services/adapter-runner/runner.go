@@ -271,11 +271,7 @@ func (r *Runner) handleCreate(ctx context.Context, js jetstream.JetStream, data 
 	}
 	meta := systemPromptMeta(r.instructions(create.SkipOsInstructions, create.AdditionalInstructions))
 	return r.start(ctx, js, create.AgentType, spawnSpec{cwd: create.Cwd, dirs: create.AdditionalDirectories, args: create.Args, env: create.Env},
-		func(ctx context.Context, p *process) (events.Variant, error) {
-			v, err := p.handshake(ctx, create, meta)
-			r.files.noteStarted(events.SessionKey(p.ns, p.sid), v)
-			return v, err
-		})
+		func(ctx context.Context, p *process) (events.Variant, error) { return p.handshake(ctx, create, meta) })
 }
 
 func (r *Runner) handleRestore(ctx context.Context, js jetstream.JetStream, data []byte) (events.Variant, error) {
@@ -304,9 +300,7 @@ func (r *Runner) handleRestore(ctx context.Context, js jetstream.JetStream, data
 	}
 	return r.start(ctx, js, restore.AgentType, spawnSpec{cwd: restore.Cwd, dirs: restore.AdditionalDirectories, env: restore.Env},
 		func(ctx context.Context, p *process) (events.Variant, error) {
-			v, err := p.restore(ctx, restore, meta, caps)
-			r.files.noteStarted(events.SessionKey(p.ns, p.sid), v)
-			return v, err
+			return p.restore(ctx, restore, meta, caps)
 		})
 }
 
@@ -436,7 +430,7 @@ func (r *Runner) handlePrompt(ctx context.Context, _ events.Namespace, data []by
 	if prompt.TurnID == "" {
 		return nil, events.Errorf(events.CodeInvalidRequest, "prompt without a turn ID")
 	}
-	content := r.files.rewritePrompt(events.SessionKey(p.ns, p.sid), p.cmd.Dir, prompt.Prompt)
+	content := r.files.rewritePrompt(p.cmd.Dir, p.embedContext, prompt.Prompt)
 	if err := p.prompt(prompt.TurnID, content); err != nil {
 		return nil, err
 	}
