@@ -248,10 +248,11 @@ func hasDotDot(p string) bool {
 // Resolve returns the clean absolute path p with its symlinks resolved:
 // the nearest existing ancestor resolved, and the rest, which does not
 // exist, appended. A dangling symlink is an error: creating the directory
-// would follow it.
+// would follow it. A directory created between the two looks (another
+// adapter of the session starting) is resolved again, not taken for one.
 func Resolve(p string) (string, error) {
 	var rest []string
-	for cur := p; ; {
+	for cur, again := p, 0; ; {
 		got, err := filepath.EvalSymlinks(cur)
 		if err == nil {
 			return filepath.Join(append([]string{got}, rest...)...), nil
@@ -259,8 +260,12 @@ func Resolve(p string) (string, error) {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return "", err
 		}
-		if _, lerr := os.Lstat(cur); lerr == nil {
-			return "", errors.New("a symlink in it points nowhere")
+		if fi, lerr := os.Lstat(cur); lerr == nil {
+			if fi.Mode()&fs.ModeSymlink != 0 || again == maxResolveAgain {
+				return "", errors.New("a symlink in it points nowhere")
+			}
+			again++
+			continue
 		}
 		parent := filepath.Dir(cur)
 		if parent == cur {
@@ -270,6 +275,10 @@ func Resolve(p string) (string, error) {
 		cur = parent
 	}
 }
+
+// maxResolveAgain bounds Resolve's looks at a path that keeps appearing
+// between them.
+const maxResolveAgain = 3
 
 func trunc(p string) string {
 	if len(p) > 200 {

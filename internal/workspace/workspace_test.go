@@ -3,7 +3,9 @@ package workspace_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"skein.dev/internal/workspace"
@@ -384,5 +386,34 @@ func TestRootsValidate(t *testing.T) {
 	want := dir + "/" + string(ns) + "/x"
 	if got, err := (workspace.Roots{dir + "/"}).Check(ns, nil, "cwd", want); err != nil || got != want {
 		t.Errorf("Check under an unclean root = %q, %v; want %q", got, err, want)
+	}
+}
+
+// Two adapters of one session start at once: each checks the session's
+// directory, creates it, and checks it again. A check that looks while
+// the other creates it must not take the new directory for a dangling
+// symlink.
+func TestCheckWhileCreated(t *testing.T) {
+	root := t.TempDir()
+	roots := workspace.Roots{root}
+	for i := range 500 {
+		dir := filepath.Join(root, string(ns), "s", strconv.Itoa(i))
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for k := range 2 {
+			wg.Go(func() {
+				if _, err := roots.Check(ns, nil, "cwd", dir); err != nil {
+					errs[k] = err
+					return
+				}
+				errs[k] = os.MkdirAll(dir, 0o700)
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v", i, err)
+			}
+		}
 	}
 }
