@@ -38,23 +38,7 @@ func (h *harness) respondInput(ctx context.Context, sid, requestID, action, cont
 // waitInputRequest waits until the newest public event of sid is an
 // input_request stored after sequence after, and returns it.
 func (h *harness) waitInputRequest(ctx context.Context, sid string, after uint64) (*eventlog.Record, *events.InputRequest, error) {
-	var rec *eventlog.Record
-	err := testutil.Poll(ctx, "an input request in "+sid, func() (bool, error) {
-		last, err := eventlog.Last(ctx, h.js, events.StreamLog, events.LogSubject("default", events.SessionID(sid), events.LogEvents))
-		if err != nil || last == nil {
-			return false, err
-		}
-		if last.Sequence > after && last.Header.Get(events.HeaderRecord) == "InputRequest" {
-			rec = last
-			return true, nil
-		}
-		return false, nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	req, err := events.Decode[events.InputRequest](rec.Data)
-	return rec, req, err
+	return waitNewest[events.InputRequest](ctx, h, sid, after)
 }
 
 // inputEvents returns sid's input requests and responses, in log order.
@@ -379,32 +363,7 @@ func inputRace(t *testing.T, h *rig, n int,
 	check func(sid string, i int, req *events.InputRequest, got any, pr promptResult) error,
 ) {
 	t.Helper()
-	sids := []string{"q0", "q1", "q2", "q3"}
-	for _, sid := range sids {
-		if err := h.open(t, sid, events.AcpOpenSessionRequest{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx := t.Context()
-	parallelLoops(t, sids, n, func(sid string, i int) error {
-		after, err := h.lastSeq(ctx, sid)
-		if err != nil {
-			return err
-		}
-		done := h.promptAsync(ctx, sid, "", inputScript)
-		_, req, err := h.waitInputRequest(ctx, sid, after)
-		if err != nil {
-			return err
-		}
-		got, err := contend(sid, i, req)
-		if err != nil {
-			return err
-		}
-		return check(sid, i, req, got, <-done)
-	})
-	for _, sid := range sids {
-		h.readLog(t, sid) // the audit
-	}
+	requestRace(t, h, n, []string{"q0", "q1", "q2", "q3"}, events.AcpOpenSessionRequest{}, inputScript, h.waitInputRequest, contend, check)
 }
 
 // turnOfInput returns the finish of the turn that asked requestID, the

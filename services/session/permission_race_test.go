@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -272,17 +273,29 @@ func permissionResponses(evs []decoded, requestID string) []decoded {
 }
 
 // permRace runs n iterations of a race over a pending permission request,
-// spread over four ask sessions. For each, it starts a prompt running
-// permissionScript, waits for the durable request, and calls contend with
-// it; then it waits for the prompt's answer and hands everything to check.
+// spread over four ask sessions (requestRace, with permissionScript).
 func permRace(t *testing.T, h *rig, n int,
 	contend func(sid string, i int, req *events.AcpDurablePermissionRequest) (any, error),
 	check func(sid string, i int, req *events.AcpDurablePermissionRequest, got any, pr promptResult) error,
 ) {
 	t.Helper()
-	sids := []string{"p0", "p1", "p2", "p3"}
+	requestRace(t, h, n, []string{"p0", "p1", "p2", "p3"}, events.AcpOpenSessionRequest{PermissionPolicy: ptr(events.PolicyAsk)},
+		permissionScript, h.waitPermissionRequest, contend, check)
+}
+
+// requestRace runs n iterations of a race over a request that waits for a
+// person, spread over the sessions sids, each opened with open. For each,
+// it starts a prompt running script, waits for the durable request, and
+// calls contend with it; then it waits for the prompt's answer and hands
+// everything to check. The sessions' logs are audited at the end.
+func requestRace[R any](t *testing.T, h *rig, n int, sids []string, open events.AcpOpenSessionRequest, script string,
+	wait func(ctx context.Context, sid string, after uint64) (*eventlog.Record, R, error),
+	contend func(sid string, i int, req R) (any, error),
+	check func(sid string, i int, req R, got any, pr promptResult) error,
+) {
+	t.Helper()
 	for _, sid := range sids {
-		if err := h.open(t, sid, events.AcpOpenSessionRequest{PermissionPolicy: ptr(events.PolicyAsk)}); err != nil {
+		if err := h.open(t, sid, open); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -292,8 +305,8 @@ func permRace(t *testing.T, h *rig, n int,
 		if err != nil {
 			return err
 		}
-		done := h.promptAsync(ctx, sid, "", permissionScript)
-		_, req, err := h.waitPermissionRequest(ctx, sid, after)
+		done := h.promptAsync(ctx, sid, "", script)
+		_, req, err := wait(ctx, sid, after)
 		if err != nil {
 			return err
 		}

@@ -212,13 +212,23 @@ func (h *harness) respondPermission(ctx context.Context, sid, requestID, optionI
 // waitPermissionRequest waits until the newest public event of sid is a
 // permission_request stored after sequence after, and returns it.
 func (h *harness) waitPermissionRequest(ctx context.Context, sid string, after uint64) (*eventlog.Record, *events.AcpDurablePermissionRequest, error) {
+	return waitNewest[events.AcpDurablePermissionRequest](ctx, h, sid, after)
+}
+
+// waitNewest waits until the newest public event of sid is a T stored
+// after sequence after, and returns it.
+func waitNewest[T any, PT interface {
+	*T
+	events.Variant
+}](ctx context.Context, h *harness, sid string, after uint64) (*eventlog.Record, PT, error) {
+	name := PT(new(T)).VariantName()
 	var rec *eventlog.Record
-	err := testutil.Poll(ctx, "a permission request in "+sid, func() (bool, error) {
+	err := testutil.Poll(ctx, "a "+name+" in "+sid, func() (bool, error) {
 		last, err := eventlog.Last(ctx, h.js, events.StreamLog, events.LogSubject("default", events.SessionID(sid), events.LogEvents))
 		if err != nil || last == nil {
 			return false, err
 		}
-		if last.Sequence > after && last.Header.Get(events.HeaderRecord) == "AcpDurablePermissionRequest" {
+		if last.Sequence > after && last.Header.Get(events.HeaderRecord) == name {
 			rec = last
 			return true, nil
 		}
@@ -227,7 +237,7 @@ func (h *harness) waitPermissionRequest(ctx context.Context, sid string, after u
 	if err != nil {
 		return nil, nil, err
 	}
-	req, err := events.Decode[events.AcpDurablePermissionRequest](rec.Data)
+	req, err := events.Decode[T, PT](rec.Data)
 	return rec, req, err
 }
 
