@@ -216,15 +216,18 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 
 // adapterEnv builds the adapter's environment: a minimal base, an isolated
 // HOME and TMPDIR (and XDG directories), then the registry entry's env, then
-// the session's. Later entries win.
+// the session's. Later entries win. Claude Code keeps its shell's working
+// files in CLAUDE_CODE_TMPDIR, else /tmp whatever TMPDIR says: the sandbox
+// denies /tmp, and its Bash tool would fail on every command.
 func adapterEnv(home, tmp string, agentEnv, sessionEnv map[string]string) []string {
 	env := map[string]string{
-		"HOME":            home,
-		"TMPDIR":          tmp,
-		"XDG_CONFIG_HOME": filepath.Join(home, ".config"),
-		"XDG_CACHE_HOME":  filepath.Join(home, ".cache"),
-		"XDG_DATA_HOME":   filepath.Join(home, ".local", "share"),
-		"XDG_STATE_HOME":  filepath.Join(home, ".local", "state"),
+		"HOME":               home,
+		"TMPDIR":             tmp,
+		"CLAUDE_CODE_TMPDIR": tmp,
+		"XDG_CONFIG_HOME":    filepath.Join(home, ".config"),
+		"XDG_CACHE_HOME":     filepath.Join(home, ".cache"),
+		"XDG_DATA_HOME":      filepath.Join(home, ".local", "share"),
+		"XDG_STATE_HOME":     filepath.Join(home, ".local", "state"),
 	}
 	for _, k := range []string{"PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR"} {
 		if v, ok := os.LookupEnv(k); ok {
