@@ -12,6 +12,10 @@ BENCH     ?= .
 BENCH_TIME ?= 2s
 BENCH_COUNT ?= 3
 FUZZ_TIME ?= 20s
+# The real ACP adapters the sandbox tests run (make real-adapters); the
+# tests skip, saying so, where they are not installed.
+REAL_ADAPTERS ?= $(CURDIR)/.cache/real-adapters
+export SKEIN_REAL_ADAPTERS ?= $(REAL_ADAPTERS)
 
 .DEFAULT_GOAL := help
 
@@ -52,6 +56,12 @@ cluster-stop: ## stop the cluster make cluster started (its data stays in CLUSTE
 .PHONY: test
 test: ## unit, embedded-NATS and end-to-end tests, race detector on
 	$(GO) test $(TEST_FLAGS) work
+
+.PHONY: real-adapters
+real-adapters: ## install the real adapters (claude-agent-acp, codex-acp, gemini-cli) the sandbox tests run
+	@mkdir -p $(REAL_ADAPTERS)
+	cp services/adapter-runner/testdata/real-adapters/package.json services/adapter-runner/testdata/real-adapters/package-lock.json $(REAL_ADAPTERS)/
+	cd $(REAL_ADAPTERS) && npm ci --no-audit --no-fund --ignore-scripts
 
 .PHONY: test-security
 test-security: ## the security suite alone: every attack on tenants, the edge and the sandbox
