@@ -97,3 +97,21 @@ func TestWatchErrors(t *testing.T) {
 		t.Errorf("watch after a pruned event = %d %s, want cursor_expired", r.status, r.body)
 	}
 }
+
+// A watch's cursor past the newest event waits and answers none, the
+// largest sequence too: after+1 once wrapped to 0, and the watch answered
+// the whole history at once. One past the largest is invalid_cursor.
+func TestSecurityWatchCursorPastTheEnd(t *testing.T) {
+	e := newEnv(t)
+	e.backend.Open("s1", "demo")
+	if r := e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"say one\nmessage\nsay two"}]}`); r.status != http.StatusOK {
+		t.Fatalf("prompt = %d %s", r.status, r.body)
+	}
+	for _, after := range []string{"18446744073709551614", "18446744073709551615"} {
+		w := e.watch(t, "s1", "?timeout=100ms&after="+after)
+		if len(w.Events) != 0 || w.HasMoreAfter || strconv.FormatUint(*w.Cursor, 10) != after {
+			t.Errorf("watch after=%s = %+v, want no events and the same cursor", after, w)
+		}
+	}
+	wantError(t, e.do(http.MethodGet, "/v1/sessions/s1/watch?timeout=1&after=18446744073709551616", ""), http.StatusBadRequest, events.CodeInvalidCursor)
+}
