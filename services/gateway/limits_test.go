@@ -1,8 +1,12 @@
 package gateway_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -71,4 +75,44 @@ func TestHeaderCaps(t *testing.T) {
 	if r := e.do(http.MethodGet, "/v1/sessions/s1", "", "X-Note", strings.Repeat("a", 64<<10)); r.status != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("a 64 KiB header = %d %s, want 431", r.status, r.body)
 	}
+}
+
+// The prompt limits docs/API.md states are the ones enforced: it once
+// said 16,384 blocks and 64 MiB, while 1,000 blocks were refused and a
+// prompt over the transport's 8 MiB failed 503 (which tells a client to
+// retry). Over HTTP, as many blocks as the docs allow are taken and one
+// more is payload_too_large; the docs name the session service's
+// defaults.
+func TestSecurityDocumentedPromptLimits(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "API.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("`content` is 1 to %s blocks", thousands(events.DefaultMaxPromptBlocks)),
+		fmt.Sprintf("at most %d MiB (`session.max-prompt-bytes`", events.DefaultMaxPromptBytes>>20),
+	} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("docs/API.md does not say %q", want)
+		}
+	}
+	e := newEnv(t)
+	e.backend.Open("s1", "demo")
+	blocks := func(n int) string {
+		return `{"content":[` + strings.Repeat(`{"type":"text","text":""},`, n-1) + `{"type":"text","text":"say done"}]}`
+	}
+	if r := e.do(http.MethodPost, "/v1/sessions/s1/prompt", blocks(events.DefaultMaxPromptBlocks)); r.status != http.StatusOK {
+		t.Errorf("a prompt of %d blocks = %d %s, want 200", events.DefaultMaxPromptBlocks, r.status, r.body)
+	}
+	wantError(t, e.do(http.MethodPost, "/v1/sessions/s1/prompt", blocks(events.DefaultMaxPromptBlocks+1)),
+		http.StatusRequestEntityTooLarge, events.CodePayloadTooLarge)
+}
+
+// thousands writes n with commas, as the docs do: 16384 is "16,384".
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
