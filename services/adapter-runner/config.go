@@ -34,7 +34,7 @@ type Agent struct {
 	AllowEnv []string `json:"allowEnv,omitempty"`
 	// Sandbox widens what the agent's adapter may reach under the
 	// runner's sandbox (sandbox.go): by default only the system, its own
-	// install directory, and its session's directories.
+	// executable (or node_modules tree), and its session's directories.
 	Sandbox AgentSandbox `json:"sandbox,omitzero"`
 }
 

@@ -20,8 +20,9 @@ import (
 // could read every other session's workspace and the runner's data
 // directory, which may hold the NATS store and with it every namespace's
 // log. On Linux each adapter is therefore confined with Landlock before it
-// starts: it may read the system (sandboxSystemPaths), its own install
-// directory and what its registry entry adds (AgentSandbox.Read); it may
+// starts: it may read the system (sandboxSystemPaths), its own executable
+// (or node_modules tree) and what its registry entry adds
+// (AgentSandbox.Read); it may
 // write only its session's working directories, the session's isolated
 // HOME and TMPDIR, and what its registry entry adds (AgentSandbox.Write).
 // Everything else, the rest of the data directory included, is denied.
@@ -141,7 +142,7 @@ const landlockNetABI = 4
 func policyFor(agent Agent, path string, spec spawnSpec, home, tmp string) (sandboxPolicy, error) {
 	p := sandboxPolicy{NoNetwork: agent.Sandbox.Network != nil && !*agent.Sandbox.Network}
 	p.Read = append(p.Read, sandboxSystemPaths...)
-	p.Read = append(p.Read, installDirs(path)...)
+	p.Read = append(p.Read, installPaths(path)...)
 	p.Read = append(p.Read, agent.Sandbox.Read...)
 	p.Write = append(p.Write, spec.cwd, home, tmp)
 	p.Write = append(p.Write, spec.dirs...)
@@ -155,22 +156,24 @@ func policyFor(agent Agent, path string, spec spawnSpec, home, tmp string) (sand
 	return p, nil
 }
 
-// installDirs are the directories of the agent's executable that it may
-// read: the directory of the file it resolves to, symlinks followed, as an
-// npm install links bin/claude-agent-acp to lib/node_modules/…/dist/index.js;
-// and, for a file inside a node_modules tree, that whole tree, where its
-// package's dependencies lie. The interpreter of a script (node) is not
-// found here: it lies under /usr, or in the agent's AgentSandbox.Read.
-func installDirs(path string) []string {
+// installPaths is what of the agent's install it may read: the file its
+// executable resolves to, symlinks followed (an npm install links
+// bin/claude-agent-acp to lib/node_modules/…/dist/index.js), or, for a file
+// inside a node_modules tree, that whole tree, where its package's
+// dependencies lie. Not the executable's directory: a binary in /tmp or in
+// a home directory would hand the agent everything beside it, the
+// runner's data directory and other sessions' workspaces included. The
+// interpreter of a script (node) is not found here: it lies under /usr, or
+// in the agent's AgentSandbox.Read, as do an install's other files.
+func installPaths(path string) []string {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		real = path
 	}
-	dirs := []string{filepath.Dir(real)}
 	if i := strings.Index(real, string(filepath.Separator)+"node_modules"+string(filepath.Separator)); i >= 0 {
-		dirs = append(dirs, real[:i+len("/node_modules")])
+		return []string{real[:i+len("/node_modules")]}
 	}
-	return dirs
+	return []string{real}
 }
 
 // sandboxSystemPaths are what any adapter may read (and execute): the

@@ -196,3 +196,38 @@ func TestSecurityAgentSandboxPaths(t *testing.T) {
 		t.Errorf("probes = %q, want the read path readable only, the write path writable", got)
 	}
 }
+
+// An agent's executable may lie in a directory that holds much else: a
+// binary in /tmp or in a home directory, beside the runner's data. The
+// sandbox grants the executable, not its directory: under skein dev with
+// the skein binary in /tmp, the demo agent once read every session's
+// workspace and the dev token through the grant of /tmp.
+func TestSecurityAgentExecutableDirIsNotGranted(t *testing.T) {
+	requireLandlock(t, 1)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "agent")
+	b, err := os.ReadFile(testAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	beside := filepath.Join(dir, "dev-token")
+	below := filepath.Join(dir, "data", "workspaces", "team-b", "s9", "notes.md")
+	writeFile(t, beside, "secret")
+	writeFile(t, below, "secret")
+	h := startWith(t, adapterrunner.Config{Sandbox: adapterrunner.SandboxRequire}, adapterrunner.Agent{ID: "test", Command: bin})
+	if _, err := h.createWith(t, "s1", events.AcpCreateSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	got := h.probe(t, "s1", "t1", "read "+beside, "read "+below, "read "+bin)
+	for _, c := range []string{"read " + beside, "read " + below} {
+		if !strings.Contains(got[c], "permission denied") {
+			t.Errorf("%s = %q, want permission denied", c, got[c])
+		}
+	}
+	if !strings.HasPrefix(got["read "+bin], "ok") {
+		t.Errorf("the agent cannot read its own executable: %q", got["read "+bin])
+	}
+}
