@@ -218,12 +218,17 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 // HOME and TMPDIR (and XDG directories), then the registry entry's env, then
 // the session's. Later entries win. Claude Code keeps its shell's working
 // files in CLAUDE_CODE_TMPDIR, else /tmp whatever TMPDIR says: the sandbox
-// denies /tmp, and its Bash tool would fail on every command.
+// denies /tmp, and its Bash tool would fail on every command. gemini-cli
+// runs its shell tool in a pseudo-terminal, which the sandbox denies
+// (/dev/ptmx, /dev/pts: shared by every session), and does not fall back
+// to a plain child process on the error forkpty gives then:
+// GEMINI_PTY_INFO=child_process makes it use one from the start.
 func adapterEnv(home, tmp string, agentEnv, sessionEnv map[string]string) []string {
 	env := map[string]string{
 		"HOME":               home,
 		"TMPDIR":             tmp,
 		"CLAUDE_CODE_TMPDIR": tmp,
+		"GEMINI_PTY_INFO":    "child_process",
 		"XDG_CONFIG_HOME":    filepath.Join(home, ".config"),
 		"XDG_CACHE_HOME":     filepath.Join(home, ".cache"),
 		"XDG_DATA_HOME":      filepath.Join(home, ".local", "share"),
