@@ -88,13 +88,14 @@ func newAttack(t *testing.T, h *harness) *attack {
 }
 
 // script is the shell command the model asks the adapter's tool to run.
-// It prints a verdict per attempt, and cats each file so that a leak
-// shows in the output the model reads.
+// It prints a verdict per attempt, and prints each file (NULs as
+// newlines: a shell tool may stop collecting output at a NUL, as
+// gemini-cli's does) so that a leak shows in the output the model reads.
 func (a *attack) script() string {
 	var b strings.Builder
 	b.WriteString("echo inside-ok > inside.txt && cat inside.txt; ")
 	for name, p := range a.reads {
-		fmt.Fprintf(&b, "if cat %q 2>/dev/null; then echo READ-OK %s; else echo READ-DENIED %s; fi; ", p, name, name)
+		fmt.Fprintf(&b, "if tr '\\0' '\\n' 2>/dev/null < %q; then echo READ-OK %s; else echo READ-DENIED %s; fi; ", p, name, name)
 	}
 	for name, p := range a.writes {
 		fmt.Fprintf(&b, "if echo planted 2>/dev/null > %q; then echo WRITE-OK %s; else echo WRITE-DENIED %s; fi; ", p, name, name)
@@ -109,29 +110,33 @@ func (a *attack) script() string {
 func (a *attack) check(t *testing.T, out string) {
 	t.Helper()
 	if !strings.Contains(out, "attack-done") {
-		t.Fatalf("the tool's output %q is not the whole attack's: the tool did not run it", out)
+		t.Fatalf("the tool's output is not the whole attack's: the tool did not run it. It was:\n%s", out)
 	}
+	var failed []string
 	if !strings.Contains(out, "inside-ok") {
-		t.Errorf("the tool could not write and read its own cwd: %q", out)
+		failed = append(failed, "the tool could not write and read its own cwd")
 	}
 	if b, err := os.ReadFile(filepath.Join(a.cwd, "inside.txt")); err != nil || strings.TrimSpace(string(b)) != "inside-ok" {
-		t.Errorf("inside.txt in the cwd = %q, %v; want what the tool wrote", b, err)
+		failed = append(failed, fmt.Sprintf("inside.txt in the cwd = %q, %v; want what the tool wrote", b, err))
 	}
 	if strings.Contains(out, a.secret) {
-		t.Errorf("the tool's output carries the secret: %q", out)
+		failed = append(failed, "the output carries the secret")
 	}
-	for name := range a.reads {
+	for name, p := range a.reads {
 		if !strings.Contains(out, "READ-DENIED "+name) {
-			t.Errorf("read %s (%s) was not denied: %q", name, a.reads[name], out)
+			failed = append(failed, fmt.Sprintf("read %s (%s) was not denied", name, p))
 		}
 	}
 	for name, p := range a.writes {
 		if !strings.Contains(out, "WRITE-DENIED "+name) {
-			t.Errorf("write %s was not denied: %q", name, out)
+			failed = append(failed, fmt.Sprintf("write %s (%s) was not denied", name, p))
 		}
 		if _, err := os.Stat(p); err == nil {
-			t.Errorf("the tool planted %s", p)
+			failed = append(failed, "the tool planted "+p)
 		}
+	}
+	if len(failed) > 0 {
+		t.Errorf("the attack got through:\n- %s\nThe tool's output:\n%s", strings.Join(failed, "\n- "), out)
 	}
 }
 
