@@ -213,8 +213,8 @@ func (p *process) tooLarge(v events.Variant, size int, limit int64) events.Varia
 		turnID = p.order[len(p.order)-1]
 	}
 	p.mu.Unlock()
-	e := events.Errorf(events.CodePayloadTooLarge, "the agent wrote a %s of %d bytes, more than a NATS message carries (max_payload %d bytes)",
-		v.VariantName(), size, limit)
+	e := events.Errorf(events.CodePayloadTooLarge, "the agent wrote an update of %d bytes, more than one NATS message carries (max_payload %d bytes)",
+		size, limit)
 	p.m.protocolErrors.Inc()
 	p.lg.Error("adapter output too large for ACP_IO; failing its turn", events.LogKeyRecord, v.VariantName(), "bytes", size,
 		"max_payload", limit, events.LogKeyTurn, turnID)
