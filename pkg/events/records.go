@@ -94,6 +94,23 @@ type TurnFinished struct {
 	Timing *TurnTiming `msgpack:"timing,omitempty"`
 }
 
+// Failed reports whether the turn failed: it carries an error, or its
+// outcome says so. Every reader that shows how a turn ended (the state
+// events, history's current state, a prompt's answer) decides it here.
+func (f *TurnFinished) Failed() bool { return f.Error != nil || f.Outcome == OutcomeFailed }
+
+// Failure is a failed turn's error: the one recorded, else a generic one
+// for a failure recorded without it. Nil when the turn did not fail.
+func (f *TurnFinished) Failure() *AcpErrorResponse {
+	switch {
+	case f.Error != nil:
+		return f.Error
+	case f.Outcome == OutcomeFailed:
+		return &AcpErrorResponse{Code: string(CodeInternal), Message: "the turn failed"}
+	}
+	return nil
+}
+
 // ConfigChanged records the session's complete configuration options after
 // a change (the ACP session/set_config_option answer, or a mode/model change
 // the agent announced), with the cache revision it makes current.

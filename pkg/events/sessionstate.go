@@ -140,12 +140,10 @@ func StateChangeOf(hdr nats.Header, data []byte, lastFailed func() (bool, error)
 		}
 		c := &SessionStateChange{Change: ChangeTurnFinished, Status: StatusIdle, TurnID: f.TurnID, StopReason: f.StopReason}
 		switch {
-		case f.Error != nil || f.Outcome == OutcomeFailed:
+		case f.Failed():
+			e := f.Failure()
 			c.Status, c.DiscardDeltas, c.StopReason = StatusFailed, true, ""
-			c.Error = &StateChangeError{Code: string(CodeInternal), Message: "the turn failed"}
-			if f.Error != nil {
-				c.Error = &StateChangeError{Code: f.Error.Code, Message: f.Error.Message}
-			}
+			c.Error = &StateChangeError{Code: e.Code, Message: e.Message}
 		case f.Outcome == OutcomeCancelled:
 			c.DiscardDeltas = true
 		}

@@ -62,6 +62,10 @@ func TestStateChangeOf(t *testing.T) {
 			nil, false,
 			&events.SessionStateChange{Change: events.ChangeTurnFinished, Status: events.StatusFailed, TurnID: "t1",
 				Error: &events.StateChangeError{Code: "adapter_exited", Message: "gone"}, DiscardDeltas: true}},
+		{"failed without an error recorded", &events.TurnFinished{TurnID: "t1", Outcome: events.OutcomeFailed},
+			nil, false,
+			&events.SessionStateChange{Change: events.ChangeTurnFinished, Status: events.StatusFailed, TurnID: "t1",
+				Error: &events.StateChangeError{Code: string(events.CodeInternal), Message: "the turn failed"}, DiscardDeltas: true}},
 		{"unloaded while idle", &events.SessionUnloaded{Reason: events.UnloadIdle}, nil, false,
 			&events.SessionStateChange{Change: events.ChangeUnloaded, Status: events.StatusIdle}},
 		{"unloaded after a failed turn", &events.SessionUnloaded{Reason: events.UnloadRequested}, nil, true,
@@ -93,6 +97,29 @@ func TestStateChangeOf(t *testing.T) {
 				t.Errorf("CausedByEvent = %v for %s", got.CausedByEvent(), got.Change)
 			}
 		})
+	}
+}
+
+// A turn failed when it carries an error or its outcome says so; its
+// failure is the error recorded, else a generic one. Every reader of a
+// turn's end (state events, history's current state, a prompt's answer)
+// decides by these two.
+func TestTurnFinishedFailure(t *testing.T) {
+	gone := &events.AcpErrorResponse{Code: "adapter_exited", Message: "gone"}
+	for _, c := range []struct {
+		name string
+		f    events.TurnFinished
+		want *events.AcpErrorResponse
+	}{
+		{"completed", events.TurnFinished{Outcome: events.OutcomeCompleted, StopReason: "end_turn"}, nil},
+		{"cancelled", events.TurnFinished{Outcome: events.OutcomeCancelled, StopReason: "cancelled"}, nil},
+		{"failed", events.TurnFinished{Outcome: events.OutcomeFailed, Error: gone}, gone},
+		{"failed, no error", events.TurnFinished{Outcome: events.OutcomeFailed}, &events.AcpErrorResponse{Code: string(events.CodeInternal), Message: "the turn failed"}},
+		{"an error, another outcome", events.TurnFinished{Outcome: events.OutcomeCancelled, Error: gone}, gone},
+	} {
+		if got := c.f.Failure(); !cmp.Equal(got, c.want) || c.f.Failed() != (c.want != nil) {
+			t.Errorf("%s: Failure() = %+v, Failed() = %v; want %+v", c.name, got, c.f.Failed(), c.want)
+		}
 	}
 }
 

@@ -466,8 +466,9 @@ func (s *Service) currentState(ctx context.Context, ns events.Namespace, sid eve
 			return nil, err
 		}
 		st = &events.SessionState{Status: events.StatusIdle}
-		if finished != nil && finished.Error != nil {
-			st = &events.SessionState{Status: events.StatusFailed, Error: &events.StateError{Code: finished.Error.Code, Message: finished.Error.Message}}
+		if finished != nil && finished.Failed() {
+			e := finished.Failure()
+			st = &events.SessionState{Status: events.StatusFailed, Error: &events.StateError{Code: e.Code, Message: e.Message}}
 		}
 	default:
 		return meta.Info.State, nil

@@ -205,8 +205,8 @@ func Prompt(ctx context.Context, js jetstream.JetStream, ns events.Namespace, re
 // pruned is left out. A finish recorded before finishes named their
 // message's record carries the message as the agent sent it.
 func PromptResult(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID, f *events.TurnFinished) (*events.AcpPromptResponse, error) {
-	if f.Error != nil {
-		return nil, &events.Error{Code: events.Code(f.Error.Code), Message: f.Error.Message}
+	if e := f.Failure(); e != nil {
+		return nil, &events.Error{Code: events.Code(e.Code), Message: e.Message}
 	}
 	resp := &events.AcpPromptResponse{SessionID: string(sid), StopReason: f.StopReason}
 	if f.MessageSeq == 0 {

@@ -64,7 +64,7 @@ func LastTurnFailed(ctx context.Context, js jetstream.JetStream, ns events.Names
 		if err != nil {
 			return false, err
 		}
-		return f.Error != nil || f.Outcome == events.OutcomeFailed, nil
+		return f.Failed(), nil
 	}
 	return false, nil
 }
