@@ -93,6 +93,10 @@ var rows = []row{
 	// orbit.go's jetstreamext, which allocates a 64k-entry channel per request.
 	{"history page of 50, forward (one batch direct get)", "BenchmarkReadPage/dir=forward,path=eventlog,page=50", "page-ms", "BenchmarkReadPage/dir=forward,path=jetstreamext,page=50", "page-ms", ""},
 	{"history page of 50, backward (event-number search, one batch)", "BenchmarkReadPage/dir=backward,path=eventlog,page=50", "page-ms", "BenchmarkReadPage/dir=backward,path=jetstreamext,page=50", "page-ms", ""},
+	// A history page with the session's state changes interleaved (what an
+	// SSE backfill reads) beside the same page without them.
+	{"history page of 100 with state changes, forward", "BenchmarkReadHistory/dir=forward,state=true", "page-ms", "BenchmarkReadHistory/dir=forward,state=false", "page-ms", ""},
+	{"history page of 100 with state changes, backward", "BenchmarkReadHistory/dir=backward,state=true", "page-ms", "BenchmarkReadHistory/dir=backward,state=false", "page-ms", ""},
 	// History at depth: one session among 100 others, 4 of their events
 	// between two of its on average (BenchmarkHistoryDepth).
 	{"history page of 100, newest of 100,000 interleaved events, forward, p50", "BenchmarkHistoryDepth/events=100000,others=100,page=100,at=newest,dir=forward", "p50-ms", "", "", "< 5 ms"},
