@@ -80,6 +80,12 @@ func KeySubject(ns Namespace, sid SessionID, key string) string {
 	return join("acp.log", string(ns), string(sid), "key", hex.EncodeToString(sum[:16]))
 }
 
+// KeySubjects returns "acp.log.<ns>.<sid>.key.>": every KeySubject of one
+// session.
+func KeySubjects(ns Namespace, sid SessionID) string {
+	return join("acp.log", string(ns), string(sid), "key", ">")
+}
+
 // TitleSubject returns "acp.log.<ns>.<sid>.title", where the session's
 // TitleChanged records are stored instead of on LogControl, so that one
 // direct get (the subject's last message) finds the session's title.

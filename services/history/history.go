@@ -382,7 +382,7 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 		if dir == dirBackward && before != nil {
 			hi = min(hi, max(*before, 1)-1)
 		}
-		if page.Events, err = s.withState(ctx, ns, sid, page.Events, lo, hi); err != nil {
+		if page.Events, err = s.withState(ctx, ns, sid, recs, page.Events, lo, hi); err != nil {
 			return nil, "", err
 		}
 	}

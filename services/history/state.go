@@ -1,8 +1,10 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
@@ -33,15 +35,26 @@ import (
 // stateBatch is how many records each read of a page's range asks for.
 const stateBatch = 512
 
-// withState reads the session's records in (lo, hi] and returns entries
-// (the page's events) with the state changes of those records
-// interleaved.
-func (s *Service) withState(ctx context.Context, ns events.Namespace, sid events.SessionID, entries []events.AcpDurableHistoryEntry, lo, hi uint64) ([]events.AcpDurableHistoryEntry, error) {
+// withState returns entries (the page's events, read from recs) with the
+// state changes of the records in (lo, hi] interleaved. A change comes
+// from one of the page's events (a turn accepted, a request that waits)
+// or from a lifecycle record: a TurnFinished on the control subject or on
+// a prompt key's, an unload, an exit. So only those two subjects are read
+// here, not the range's events again: a page costs the reads of its
+// events and of the few lifecycle records among them.
+func (s *Service) withState(ctx context.Context, ns events.Namespace, sid events.SessionID, recs []*eventlog.Record, entries []events.AcpDurableHistoryEntry, lo, hi uint64) ([]events.AcpDurableHistoryEntry, error) {
 	if hi <= lo {
 		return entries, nil
 	}
-	evSubject := events.LogSubject(ns, sid, events.LogEvents)
-	filter := events.LogFilter(ns, sid)
+	var lifecycle []*eventlog.Record
+	for _, subject := range []string{events.LogSubject(ns, sid, events.LogControl), events.KeySubjects(ns, sid)} {
+		got, err := s.between(ctx, subject, lo, hi)
+		if err != nil {
+			return nil, err
+		}
+		lifecycle = append(lifecycle, got...)
+	}
+	slices.SortFunc(lifecycle, func(a, b *eventlog.Record) int { return cmp.Compare(a.Sequence, b.Sequence) })
 	tracker := &events.StateTracker{Lookup: func(seq uint64) (bool, error) {
 		failed, err := eventlog.LastTurnFailed(ctx, s.js, ns, sid, seq)
 		if err != nil {
@@ -49,45 +62,58 @@ func (s *Service) withState(ctx context.Context, ns events.Namespace, sid events
 		}
 		return failed, nil
 	}}
-	out := make([]events.AcpDurableHistoryEntry, 0, len(entries)+8)
+	out := make([]events.AcpDurableHistoryEntry, 0, len(entries)+len(lifecycle))
+	change := func(r *eventlog.Record) error {
+		c, err := tracker.Change(r.Sequence, r.Header, r.Data)
+		if err != nil {
+			return fmt.Errorf("session %s record %d: state change: %w", sid, r.Sequence, err)
+		}
+		if c != nil {
+			out = append(out, *events.StateEntry(sid, r.Sequence, r.Time, c))
+		}
+		return nil
+	}
 	j := 0
-	cursor := lo
-	for cursor < hi {
-		recs, err := eventlog.Forward(ctx, s.js, events.StreamLog, filter, cursor, stateBatch)
+	for i, r := range recs {
+		for ; j < len(lifecycle) && lifecycle[j].Sequence < r.Sequence; j++ {
+			if err := change(lifecycle[j]); err != nil {
+				return nil, err
+			}
+		}
+		if r.Sequence > lo && r.Sequence <= hi {
+			if err := change(r); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, entries[i])
+	}
+	for ; j < len(lifecycle); j++ {
+		if err := change(lifecycle[j]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// between returns the records on subject with sequences in (lo, hi], in
+// order.
+func (s *Service) between(ctx context.Context, subject string, lo, hi uint64) ([]*eventlog.Record, error) {
+	var out []*eventlog.Record
+	for cursor := lo; cursor < hi; {
+		recs, err := eventlog.Forward(ctx, s.js, events.StreamLog, subject, cursor, stateBatch)
 		if err != nil {
 			return nil, unavailable(err)
 		}
 		for _, r := range recs {
 			if r.Sequence > hi {
-				cursor = hi
-				break
+				return out, nil
 			}
+			out = append(out, r)
 			cursor = r.Sequence
-			// An event of the page the read did not return (it cannot
-			// be: the page's range holds them all) keeps its place.
-			for j < len(entries) && entries[j].Sequence < r.Sequence {
-				out = append(out, entries[j])
-				j++
-			}
-			isEvent := r.Subject == evSubject
-			if isEvent && (j == len(entries) || entries[j].Sequence != r.Sequence) {
-				continue // not one of the page's events: nor is its change
-			}
-			c, err := tracker.Change(r.Sequence, r.Header, r.Data)
-			if err != nil {
-				return nil, fmt.Errorf("session %s record %d: state change: %w", sid, r.Sequence, err)
-			}
-			if c != nil {
-				out = append(out, *events.StateEntry(sid, r.Sequence, r.Time, c))
-			}
-			if isEvent {
-				out = append(out, entries[j])
-				j++
-			}
 		}
 		if len(recs) < stateBatch {
 			break
 		}
 	}
-	return append(out, entries[j:]...), nil
+	return out, nil
 }
