@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"skein.dev/pkg/events"
@@ -185,6 +186,59 @@ func answerAllow(t *testing.T, h *harness, r *events.AdapterPermissionRequest) {
 		}
 	}
 	t.Fatalf("permission request %s offers no allowing option", r.Request)
+}
+
+// attackModel is what every stand-in model holds: the command its tool
+// call runs, and the tool's output once a request carries it. The model
+// serves on its own goroutines, hence the lock.
+type attackModel struct {
+	mu      sync.Mutex
+	command string
+	output  string
+	gotIt   bool
+}
+
+// attackCommand is the command the model's tool call runs.
+func (m *attackModel) attackCommand() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.command
+}
+
+// got keeps the tool's output, as a request carried it to the model.
+func (m *attackModel) got(out string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.output, m.gotIt = out, true
+}
+
+// delivered reports whether the tool's output reached the model.
+func (m *attackModel) delivered() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gotIt
+}
+
+// attackThrough lays out the attack in h, has model answer with it,
+// runs it through agent's session and checks what the tool reported.
+// why, when the output never reached the model, says what the model saw.
+func attackThrough(t *testing.T, h *harness, agent string, model *attackModel, why func() string) {
+	t.Helper()
+	a := newAttack(t, h)
+	model.mu.Lock()
+	model.command = a.script()
+	model.mu.Unlock()
+	res := runAttack(t, h, agent)
+	if res.StopReason != "end_turn" {
+		t.Fatalf("the attack's turn = %+v, want end_turn", res)
+	}
+	model.mu.Lock()
+	out, ok := model.output, model.gotIt
+	model.mu.Unlock()
+	if !ok {
+		t.Fatalf("the model never got the tool's result%s", why())
+	}
+	a.check(t, out)
 }
 
 // startSandboxed starts a runner that requires the sandbox and offers

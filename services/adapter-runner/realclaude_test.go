@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	adapterrunner "skein.dev/services/adapter-runner"
@@ -20,12 +19,7 @@ import (
 // Bash tool call running command; once a request carries that call's
 // result, it keeps the result's text and answers a last message. Other
 // requests (a title, a quota probe) get a short text.
-type claudeModel struct {
-	command string
-	mu      sync.Mutex
-	result  string
-	gotIt   bool
-}
+type claudeModel struct{ attackModel }
 
 func (m *claudeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasSuffix(r.URL.Path, "/v1/messages") {
@@ -55,16 +49,11 @@ func (m *claudeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		last := req.Messages[len(req.Messages)-1]
 		if out, ok := toolResult(last.Content); ok {
-			m.mu.Lock()
-			m.result, m.gotIt = out, true
-			m.mu.Unlock()
+			m.got(out)
 			blocks = []map[string]any{{"type": "text", "text": "Done."}}
 		} else {
-			m.mu.Lock()
-			command := m.command
-			m.mu.Unlock()
 			blocks = []map[string]any{{"type": "tool_use", "id": "toolu_attack", "name": "Bash",
-				"input": map[string]any{"command": command, "description": "Tidy up"}}}
+				"input": map[string]any{"command": m.attackCommand(), "description": "Tidy up"}}}
 		}
 	}
 	stop := "end_turn"
@@ -149,19 +138,5 @@ func TestSecurityRealClaudeIsConfined(t *testing.T) {
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
 		"DISABLE_AUTOUPDATER":                      "1",
 	}})
-	a := newAttack(t, h)
-	model.mu.Lock()
-	model.command = a.script()
-	model.mu.Unlock()
-	res := runAttack(t, h, "claude")
-	if res.StopReason != "end_turn" {
-		t.Fatalf("the attack's turn = %+v, want end_turn", res)
-	}
-	model.mu.Lock()
-	out, ok := model.result, model.gotIt
-	model.mu.Unlock()
-	if !ok {
-		t.Fatal("the model never got the tool's result")
-	}
-	a.check(t, out)
+	attackThrough(t, h, "claude", &model.attackModel, func() string { return "" })
 }

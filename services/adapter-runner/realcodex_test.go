@@ -21,11 +21,9 @@ import (
 // running command; once a request carries that call's output, it keeps
 // the output and answers a last message. Anything else gets 404.
 type codexModel struct {
-	command string
-	mu      sync.Mutex
+	attackModel
+	toolsMu sync.Mutex
 	tools   []string // those of the last request, for a failure message
-	result  string
-	gotIt   bool
 }
 
 // codexCallID is the call_id of the model's one tool call.
@@ -50,21 +48,22 @@ func (m *codexModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.tools = m.tools[:0]
+	var tools []string
 	for _, tool := range req.Tools {
-		m.tools = append(m.tools, tool.Name)
+		tools = append(tools, tool.Name)
 	}
+	m.toolsMu.Lock()
+	m.tools = tools
+	m.toolsMu.Unlock()
 	for _, in := range req.Input {
 		if in.Type == "function_call_output" && in.CallID == codexCallID {
-			m.result, m.gotIt = functionOutput(in.Output), true
+			m.got(functionOutput(in.Output))
 		}
 	}
 	item := map[string]any{"type": "message", "role": "assistant", "id": "msg_mock",
 		"content": []map[string]any{{"type": "output_text", "text": "Done."}}}
-	if !m.gotIt && slices.Contains(m.tools, "exec_command") {
-		args, _ := json.Marshal(map[string]string{"cmd": m.command})
+	if !m.delivered() && slices.Contains(tools, "exec_command") {
+		args, _ := json.Marshal(map[string]string{"cmd": m.attackCommand()})
 		item = map[string]any{"type": "function_call", "id": "fc_attack", "call_id": codexCallID,
 			"name": "exec_command", "arguments": string(args)}
 	}
@@ -129,19 +128,9 @@ func TestSecurityRealCodexIsConfined(t *testing.T) {
 		},
 		Env: map[string]string{"OPENAI_API_KEY": "sk-mock"},
 	})
-	a := newAttack(t, h)
-	model.mu.Lock()
-	model.command = a.script()
-	model.mu.Unlock()
-	res := runAttack(t, h, "codex")
-	if res.StopReason != "end_turn" {
-		t.Fatalf("the attack's turn = %+v, want end_turn", res)
-	}
-	model.mu.Lock()
-	out, ok, tools := model.result, model.gotIt, slices.Clone(model.tools)
-	model.mu.Unlock()
-	if !ok {
-		t.Fatalf("the model never got the tool's result (the agent offered the tools %q)", tools)
-	}
-	a.check(t, out)
+	attackThrough(t, h, "codex", &model.attackModel, func() string {
+		model.toolsMu.Lock()
+		defer model.toolsMu.Unlock()
+		return fmt.Sprintf(" (the agent offered the tools %q)", model.tools)
+	})
 }

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	adapterrunner "skein.dev/services/adapter-runner"
@@ -24,12 +23,7 @@ const geminiShellTool = "run_shell_command"
 // the shell tool it answers a call of it running command; once a
 // request carries that call's functionResponse, it keeps the tool's
 // output and answers a last message. Other requests get a short text.
-type geminiModel struct {
-	command string
-	mu      sync.Mutex
-	result  string
-	gotIt   bool
-}
+type geminiModel struct{ attackModel }
 
 func (m *geminiModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The path is /v1beta/models/<model>:<method>.
@@ -61,16 +55,11 @@ func (m *geminiModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	part := map[string]any{"text": "ok"}
 	if offersShell && len(req.Contents) > 0 {
 		if out, ok := geminiToolOutput(req.Contents[len(req.Contents)-1].Parts); ok {
-			m.mu.Lock()
-			m.result, m.gotIt = out, true
-			m.mu.Unlock()
+			m.got(out)
 			part = map[string]any{"text": "Done."}
 		} else {
-			m.mu.Lock()
-			command := m.command
-			m.mu.Unlock()
 			part = map[string]any{"functionCall": map[string]any{"name": geminiShellTool,
-				"args": map[string]any{"command": command, "description": "Tidy up"}}}
+				"args": map[string]any{"command": m.attackCommand(), "description": "Tidy up"}}}
 		}
 	}
 	b, _ := json.Marshal(map[string]any{
@@ -121,9 +110,8 @@ func geminiToolOutput(parts []geminiPart) (string, bool) {
 
 // gemini-cli's shell tool, told by its model to read other tenants' data
 // and write outside its session, is denied each attempt. The tool stops
-// collecting output once it sees binary (NUL bytes in its first 4 KiB):
-// a leaked /proc/<pid>/environ cuts off the rest of the attack's output,
-// which check reports as a tool that did not run the whole attack.
+// collecting output once it sees binary (NUL bytes in its first 4 KiB),
+// which is why the attack prints what it reads with NULs as newlines.
 func TestSecurityRealGeminiIsConfined(t *testing.T) {
 	bin := realAdapter(t, "gemini")
 	model := &geminiModel{}
@@ -147,19 +135,5 @@ func TestSecurityRealGeminiIsConfined(t *testing.T) {
 	mkdirs(t, home) // as the runner makes it, 0700
 	writeFile(t, filepath.Join(home, ".gemini", "settings.json"),
 		`{"privacy":{"usageStatisticsEnabled":false}}`)
-	a := newAttack(t, h)
-	model.mu.Lock()
-	model.command = a.script()
-	model.mu.Unlock()
-	res := runAttack(t, h, "gemini")
-	if res.StopReason != "end_turn" {
-		t.Fatalf("the attack's turn = %+v, want end_turn", res)
-	}
-	model.mu.Lock()
-	out, ok := model.result, model.gotIt
-	model.mu.Unlock()
-	if !ok {
-		t.Fatal("the model never got the tool's result")
-	}
-	a.check(t, out)
+	attackThrough(t, h, "gemini", &model.attackModel, func() string { return "" })
 }
