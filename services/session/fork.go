@@ -118,6 +118,16 @@ func (sess *session) fork(ctx context.Context, o *events.SessionOpened, f *event
 		return err
 	}
 	sess.opened, sess.forked, sess.createdAt = o, f, time.Now()
+	// The fork's agent is its source's, and starts only at the fork's
+	// first prompt: until it announces its own, the fork offers the
+	// commands the source's agent had announced by the fork's sequence.
+	// Not its usage: the fork's context is the preamble, not the source's.
+	src := events.LogSubject(sess.ns, events.SessionID(f.SourceSessionID), events.LogEvents)
+	if commands, _, err := newestOffers(ctx, sess.svc.js, src, f.AtSequence+1); err != nil {
+		sess.lg.Warn("read the source's commands for a fork", events.LogKeyErr, err)
+	} else if commands != nil {
+		sess.meta.AvailableCommands = commands
+	}
 	sess.project(ctx)
 	sess.lg.Info("session forked", "source", f.SourceSessionID, events.LogKeySeq, f.AtSequence)
 	return nil

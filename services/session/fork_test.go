@@ -225,3 +225,32 @@ func TestForkPruned(t *testing.T) {
 		t.Errorf("fork at a pruned sequence = %v, want %s", err, events.CodeCursorExpired)
 	}
 }
+
+// A fork offers, before its agent starts, the commands its source's
+// agent had announced by the fork's sequence: the same agent, whose
+// commands the fork's first prompt would otherwise have to wait for.
+// Not the usage, which is of the source's context.
+func TestForkOffersTheSourcesCommands(t *testing.T) {
+	h := startRig(t, session.Config{})
+	ctx := t.Context()
+	if err := h.open(t, "src", events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	h.mustPrompt(t, "src", "commands review=Review the code\nusage 30 40\nsay hi")
+	at, err := h.lastSeq(ctx, "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.mustPrompt(t, "src", "commands later=Announced after the fork\nsay bye")
+
+	if _, err := h.fork(ctx, "src", "branch", &at); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := h.commands(t, "branch"), `[{"name":"review","description":"Review the code","input":null}]`; got != want {
+		t.Errorf("the fork's commands = %s, want the source's at the fork, %s", got, want)
+	}
+	if u := h.getSession(t, "branch").Usage; u != nil {
+		t.Errorf("the fork's usage = %+v, want none until its agent reports", u)
+	}
+
+}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
@@ -206,14 +208,29 @@ func (sess *session) recoverOffers(ctx context.Context, ctl []*eventlog.Record) 
 			break
 		}
 	}
-	recs, err := eventlog.Backward(ctx, sess.svc.js, events.StreamLog, events.LogSubject(sess.ns, sess.sid, events.LogEvents),
-		sess.w.Position().LastSeq+1, maxOfferSearch)
+	commands, usage, err := newestOffers(ctx, sess.svc.js, events.LogSubject(sess.ns, sess.sid, events.LogEvents), sess.w.Position().LastSeq+1)
 	if err != nil {
-		return events.Errorf(events.CodeUnavailable, "read the session's events: %v", err)
+		return err
 	}
-	var commands, usage bool
+	if commands != nil {
+		sess.meta.AvailableCommands = commands
+	}
+	if usage != nil {
+		sess.meta.Info.Usage = usage
+	}
+	return nil
+}
+
+// newestOffers reads back from before on subject, a session's public
+// events, at most maxOfferSearch of them, and returns the newest commands
+// and usage the agent announced there (nil where none was).
+func newestOffers(ctx context.Context, js jetstream.JetStream, subject string, before uint64) (commands events.JSON, usage *events.SessionUsage, err error) {
+	recs, err := eventlog.Backward(ctx, js, events.StreamLog, subject, before, maxOfferSearch)
+	if err != nil {
+		return nil, nil, events.Errorf(events.CodeUnavailable, "read the session's events: %v", err)
+	}
 	for _, r := range slices.Backward(recs) {
-		if commands && usage {
+		if commands != nil && usage != nil {
 			break
 		}
 		u, err := events.Decode[events.AcpDurableSessionUpdate](r.Data)
@@ -222,15 +239,15 @@ func (sess *session) recoverOffers(ctx context.Context, ctl []*eventlog.Record) 
 		}
 		kind, _, _ := acp.Member(u.Update, "sessionUpdate")
 		switch k, _ := acp.StringValue(kind); {
-		case k == acp.UpdateAvailableCommands && !commands:
+		case k == acp.UpdateAvailableCommands && commands == nil:
 			if c, ok := parseCommands(u.Update); ok && len(c) <= events.MaxCommandsBytes {
-				sess.meta.AvailableCommands, commands = c, true
+				commands = c
 			}
-		case k == acp.UpdateUsage && !usage:
+		case k == acp.UpdateUsage && usage == nil:
 			if v, ok := parseUsage(u.Update); ok {
-				sess.meta.Info.Usage, usage = v, true
+				usage = v
 			}
 		}
 	}
-	return nil
+	return commands, usage, nil
 }
