@@ -104,4 +104,6 @@ lint: ## gofmt, go vet, staticcheck and go fix (modernizers) must be clean
 
 .PHONY: clean
 clean: ## remove build output and the dev data directory
+	@# skein dev keeps $(DATA) out of the project, $(DATA) linking to it: remove both.
+	if [ -L $(DATA) ]; then rm -rf "$$(readlink $(DATA))"; fi
 	rm -rf $(BIN) $(DATA) $(CLUSTER_DIR) bench.txt

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -51,8 +53,11 @@ at the first start in DIR/nats-users/USER.password (mode 0600). With
 password in it, and USER.json a nats CLI context (nats --context FILE).
 Agents may work in the directory skein dev runs in (granted to namespace
 default) and under DIR/workspaces, unless workspace roots or grants are
-given; a session working in a directory that holds DIR is warned about
-(refused with --adapter-runner.sandbox=require): its agent can reach DIR.
+given. A DIR to be made inside that directory (.skein, say) is made under
+$XDG_STATE_HOME/skein/dev (~/.local/state/skein/dev), and DIR links there:
+out of the agents' reach. A session working in a directory that holds a
+DIR that is really there is warned about (refused with
+--adapter-runner.sandbox=require): its agent can reach DIR.
 
 Flags (single or double dash; every service flag also reads SKEIN_<NAME>):
   --data DIR          state directory (default .skein)
@@ -117,9 +122,13 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 	if !filepath.IsAbs(c.dataDir) && startDir != "" {
 		c.dataDir = filepath.Join(startDir, c.dataDir)
 	}
-	dataDir, err := filepath.Abs(c.dataDir)
+	shownData, err := filepath.Abs(c.dataDir)
 	if err != nil {
 		return err
+	}
+	dataDir, err := placeDevData(shownData, startDir, getenv)
+	if err != nil {
+		return fmt.Errorf("data directory: %w", err)
 	}
 	c.dataDir = dataDir
 	if err := devDefaults(&c, fs, startDir); err != nil {
@@ -181,11 +190,65 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 	defer st.close()
 	err = runWithPprof(ctx, c.pprofAddr, lg, func(ctx context.Context) error {
 		return st.run(ctx, lg, c.stack.MetricsAddr, func() {
-			printWelcome(stdout, "http://"+st.gateway.Addr(), ns, c.natsListen, dataDir, tokenFile, auth)
+			shown, shownToken := shownData, filepath.Join(shownData, cli.DevTokenFile)
+			if shownData != dataDir {
+				shown += " (kept in " + dataDir + ", out of the agents' reach)"
+			}
+			printWelcome(stdout, "http://"+st.gateway.Addr(), ns, c.natsListen, shown, shownToken, auth)
 			printWorkspace(stdout, &c.stack.Runner, dataDir)
 		})
 	})
 	return err
+}
+
+// placeDevData keeps skein dev's data out of reach of the agents that
+// work in its start directory. The sandbox grants a working directory
+// whole, so data inside the start directory (the tour's .skein) would be
+// theirs to read and write: the NATS store, the NATS passwords, and the
+// dev token, with which an agent could answer its own permission
+// requests. A data directory to be made there is therefore made under the
+// user's state directory ($XDG_STATE_HOME, else ~/.local/state:
+// skein/dev/<hash of its path>), and dataDir becomes a symlink to it. The
+// CLI and every path the README gives work through the symlink; Landlock,
+// which checks where a file really lies, denies it to the agents.
+//
+// It returns the directory to use, symlinks resolved. A data directory
+// outside the start directory, one that exists already (an older skein
+// dev's, which stays where it is, with printWorkspace's warning), or one
+// whose state directory lies in the start directory too (skein dev started
+// in the home directory) is used where it is.
+func placeDevData(dataDir, startDir string, getenv func(string) string) (string, error) {
+	if startDir == "" || !workspace.Under(dataDir, filepath.Clean(startDir)) {
+		return dataDir, nil
+	}
+	if _, err := os.Lstat(dataDir); err == nil {
+		return filepath.EvalSymlinks(dataDir)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	state := getenv("XDG_STATE_HOME")
+	if !filepath.IsAbs(state) {
+		home := getenv("HOME")
+		if !filepath.IsAbs(home) {
+			return dataDir, nil
+		}
+		state = filepath.Join(home, ".local", "state")
+	}
+	sum := sha256.Sum256([]byte(dataDir))
+	kept := filepath.Join(state, "skein", "dev", hex.EncodeToString(sum[:8]))
+	if workspace.Under(kept, filepath.Clean(startDir)) {
+		return dataDir, nil
+	}
+	if err := os.MkdirAll(kept, 0o700); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(dataDir), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Symlink(kept, dataDir); err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(kept)
 }
 
 // devDefaults fills in what skein dev decides for the services unless a

@@ -148,3 +148,121 @@ func TestDevWorksInItsStartDirectory(t *testing.T) {
 		t.Errorf("answer to no input request = %d %s, want 200 not_pending", status, body)
 	}
 }
+
+// skein dev keeps a data directory it makes inside its start directory
+// out of the agents' reach: the directory is made under the user's state
+// directory, and the path given (the tour's .skein) is a symlink to it.
+// An agent working in the project itself then cannot read the dev token
+// (with which it could answer its own permission requests) through the
+// symlink, while the CLI's path to it works; a restart finds the same
+// data.
+func TestDevKeepsItsDataOutOfTheAgentsReach(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs skein dev; skipped in -short")
+	}
+	project, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	getenv := func(k string) string {
+		if k == "XDG_STATE_HOME" {
+			return state
+		}
+		return ""
+	}
+	if err := os.WriteFile(filepath.Join(project, "README.md"), []byte("the project's own"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(project, ".skein")
+	start := func() (url string, stdout, stderr *testutil.Buffer, stop func()) {
+		ctx, cancel := context.WithCancel(t.Context())
+		stdout, stderr = &testutil.Buffer{}, &testutil.Buffer{}
+		done := make(chan error, 1)
+		go func() {
+			done <- runDev(ctx, []string{"--data", ".skein", "--http", "127.0.0.1:0"}, getenv, project, stdout, stderr)
+		}()
+		stop = func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("skein dev: %v\n%s", err, stderr)
+			}
+		}
+		if err := pollFor(t.Context(), "skein dev's welcome", func() bool {
+			url = welcomeURL(stdout.String(), "HTTP")
+			return url != ""
+		}); err != nil {
+			stop()
+			t.Fatalf("%v\n%s\n%s", err, stdout, stderr)
+		}
+		return url, stdout, stderr, stop
+	}
+
+	url, stdout, stderr, stop := start()
+	kept, err := os.Readlink(data)
+	if err != nil || !strings.HasPrefix(kept, filepath.Join(state, "skein", "dev")+string(filepath.Separator)) {
+		t.Fatalf("%s links to %q (%v), want a directory under %s", data, kept, err, filepath.Join(state, "skein", "dev"))
+	}
+	if strings.Contains(stdout.String(), "Note: the data directory") || !strings.Contains(stdout.String(), "kept in "+kept) {
+		t.Errorf("the welcome does not say where the data is kept, or warns of it:\n%s", stdout)
+	}
+	token, err := os.ReadFile(filepath.Join(data, cli.DevTokenFile)) // as the CLI reads it
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(url, method, path, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, url+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(b)
+	}
+	if status, body := call(url, http.MethodPut, "/v1/sessions/in-project", `{"agent":"demo","cwd":"`+project+`"}`); status != http.StatusOK {
+		t.Fatalf("open in %s = %d %s, want 200", project, status, body)
+	}
+	prompt := func(text string) string {
+		t.Helper()
+		status, body := call(url, http.MethodPost, "/v1/sessions/in-project/prompt", `{"content":[{"type":"text","text":"`+text+`"}]}`)
+		if status != http.StatusOK {
+			t.Fatalf("prompt %q = %d %s", text, status, body)
+		}
+		return body
+	}
+	if got := prompt("read " + filepath.Join(project, "README.md")); !strings.Contains(got, "ok the project's own") {
+		t.Errorf("the agent reads its project's file: %s", got)
+	}
+	if strings.Contains(stderr.String(), "adapters are confined with Landlock") {
+		for _, f := range []string{filepath.Join(data, cli.DevTokenFile), filepath.Join(kept, cli.DevTokenFile)} {
+			if got := prompt("read " + f); !strings.Contains(got, "permission denied") || strings.Contains(got, strings.TrimSpace(string(token))) {
+				t.Errorf("the agent's read of %s: %s, want permission denied", f, got)
+			}
+		}
+	} else {
+		t.Logf("this kernel has no Landlock: the agent's reads are not checked")
+	}
+	if strings.Contains(stderr.String(), "exposes Skein's own data") {
+		t.Errorf("a session in the project was warned about, though the data is kept elsewhere:\n%s", stderr)
+	}
+	stop()
+
+	// Started again: the same data, through the same link.
+	_, _, _, stop = start()
+	defer stop()
+	if again, err := os.Readlink(data); err != nil || again != kept {
+		t.Errorf("after a restart %s links to %q (%v), want %q", data, again, err, kept)
+	}
+	if again, err := os.ReadFile(filepath.Join(data, cli.DevTokenFile)); err != nil || string(again) != string(token) {
+		t.Errorf("after a restart the token is %q (%v), want the same", again, err)
+	}
+}
