@@ -266,8 +266,9 @@ func placeDevData(dataDir, startDir string, getenv func(string) string) (string,
 // Its own data (the NATS store, the token, the NATS users' passwords, the
 // runner's data directory with each session's HOME) is protected: a
 // session whose working directory holds it or lies in it (a session in the
-// start directory, when the data directory is inside it, as .skein is by
-// default) is one the sandbox cannot keep from it, and the runner refuses
+// start directory, when the data directory really lies inside it, as a
+// .skein an older skein dev made does: placeDevData) is one the sandbox
+// cannot keep from it, and the runner refuses
 // it under --adapter-runner.sandbox=require and warns under warn, dev's
 // default (adapterrunner.Config.Protected).
 func devDefaults(c *devConfig, fs *flag.FlagSet, startDir string) error {

@@ -15,7 +15,9 @@ import (
 )
 
 // skein dev started in a project, with its data directory inside it as
-// the tour's .skein: its effective configuration shows what the runner
+// the tour's .skein, and no state directory to keep it in instead (no
+// HOME; TestDevKeepsItsDataOutOfTheAgentsReach has one), so that the data
+// stays in the project: its effective configuration shows what the runner
 // really runs with; its agents may work in the project, and only there;
 // a session working in the project itself, which holds the data directory,
 // starts with a warning (the sandbox cannot keep the data from it); and
