@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"testing"
 
@@ -238,25 +236,9 @@ func (b *browser) openSession(id string) {
 // failing the test on a status other than 200.
 func call(t *testing.T, method, url, token, body string) []byte {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s %s = %d %s", method, url, resp.StatusCode, b)
+	status, b := doAs(t, method, url, token, body)
+	if status != http.StatusOK {
+		t.Fatalf("%s %s = %d %s", method, url, status, b)
 	}
 	return b
 }

@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"skein.dev/cmd/skein/internal/cli"
@@ -34,25 +34,8 @@ func TestDevWorksInItsStartDirectory(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(project, "src"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	stdout, stderr := &testutil.Buffer{}, &testutil.Buffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- runDev(ctx, []string{"--data", data, "--http", "127.0.0.1:0"}, func(string) string { return "" }, project, stdout, stderr)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("skein dev: %v\n%s", err, stderr)
-		}
-	})
-	var url string
-	if err := pollFor(t.Context(), "skein dev's welcome", func() bool {
-		url = welcomeURL(stdout.String(), "HTTP")
-		return url != ""
-	}); err != nil {
-		t.Fatalf("%v\n%s\n%s", err, stdout, stderr)
-	}
+	url, stdout, stderr, stop := startDevIn(t, project, func(string) string { return "" }, "--data", data)
+	t.Cleanup(stop)
 
 	var config string
 	for line := range strings.Lines(stderr.String()) {
@@ -78,21 +61,8 @@ func TestDevWorksInItsStartDirectory(t *testing.T) {
 	}
 	call := func(method, path, body string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), method, url+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, string(b)
+		status, b := doAs(t, method, url+path, strings.TrimSpace(string(token)), body)
+		return status, string(b)
 	}
 
 	// In the project: a directory of it, and the project itself.
@@ -177,30 +147,7 @@ func TestDevKeepsItsDataOutOfTheAgentsReach(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := filepath.Join(project, ".skein")
-	start := func() (url string, stdout, stderr *testutil.Buffer, stop func()) {
-		ctx, cancel := context.WithCancel(t.Context())
-		stdout, stderr = &testutil.Buffer{}, &testutil.Buffer{}
-		done := make(chan error, 1)
-		go func() {
-			done <- runDev(ctx, []string{"--data", ".skein", "--http", "127.0.0.1:0"}, getenv, project, stdout, stderr)
-		}()
-		stop = func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("skein dev: %v\n%s", err, stderr)
-			}
-		}
-		if err := pollFor(t.Context(), "skein dev's welcome", func() bool {
-			url = welcomeURL(stdout.String(), "HTTP")
-			return url != ""
-		}); err != nil {
-			stop()
-			t.Fatalf("%v\n%s\n%s", err, stdout, stderr)
-		}
-		return url, stdout, stderr, stop
-	}
-
-	url, stdout, stderr, stop := start()
+	url, stdout, stderr, stop := startDevIn(t, project, getenv, "--data", ".skein")
 	kept, err := os.Readlink(data)
 	if err != nil || !strings.HasPrefix(kept, filepath.Join(state, "skein", "dev")+string(filepath.Separator)) {
 		t.Fatalf("%s links to %q (%v), want a directory under %s", data, kept, err, filepath.Join(state, "skein", "dev"))
@@ -212,30 +159,17 @@ func TestDevKeepsItsDataOutOfTheAgentsReach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	call := func(url, method, path, body string) (int, string) {
+	call := func(method, path, body string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), method, url+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, string(b)
+		status, b := doAs(t, method, url+path, strings.TrimSpace(string(token)), body)
+		return status, string(b)
 	}
-	if status, body := call(url, http.MethodPut, "/v1/sessions/in-project", `{"agent":"demo","cwd":"`+project+`"}`); status != http.StatusOK {
+	if status, body := call(http.MethodPut, "/v1/sessions/in-project", `{"agent":"demo","cwd":"`+project+`"}`); status != http.StatusOK {
 		t.Fatalf("open in %s = %d %s, want 200", project, status, body)
 	}
 	prompt := func(text string) string {
 		t.Helper()
-		status, body := call(url, http.MethodPost, "/v1/sessions/in-project/prompt", `{"content":[{"type":"text","text":"`+text+`"}]}`)
+		status, body := call(http.MethodPost, "/v1/sessions/in-project/prompt", `{"content":[{"type":"text","text":"`+text+`"}]}`)
 		if status != http.StatusOK {
 			t.Fatalf("prompt %q = %d %s", text, status, body)
 		}
@@ -259,7 +193,7 @@ func TestDevKeepsItsDataOutOfTheAgentsReach(t *testing.T) {
 	stop()
 
 	// Started again: the same data, through the same link.
-	_, _, _, stop = start()
+	_, _, _, stop = startDevIn(t, project, getenv, "--data", ".skein")
 	defer stop()
 	if again, err := os.Readlink(data); err != nil || again != kept {
 		t.Errorf("after a restart %s links to %q (%v), want %q", data, again, err, kept)
@@ -267,4 +201,31 @@ func TestDevKeepsItsDataOutOfTheAgentsReach(t *testing.T) {
 	if again, err := os.ReadFile(filepath.Join(data, cli.DevTokenFile)); err != nil || string(again) != string(token) {
 		t.Errorf("after a restart the token is %q (%v), want the same", again, err)
 	}
+}
+
+// startDevIn runs skein dev started in project, with getenv as its
+// environment, args and a free HTTP port, until stop; it returns once the
+// welcome names the gateway's URL.
+func startDevIn(t *testing.T, project string, getenv func(string) string, args ...string) (url string, stdout, stderr *testutil.Buffer, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	stdout, stderr = &testutil.Buffer{}, &testutil.Buffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- runDev(ctx, append(args, "--http", "127.0.0.1:0"), getenv, project, stdout, stderr)
+	}()
+	stop = sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("skein dev: %v\n%s", err, stderr)
+		}
+	})
+	if err := pollFor(t.Context(), "skein dev's welcome", func() bool {
+		url = welcomeURL(stdout.String(), "HTTP")
+		return url != ""
+	}); err != nil {
+		stop()
+		t.Fatalf("%v\n%s\n%s", err, stdout, stderr)
+	}
+	return url, stdout, stderr, stop
 }

@@ -104,11 +104,21 @@ func startStackTB(t testing.TB, ns *server.Server, dataDir string, edits ...func
 
 func do(t *testing.T, method, url, body string) (int, []byte) {
 	t.Helper()
+	return doAs(t, method, url, "", body)
+}
+
+// doAs sends one API request, with token as its bearer token unless it is
+// empty, and returns the answer's status and body.
+func doAs(t *testing.T, method, url, token, body string) (int, []byte) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
