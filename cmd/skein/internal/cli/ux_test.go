@@ -72,27 +72,21 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
-// TestCtrlCCancelsTheTurn: the first Ctrl-C of a prompt cancels its turn,
-// which the command waits for and reports (exit code 3); the session is
-// left idle.
-func TestCtrlCCancelsTheTurn(t *testing.T) {
-	e := newEnv(t)
-	e.open("s1", "demo")
+// interrupted runs skein with args, presses Ctrl-C once its output
+// holds ready, and returns what the command returned and printed, once
+// session s1 is idle again. The first Ctrl-C must not end the command's
+// context: the command ends by itself, with the turn.
+func (e *env) interrupted(t *testing.T, ready string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	intr, ctx := cli.NewInterrupts(t.Context())
-	var stdout, stderr testutil.Buffer
+	var out, errOut testutil.Buffer
 	done := make(chan error, 1)
-	go func() {
-		done <- execute(ctx, map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr, "prompt", "-s", "s1", "say started\nsleep 1h\nsay never")
-	}()
-	testutil.Eventually(t, "the turn's first words", func() bool { return strings.Contains(stdout.String(), "started") })
+	go func() { done <- execute(ctx, map[string]string{cli.EnvServer: e.url}, "", &out, &errOut, args...) }()
+	testutil.Eventually(t, "skein to print "+ready, func() bool { return strings.Contains(out.String(), ready) })
 	if !intr.Interrupt() {
-		t.Fatal("the prompt did not take the Ctrl-C")
+		t.Fatalf("skein %s did not take the Ctrl-C", args[0])
 	}
-	err := <-done
-	if cli.ExitCode(err) != cli.ExitCancelled || !strings.Contains(stderr.String(), "cancelling the turn") ||
-		!strings.HasSuffix(stderr.String(), "stop reason: cancelled\n") || strings.Contains(stdout.String(), "never") {
-		t.Errorf("prompt = %v (exit %d), printed %q, stderr %q; want exit 3 and the cancel reported", err, cli.ExitCode(err), stdout.String(), stderr.String())
-	}
+	err = <-done
 	if ctx.Err() != nil {
 		t.Error("the first Ctrl-C ended the command's context")
 	}
@@ -100,6 +94,20 @@ func TestCtrlCCancelsTheTurn(t *testing.T) {
 		st := e.State("s1")
 		return st != nil && st.Status == "idle"
 	})
+	return out.String(), errOut.String(), err
+}
+
+// TestCtrlCCancelsTheTurn: the first Ctrl-C of a prompt cancels its turn,
+// which the command waits for and reports (exit code 3); the session is
+// left idle.
+func TestCtrlCCancelsTheTurn(t *testing.T) {
+	e := newEnv(t)
+	e.open("s1", "demo")
+	stdout, stderr, err := e.interrupted(t, "started", "prompt", "-s", "s1", "say started\nsleep 1h\nsay never")
+	if cli.ExitCode(err) != cli.ExitCancelled || !strings.Contains(stderr, "cancelling the turn") ||
+		!strings.HasSuffix(stderr, "stop reason: cancelled\n") || strings.Contains(stdout, "never") {
+		t.Errorf("prompt = %v (exit %d), printed %q, stderr %q; want exit 3 and the cancel reported", err, cli.ExitCode(err), stdout, stderr)
+	}
 }
 
 // TestCtrlCAtAnInputRequest: Ctrl-C while the turn waits for an answer
@@ -107,24 +115,10 @@ func TestCtrlCCancelsTheTurn(t *testing.T) {
 func TestCtrlCAtAnInputRequest(t *testing.T) {
 	e := newEnv(t)
 	e.open("s1", "demo")
-	intr, ctx := cli.NewInterrupts(t.Context())
-	var stdout, stderr testutil.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- execute(ctx, map[string]string{cli.EnvServer: e.url}, "", &stdout, &stderr, "prompt", "-s", "s1",
-			`elicit {"type":"object","properties":{"name":{"type":"string"}}}`)
-	}()
-	testutil.Eventually(t, "the input request", func() bool { return strings.Contains(stdout.String(), "[input] ") })
-	if !intr.Interrupt() {
-		t.Fatal("the prompt did not take the Ctrl-C")
+	stdout, stderr, err := e.interrupted(t, "[input] ", "prompt", "-s", "s1", `elicit {"type":"object","properties":{"name":{"type":"string"}}}`)
+	if cli.ExitCode(err) != cli.ExitCancelled {
+		t.Errorf("prompt = %v (exit %d), printed %q, stderr %q; want exit 3", err, cli.ExitCode(err), stdout, stderr)
 	}
-	if err := <-done; cli.ExitCode(err) != cli.ExitCancelled {
-		t.Errorf("prompt = %v (exit %d), printed %q, stderr %q; want exit 3", err, cli.ExitCode(err), stdout.String(), stderr.String())
-	}
-	testutil.Eventually(t, "s1 idle after the cancel", func() bool {
-		st := e.State("s1")
-		return st != nil && st.Status == "idle"
-	})
 }
 
 // TestAttach: attach shows a running turn from its prompt on, then live,
