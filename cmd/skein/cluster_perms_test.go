@@ -134,7 +134,7 @@ func TestClusterPermissions(t *testing.T) {
 	must(http.MethodGet, base2+"s1/config", "", http.StatusOK)
 	must(http.MethodPut, base+"s1/config/mode", `{"value":"plan"}`, http.StatusOK)
 
-	// What a product builds on (issue 21's operations): an input request
+	// The operations products build on: an input request
 	// answered, the cached commands, the workspace's folders, a file
 	// uploaded, listed, read and another cancelled, a fork, and a discard.
 	turn = asyncPermPrompt(ctx, c, base+"s1/prompt", `elicit {"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`)

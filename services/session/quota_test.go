@@ -190,7 +190,7 @@ func counter(t *testing.T, reg *prometheus.Registry, name, label string) float64
 	return 0
 }
 
-// TestSecurityIdleTenantCannotFillRunners is issue 19's hole: one tenant's
+// TestSecurityIdleTenantCannotFillRunners: once, one tenant's
 // idle sessions filled the runner, and every other tenant was refused
 // "runner full". A runner of three holds three idle sessions of team-a;
 // team-b's session still opens, in the slot of team-a's least recently

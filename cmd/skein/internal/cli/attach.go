@@ -92,7 +92,7 @@ func (t *turn) attachTurn(ctx context.Context) error {
 		for range f.events { // the feed ends with sctx
 		}
 	}()
-	// A gateway without state events (before issue 22) never says the
+	// A gateway without state events (an older one) never says the
 	// turn finished: the session's status, polled, does. A gateway with
 	// them says so on the stream, and is not polled: a poll could see
 	// the end before the stream delivers its reason.
