@@ -48,12 +48,30 @@ func launch(policyJSON, path string, argv []string) error {
 	if err := json.Unmarshal([]byte(policyJSON), &p); err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
+	// The steps run in this order, each needing what the one before it
+	// left: the cgroups are joined while this process may still write
+	// them, the working directory is entered through the descriptor the
+	// runner held, the privileges are dropped before the rules that
+	// need no_new_privs, and the seccomp filter comes last, so that it
+	// need not allow what the steps before it do.
+	if err := enterCgroups(p); err != nil {
+		return fmt.Errorf("cgroups: %w", err)
+	}
+	if err := enterWorkdir(p); err != nil {
+		return fmt.Errorf("working directory: %w", err)
+	}
+	if err := dropPrivileges(p); err != nil {
+		return fmt.Errorf("privileges: %w", err)
+	}
 	abi, err := landlockABI()
 	if err != nil || abi == 0 {
 		return fmt.Errorf("no Landlock in this kernel: %v", err)
 	}
 	if err := restrict(p, abi); err != nil {
 		return fmt.Errorf("confine: %w", err)
+	}
+	if err := filterSyscalls(p); err != nil {
+		return fmt.Errorf("seccomp: %w", err)
 	}
 	return syscall.Exec(path, argv, os.Environ())
 }
