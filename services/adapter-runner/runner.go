@@ -162,6 +162,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		{events.RunnerStop, r.handleStop, true},
 		// A file op reads or writes up to a chunk of the workspace.
 		{events.RunnerFile, r.handleFile, true},
+		// Removing a deleted session's files waits for its adapter to
+		// stop, then walks its directories (remove.go).
+		{events.RunnerRemove, r.handleRemove, true},
 	}
 	for _, e := range endpoints {
 		if err := eps.Add(events.Endpoint{

@@ -2,7 +2,9 @@ package session
 
 import (
 	"context"
+	"sync"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/pkg/events"
@@ -11,7 +13,8 @@ import (
 
 // delete removes the session: the runtime first (the running turn is
 // cancelled and its pending permission requests end session_deleted, the
-// adapter stops), then the tombstone, then history and metadata. The
+// adapter stops), then its files on the runners (removeFiles), then the
+// tombstone, then history and metadata. The
 // tombstone (SessionDeleted, appended with the usual compare-and-set) stays
 // as the session's only record, so a stale writer's next append fails
 // instead of resurrecting it; reopening the ID starts a new, empty session
@@ -37,6 +40,7 @@ func (sess *session) deleteLocked(ctx context.Context) error {
 	if r := sess.adapter; r != nil {
 		sess.stopAdapter(ctx, r)
 	}
+	sess.removeFiles(ctx)
 	out, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionDeleted{Reason: events.DeleteRequested}})
 	if err != nil {
 		return err
@@ -90,4 +94,31 @@ func (sess *session) deleteLocked(ctx context.Context) error {
 func keySubjects(ns events.Namespace, sid events.SessionID) string {
 	f := events.LogFilter(ns, sid) // "acp.log.<ns>.<sid>.>"
 	return f[:len(f)-1] + "key.>"
+}
+
+// removeFiles asks every runner alive to remove what the session left on
+// it (events.RunnerRemove): its HOME and TMPDIR, and its default
+// workspace unless it was opened with a cwd of its own. A session may
+// have run on any of them, and a runner that never hosted it has nothing
+// to remove. Each runner stops the session's adapter first, if it still
+// hosts one. It is best effort: a runner that does not answer within
+// CallTimeout keeps the files, logged, and the delete goes on, as it does
+// when a stop goes unanswered.
+func (sess *session) removeFiles(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sess.svc.cfg.CallTimeout)
+	defer cancel()
+	hdr := nats.Header{
+		events.HeaderNamespace: []string{string(sess.ns)},
+		events.HeaderSessionID: []string{string(sess.sid)},
+	}
+	req := &events.RunnerRemoveRequest{Cwd: sess.opened.Cwd}
+	var wg sync.WaitGroup
+	for id := range sess.svc.runners.aliveSet() {
+		wg.Go(func() {
+			if _, err := events.Call[events.RunnerAck](ctx, sess.svc.nc, events.RunnerSubject(events.RunnerID(id), events.RunnerRemove), req, hdr); err != nil {
+				sess.lg.Warn("a runner did not remove the deleted session's files", "runner", id, events.LogKeyErr, err)
+			}
+		})
+	}
+	wg.Wait()
 }
