@@ -46,10 +46,13 @@ type RunnerCancelRequest struct {
 // left on a runner: its HOME and TMPDIR under the runner's data
 // directory, and its default workspace, <first root>/<namespace>/<session
 // ID>, when Cwd, the session's working directory as it was opened, is
-// that directory or "" (a session opened before the default was given).
-// Any other cwd is the user's own, and stays.
+// that directory or "" (a session opened before the default was given),
+// and KeepWorkspace is false. Any other cwd is the user's own, and stays;
+// KeepWorkspace keeps the default one too, when another session works in
+// it (a fork works where its source did).
 type RunnerRemoveRequest struct {
-	Cwd string `msgpack:"cwd,omitempty"`
+	Cwd           string `msgpack:"cwd,omitempty"`
+	KeepWorkspace bool   `msgpack:"keepWorkspace,omitempty"`
 }
 
 // RunnerPermissionAnswer asks RunnerPermission to answer the adapter's

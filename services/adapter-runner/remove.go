@@ -50,7 +50,7 @@ func (r *Runner) handleRemove(ctx context.Context, _ events.Namespace, data []by
 	} else {
 		errs = append(errs, removeUnder(dataNS, string(sid)))
 	}
-	if def := roots.Default(ns, sid); def != "" && (req.Cwd == "" || filepath.Clean(req.Cwd) == def) {
+	if def := roots.Default(ns, sid); def != "" && !req.KeepWorkspace && (req.Cwd == "" || filepath.Clean(req.Cwd) == def) {
 		errs = append(errs, removeUnder(filepath.Dir(def), string(sid)))
 	}
 	if err := errors.Join(errs...); err != nil {

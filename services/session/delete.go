@@ -2,11 +2,16 @@ package session
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 )
@@ -96,6 +101,55 @@ func keySubjects(ns events.Namespace, sid events.SessionID) string {
 	return f[:len(f)-1] + "key.>"
 }
 
+// workspaceShared reports whether another session of the namespace works
+// in the session's default workspace or below it, as its cwd or an
+// additional directory: a fork works where its source did, and a user may
+// have opened one there. Sessions are read from their projections
+// (ACP_SESSIONS); one deleted meanwhile is left out. The roots may be the
+// runners' alone (the service knows none): then any path through
+// <namespace>/<session ID> counts.
+func (sess *session) workspaceShared(ctx context.Context) (bool, error) {
+	def := sess.svc.cfg.WorkspaceRoots.Default(sess.ns, sess.sid)
+	tail := string(filepath.Separator) + filepath.Join(string(sess.ns), string(sess.sid))
+	inside := func(p string) bool {
+		p = filepath.Clean(p)
+		if def != "" {
+			return workspace.Under(p, def)
+		}
+		return strings.HasSuffix(p, tail) || strings.Contains(p, tail+string(filepath.Separator))
+	}
+	keys, err := sess.svc.meta.ListKeysFiltered(ctx, string(sess.ns)+".*")
+	if err != nil {
+		return false, err
+	}
+	defer keys.Stop()
+	own := events.SessionKey(sess.ns, sess.sid)
+	for key := range keys.Keys() {
+		if key == own {
+			continue
+		}
+		e, err := sess.svc.meta.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		m, err := events.Decode[events.SessionMeta](e.Value())
+		if err != nil {
+			return false, err
+		}
+		var dirs []string
+		_ = json.Unmarshal(m.Info.AdditionalDirectories, &dirs) // none, if it holds none
+		for _, d := range append(dirs, m.Info.Cwd) {
+			if d != "" && inside(d) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
 // removeFiles asks every runner alive to remove what the session left on
 // it (events.RunnerRemove): its HOME and TMPDIR, and its default
 // workspace unless it was opened with a cwd of its own. A session may
@@ -112,6 +166,13 @@ func (sess *session) removeFiles(ctx context.Context) {
 		events.HeaderSessionID: []string{string(sess.sid)},
 	}
 	req := &events.RunnerRemoveRequest{Cwd: sess.opened.Cwd}
+	if def := sess.svc.cfg.WorkspaceRoots.Default(sess.ns, sess.sid); req.Cwd == "" || req.Cwd == def {
+		shared, err := sess.workspaceShared(ctx)
+		if err != nil {
+			sess.lg.Warn("cannot tell whether another session works in the deleted session's workspace: it stays", events.LogKeyErr, err)
+		}
+		req.KeepWorkspace = shared || err != nil
+	}
 	var wg sync.WaitGroup
 	for id := range sess.svc.runners.aliveSet() {
 		wg.Go(func() {

@@ -64,6 +64,42 @@ func TestSecurityDeleteRemovesDefaultWorkspace(t *testing.T) {
 			t.Errorf("%s after delete = %q, %v; want %q: removal followed a link, or removed a user's cwd", file, b, err, want)
 		}
 	}
+	// A workspace another session works in stays: a fork's, whose cwd is
+	// its source's, or one opened inside it.
+	const src, inside = "source", "inside"
+	if err := c.open(t, src, events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	srcDir := filepath.Join(c.home, src)
+	sub := filepath.Join(srcDir, "sub")
+	mustWrite(t, filepath.Join(sub, "work.txt"), "the other session's")
+	if err := c.open(t, inside, events.AcpOpenSessionRequest{Cwd: &sub}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.delete(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(sub, "work.txt")); err != nil || string(b) != "the other session's" {
+		t.Errorf("a workspace another session works in, after delete = %q, %v; want it kept", b, err)
+	}
+	const forked, fork = "forked", "fork"
+	if err := c.open(t, forked, events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	forkedFile := filepath.Join(c.home, forked, "shared.txt")
+	mustWrite(t, forkedFile, "the fork's too")
+	if _, err := c.fork(ctx, forked, fork, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.delete(ctx, forked); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(forkedFile); err != nil || string(b) != "the fork's too" {
+		t.Errorf("a fork's workspace after its source's delete = %q, %v; want it kept", b, err)
+	}
+	if _, err := os.Lstat(filepath.Join(c.data, "default", src)); !os.IsNotExist(err) {
+		t.Errorf("the deleted session's HOME: %v, want it gone whatever its workspace", err)
+	}
 	// Reopened, the ID starts in an empty directory.
 	if err := c.open(t, sid, events.AcpOpenSessionRequest{}); err != nil {
 		t.Fatal(err)
