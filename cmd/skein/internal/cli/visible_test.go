@@ -90,6 +90,21 @@ func TestSecurityCLIShowsAgentEscapesInert(t *testing.T) {
 		}
 	}
 	t.Logf("raw control characters printed: %d", total)
+	// On a terminal the printer draws its own colours and region (SGR,
+	// cursor moves, a carriage return), but never an OSC, a bell, a
+	// backspace or a C1 control: any of them would be the agent's.
+	out, err := e.runOnTerminal(t, "prompt", "-s", "s1", script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range []string{"\x1b]", "\x07", "\x08", "\u009b", "\x00", "\u202e", "\x1b[2J", "\x1b[H"} {
+		if strings.Contains(out, raw) {
+			t.Errorf("skein prompt on a terminal printed %q raw: %q", raw, out)
+		}
+	}
+	if !strings.Contains(out, "^[]8;;http://evil.example/^Gclick") {
+		t.Errorf("skein prompt on a terminal does not show the hyperlink inert: %q", out)
+	}
 }
 
 // skein download writes a file's bytes as they are where they go to a
