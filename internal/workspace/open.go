@@ -37,6 +37,16 @@ func (d *Dir) ProcPath() string { return "/proc/self/fd/" + strconv.Itoa(int(d.f
 // stay in that directory, never in what its name leads to now.
 func (d *Dir) Root() (*os.Root, error) { return os.OpenRoot(d.ProcPath()) }
 
+// Dup returns another Dir holding the same directory, to be closed on its
+// own.
+func (d *Dir) Dup() (*Dir, error) {
+	fd, err := dupCloexec(int(d.f.Fd()))
+	if err != nil {
+		return nil, err
+	}
+	return &Dir{f: os.NewFile(uintptr(fd), d.f.Name()), path: d.path}, nil
+}
+
 // Close lets the directory go.
 func (d *Dir) Close() error { return d.f.Close() }
 

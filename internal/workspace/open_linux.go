@@ -199,4 +199,6 @@ func openat2(dirfd int, p string, how *unix.OpenHow) (int, error) {
 
 const maxOpenAgain = 16
 
+func dupCloexec(fd int) (int, error) { return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0) }
+
 func procFD(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }

@@ -4,6 +4,7 @@ package workspace
 
 import (
 	"os"
+	"syscall"
 
 	"skein.dev/pkg/events"
 )
@@ -30,4 +31,14 @@ func (r Roots) Open(ns events.Namespace, g Grants, what, p string, create bool) 
 		return nil, events.Errorf(events.CodeInvalidRequest, "%s %q is not in the workspace of namespace %s", what, trunc(p), trunc(string(ns)))
 	}
 	return &Dir{f: f, path: resolved}, nil
+}
+
+func dupCloexec(fd int) (int, error) {
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	nfd, err := syscall.Dup(fd)
+	if err == nil {
+		syscall.CloseOnExec(nfd)
+	}
+	return nfd, err
 }

@@ -32,9 +32,11 @@ import (
 
 // rewritePrompt returns prompt with each block that names an upload
 // replaced as above; prompt itself when none does. cwd is the adapter's
-// resolved working directory, and embed whether its agent takes embedded
-// resources. Every other block keeps its bytes.
-func (s *fileStore) rewritePrompt(cwd string, embed bool, prompt events.JSON) events.JSON {
+// working directory's path (for the file:// URIs), held the name by which
+// it is opened (the adapter's held cwd, workspace.Dir.ProcPath), and embed
+// whether its agent takes embedded resources. Every other block keeps its
+// bytes.
+func (s *fileStore) rewritePrompt(cwd, held string, embed bool, prompt events.JSON) events.JSON {
 	if !bytes.Contains(prompt, []byte(events.AttachmentScheme)) {
 		return prompt
 	}
@@ -48,7 +50,7 @@ func (s *fileStore) rewritePrompt(cwd string, embed bool, prompt events.JSON) ev
 		if !ok || err != nil {
 			continue
 		}
-		if nb := s.attachmentBlock(cwd, name, b, embed); nb != nil {
+		if nb := s.attachmentBlock(cwd, held, name, b, embed); nb != nil {
 			blocks[i], changed = nb, true
 		}
 	}
@@ -69,7 +71,7 @@ func blocks2bytes(blocks []json.RawMessage) [][]byte {
 
 // attachmentBlock returns the block that replaces block, which names the
 // upload name; nil to keep block.
-func (s *fileStore) attachmentBlock(cwd, name string, block json.RawMessage, embed bool) json.RawMessage {
+func (s *fileStore) attachmentBlock(cwd, held, name string, block json.RawMessage, embed bool) json.RawMessage {
 	rel := events.AttachmentDir + "/" + name
 	abs := filepath.Join(cwd, filepath.FromSlash(rel))
 	uri := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
@@ -77,7 +79,7 @@ func (s *fileStore) attachmentBlock(cwd, name string, block json.RawMessage, emb
 
 	var size *int64
 	var content []byte
-	if root, err := os.OpenRoot(cwd); err == nil {
+	if root, err := os.OpenRoot(held); err == nil {
 		if f, info, err := openRegular(root, rel); err == nil {
 			n := info.Size()
 			size = &n

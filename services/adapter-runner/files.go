@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nuid"
 
+	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
 )
 
@@ -82,7 +83,8 @@ func newFileStore(cfg Config) *fileStore {
 // commit; offset is how many bytes it has.
 type transfer struct {
 	key   string // the session's events.SessionKey
-	cwd   string // resolved
+	cwd   string // /proc/self/fd/N of dir, valid while dir is held
+	dir   *workspace.Dir
 	token string
 	name  string
 	size  int64
@@ -116,9 +118,30 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 	if cwd == "" {
 		cwd = r.cfg.WorkspaceRoots.Default(ns, sid)
 	}
-	resolved, err := r.cfg.WorkspaceRoots.Check(ns, r.cfg.WorkspaceGrants, "cwd", cwd)
-	if err != nil {
-		return nil, err
+	// The working directory, resolved once beneath the namespace's own
+	// and held (workspace.Roots.Open): a list, a read and an upload's
+	// begin work in it by resolved, /proc/self/fd/N of the held
+	// descriptor, which reaches exactly it while held, never what the
+	// cwd's name leads to by then. An upload may come before the
+	// session's first adapter made the directory: it is made then, as
+	// confine makes it. The transfer keeps the directory its begin held,
+	// so an upload's later requests need none.
+	var held *workspace.Dir
+	defer func() {
+		if held != nil {
+			_ = held.Close()
+		}
+	}()
+	open := func(create bool) (resolved string, err error) {
+		if held, err = r.cfg.WorkspaceRoots.Open(ns, r.cfg.WorkspaceGrants, "cwd", cwd, create); err != nil {
+			if _, cerr := r.cfg.WorkspaceRoots.Check(ns, r.cfg.WorkspaceGrants, "cwd", cwd); cerr == nil && !create {
+				// Confined by name, not there to open (yet, or
+				// at this instant): as a missing directory.
+				return "", fsError("open the working directory", ".", fs.ErrNotExist)
+			}
+			return "", err
+		}
+		return held.ProcPath(), nil
 	}
 	key := events.SessionKey(ns, sid)
 	switch {
@@ -129,17 +152,12 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 		if req.Begin.Size > r.files.maxBytes { // before anything is made
 			return nil, events.Errorf(events.CodePayloadTooLarge, "a file may be at most %d bytes, not %d", r.files.maxBytes, req.Begin.Size)
 		}
-		// An upload may come before the session's first adapter made its
-		// directory: it is made here as confine makes it, then checked
-		// again, so that a symbolic link planted meanwhile is caught.
-		if err := os.MkdirAll(resolved, attachmentDirPerm); err != nil {
-			r.lg.Warn("cannot create a session's cwd", events.LogKeySession, string(sid), events.LogKeyErr, err)
-			return nil, events.Errorf(events.CodeInvalidRequest, "cwd %q cannot be created", cwd)
-		}
-		if resolved, err = r.cfg.WorkspaceRoots.Check(ns, r.cfg.WorkspaceGrants, "cwd", cwd); err != nil {
+		if _, err := open(true); err != nil {
 			return nil, err
 		}
-		return r.files.begin(key, resolved, req.Begin, events.TransferID(r.ID(), ""), events.FileChunkSize(r.nc.MaxPayload()))
+		dir := held
+		held = nil
+		return r.files.begin(key, dir, req.Begin, events.TransferID(r.ID(), ""), events.FileChunkSize(r.nc.MaxPayload()))
 	case req.Write != nil:
 		if _, err := req.Write.Validate(); err != nil {
 			return nil, err
@@ -159,9 +177,17 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 		if _, err := req.List.Validate(); err != nil {
 			return nil, err
 		}
+		resolved, err := open(false)
+		if err != nil {
+			return nil, err
+		}
 		return listFiles(resolved, req.List.Path)
 	case req.Read != nil:
 		if _, err := req.Read.Validate(); err != nil {
+			return nil, err
+		}
+		resolved, err := open(false)
+		if err != nil {
 			return nil, err
 		}
 		return readFile(resolved, req.Read, events.FileChunkSize(r.nc.MaxPayload()))
@@ -172,11 +198,12 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 // begin starts an upload: its temporary file is created empty, and the
 // transfer expires after the store's TTL without a write. prefix is the
 // transfer ID without its token (the runner's ID and "~").
-func (s *fileStore) begin(key, cwd string, req *events.FileBeginRequest, prefix string, chunk int64) (*events.FileTransferResponse, error) {
+func (s *fileStore) begin(key string, dir *workspace.Dir, req *events.FileBeginRequest, prefix string, chunk int64) (*events.FileTransferResponse, error) {
 	if req.Size > s.maxBytes {
+		_ = dir.Close()
 		return nil, events.Errorf(events.CodePayloadTooLarge, "a file may be at most %d bytes, not %d", s.maxBytes, req.Size)
 	}
-	t := &transfer{key: key, cwd: cwd, token: nuid.Next(), name: req.Name, size: req.Size}
+	t := &transfer{key: key, cwd: dir.ProcPath(), dir: dir, token: nuid.Next(), name: req.Name, size: req.Size}
 	s.mu.Lock()
 	n := 0
 	for _, o := range s.transfers {
@@ -186,6 +213,7 @@ func (s *fileStore) begin(key, cwd string, req *events.FileBeginRequest, prefix 
 	}
 	if n >= maxTransfersSession || len(s.transfers) >= maxTransfersRunner {
 		s.mu.Unlock()
+		_ = dir.Close()
 		return nil, events.Errorf(events.CodeRateLimited, "too many uploads in progress (at most %d per session, %d per runner)", maxTransfersSession, maxTransfersRunner)
 	}
 	s.transfers[t.token] = t
@@ -193,6 +221,7 @@ func (s *fileStore) begin(key, cwd string, req *events.FileBeginRequest, prefix 
 
 	if err := s.create(t); err != nil {
 		s.drop(t)
+		_ = dir.Close()
 		return nil, err
 	}
 	t.mu.Lock()
@@ -432,6 +461,7 @@ func (s *fileStore) endLocked(t *transfer) {
 		_ = root.Remove(t.tmp())
 		root.Close()
 	}
+	_ = t.dir.Close()
 }
 
 func (s *fileStore) drop(t *transfer) {
