@@ -257,3 +257,68 @@ func raceProbe(t *testing.T, h *harness, hdr nats.Header, sid string, script ...
 		}
 	}
 }
+
+// Unconfined (adapter-runner.sandbox off), the adapter still starts in
+// the directory the runner held, not in what its name leads to by the
+// time the child changes into it: the child enters /proc/self/fd/N of
+// the runner's descriptor. What an unconfined agent then does by absolute
+// path is not the runner's to stop; its cwd is.
+func TestSecurityRaceSwappedCwdUnconfined(t *testing.T) {
+	h := startWith(t, adapterrunner.Config{Sandbox: adapterrunner.SandboxOff})
+	ws := filepath.Join(h.dataDir, "workspaces")
+	a, bsec := filepath.Join(ws, "team-a"), filepath.Join(ws, "team-b", "bsec")
+	const secret = "bob-secret-5f1c"
+	writeFile(t, filepath.Join(bsec, "secret.txt"), secret)
+	writeFile(t, filepath.Join(a, "host", "sub", "secret.txt"), "alice's own")
+	sub, lnk := filepath.Join(a, "host", "sub"), filepath.Join(a, "host", "lnk")
+	if err := os.Symlink(bsec, lnk); err != nil {
+		t.Fatal(err)
+	}
+	stop, swapped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(swapped)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := unix.Renameat2(unix.AT_FDCWD, sub, unix.AT_FDCWD, lnk, unix.RENAME_EXCHANGE); err != nil {
+				t.Errorf("renameat2: %v", err)
+				return
+			}
+		}
+	}()
+	worked, crossed := 0, 0
+	for i := range raceLaunches {
+		sid := "off-" + strconv.Itoa(i)
+		hdr := nats.Header{
+			events.HeaderNamespace: []string{"team-a"},
+			events.HeaderSessionID: []string{sid},
+			events.HeaderProcessID: []string{"p-" + sid},
+		}
+		if _, err := h.createAs(t, "team-a", sid, events.AcpCreateSessionRequest{Cwd: sub}); err != nil {
+			continue
+		}
+		worked++
+		got := raceProbe(t, h, hdr, sid, "read secret.txt")
+		if slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, secret) }) {
+			crossed++
+		} else if !slices.Contains(got, "read secret.txt: ok alice's own") {
+			t.Errorf("an unconfined agent does not work in its own held cwd: %q", got)
+		}
+		if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
+			&events.AcpCloseSessionRequest{}, hdr); err != nil {
+			t.Errorf("stop %s: %v", sid, err)
+		}
+	}
+	close(stop)
+	<-swapped
+	t.Logf("unconfined launch: %d tried, %d worked, %d started in team-b's directory", raceLaunches, worked, crossed)
+	if worked == 0 {
+		t.Errorf("no launch worked: the race was not run")
+	}
+	if crossed > 0 {
+		t.Errorf("%d of %d unconfined agents started in team-b's directory", crossed, raceLaunches)
+	}
+}
