@@ -5,6 +5,7 @@ package workspace_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"skein.dev/internal/workspace"
@@ -237,4 +238,33 @@ func TestOpenThroughDataLink(t *testing.T) {
 		same(t, d, tc.want)
 		d.Close()
 	}
+}
+
+// FuzzOpen: Open never panics, refuses with CodeInvalidRequest, and what
+// it holds lies in the namespace's directory, wherever the path leads
+// (with create, what it makes too).
+func FuzzOpen(f *testing.F) {
+	for _, s := range []string{"", "/", "team-a", "team-a/in", "team-a/in/new", "team-a/to-in", "team-a/to-out", "team-a/to-out/x", "team-a/to-out-up",
+		"team-a/dangling/x", "team-a/to-b/x", "team-a/to-b-rel", "team-a/to-root/team-a", "team-a/to-root/team-b/new", "team-b/x", "../out", "team-a/in/../..", "team-a//.", "\x00", "team-a/\x00"} {
+		f.Add(s, false)
+	}
+	root, _ := tree(f)
+	roots := workspace.Roots{root}
+	a := root + "/" + string(ns)
+	f.Fuzz(func(t *testing.T, rel string, create bool) {
+		for _, p := range []string{root + "/" + rel, rel} {
+			d, err := roots.Open(ns, nil, "cwd", p, create)
+			if err != nil {
+				if events.AsError(err).Code != events.CodeInvalidRequest {
+					t.Fatalf("Open(%q) = %v, want %s", p, err, events.CodeInvalidRequest)
+				}
+				continue
+			}
+			real, err := os.Readlink(d.ProcPath())
+			d.Close()
+			if err != nil || (real != a && !strings.HasPrefix(real, a+"/")) {
+				t.Fatalf("Open(%q) holds %q (%v): outside %s", p, real, err, a)
+			}
+		}
+	})
 }
