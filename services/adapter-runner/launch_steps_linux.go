@@ -19,6 +19,10 @@ func enterCgroups(sandboxPolicy) error { return nil }
 // needs them, the adapter must not inherit them.
 func enterWorkdir(p sandboxPolicy) error {
 	for _, fd := range p.Workdirs {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return fmt.Errorf("working directory descriptor %d is not a directory the runner held (%v)", fd, err)
+		}
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
 			return fmt.Errorf("working directory descriptor %d: %w", fd, err)
 		}

@@ -173,7 +173,7 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 	}()
 	cmd.Dir = spec.held[0].ProcPath()
 	if policy.launched(cmd) {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, workdirFiles(spec.held)...)
+		cmd.ExtraFiles = append(workdirFiles(spec.held), cmd.ExtraFiles...)
 	}
 	cmd.Env = adapterEnv(home, tmp, agent.Env, spec.env)
 	// Its own process group, so that stopping it also stops what it

@@ -8,7 +8,9 @@ import (
 )
 
 // The launcher inherits the session's held working directories as
-// descriptors 3, 4, …: exec.Cmd.ExtraFiles, the first the cwd.
+// descriptors 3, 4, …: the first of exec.Cmd.ExtraFiles, the cwd first.
+// Whatever else the launcher inherits comes after them, numbered from
+// 3 + len(policy.Workdirs).
 const firstWorkdirFD = 3
 
 // workdirFDs are the descriptor numbers of n held directories in the
