@@ -322,3 +322,30 @@ func TestSecurityRaceSwappedCwdUnconfined(t *testing.T) {
 		t.Errorf("%d of %d unconfined agents started in team-b's directory", crossed, raceLaunches)
 	}
 }
+
+// The launcher closes the working directories it inherited before it
+// execs the adapter: an agent holding a descriptor of its cwd or of an
+// additional directory would keep it past any later change of them, and
+// hand it to whatever it spawns.
+func TestSecurityAgentInheritsNoHeldDirectory(t *testing.T) {
+	requireLandlock(t, 1)
+	h := startWith(t, adapterrunner.Config{Sandbox: adapterrunner.SandboxRequire})
+	ws := filepath.Join(h.dataDir, "workspaces")
+	extra := filepath.Join(ws, "default", "shared")
+	mkdirs(t, extra)
+	resp, err := h.createWith(t, "holds", events.AcpCreateSessionRequest{AdditionalDirectories: []string{extra}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fdDir := "/proc/" + strconv.Itoa(int(*resp.Pid)) + "/fd"
+	entries, err := os.ReadDir(fdDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		target, err := os.Readlink(filepath.Join(fdDir, e.Name()))
+		if err == nil && strings.HasPrefix(target, ws) {
+			t.Errorf("the adapter holds descriptor %s of %s", e.Name(), target)
+		}
+	}
+}
