@@ -17,7 +17,6 @@ import (
 
 	"github.com/nats-io/nuid"
 
-	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
 )
 
@@ -82,9 +81,8 @@ func newFileStore(cfg Config) *fileStore {
 // transfer is one upload in progress. mu orders its writes and its
 // commit; offset is how many bytes it has.
 type transfer struct {
-	key   string // the session's events.SessionKey
-	cwd   string // /proc/self/fd/N of dir, valid while dir is held
-	dir   *workspace.Dir
+	key   string   // the session's events.SessionKey
+	root  *os.Root // the working directory its begin held, until it ends
 	token string
 	name  string
 	size  int64
@@ -120,28 +118,27 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 	}
 	// The working directory, resolved once beneath the namespace's own
 	// and held (workspace.Roots.Open): a list, a read and an upload's
-	// begin work in it by resolved, /proc/self/fd/N of the held
-	// descriptor, which reaches exactly it while held, never what the
+	// begin work in an os.Root of the held directory, never in what the
 	// cwd's name leads to by then. An upload may come before the
 	// session's first adapter made the directory: it is made then, as
-	// confine makes it. The transfer keeps the directory its begin held,
-	// so an upload's later requests need none.
-	var held *workspace.Dir
-	defer func() {
-		if held != nil {
-			_ = held.Close()
-		}
-	}()
-	open := func(create bool) (resolved string, err error) {
-		if held, err = r.cfg.WorkspaceRoots.Open(ns, r.cfg.WorkspaceGrants, "cwd", cwd, create); err != nil {
+	// confine makes it. The transfer keeps the root its begin opened, so
+	// an upload's later requests need none.
+	open := func(create bool) (*os.Root, error) {
+		held, err := r.cfg.WorkspaceRoots.Open(ns, r.cfg.WorkspaceGrants, "cwd", cwd, create)
+		if err != nil {
 			if _, cerr := r.cfg.WorkspaceRoots.Check(ns, r.cfg.WorkspaceGrants, "cwd", cwd); cerr == nil && !create {
 				// Confined by name, not there to open (yet, or
 				// at this instant): as a missing directory.
-				return "", fsError("open the working directory", ".", fs.ErrNotExist)
+				return nil, fsError("open the working directory", ".", fs.ErrNotExist)
 			}
-			return "", err
+			return nil, err
 		}
-		return held.ProcPath(), nil
+		defer held.Close()
+		root, err := held.Root()
+		if err != nil {
+			return nil, fsError("open the working directory", ".", err)
+		}
+		return root, nil
 	}
 	key := events.SessionKey(ns, sid)
 	switch {
@@ -152,12 +149,11 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 		if req.Begin.Size > r.files.maxBytes { // before anything is made
 			return nil, events.Errorf(events.CodePayloadTooLarge, "a file may be at most %d bytes, not %d", r.files.maxBytes, req.Begin.Size)
 		}
-		if _, err := open(true); err != nil {
+		root, err := open(true)
+		if err != nil {
 			return nil, err
 		}
-		dir := held
-		held = nil
-		return r.files.begin(key, dir, req.Begin, events.TransferID(r.ID(), ""), events.FileChunkSize(r.nc.MaxPayload()))
+		return r.files.begin(key, root, req.Begin, events.TransferID(r.ID(), ""), events.FileChunkSize(r.nc.MaxPayload()))
 	case req.Write != nil:
 		if _, err := req.Write.Validate(); err != nil {
 			return nil, err
@@ -177,20 +173,22 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 		if _, err := req.List.Validate(); err != nil {
 			return nil, err
 		}
-		resolved, err := open(false)
+		root, err := open(false)
 		if err != nil {
 			return nil, err
 		}
-		return listFiles(resolved, req.List.Path)
+		defer root.Close()
+		return listFiles(root, req.List.Path)
 	case req.Read != nil:
 		if _, err := req.Read.Validate(); err != nil {
 			return nil, err
 		}
-		resolved, err := open(false)
+		root, err := open(false)
 		if err != nil {
 			return nil, err
 		}
-		return readFile(resolved, req.Read, events.FileChunkSize(r.nc.MaxPayload()))
+		defer root.Close()
+		return readFile(root, req.Read, events.FileChunkSize(r.nc.MaxPayload()))
 	}
 	return nil, events.Errorf(events.CodeInvalidRequest, "file request names no operation")
 }
@@ -198,12 +196,12 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 // begin starts an upload: its temporary file is created empty, and the
 // transfer expires after the store's TTL without a write. prefix is the
 // transfer ID without its token (the runner's ID and "~").
-func (s *fileStore) begin(key string, dir *workspace.Dir, req *events.FileBeginRequest, prefix string, chunk int64) (*events.FileTransferResponse, error) {
+func (s *fileStore) begin(key string, root *os.Root, req *events.FileBeginRequest, prefix string, chunk int64) (*events.FileTransferResponse, error) {
 	if req.Size > s.maxBytes {
-		_ = dir.Close()
+		_ = root.Close()
 		return nil, events.Errorf(events.CodePayloadTooLarge, "a file may be at most %d bytes, not %d", s.maxBytes, req.Size)
 	}
-	t := &transfer{key: key, cwd: dir.ProcPath(), dir: dir, token: nuid.Next(), name: req.Name, size: req.Size}
+	t := &transfer{key: key, root: root, token: nuid.Next(), name: req.Name, size: req.Size}
 	s.mu.Lock()
 	n := 0
 	for _, o := range s.transfers {
@@ -213,7 +211,7 @@ func (s *fileStore) begin(key string, dir *workspace.Dir, req *events.FileBeginR
 	}
 	if n >= maxTransfersSession || len(s.transfers) >= maxTransfersRunner {
 		s.mu.Unlock()
-		_ = dir.Close()
+		_ = root.Close()
 		return nil, events.Errorf(events.CodeRateLimited, "too many uploads in progress (at most %d per session, %d per runner)", maxTransfersSession, maxTransfersRunner)
 	}
 	s.transfers[t.token] = t
@@ -221,7 +219,7 @@ func (s *fileStore) begin(key string, dir *workspace.Dir, req *events.FileBeginR
 
 	if err := s.create(t); err != nil {
 		s.drop(t)
-		_ = dir.Close()
+		_ = root.Close()
 		return nil, err
 	}
 	t.mu.Lock()
@@ -236,11 +234,7 @@ func (s *fileStore) begin(key string, dir *workspace.Dir, req *events.FileBeginR
 // directory left there past their TTL (a runner that stopped before their
 // expiry).
 func (s *fileStore) create(t *transfer) error {
-	root, err := os.OpenRoot(t.cwd)
-	if err != nil {
-		return fsError("open the working directory", ".", err)
-	}
-	defer root.Close()
+	root := t.root
 	if err := noSymlinks(root, attachmentIncomingAt, true); err != nil {
 		return err
 	}
@@ -330,12 +324,7 @@ func (s *fileStore) write(key string, req *events.FileWriteRequest, chunk int64)
 }
 
 func (t *transfer) writeAt(data []byte, off int64) error {
-	root, err := os.OpenRoot(t.cwd)
-	if err != nil {
-		return fsError("open the working directory", ".", err)
-	}
-	defer root.Close()
-	f, err := root.OpenFile(t.tmp(), os.O_WRONLY, 0)
+	f, err := t.root.OpenFile(t.tmp(), os.O_WRONLY, 0)
 	if err != nil {
 		return fsError("write", t.tmp(), err)
 	}
@@ -365,11 +354,7 @@ func (s *fileStore) commit(key string, req *events.FileCommitRequest) (*events.F
 	if t.offset != t.size {
 		return nil, events.Errorf(events.CodeInvalidRequest, "upload %s has %d of its %d bytes", req.TransferID, t.offset, t.size)
 	}
-	root, err := os.OpenRoot(t.cwd)
-	if err != nil {
-		return nil, fsError("open the working directory", ".", err)
-	}
-	defer root.Close()
+	root := t.root
 	if err := noSymlinks(root, attachmentIncomingAt, false); err != nil {
 		return nil, err
 	}
@@ -383,8 +368,8 @@ func (s *fileStore) commit(key string, req *events.FileCommitRequest) (*events.F
 		if err != nil {
 			return nil, fsError("commit", target, err)
 		}
-		s.endLocked(t) // removes the temporary name; the file stays under target
-		info, err := root.Lstat(target)
+		info, err := root.Lstat(target) // before endLocked closes root
+		s.endLocked(t)                  // removes the temporary name; the file stays under target
 		if err != nil {
 			return nil, fsError("commit", target, err)
 		}
@@ -457,11 +442,8 @@ func (s *fileStore) endLocked(t *transfer) {
 		t.timer.Stop()
 	}
 	s.drop(t)
-	if root, err := os.OpenRoot(t.cwd); err == nil {
-		_ = root.Remove(t.tmp())
-		root.Close()
-	}
-	_ = t.dir.Close()
+	_ = t.root.Remove(t.tmp())
+	_ = t.root.Close()
 }
 
 func (s *fileStore) drop(t *transfer) {
@@ -479,18 +461,13 @@ func (s *fileStore) inProgress() int {
 	return len(s.transfers)
 }
 
-// listFiles lists directory p of the working directory cwd, sorted by
+// listFiles lists directory p of the working directory root, sorted by
 // name: symbolic links and the uploads in progress left out.
-func listFiles(cwd, p string) (*events.FileListResponse, error) {
+func listFiles(root *os.Root, p string) (*events.FileListResponse, error) {
 	p, err := events.CleanFilePath(p)
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot(cwd)
-	if err != nil {
-		return nil, fsError("open the working directory", ".", err)
-	}
-	defer root.Close()
 	if err := reachable(root, p); err != nil {
 		return nil, err
 	}
@@ -531,16 +508,11 @@ func listFiles(cwd, p string) (*events.FileListResponse, error) {
 }
 
 // readFile reads up to one chunk of the regular file req.Path.
-func readFile(cwd string, req *events.FileReadRequest, chunk int64) (*events.FileReadResponse, error) {
+func readFile(root *os.Root, req *events.FileReadRequest, chunk int64) (*events.FileReadResponse, error) {
 	p, err := events.CleanFilePath(req.Path)
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot(cwd)
-	if err != nil {
-		return nil, fsError("open the working directory", ".", err)
-	}
-	defer root.Close()
 	f, info, err := openRegular(root, p)
 	if err != nil {
 		return nil, err

@@ -113,7 +113,7 @@ type process struct {
 	// cwd is the working directory's path, as the ACP session names it;
 	// workdir the directory, held for the process's life: what the
 	// runner reads there for it (a prompt's attachments) it reads
-	// through this, not by cwd (inWorkdir). nil once let go.
+	// through this, not by cwd (workdirRoot). nil once let go.
 	cwd       string
 	workdir   *workspace.Dir
 	workdirMu sync.RWMutex
@@ -376,17 +376,19 @@ func (p *process) wait() {
 	close(p.exited)
 }
 
-// inWorkdir runs f with the name that reaches the held working directory
-// (workspace.Dir.ProcPath), valid while f runs; "" once the process has
-// let it go, which opens nothing.
-func (p *process) inWorkdir(f func(held string)) {
+// workdirRoot opens an os.Root of the held working directory, to be
+// closed by the caller; nil once the process has let the directory go.
+func (p *process) workdirRoot() *os.Root {
 	p.workdirMu.RLock()
 	defer p.workdirMu.RUnlock()
-	held := ""
-	if p.workdir != nil {
-		held = p.workdir.ProcPath()
+	if p.workdir == nil {
+		return nil
 	}
-	f(held)
+	root, err := p.workdir.Root()
+	if err != nil {
+		return nil
+	}
+	return root
 }
 
 // exitCodeAttr is the exit code for a log line: the number, or "none"

@@ -431,8 +431,11 @@ func (r *Runner) handlePrompt(ctx context.Context, _ events.Namespace, data []by
 	if prompt.TurnID == "" {
 		return nil, events.Errorf(events.CodeInvalidRequest, "prompt without a turn ID")
 	}
-	var content events.JSON
-	p.inWorkdir(func(held string) { content = r.files.rewritePrompt(p.cwd, held, p.embedContext, prompt.Prompt) })
+	root := p.workdirRoot()
+	content := r.files.rewritePrompt(p.cwd, root, p.embedContext, prompt.Prompt)
+	if root != nil {
+		_ = root.Close()
+	}
 	if err := p.prompt(prompt.TurnID, content); err != nil {
 		return nil, err
 	}
