@@ -18,7 +18,7 @@ import (
 // project): at open, by the session service, and at launch, by the
 // runner; /v1/directories lists through it. The same link into another
 // namespace's directory is refused.
-func TestDevCwdThroughTheDataLink(t *testing.T) {
+func TestSecurityDevCwdThroughTheDataLink(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs skein dev; skipped in -short")
 	}
