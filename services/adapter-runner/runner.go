@@ -350,6 +350,7 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 	if err := r.confine(ns, sid, agent, &spec); err != nil {
 		return nil, err
 	}
+	defer spec.closeHeld() // the adapter holds its own, once started
 	key := events.SessionKey(ns, sid)
 	r.mu.Lock()
 	old := r.procs[key]
@@ -433,7 +434,11 @@ func (r *Runner) handlePrompt(ctx context.Context, _ events.Namespace, data []by
 	if prompt.TurnID == "" {
 		return nil, events.Errorf(events.CodeInvalidRequest, "prompt without a turn ID")
 	}
-	content := r.files.rewritePrompt(p.cmd.Dir, p.embedContext, prompt.Prompt)
+	root := p.workdirRoot()
+	content := r.files.rewritePrompt(p.cwd, root, p.embedContext, prompt.Prompt)
+	if root != nil {
+		_ = root.Close()
+	}
 	if err := p.prompt(prompt.TurnID, content); err != nil {
 		return nil, err
 	}
