@@ -274,6 +274,12 @@ const (
 	RunnerSetConfig RunnerOp = "set_config"
 	// RunnerStop stops the adapter: AcpCloseSessionRequest → RunnerAck.
 	RunnerStop RunnerOp = "stop"
+	// RunnerDelete tells a runner that the session was deleted:
+	// AcpDeleteSessionRequest → RunnerAck once its uploads in progress
+	// are ended and their partial files removed. The session service
+	// sends it to every runner alive, whether or not one hosts the
+	// session's adapter (an upload outlives its adapter).
+	RunnerDelete RunnerOp = "delete"
 	// RunnerInput answers an input request seen on ACP_IO
 	// (AdapterInputRequest): RunnerInputAnswer → RunnerAck once written.
 	RunnerInput RunnerOp = "input"

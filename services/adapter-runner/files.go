@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -34,12 +35,29 @@ import (
 // .skein-attachments: a link never replaces an existing name (EEXIST), so
 // two commits of the same name land under two names and no file is ever
 // overwritten. The temporary file is then removed.
+//
+// The agent controls what lies in its directory, and a FIFO blocks
+// whoever opens it until its other end is opened. So every file opened
+// here (a listed directory, a read, an upload's temporary file, the file a
+// commit links) is opened O_NONBLOCK|O_NOFOLLOW through the os.Root, then
+// fstat'ed: anything but a regular file, or a directory where a directory
+// is meant, is refused at once, invalid_request, and never read or
+// written. os.Root passes both flags to openat (and adds O_NOFOLLOW to
+// every open itself), but resolves a symbolic link it meets in the last
+// element within the root on its own: what was opened is therefore
+// compared with the name's Lstat, which refuses a link (or a swap). The
+// ops run in slots bounded in number and time (fileops.go).
+//
+// Uploads in progress are bounded per session, per principal (the
+// request's Acp-Principal), per namespace and per runner, and a session's
+// deletion (events.RunnerDelete) ends its uploads and removes their
+// partial files; an unload does not (an upload may outlive an adapter).
 
 // Defaults of the runner's attachment settings (Config.Files*).
 const (
 	defaultTransferTTL   = time.Hour
 	maxTransfersSession  = 8   // uploads in progress per session
-	maxTransfersRunner   = 256 // uploads in progress on the runner
+	maxTransfersRunner   = 256 // uploads in progress on the runner (per principal and namespace: Config.Uploads*)
 	maxNameVariants      = 100 // numbered names tried before a random one
 	maxRandomNames       = 10  // random names tried then
 	maxListScan          = 10 * events.MaxListEntries
@@ -49,22 +67,46 @@ const (
 	attachmentIncomingAt = events.AttachmentDir + "/" + events.AttachmentIncoming
 )
 
+// openFlags are added to the flags of every open of a file in a
+// workspace: no open blocks (a FIFO, a device), none follows a link
+// itself, none leaks into an adapter.
+const openFlags = syscall.O_NONBLOCK | syscall.O_NOFOLLOW | syscall.O_CLOEXEC
+
+// Defaults of Config.UploadsPerPrincipal and Config.UploadsPerNamespace:
+// a quarter and a half of the runner's uploads in progress.
+const (
+	DefaultUploadsPerPrincipal = maxTransfersRunner / 4
+	DefaultUploadsPerNamespace = maxTransfersRunner / 2
+)
+
 // fileStore holds the uploads in progress.
 type fileStore struct {
-	maxBytes int64
-	ttl      time.Duration
-	embedMax int64
+	maxBytes     int64
+	ttl          time.Duration
+	embedMax     int64
+	perPrincipal int
+	perNamespace int
+	ops          *fileOps
 
 	mu        sync.Mutex
 	transfers map[string]*transfer // by token
 }
 
-func newFileStore(cfg Config) *fileStore {
+func newFileStore(cfg Config, ops *fileOps) *fileStore {
 	s := &fileStore{
-		maxBytes:  cfg.FileMaxBytes,
-		ttl:       cfg.FileTransferTTL,
-		embedMax:  cfg.FileEmbedMaxBytes,
-		transfers: map[string]*transfer{},
+		maxBytes:     cfg.FileMaxBytes,
+		ttl:          cfg.FileTransferTTL,
+		embedMax:     cfg.FileEmbedMaxBytes,
+		perPrincipal: cfg.UploadsPerPrincipal,
+		perNamespace: cfg.UploadsPerNamespace,
+		ops:          ops,
+		transfers:    map[string]*transfer{},
+	}
+	if s.perPrincipal <= 0 {
+		s.perPrincipal = DefaultUploadsPerPrincipal
+	}
+	if s.perNamespace <= 0 {
+		s.perNamespace = DefaultUploadsPerNamespace
 	}
 	if s.maxBytes <= 0 {
 		s.maxBytes = events.DefaultMaxFileBytes
@@ -81,11 +123,13 @@ func newFileStore(cfg Config) *fileStore {
 // transfer is one upload in progress. mu orders its writes and its
 // commit; offset is how many bytes it has.
 type transfer struct {
-	key   string // the session's events.SessionKey
-	cwd   string // resolved
-	token string
-	name  string
-	size  int64
+	key       string // the session's events.SessionKey
+	ns        events.Namespace
+	principal string // who began it ("": none named)
+	cwd       string // resolved
+	token     string
+	name      string
+	size      int64
 
 	mu      sync.Mutex
 	offset  int64
@@ -121,6 +165,16 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 		return nil, err
 	}
 	key := events.SessionKey(ns, sid)
+	return runFileOp(ctx, r.files.ops, key, func() (events.Variant, error) {
+		return r.fileOp(ctx, ns, sid, cwd, resolved, req)
+	})
+}
+
+// fileOp runs the one op req names, in its slot (runFileOp), on the
+// session's resolved working directory.
+func (r *Runner) fileOp(ctx context.Context, ns events.Namespace, sid events.SessionID, cwd, resolved string, req *events.RunnerFileRequest) (events.Variant, error) {
+	key := events.SessionKey(ns, sid)
+	var err error
 	switch {
 	case req.Begin != nil:
 		if _, err := req.Begin.Validate(); err != nil {
@@ -139,7 +193,8 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 		if resolved, err = r.cfg.WorkspaceRoots.Check(ns, r.cfg.WorkspaceGrants, "cwd", cwd); err != nil {
 			return nil, err
 		}
-		return r.files.begin(key, resolved, req.Begin, events.TransferID(r.ID(), ""), events.FileChunkSize(r.nc.MaxPayload()))
+		by := uploader{key: key, ns: ns, principal: events.RequestHeaders(ctx).Get(events.HeaderPrincipal)}
+		return r.files.begin(by, resolved, req.Begin, events.TransferID(r.ID(), ""), events.FileChunkSize(r.nc.MaxPayload()))
 	case req.Write != nil:
 		if _, err := req.Write.Validate(); err != nil {
 			return nil, err
@@ -159,34 +214,36 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 		if _, err := req.List.Validate(); err != nil {
 			return nil, err
 		}
-		return listFiles(resolved, req.List.Path)
+		return r.files.listFiles(resolved, req.List.Path)
 	case req.Read != nil:
 		if _, err := req.Read.Validate(); err != nil {
 			return nil, err
 		}
-		return readFile(resolved, req.Read, events.FileChunkSize(r.nc.MaxPayload()))
+		return r.files.readFile(resolved, req.Read, events.FileChunkSize(r.nc.MaxPayload()))
 	}
 	return nil, events.Errorf(events.CodeInvalidRequest, "file request names no operation")
+}
+
+// uploader is who begins an upload: the session (its
+// events.SessionKey), its namespace, and the principal the request names.
+type uploader struct {
+	key       string
+	ns        events.Namespace
+	principal string
 }
 
 // begin starts an upload: its temporary file is created empty, and the
 // transfer expires after the store's TTL without a write. prefix is the
 // transfer ID without its token (the runner's ID and "~").
-func (s *fileStore) begin(key, cwd string, req *events.FileBeginRequest, prefix string, chunk int64) (*events.FileTransferResponse, error) {
+func (s *fileStore) begin(by uploader, cwd string, req *events.FileBeginRequest, prefix string, chunk int64) (*events.FileTransferResponse, error) {
 	if req.Size > s.maxBytes {
 		return nil, events.Errorf(events.CodePayloadTooLarge, "a file may be at most %d bytes, not %d", s.maxBytes, req.Size)
 	}
-	t := &transfer{key: key, cwd: cwd, token: nuid.Next(), name: req.Name, size: req.Size}
+	t := &transfer{key: by.key, ns: by.ns, principal: by.principal, cwd: cwd, token: nuid.Next(), name: req.Name, size: req.Size}
 	s.mu.Lock()
-	n := 0
-	for _, o := range s.transfers {
-		if o.key == key {
-			n++
-		}
-	}
-	if n >= maxTransfersSession || len(s.transfers) >= maxTransfersRunner {
+	if err := s.slotLocked(by); err != nil {
 		s.mu.Unlock()
-		return nil, events.Errorf(events.CodeRateLimited, "too many uploads in progress (at most %d per session, %d per runner)", maxTransfersSession, maxTransfersRunner)
+		return nil, err
 	}
 	s.transfers[t.token] = t
 	s.mu.Unlock()
@@ -200,6 +257,40 @@ func (s *fileStore) begin(key, cwd string, req *events.FileBeginRequest, prefix 
 	t.timer = time.AfterFunc(s.ttl, func() { s.expire(t) })
 	t.mu.Unlock()
 	return &events.FileTransferResponse{TransferID: prefix + t.token, ChunkSize: chunk, MaxBytes: s.maxBytes}, nil
+}
+
+// slotLocked refuses an upload that by may not begin now (s.mu held):
+// its session, its principal, its namespace or the runner holds as many
+// uploads in progress as it may. A request that names no principal
+// (authentication off) is bounded by the others only.
+func (s *fileStore) slotLocked(by uploader) error {
+	var session, principal, namespace int
+	for _, o := range s.transfers {
+		if o.key == by.key {
+			session++
+		}
+		if by.principal != "" && o.principal == by.principal {
+			principal++
+		}
+		if o.ns == by.ns {
+			namespace++
+		}
+	}
+	refuse := func(cause, who string, n int, flag string) error {
+		s.ops.refused(cause)
+		return events.Errorf(events.CodeRateLimited, "too many uploads in progress: %s holds %d, the most it may%s; commit or cancel one, or wait for the abandoned ones to expire", who, n, flag)
+	}
+	switch {
+	case session >= maxTransfersSession:
+		return refuse(refusedUploadsSession, "the session", maxTransfersSession, "")
+	case by.principal != "" && principal >= s.perPrincipal:
+		return refuse(refusedUploadsPrincipal, "principal "+strconv.Quote(by.principal), s.perPrincipal, " (adapter-runner.uploads-per-principal)")
+	case namespace >= s.perNamespace:
+		return refuse(refusedUploadsNamespace, "namespace "+string(by.ns), s.perNamespace, " (adapter-runner.uploads-per-namespace)")
+	case len(s.transfers) >= maxTransfersRunner:
+		return refuse(refusedUploadsRunner, "the runner", maxTransfersRunner, "")
+	}
+	return nil
 }
 
 // create makes .skein-attachments/.incoming and the transfer's empty
@@ -221,7 +312,7 @@ func (s *fileStore) create(t *transfer) error {
 	if err := noSymlinks(root, attachmentIncomingAt, false); err != nil {
 		return err
 	}
-	f, err := root.OpenFile(t.tmp(), os.O_CREATE|os.O_EXCL|os.O_WRONLY, attachmentFilePerm)
+	f, err := root.OpenFile(t.tmp(), os.O_CREATE|os.O_EXCL|os.O_WRONLY|openFlags, attachmentFilePerm)
 	if err != nil {
 		return fsError("create", t.tmp(), err)
 	}
@@ -236,7 +327,7 @@ func (s *fileStore) create(t *transfer) error {
 // that no transfer of this runner holds and that were not written for
 // longer than the TTL.
 func (s *fileStore) sweepStale(root *os.Root) {
-	d, err := root.Open(attachmentIncomingAt)
+	d, _, err := s.open(root, attachmentIncomingAt, os.O_RDONLY, true, "list")
 	if err != nil {
 		return
 	}
@@ -288,7 +379,7 @@ func (s *fileStore) write(key string, req *events.FileWriteRequest, chunk int64)
 	case t.offset+n > t.size:
 		return nil, events.Errorf(events.CodePayloadTooLarge, "a chunk of %d bytes at offset %d passes the declared size %d", n, req.Offset, t.size)
 	}
-	if err := t.writeAt(req.Data, req.Offset); err != nil {
+	if err := s.writeAt(t, req.Data, req.Offset); err != nil {
 		// What is on disk no longer matches the offset: the transfer
 		// cannot go on, and its file goes.
 		s.endLocked(t)
@@ -300,15 +391,17 @@ func (s *fileStore) write(key string, req *events.FileWriteRequest, chunk int64)
 	return &events.FileWriteResponse{Offset: t.offset}, nil
 }
 
-func (t *transfer) writeAt(data []byte, off int64) error {
+// writeAt writes data at off of t's temporary file, which must be the
+// regular file it was (the agent may have put a FIFO in its place).
+func (s *fileStore) writeAt(t *transfer, data []byte, off int64) error {
 	root, err := os.OpenRoot(t.cwd)
 	if err != nil {
 		return fsError("open the working directory", ".", err)
 	}
 	defer root.Close()
-	f, err := root.OpenFile(t.tmp(), os.O_WRONLY, 0)
+	f, _, err := s.open(root, t.tmp(), os.O_WRONLY, false, "write")
 	if err != nil {
-		return fsError("write", t.tmp(), err)
+		return err
 	}
 	_, err = f.WriteAt(data, off)
 	if cerr := f.Close(); err == nil {
@@ -344,6 +437,14 @@ func (s *fileStore) commit(key string, req *events.FileCommitRequest) (*events.F
 	if err := noSymlinks(root, attachmentIncomingAt, false); err != nil {
 		return nil, err
 	}
+	// What is linked must be the regular file written: a FIFO or a
+	// device put in its place is refused, and so is a swap between this
+	// check and the link (the name linked is then removed again).
+	f, tmpInfo, err := s.open(root, t.tmp(), os.O_RDONLY, false, "commit")
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
 	for i := 1; i <= maxNameVariants+maxRandomNames; i++ {
 		name := nameVariant(t.name, i)
 		target := events.AttachmentDir + "/" + name
@@ -354,8 +455,12 @@ func (s *fileStore) commit(key string, req *events.FileCommitRequest) (*events.F
 		if err != nil {
 			return nil, fsError("commit", target, err)
 		}
-		s.endLocked(t) // removes the temporary name; the file stays under target
 		info, err := root.Lstat(target)
+		if err == nil && !os.SameFile(info, tmpInfo) {
+			_ = root.Remove(target)
+			err = events.Errorf(events.CodeInvalidRequest, "upload %s changed while it was committed", req.TransferID)
+		}
+		s.endLocked(t) // removes the temporary name; the file stays under target
 		if err != nil {
 			return nil, fsError("commit", target, err)
 		}
@@ -442,6 +547,26 @@ func (s *fileStore) drop(t *transfer) {
 	s.mu.Unlock()
 }
 
+// forget ends every upload of the session key names, as a cancel does:
+// their slots are free and their temporary files removed. It returns how
+// many there were.
+func (s *fileStore) forget(key string) int {
+	s.mu.Lock()
+	var ts []*transfer
+	for _, t := range s.transfers {
+		if t.key == key {
+			ts = append(ts, t)
+		}
+	}
+	s.mu.Unlock()
+	for _, t := range ts {
+		t.mu.Lock()
+		s.endLocked(t)
+		t.mu.Unlock()
+	}
+	return len(ts)
+}
+
 // inProgress returns how many uploads are in progress.
 func (s *fileStore) inProgress() int {
 	s.mu.Lock()
@@ -451,7 +576,7 @@ func (s *fileStore) inProgress() int {
 
 // listFiles lists directory p of the working directory cwd, sorted by
 // name: symbolic links and the uploads in progress left out.
-func listFiles(cwd, p string) (*events.FileListResponse, error) {
+func (s *fileStore) listFiles(cwd, p string) (*events.FileListResponse, error) {
 	p, err := events.CleanFilePath(p)
 	if err != nil {
 		return nil, err
@@ -464,16 +589,11 @@ func listFiles(cwd, p string) (*events.FileListResponse, error) {
 	if err := reachable(root, p); err != nil {
 		return nil, err
 	}
-	d, err := root.Open(p)
+	d, _, err := s.open(root, p, os.O_RDONLY, true, "list")
 	if err != nil {
-		return nil, fsError("list", p, err)
+		return nil, err
 	}
 	defer d.Close()
-	if st, err := d.Stat(); err != nil {
-		return nil, fsError("list", p, err)
-	} else if !st.IsDir() {
-		return nil, events.Errorf(events.CodeInvalidRequest, "%q is not a directory", p)
-	}
 	entries, err := d.ReadDir(maxListScan)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fsError("list", p, err)
@@ -501,7 +621,7 @@ func listFiles(cwd, p string) (*events.FileListResponse, error) {
 }
 
 // readFile reads up to one chunk of the regular file req.Path.
-func readFile(cwd string, req *events.FileReadRequest, chunk int64) (*events.FileReadResponse, error) {
+func (s *fileStore) readFile(cwd string, req *events.FileReadRequest, chunk int64) (*events.FileReadResponse, error) {
 	p, err := events.CleanFilePath(req.Path)
 	if err != nil {
 		return nil, err
@@ -511,7 +631,7 @@ func readFile(cwd string, req *events.FileReadRequest, chunk int64) (*events.Fil
 		return nil, fsError("open the working directory", ".", err)
 	}
 	defer root.Close()
-	f, info, err := openRegular(root, p)
+	f, info, err := s.openRegular(root, p)
 	if err != nil {
 		return nil, err
 	}
@@ -535,31 +655,98 @@ func readFile(cwd string, req *events.FileReadRequest, chunk int64) (*events.Fil
 // openRegular opens the regular file p of root for reading, p reachable
 // (no symbolic link on the way, not an upload in progress), and returns
 // it with what it is.
-func openRegular(root *os.Root, p string) (*os.File, fs.FileInfo, error) {
+func (s *fileStore) openRegular(root *os.Root, p string) (*os.File, fs.FileInfo, error) {
 	if err := reachable(root, p); err != nil {
 		return nil, nil, err
 	}
-	f, err := root.Open(p)
+	return s.open(root, p, os.O_RDONLY, false, "read")
+}
+
+// open opens p of root with flag and openFlags, and returns it with what
+// it is: a directory when dir, else a regular file; anything else is
+// refused at once, before any read or write, and so is a name that is
+// (or became, after the open) a symbolic link. A regular file is handed
+// back blocking, as a read of one always is on Linux.
+func (s *fileStore) open(root *os.Root, p string, flag int, dir bool, what string) (*os.File, fs.FileInfo, error) {
+	// A name that is not what is meant is not even opened: opening a
+	// device calls its driver. (The fstat below catches a swap since.)
+	l, err := root.Lstat(p)
 	if err != nil {
-		return nil, nil, fsError("read", p, err)
+		return nil, nil, fsError(what, p, err)
+	}
+	if err := s.wantKind(p, l, dir); err != nil {
+		return nil, nil, err
+	}
+	if dir {
+		flag |= syscall.O_DIRECTORY
+	}
+	f, err := root.OpenFile(p, flag|openFlags, 0)
+	switch {
+	case dir && errors.Is(err, syscall.ENOTDIR):
+		// Made a file since the Lstat.
+		s.ops.refused(refusedNotRegular)
+		return nil, nil, events.Errorf(events.CodeInvalidRequest, "%q is not a directory", p)
+	case errors.Is(err, syscall.ENXIO):
+		// Made a FIFO without a reader (opened to write) or a device
+		// without its hardware since the Lstat.
+		s.ops.refused(refusedNotRegular)
+		return nil, nil, events.Errorf(events.CodeInvalidRequest, "%q is not a regular file", p)
+	case err != nil:
+		return nil, nil, fsError(what, p, err)
 	}
 	info, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, nil, fsError("read", p, err)
+		return nil, nil, fsError(what, p, err)
 	}
-	if !info.Mode().IsRegular() {
+	if err := s.wantKind(p, info, dir); err != nil {
 		f.Close()
-		return nil, nil, events.Errorf(events.CodeInvalidRequest, "%q is not a regular file", p)
+		return nil, nil, err
 	}
-	// The last element may have been swapped for a link to another file
-	// of the directory after reachable looked: what was opened must be
-	// what was checked.
+	// os.Root resolves a link in the last element within the root:
+	// what was opened must be what the name is.
 	if l, err := root.Lstat(p); err != nil || !os.SameFile(l, info) {
 		f.Close()
 		return nil, nil, events.Errorf(events.CodeInvalidRequest, "%q changed while it was opened", p)
 	}
+	if !dir {
+		if rc, err := f.SyscallConn(); err == nil {
+			_ = rc.Control(func(fd uintptr) { _ = syscall.SetNonblock(int(fd), false) })
+		}
+	}
 	return f, info, nil
+}
+
+// wantKind refuses info, the entry at p, unless it is a directory (dir)
+// or a regular file (!dir).
+func (s *fileStore) wantKind(p string, info fs.FileInfo, dir bool) error {
+	m := info.Mode()
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return events.Errorf(events.CodeInvalidRequest, "%q is a symbolic link, which file operations do not follow", p)
+	case dir && m.IsDir(), !dir && m.IsRegular():
+		return nil
+	case dir:
+		s.ops.refused(refusedNotRegular)
+		return events.Errorf(events.CodeInvalidRequest, "%q is not a directory", p)
+	}
+	s.ops.refused(refusedNotRegular)
+	return events.Errorf(events.CodeInvalidRequest, "%q is not a regular file but %s", p, kindOf(m))
+}
+
+// kindOf names what a file that is not a regular one is.
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a file that can be read"
 }
 
 // reachable refuses a path that the API does not show: one through a
@@ -635,4 +822,21 @@ func fsError(what, p string, err error) error {
 		return events.Errorf(events.CodeInvalidRequest, "%q lies outside the working directory", p)
 	}
 	return events.Errorf(events.CodeUnavailable, "%s %q failed", what, p)
+}
+
+// handleDelete serves RunnerDelete: the session the headers name was
+// deleted, and its uploads in progress end with it (forget). It answers
+// once their temporary files are gone, whether or not there were any.
+func (r *Runner) handleDelete(ctx context.Context, _ events.Namespace, data []byte) (events.Variant, error) {
+	ns, sid, err := sessionOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := events.Decode[events.AcpDeleteSessionRequest](data); err != nil {
+		return nil, err
+	}
+	if n := r.files.forget(events.SessionKey(ns, sid)); n > 0 {
+		r.lg.Info("a deleted session's uploads ended", events.LogKeySession, string(sid), "uploads", n)
+	}
+	return &events.RunnerAck{}, nil
 }
