@@ -37,6 +37,7 @@ func (sess *session) deleteLocked(ctx context.Context) error {
 	if r := sess.adapter; r != nil {
 		sess.stopAdapter(ctx, r)
 	}
+	sess.releaseUploads(ctx)
 	out, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionDeleted{Reason: events.DeleteRequested}})
 	if err != nil {
 		return err

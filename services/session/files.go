@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"slices"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 
@@ -91,6 +92,10 @@ func fileCall[T any, PT interface {
 		events.HeaderNamespace: []string{string(sess.ns)},
 		events.HeaderSessionID: []string{string(sess.sid)},
 	}
+	// The runner bounds the uploads in progress of each principal.
+	if p := events.RequestHeaders(ctx).Get(events.HeaderPrincipal); p != "" {
+		hdr.Set(events.HeaderPrincipal, p)
+	}
 	resp, err := events.Call[T, PT](cctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerFile), req, hdr)
 	if err != nil {
 		if cctx.Err() != nil && ctx.Err() == nil {
@@ -154,4 +159,30 @@ func (d *runnerDirectory) withAgent(ctx context.Context, agent string) (events.R
 		return id, nil
 	}
 	return "", events.Errorf(events.CodeAgentUnavailable, "no runner with agent %q is alive to serve the session's files", agent)
+}
+
+// releaseUploads tells every runner alive that the session is deleted
+// (events.RunnerDelete): each ends the uploads in progress it holds for
+// it and removes their partial files. An upload may be on any runner
+// (the one its begin reached), and outlives the session's adapter, so
+// all are asked, at once. Like stopping the adapter, it is cleanup: it
+// goes on, within CallTimeout, however ctx ends; a runner that does not
+// answer keeps them until they expire.
+func (sess *session) releaseUploads(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sess.svc.cfg.CallTimeout)
+	defer cancel()
+	hdr := nats.Header{
+		events.HeaderNamespace: []string{string(sess.ns)},
+		events.HeaderSessionID: []string{string(sess.sid)},
+	}
+	var wg sync.WaitGroup
+	for runner := range sess.svc.runners.aliveSet() {
+		wg.Go(func() {
+			_, err := events.Call[events.RunnerAck](ctx, sess.svc.nc, events.RunnerSubject(events.RunnerID(runner), events.RunnerDelete), &events.AcpDeleteSessionRequest{}, hdr)
+			if err != nil {
+				sess.lg.Warn("release a deleted session's uploads", events.LogKeyRunner, runner, events.LogKeyErr, err)
+			}
+		})
+	}
+	wg.Wait()
 }
