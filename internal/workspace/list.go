@@ -63,7 +63,9 @@ func (r Roots) List(ns events.Namespace, g Grants, path *string, limit int) (*ev
 	}
 	p = filepath.Clean(p)
 	notFolder := events.Errorf(events.CodeInvalidRequest, "path %q is not a folder of the workspace of namespace %s", trunc(p), trunc(string(ns)))
-	dir, err := os.Open(resolved)
+	// A FIFO or a device the agent put there is refused by the open
+	// itself, which never waits for it (openDirFlags).
+	dir, err := os.OpenFile(resolved, os.O_RDONLY|openDirFlags, 0)
 	if err != nil {
 		return nil, notFolder
 	}

@@ -186,9 +186,16 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 	}
 	// Listing folders is an op of the request API, for every namespace,
-	// answered by any one runner (directories.go).
+	// answered by any one runner (directories.go). It reads the
+	// workspace as a file op does, in the slots of its namespace (a key
+	// no session's events.SessionKey can be).
+	listDirectories := func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+		return runFileOp(ctx, r.files.ops, "directories/"+string(ns), func() (events.Variant, error) {
+			return r.handleListDirectories(ctx, ns, data)
+		})
+	}
 	if err := eps.Add(events.Endpoint{Name: string(events.OpListDirectories), Subject: events.APIWildcard(events.OpListDirectories),
-		Handler: r.handleListDirectories, Async: true}); err != nil {
+		Handler: listDirectories, Async: true}); err != nil {
 		stop()
 		return fmt.Errorf("runner endpoint %s: %w", events.OpListDirectories, err)
 	}

@@ -430,3 +430,45 @@ func TestSecurityFileOpsBounded(t *testing.T) {
 		t.Errorf("a file op once the file system answers: %v", err)
 	}
 }
+
+// A FIFO named as a folder to list (GET /v1/directories?path=…): refused
+// at once, again and again, and the runner holds what it held before.
+func TestSecurityDirectoriesFIFO(t *testing.T) {
+	h := start(t)
+	home := filepath.Join(h.dataDir, "workspaces", "default")
+	mkdirs(t, filepath.Join(home, "proj"))
+	trap := filepath.Join(home, "trap")
+	mkfifo(t, trap)
+	list := func(p string) error {
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		_, err := events.Call[events.ListDirectoriesResponse](ctx, h.nc, events.APISubject("default", events.OpListDirectories), &events.ListDirectoriesRequest{Path: &p}, nil)
+		return err
+	}
+	if err := list(filepath.Join(home, "proj")); err != nil {
+		t.Fatal(err)
+	}
+	fds, goroutines := openFDs(t), runtime.NumGoroutine()
+	var mu sync.Mutex
+	got := map[string]int{}
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			for range 20 {
+				code := "ok"
+				if err := list(trap); err != nil {
+					code = string(events.AsError(err).Code)
+				}
+				mu.Lock()
+				got[code]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("200 listings of a FIFO: %v", got)
+	if got[string(events.CodeInvalidRequest)]+got[string(events.CodeRateLimited)] != 200 || got[string(events.CodeInvalidRequest)] == 0 {
+		t.Errorf("200 listings of a FIFO answered %v, want each %s or %s", got, events.CodeInvalidRequest, events.CodeRateLimited)
+	}
+	settled(t, "the runner to hold what it held before the listings", fds, goroutines)
+}
