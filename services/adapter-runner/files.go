@@ -214,12 +214,22 @@ func (r *Runner) fileOp(ctx context.Context, ns events.Namespace, sid events.Ses
 		if _, err := req.List.Validate(); err != nil {
 			return nil, err
 		}
-		return r.files.listFiles(resolved, req.List.Path)
+		root, err := os.OpenRoot(resolved)
+		if err != nil {
+			return nil, fsError("open the working directory", ".", err)
+		}
+		defer root.Close()
+		return r.files.listFiles(root, req.List.Path)
 	case req.Read != nil:
 		if _, err := req.Read.Validate(); err != nil {
 			return nil, err
 		}
-		return r.files.readFile(resolved, req.Read, events.FileChunkSize(r.nc.MaxPayload()))
+		root, err := os.OpenRoot(resolved)
+		if err != nil {
+			return nil, fsError("open the working directory", ".", err)
+		}
+		defer root.Close()
+		return r.files.readFile(root, req.Read, events.FileChunkSize(r.nc.MaxPayload()))
 	}
 	return nil, events.Errorf(events.CodeInvalidRequest, "file request names no operation")
 }
@@ -574,18 +584,13 @@ func (s *fileStore) inProgress() int {
 	return len(s.transfers)
 }
 
-// listFiles lists directory p of the working directory cwd, sorted by
+// listFiles lists directory p of the working directory root, sorted by
 // name: symbolic links and the uploads in progress left out.
-func (s *fileStore) listFiles(cwd, p string) (*events.FileListResponse, error) {
+func (s *fileStore) listFiles(root *os.Root, p string) (*events.FileListResponse, error) {
 	p, err := events.CleanFilePath(p)
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot(cwd)
-	if err != nil {
-		return nil, fsError("open the working directory", ".", err)
-	}
-	defer root.Close()
 	if err := reachable(root, p); err != nil {
 		return nil, err
 	}
@@ -621,16 +626,11 @@ func (s *fileStore) listFiles(cwd, p string) (*events.FileListResponse, error) {
 }
 
 // readFile reads up to one chunk of the regular file req.Path.
-func (s *fileStore) readFile(cwd string, req *events.FileReadRequest, chunk int64) (*events.FileReadResponse, error) {
+func (s *fileStore) readFile(root *os.Root, req *events.FileReadRequest, chunk int64) (*events.FileReadResponse, error) {
 	p, err := events.CleanFilePath(req.Path)
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot(cwd)
-	if err != nil {
-		return nil, fsError("open the working directory", ".", err)
-	}
-	defer root.Close()
 	f, info, err := s.openRegular(root, p)
 	if err != nil {
 		return nil, err
