@@ -472,3 +472,59 @@ func TestSecurityDirectoriesFIFO(t *testing.T) {
 	}
 	settled(t, "the runner to hold what it held before the listings", fds, goroutines)
 }
+
+// The agent swaps an upload's partial file (it sees .incoming in its own
+// directory) for a FIFO: the next chunk is refused at once, not written
+// into the FIFO nor waited on, and so is the commit, which never links
+// the FIFO into .skein-attachments.
+func TestSecurityUploadPartSwappedForFIFO(t *testing.T) {
+	h := start(t)
+	begin := func() string {
+		b, err := fileCall[events.FileTransferResponse](t, h, "s1", &events.RunnerFileRequest{Begin: &events.FileBeginRequest{Name: "up.txt", Size: 4}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.TransferID
+	}
+	part := func(id string) string {
+		_, token, _ := strings.Cut(id, "~")
+		return filepath.Join(h.cwdOf("s1"), events.AttachmentDir, events.AttachmentIncoming, token+".part")
+	}
+	swap := func(id string) {
+		if err := os.Remove(part(id)); err != nil {
+			t.Fatal(err)
+		}
+		mkfifo(t, part(id))
+	}
+	call := func(req *events.RunnerFileRequest) error {
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		subject := events.RunnerSubject("r1", events.RunnerFile)
+		if req.Commit != nil {
+			_, err := events.Call[events.FileCommitResponse](ctx, h.nc, subject, req, header("s1", ""))
+			return err
+		}
+		_, err := events.Call[events.FileWriteResponse](ctx, h.nc, subject, req, header("s1", ""))
+		return err
+	}
+
+	written := begin()
+	swap(written)
+	wantCode(t, "a chunk into a FIFO", call(&events.RunnerFileRequest{Write: &events.FileWriteRequest{TransferID: written, Data: []byte("data")}}), events.CodeInvalidRequest, "not a regular file")
+
+	committed := begin()
+	if err := call(&events.RunnerFileRequest{Write: &events.FileWriteRequest{TransferID: committed, Data: []byte("data")}}); err != nil {
+		t.Fatal(err)
+	}
+	swap(committed)
+	wantCode(t, "the commit of a FIFO", call(&events.RunnerFileRequest{Commit: &events.FileCommitRequest{TransferID: committed}}), events.CodeInvalidRequest, "not a regular file")
+	entries, err := os.ReadDir(filepath.Join(h.cwdOf("s1"), events.AttachmentDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != events.AttachmentIncoming {
+			t.Errorf("%s holds %s (%v) after the refused commit", events.AttachmentDir, e.Name(), e.Type())
+		}
+	}
+}
