@@ -4,12 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 )
 
 // A process out of descriptors cannot accept a connection, open a file or
@@ -44,36 +40,6 @@ var goMaxThreads = sync.OnceValue(func() int {
 	debug.SetMaxThreads(n)
 	return n
 })
-
-// readProcLoad reads this process's load from /proc/self and getrlimit.
-// A figure it cannot read is 0 (a limit of 0: none known).
-func readProcLoad() procLoad {
-	var l procLoad
-	if entries, err := os.ReadDir("/proc/self/fd"); err == nil {
-		l.fds = len(entries)
-	}
-	var lim syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil && lim.Cur < math.MaxInt32 {
-		l.maxFDs = int(lim.Cur)
-	}
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for line := range strings.Lines(string(b)) {
-			if v, ok := strings.CutPrefix(line, "Threads:"); ok {
-				l.threads, _ = strconv.Atoi(strings.TrimSpace(v))
-			}
-		}
-	}
-	l.maxThreads = goMaxThreads()
-	// RLIMIT_NPROC counts the user's threads in every process: this one's
-	// alone reaching it is the least it means.
-	if syscall.Getrlimit(rlimitNPROC, &lim) == nil && lim.Cur < uint64(l.maxThreads) {
-		l.maxThreads = int(lim.Cur)
-	}
-	return l
-}
-
-// rlimitNPROC is RLIMIT_NPROC, which package syscall does not name.
-const rlimitNPROC = 6
 
 // near returns why l is at or past percent of a limit, and which limit,
 // or "" when it is not; percent 0 checks nothing.
