@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/lifecycle"
@@ -71,15 +70,13 @@ type fileOps struct {
 	hook atomic.Pointer[func()]
 }
 
-func newFileOps(cfg Config, group *lifecycle.Group, reg prometheus.Registerer) *fileOps {
+func newFileOps(cfg Config, group *lifecycle.Group, refusals *prometheus.CounterVec) *fileOps {
 	o := &fileOps{
 		perSession: cfg.FileOpsPerSession,
 		timeout:    cfg.FileOpTimeout,
 		group:      group,
 		busy:       map[string]int{},
-		refusals: promauto.With(reg).NewCounterVec(prometheus.CounterOpts{Name: "acp_runner_file_refusals_total",
-			Help: "File ops and uploads refused to protect the runner, by cause: not_regular (a FIFO, device or socket in a workspace), busy_session and busy_runner (file ops in flight at adapter-runner.file-ops-per-session or adapter-runner.file-ops), timeout (an op outlasted adapter-runner.file-op-timeout), uploads_session, uploads_principal, uploads_namespace and uploads_runner (uploads in progress at their bound)."},
-			[]string{"cause"}),
+		refusals:   refusals,
 	}
 	runner := cfg.FileOps
 	if runner <= 0 {
@@ -92,9 +89,6 @@ func newFileOps(cfg Config, group *lifecycle.Group, reg prometheus.Registerer) *
 		o.timeout = DefaultFileOpTimeout
 	}
 	o.slots = make(chan struct{}, runner)
-	for _, c := range refusalCauses {
-		o.refusals.WithLabelValues(c)
-	}
 	return o
 }
 

@@ -79,7 +79,7 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 		procs:          map[string]*process{},
 	}
 	// File ops run in slots whose goroutines Run waits for (fileops.go).
-	r.files = newFileStore(cfg, newFileOps(cfg, &r.watchers, reg))
+	r.files = newFileStore(cfg, newFileOps(cfg, &r.watchers, r.m.fileRefusals))
 	return r, nil
 }
 
