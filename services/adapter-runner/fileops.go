@@ -140,11 +140,13 @@ func runFileOp[T any](ctx context.Context, o *fileOps, key string, op func() (T,
 	}
 	done := make(chan result, 1) // the op never waits for its reader
 	started := o.group.Go(func() {
-		defer o.release(key)
 		if hook := o.hook.Load(); hook != nil {
 			(*hook)()
 		}
 		v, err := op()
+		// The slot is free before the answer goes: a client's next op,
+		// sent on this answer, finds it free.
+		o.release(key)
 		done <- result{v, err}
 	})
 	if !started {
