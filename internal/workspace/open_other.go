@@ -22,7 +22,7 @@ func (r Roots) Open(ns events.Namespace, g Grants, what, p string, create bool) 
 			return nil, events.Errorf(events.CodeInvalidRequest, "%s %q cannot be created", what, trunc(p))
 		}
 	}
-	f, err := os.Open(resolved)
+	f, err := os.OpenFile(resolved, os.O_RDONLY|openDirFlags, 0)
 	if err != nil {
 		return nil, events.Errorf(events.CodeInvalidRequest, "%s %q is not in the workspace of namespace %s", what, trunc(p), trunc(string(ns)))
 	}

@@ -278,9 +278,11 @@ const (
 	// (AdapterInputRequest): RunnerInputAnswer → RunnerAck once written.
 	RunnerInput RunnerOp = "input"
 	// RunnerRemove removes a deleted session's files from the runner,
-	// stopping its adapter there first if one is still hosted:
+	// stopping its adapter there first if one is still hosted, and ends
+	// its uploads in progress there, their partial files removed:
 	// RunnerRemoveRequest → RunnerAck once they are gone. Any runner
-	// answers, hosting the session or not.
+	// answers, hosting the session or not (an upload outlives its
+	// adapter, and lies on the runner its begin reached).
 	RunnerRemove RunnerOp = "remove"
 )
 

@@ -2,6 +2,7 @@ package adapterrunner
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -29,16 +30,50 @@ import (
 // still goes as a file:// link: the prompt was accepted already and must
 // be delivered once, unchanged in what it asks; the agent finds the file
 // gone, as it would any file the prompt names.
+//
+// The same holds for a name that is not a regular file: the agent may
+// have put a FIFO, a socket or a device there. It is never opened for
+// reading (files.go opens O_NONBLOCK and refuses it on its fstat); it goes
+// as a link without a size, and the agent meets what it made. Failing the
+// prompt instead would fail a turn the user asked for over a file the
+// agent controls, and a runner cannot fail a prompt without the session
+// calling its delivery uncertain.
+//
+// The reads run as one file op of the session (fileops.go): bounded in
+// number with the session's other file ops, and in time by
+// adapter-runner.file-op-timeout, past which every attachment of the
+// prompt goes as a link without a size. The prompt endpoint runs each
+// request in its own goroutine (runner.go), so one session's slow disk
+// delays only its own prompts.
 
 // rewritePrompt returns prompt with each block that names an upload
-// replaced as above; prompt itself when none does. cwd is the adapter's
-// working directory's path (for the file:// URIs), root the directory
-// itself, as the adapter's held cwd (nil: none is read), and embed whether
-// its agent takes embedded resources. Every other block keeps its bytes.
-func (s *fileStore) rewritePrompt(cwd string, root *os.Root, embed bool, prompt events.JSON) events.JSON {
+// replaced as above; prompt itself when none does. key is the session's
+// events.SessionKey, cwd the adapter's working directory's path (for the
+// file:// URIs), open the directory itself, as the adapter's held cwd
+// (nil: none is read), and embed whether its agent takes embedded
+// resources. Every other block keeps its bytes.
+func (s *fileStore) rewritePrompt(ctx context.Context, key, cwd string, open func() *os.Root, embed bool, prompt events.JSON) events.JSON {
 	if !bytes.Contains(prompt, []byte(events.AttachmentScheme)) {
 		return prompt
 	}
+	out, err := runFileOp(ctx, s.ops, key, func() (events.JSON, error) {
+		root := open()
+		if root == nil {
+			return s.rewrite(nil, cwd, embed, prompt), nil
+		}
+		defer root.Close()
+		return s.rewrite(root, cwd, embed, prompt), nil
+	})
+	if err != nil {
+		// No slot, or the file system too slow: links, read from nothing.
+		return s.rewrite(nil, cwd, embed, prompt)
+	}
+	return out
+}
+
+// rewrite is rewritePrompt reading the files through root; with root nil,
+// reading none (every upload goes as a link without a size).
+func (s *fileStore) rewrite(root *os.Root, cwd string, embed bool, prompt events.JSON) events.JSON {
 	var blocks []json.RawMessage
 	if json.Unmarshal(prompt, &blocks) != nil {
 		return prompt // the session service checked it; nothing to do
@@ -49,7 +84,7 @@ func (s *fileStore) rewritePrompt(cwd string, root *os.Root, embed bool, prompt 
 		if !ok || err != nil {
 			continue
 		}
-		if nb := s.attachmentBlock(cwd, root, name, b, embed); nb != nil {
+		if nb := s.attachmentBlock(root, cwd, name, b, embed); nb != nil {
 			blocks[i], changed = nb, true
 		}
 	}
@@ -69,8 +104,8 @@ func blocks2bytes(blocks []json.RawMessage) [][]byte {
 }
 
 // attachmentBlock returns the block that replaces block, which names the
-// upload name; nil to keep block.
-func (s *fileStore) attachmentBlock(cwd string, root *os.Root, name string, block json.RawMessage, embed bool) json.RawMessage {
+// upload name, read through root (nil: not read); nil to keep block.
+func (s *fileStore) attachmentBlock(root *os.Root, cwd, name string, block json.RawMessage, embed bool) json.RawMessage {
 	rel := events.AttachmentDir + "/" + name
 	abs := filepath.Join(cwd, filepath.FromSlash(rel))
 	uri := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
@@ -79,7 +114,7 @@ func (s *fileStore) attachmentBlock(cwd string, root *os.Root, name string, bloc
 	var size *int64
 	var content []byte
 	if root != nil {
-		if f, info, err := openRegular(root, rel); err == nil {
+		if f, info, err := s.openRegular(root, rel); err == nil {
 			n := info.Size()
 			size = &n
 			if embed && n <= s.embedMax {

@@ -207,6 +207,17 @@ type Config struct {
 	FileMaxBytes      int64
 	FileTransferTTL   time.Duration
 	FileEmbedMaxBytes int64
+	// FileOps and FileOpsPerSession bound the file ops in flight on the
+	// runner and per session (a prompt's attachment reads among them),
+	// and FileOpTimeout how long a request waits for one (fileops.go).
+	// UploadsPerPrincipal and UploadsPerNamespace bound the uploads in
+	// progress of one principal and of one namespace (files.go). Zero
+	// means the default.
+	FileOps             int
+	FileOpsPerSession   int
+	FileOpTimeout       time.Duration
+	UploadsPerPrincipal int
+	UploadsPerNamespace int
 }
 
 // RegisterFlags registers the runner's flags in fs, prefixed "adapter-runner.".
@@ -220,6 +231,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.FileMaxBytes, "adapter-runner.file-max-bytes", events.DefaultMaxFileBytes, "largest file a session may upload")
 	fs.DurationVar(&c.FileTransferTTL, "adapter-runner.file-transfer-ttl", defaultTransferTTL, "an upload not written for this long is abandoned and removed")
 	fs.Int64Var(&c.FileEmbedMaxBytes, "adapter-runner.file-embed-max-bytes", events.DefaultEmbedMaxBytes, "largest upload a prompt embeds for an agent that takes embedded context (larger ones go as links)")
+	fs.IntVar(&c.FileOps, "adapter-runner.file-ops", DefaultFileOps, "most file ops (list, read, upload chunk, a prompt's attachment read) in flight on the runner; more are refused rate_limited")
+	fs.IntVar(&c.FileOpsPerSession, "adapter-runner.file-ops-per-session", DefaultFileOpsPerSession, "most file ops in flight per session; more are refused rate_limited")
+	fs.DurationVar(&c.FileOpTimeout, "adapter-runner.file-op-timeout", DefaultFileOpTimeout, "longest a file op is waited for: a slower one is answered timeout (it keeps its slot until it ends), and a prompt's attachment goes as a link")
+	fs.IntVar(&c.UploadsPerPrincipal, "adapter-runner.uploads-per-principal", DefaultUploadsPerPrincipal, "most uploads in progress on the runner for one principal (the token's name)")
+	fs.IntVar(&c.UploadsPerNamespace, "adapter-runner.uploads-per-namespace", DefaultUploadsPerNamespace, "most uploads in progress on the runner for one namespace")
 	fs.IntVar(&c.Capacity, "adapter-runner.capacity", DefaultCapacity, "adapters hosted at once; past it a session is refused agent_unavailable (see docs/ARCHITECTURE.md, Capacity)")
 	fs.DurationVar(&c.Heartbeat, "adapter-runner.heartbeat", 5*time.Second, "heartbeat interval in ACP_RUNNERS")
 	fs.DurationVar(&c.StopGrace, "adapter-runner.stop-grace", 2*time.Second, "grace for each step of stopping an adapter")

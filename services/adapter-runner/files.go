@@ -34,12 +34,29 @@ import (
 // .skein-attachments: a link never replaces an existing name (EEXIST), so
 // two commits of the same name land under two names and no file is ever
 // overwritten. The temporary file is then removed.
+//
+// The agent controls what lies in its directory, and a FIFO blocks
+// whoever opens it until its other end is opened. So every file opened
+// here (a listed directory, a read, an upload's temporary file, the file a
+// commit links) is opened O_NONBLOCK|O_NOFOLLOW through the os.Root, then
+// fstat'ed: anything but a regular file, or a directory where a directory
+// is meant, is refused at once, invalid_request, and never read or
+// written. os.Root passes both flags to openat (and adds O_NOFOLLOW to
+// every open itself), but resolves a symbolic link it meets in the last
+// element within the root on its own: what was opened is therefore
+// compared with the name's Lstat, which refuses a link (or a swap). The
+// ops run in slots bounded in number and time (fileops.go).
+//
+// Uploads in progress are bounded per session, per principal (the
+// request's Acp-Principal), per namespace and per runner, and a session's
+// deletion (events.RunnerRemove, remove.go) ends its uploads and removes their
+// partial files; an unload does not (an upload may outlive an adapter).
 
 // Defaults of the runner's attachment settings (Config.Files*).
 const (
 	defaultTransferTTL   = time.Hour
 	maxTransfersSession  = 8   // uploads in progress per session
-	maxTransfersRunner   = 256 // uploads in progress on the runner
+	maxTransfersRunner   = 256 // uploads in progress on the runner (per principal and namespace: Config.Uploads*)
 	maxNameVariants      = 100 // numbered names tried before a random one
 	maxRandomNames       = 10  // random names tried then
 	maxListScan          = 10 * events.MaxListEntries
@@ -49,22 +66,41 @@ const (
 	attachmentIncomingAt = events.AttachmentDir + "/" + events.AttachmentIncoming
 )
 
+// Defaults of Config.UploadsPerPrincipal and Config.UploadsPerNamespace:
+// a quarter and a half of the runner's uploads in progress.
+const (
+	DefaultUploadsPerPrincipal = maxTransfersRunner / 4
+	DefaultUploadsPerNamespace = maxTransfersRunner / 2
+)
+
 // fileStore holds the uploads in progress.
 type fileStore struct {
-	maxBytes int64
-	ttl      time.Duration
-	embedMax int64
+	maxBytes     int64
+	ttl          time.Duration
+	embedMax     int64
+	perPrincipal int
+	perNamespace int
+	ops          *fileOps
 
 	mu        sync.Mutex
 	transfers map[string]*transfer // by token
 }
 
-func newFileStore(cfg Config) *fileStore {
+func newFileStore(cfg Config, ops *fileOps) *fileStore {
 	s := &fileStore{
-		maxBytes:  cfg.FileMaxBytes,
-		ttl:       cfg.FileTransferTTL,
-		embedMax:  cfg.FileEmbedMaxBytes,
-		transfers: map[string]*transfer{},
+		maxBytes:     cfg.FileMaxBytes,
+		ttl:          cfg.FileTransferTTL,
+		embedMax:     cfg.FileEmbedMaxBytes,
+		perPrincipal: cfg.UploadsPerPrincipal,
+		perNamespace: cfg.UploadsPerNamespace,
+		ops:          ops,
+		transfers:    map[string]*transfer{},
+	}
+	if s.perPrincipal <= 0 {
+		s.perPrincipal = DefaultUploadsPerPrincipal
+	}
+	if s.perNamespace <= 0 {
+		s.perNamespace = DefaultUploadsPerNamespace
 	}
 	if s.maxBytes <= 0 {
 		s.maxBytes = events.DefaultMaxFileBytes
@@ -81,11 +117,13 @@ func newFileStore(cfg Config) *fileStore {
 // transfer is one upload in progress. mu orders its writes and its
 // commit; offset is how many bytes it has.
 type transfer struct {
-	key   string   // the session's events.SessionKey
-	root  *os.Root // the working directory its begin held, until it ends
-	token string
-	name  string
-	size  int64
+	key       string // the session's events.SessionKey
+	ns        events.Namespace
+	principal string   // who began it ("": none named)
+	root      *os.Root // the working directory its begin held, until it ends
+	token     string
+	name      string
+	size      int64
 
 	mu      sync.Mutex
 	offset  int64
@@ -141,6 +179,15 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 		return root, nil
 	}
 	key := events.SessionKey(ns, sid)
+	return runFileOp(ctx, r.files.ops, key, func() (events.Variant, error) {
+		return r.fileOp(ctx, ns, sid, open, req)
+	})
+}
+
+// fileOp runs the one op req names, in its slot (runFileOp), in the
+// session's working directory, which open opens (create: made if missing).
+func (r *Runner) fileOp(ctx context.Context, ns events.Namespace, sid events.SessionID, open func(create bool) (*os.Root, error), req *events.RunnerFileRequest) (events.Variant, error) {
+	key := events.SessionKey(ns, sid)
 	switch {
 	case req.Begin != nil:
 		if _, err := req.Begin.Validate(); err != nil {
@@ -153,7 +200,8 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 		if err != nil {
 			return nil, err
 		}
-		return r.files.begin(key, root, req.Begin, events.TransferID(r.ID(), ""), events.FileChunkSize(r.nc.MaxPayload()))
+		by := uploader{key: key, ns: ns, principal: events.RequestHeaders(ctx).Get(events.HeaderPrincipal)}
+		return r.files.begin(by, root, req.Begin, events.TransferID(r.ID(), ""), events.FileChunkSize(r.nc.MaxPayload()))
 	case req.Write != nil:
 		if _, err := req.Write.Validate(); err != nil {
 			return nil, err
@@ -178,7 +226,7 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 			return nil, err
 		}
 		defer root.Close()
-		return listFiles(root, req.List.Path)
+		return r.files.listFiles(root, req.List.Path)
 	case req.Read != nil:
 		if _, err := req.Read.Validate(); err != nil {
 			return nil, err
@@ -188,31 +236,33 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 			return nil, err
 		}
 		defer root.Close()
-		return readFile(root, req.Read, events.FileChunkSize(r.nc.MaxPayload()))
+		return r.files.readFile(root, req.Read, events.FileChunkSize(r.nc.MaxPayload()))
 	}
 	return nil, events.Errorf(events.CodeInvalidRequest, "file request names no operation")
+}
+
+// uploader is who begins an upload: the session (its
+// events.SessionKey), its namespace, and the principal the request names.
+type uploader struct {
+	key       string
+	ns        events.Namespace
+	principal string
 }
 
 // begin starts an upload: its temporary file is created empty, and the
 // transfer expires after the store's TTL without a write. prefix is the
 // transfer ID without its token (the runner's ID and "~").
-func (s *fileStore) begin(key string, root *os.Root, req *events.FileBeginRequest, prefix string, chunk int64) (*events.FileTransferResponse, error) {
+func (s *fileStore) begin(by uploader, root *os.Root, req *events.FileBeginRequest, prefix string, chunk int64) (*events.FileTransferResponse, error) {
 	if req.Size > s.maxBytes {
 		_ = root.Close()
 		return nil, events.Errorf(events.CodePayloadTooLarge, "a file may be at most %d bytes, not %d", s.maxBytes, req.Size)
 	}
-	t := &transfer{key: key, root: root, token: nuid.Next(), name: req.Name, size: req.Size}
+	t := &transfer{key: by.key, ns: by.ns, principal: by.principal, root: root, token: nuid.Next(), name: req.Name, size: req.Size}
 	s.mu.Lock()
-	n := 0
-	for _, o := range s.transfers {
-		if o.key == key {
-			n++
-		}
-	}
-	if n >= maxTransfersSession || len(s.transfers) >= maxTransfersRunner {
+	if err := s.slotLocked(by); err != nil {
 		s.mu.Unlock()
 		_ = root.Close()
-		return nil, events.Errorf(events.CodeRateLimited, "too many uploads in progress (at most %d per session, %d per runner)", maxTransfersSession, maxTransfersRunner)
+		return nil, err
 	}
 	s.transfers[t.token] = t
 	s.mu.Unlock()
@@ -227,6 +277,40 @@ func (s *fileStore) begin(key string, root *os.Root, req *events.FileBeginReques
 	t.timer = time.AfterFunc(s.ttl, func() { s.expire(t) })
 	t.mu.Unlock()
 	return &events.FileTransferResponse{TransferID: prefix + t.token, ChunkSize: chunk, MaxBytes: s.maxBytes}, nil
+}
+
+// slotLocked refuses an upload that by may not begin now (s.mu held):
+// its session, its principal, its namespace or the runner holds as many
+// uploads in progress as it may. A request that names no principal
+// (authentication off) is bounded by the others only.
+func (s *fileStore) slotLocked(by uploader) error {
+	var session, principal, namespace int
+	for _, o := range s.transfers {
+		if o.key == by.key {
+			session++
+		}
+		if by.principal != "" && o.principal == by.principal {
+			principal++
+		}
+		if o.ns == by.ns {
+			namespace++
+		}
+	}
+	refuse := func(cause, who string, n int, flag string) error {
+		s.ops.refused(cause)
+		return events.Errorf(events.CodeRateLimited, "too many uploads in progress: %s holds %d, the most it may%s; commit or cancel one, or wait for the abandoned ones to expire", who, n, flag)
+	}
+	switch {
+	case session >= maxTransfersSession:
+		return refuse(refusedUploadsSession, "the session", maxTransfersSession, "")
+	case by.principal != "" && principal >= s.perPrincipal:
+		return refuse(refusedUploadsPrincipal, "principal "+strconv.Quote(by.principal), s.perPrincipal, " (adapter-runner.uploads-per-principal)")
+	case namespace >= s.perNamespace:
+		return refuse(refusedUploadsNamespace, "namespace "+string(by.ns), s.perNamespace, " (adapter-runner.uploads-per-namespace)")
+	case len(s.transfers) >= maxTransfersRunner:
+		return refuse(refusedUploadsRunner, "the runner", maxTransfersRunner, "")
+	}
+	return nil
 }
 
 // create makes .skein-attachments/.incoming and the transfer's empty
@@ -244,7 +328,7 @@ func (s *fileStore) create(t *transfer) error {
 	if err := noSymlinks(root, attachmentIncomingAt, false); err != nil {
 		return err
 	}
-	f, err := root.OpenFile(t.tmp(), os.O_CREATE|os.O_EXCL|os.O_WRONLY, attachmentFilePerm)
+	f, err := root.OpenFile(t.tmp(), os.O_CREATE|os.O_EXCL|os.O_WRONLY|openFlags, attachmentFilePerm)
 	if err != nil {
 		return fsError("create", t.tmp(), err)
 	}
@@ -259,7 +343,7 @@ func (s *fileStore) create(t *transfer) error {
 // that no transfer of this runner holds and that were not written for
 // longer than the TTL.
 func (s *fileStore) sweepStale(root *os.Root) {
-	d, err := root.Open(attachmentIncomingAt)
+	d, _, err := s.open(root, attachmentIncomingAt, os.O_RDONLY, true, "list")
 	if err != nil {
 		return
 	}
@@ -311,7 +395,7 @@ func (s *fileStore) write(key string, req *events.FileWriteRequest, chunk int64)
 	case t.offset+n > t.size:
 		return nil, events.Errorf(events.CodePayloadTooLarge, "a chunk of %d bytes at offset %d passes the declared size %d", n, req.Offset, t.size)
 	}
-	if err := t.writeAt(req.Data, req.Offset); err != nil {
+	if err := s.writeAt(t, req.Data, req.Offset); err != nil {
 		// What is on disk no longer matches the offset: the transfer
 		// cannot go on, and its file goes.
 		s.endLocked(t)
@@ -323,10 +407,12 @@ func (s *fileStore) write(key string, req *events.FileWriteRequest, chunk int64)
 	return &events.FileWriteResponse{Offset: t.offset}, nil
 }
 
-func (t *transfer) writeAt(data []byte, off int64) error {
-	f, err := t.root.OpenFile(t.tmp(), os.O_WRONLY, 0)
+// writeAt writes data at off of t's temporary file, which must be the
+// regular file it was (the agent may have put a FIFO in its place).
+func (s *fileStore) writeAt(t *transfer, data []byte, off int64) error {
+	f, _, err := s.open(t.root, t.tmp(), os.O_WRONLY, false, "write")
 	if err != nil {
-		return fsError("write", t.tmp(), err)
+		return err
 	}
 	_, err = f.WriteAt(data, off)
 	if cerr := f.Close(); err == nil {
@@ -358,6 +444,14 @@ func (s *fileStore) commit(key string, req *events.FileCommitRequest) (*events.F
 	if err := noSymlinks(root, attachmentIncomingAt, false); err != nil {
 		return nil, err
 	}
+	// What is linked must be the regular file written: a FIFO or a
+	// device put in its place is refused, and so is a swap between this
+	// check and the link (the name linked is then removed again).
+	f, tmpInfo, err := s.open(root, t.tmp(), os.O_RDONLY, false, "commit")
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
 	for i := 1; i <= maxNameVariants+maxRandomNames; i++ {
 		name := nameVariant(t.name, i)
 		target := events.AttachmentDir + "/" + name
@@ -369,7 +463,11 @@ func (s *fileStore) commit(key string, req *events.FileCommitRequest) (*events.F
 			return nil, fsError("commit", target, err)
 		}
 		info, err := root.Lstat(target) // before endLocked closes root
-		s.endLocked(t)                  // removes the temporary name; the file stays under target
+		if err == nil && !os.SameFile(info, tmpInfo) {
+			_ = root.Remove(target)
+			err = events.Errorf(events.CodeInvalidRequest, "upload %s changed while it was committed", req.TransferID)
+		}
+		s.endLocked(t) // removes the temporary name; the file stays under target
 		if err != nil {
 			return nil, fsError("commit", target, err)
 		}
@@ -454,6 +552,26 @@ func (s *fileStore) drop(t *transfer) {
 	s.mu.Unlock()
 }
 
+// forget ends every upload of the session key names, as a cancel does:
+// their slots are free and their temporary files removed. It returns how
+// many there were.
+func (s *fileStore) forget(key string) int {
+	s.mu.Lock()
+	var ts []*transfer
+	for _, t := range s.transfers {
+		if t.key == key {
+			ts = append(ts, t)
+		}
+	}
+	s.mu.Unlock()
+	for _, t := range ts {
+		t.mu.Lock()
+		s.endLocked(t)
+		t.mu.Unlock()
+	}
+	return len(ts)
+}
+
 // inProgress returns how many uploads are in progress.
 func (s *fileStore) inProgress() int {
 	s.mu.Lock()
@@ -463,7 +581,7 @@ func (s *fileStore) inProgress() int {
 
 // listFiles lists directory p of the working directory root, sorted by
 // name: symbolic links and the uploads in progress left out.
-func listFiles(root *os.Root, p string) (*events.FileListResponse, error) {
+func (s *fileStore) listFiles(root *os.Root, p string) (*events.FileListResponse, error) {
 	p, err := events.CleanFilePath(p)
 	if err != nil {
 		return nil, err
@@ -471,16 +589,11 @@ func listFiles(root *os.Root, p string) (*events.FileListResponse, error) {
 	if err := reachable(root, p); err != nil {
 		return nil, err
 	}
-	d, err := root.Open(p)
+	d, _, err := s.open(root, p, os.O_RDONLY, true, "list")
 	if err != nil {
-		return nil, fsError("list", p, err)
+		return nil, err
 	}
 	defer d.Close()
-	if st, err := d.Stat(); err != nil {
-		return nil, fsError("list", p, err)
-	} else if !st.IsDir() {
-		return nil, events.Errorf(events.CodeInvalidRequest, "%q is not a directory", p)
-	}
 	entries, err := d.ReadDir(maxListScan)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fsError("list", p, err)
@@ -508,12 +621,12 @@ func listFiles(root *os.Root, p string) (*events.FileListResponse, error) {
 }
 
 // readFile reads up to one chunk of the regular file req.Path.
-func readFile(root *os.Root, req *events.FileReadRequest, chunk int64) (*events.FileReadResponse, error) {
+func (s *fileStore) readFile(root *os.Root, req *events.FileReadRequest, chunk int64) (*events.FileReadResponse, error) {
 	p, err := events.CleanFilePath(req.Path)
 	if err != nil {
 		return nil, err
 	}
-	f, info, err := openRegular(root, p)
+	f, info, err := s.openRegular(root, p)
 	if err != nil {
 		return nil, err
 	}
@@ -532,70 +645,6 @@ func readFile(root *os.Root, req *events.FileReadRequest, chunk int64) (*events.
 		File: fileInfo(p, info), Offset: req.Offset, Data: buf[:got],
 		EOF: req.Offset+int64(got) >= info.Size(),
 	}, nil
-}
-
-// openRegular opens the regular file p of root for reading, p reachable
-// (no symbolic link on the way, not an upload in progress), and returns
-// it with what it is.
-func openRegular(root *os.Root, p string) (*os.File, fs.FileInfo, error) {
-	if err := reachable(root, p); err != nil {
-		return nil, nil, err
-	}
-	f, err := root.Open(p)
-	if err != nil {
-		return nil, nil, fsError("read", p, err)
-	}
-	info, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, fsError("read", p, err)
-	}
-	if !info.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, events.Errorf(events.CodeInvalidRequest, "%q is not a regular file", p)
-	}
-	// The last element may have been swapped for a link to another file
-	// of the directory after reachable looked: what was opened must be
-	// what was checked.
-	if l, err := root.Lstat(p); err != nil || !os.SameFile(l, info) {
-		f.Close()
-		return nil, nil, events.Errorf(events.CodeInvalidRequest, "%q changed while it was opened", p)
-	}
-	return f, info, nil
-}
-
-// reachable refuses a path that the API does not show: one through a
-// symbolic link, or into the uploads in progress.
-func reachable(root *os.Root, p string) error {
-	if p == attachmentIncomingAt || strings.HasPrefix(p, attachmentIncomingAt+"/") {
-		return events.Errorf(events.CodeFileNotFound, "no file %q", p)
-	}
-	return noSymlinks(root, p, false)
-}
-
-// noSymlinks checks each element of the slash-separated path p under root
-// with Lstat: a symbolic link is refused. A missing element is
-// CodeFileNotFound, or, with missingOK, the end of the check (what follows
-// will be created).
-func noSymlinks(root *os.Root, p string, missingOK bool) error {
-	if p == "." {
-		return nil
-	}
-	at := ""
-	for el := range strings.SplitSeq(p, "/") {
-		at = path.Join(at, el)
-		info, err := root.Lstat(at)
-		if errors.Is(err, fs.ErrNotExist) && missingOK {
-			return nil
-		}
-		if err != nil {
-			return fsError("open", at, err)
-		}
-		if info.Mode()&fs.ModeSymlink != 0 {
-			return events.Errorf(events.CodeInvalidRequest, "%q is a symbolic link, which file operations do not follow", at)
-		}
-	}
-	return nil
 }
 
 // fileInfo describes the entry at p (relative, slash-separated).
@@ -618,23 +667,4 @@ func mediaType(p string) string {
 		return mime.TypeByExtension(ext)
 	}
 	return ""
-}
-
-// fsError turns a file system error into a typed one that names only the
-// path the client gave: a missing file is CodeFileNotFound, a path the
-// os.Root refuses (it escapes the directory) CodeInvalidRequest, and
-// anything else CodeUnavailable, its cause (which may name the resolved
-// directory) logged by the caller's endpoint only.
-func fsError(what, p string, err error) error {
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return events.Errorf(events.CodeFileNotFound, "no file %q", p)
-	case errors.Is(err, fs.ErrExist):
-		return events.Errorf(events.CodeInvalidRequest, "%q exists", p)
-	case errors.Is(err, fs.ErrPermission):
-		return events.Errorf(events.CodeForbidden, "%s %q: permission denied", what, p)
-	case strings.Contains(err.Error(), "escapes from parent") || strings.Contains(err.Error(), "path escapes"):
-		return events.Errorf(events.CodeInvalidRequest, "%q lies outside the working directory", p)
-	}
-	return events.Errorf(events.CodeUnavailable, "%s %q failed", what, p)
 }

@@ -35,6 +35,7 @@ type metrics struct {
 	ioUnconfirmed   prometheus.Counter
 	protocolErrors  prometheus.Counter
 	promptRepeats   prometheus.Counter
+	fileRefusals    *prometheus.CounterVec // by cause (fileops.go)
 	unexpectedExits prometheus.Counter
 	exits           *prometheus.CounterVec // by cause
 	stderrDropped   prometheus.Counter
@@ -57,6 +58,9 @@ func newMetrics(reg prometheus.Registerer, nc *nats.Conn, capacity int) *metrics
 		ioUnconfirmed:   f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_io_unconfirmed_total", Help: "ACP_IO records of adapters the runner was stopping, sent without waiting for their acknowledgement (nothing waits on a stopped adapter's output)."}),
 		protocolErrors:  f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_protocol_errors_total", Help: "Adapter stdout lines that were not ACP."}),
 		promptRepeats:   f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_prompt_repeats_total", Help: "Prompt dispatches for a turn whose session/prompt this runner had written already: acknowledged, not written again (a session owner sends a dispatch again when its first went unanswered)."}),
+		fileRefusals: f.NewCounterVec(prometheus.CounterOpts{Name: "acp_runner_file_refusals_total",
+			Help: "File ops and uploads refused to protect the runner, by cause: not_regular (a FIFO, device or socket in a workspace), busy_session and busy_runner (file ops in flight at adapter-runner.file-ops-per-session or adapter-runner.file-ops), timeout (an op outlasted adapter-runner.file-op-timeout), uploads_session, uploads_principal, uploads_namespace and uploads_runner (uploads in progress at their bound)."},
+			[]string{"cause"}),
 		unexpectedExits: f.NewCounter(prometheus.CounterOpts{Name: "acp_runner_unexpected_exits_total", Help: "Adapters that exited without being asked to."}),
 		exits: f.NewCounterVec(prometheus.CounterOpts{Name: "acp_runner_adapter_exits_total",
 			Help: "Adapter processes reaped, by cause: requested (the runner stopped it), exited (on its own, status 0), failed (on its own, non-zero status), signal (killed by a signal the runner did not send), protocol_error (a line too long for adapter-runner.max-line-bytes had ended its connection, whether it then exited or was stopped)."},
@@ -66,6 +70,9 @@ func newMetrics(reg prometheus.Registerer, nc *nats.Conn, capacity int) *metrics
 	f.NewGauge(prometheus.GaugeOpts{Name: "acp_runner_capacity", Help: "Adapters this runner hosts at once (adapter-runner.capacity)."}).Set(float64(capacity))
 	for _, c := range exitCauses {
 		m.exits.WithLabelValues(c)
+	}
+	for _, c := range refusalCauses {
+		m.fileRefusals.WithLabelValues(c)
 	}
 	m.hosting(0)
 	return m

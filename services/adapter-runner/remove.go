@@ -38,6 +38,11 @@ func (r *Runner) handleRemove(ctx context.Context, _ events.Namespace, data []by
 	if _, err := r.handleStop(ctx, ns, nil); err != nil {
 		return nil, err
 	}
+	// Its uploads in progress end with it, their partial files removed,
+	// whether or not its workspace goes too.
+	if n := r.files.forget(events.SessionKey(ns, sid)); n > 0 {
+		r.lg.Info("a deleted session's uploads ended", events.LogKeySession, string(sid), "uploads", n)
+	}
 	roots := r.cfg.WorkspaceRoots
 	var errs []error
 	// The data directory's namespace directory must not be a workspace

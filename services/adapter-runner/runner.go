@@ -48,6 +48,8 @@ type Runner struct {
 
 	// files holds the uploads in progress (files.go).
 	files *fileStore
+	// prompts orders the prompts of each session (handlePrompt).
+	prompts keyedMutex
 }
 
 // New returns a Runner; it does no I/O except reading the agents file and
@@ -65,7 +67,7 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 		return nil, err
 	}
 	lg = lg.With("svc", "adapter-runner", events.LogKeyRunner, cfg.ID)
-	return &Runner{
+	r := &Runner{
 		cfg:            cfg,
 		lg:             lg,
 		sandbox:        newSandbox(cfg.Sandbox, lg, reg),
@@ -75,8 +77,10 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 		osInstructions: osInstructions,
 		ready:          make(chan struct{}),
 		procs:          map[string]*process{},
-		files:          newFileStore(cfg),
-	}, nil
+	}
+	// File ops run in slots whose goroutines Run waits for (fileops.go).
+	r.files = newFileStore(cfg, newFileOps(cfg, &r.watchers, r.m.fileRefusals))
+	return r, nil
 }
 
 // Ready is closed once Run serves control requests and has announced itself.
@@ -145,25 +149,30 @@ func (r *Runner) Run(ctx context.Context) error {
 	}{
 		// create and restore take seconds (process start, handshake),
 		// set_config waits for the agent, and stop for the process to end:
-		// each runs in a goroutine of its own. The others only write a
-		// line to the adapter, and keep their order.
+		// each runs in a goroutine of its own. The others but prompt only
+		// write a line to the adapter, and keep their order.
 		{events.RunnerCreate, func(ctx context.Context, _ events.Namespace, data []byte) (events.Variant, error) {
 			return r.handleCreate(ctx, js, data)
 		}, true},
 		{events.RunnerRestore, func(ctx context.Context, _ events.Namespace, data []byte) (events.Variant, error) {
 			return r.handleRestore(ctx, js, data)
 		}, true},
-		{events.RunnerPrompt, r.handlePrompt, false},
+		// A prompt reads the attachments it names from the workspace
+		// (attachments.go), which its agent controls: it runs in a
+		// goroutine of its own, one at a time per session, so that no
+		// session's files hold up another's prompts.
+		{events.RunnerPrompt, r.handlePrompt, true},
 		{events.RunnerCancel, r.handleCancel, false},
 		{events.RunnerPermission, r.handlePermission, false},
 		{events.RunnerInput, r.handleInput, false},
 		{events.RunnerSetConfig, r.handleSetConfig, true},
 		{events.RunnerStatus, r.handleStatus, false},
 		{events.RunnerStop, r.handleStop, true},
-		// A file op reads or writes up to a chunk of the workspace.
+		// A file op reads or writes up to a chunk of the workspace, in a
+		// slot bounded in number and time (fileops.go).
 		{events.RunnerFile, r.handleFile, true},
-		// Removing a deleted session's files waits for its adapter to
-		// stop, then walks its directories (remove.go).
+		// Removing a deleted session's files ends its uploads, waits for
+		// its adapter to stop, then walks its directories (remove.go).
 		{events.RunnerRemove, r.handleRemove, true},
 	}
 	for _, e := range endpoints {
@@ -178,9 +187,16 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 	}
 	// Listing folders is an op of the request API, for every namespace,
-	// answered by any one runner (directories.go).
+	// answered by any one runner (directories.go). It reads the
+	// workspace as a file op does, in the slots of its namespace (a key
+	// no session's events.SessionKey can be).
+	listDirectories := func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+		return runFileOp(ctx, r.files.ops, "directories/"+string(ns), func() (events.Variant, error) {
+			return r.handleListDirectories(ctx, ns, data)
+		})
+	}
 	if err := eps.Add(events.Endpoint{Name: string(events.OpListDirectories), Subject: events.APIWildcard(events.OpListDirectories),
-		Handler: r.handleListDirectories, Async: true}); err != nil {
+		Handler: listDirectories, Async: true}); err != nil {
 		stop()
 		return fmt.Errorf("runner endpoint %s: %w", events.OpListDirectories, err)
 	}
@@ -434,11 +450,14 @@ func (r *Runner) handlePrompt(ctx context.Context, _ events.Namespace, data []by
 	if prompt.TurnID == "" {
 		return nil, events.Errorf(events.CodeInvalidRequest, "prompt without a turn ID")
 	}
-	root := p.workdirRoot()
-	content := r.files.rewritePrompt(p.cwd, root, p.embedContext, prompt.Prompt)
-	if root != nil {
-		_ = root.Close()
-	}
+	// One prompt of a session at a time, while other sessions' go on
+	// (the endpoint runs each in a goroutine of its own). The session
+	// service sends a session's next prompt only once the last one was
+	// acknowledged (or sends the same turn again, which p.prompt writes
+	// once), so this keeps a session's prompts in their order.
+	unlock := r.prompts.lock(events.SessionKey(p.ns, p.sid))
+	defer unlock()
+	content := r.files.rewritePrompt(ctx, events.SessionKey(p.ns, p.sid), p.cwd, p.workdirRoot, p.embedContext, prompt.Prompt)
 	if err := p.prompt(prompt.TurnID, content); err != nil {
 		return nil, err
 	}

@@ -46,6 +46,9 @@ const (
 	DefaultBodyReadTimeout  = 30 * time.Second
 	DefaultAuthFailuresFree = 5
 	DefaultAuthBackoffMax   = 30 * time.Second
+	// DefaultReadyMaxLoad is the percent of the descriptor or thread limit
+	// past which /readyz says unready.
+	DefaultReadyMaxLoad = 90
 )
 
 // Config configures a Gateway. The zero value is not valid: start from the
@@ -116,6 +119,10 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Auth is the bearer tokens the gateway accepts (auth.go).
 	Auth AuthConfig
+	// ReadyMaxLoad is the percent of the process's descriptor limit
+	// (RLIMIT_NOFILE) or thread limit at which /readyz says unready
+	// (procload.go); 0 checks neither.
+	ReadyMaxLoad int
 }
 
 // RegisterFlags registers the configuration in fs under "gateway." names
@@ -142,6 +149,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.AuthFailuresFree, "gateway.auth-failures-free", DefaultAuthFailuresFree, "requests without a valid token an address may make before it must wait")
 	fs.DurationVar(&c.AuthBackoffMax, "gateway.auth-backoff-max", DefaultAuthBackoffMax, "longest wait of an address whose requests keep failing authentication")
 	fs.DurationVar(&c.ShutdownTimeout, "gateway.shutdown-timeout", DefaultShutdownTimeout, "how long to wait for in-flight requests on shutdown")
+	fs.IntVar(&c.ReadyMaxLoad, "gateway.ready-max-load", DefaultReadyMaxLoad, "percent of the process's descriptor limit (RLIMIT_NOFILE) or thread limit at which /readyz says unready (0: never)")
 	c.Auth.RegisterFlags(fs)
 }
 
@@ -209,6 +217,9 @@ func (c *Config) Validate() error {
 	}
 	if c.AuthFailuresFree < 0 || c.AuthBackoffMax <= 0 {
 		errs = append(errs, fmt.Errorf("gateway.auth-failures-free must not be negative and gateway.auth-backoff-max must be positive, got %d and %v", c.AuthFailuresFree, c.AuthBackoffMax))
+	}
+	if c.ReadyMaxLoad < 0 || c.ReadyMaxLoad > 100 {
+		errs = append(errs, fmt.Errorf("gateway.ready-max-load must be a percent in [0, 100], got %d", c.ReadyMaxLoad))
 	}
 	errs = append(errs, c.Auth.validate()...)
 	return errors.Join(errs...)

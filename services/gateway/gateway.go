@@ -345,16 +345,24 @@ func (g *Gateway) handleHealthz(w http.ResponseWriter, _ *http.Request) error {
 }
 
 // handleReadyz reports whether the gateway should receive traffic: it is
-// not stopping and its NATS connection is up.
+// not stopping, its NATS connection is up, and its process is not near
+// its descriptor or thread limit (procload.go).
 func (g *Gateway) handleReadyz(w http.ResponseWriter, _ *http.Request) error {
 	select {
 	case <-g.stopping:
+		g.metrics.unready.WithLabelValues(unreadyStopping).Inc()
 		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"status":"stopping"}`))
 		return nil
 	default:
 	}
 	if !g.nc.IsConnected() {
+		g.metrics.unready.WithLabelValues(unreadyNATS).Inc()
 		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"status":"nats disconnected"}`))
+		return nil
+	}
+	if reason, status := readProcLoad().near(g.cfg.ReadyMaxLoad); reason != "" {
+		g.metrics.unready.WithLabelValues(reason).Inc()
+		writeJSON(w, http.StatusServiceUnavailable, unreadyBody(reason, status))
 		return nil
 	}
 	writeJSON(w, http.StatusOK, []byte(`{"status":"ready"}`))

@@ -36,6 +36,7 @@ type metrics struct {
 	overflows       prometheus.Counter
 
 	liveSubscriptions prometheus.Gauge
+	unready           *prometheus.CounterVec // by reason (procload.go)
 }
 
 // newMetrics builds the instruments and registers them with reg. A nil reg
@@ -77,6 +78,13 @@ func newMetrics(reg prometheus.Registerer, nc *nats.Conn) *metrics {
 			Name: "acp_gateway_live_subscriptions",
 			Help: "NATS subscriptions the gateway holds for event streams and watches: two per followed session (its tail and its deltas), however many viewers and watches follow it.",
 		}),
+	}
+	m.unready = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "acp_gateway_unready_total",
+		Help: "/readyz answers of 503, by reason: stopping, nats_disconnected, descriptors and threads (the process holds gateway.ready-max-load percent of RLIMIT_NOFILE, or of its thread limit).",
+	}, []string{"reason"})
+	for _, r := range unreadyReasons {
+		m.unready.WithLabelValues(r)
 	}
 	m.durableEvents = m.streamEvents.WithLabelValues(events.DurabilityDurable)
 	m.ephemeralEvents = m.streamEvents.WithLabelValues(events.DurabilityEphemeral)

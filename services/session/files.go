@@ -91,6 +91,10 @@ func fileCall[T any, PT interface {
 		events.HeaderNamespace: []string{string(sess.ns)},
 		events.HeaderSessionID: []string{string(sess.sid)},
 	}
+	// The runner bounds the uploads in progress of each principal.
+	if p := events.RequestHeaders(ctx).Get(events.HeaderPrincipal); p != "" {
+		hdr.Set(events.HeaderPrincipal, p)
+	}
 	resp, err := events.Call[T, PT](cctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerFile), req, hdr)
 	if err != nil {
 		if cctx.Err() != nil && ctx.Err() == nil {
