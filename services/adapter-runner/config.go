@@ -194,6 +194,12 @@ type Config struct {
 	// zero value, for embedders and tests whose adapters need what the
 	// sandbox denies, is off.
 	Sandbox SandboxMode
+	// AdapterUID and AdapterGID are the user and group a runner started
+	// as root runs its adapters as, unless Sandbox is off (adapteruser.go;
+	// flags adapter-runner.adapter-uid and adapter-runner.adapter-gid). 0
+	// means the default: DefaultAdapterUID, and for the group the uid.
+	// A runner not started as root runs them as itself.
+	AdapterUID, AdapterGID int
 	// Protected are paths no agent may reach, which the sandbox cannot
 	// keep from one whose working directory holds them or lies in them
 	// (protect.go): skein dev's data. Such a session is refused, started
@@ -234,6 +240,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.Sandbox = SandboxMode(s)
 		return c.Sandbox.validate()
 	})
+	fs.IntVar(&c.AdapterUID, "adapter-runner.adapter-uid", DefaultAdapterUID, "user ID a runner started as root runs its adapters as (unless adapter-runner.sandbox is off); the directories it makes for a session are theirs, a user's own cwd keeps its owner")
+	fs.IntVar(&c.AdapterGID, "adapter-runner.adapter-gid", 0, "group ID of the adapters of a runner started as root (default: adapter-runner.adapter-uid)")
 	fs.StringVar(&c.OSInstructionsFile, "adapter-runner.os-instructions-file", "", "file of OS instructions appended to every agent's system prompt unless its session skips them (read at start)")
 }
 
@@ -290,6 +298,15 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Sandbox.validate(); err != nil {
 		return fmt.Errorf("adapter-runner.sandbox: %w", err)
+	}
+	if c.AdapterUID < 0 || c.AdapterGID < 0 {
+		return fmt.Errorf("adapter-runner.adapter-uid %d and adapter-gid %d: want IDs, not negative", c.AdapterUID, c.AdapterGID)
+	}
+	if c.AdapterUID == 0 {
+		c.AdapterUID = DefaultAdapterUID
+	}
+	if c.AdapterGID == 0 {
+		c.AdapterGID = c.AdapterUID
 	}
 	return nil
 }

@@ -54,6 +54,7 @@ type fileStore struct {
 	maxBytes int64
 	ttl      time.Duration
 	embedMax int64
+	owner    adapterUser // whose the uploads are (adapteruser.go)
 
 	mu        sync.Mutex
 	transfers map[string]*transfer // by token
@@ -64,6 +65,7 @@ func newFileStore(cfg Config) *fileStore {
 		maxBytes:  cfg.FileMaxBytes,
 		ttl:       cfg.FileTransferTTL,
 		embedMax:  cfg.FileEmbedMaxBytes,
+		owner:     cfg.adapterUser(),
 		transfers: map[string]*transfer{},
 	}
 	if s.maxBytes <= 0 {
@@ -132,7 +134,7 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 		// An upload may come before the session's first adapter made its
 		// directory: it is made here as confine makes it, then checked
 		// again, so that a symbolic link planted meanwhile is caught.
-		if err := os.MkdirAll(resolved, attachmentDirPerm); err != nil {
+		if err := r.sandbox.adapterUser().mkdir(resolved); err != nil { // as confine makes it
 			r.lg.Warn("cannot create a session's cwd", events.LogKeySession, string(sid), events.LogKeyErr, err)
 			return nil, events.Errorf(events.CodeInvalidRequest, "cwd %q cannot be created", cwd)
 		}
@@ -223,6 +225,11 @@ func (s *fileStore) create(t *transfer) error {
 	}
 	f, err := root.OpenFile(t.tmp(), os.O_CREATE|os.O_EXCL|os.O_WRONLY, attachmentFilePerm)
 	if err != nil {
+		return fsError("create", t.tmp(), err)
+	}
+	// The agent reads (and may remove) what is uploaded for it.
+	if err := s.owner.ownIn(root, events.AttachmentDir, attachmentIncomingAt, t.tmp()); err != nil {
+		_ = f.Close()
 		return fsError("create", t.tmp(), err)
 	}
 	if err := f.Close(); err != nil {

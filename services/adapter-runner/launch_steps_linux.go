@@ -11,8 +11,9 @@ func enterCgroups(sandboxPolicy) error { return nil }
 // working directory.
 func enterWorkdir(sandboxPolicy) error { return nil }
 
-// dropPrivileges leaves this process no capability and no way to gain one.
-func dropPrivileges(sandboxPolicy) error { return nil }
+// dropPrivileges leaves this process no capability and no way to gain one
+// (privileges_linux.go).
+func dropPrivileges(p sandboxPolicy) error { return dropCapabilities(p) }
 
-// filterSyscalls installs the adapter's seccomp filter.
-func filterSyscalls(sandboxPolicy) error { return nil }
+// filterSyscalls installs the adapter's seccomp filter (seccomp_linux.go).
+func filterSyscalls(sandboxPolicy) error { return installSeccomp() }

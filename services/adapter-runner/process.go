@@ -131,6 +131,16 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 			return nil, fmt.Errorf("session directories: %w", err)
 		}
 	}
+	// Under a runner started as root, HOME and TMPDIR are the adapter's
+	// user's, and the directories above them searchable to it.
+	if u := spec.sandbox.adapterUser(); u.uid != 0 {
+		if err := u.searchable(filepath.Dir(dir), dir); err != nil {
+			return nil, fmt.Errorf("session directories: %w", err)
+		}
+		if err := u.own(home, tmp); err != nil {
+			return nil, fmt.Errorf("session directories: %w", err)
+		}
+	}
 	path, err := agent.lookPath()
 	if err != nil {
 		return nil, events.Errorf(events.CodeAgentNotInstalled, "agent %s is not installed: %v", agent.ID, err)

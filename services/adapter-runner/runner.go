@@ -68,7 +68,7 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 	return &Runner{
 		cfg:            cfg,
 		lg:             lg,
-		sandbox:        newSandbox(cfg.Sandbox, lg, reg),
+		sandbox:        newSandbox(cfg.Sandbox, cfg.adapterUser(), lg, reg),
 		nc:             nc,
 		m:              newMetrics(reg, nc, cfg.Capacity),
 		agents:         agents,
@@ -92,6 +92,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	// What a runner killed before this one left running (leftovers.go)
 	// goes before this one hosts anything.
 	killLeftovers(r.lg, r.cfg.DataDir)
+	if err := r.sandbox.prepare(r.cfg.DataDir, r.cfg.WorkspaceRoots); err != nil {
+		return err
+	}
 	// Every ACP_IO record is an asynchronous publish whose
 	// acknowledgement its process's window follows (iowindow.go). The
 	// windows bound what each adapter has in flight; the context's own

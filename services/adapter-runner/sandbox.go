@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -62,6 +61,14 @@ type sandboxPolicy struct {
 	Write []string `json:"write"`
 	// NoNetwork denies TCP connect and bind.
 	NoNetwork bool `json:"noNetwork,omitempty"`
+	// NoLandlock: the kernel has none, and the mode lets the adapter
+	// start without it; the launcher's other steps still run.
+	NoLandlock bool `json:"noLandlock,omitempty"`
+	// UID and GID, when UID is not 0, are the user and group the
+	// adapter runs as (Config.AdapterUID): the launcher becomes them
+	// once it joined its cgroups.
+	UID int `json:"uid,omitempty"`
+	GID int `json:"gid,omitempty"`
 }
 
 // sandbox is the runner's view of the sandbox: its mode, and the Landlock
@@ -70,14 +77,20 @@ type sandbox struct {
 	mode SandboxMode
 	abi  int
 	lg   *slog.Logger
+	// user is who adapters run as (adapteruser.go): uid 0 for the
+	// runner's own user.
+	user adapterUser
 }
 
 // newSandbox probes the kernel, says loudly what adapters will get, and
 // exports it as acp_runner_sandbox_confined (1 when adapters are confined)
 // and acp_runner_sandbox_landlock_abi.
-func newSandbox(mode SandboxMode, lg *slog.Logger, reg prometheus.Registerer) *sandbox {
+func newSandbox(mode SandboxMode, user adapterUser, lg *slog.Logger, reg prometheus.Registerer) *sandbox {
 	abi, err := landlockABI()
-	s := &sandbox{mode: mode, abi: abi, lg: lg}
+	s := &sandbox{mode: mode, abi: abi, lg: lg, user: user}
+	if mode != SandboxOff {
+		s.logPrivileges()
+	}
 	confined := 0.0
 	switch {
 	case mode == SandboxOff:
@@ -102,9 +115,11 @@ func newSandbox(mode SandboxMode, lg *slog.Logger, reg prometheus.Registerer) *s
 }
 
 // command returns the command that starts the adapter at path with args
-// under policy: through the launcher where the adapter is to be confined,
-// directly where the mode lets it run unconfined. It refuses, typed, what
-// the mode requires and the kernel cannot do.
+// under policy: through the launcher unless the mode is off, which runs
+// it directly, as the runner runs. Where the kernel has no Landlock and
+// the mode lets the adapter run without it, the launcher skips only that
+// step: the adapter still holds no privilege, under the seccomp filter.
+// It refuses, typed, what the mode requires and the kernel cannot do.
 func (s *sandbox) command(agentID, path string, args []string, policy sandboxPolicy) (*exec.Cmd, error) {
 	if s == nil || s.mode == SandboxOff {
 		return exec.Command(path, args...), nil
@@ -114,9 +129,14 @@ func (s *sandbox) command(agentID, path string, args []string, policy sandboxPol
 			return nil, events.Errorf(events.CodeAgentUnavailable,
 				"agent %s: this runner cannot confine adapters (no Landlock in its kernel) and adapter-runner.sandbox is require", agentID)
 		}
-		s.lg.Warn("starting an UNCONFINED adapter: the kernel has no Landlock", events.LogKeyAgent, agentID)
-		return exec.Command(path, args...), nil
+		s.lg.Warn("starting an adapter UNCONFINED by Landlock (the kernel has none): it holds no privilege, under the seccomp filter, "+
+			"but may read and write whatever its user may", events.LogKeyAgent, agentID)
+		policy.NoLandlock, policy.NoNetwork = true, false
 	}
+	if err := s.user.canRun(path); err != nil {
+		return nil, events.Errorf(events.CodeAgentUnavailable, "agent %s: its adapter runs as uid %d (adapter-runner.adapter-uid): %v", agentID, s.user.uid, err)
+	}
+	policy.UID, policy.GID = s.user.uid, s.user.gid
 	if policy.NoNetwork && s.abi < landlockNetABI {
 		if s.mode == SandboxRequire {
 			return nil, events.Errorf(events.CodeAgentUnavailable,
@@ -147,7 +167,7 @@ func policyFor(agent Agent, path string, spec spawnSpec, home, tmp string) (sand
 	p.Write = append(p.Write, spec.cwd, home, tmp)
 	p.Write = append(p.Write, spec.dirs...)
 	for _, d := range agent.Sandbox.Write {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+		if err := spec.sandbox.adapterUser().mkdir(d); err != nil {
 			return p, events.Errorf(events.CodeAgentUnavailable, "agent %s: its sandbox write path: %v", agent.ID, err)
 		}
 		p.Write = append(p.Write, d)

@@ -1,0 +1,216 @@
+package adapterrunner
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// The adapters' user. A runner started as root runs each adapter as
+// another user, Config.AdapterUID and AdapterGID (65534, nobody, unless
+// configured), which the launcher becomes (privileges_linux.go): root's
+// rights over the machine's files are not an agent's. Every adapter of
+// the runner is that one user; Landlock keeps them apart.
+//
+// What the runner makes for a session is then that user's: the session's
+// HOME and TMPDIR, its default working directory, a working directory (or
+// its missing parents) it creates for a cwd the session names, an agent's
+// sandbox write paths it creates, and the uploads' .skein-attachments.
+// What existed before (a user's own project named as cwd) keeps its owner
+// and mode: Skein never chowns it, and the agent may write there only what
+// the adapters' user may. The directories on the way to those (the data
+// directory, its namespace and session directories) stay the runner's,
+// searchable by the adapters' group, not listable.
+
+// DefaultAdapterUID is Config.AdapterUID's default: nobody, on the usual
+// Linux distributions.
+const DefaultAdapterUID = 65534
+
+// adapterUser is who adapters run as; the zero value (uid 0) means as the
+// runner does, and then nothing is given to anyone.
+type adapterUser struct{ uid, gid int }
+
+// adapterUser is the user the runner's adapters run as: the configured
+// one where the runner is root and the sandbox is on, none otherwise.
+func (c *Config) adapterUser() adapterUser {
+	if os.Geteuid() != 0 || c.Sandbox == SandboxOff {
+		return adapterUser{}
+	}
+	return adapterUser{uid: c.AdapterUID, gid: c.AdapterGID}
+}
+
+// mkdir makes dir and its missing parents (0700), as os.MkdirAll, and
+// gives the ones it made to the adapters' user. Those that existed keep
+// their owner.
+func (u adapterUser) mkdir(dir string) error {
+	var made []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		made = append(made, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return u.own(made...)
+}
+
+// own gives each path, one the runner made for an adapter, to the
+// adapters' user. Symbolic links are not followed.
+func (u adapterUser) own(paths ...string) error {
+	if u.uid == 0 {
+		return nil
+	}
+	for _, p := range paths {
+		if err := os.Lchown(p, u.uid, u.gid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// searchable lets the adapters' group search each directory, one of the
+// runner's on the way to an adapter's: group the adapters' group, and
+// g+x, without read (an adapter may pass, not list). A directory others
+// may search already is left as it is, and so is one not the runner's.
+func (u adapterUser) searchable(dirs ...string) error {
+	if u.uid == 0 {
+		return nil
+	}
+	for _, d := range dirs {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !fi.IsDir() || !ok || fi.Mode().Perm()&0o001 != 0 || int(st.Uid) != os.Geteuid() {
+			continue
+		}
+		if err := os.Lchown(d, -1, u.gid); err != nil {
+			return err
+		}
+		if err := os.Chmod(d, fi.Mode().Perm()|0o010); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reaches reports why the adapters' user cannot reach path (search every
+// directory on the way to it, and path itself if a directory), or nil if
+// it can. It reads the modes, which is what the kernel checks (an ACL
+// aside).
+func (u adapterUser) reaches(path string) error {
+	if u.uid == 0 {
+		return nil
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err == nil && fi.IsDir() {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && !u.may(st, 0o1) {
+				return fmt.Errorf("uid %d cannot search %s (mode %04o, owner %d:%d)", u.uid, d, fi.Mode().Perm(), st.Uid, st.Gid)
+			}
+		}
+		if filepath.Dir(d) == d {
+			return nil
+		}
+	}
+}
+
+// may reports whether the adapters' user has the permission bits want
+// (of rwx: 4, 2, 1) on a file of st.
+func (u adapterUser) may(st *syscall.Stat_t, want uint32) bool {
+	mode := uint32(st.Mode)
+	switch {
+	case int(st.Uid) == u.uid:
+		return mode>>6&want == want
+	case int(st.Gid) == u.gid:
+		return mode>>3&want == want
+	}
+	return mode&want == want
+}
+
+// adapterUser is who s's adapters run as; a nil s (no sandbox) runs them
+// as the runner.
+func (s *sandbox) adapterUser() adapterUser {
+	if s == nil {
+		return adapterUser{}
+	}
+	return s.user
+}
+
+// logPrivileges says, at start, what privileges adapters hold.
+func (s *sandbox) logPrivileges() {
+	if s.user.uid != 0 {
+		s.lg.Info("adapters run as another user than the runner's root, with no capability, no_new_privs and the seccomp filter",
+			"adapter_uid", s.user.uid, "adapter_gid", s.user.gid)
+		return
+	}
+	s.lg.Info("adapters run as the runner's user, with no capability, no_new_privs and the seccomp filter", "uid", os.Geteuid())
+}
+
+// prepare makes the data directory and the workspace roots, and lets the
+// adapters' user search them; it fails, saying what is in the way, where
+// that user cannot reach them (a directory above them that it may not
+// search): no adapter could then find its HOME or its working directory.
+func (s *sandbox) prepare(dataDir string, roots []string) error {
+	u := s.adapterUser()
+	if u.uid == 0 {
+		return nil
+	}
+	for _, d := range append([]string{dataDir}, roots...) {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+		if err := u.searchable(d); err != nil {
+			return fmt.Errorf("let the adapters' user search %s: %w", d, err)
+		}
+		if err := u.reaches(d); err != nil {
+			return fmt.Errorf("adapters run as uid %d (adapter-runner.adapter-uid: the runner runs as root), which cannot reach %s: %w; "+
+				"let it search that directory (chmod o+x), or place the data directory and the workspace roots elsewhere", u.uid, d, err)
+		}
+	}
+	return nil
+}
+
+// canRun reports why the adapters' user cannot execute path, or nil.
+func (u adapterUser) canRun(path string) error {
+	if u.uid == 0 {
+		return nil
+	}
+	if err := u.reaches(filepath.Dir(path)); err != nil {
+		return err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && !u.may(st, 0o1) {
+		return fmt.Errorf("uid %d may not execute %s (mode %04o, owner %d:%d)", u.uid, path, fi.Mode().Perm(), st.Uid, st.Gid)
+	}
+	return nil
+}
+
+// ownIn is own for names in root, not following symbolic links.
+func (u adapterUser) ownIn(root *os.Root, names ...string) error {
+	if u.uid == 0 {
+		return nil
+	}
+	for _, n := range names {
+		if err := root.Lchown(n, u.uid, u.gid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
