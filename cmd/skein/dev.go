@@ -196,6 +196,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 			}
 			printWelcome(stdout, "http://"+st.gateway.Addr(), ns, c.natsListen, shown, shownToken, auth)
 			printWorkspace(stdout, &c.stack.Runner, dataDir)
+			printRoot(stdout, &c.stack.Runner, startDir, os.Geteuid())
 		})
 	})
 	return err
@@ -339,6 +340,42 @@ outside that directory, or with --adapter-runner.sandbox=require to refuse them.
 `, dataDir, d)
 		}
 	}
+}
+
+// printRoot says, when skein dev runs as root (euid 0), what that means
+// for its agents: under the sandbox they run as another user, with no
+// capability; with the sandbox off, as root, with every capability.
+func printRoot(w io.Writer, runner *adapterrunner.Config, startDir string, euid int) {
+	if euid != 0 {
+		return
+	}
+	uid, gid := runner.AdapterUID, runner.AdapterGID // as adapterrunner.Config.Validate fills them in
+	if uid == 0 {
+		uid = adapterrunner.DefaultAdapterUID
+	}
+	if gid == 0 {
+		gid = uid
+	}
+	if runner.Sandbox == adapterrunner.SandboxOff {
+		fmt.Fprintf(w, `
+Note: skein dev runs as ROOT, with --adapter-runner.sandbox=off: its agents run as
+root too, with every capability. An agent can do anything on this machine: read
+every session's files and the token, sniff traffic, load kernel modules. Run skein
+dev as yourself, or with the sandbox on.
+
+`)
+		return
+	}
+	fmt.Fprintf(w, `
+Note: skein dev runs as root. Its agents do not: each runs as uid %d, gid %d
+(--adapter-runner.adapter-uid, --adapter-runner.adapter-gid), with no capability,
+no_new_privs and a seccomp filter (no raw sockets, device nodes, ptrace, mounts or
+namespaces). What Skein makes for a session (its workspace under the workspace
+root, its HOME) is that user's. Your own directories are not changed: an agent
+working in %s may write there only what uid %d may; give that user the
+directories agents are to write (chown, setfacl), or run skein dev as yourself.
+
+`, uid, gid, startDir, uid)
 }
 
 func isSet(fs *flag.FlagSet, name string) bool {

@@ -81,6 +81,9 @@ func TestDevWorksInItsStartDirectory(t *testing.T) {
 	if !strings.Contains(stdout.String(), "Note: the data directory "+data+" lies in "+project) {
 		t.Errorf("the welcome does not say the data directory lies in the workspace:\n%s", stdout)
 	}
+	if os.Geteuid() == 0 && !strings.Contains(stdout.String(), "Note: skein dev runs as root.") {
+		t.Errorf("skein dev runs as root, and its welcome does not say so:\n%s", stdout)
+	}
 	// Outside the project: refused, as before.
 	if status, body := call(http.MethodPut, "/v1/sessions/outside", `{"agent":"demo","cwd":"`+t.TempDir()+`"}`); status != http.StatusBadRequest || !strings.Contains(body, "invalid_request") {
 		t.Errorf("open outside the project = %d %s, want 400 invalid_request", status, body)
