@@ -63,7 +63,7 @@ func TestSecurityAgentHoldsNoPrivileges(t *testing.T) {
 func checkNoPrivileges(t *testing.T, report string) {
 	t.Helper()
 	fields := map[string]string{}
-	for _, f := range strings.Fields(strings.TrimPrefix(report, "ok ")) {
+	for f := range strings.FieldsSeq(strings.TrimPrefix(report, "ok ")) {
 		k, v, _ := strings.Cut(f, "=")
 		fields[k] = v
 	}
