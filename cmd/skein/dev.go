@@ -54,7 +54,8 @@ password in it, and USER.json a nats CLI context (nats --context FILE).
 Agents may work in the directory skein dev runs in (granted to namespace
 default) and under DIR/workspaces, unless workspace roots or grants are
 given. A DIR to be made inside that directory (.skein, say) is made under
-$XDG_STATE_HOME/skein/dev (~/.local/state/skein/dev), and DIR links there:
+$XDG_STATE_HOME/skein/dev (~/.local/state/skein/dev; /var/lib/skein/dev for
+root), and DIR links there:
 out of the agents' reach. A session working in a directory that holds a
 DIR that is really there is warned about (refused with
 --adapter-runner.sandbox=require): its agent can reach DIR.
@@ -134,6 +135,19 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 	if err := devDefaults(&c, fs, startDir); err != nil {
 		return err
 	}
+	if os.Geteuid() == 0 && c.stack.Runner.Sandbox != adapterrunner.SandboxOff {
+		// Its agents run as another user, which must pass through the
+		// data directory to its sessions and workspaces: search, not
+		// list; what lies in it stays root's alone.
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			return fmt.Errorf("data directory: %w", err)
+		}
+		if fi, err := os.Stat(dataDir); err == nil {
+			if err := os.Chmod(dataDir, fi.Mode().Perm()|0o001); err != nil {
+				return fmt.Errorf("data directory: %w", err)
+			}
+		}
+	}
 	// Logged once every default is applied: what the services run with,
 	// not what the flags held before skein dev filled them in. A flag set
 	// by a function has no value to show, so the sandbox mode is given.
@@ -208,8 +222,9 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 // theirs to read and write: the NATS store, the NATS passwords, and the
 // dev token, with which an agent could answer its own permission
 // requests. A data directory to be made there is therefore made under the
-// user's state directory ($XDG_STATE_HOME, else ~/.local/state:
-// skein/dev/<hash of its path>), and dataDir becomes a symlink to it. The
+// user's state directory ($XDG_STATE_HOME, else ~/.local/state, or for
+// root /var/lib: skein/dev/<hash of its path>), and dataDir becomes a
+// symlink to it. The
 // CLI and every path the README gives work through the symlink; Landlock,
 // which checks where a file really lies, denies it to the agents.
 //
@@ -234,13 +249,23 @@ func placeDevData(dataDir, startDir string, getenv func(string) string) (string,
 			return dataDir, nil
 		}
 		state = filepath.Join(home, ".local", "state")
+		if os.Geteuid() == 0 {
+			// root's home is closed to the user its agents run as
+			// (adapterrunner.Config.AdapterUID), which must pass
+			// through the data directory.
+			state = "/var/lib"
+		}
 	}
 	sum := sha256.Sum256([]byte(dataDir))
 	kept := filepath.Join(state, "skein", "dev", hex.EncodeToString(sum[:8]))
 	if workspace.Under(kept, filepath.Clean(startDir)) {
 		return dataDir, nil
 	}
-	if err := os.MkdirAll(kept, 0o700); err != nil {
+	perm := os.FileMode(0o700)
+	if os.Geteuid() == 0 {
+		perm = 0o711 // searchable, not listable, by the agents' user
+	}
+	if err := os.MkdirAll(kept, perm); err != nil {
 		return "", err
 	}
 	if err := os.MkdirAll(filepath.Dir(dataDir), 0o755); err != nil {

@@ -26,7 +26,7 @@ func TestDevWorksInItsStartDirectory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs skein dev; skipped in -short")
 	}
-	project, err := filepath.EvalSymlinks(t.TempDir())
+	project, err := filepath.EvalSymlinks(testutil.TempDir(t)) // searchable by the agents' user, under root
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,18 +135,20 @@ func TestDevKeepsItsDataOutOfTheAgentsReach(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs skein dev; skipped in -short")
 	}
-	project, err := filepath.EvalSymlinks(t.TempDir())
+	project, err := filepath.EvalSymlinks(testutil.TempDir(t)) // searchable by the agents' user, under root
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := t.TempDir()
+	state := testutil.TempDir(t)
 	getenv := func(k string) string {
 		if k == "XDG_STATE_HOME" {
 			return state
 		}
 		return ""
 	}
-	if err := os.WriteFile(filepath.Join(project, "README.md"), []byte("the project's own"), 0o600); err != nil {
+	// Readable by others, as a project's files are: under root the agent
+	// runs as another user, and Skein leaves the project's files as they are.
+	if err := os.WriteFile(filepath.Join(project, "README.md"), []byte("the project's own"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	data := filepath.Join(project, ".skein")

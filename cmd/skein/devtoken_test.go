@@ -13,7 +13,7 @@ import (
 )
 
 func TestEnsureDevToken(t *testing.T) {
-	data := filepath.Join(t.TempDir(), "data")
+	data := filepath.Join(testutil.TempDir(t), "data")
 	token, path, created, err := ensureDevToken(data)
 	if err != nil || !created || len(token) < 20 {
 		t.Fatalf("first start: %q, created %v, %v: want a new token", token, created, err)

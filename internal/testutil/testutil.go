@@ -228,6 +228,10 @@ func TempDir(t testing.TB) string {
 	return dir
 }
 
+// SearchableAbove lets every user search the directories above path, as
+// TempDir does: for a path given by a test's caller.
+func SearchableAbove(path string) { searchableAbove(path) }
+
 // searchableAbove lets every user search each directory above path and
 // below the temporary directory (where go test builds and t.TempDir
 // makes its directories), when the test runs as root; a non-root run

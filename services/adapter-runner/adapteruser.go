@@ -62,6 +62,16 @@ func (u adapterUser) mkdir(dir string) error {
 	return u.own(made...)
 }
 
+// mkdirOwn is mkdir for a directory the registry names the agent's own
+// (AgentSandbox.Write): made if missing, and given, itself and not what it
+// holds, to the adapters' user if it existed.
+func (u adapterUser) mkdirOwn(dir string) error {
+	if err := u.mkdir(dir); err != nil {
+		return err
+	}
+	return u.own(dir)
+}
+
 // own gives each path, one the runner made for an adapter, to the
 // adapters' user. Symbolic links are not followed.
 func (u adapterUser) own(paths ...string) error {
@@ -161,11 +171,17 @@ func (s *sandbox) logPrivileges() {
 }
 
 // prepare makes the data directory and the workspace roots, and lets the
-// adapters' user search them; it fails, saying what is in the way, where
-// that user cannot reach them (a directory above them that it may not
-// search): no adapter could then find its HOME or its working directory.
-func (s *sandbox) prepare(dataDir string, roots []string) error {
-	u := s.adapterUser()
+// adapters' user search them. Where that user cannot reach them (a
+// directory above them it may not search), no adapter could find its
+// HOME or its working directory: the runner says so, loudly, at start,
+// and refuses every adapter with it (command).
+func (s *sandbox) prepare(dataDir string, roots []string) {
+	if s.unreachable = s.user.prepare(dataDir, roots); s.unreachable != nil {
+		s.lg.Error("every adapter will be refused: "+s.unreachable.Error(), "adapter_uid", s.user.uid)
+	}
+}
+
+func (u adapterUser) prepare(dataDir string, roots []string) error {
 	if u.uid == 0 {
 		return nil
 	}

@@ -92,9 +92,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	// What a runner killed before this one left running (leftovers.go)
 	// goes before this one hosts anything.
 	killLeftovers(r.lg, r.cfg.DataDir)
-	if err := r.sandbox.prepare(r.cfg.DataDir, r.cfg.WorkspaceRoots); err != nil {
-		return err
-	}
+	r.sandbox.prepare(r.cfg.DataDir, r.cfg.WorkspaceRoots)
 	// Every ACP_IO record is an asynchronous publish whose
 	// acknowledgement its process's window follows (iowindow.go). The
 	// windows bound what each adapter has in flight; the context's own

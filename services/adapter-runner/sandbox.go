@@ -80,6 +80,10 @@ type sandbox struct {
 	// user is who adapters run as (adapteruser.go): uid 0 for the
 	// runner's own user.
 	user adapterUser
+	// unreachable says why that user cannot reach the data directory
+	// or a workspace root (prepare), nil if it can: every adapter is
+	// then refused, saying so.
+	unreachable error
 }
 
 // newSandbox probes the kernel, says loudly what adapters will get, and
@@ -133,6 +137,9 @@ func (s *sandbox) command(agentID, path string, args []string, policy sandboxPol
 			"but may read and write whatever its user may", events.LogKeyAgent, agentID)
 		policy.NoLandlock, policy.NoNetwork = true, false
 	}
+	if s.unreachable != nil {
+		return nil, events.Errorf(events.CodeAgentUnavailable, "agent %s: %v", agentID, s.unreachable)
+	}
 	if err := s.user.canRun(path); err != nil {
 		return nil, events.Errorf(events.CodeAgentUnavailable, "agent %s: its adapter runs as uid %d (adapter-runner.adapter-uid): %v", agentID, s.user.uid, err)
 	}
@@ -167,7 +174,7 @@ func policyFor(agent Agent, path string, spec spawnSpec, home, tmp string) (sand
 	p.Write = append(p.Write, spec.cwd, home, tmp)
 	p.Write = append(p.Write, spec.dirs...)
 	for _, d := range agent.Sandbox.Write {
-		if err := spec.sandbox.adapterUser().mkdir(d); err != nil {
+		if err := spec.sandbox.adapterUser().mkdirOwn(d); err != nil {
 			return p, events.Errorf(events.CodeAgentUnavailable, "agent %s: its sandbox write path: %v", agent.ID, err)
 		}
 		p.Write = append(p.Write, d)
