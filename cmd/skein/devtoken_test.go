@@ -13,7 +13,7 @@ import (
 )
 
 func TestEnsureDevToken(t *testing.T) {
-	data := filepath.Join(testutil.TempDir(t), "data")
+	data := filepath.Join(t.TempDir(), "data")
 	token, path, created, err := ensureDevToken(data)
 	if err != nil || !created || len(token) < 20 {
 		t.Fatalf("first start: %q, created %v, %v: want a new token", token, created, err)
@@ -44,7 +44,7 @@ func TestDevToken(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs skein dev; skipped in -short")
 	}
-	data, metricsAddr := t.TempDir(), freeAddr(t)
+	data, metricsAddr := testutil.TempDir(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	stdout := &testutil.Buffer{}
 	done := make(chan int, 1)
