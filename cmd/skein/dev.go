@@ -391,16 +391,20 @@ dev as yourself, or with the sandbox on.
 `)
 		return
 	}
+	who := fmt.Sprintf("uid %d", uid)
+	if runner.AdapterUIDRange > 0 {
+		who = fmt.Sprintf("its namespace's uid, from %d,", uid)
+	}
 	fmt.Fprintf(w, `
-Note: skein dev runs as root. Its agents do not: each runs as uid %d, gid %d
+Note: skein dev runs as root. Its agents do not: each runs as %s gid %d
 (--adapter-runner.adapter-uid, --adapter-runner.adapter-gid), with no capability,
 no_new_privs and a seccomp filter (no raw sockets, device nodes, ptrace, mounts or
 namespaces). What Skein makes for a session (its workspace under the workspace
 root, its HOME) is that user's. Your own directories are not changed: an agent
-working in %s may write there only what uid %d may; give that user the
+working in %s may write there only what uid %d (and the like) may; give it the
 directories agents are to write (chown, setfacl), or run skein dev as yourself.
 
-`, uid, gid, startDir, uid)
+`, who, gid, startDir, uid)
 }
 
 func isSet(fs *flag.FlagSet, name string) bool {

@@ -18,7 +18,7 @@ func TestSecurityDevSaysItRunsAsRoot(t *testing.T) {
 		euid int
 		want []string
 	}{
-		{"root, sandbox", adapterrunner.SandboxWarn, 0, []string{"skein dev runs as root", "uid 65534, gid 65534", "no capability", "seccomp", "/home/p may write there only what uid 65534 may"}},
+		{"root, sandbox", adapterrunner.SandboxWarn, 0, []string{"skein dev runs as root", "uid 65534 gid 65534", "no capability", "seccomp", "/home/p may write there only what uid 65534"}},
 		{"root, sandbox off", adapterrunner.SandboxOff, 0, []string{"skein dev runs as ROOT", "agents run as\nroot too, with every capability"}},
 		{"not root", adapterrunner.SandboxWarn, 1000, nil},
 	} {

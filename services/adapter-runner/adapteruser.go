@@ -3,10 +3,15 @@ package adapterrunner
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"sync"
 	"syscall"
+
+	"skein.dev/pkg/events"
 )
 
 // The adapters' user. A runner started as root runs each adapter as
@@ -33,13 +38,89 @@ const DefaultAdapterUID = 65534
 // runner does, and then nothing is given to anyone.
 type adapterUser struct{ uid, gid int }
 
-// adapterUser is the user the runner's adapters run as: the configured
-// one where the runner is root and the sandbox is on, none otherwise.
-func (c *Config) adapterUser() adapterUser {
+// adapterUsers are the users the runner's adapters run as: the
+// configured ones where the runner is root and the sandbox is on, none
+// (the zero user) otherwise.
+func (c *Config) adapterUsers() *adapterUsers {
 	if os.Geteuid() != 0 || c.Sandbox == SandboxOff {
-		return adapterUser{}
+		return &adapterUsers{}
 	}
-	return adapterUser{uid: c.AdapterUID, gid: c.AdapterGID}
+	return &adapterUsers{
+		base: adapterUser{uid: c.AdapterUID, gid: c.AdapterGID}, n: c.AdapterUIDRange,
+		claims: filepath.Join(c.DataDir, adapterUIDClaims), byNS: map[events.Namespace]adapterUser{},
+	}
+}
+
+// adapterUIDClaims is the directory, in the data directory, of the
+// namespaces' claims on the uids of Config.AdapterUIDRange: a file per uid
+// taken, named for it, holding its namespace.
+const adapterUIDClaims = ".adapter-uids"
+
+// adapterUsers gives each namespace its adapters' user: base for every
+// one, or, with a range (n > 0), a uid of its own among the n from base's,
+// all of base's group (which the directories on the way to theirs let
+// search). A namespace's uid is the first free one from base + a hash of
+// its name, probing on; the claims, kept in the data directory, make it
+// the same across restarts, and two namespaces never share one: with the
+// range used up, a new namespace is refused.
+type adapterUsers struct {
+	base   adapterUser
+	n      int
+	claims string
+
+	mu   sync.Mutex
+	byNS map[events.Namespace]adapterUser
+}
+
+// userFor is the user ns's adapters run as.
+func (s *sandbox) userFor(ns events.Namespace) (adapterUser, error) {
+	if s == nil || s.users == nil {
+		return adapterUser{}, nil
+	}
+	return s.users.forNamespace(ns)
+}
+
+func (a *adapterUsers) forNamespace(ns events.Namespace) (adapterUser, error) {
+	if a.base.uid == 0 || a.n <= 0 {
+		return a.base, nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if u, ok := a.byNS[ns]; ok {
+		return u, nil
+	}
+	if err := os.MkdirAll(a.claims, 0o700); err != nil {
+		return adapterUser{}, fmt.Errorf("adapter uid claims: %w", err)
+	}
+	h := fnv.New32a()
+	h.Write([]byte(ns))
+	start := int(h.Sum32() % uint32(a.n))
+	for i := range a.n {
+		uid := a.base.uid + (start+i)%a.n
+		path := filepath.Join(a.claims, strconv.Itoa(uid))
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			_, err = f.WriteString(string(ns))
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				_ = os.Remove(path)
+				return adapterUser{}, fmt.Errorf("claim adapter uid %d: %w", uid, err)
+			}
+		} else if !errors.Is(err, fs.ErrExist) {
+			return adapterUser{}, fmt.Errorf("claim adapter uid %d: %w", uid, err)
+		} else if b, err := os.ReadFile(path); err != nil {
+			return adapterUser{}, fmt.Errorf("adapter uid %d's claim: %w", uid, err)
+		} else if string(b) != string(ns) {
+			continue // another namespace's
+		}
+		u := adapterUser{uid: uid, gid: a.base.gid}
+		a.byNS[ns] = u
+		return u, nil
+	}
+	return adapterUser{}, events.Errorf(events.CodeAgentUnavailable,
+		"every one of the %d adapter uids from %d is another namespace's (adapter-runner.adapter-uid-range)", a.n, a.base.uid)
 }
 
 // mkdir makes dir and its missing parents (0700), as os.MkdirAll, and
@@ -151,20 +232,11 @@ func (u adapterUser) may(st *syscall.Stat_t, want uint32) bool {
 	return mode&want == want
 }
 
-// adapterUser is who s's adapters run as; a nil s (no sandbox) runs them
-// as the runner.
-func (s *sandbox) adapterUser() adapterUser {
-	if s == nil {
-		return adapterUser{}
-	}
-	return s.user
-}
-
 // logPrivileges says, at start, what privileges adapters hold.
 func (s *sandbox) logPrivileges() {
 	if s.user.uid != 0 {
 		s.lg.Info("adapters run as another user than the runner's root, with no capability, no_new_privs and the seccomp filter",
-			"adapter_uid", s.user.uid, "adapter_gid", s.user.gid)
+			"adapter_uid", s.user.uid, "adapter_gid", s.user.gid, "adapter_uid_range", s.users.n)
 		return
 	}
 	s.lg.Info("adapters run as the runner's user, with no capability, no_new_privs and the seccomp filter", "uid", os.Geteuid())

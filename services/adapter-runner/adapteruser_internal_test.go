@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"skein.dev/internal/testutil"
+	"skein.dev/pkg/events"
 )
 
 // A runner run as root whose adapters' user cannot search its way to the
@@ -48,6 +49,43 @@ func TestAdapterUserReachAndOwnership(t *testing.T) {
 	for dir, uid := range map[string]int{own: 0, filepath.Join(own, "new"): u.uid, filepath.Join(own, "new", "cwd"): u.uid} {
 		if fi, err := os.Stat(dir); err != nil || int(fi.Sys().(*syscall.Stat_t).Uid) != uid {
 			t.Errorf("%s: owner %v (%v), want %d", dir, fi.Sys().(*syscall.Stat_t).Uid, err, uid)
+		}
+	}
+}
+
+// With a range, each namespace's adapters have a uid of their own: the
+// same one for the same namespace, again after a restart (the claims), a
+// namespace whose hash lands on a uid taken by another probing on to a
+// free one, and a namespace past the range refused agent_unavailable.
+func TestAdapterUIDPerNamespace(t *testing.T) {
+	claims := filepath.Join(t.TempDir(), adapterUIDClaims)
+	users := func() *adapterUsers {
+		return &adapterUsers{base: adapterUser{uid: 200000, gid: 200000}, n: 3, claims: claims, byNS: map[events.Namespace]adapterUser{}}
+	}
+	a := users()
+	got := map[events.Namespace]int{}
+	seen := map[int]events.Namespace{}
+	// team-b and team-d hash to the same uid of the three: team-d probes on.
+	for _, ns := range []events.Namespace{"team-a", "team-b", "team-d"} {
+		u, err := a.forNamespace(ns)
+		if err != nil {
+			t.Fatalf("%s: %v", ns, err)
+		}
+		if u.uid < 200000 || u.uid >= 200003 || u.gid != 200000 {
+			t.Errorf("%s: uid %d gid %d, want one of 200000-200002, group 200000", ns, u.uid, u.gid)
+		}
+		if other, ok := seen[u.uid]; ok {
+			t.Errorf("%s and %s share uid %d", ns, other, u.uid)
+		}
+		seen[u.uid], got[ns] = ns, u.uid
+	}
+	if _, err := a.forNamespace("team-c"); events.AsError(err) == nil || events.AsError(err).Code != events.CodeAgentUnavailable {
+		t.Errorf("a fourth namespace in a range of 3 = %v, want agent_unavailable", err)
+	}
+	b := users() // the runner started again
+	for _, ns := range []events.Namespace{"team-d", "team-a", "team-b"} {
+		if u, err := b.forNamespace(ns); err != nil || u.uid != got[ns] {
+			t.Errorf("after a restart %s has uid %d (%v), want %d", ns, u.uid, err, got[ns])
 		}
 	}
 }

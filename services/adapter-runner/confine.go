@@ -37,7 +37,7 @@ func (r *Runner) confine(ns events.Namespace, sid events.SessionID, agent Agent,
 	// existing ancestor was resolved, and the rest does not exist.
 	// The file system's reason (a file in the way, a permission) is
 	// logged, not told: it names the resolved path.
-	if err := r.sandbox.adapterUser().mkdir(resolved); err != nil { // the adapters' user's, what it makes
+	if err := spec.user.mkdir(resolved); err != nil { // the adapters' user's, what it makes
 		r.lg.Warn("cannot create a session's cwd", events.LogKeySession, string(sid), events.LogKeyErr, err)
 		return events.Errorf(events.CodeInvalidRequest, "cwd %q cannot be created", cwd)
 	}

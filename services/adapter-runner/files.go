@@ -54,7 +54,6 @@ type fileStore struct {
 	maxBytes int64
 	ttl      time.Duration
 	embedMax int64
-	owner    adapterUser // whose the uploads are (adapteruser.go)
 
 	mu        sync.Mutex
 	transfers map[string]*transfer // by token
@@ -65,7 +64,6 @@ func newFileStore(cfg Config) *fileStore {
 		maxBytes:  cfg.FileMaxBytes,
 		ttl:       cfg.FileTransferTTL,
 		embedMax:  cfg.FileEmbedMaxBytes,
-		owner:     cfg.adapterUser(),
 		transfers: map[string]*transfer{},
 	}
 	if s.maxBytes <= 0 {
@@ -88,6 +86,7 @@ type transfer struct {
 	token string
 	name  string
 	size  int64
+	owner adapterUser // the session's adapters' user, whose the upload is (adapteruser.go)
 
 	mu      sync.Mutex
 	offset  int64
@@ -107,6 +106,10 @@ func (t *transfer) tmp() string {
 // session was opened).
 func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte) (events.Variant, error) {
 	ns, sid, err := sessionOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	owner, err := r.sandbox.userFor(ns)
 	if err != nil {
 		return nil, err
 	}
@@ -134,14 +137,14 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 		// An upload may come before the session's first adapter made its
 		// directory: it is made here as confine makes it, then checked
 		// again, so that a symbolic link planted meanwhile is caught.
-		if err := r.sandbox.adapterUser().mkdir(resolved); err != nil { // as confine makes it
+		if err := owner.mkdir(resolved); err != nil { // as confine makes it
 			r.lg.Warn("cannot create a session's cwd", events.LogKeySession, string(sid), events.LogKeyErr, err)
 			return nil, events.Errorf(events.CodeInvalidRequest, "cwd %q cannot be created", cwd)
 		}
 		if resolved, err = r.cfg.WorkspaceRoots.Check(ns, r.cfg.WorkspaceGrants, "cwd", cwd); err != nil {
 			return nil, err
 		}
-		return r.files.begin(key, resolved, req.Begin, events.TransferID(r.ID(), ""), events.FileChunkSize(r.nc.MaxPayload()))
+		return r.files.begin(key, resolved, owner, req.Begin, events.TransferID(r.ID(), ""), events.FileChunkSize(r.nc.MaxPayload()))
 	case req.Write != nil:
 		if _, err := req.Write.Validate(); err != nil {
 			return nil, err
@@ -174,11 +177,11 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 // begin starts an upload: its temporary file is created empty, and the
 // transfer expires after the store's TTL without a write. prefix is the
 // transfer ID without its token (the runner's ID and "~").
-func (s *fileStore) begin(key, cwd string, req *events.FileBeginRequest, prefix string, chunk int64) (*events.FileTransferResponse, error) {
+func (s *fileStore) begin(key, cwd string, owner adapterUser, req *events.FileBeginRequest, prefix string, chunk int64) (*events.FileTransferResponse, error) {
 	if req.Size > s.maxBytes {
 		return nil, events.Errorf(events.CodePayloadTooLarge, "a file may be at most %d bytes, not %d", s.maxBytes, req.Size)
 	}
-	t := &transfer{key: key, cwd: cwd, token: nuid.Next(), name: req.Name, size: req.Size}
+	t := &transfer{key: key, cwd: cwd, token: nuid.Next(), name: req.Name, size: req.Size, owner: owner}
 	s.mu.Lock()
 	n := 0
 	for _, o := range s.transfers {
@@ -228,7 +231,7 @@ func (s *fileStore) create(t *transfer) error {
 		return fsError("create", t.tmp(), err)
 	}
 	// The agent reads (and may remove) what is uploaded for it.
-	if err := s.owner.ownIn(root, events.AttachmentDir, attachmentIncomingAt, t.tmp()); err != nil {
+	if err := t.owner.ownIn(root, events.AttachmentDir, attachmentIncomingAt, t.tmp()); err != nil {
 		_ = f.Close()
 		return fsError("create", t.tmp(), err)
 	}

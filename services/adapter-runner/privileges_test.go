@@ -4,6 +4,7 @@ package adapterrunner_test
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -100,5 +101,32 @@ func giveToAdapters(t *testing.T, dirs ...string) {
 		if err := os.Chown(d, adapterrunner.DefaultAdapterUID, adapterrunner.DefaultAdapterUID); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// With adapter-runner.adapter-uid-range, a root runner's adapter runs as
+// its namespace's uid, one of the range.
+func TestSecurityAgentRunsAsItsNamespacesUser(t *testing.T) {
+	requireLandlock(t, 1)
+	if os.Geteuid() != 0 {
+		t.Skip("the adapters' users are a root runner's")
+	}
+	h := startWith(t, adapterrunner.Config{Sandbox: adapterrunner.SandboxRequire, AdapterUID: 300000, AdapterUIDRange: 1000})
+	if _, err := h.createWith(t, "s1", events.AcpCreateSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	report := h.probe(t, "s1", "t1", "whoami", "write own.txt x")
+	checkNoPrivileges(t, report["whoami"])
+	var uid int
+	for f := range strings.FieldsSeq(report["whoami"]) {
+		if v, ok := strings.CutPrefix(f, "Uid="); ok {
+			uid, _ = strconv.Atoi(v)
+		}
+	}
+	if uid < 300000 || uid >= 301000 {
+		t.Errorf("the adapter runs as uid %d, want one of 300000-300999 (whoami: %s)", uid, report["whoami"])
+	}
+	if report["write own.txt"] != "ok" {
+		t.Errorf("write in its own cwd = %q, want ok", report["write own.txt"])
 	}
 }

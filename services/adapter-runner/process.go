@@ -121,6 +121,9 @@ type spawnSpec struct {
 	// ioRecords and ioBytes bound the process's ACP_IO window.
 	ioRecords, ioBytes int
 	sandbox            *sandbox // confines the adapter (sandbox.go)
+	// user is who the adapter runs as (adapteruser.go): the zero user
+	// for the runner's own.
+	user adapterUser
 }
 
 func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events.Namespace, sid events.SessionID, id string, agent Agent, spec spawnSpec, stderrMax int64, stopGrace time.Duration) (*process, error) {
@@ -133,7 +136,7 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 	}
 	// Under a runner started as root, HOME and TMPDIR are the adapter's
 	// user's, and the directories above them searchable to it.
-	if u := spec.sandbox.adapterUser(); u.uid != 0 {
+	if u := spec.user; u.uid != 0 {
 		if err := u.searchable(filepath.Dir(dir), dir); err != nil {
 			return nil, fmt.Errorf("session directories: %w", err)
 		}

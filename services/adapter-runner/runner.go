@@ -68,7 +68,7 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 	return &Runner{
 		cfg:            cfg,
 		lg:             lg,
-		sandbox:        newSandbox(cfg.Sandbox, cfg.adapterUser(), lg, reg),
+		sandbox:        newSandbox(cfg.Sandbox, cfg.adapterUsers(), lg, reg),
 		nc:             nc,
 		m:              newMetrics(reg, nc, cfg.Capacity),
 		agents:         agents,
@@ -344,6 +344,10 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 	agent, ok := r.agents[agentID]
 	if !ok {
 		return nil, events.Errorf(events.CodeUnknownAgent, "runner %s has no agent %q", r.cfg.ID, agentID)
+	}
+	var err error
+	if spec.user, err = r.sandbox.userFor(ns); err != nil {
+		return nil, err
 	}
 	if err := r.confine(ns, sid, agent, &spec); err != nil {
 		return nil, err

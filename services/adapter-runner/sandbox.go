@@ -77,9 +77,11 @@ type sandbox struct {
 	mode SandboxMode
 	abi  int
 	lg   *slog.Logger
-	// user is who adapters run as (adapteruser.go): uid 0 for the
+	// user is who adapters run as (adapteruser.go), the first of
+	// users' range where each namespace has its own; uid 0 for the
 	// runner's own user.
-	user adapterUser
+	user  adapterUser
+	users *adapterUsers
 	// unreachable says why that user cannot reach the data directory
 	// or a workspace root (prepare), nil if it can: every adapter is
 	// then refused, saying so.
@@ -89,9 +91,9 @@ type sandbox struct {
 // newSandbox probes the kernel, says loudly what adapters will get, and
 // exports it as acp_runner_sandbox_confined (1 when adapters are confined)
 // and acp_runner_sandbox_landlock_abi.
-func newSandbox(mode SandboxMode, user adapterUser, lg *slog.Logger, reg prometheus.Registerer) *sandbox {
+func newSandbox(mode SandboxMode, users *adapterUsers, lg *slog.Logger, reg prometheus.Registerer) *sandbox {
 	abi, err := landlockABI()
-	s := &sandbox{mode: mode, abi: abi, lg: lg, user: user}
+	s := &sandbox{mode: mode, abi: abi, lg: lg, user: users.base, users: users}
 	if mode != SandboxOff {
 		s.logPrivileges()
 	}
@@ -140,10 +142,11 @@ func (s *sandbox) command(agentID, path string, args []string, policy sandboxPol
 	if s.unreachable != nil {
 		return nil, events.Errorf(events.CodeAgentUnavailable, "agent %s: %v", agentID, s.unreachable)
 	}
-	if err := s.user.canRun(path); err != nil {
-		return nil, events.Errorf(events.CodeAgentUnavailable, "agent %s: its adapter runs as uid %d (adapter-runner.adapter-uid): %v", agentID, s.user.uid, err)
+	if u := (adapterUser{uid: policy.UID, gid: policy.GID}); u.uid != 0 {
+		if err := u.canRun(path); err != nil {
+			return nil, events.Errorf(events.CodeAgentUnavailable, "agent %s: its adapter runs as uid %d (adapter-runner.adapter-uid): %v", agentID, u.uid, err)
+		}
 	}
-	policy.UID, policy.GID = s.user.uid, s.user.gid
 	if policy.NoNetwork && s.abi < landlockNetABI {
 		if s.mode == SandboxRequire {
 			return nil, events.Errorf(events.CodeAgentUnavailable,
@@ -173,8 +176,9 @@ func policyFor(agent Agent, path string, spec spawnSpec, home, tmp string) (sand
 	p.Read = append(p.Read, agent.Sandbox.Read...)
 	p.Write = append(p.Write, spec.cwd, home, tmp)
 	p.Write = append(p.Write, spec.dirs...)
+	p.UID, p.GID = spec.user.uid, spec.user.gid
 	for _, d := range agent.Sandbox.Write {
-		if err := spec.sandbox.adapterUser().mkdirOwn(d); err != nil {
+		if err := spec.user.mkdirOwn(d); err != nil {
 			return p, events.Errorf(events.CodeAgentUnavailable, "agent %s: its sandbox write path: %v", agent.ID, err)
 		}
 		p.Write = append(p.Write, d)
