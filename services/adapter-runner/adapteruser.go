@@ -145,12 +145,22 @@ func (u adapterUser) mkdir(dir string) error {
 
 // mkdirOwn is mkdir for a directory the registry names the agent's own
 // (AgentSandbox.Write): made if missing, and given, itself and not what it
-// holds, to the adapters' user if it existed.
+// holds, to the adapters' user if it existed as the runner's. One that is
+// already another's stays so: with a uid per namespace, the first
+// namespace's; a path every session of the agent shares would otherwise
+// be a channel between namespaces.
 func (u adapterUser) mkdirOwn(dir string) error {
 	if err := u.mkdir(dir); err != nil {
 		return err
 	}
-	return u.own(dir)
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Geteuid() {
+		return u.own(dir)
+	}
+	return nil
 }
 
 // own gives each path, one the runner made for an adapter, to the
