@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 
+	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
 )
 
@@ -127,20 +128,52 @@ func (a *adapterUsers) forNamespace(ns events.Namespace) (adapterUser, error) {
 // gives the ones it made to the adapters' user. Those that existed keep
 // their owner.
 func (u adapterUser) mkdir(dir string) error {
-	var made []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); err == nil || !errors.Is(err, fs.ErrNotExist) {
-			break
-		}
-		made = append(made, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
+	made := missing(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	return u.own(made...)
+}
+
+// openGiving opens a session's working directory at path with open, which
+// makes what of it is missing, and gives the adapters' user what it made:
+// the directories of path that were not there before it (by the name the
+// session gave, below the nearest one that was), the held one itself
+// through its descriptor. What existed keeps its owner.
+func (u adapterUser) openGiving(path string, open func() (*workspace.Dir, error)) (*workspace.Dir, error) {
+	var made []string
+	if u.uid != 0 {
+		made = missing(path)
+	}
+	d, err := open()
+	if err != nil || len(made) == 0 {
+		return d, err
+	}
+	if err := d.File().Chown(u.uid, u.gid); err != nil {
+		_ = d.Close()
+		return nil, err
+	}
+	if err := u.own(made[1:]...); err != nil {
+		_ = d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// missing lists the directories of path that do not exist, path first,
+// up to the nearest one that does.
+func missing(path string) []string {
+	var out []string
+	for d := filepath.Clean(path); filepath.IsAbs(d); d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		out = append(out, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	return out
 }
 
 // mkdirOwn is mkdir for a directory the registry names the agent's own

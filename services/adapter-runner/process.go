@@ -19,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"skein.dev/internal/workspace"
 	"skein.dev/pkg/acpwire"
 	"skein.dev/pkg/events"
 )
@@ -108,19 +109,31 @@ type process struct {
 	startLog   startLog
 	stderrDone chan struct{} // closed once stderr is drained
 	record     string        // the adapter's leftover record (leftovers.go), "" if none
+
+	// cwd is the working directory's path, as the ACP session names it;
+	// workdir the directory, held for the process's life: what the
+	// runner reads there for it (a prompt's attachments) it reads
+	// through this, not by cwd (workdirRoot). nil once let go.
+	cwd       string
+	workdir   *workspace.Dir
+	workdirMu sync.RWMutex
 }
 
 // spawnSpec is what a create request asks for.
 type spawnSpec struct {
 	dataDir      string
-	cwd          string   // resolved and confined (Runner.confine)
-	dirs         []string // the additional directories, checked by confine
+	cwd          string   // the path the cwd was opened as (Runner.confine)
+	dirs         []string // the additional directories' paths, as opened
 	args         []string
 	env          map[string]string
 	maxLineBytes int
 	// ioRecords and ioBytes bound the process's ACP_IO window.
 	ioRecords, ioBytes int
 	sandbox            *sandbox // confines the adapter (sandbox.go)
+	// held are the cwd and the additional directories, held open by
+	// confine: the adapter starts in and is granted these, not what
+	// their names lead to now.
+	held []*workspace.Dir
 	// user is who the adapter runs as (adapteruser.go): the zero user
 	// for the runner's own.
 	user adapterUser
@@ -156,7 +169,25 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 	if err != nil {
 		return nil, err
 	}
-	cmd.Dir = spec.cwd
+	// The held cwd, by a name that reaches exactly it: the child
+	// changes into /proc/self/fd/N after fork, before it closes or
+	// replaces any descriptor, so N is still the runner's. Through the
+	// launcher the held directories are inherited (workdirFiles), and
+	// it enters the cwd by its descriptor.
+	workdir, err := spec.held[0].Dup()
+	if err != nil {
+		return nil, fmt.Errorf("working directory: %w", err)
+	}
+	started := false
+	defer func() {
+		if !started {
+			_ = workdir.Close()
+		}
+	}()
+	cmd.Dir = spec.held[0].ProcPath()
+	if policy.launched(cmd) {
+		cmd.ExtraFiles = append(workdirFiles(spec.held), cmd.ExtraFiles...)
+	}
 	cmd.Env = adapterEnv(home, tmp, agent.Env, spec.env)
 	// Its own process group, so that stopping it also stops what it
 	// spawned, and killed when the runner dies (process_linux.go).
@@ -192,6 +223,8 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 		ns: ns, sid: sid, id: id, agent: agent, js: js, m: m,
 		lg:        lg.With(events.LogKeySession, string(sid), events.LogKeyProcess, id, events.LogKeyAgent, agent.ID),
 		cmd:       cmd,
+		cwd:       spec.cwd,
+		workdir:   workdir,
 		stdin:     stdin,
 		pid:       uint32(cmd.Process.Pid),
 		subject:   events.IOSubject(ns, sid),
@@ -205,6 +238,7 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 		record:     record,
 		connReady:  make(chan struct{}),
 	}
+	started = true
 	p.io = newIOWindow(js, p.lg, m, spec.ioRecords, spec.ioBytes)
 	defer close(p.connReady)
 	p.conn = acpwire.NewConn(stdout, stdin, acpwire.Options{
@@ -348,7 +382,26 @@ func (p *process) wait() {
 	// process meanwhile (stop ends the window's retries).
 	p.io.close()
 	<-p.io.done
+	p.workdirMu.Lock()
+	_ = p.workdir.Close()
+	p.workdir = nil
+	p.workdirMu.Unlock()
 	close(p.exited)
+}
+
+// workdirRoot opens an os.Root of the held working directory, to be
+// closed by the caller; nil once the process has let the directory go.
+func (p *process) workdirRoot() *os.Root {
+	p.workdirMu.RLock()
+	defer p.workdirMu.RUnlock()
+	if p.workdir == nil {
+		return nil
+	}
+	root, err := p.workdir.Root()
+	if err != nil {
+		return nil
+	}
+	return root
 }
 
 // exitCodeAttr is the exit code for a log line: the number, or "none"

@@ -61,6 +61,12 @@ type sandboxPolicy struct {
 	Write []string `json:"write"`
 	// NoNetwork denies TCP connect and bind.
 	NoNetwork bool `json:"noNetwork,omitempty"`
+	// Workdirs are the descriptors of the session's working directories,
+	// inherited from the runner, which resolved and held them
+	// (Runner.confine): the cwd first, then the additional directories.
+	// The launcher enters the first, grants each as Write grants a
+	// path, and closes them all at exec.
+	Workdirs []int `json:"workdirs,omitempty"`
 	// NoLandlock: the kernel has none, and the mode lets the adapter
 	// start without it; the launcher's other steps still run.
 	NoLandlock bool `json:"noLandlock,omitempty"`
@@ -174,8 +180,8 @@ func policyFor(agent Agent, path string, spec spawnSpec, home, tmp string) (sand
 	p.Read = append(p.Read, sandboxSystemPaths...)
 	p.Read = append(p.Read, installPaths(path)...)
 	p.Read = append(p.Read, agent.Sandbox.Read...)
-	p.Write = append(p.Write, spec.cwd, home, tmp)
-	p.Write = append(p.Write, spec.dirs...)
+	p.Write = append(p.Write, home, tmp)
+	p.Workdirs = workdirFDs(len(spec.held))
 	p.UID, p.GID = spec.user.uid, spec.user.gid
 	for _, d := range agent.Sandbox.Write {
 		if err := spec.user.mkdirOwn(d); err != nil {
