@@ -51,7 +51,7 @@ var seccompDenied = []string{
 	"kexec_load", "kexec_file_load", "reboot",
 	// The machine's clock, swap, quotas, accounting, I/O ports.
 	"settimeofday", "stime", "clock_settime", "clock_adjtime", "swapon", "swapoff", "quotactl", "quotactl_fd", "acct",
-	"iopl", "ioperm", "vm86", "vm86old",
+	"iopl", "ioperm",
 	// Obsolete or privileged calls: files by handle (a way around
 	// every path check), the old system control and status calls.
 	"open_by_handle_at", "fanotify_init", "lookup_dcookie", "nfsservctl", "uselib", "ustat", "sysfs", "_sysctl",
