@@ -44,13 +44,13 @@ var seccompDenied = []string{
 	// Keyrings, shared by every process of a user.
 	"keyctl", "add_key", "request_key",
 	// Mounts and namespaces.
-	"mount", "umount", "umount2", "pivot_root", "chroot", "move_mount", "fsopen", "fsmount", "fsconfig", "fspick",
+	"mount", "umount2", "pivot_root", "chroot", "move_mount", "fsopen", "fsmount", "fsconfig", "fspick",
 	"open_tree", "open_tree_attr", "mount_setattr", "setns",
 	// The kernel's log (dmesg), modules, reboot and kexec.
 	"syslog", "init_module", "finit_module", "delete_module", "create_module", "query_module", "get_kernel_syms",
 	"kexec_load", "kexec_file_load", "reboot",
 	// The machine's clock, swap, quotas, accounting, I/O ports.
-	"settimeofday", "stime", "clock_settime", "clock_adjtime", "swapon", "swapoff", "quotactl", "quotactl_fd", "acct",
+	"settimeofday", "clock_settime", "clock_adjtime", "swapon", "swapoff", "quotactl", "quotactl_fd", "acct",
 	"iopl", "ioperm",
 	// Obsolete or privileged calls: files by handle (a way around
 	// every path check), the old system control and status calls.
