@@ -213,6 +213,7 @@ func TestDevKeepsItsDataOutOfTheAgentsReach(t *testing.T) {
 // welcome names the gateway's URL.
 func startDevIn(t *testing.T, project string, getenv func(string) string, args ...string) (url string, stdout, stderr *testutil.Buffer, stop func()) {
 	t.Helper()
+	testutil.SearchableAbove(project) // and so the test's other temporary directories: for the agents' user, under root
 	ctx, cancel := context.WithCancel(t.Context())
 	stdout, stderr = &testutil.Buffer{}, &testutil.Buffer{}
 	done := make(chan error, 1)
