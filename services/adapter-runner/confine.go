@@ -1,6 +1,8 @@
 package adapterrunner
 
 import (
+	"path/filepath"
+
 	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
 )
@@ -29,6 +31,9 @@ func (r *Runner) confine(ns events.Namespace, sid events.SessionID, agent Agent,
 		return err
 	}
 	roots, grants := r.cfg.WorkspaceRoots, r.cfg.WorkspaceGrants
+	if err := r.ownDirApart(ns, sid); err != nil {
+		return err
+	}
 	cwd := spec.cwd
 	if cwd == "" {
 		cwd = roots.Default(ns, sid)
@@ -67,4 +72,37 @@ func (s *spawnSpec) closeHeld() {
 		_ = d.Close()
 	}
 	s.held = nil
+}
+
+// ownDirApart refuses a session whose own directory under the data dir,
+// <data-dir>/<namespace>/<session ID> (its HOME and TMPDIR, which the
+// sandbox grants it whole), lies in another namespace's directory under a
+// workspace root, or holds a root: with the default root
+// <data-dir>/workspaces, a namespace named "workspaces" would otherwise
+// get, as the HOME of its session "default", the workspace of namespace
+// default's session "home". Each is compared as written and with its
+// symlinks resolved.
+func (r *Runner) ownDirApart(ns events.Namespace, sid events.SessionID) error {
+	own := filepath.Join(r.cfg.DataDir, string(ns), string(sid))
+	resolved := func(p string) string {
+		if rp, err := workspace.Resolve(p); err == nil {
+			return rp
+		}
+		return p
+	}
+	crosses := func(own, root string) bool {
+		return workspace.Under(own, root) && !workspace.Under(own, filepath.Join(root, string(ns))) ||
+			workspace.Under(root, own)
+	}
+	for _, root := range r.cfg.WorkspaceRoots {
+		root = filepath.Clean(root)
+		if crosses(own, root) || crosses(resolved(own), resolved(root)) {
+			r.lg.Error("a session's own directory lies in another namespace's workspace: refused; "+
+				"rename the namespace, or move the workspace roots out of the data dir",
+				events.LogKeySession, string(sid), "dir", own, "root", root)
+			return events.Errorf(events.CodeInvalidRequest,
+				"namespace %s cannot run sessions on this runner: its name is taken by the runner's workspace layout", ns)
+		}
+	}
+	return nil
 }
