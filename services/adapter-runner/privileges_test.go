@@ -130,3 +130,24 @@ func TestSecurityAgentRunsAsItsNamespacesUser(t *testing.T) {
 		t.Errorf("write in its own cwd = %q, want ok", report["write own.txt"])
 	}
 }
+
+// What is uploaded for a session is its agent's, under a root runner too
+// (the adapters' user's): the agent reads it, and may remove it, in its
+// .skein-attachments; an upload before the session's first adapter makes
+// the cwd the agent's as well.
+func TestAgentOwnsItsUploads(t *testing.T) {
+	requireLandlock(t, 1)
+	h := startWith(t, adapterrunner.Config{Sandbox: adapterrunner.SandboxRequire})
+	f, err := upload(t, h, "s1", "notes.txt", []byte("uploaded for the agent"), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.createWith(t, "s1", events.AcpCreateSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	at := events.AttachmentDir + "/" + f.Name
+	got := h.probe(t, "s1", "t1", "read "+at, "write "+at+" changed", "write made-by-the-agent.txt x")
+	if got["read "+at] != "ok uploaded for the agent" || got["write "+at] != "ok" || got["write made-by-the-agent.txt"] != "ok" {
+		t.Errorf("the agent's reads and writes = %q, want its upload readable and writable, its cwd writable", got)
+	}
+}
