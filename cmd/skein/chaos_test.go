@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
 	adapterrunner "skein.dev/services/adapter-runner"
@@ -132,12 +133,12 @@ type processStack struct {
 }
 
 func startProcessStack(t *testing.T) *processStack {
-	ps := &processStack{t: t, ns: natstest.Run(t, natstest.WithListen()), control: t.TempDir()}
+	ps := &processStack{t: t, ns: natstest.Run(t, natstest.WithListen()), control: testutil.TempDir(t)}
 	var cfg stackConfig
 	cfg.registerFlags(flag.NewFlagSet("procs", flag.ContinueOnError))
 	cfg.Gateway.Addr = "127.0.0.1:0"
 	cfg.Runner.ID = "procs"
-	cfg.Runner.DataDir = t.TempDir()
+	cfg.Runner.DataDir = testutil.TempDir(t)
 	var err error
 	if ps.exe, err = os.Executable(); err != nil {
 		t.Fatal(err)

@@ -7,13 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 )
 
 // The Go client discards, forks and lists folders over NATS, against the
 // whole stack as skein serve runs it.
 func TestGoClientDiscardForkDirectories(t *testing.T) {
-	dataDir := t.TempDir()
+	dataDir := testutil.TempDir(t)
 	cl := goClientOn(t, dataDir)
 	ctx := t.Context()
 

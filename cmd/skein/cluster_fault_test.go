@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/cluster"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
@@ -76,7 +77,7 @@ func startFaultRig(t *testing.T) *faultRig {
 	// The runner's adapters get a minimal environment, so the test agent
 	// learns its control dir from its arguments, in an agents file entry
 	// that replaces the built-in "test".
-	control := t.TempDir()
+	control := testutil.TempDir(t)
 	agents := filepath.Join(t.TempDir(), "agents.json")
 	b, _ := json.Marshal(map[string]any{"agents": []map[string]any{{"id": "test", "command": exe, "args": []string{testAgentCommand, "--control-dir", control},
 		// The test agent's pause points live outside its session.

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"skein.dev/internal/cluster"
+	"skein.dev/internal/testutil"
 )
 
 // opsClusterDir is ops/cluster/nats, the configuration make cluster runs.
@@ -63,6 +64,7 @@ func clusterOptions(tb testing.TB, o cluster.Options) cluster.Options {
 		tb.Fatal(err)
 	}
 	o.Dir = tb.TempDir()
+	testutil.SearchableAbove(o.Dir) // for the adapters' user of a runner run as root
 	o.ConfDir, _ = filepath.Abs(opsClusterDir)
 	o.NATSServer = buildNATSServer(tb)
 	o.Skein = []string{exe}

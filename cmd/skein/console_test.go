@@ -41,7 +41,7 @@ func startConsoleStack(t *testing.T, ns *server.Server, dataDir, addr string) *t
 func TestConsoleTurn(t *testing.T) {
 	b := newBrowser(t)
 	ns := natstest.Run(t)
-	dataDir := t.TempDir()
+	dataDir := testutil.TempDir(t)
 	proj := filepath.Join(dataDir, "workspaces", "default", "proj")
 	if err := os.MkdirAll(proj, 0o700); err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestConsoleTurn(t *testing.T) {
 func TestConsoleReconnect(t *testing.T) {
 	b := newBrowser(t)
 	ns := natstest.Run(t)
-	dataDir := t.TempDir()
+	dataDir := testutil.TempDir(t)
 	st := startConsoleStack(t, ns, dataDir, "")
 	addr := strings.TrimPrefix(st.url, "http://")
 	base := st.url + "/v1/sessions/rc"

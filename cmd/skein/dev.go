@@ -54,7 +54,8 @@ password in it, and USER.json a nats CLI context (nats --context FILE).
 Agents may work in the directory skein dev runs in (granted to namespace
 default) and under DIR/workspaces, unless workspace roots or grants are
 given. A DIR to be made inside that directory (.skein, say) is made under
-$XDG_STATE_HOME/skein/dev (~/.local/state/skein/dev), and DIR links there:
+$XDG_STATE_HOME/skein/dev (~/.local/state/skein/dev; /var/lib/skein/dev for
+root), and DIR links there:
 out of the agents' reach. A session working in a directory that holds a
 DIR that is really there is warned about (refused with
 --adapter-runner.sandbox=require): its agent can reach DIR.
@@ -134,6 +135,19 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 	if err := devDefaults(&c, fs, startDir); err != nil {
 		return err
 	}
+	if os.Geteuid() == 0 && c.stack.Runner.Sandbox != adapterrunner.SandboxOff {
+		// Its agents run as another user, which must pass through the
+		// data directory to its sessions and workspaces: search, not
+		// list; what lies in it stays root's alone.
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			return fmt.Errorf("data directory: %w", err)
+		}
+		if fi, err := os.Stat(dataDir); err == nil {
+			if err := os.Chmod(dataDir, fi.Mode().Perm()|0o001); err != nil {
+				return fmt.Errorf("data directory: %w", err)
+			}
+		}
+	}
 	// Logged once every default is applied: what the services run with,
 	// not what the flags held before skein dev filled them in. A flag set
 	// by a function has no value to show, so the sandbox mode is given.
@@ -196,6 +210,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 			}
 			printWelcome(stdout, "http://"+st.gateway.Addr(), ns, c.natsListen, shown, shownToken, auth)
 			printWorkspace(stdout, &c.stack.Runner, dataDir)
+			printRoot(stdout, &c.stack.Runner, startDir, os.Geteuid())
 		})
 	})
 	return err
@@ -207,8 +222,9 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 // theirs to read and write: the NATS store, the NATS passwords, and the
 // dev token, with which an agent could answer its own permission
 // requests. A data directory to be made there is therefore made under the
-// user's state directory ($XDG_STATE_HOME, else ~/.local/state:
-// skein/dev/<hash of its path>), and dataDir becomes a symlink to it. The
+// user's state directory ($XDG_STATE_HOME, else ~/.local/state, or for
+// root /var/lib: skein/dev/<hash of its path>), and dataDir becomes a
+// symlink to it. The
 // CLI and every path the README gives work through the symlink; Landlock,
 // which checks where a file really lies, denies it to the agents.
 //
@@ -233,13 +249,23 @@ func placeDevData(dataDir, startDir string, getenv func(string) string) (string,
 			return dataDir, nil
 		}
 		state = filepath.Join(home, ".local", "state")
+		if os.Geteuid() == 0 {
+			// root's home is closed to the user its agents run as
+			// (adapterrunner.Config.AdapterUID), which must pass
+			// through the data directory.
+			state = "/var/lib"
+		}
 	}
 	sum := sha256.Sum256([]byte(dataDir))
 	kept := filepath.Join(state, "skein", "dev", hex.EncodeToString(sum[:8]))
 	if workspace.Under(kept, filepath.Clean(startDir)) {
 		return dataDir, nil
 	}
-	if err := os.MkdirAll(kept, 0o700); err != nil {
+	perm := os.FileMode(0o700)
+	if os.Geteuid() == 0 {
+		perm = 0o711 // searchable, not listable, by the agents' user
+	}
+	if err := os.MkdirAll(kept, perm); err != nil {
 		return "", err
 	}
 	if err := os.MkdirAll(filepath.Dir(dataDir), 0o755); err != nil {
@@ -339,6 +365,46 @@ outside that directory, or with --adapter-runner.sandbox=require to refuse them.
 `, dataDir, d)
 		}
 	}
+}
+
+// printRoot says, when skein dev runs as root (euid 0), what that means
+// for its agents: under the sandbox they run as another user, with no
+// capability; with the sandbox off, as root, with every capability.
+func printRoot(w io.Writer, runner *adapterrunner.Config, startDir string, euid int) {
+	if euid != 0 {
+		return
+	}
+	uid, gid := runner.AdapterUID, runner.AdapterGID // as adapterrunner.Config.Validate fills them in
+	if uid == 0 {
+		uid = adapterrunner.DefaultAdapterUID
+	}
+	if gid == 0 {
+		gid = uid
+	}
+	if runner.Sandbox == adapterrunner.SandboxOff {
+		fmt.Fprintf(w, `
+Note: skein dev runs as ROOT, with --adapter-runner.sandbox=off: its agents run as
+root too, with every capability. An agent can do anything on this machine: read
+every session's files and the token, sniff traffic, load kernel modules. Run skein
+dev as yourself, or with the sandbox on.
+
+`)
+		return
+	}
+	who := fmt.Sprintf("uid %d", uid)
+	if runner.AdapterUIDRange > 0 {
+		who = fmt.Sprintf("its namespace's uid, from %d,", uid)
+	}
+	fmt.Fprintf(w, `
+Note: skein dev runs as root. Its agents do not: each runs as %s gid %d
+(--adapter-runner.adapter-uid, --adapter-runner.adapter-gid), with no capability,
+no_new_privs and a seccomp filter (no raw sockets, device nodes, ptrace, mounts or
+namespaces). What Skein makes for a session (its workspace under the workspace
+root, its HOME) is that user's. Your own directories are not changed: an agent
+working in %s may write there only what uid %d (and the like) may; give it the
+directories agents are to write (chown, setfacl), or run skein dev as yourself.
+
+`, who, gid, startDir, uid)
 }
 
 func isSet(fs *flag.FlagSet, name string) bool {

@@ -31,7 +31,7 @@ func startDevNATS(t *testing.T) *devNATS {
 	if testing.Short() {
 		t.Skip("runs skein dev; skipped in -short")
 	}
-	return startDevNATSOn(t, t.TempDir())
+	return startDevNATSOn(t, testutil.TempDir(t))
 }
 
 // startDevNATSOn runs skein dev with --nats-listen on the data directory
@@ -259,7 +259,7 @@ func TestSecurityDevNATSListenLoopback(t *testing.T) {
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"dev", "--data", t.TempDir(), "--http", "127.0.0.1:0", "--nats-listen", "0.0.0.0:0", "--log-level", "warn"},
+		done <- run(ctx, []string{"dev", "--data", testutil.TempDir(t), "--http", "127.0.0.1:0", "--nats-listen", "0.0.0.0:0", "--log-level", "warn"},
 			func(string) string { return "" }, nil, out, out)
 	}()
 	var code int
@@ -326,7 +326,7 @@ func TestDevKeepsOlderDevStore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs skein dev; skipped in -short")
 	}
-	data := t.TempDir()
+	data := testutil.TempDir(t)
 	// The older skein dev's server: no accounts, no users.
 	old, err := server.NewServer(&server.Options{JetStream: true, StoreDir: filepath.Join(data, "nats"), DontListen: true, NoSigs: true, NoLog: true})
 	if err != nil {
@@ -375,7 +375,7 @@ func TestDevKeepsOlderDevStore(t *testing.T) {
 // file that is not a plain password is refused rather than quoted into the
 // server's configuration or a URL.
 func TestEnsureDevNATSAuth(t *testing.T) {
-	data := t.TempDir()
+	data := testutil.TempDir(t)
 	first, err := ensureDevNATSAuth(data)
 	if err != nil {
 		t.Fatal(err)

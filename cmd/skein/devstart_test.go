@@ -26,7 +26,7 @@ func TestDevWorksInItsStartDirectory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs skein dev; skipped in -short")
 	}
-	project, err := filepath.EvalSymlinks(t.TempDir())
+	project, err := filepath.EvalSymlinks(testutil.TempDir(t)) // searchable by the agents' user, under root
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +81,9 @@ func TestDevWorksInItsStartDirectory(t *testing.T) {
 	if !strings.Contains(stdout.String(), "Note: the data directory "+data+" lies in "+project) {
 		t.Errorf("the welcome does not say the data directory lies in the workspace:\n%s", stdout)
 	}
+	if os.Geteuid() == 0 && !strings.Contains(stdout.String(), "Note: skein dev runs as root.") {
+		t.Errorf("skein dev runs as root, and its welcome does not say so:\n%s", stdout)
+	}
 	// Outside the project: refused, as before.
 	if status, body := call(http.MethodPut, "/v1/sessions/outside", `{"agent":"demo","cwd":"`+t.TempDir()+`"}`); status != http.StatusBadRequest || !strings.Contains(body, "invalid_request") {
 		t.Errorf("open outside the project = %d %s, want 400 invalid_request", status, body)
@@ -132,18 +135,20 @@ func TestDevKeepsItsDataOutOfTheAgentsReach(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs skein dev; skipped in -short")
 	}
-	project, err := filepath.EvalSymlinks(t.TempDir())
+	project, err := filepath.EvalSymlinks(testutil.TempDir(t)) // searchable by the agents' user, under root
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := t.TempDir()
+	state := testutil.TempDir(t)
 	getenv := func(k string) string {
 		if k == "XDG_STATE_HOME" {
 			return state
 		}
 		return ""
 	}
-	if err := os.WriteFile(filepath.Join(project, "README.md"), []byte("the project's own"), 0o600); err != nil {
+	// Readable by others, as a project's files are: under root the agent
+	// runs as another user, and Skein leaves the project's files as they are.
+	if err := os.WriteFile(filepath.Join(project, "README.md"), []byte("the project's own"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	data := filepath.Join(project, ".skein")
@@ -208,6 +213,7 @@ func TestDevKeepsItsDataOutOfTheAgentsReach(t *testing.T) {
 // welcome names the gateway's URL.
 func startDevIn(t *testing.T, project string, getenv func(string) string, args ...string) (url string, stdout, stderr *testutil.Buffer, stop func()) {
 	t.Helper()
+	testutil.SearchableAbove(project) // and so the test's other temporary directories: for the agents' user, under root
 	ctx, cancel := context.WithCancel(t.Context())
 	stdout, stderr = &testutil.Buffer{}, &testutil.Buffer{}
 	done := make(chan error, 1)

@@ -44,7 +44,7 @@ func TestDevToken(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs skein dev; skipped in -short")
 	}
-	data, metricsAddr := t.TempDir(), freeAddr(t)
+	data, metricsAddr := testutil.TempDir(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	stdout := &testutil.Buffer{}
 	done := make(chan int, 1)

@@ -67,6 +67,7 @@ func startStackTB(t testing.TB, ns *server.Server, dataDir string, edits ...func
 	cfg.Gateway.Addr = "127.0.0.1:0"
 	cfg.Runner.ID = "e2e"
 	cfg.Runner.DataDir = dataDir
+	testutil.SearchableAbove(dataDir) // for the adapters' user, under root
 	for _, edit := range edits {
 		edit(&cfg)
 	}
@@ -191,7 +192,7 @@ type historyPage struct {
 // as history, across a restart of all four services.
 func TestEndToEnd(t *testing.T) {
 	ns := natstest.Run(t)
-	dataDir := t.TempDir()
+	dataDir := testutil.TempDir(t)
 	st := startStack(t, ns, dataDir)
 	base := st.url + "/v1/sessions/e2e"
 

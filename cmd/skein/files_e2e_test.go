@@ -13,6 +13,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 )
 
@@ -62,7 +63,7 @@ func TestGoClientFiles(t *testing.T) {
 // client: nothing of it stays on the runner, and CancelUpload of an
 // upload that is over is file_not_found.
 func TestGoClientUploadCancelled(t *testing.T) {
-	dataDir := t.TempDir()
+	dataDir := testutil.TempDir(t)
 	cl := goClientOn(t, dataDir)
 	ctx := t.Context()
 	if err := cl.Open(ctx, "c1", events.AcpOpenSessionRequest{Agent: "test"}); err != nil {

@@ -42,7 +42,7 @@ func metricsStack(t *testing.T) (reg *prometheus.Registry, gatewayURL, metricsUR
 	cfg.registerFlags(flag.NewFlagSet("test", flag.ContinueOnError))
 	cfg.Gateway.Addr = "127.0.0.1:0"
 	cfg.Runner.ID = "metrics"
-	cfg.Runner.DataDir = t.TempDir()
+	cfg.Runner.DataDir = testutil.TempDir(t)
 	var err error
 	if cfg.Runner.Builtin, err = builtinAgents(); err != nil {
 		t.Fatal(err)

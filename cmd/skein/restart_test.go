@@ -38,7 +38,7 @@ func TestKillDevMidTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, control := t.TempDir(), t.TempDir()
+	data, control := testutil.TempDir(t), t.TempDir()
 	agents := filepath.Join(t.TempDir(), "agents.json")
 	registry, _ := json.Marshal(map[string]any{"agents": []map[string]any{{
 		"id": "stubborn", "command": exe, "args": []string{testAgentCommand, "--exit-on-eof=false"},

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/cluster"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
 	"skein.dev/testagent"
@@ -121,7 +122,7 @@ func TestRunnerLostDev(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	control, state, data := t.TempDir(), t.TempDir(), t.TempDir()
+	control, state, data := testutil.TempDir(t), t.TempDir(), t.TempDir()
 	agents := lossAgents(t, control, state)
 	dev := startDev(t, exe, data, agents)
 

@@ -152,6 +152,11 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	// A runner started as root runs its adapters as another user, which
+	// must pass through to the runner's data directory: search, not list.
+	if err := os.Chmod(filepath.Join(o.Dir, "runner"), 0o711); err != nil {
+		return nil, err
+	}
 	for user := range passwordEnv {
 		c.Passwords[user] = randomHex(16)
 	}

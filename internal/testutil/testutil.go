@@ -9,6 +9,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -186,7 +188,14 @@ func value(m *dto.Metric) float64 {
 // what they share in a scratch directory (a test agent's binary, say),
 // which is removed afterwards. A run whose tests passed fails if any
 // goroutine outlived them: every test stops what it started.
+//
+// Run as root, it lets every user search (not list) the scratch directory
+// and the directories above the test binary: a runner run as root runs
+// its adapters as another user, which must reach their executables.
 func Main(m *testing.M, setup func(dir string) error) {
+	if exe, err := os.Executable(); err == nil {
+		searchableAbove(exe)
+	}
 	var dir string
 	if setup != nil {
 		var err error
@@ -194,6 +203,7 @@ func Main(m *testing.M, setup func(dir string) error) {
 			fmt.Fprintln(os.Stderr, "scratch directory:", err)
 			os.Exit(1)
 		}
+		searchableAbove(filepath.Join(dir, "x"))
 		if err := setup(dir); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			_ = os.RemoveAll(dir)
@@ -205,4 +215,35 @@ func Main(m *testing.M, setup func(dir string) error) {
 			_ = os.RemoveAll(dir)
 		}
 	}))
+}
+
+// TempDir is t.TempDir, whose parent (the test's own directory, made by
+// the testing package) every user may search, not list, when the test
+// runs as root: a runner run as root runs its adapters as another user,
+// which must reach its data directory and what the test gives its agents.
+func TempDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	searchableAbove(dir)
+	return dir
+}
+
+// SearchableAbove lets every user search the directories above path, as
+// TempDir does: for a path given by a test's caller.
+func SearchableAbove(path string) { searchableAbove(path) }
+
+// searchableAbove lets every user search each directory above path and
+// below the temporary directory (where go test builds and t.TempDir
+// makes its directories), when the test runs as root; a non-root run
+// changes nothing, and nothing outside the temporary directory changes.
+func searchableAbove(path string) {
+	tmp := filepath.Clean(os.TempDir())
+	if os.Geteuid() != 0 {
+		return
+	}
+	for d := filepath.Dir(filepath.Clean(path)); d != tmp && strings.HasPrefix(d, tmp+string(filepath.Separator)); d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() && fi.Mode().Perm()&0o001 == 0 {
+			_ = os.Chmod(d, fi.Mode().Perm()|0o001)
+		}
+	}
 }

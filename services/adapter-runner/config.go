@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -194,6 +195,17 @@ type Config struct {
 	// zero value, for embedders and tests whose adapters need what the
 	// sandbox denies, is off.
 	Sandbox SandboxMode
+	// AdapterUID and AdapterGID are the user and group a runner started
+	// as root runs its adapters as, unless Sandbox is off (adapteruser.go;
+	// flags adapter-runner.adapter-uid and adapter-runner.adapter-gid). 0
+	// means the default: DefaultAdapterUID, and for the group the uid.
+	// A runner not started as root runs them as itself.
+	AdapterUID, AdapterGID int
+	// AdapterUIDRange, when positive, gives each namespace's adapters a
+	// uid of their own among the AdapterUIDRange from AdapterUID (flag
+	// adapter-runner.adapter-uid-range; 0, the default: AdapterUID for
+	// every namespace).
+	AdapterUIDRange int
 	// Protected are paths no agent may reach, which the sandbox cannot
 	// keep from one whose working directory holds them or lies in them
 	// (protect.go): skein dev's data. Such a session is refused, started
@@ -250,6 +262,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.Sandbox = SandboxMode(s)
 		return c.Sandbox.validate()
 	})
+	fs.IntVar(&c.AdapterUID, "adapter-runner.adapter-uid", DefaultAdapterUID, "user ID a runner started as root runs its adapters as (unless adapter-runner.sandbox is off); the directories it makes for a session are theirs, a user's own cwd keeps its owner")
+	fs.IntVar(&c.AdapterGID, "adapter-runner.adapter-gid", 0, "group ID of the adapters of a runner started as root (default: adapter-runner.adapter-uid)")
+	fs.IntVar(&c.AdapterUIDRange, "adapter-runner.adapter-uid-range", 0, "when positive, each namespace's adapters of a runner started as root run as a uid of their own among this many from adapter-runner.adapter-uid, claimed in the data directory (0: adapter-runner.adapter-uid for all)")
 	fs.StringVar(&c.OSInstructionsFile, "adapter-runner.os-instructions-file", "", "file of OS instructions appended to every agent's system prompt unless its session skips them (read at start)")
 }
 
@@ -306,6 +321,18 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Sandbox.validate(); err != nil {
 		return fmt.Errorf("adapter-runner.sandbox: %w", err)
+	}
+	if c.AdapterUID < 0 || c.AdapterGID < 0 || c.AdapterUIDRange < 0 {
+		return fmt.Errorf("adapter-runner.adapter-uid %d, adapter-gid %d and adapter-uid-range %d: want none negative", c.AdapterUID, c.AdapterGID, c.AdapterUIDRange)
+	}
+	if c.AdapterUID == 0 {
+		c.AdapterUID = DefaultAdapterUID
+	}
+	if c.AdapterGID == 0 {
+		c.AdapterGID = c.AdapterUID
+	}
+	if c.AdapterUID+max(c.AdapterUIDRange, 1)-1 > math.MaxUint32-1 { // (uid_t)-1 is no uid
+		return fmt.Errorf("adapter-runner.adapter-uid %d with adapter-uid-range %d passes the last uid", c.AdapterUID, c.AdapterUIDRange)
 	}
 	return nil
 }

@@ -38,7 +38,8 @@ func (r *Runner) confine(ns events.Namespace, sid events.SessionID, agent Agent,
 	if cwd == "" {
 		cwd = roots.Default(ns, sid)
 	}
-	held, err := roots.Open(ns, grants, "cwd", cwd, true)
+	// What Open makes of it is the adapters' user's (adapteruser.go).
+	held, err := spec.user.openGiving(cwd, func() (*workspace.Dir, error) { return roots.Open(ns, grants, "cwd", cwd, true) })
 	if err != nil {
 		return err
 	}

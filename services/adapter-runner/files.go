@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nuid"
 
+	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
 )
 
@@ -119,8 +120,9 @@ func newFileStore(cfg Config, ops *fileOps) *fileStore {
 type transfer struct {
 	key       string // the session's events.SessionKey
 	ns        events.Namespace
-	principal string   // who began it ("": none named)
-	root      *os.Root // the working directory its begin held, until it ends
+	principal string      // who began it ("": none named)
+	root      *os.Root    // the working directory its begin held, until it ends
+	owner     adapterUser // the session's adapters' user, whose the upload is (adapteruser.go)
 	token     string
 	name      string
 	size      int64
@@ -146,6 +148,10 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 	if err != nil {
 		return nil, err
 	}
+	owner, err := r.sandbox.userFor(ns)
+	if err != nil {
+		return nil, err
+	}
 	req, err := events.Decode[events.RunnerFileRequest](data)
 	if err != nil {
 		return nil, err
@@ -162,7 +168,9 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 	// confine makes it. The transfer keeps the root its begin opened, so
 	// an upload's later requests need none.
 	open := func(create bool) (*os.Root, error) {
-		held, err := r.cfg.WorkspaceRoots.Open(ns, r.cfg.WorkspaceGrants, "cwd", cwd, create)
+		held, err := owner.openGiving(cwd, func() (*workspace.Dir, error) { // what it makes is the adapters' user's
+			return r.cfg.WorkspaceRoots.Open(ns, r.cfg.WorkspaceGrants, "cwd", cwd, create)
+		})
 		if err != nil {
 			if _, cerr := r.cfg.WorkspaceRoots.Check(ns, r.cfg.WorkspaceGrants, "cwd", cwd); cerr == nil && !create {
 				// Confined by name, not there to open (yet, or
@@ -180,13 +188,14 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 	}
 	key := events.SessionKey(ns, sid)
 	return runFileOp(ctx, r.files.ops, key, func() (events.Variant, error) {
-		return r.fileOp(ctx, ns, sid, open, req)
+		return r.fileOp(ctx, ns, sid, owner, open, req)
 	})
 }
 
 // fileOp runs the one op req names, in its slot (runFileOp), in the
-// session's working directory, which open opens (create: made if missing).
-func (r *Runner) fileOp(ctx context.Context, ns events.Namespace, sid events.SessionID, open func(create bool) (*os.Root, error), req *events.RunnerFileRequest) (events.Variant, error) {
+// session's working directory, which open opens (create: made if missing,
+// and given to owner, the session's adapters' user, as an upload is).
+func (r *Runner) fileOp(ctx context.Context, ns events.Namespace, sid events.SessionID, owner adapterUser, open func(create bool) (*os.Root, error), req *events.RunnerFileRequest) (events.Variant, error) {
 	key := events.SessionKey(ns, sid)
 	switch {
 	case req.Begin != nil:
@@ -201,7 +210,7 @@ func (r *Runner) fileOp(ctx context.Context, ns events.Namespace, sid events.Ses
 			return nil, err
 		}
 		by := uploader{key: key, ns: ns, principal: events.RequestHeaders(ctx).Get(events.HeaderPrincipal)}
-		return r.files.begin(by, root, req.Begin, events.TransferID(r.ID(), ""), events.FileChunkSize(r.nc.MaxPayload()))
+		return r.files.begin(by, root, owner, req.Begin, events.TransferID(r.ID(), ""), events.FileChunkSize(r.nc.MaxPayload()))
 	case req.Write != nil:
 		if _, err := req.Write.Validate(); err != nil {
 			return nil, err
@@ -252,12 +261,12 @@ type uploader struct {
 // begin starts an upload: its temporary file is created empty, and the
 // transfer expires after the store's TTL without a write. prefix is the
 // transfer ID without its token (the runner's ID and "~").
-func (s *fileStore) begin(by uploader, root *os.Root, req *events.FileBeginRequest, prefix string, chunk int64) (*events.FileTransferResponse, error) {
+func (s *fileStore) begin(by uploader, root *os.Root, owner adapterUser, req *events.FileBeginRequest, prefix string, chunk int64) (*events.FileTransferResponse, error) {
 	if req.Size > s.maxBytes {
 		_ = root.Close()
 		return nil, events.Errorf(events.CodePayloadTooLarge, "a file may be at most %d bytes, not %d", s.maxBytes, req.Size)
 	}
-	t := &transfer{key: by.key, ns: by.ns, principal: by.principal, root: root, token: nuid.Next(), name: req.Name, size: req.Size}
+	t := &transfer{key: by.key, ns: by.ns, principal: by.principal, root: root, owner: owner, token: nuid.Next(), name: req.Name, size: req.Size}
 	s.mu.Lock()
 	if err := s.slotLocked(by); err != nil {
 		s.mu.Unlock()
@@ -330,6 +339,11 @@ func (s *fileStore) create(t *transfer) error {
 	}
 	f, err := root.OpenFile(t.tmp(), os.O_CREATE|os.O_EXCL|os.O_WRONLY|openFlags, attachmentFilePerm)
 	if err != nil {
+		return fsError("create", t.tmp(), err)
+	}
+	// The agent reads (and may remove) what is uploaded for it.
+	if err := t.owner.ownIn(root, events.AttachmentDir, attachmentIncomingAt, t.tmp()); err != nil {
+		_ = f.Close()
 		return fsError("create", t.tmp(), err)
 	}
 	if err := f.Close(); err != nil {

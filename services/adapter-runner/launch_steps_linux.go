@@ -33,8 +33,9 @@ func enterWorkdir(p sandboxPolicy) error {
 	return unix.Fchdir(p.Workdirs[0])
 }
 
-// dropPrivileges leaves this process no capability and no way to gain one.
-func dropPrivileges(sandboxPolicy) error { return nil }
+// dropPrivileges leaves this process no capability and no way to gain one
+// (privileges_linux.go).
+func dropPrivileges(p sandboxPolicy) error { return dropCapabilities(p) }
 
-// filterSyscalls installs the adapter's seccomp filter.
-func filterSyscalls(sandboxPolicy) error { return nil }
+// filterSyscalls installs the adapter's seccomp filter (seccomp_linux.go).
+func filterSyscalls(sandboxPolicy) error { return installSeccomp() }

@@ -149,7 +149,7 @@ func TestAdaptersDieWithTheirRunner(t *testing.T) {
 	}
 	ns := natstest.Run(t, natstest.WithListen())
 	nc := natstest.Connect(t, ns)
-	dataDir := t.TempDir()
+	dataDir := testutil.TempDir(t)
 	// Like claude-code-acp and codex-acp, the adapter does not exit when
 	// its stdin ends.
 	// The runner confines it (adapter-runner.sandbox defaults to

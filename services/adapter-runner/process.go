@@ -134,6 +134,9 @@ type spawnSpec struct {
 	// confine: the adapter starts in and is granted these, not what
 	// their names lead to now.
 	held []*workspace.Dir
+	// user is who the adapter runs as (adapteruser.go): the zero user
+	// for the runner's own.
+	user adapterUser
 }
 
 func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events.Namespace, sid events.SessionID, id string, agent Agent, spec spawnSpec, stderrMax int64, stopGrace time.Duration) (*process, error) {
@@ -141,6 +144,16 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 	home, tmp := filepath.Join(dir, "home"), filepath.Join(dir, "tmp")
 	for _, d := range []string{home, tmp} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("session directories: %w", err)
+		}
+	}
+	// Under a runner started as root, HOME and TMPDIR are the adapter's
+	// user's, and the directories above them searchable to it.
+	if u := spec.user; u.uid != 0 {
+		if err := u.searchable(filepath.Dir(dir), dir); err != nil {
+			return nil, fmt.Errorf("session directories: %w", err)
+		}
+		if err := u.own(home, tmp); err != nil {
 			return nil, fmt.Errorf("session directories: %w", err)
 		}
 	}

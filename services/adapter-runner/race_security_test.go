@@ -45,6 +45,7 @@ func TestSecurityRaceSwappedCwd(t *testing.T) {
 	// Alice's directory has a secret.txt of her own, so that a
 	// download works, and shows whose it read.
 	writeFile(t, filepath.Join(a, "host", "sub", "secret.txt"), "alice's own")
+	giveToAdapters(t, a, filepath.Join(a, "host"), filepath.Join(a, "host", "sub"), filepath.Join(a, "host", "sub", "alicedir")) // alice's, as she made them
 	bobsBefore := tree(t, bsec)
 	sub, lnk := filepath.Join(a, "host", "sub"), filepath.Join(a, "host", "lnk")
 	if err := os.Symlink(bsec, lnk); err != nil {

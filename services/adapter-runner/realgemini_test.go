@@ -135,5 +135,6 @@ func TestSecurityRealGeminiIsConfined(t *testing.T) {
 	mkdirs(t, home) // as the runner makes it, 0700
 	writeFile(t, filepath.Join(home, ".gemini", "settings.json"),
 		`{"privacy":{"usageStatisticsEnabled":false}}`)
+	giveToAdapters(t, filepath.Join(home, ".gemini")) // as the adapter would have made it in its HOME
 	attackThrough(t, h, "gemini", &model.attackModel, func() string { return "" })
 }

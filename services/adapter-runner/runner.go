@@ -70,7 +70,7 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 	r := &Runner{
 		cfg:            cfg,
 		lg:             lg,
-		sandbox:        newSandbox(cfg.Sandbox, lg, reg),
+		sandbox:        newSandbox(cfg.Sandbox, cfg.adapterUsers(), lg, reg),
 		nc:             nc,
 		m:              newMetrics(reg, nc, cfg.Capacity),
 		agents:         agents,
@@ -96,6 +96,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	// What a runner killed before this one left running (leftovers.go)
 	// goes before this one hosts anything.
 	killLeftovers(r.lg, r.cfg.DataDir)
+	r.sandbox.prepare(r.cfg.DataDir, r.cfg.WorkspaceRoots)
 	// Every ACP_IO record is an asynchronous publish whose
 	// acknowledgement its process's window follows (iowindow.go). The
 	// windows bound what each adapter has in flight; the context's own
@@ -362,6 +363,10 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 	agent, ok := r.agents[agentID]
 	if !ok {
 		return nil, events.Errorf(events.CodeUnknownAgent, "runner %s has no agent %q", r.cfg.ID, agentID)
+	}
+	var err error
+	if spec.user, err = r.sandbox.userFor(ns); err != nil {
+		return nil, err
 	}
 	if err := r.confine(ns, sid, agent, &spec); err != nil {
 		return nil, err

@@ -65,7 +65,7 @@ func startWith(t *testing.T, cfg adapterrunner.Config, agents ...adapterrunner.A
 // startOn is startWith on the NATS connection nc.
 func startOn(t *testing.T, nc *nats.Conn, cfg adapterrunner.Config, agents ...adapterrunner.Agent) *harness {
 	t.Helper()
-	h := &harness{nc: nc, dataDir: t.TempDir(), io: make(chan *nats.Msg, 1024), logs: &testutil.Buffer{}, reg: prometheus.NewRegistry()}
+	h := &harness{nc: nc, dataDir: testutil.TempDir(t), io: make(chan *nats.Msg, 1024), logs: &testutil.Buffer{}, reg: prometheus.NewRegistry()}
 	if len(agents) == 0 {
 		agents = []adapterrunner.Agent{{ID: "test", Command: testAgent}}
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -68,6 +67,14 @@ type sandboxPolicy struct {
 	// The launcher enters the first, grants each as Write grants a
 	// path, and closes them all at exec.
 	Workdirs []int `json:"workdirs,omitempty"`
+	// NoLandlock: the kernel has none, and the mode lets the adapter
+	// start without it; the launcher's other steps still run.
+	NoLandlock bool `json:"noLandlock,omitempty"`
+	// UID and GID, when UID is not 0, are the user and group the
+	// adapter runs as (Config.AdapterUID): the launcher becomes them
+	// once it joined its cgroups.
+	UID int `json:"uid,omitempty"`
+	GID int `json:"gid,omitempty"`
 }
 
 // sandbox is the runner's view of the sandbox: its mode, and the Landlock
@@ -76,14 +83,26 @@ type sandbox struct {
 	mode SandboxMode
 	abi  int
 	lg   *slog.Logger
+	// user is who adapters run as (adapteruser.go), the first of
+	// users' range where each namespace has its own; uid 0 for the
+	// runner's own user.
+	user  adapterUser
+	users *adapterUsers
+	// unreachable says why that user cannot reach the data directory
+	// or a workspace root (prepare), nil if it can: every adapter is
+	// then refused, saying so.
+	unreachable error
 }
 
 // newSandbox probes the kernel, says loudly what adapters will get, and
 // exports it as acp_runner_sandbox_confined (1 when adapters are confined)
 // and acp_runner_sandbox_landlock_abi.
-func newSandbox(mode SandboxMode, lg *slog.Logger, reg prometheus.Registerer) *sandbox {
+func newSandbox(mode SandboxMode, users *adapterUsers, lg *slog.Logger, reg prometheus.Registerer) *sandbox {
 	abi, err := landlockABI()
-	s := &sandbox{mode: mode, abi: abi, lg: lg}
+	s := &sandbox{mode: mode, abi: abi, lg: lg, user: users.base, users: users}
+	if mode != SandboxOff {
+		s.logPrivileges()
+	}
 	confined := 0.0
 	switch {
 	case mode == SandboxOff:
@@ -108,9 +127,11 @@ func newSandbox(mode SandboxMode, lg *slog.Logger, reg prometheus.Registerer) *s
 }
 
 // command returns the command that starts the adapter at path with args
-// under policy: through the launcher where the adapter is to be confined,
-// directly where the mode lets it run unconfined. It refuses, typed, what
-// the mode requires and the kernel cannot do.
+// under policy: through the launcher unless the mode is off, which runs
+// it directly, as the runner runs. Where the kernel has no Landlock and
+// the mode lets the adapter run without it, the launcher skips only that
+// step: the adapter still holds no privilege, under the seccomp filter.
+// It refuses, typed, what the mode requires and the kernel cannot do.
 func (s *sandbox) command(agentID, path string, args []string, policy sandboxPolicy) (*exec.Cmd, error) {
 	if s == nil || s.mode == SandboxOff {
 		return exec.Command(path, args...), nil
@@ -120,8 +141,17 @@ func (s *sandbox) command(agentID, path string, args []string, policy sandboxPol
 			return nil, events.Errorf(events.CodeAgentUnavailable,
 				"agent %s: this runner cannot confine adapters (no Landlock in its kernel) and adapter-runner.sandbox is require", agentID)
 		}
-		s.lg.Warn("starting an UNCONFINED adapter: the kernel has no Landlock", events.LogKeyAgent, agentID)
-		return exec.Command(path, args...), nil
+		s.lg.Warn("starting an adapter UNCONFINED by Landlock (the kernel has none): it holds no privilege, under the seccomp filter, "+
+			"but may read and write whatever its user may", events.LogKeyAgent, agentID)
+		policy.NoLandlock, policy.NoNetwork = true, false
+	}
+	if s.unreachable != nil {
+		return nil, events.Errorf(events.CodeAgentUnavailable, "agent %s: %v", agentID, s.unreachable)
+	}
+	if u := (adapterUser{uid: policy.UID, gid: policy.GID}); u.uid != 0 {
+		if err := u.canRun(path); err != nil {
+			return nil, events.Errorf(events.CodeAgentUnavailable, "agent %s: its adapter runs as uid %d (adapter-runner.adapter-uid): %v", agentID, u.uid, err)
+		}
 	}
 	if policy.NoNetwork && s.abi < landlockNetABI {
 		if s.mode == SandboxRequire {
@@ -152,8 +182,9 @@ func policyFor(agent Agent, path string, spec spawnSpec, home, tmp string) (sand
 	p.Read = append(p.Read, agent.Sandbox.Read...)
 	p.Write = append(p.Write, home, tmp)
 	p.Workdirs = workdirFDs(len(spec.held))
+	p.UID, p.GID = spec.user.uid, spec.user.gid
 	for _, d := range agent.Sandbox.Write {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+		if err := spec.user.mkdirOwn(d); err != nil {
 			return p, events.Errorf(events.CodeAgentUnavailable, "agent %s: its sandbox write path: %v", agent.ID, err)
 		}
 		p.Write = append(p.Write, d)

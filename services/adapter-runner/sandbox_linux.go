@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"syscall"
 
@@ -49,6 +50,9 @@ func launch(policyJSON, path string, argv []string) error {
 	if err := json.Unmarshal([]byte(policyJSON), &p); err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
+	// Capabilities and no_new_privs are each thread's: every step, and
+	// the exec, on this one.
+	runtime.LockOSThread()
 	// The steps run in this order, each needing what the one before it
 	// left: the cgroups are joined while this process may still write
 	// them, the working directory is entered through the descriptor the
@@ -64,12 +68,16 @@ func launch(policyJSON, path string, argv []string) error {
 	if err := dropPrivileges(p); err != nil {
 		return fmt.Errorf("privileges: %w", err)
 	}
-	abi, err := landlockABI()
-	if err != nil || abi == 0 {
-		return fmt.Errorf("no Landlock in this kernel: %v", err)
-	}
-	if err := restrict(p, abi); err != nil {
-		return fmt.Errorf("confine: %w", err)
+	// Where the runner found no Landlock and its mode lets the adapter
+	// run without it (sandbox.command), every other step still runs.
+	if !p.NoLandlock {
+		abi, err := landlockABI()
+		if err != nil || abi == 0 {
+			return fmt.Errorf("no Landlock in this kernel: %v", err)
+		}
+		if err := restrict(p, abi); err != nil {
+			return fmt.Errorf("confine: %w", err)
+		}
 	}
 	if err := filterSyscalls(p); err != nil {
 		return fmt.Errorf("seccomp: %w", err)

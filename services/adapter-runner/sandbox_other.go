@@ -14,8 +14,8 @@ func landlockABI() (int, error) {
 	return 0, errors.New("Landlock is Linux only")
 }
 
-// launcherCommand is never called: with no Landlock, no adapter is
-// started through the launcher.
+// launcherCommand starts the adapter directly: the launcher's steps
+// (privileges, seccomp) are Linux's.
 func launcherCommand(_, path string, args []string) *exec.Cmd { return exec.Command(path, args...) }
 
 // launcherName is the launcher's argv[0] (sandbox_linux.go), which no

@@ -87,6 +87,7 @@ func TestSecurityAgentIsConfinedToItsSession(t *testing.T) {
 	}
 	extra := filepath.Join(ws, "default", "shared")
 	mkdirs(t, extra)
+	giveToAdapters(t, extra) // a user's own directory, which Skein does not chown
 	if _, err := h.createWith(t, "attacker", events.AcpCreateSessionRequest{AdditionalDirectories: []string{extra}}); err != nil {
 		t.Fatal(err)
 	}
