@@ -125,17 +125,10 @@ func cgroupScope(dataDir, runnerID string) string {
 }
 
 // cgroupName is the name of an adapter's cgroup inside its runner's
-// scope: its process ID where that is a plain name, else a digest of it.
-func cgroupName(processID string) string {
-	ok := processID != "" && len(processID) <= 128
-	for _, c := range []byte(processID) {
-		if !(c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-			ok = false
-		}
-	}
-	if ok {
-		return "a-" + processID
-	}
-	sum := sha256.Sum256([]byte(processID))
-	return "h-" + hex.EncodeToString(sum[:12])
+// scope: a digest of its session and process ID (the session service
+// chooses process IDs per session, so that two sessions' adapters may
+// share one).
+func cgroupName(ns events.Namespace, sid events.SessionID, processID string) string {
+	sum := sha256.Sum256([]byte(string(ns) + "\x00" + string(sid) + "\x00" + processID))
+	return "a-" + hex.EncodeToString(sum[:12])
 }

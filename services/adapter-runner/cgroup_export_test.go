@@ -4,6 +4,8 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+
+	"skein.dev/pkg/events"
 )
 
 // CgroupScopes returns the directories, one per cgroup hierarchy the
@@ -21,11 +23,12 @@ func CgroupScopes(dataDir, id string) []string {
 	return out
 }
 
-// CgroupOf returns the directories of an adapter process's cgroups.
-func CgroupOf(scopes []string, processID string) []string {
+// CgroupOf returns the directories of the cgroups of adapter process
+// processID of session sid of namespace default.
+func CgroupOf(scopes []string, sid, processID string) []string {
 	var out []string
 	for _, s := range scopes {
-		out = append(out, filepath.Join(s, cgroupName(processID)))
+		out = append(out, filepath.Join(s, cgroupName(events.DefaultNamespace, events.SessionID(sid), processID)))
 	}
 	return out
 }

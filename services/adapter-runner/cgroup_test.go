@@ -23,9 +23,22 @@ import (
 // cgroup), where the runner says so at start and there is nothing to test.
 func requireCgroups(t *testing.T) {
 	t.Helper()
-	if len(adapterrunner.CgroupScopes(t.TempDir(), "probe")) == 0 {
+	if len(cgroupScopes(t, t.TempDir())) == 0 {
 		t.Skip("this machine gives the runner no cgroup it may write")
 	}
+}
+
+// cgroupScopes returns the scopes of runner r1 on dataDir, made if
+// missing, and removes them at the end of the test (a runner removes its
+// own when it stops).
+func cgroupScopes(t *testing.T, dataDir string) []string {
+	scopes := adapterrunner.CgroupScopes(dataDir, "r1")
+	t.Cleanup(func() {
+		for _, s := range scopes {
+			_ = os.Remove(s)
+		}
+	})
+	return scopes
 }
 
 // pidAlive reports whether process pid runs: a zombie, dead and not yet
@@ -109,7 +122,7 @@ func TestSecuritySetsidChildDiesWithItsAdapter(t *testing.T) {
 	requireLandlock(t, 1)
 	requireCgroups(t)
 	h := startWith(t, adapterrunner.Config{Sandbox: adapterrunner.SandboxRequire})
-	scopes := adapterrunner.CgroupScopes(h.dataDir, "r1")
+	scopes := cgroupScopes(t, h.dataDir)
 	for _, sid := range []string{"stopped", "at-shutdown"} {
 		if _, err := h.createWith(t, sid, events.AcpCreateSessionRequest{}); err != nil {
 			t.Fatal(err)
@@ -122,7 +135,7 @@ func TestSecuritySetsidChildDiesWithItsAdapter(t *testing.T) {
 	if !eventually(func() bool { return !pidAlive(stopped) }) {
 		t.Errorf("the setsid process %d of a stopped adapter is still running", stopped)
 	}
-	for _, d := range adapterrunner.CgroupOf(scopes, "p-stopped") {
+	for _, d := range adapterrunner.CgroupOf(scopes, "stopped", "p-stopped") {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Errorf("the stopped adapter's cgroup %s is left: %v", d, err)
 		}
@@ -146,8 +159,14 @@ func TestSecuritySetsidChildDiesWithItsAdapter(t *testing.T) {
 func TestSecurityRunnerKillsLeftCgroupsAtStart(t *testing.T) {
 	requireCgroups(t)
 	dataDir := t.TempDir()
-	scopes := adapterrunner.CgroupScopes(dataDir, "r1")
-	left := adapterrunner.CgroupOf(scopes, "p-killed-runner")
+	scopes := cgroupScopes(t, dataDir)
+	left := adapterrunner.CgroupOf(scopes, "killed", "p-killed")
+	for _, d := range left {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Remove(d) }) // after the kill below
+	}
 	cmd := exec.Command("setsid", "sleep", "1000")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -156,10 +175,6 @@ func TestSecurityRunnerKillsLeftCgroupsAtStart(t *testing.T) {
 	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
 	for _, d := range left {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = os.Remove(d) })
 		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
 			t.Fatal(err)
 		}
@@ -283,9 +298,9 @@ func TestSecurityProcessFloodStopsAtPidsLimit(t *testing.T) {
 	if n := hitsCounted(t, h, events.LimitPids); n < 1 {
 		t.Errorf("acp_runner_limit_hits_total{kind=pids} = %v, want at least 1", n)
 	}
-	scopes := adapterrunner.CgroupScopes(h.dataDir, "r1")
+	scopes := cgroupScopes(t, h.dataDir)
 	h.stopAdapter(t, "flood")
-	for _, d := range adapterrunner.CgroupOf(scopes, "p-flood") {
+	for _, d := range adapterrunner.CgroupOf(scopes, "flood", "p-flood") {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Errorf("the flooded adapter's cgroup %s is left: %v", d, err)
 		}

@@ -97,9 +97,10 @@ func (c *containment) close() {
 	}
 }
 
-// open makes the cgroups of adapter process id with agent's limits; nil,
+// open makes the cgroups of adapter process id of session sid with
+// agent's limits; nil,
 // and no error, where the machine has none.
-func (c *containment) open(agent Agent, id string) (*adapterCgroup, Limits, error) {
+func (c *containment) open(agent Agent, ns events.Namespace, sid events.SessionID, id string) (*adapterCgroup, Limits, error) {
 	if c == nil {
 		return nil, Limits{}, nil
 	}
@@ -107,7 +108,7 @@ func (c *containment) open(agent Agent, id string) (*adapterCgroup, Limits, erro
 	if c.host.contained() == "" {
 		return nil, lim, nil
 	}
-	cg, err := c.host.open(cgroupName(id), lim)
+	cg, err := c.host.open(cgroupName(ns, sid, id), lim)
 	if err != nil {
 		// A machine that had cgroups at start and has none for this
 		// adapter must not run it unseen.

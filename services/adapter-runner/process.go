@@ -144,7 +144,7 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 	if err != nil {
 		return nil, err
 	}
-	cg, lim, err := spec.contain.open(agent, id)
+	cg, lim, err := spec.contain.open(agent, ns, sid, id)
 	if err != nil {
 		return nil, err
 	}
