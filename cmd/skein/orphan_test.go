@@ -1,0 +1,126 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"skein.dev/internal/testutil"
+)
+
+// startDevOn starts `skein dev` as a process on HTTP address httpAddr,
+// the sandbox off (so that nothing but containment stands between an
+// agent and a port), and returns it once it printed its welcome, or the
+// output it ended with.
+func startDevOn(t *testing.T, exe, data, agents, httpAddr string) (*devProcess, error) {
+	t.Helper()
+	out := &testutil.Buffer{}
+	cmd := exec.Command(exe, "dev", "--data", data, "--http", httpAddr, "--nats-listen", "127.0.0.1:0", "--agents", agents,
+		"--log-level", "warn", "--gateway.insecure-no-auth", "--adapter-runner.sandbox=off")
+	cmd.Env = append(os.Environ(), envRunSkein+"=1")
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	for {
+		if u := welcomeURL(out.String(), "HTTP"); u != "" {
+			return &devProcess{cmd: cmd, base: u + "/v1/sessions/", out: out}, nil
+		}
+		select {
+		case <-exited:
+			return nil, fmt.Errorf("skein dev on %s ended at start: %s", httpAddr, out)
+		case <-time.After(10 * time.Millisecond):
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		}
+	}
+}
+
+// The attack: an agent leaves a process behind, in a session of its own
+// (setsid), that waits for skein dev's HTTP port and binds it once skein
+// dev is gone (killed), to catch the bearer tokens of the next curl and
+// skein. The skein dev started next kills every process its runner's
+// cgroups hold before it binds its own listeners: it starts on its port,
+// and the process is dead.
+func TestSecurityOrphanCannotTakeSkeinsPort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes; skipped in -short")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	data := t.TempDir()
+	agents := filepath.Join(t.TempDir(), "agents.json")
+	registry, _ := json.Marshal(map[string]any{"agents": []map[string]any{{"id": "attacker", "command": exe, "args": []string{testAgentCommand}}}})
+	if err := os.WriteFile(agents, registry, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := startDevOn(t, exe, data, agents, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pollHTTP(t, http.MethodPut, dev.base+"s1", `{"agent":"attacker"}`); err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(data, "workspaces", "default", "s1")
+	_, port, _ := net.SplitHostPort(addr)
+	thief := `$0 = "thief"; open(P, ">orphan.pid"); print P "$$\n"; close P; ` +
+		`until ($s = IO::Socket::INET->new(LocalAddr => "127.0.0.1:` + port + `", Listen => 5, ReuseAddr => 1)) { select(undef, undef, undef, 0.01) } ` +
+		`open(B, ">bound"); close B; while ($c = $s->accept) { open(F, ">>stolen"); print F <$c>; close F }`
+	postPrompt(t.Context(), dev.base+"s1/prompt", "", `sh setsid perl -MIO::Socket::INET -e '`+thief+`' >/dev/null 2>&1 &`)
+	var pid int
+	if err := pollFor(t.Context(), "the agent's setsid process", func() bool {
+		b, err := os.ReadFile(filepath.Join(ws, "orphan.pid"))
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if processAlive(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+
+	dev.kill(t)
+	if err := pollFor(t.Context(), "the orphan to bind skein dev's port", func() bool {
+		_, err := os.Stat(filepath.Join(ws, "bound"))
+		return err == nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dev, err = startDevOn(t, exe, data, agents, addr)
+	if err != nil {
+		t.Fatalf("skein dev did not start again on its port: %v", err)
+	}
+	if processAlive(pid) {
+		t.Errorf("the agent's orphan %d still runs after skein dev started again", pid)
+	}
+	if err := pollHTTP(t, http.MethodGet, strings.TrimSuffix(dev.base, "sessions/")+"agents", ""); err != nil {
+		t.Errorf("skein dev's API: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "stolen")); err == nil {
+		t.Errorf("the orphan caught a request: %q", b)
+	}
+}
