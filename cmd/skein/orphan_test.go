@@ -16,33 +16,58 @@ import (
 	"testing"
 	"time"
 
-	"skein.dev/internal/testutil"
+	"skein.dev/pkg/events"
 )
 
+// orphanDev is `skein dev` run as a process of the test binary.
+type orphanDev struct {
+	cmd    *exec.Cmd
+	base   string // http://…/v1/sessions/
+	exited chan struct{}
+}
+
+// kill kills skein dev with SIGKILL: nothing is cleaned up.
+func (d *orphanDev) kill() {
+	_ = d.cmd.Process.Kill()
+	<-d.exited
+}
+
 // startDevOn starts `skein dev` as a process on HTTP address httpAddr,
+// with flags,
 // the sandbox off (so that nothing but containment stands between an
 // agent and a port), and returns it once it printed its welcome, or the
-// output it ended with.
-func startDevOn(t *testing.T, exe, data, agents, httpAddr string) (*devProcess, error) {
+// output it ended with. Its output goes to a file, which a process it
+// left behind may hold open without keeping the test waiting.
+func startDevOn(t *testing.T, exe, data, agents, httpAddr string, flags ...string) (*orphanDev, error) {
 	t.Helper()
-	out := &testutil.Buffer{}
+	out, err := os.CreateTemp(t.TempDir(), "dev-out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
 	cmd := exec.Command(exe, "dev", "--data", data, "--http", httpAddr, "--nats-listen", "127.0.0.1:0", "--agents", agents,
 		"--log-level", "warn", "--gateway.insecure-no-auth", "--adapter-runner.sandbox=off")
+	cmd.Args = append(cmd.Args, flags...)
 	cmd.Env = append(os.Environ(), envRunSkein+"=1")
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	d := &orphanDev{cmd: cmd, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(d.exited) }()
+	t.Cleanup(d.kill)
+	output := func() string {
+		b, _ := os.ReadFile(out.Name())
+		return string(b)
+	}
 	for {
-		if u := welcomeURL(out.String(), "HTTP"); u != "" {
-			return &devProcess{cmd: cmd, base: u + "/v1/sessions/", out: out}, nil
+		if u := welcomeURL(output(), "HTTP"); u != "" {
+			d.base = u + "/v1/sessions/"
+			return d, nil
 		}
 		select {
-		case <-exited:
-			return nil, fmt.Errorf("skein dev on %s ended at start: %s", httpAddr, out)
+		case <-d.exited:
+			return nil, fmt.Errorf("skein dev on %s ended at start: %s", httpAddr, output())
 		case <-time.After(10 * time.Millisecond):
 		case <-t.Context().Done():
 			t.Fatal(t.Context().Err())
@@ -103,7 +128,7 @@ func TestSecurityOrphanCannotTakeSkeinsPort(t *testing.T) {
 		}
 	})
 
-	dev.kill(t)
+	dev.kill()
 	if err := pollFor(t.Context(), "the orphan to bind skein dev's port", func() bool {
 		_, err := os.Stat(filepath.Join(ws, "bound"))
 		return err == nil
@@ -122,5 +147,44 @@ func TestSecurityOrphanCannotTakeSkeinsPort(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, "stolen")); err == nil {
 		t.Errorf("the orphan caught a request: %q", b)
+	}
+}
+
+// An agent that meets its process limit is told by the kernel (fork
+// fails), and the session's log says so: an AdapterLimitHit record the
+// session service appended, as a reader of the log finds it.
+func TestSecurityLimitHitInSessionLog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes; skipped in -short")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	agents := filepath.Join(t.TempDir(), "agents.json")
+	registry, _ := json.Marshal(map[string]any{"agents": []map[string]any{{"id": "flooder", "command": exe, "args": []string{testAgentCommand},
+		"limits": map[string]any{"pids": 48}}}})
+	if err := os.WriteFile(agents, registry, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := startDevOn(t, exe, data, agents, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pollHTTP(t, http.MethodPut, dev.base+"s1", `{"agent":"flooder"}`); err != nil {
+		t.Fatal(err)
+	}
+	postPrompt(t.Context(), dev.base+"s1/prompt", "", `sh i=0; while [ $i -lt 100 ]; do sleep 1000 & i=$((i+1)); done >/dev/null 2>&1`)
+	js := (&devProcess{natsURL: devUserURL(t, data, devAdminUser)}).js(t)
+	var hit *events.AdapterLimitHit
+	if err := pollFor(t.Context(), "the limit hit in the session's log", func() bool {
+		hit, _ = lastRecord[events.AdapterLimitHit](t.Context(), js, "s1")
+		return hit != nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if hit.Kind != events.LimitPids || hit.Limit != 48 || hit.Count == 0 {
+		t.Errorf("limit hit = %+v, want pids, 48, a count", hit)
 	}
 }
