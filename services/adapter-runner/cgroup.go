@@ -78,6 +78,10 @@ const (
 
 var limitKinds = []string{limitMemory, limitPids, limitDisk}
 
+// v2Limits are the controllers the runner sets limits with, as cgroup v2
+// names them; v1 names them the same.
+var v2Limits = []string{"memory", "pids", "cpu"}
+
 // over returns lim with each field of o that is set in place of its own:
 // a registry entry's limits over the runner's.
 func (lim Limits) over(o Limits) Limits {

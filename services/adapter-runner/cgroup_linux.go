@@ -23,10 +23,6 @@ import (
 // cgroupRoot is where a machine mounts its cgroup hierarchies.
 const cgroupRoot = "/sys/fs/cgroup"
 
-// v2Limits are the controllers the runner sets limits with, as cgroup v2
-// names them; v1 names them the same.
-var v2Limits = []string{"memory", "pids", "cpu"}
-
 // cgroupHost is what of cgroups this machine gives the runner, found once
 // at start (findCgroups).
 type cgroupHost struct {
@@ -297,7 +293,7 @@ func (cg *adapterCgroup) dirs() []string {
 func (cg *adapterCgroup) procs() []int {
 	var pids []int
 	for _, d := range cg.dirs() {
-		for _, f := range strings.Fields(readString(filepath.Join(d, "cgroup.procs"))) {
+		for f := range strings.FieldsSeq(readString(filepath.Join(d, "cgroup.procs"))) {
 			if pid, err := strconv.Atoi(f); err == nil && !slices.Contains(pids, pid) {
 				pids = append(pids, pid)
 			}
@@ -351,7 +347,7 @@ func (cg *adapterCgroup) freezeKill(dir string) {
 	for i := 0; i < 1000 && readString(state) != "FROZEN"; i++ {
 		time.Sleep(time.Millisecond)
 	}
-	for _, f := range strings.Fields(readString(filepath.Join(dir, "cgroup.procs"))) {
+	for f := range strings.FieldsSeq(readString(filepath.Join(dir, "cgroup.procs"))) {
 		if pid, err := strconv.Atoi(f); err == nil {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
@@ -541,7 +537,7 @@ func ownCgroups() (map[string]string, error) {
 		if len(f) != 3 {
 			continue
 		}
-		for _, c := range strings.Split(f[1], ",") {
+		for c := range strings.SplitSeq(f[1], ",") {
 			out[c] = f[2]
 		}
 	}
