@@ -132,6 +132,14 @@ func (h *cgroupHost) contained() string {
 	return ""
 }
 
+// where names the hierarchy that carries controller c's limit.
+func (h *cgroupHost) where(c string) string {
+	if h.v2Ctrl[c] {
+		return "cgroup v2 " + h.v2
+	}
+	return "cgroup v1 " + h.v1[c]
+}
+
 // limited reports whether the limit of controller c can be set.
 func (h *cgroupHost) limited(c string) bool { return h.v2Ctrl[c] || h.v1[c] != "" }
 
@@ -166,16 +174,23 @@ func (h *cgroupHost) open(name string, lim Limits) (*adapterCgroup, error) {
 		_ = cg.remove()
 		return nil, err
 	}
+	// A scope removed since the runner started (by hand, by a runner of
+	// the same scope stopping) is made again.
 	if h.v2 != "" {
+		if !isDir(h.v2) && os.Mkdir(h.v2, 0o755) == nil {
+			for c := range h.v2Ctrl {
+				_ = enable(h.v2, c)
+			}
+		}
 		cg.v2 = filepath.Join(h.v2, name)
-		if err := os.Mkdir(cg.v2, 0o755); err != nil {
+		if err := mkdirIn(h.v2, cg.v2); err != nil {
 			cg.v2 = ""
 			return fail(err)
 		}
 	}
 	for c, scope := range h.v1 {
 		dir := filepath.Join(scope, name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
+		if err := mkdirIn(scope, dir); err != nil {
 			return fail(err)
 		}
 		cg.v1[c] = dir
@@ -191,6 +206,17 @@ func (h *cgroupHost) open(name string, lim Limits) (*adapterCgroup, error) {
 		cg.fd = fd
 	}
 	return cg, nil
+}
+
+// mkdirIn makes cgroup dir in scope, and scope first where it is missing.
+func mkdirIn(scope, dir string) error {
+	err := os.Mkdir(dir, 0o755)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.Mkdir(scope, 0o755); err == nil || errors.Is(err, fs.ErrExist) {
+			err = os.Mkdir(dir, 0o755)
+		}
+	}
+	return err
 }
 
 // existing is adapter name's cgroups as they are now, those missing left

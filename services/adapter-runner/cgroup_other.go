@@ -19,6 +19,8 @@ func (*cgroupHost) contained() string { return "" }
 
 func (*cgroupHost) limited(string) bool { return false }
 
+func (*cgroupHost) where(string) string { return "" }
+
 func (*cgroupHost) fromBirth() bool { return false }
 
 func (*cgroupHost) open(string, Limits) (*adapterCgroup, error) { return nil, errors.ErrUnsupported }

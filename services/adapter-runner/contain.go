@@ -58,11 +58,12 @@ func newContainment(lg *slog.Logger, cfg Config, reg prometheus.Registerer) *con
 	limits := f.NewGaugeVec(prometheus.GaugeOpts{Name: "acp_runner_cgroup_limits",
 		Help: "1 for each limit the runner can set on its adapters' cgroups (memory, pids, cpu), 0 for one this machine does not give."},
 		[]string{"kind"})
-	var missing []string
+	var missing, where []string
 	for _, k := range v2Limits {
 		v := 0.0
 		if c.host.limited(k) {
 			v = 1
+			where = append(where, k+" in "+c.host.where(k))
 		} else {
 			missing = append(missing, k)
 		}
@@ -71,7 +72,7 @@ func newContainment(lg *slog.Logger, cfg Config, reg prometheus.Registerer) *con
 	if len(missing) > 0 {
 		lg.Error("adapters run WITHOUT some limits: this machine gives the runner no cgroup controller for them", "missing", strings.Join(missing, ","))
 	}
-	lg.Info("adapter limits", "memory_bytes", c.limits.MemoryBytes, "pids", c.limits.Pids, "cpu_weight", c.limits.CPUWeight,
+	lg.Info("adapter limits", "set_in", strings.Join(where, ", "), "memory_bytes", c.limits.MemoryBytes, "pids", c.limits.Pids, "cpu_weight", c.limits.CPUWeight,
 		"disk_bytes", c.limits.DiskBytes, "disk_watch_interval", c.diskEvery)
 	f.NewGauge(prometheus.GaugeOpts{Name: "acp_runner_cgroup_contained",
 		Help: "1 when each adapter runs in cgroups of its own, killed as a whole (setsid children included) when it stops; 0 when only its process group is."}).Set(contained)
