@@ -348,3 +348,53 @@ func TestSecurityDiskWatchStopsAGrowingWorkspace(t *testing.T) {
 		t.Errorf("acp_runner_limit_hits_total{kind=disk} = %v, want 1", n)
 	}
 }
+
+// cgroupValue reads file of the first of dirs that has it.
+func cgroupValue(t *testing.T, dirs []string, file string) string {
+	t.Helper()
+	for _, d := range dirs {
+		if b, err := os.ReadFile(filepath.Join(d, file)); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	t.Fatalf("no %s in %q", file, dirs)
+	return ""
+}
+
+// The runner's limits reach each adapter's cgroup, with an agent's own
+// where its registry entry sets them: memory, processes and CPU weight
+// (cpu.weight in v2; v1's cpu.shares, scaled from it).
+func TestAdapterCgroupsCarryTheirLimits(t *testing.T) {
+	requireCgroups(t)
+	h := startWith(t, adapterrunner.Config{MemoryMaxBytes: 512 << 20, PidsMax: 300, CPUWeight: 50},
+		adapterrunner.Agent{ID: "test", Command: testAgent},
+		adapterrunner.Agent{ID: "own", Command: testAgent, Limits: adapterrunner.Limits{Pids: 77, CPUWeight: 200}})
+	scopes := cgroupScopes(t, h.dataDir)
+	for _, tc := range []struct {
+		agent             string
+		mem, pids, weight int64
+	}{{"test", 512 << 20, 300, 50}, {"own", 512 << 20, 77, 200}} {
+		if _, err := h.createWith(t, tc.agent, events.AcpCreateSessionRequest{AgentType: tc.agent}); err != nil {
+			t.Fatal(err)
+		}
+		dirs := adapterrunner.CgroupOf(scopes, tc.agent, "p-"+tc.agent)
+		if _, err := os.Stat(filepath.Join(dirs[0], "memory.max")); err == nil {
+			if got := cgroupValue(t, dirs, "memory.max"); got != strconv.FormatInt(tc.mem, 10) {
+				t.Errorf("%s: memory.max = %s, want %d", tc.agent, got, tc.mem)
+			}
+			if got := cgroupValue(t, dirs, "cpu.weight"); got != strconv.FormatInt(tc.weight, 10) {
+				t.Errorf("%s: cpu.weight = %s, want %d", tc.agent, got, tc.weight)
+			}
+		} else {
+			if got := cgroupValue(t, dirs, "memory.limit_in_bytes"); got != strconv.FormatInt(tc.mem, 10) {
+				t.Errorf("%s: memory.limit_in_bytes = %s, want %d", tc.agent, got, tc.mem)
+			}
+			if got := cgroupValue(t, dirs, "cpu.shares"); got != strconv.FormatInt(tc.weight*1024/100, 10) {
+				t.Errorf("%s: cpu.shares = %s, want %d", tc.agent, got, tc.weight*1024/100)
+			}
+		}
+		if got := cgroupValue(t, dirs, "pids.max"); got != strconv.FormatInt(tc.pids, 10) {
+			t.Errorf("%s: pids.max = %s, want %d", tc.agent, got, tc.pids)
+		}
+	}
+}

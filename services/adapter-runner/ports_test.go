@@ -45,3 +45,22 @@ func FuzzParsePorts(f *testing.F) {
 		}
 	})
 }
+
+// A registry entry's bind list and limits are checked when the registry
+// is read: a typo fails the runner's start, not an adapter's.
+func TestRegistryChecksBindAndLimits(t *testing.T) {
+	for name, a := range map[string]Agent{
+		"bind":   {ID: "a", Command: "x", Sandbox: AgentSandbox{Bind: []string{"3000-"}}},
+		"memory": {ID: "a", Command: "x", Limits: Limits{MemoryBytes: -1}},
+		"pids":   {ID: "a", Command: "x", Limits: Limits{Pids: -5}},
+		"cpu":    {ID: "a", Command: "x", Limits: Limits{CPUWeight: 10001}},
+	} {
+		if err := (Registry{Agents: []Agent{a}}).validate(); err == nil {
+			t.Errorf("%s: %+v accepted", name, a)
+		}
+	}
+	ok := Agent{ID: "a", Command: "x", Sandbox: AgentSandbox{Bind: []string{"3000-3999", "8080"}}, Limits: Limits{Pids: 10, CPUWeight: 1}}
+	if err := (Registry{Agents: []Agent{ok}}).validate(); err != nil {
+		t.Errorf("%+v: %v", ok, err)
+	}
+}
