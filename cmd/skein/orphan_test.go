@@ -194,3 +194,60 @@ func TestSecurityLimitHitInSessionLog(t *testing.T) {
 		t.Errorf("limit hit = %+v, want pids, 48, a count", hit)
 	}
 }
+
+// A process an agent started in a session of its own (setsid) dies with
+// its session's adapter: when the session is deleted, and when it is
+// unloaded. (A restart of skein dev: TestSecurityOrphanCannotTakeSkeinsPort.)
+func TestSecurityOrphanDiesWithItsSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes; skipped in -short")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	agents := filepath.Join(t.TempDir(), "agents.json")
+	registry, _ := json.Marshal(map[string]any{"agents": []map[string]any{{"id": "spawner", "command": exe, "args": []string{testAgentCommand}}}})
+	if err := os.WriteFile(agents, registry, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Under the sandbox skein dev gives agents by default: the launcher
+	// joins the cgroups.
+	dev, err := startDevOn(t, exe, data, agents, "127.0.0.1:0", "--adapter-runner.sandbox=warn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphans := map[string]int{}
+	for _, sid := range []string{"deleted", "unloaded"} {
+		if err := pollHTTP(t, http.MethodPut, dev.base+sid, `{"agent":"spawner"}`); err != nil {
+			t.Fatal(err)
+		}
+		postPrompt(t.Context(), dev.base+sid+"/prompt", "", `sh setsid sh -c 'echo $$ > orphan.pid; exec sleep 1000' >/dev/null 2>&1 &`)
+		file := filepath.Join(data, "workspaces", "default", sid, "orphan.pid")
+		if err := pollFor(t.Context(), "the agent's setsid process", func() bool {
+			b, err := os.ReadFile(file)
+			orphans[sid], _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			return err == nil && orphans[sid] > 0
+		}); err != nil {
+			t.Fatal(err)
+		}
+		pid := orphans[sid]
+		t.Cleanup(func() {
+			if processAlive(pid) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		})
+	}
+	if err := pollHTTP(t, http.MethodDelete, dev.base+"deleted", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := pollHTTP(t, http.MethodPost, dev.base+"unloaded/unload", ""); err != nil {
+		t.Fatal(err)
+	}
+	for sid, pid := range orphans {
+		if err := pollFor(t.Context(), "the "+sid+" session's orphan to die", func() bool { return !processAlive(pid) }); err != nil {
+			t.Errorf("the setsid process %d of the %s session: %v", pid, sid, err)
+		}
+	}
+}
