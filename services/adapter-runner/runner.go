@@ -52,7 +52,8 @@ type Runner struct {
 }
 
 // New returns a Runner; it does no I/O except reading the agents file and
-// the OS instructions file.
+// the OS instructions file, and finding the cgroups the machine gives (and
+// making the runner's scope in them, contain.go).
 func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
