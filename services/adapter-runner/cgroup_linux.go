@@ -43,8 +43,9 @@ type cgroupHost struct {
 // findCgroups finds the hierarchies this process may make cgroups in, and
 // makes its scope in each: in v2 at the hierarchy's root (a cgroup with
 // processes, as the runner's own is, cannot have children with
-// controllers), in v1 under the runner's own cgroup of that controller,
-// so that what limits the runner limits its adapters too.
+// controllers), else under its own cgroup; in v1 under the runner's own
+// cgroup of that controller, so that what limits the runner limits its
+// adapters too.
 func findCgroups(lg *slog.Logger, scope string) *cgroupHost {
 	h := &cgroupHost{lg: lg, scope: scope, v2Ctrl: map[string]bool{}, v1: map[string]string{}}
 	mounts, err := cgroupMounts()
@@ -61,24 +62,36 @@ func findCgroups(lg *slog.Logger, scope string) *cgroupHost {
 		if m.fstype != "cgroup2" || h.v2 != "" {
 			continue
 		}
-		dir := filepath.Join(m.point, scope)
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			lg.Debug("no cgroup v2 scope", "dir", dir, events.LogKeyErr, err)
-			continue
+		// The hierarchy's root, where root may write; else the runner's
+		// own cgroup, which a service manager may have delegated to it
+		// (systemd's Delegate=): its scope there gets the kill, though
+		// not the limits, a cgroup with processes delegating no
+		// controller.
+		parents := []string{m.point}
+		if rel, err := filepath.Rel(m.root, own[""]); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+			parents = append(parents, filepath.Join(m.point, rel))
 		}
-		h.v2 = dir
-		_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
-		h.v2Kill = err == nil
-		avail := strings.Fields(readString(filepath.Join(m.point, "cgroup.controllers")))
-		for _, c := range v2Limits {
-			if !slices.Contains(avail, c) {
+		for _, parent := range parents {
+			dir := filepath.Join(parent, scope)
+			if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				lg.Debug("no cgroup v2 scope", "dir", dir, events.LogKeyErr, err)
 				continue
 			}
-			// The root is exempt from the rule that a cgroup with
-			// processes delegates no controller; the scope has none.
-			if enable(m.point, c) == nil && enable(dir, c) == nil {
-				h.v2Ctrl[c] = true
+			h.v2 = dir
+			_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
+			h.v2Kill = err == nil
+			avail := strings.Fields(readString(filepath.Join(parent, "cgroup.controllers")))
+			for _, c := range v2Limits {
+				if !slices.Contains(avail, c) {
+					continue
+				}
+				// The root is exempt from the rule that a cgroup with
+				// processes delegates no controller; the scope has none.
+				if enable(parent, c) == nil && enable(dir, c) == nil {
+					h.v2Ctrl[c] = true
+				}
 			}
+			break
 		}
 	}
 	for _, c := range append(slices.Clone(v2Limits), "freezer") {
