@@ -74,7 +74,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = &cli.UsageError{Err: err}
 	}
 	if !cli.Reported(err) {
-		fmt.Fprintln(stderr, "skein:", err)
+		// An error may quote what an agent or a tenant wrote.
+		fmt.Fprintln(stderr, "skein:", cli.Visible(err.Error()))
 	}
 	if _, ok := errors.AsType[*cli.UsageError](err); ok && cmd != nil {
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())

@@ -2,6 +2,8 @@ module skein.dev/internal/workspace
 
 go 1.26.8
 
+require golang.org/x/sys v0.50.0
+
 require skein.dev/pkg/events v0.0.0
 
 replace skein.dev/pkg/events => ../../pkg/events

@@ -3,7 +3,6 @@ package workspace
 import (
 	"errors"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,7 +25,7 @@ import (
 const maxListScan = 100_000
 
 // List returns the folders under path for namespace ns, confined by r and
-// g as Check confines a cwd, at most limit of them, by name. Without a path
+// g as Open confines a cwd, read through the directory Open holds, at most limit of them, by name. Without a path
 // (nil) it returns ns's own directories: <root>/<ns> under each root, then
 // what g grants ns. A path that Check refuses, or that is not a folder, is
 // CodeInvalidRequest. With no roots and no grants nothing is confined, so
@@ -57,26 +56,20 @@ func (r Roots) List(ns events.Namespace, g Grants, path *string, limit int) (*ev
 		return resp, nil
 	}
 	p := *path
-	resolved, err := r.Check(ns, g, "path", p)
+	// Opened once, beneath the namespace's directory, and read through
+	// the descriptor: a folder swapped for a symlink at any instant is
+	// either refused or never followed (Open).
+	held, err := r.Open(ns, g, "path", p, false)
 	if err != nil {
-		return nil, err
+		if _, cerr := r.Check(ns, g, "path", p); cerr != nil {
+			return nil, cerr
+		}
+		return nil, events.Errorf(events.CodeInvalidRequest, "path %q is not a folder of the workspace of namespace %s", trunc(filepath.Clean(p)), trunc(string(ns)))
 	}
+	defer func() { _ = held.Close() }()
 	p = filepath.Clean(p)
 	notFolder := events.Errorf(events.CodeInvalidRequest, "path %q is not a folder of the workspace of namespace %s", trunc(p), trunc(string(ns)))
-	dir, err := os.Open(resolved)
-	if err != nil {
-		return nil, notFolder
-	}
-	defer func() { _ = dir.Close() }()
-	if st, err := dir.Stat(); err != nil || !st.IsDir() {
-		return nil, notFolder
-	}
-	// A folder swapped for a symlink between the check and the open was
-	// followed by the open: checking again, now that it is open, catches
-	// that (as the runner's confine does for a cwd).
-	if again, err := r.Check(ns, g, "path", p); err != nil || again != resolved {
-		return nil, events.Errorf(events.CodeInvalidRequest, "path %q is not in the workspace of namespace %s", trunc(p), trunc(string(ns)))
-	}
+	dir := held.File()
 	for scanned := 0; scanned < maxListScan; {
 		batch, err := dir.ReadDir(1024)
 		scanned += len(batch)

@@ -12,22 +12,26 @@
 //
 // Check is the one rule, applied twice: by the session service when a
 // session is opened (nothing is recorded for a path it refuses) and by
-// the adapter-runner when it launches the adapter, which is what the
-// agent gets. The second check is the one that counts: the roots may have
-// changed since the session was opened, and a directory may have been
-// replaced by a symlink.
+// the adapter-runner, which applies it by opening the directory (Open)
+// and does everything else there through the descriptor it holds: the
+// agent's working directory, its sandbox, file operations and listings.
+// The runner's is the one that counts: the roots may have changed since
+// the session was opened, and a directory may have been replaced by a
+// symlink, at any instant, by an agent that works beside it.
 //
 // A path is confined when it is absolute, has no ".." element, and, with
 // every symlink resolved, lies under <root>/<namespace> (the root
 // resolved, the namespace element taken as written, so that a namespace
 // directory swapped for a symlink confines to nothing) or under a
-// directory granted to the namespace (resolved). A path that does not
-// exist yet is resolved through its nearest existing ancestor, so that
-// creating it cannot leave either. Check returns the resolved path: the
-// runner starts the adapter there, not at the path as written, so a
-// symlink swapped between the check and the start of the process is not
-// followed. (A parent swapped after that instant is the residue no path
-// check closes; a mount namespace would.)
+// directory granted to the namespace (resolved). It may be written
+// through a symlink outside them all (skein dev's .skein link to its data
+// directory, whose workspaces directory is a root): what counts is where
+// it leads. A path that does not exist yet is resolved through its
+// nearest existing ancestor, so that creating it cannot leave either.
+// Check's answer is a name, good for the instant it looked; Open's is the
+// directory itself, opened beneath the namespace's own directory with
+// openat2 (RESOLVE_BENEATH), so that no symlink swapped at any instant
+// leads the runner out of it.
 //
 // A refusal reads the same whatever the file system holds: it echoes the
 // path as the caller wrote it and says that it is not in the namespace's
@@ -133,25 +137,20 @@ func (r Roots) Check(ns events.Namespace, g Grants, what, p string) (string, err
 	// under each root (the root resolved, the namespace element not, see
 	// the package comment), then what g grants it. A root or grant that
 	// cannot be resolved confines nothing.
-	var written, resolvedDirs []string
+	var resolvedDirs []string
 	for _, root := range r {
 		root = filepath.Clean(root)
-		written = append(written, filepath.Join(root, string(ns)))
 		if rr, err := Resolve(root); err == nil {
 			resolvedDirs = append(resolvedDirs, filepath.Join(rr, string(ns)))
 		}
 	}
 	for _, d := range g[ns] {
 		d = filepath.Clean(d)
-		written = append(written, d)
 		if rd, err := Resolve(d); err == nil {
 			resolvedDirs = append(resolvedDirs, rd)
 		}
 	}
 	isUnder := func(p string) func(string) bool { return func(d string) bool { return Under(p, d) } }
-	if !slices.ContainsFunc(written, isUnder(p)) {
-		return "", refused
-	}
 	resolved, err := Resolve(p)
 	if err != nil || !slices.ContainsFunc(resolvedDirs, isUnder(resolved)) {
 		return "", refused

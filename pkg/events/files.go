@@ -296,9 +296,10 @@ func TransferRunner(id string) (RunnerID, error) {
 }
 
 // CheckUploadName checks the name an upload asks for: a base name of 1 to
-// MaxFileNameBytes bytes of valid UTF-8, without a slash, backslash or
-// control character, not beginning with a dot. The file lands under that
-// name, or a variant of it when the name is taken.
+// MaxFileNameBytes bytes of valid UTF-8, without a slash, backslash,
+// control character or character that hides or reorders text (HiddenRune),
+// not beginning with a dot. The file lands under that name, or a variant
+// of it when the name is taken.
 func CheckUploadName(name string) error {
 	switch {
 	case name == "":
@@ -316,6 +317,9 @@ func CheckUploadName(name string) error {
 		if r == '/' || r == '\\' || unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
 			return Errorf(CodeInvalidRequest, "name must be a file name, without %U", r)
 		}
+	}
+	if r, ok := HiddenRune(name); ok {
+		return Errorf(CodeInvalidRequest, "name must not contain characters that hide or reorder text (found %U)", r)
 	}
 	return nil
 }

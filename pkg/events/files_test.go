@@ -138,6 +138,69 @@ func FuzzFileRequests(f *testing.F) {
 	})
 }
 
+// An upload's name is shown in listings and prompts: characters that hide
+// or reorder text once made one read as another ("invoice\u202Efdp.exe"
+// shows as "invoiceexe.pdf"). They are refused at begin, invalid_request,
+// but a joiner of two pictographs.
+func TestSecurityUploadNamesHideNoText(t *testing.T) {
+	bad := []string{
+		"invoice\u202efdp.exe", "a\u202ab", "a\u202bb", "a\u202cb", "a\u202db", "\u2066x\u2069", "\u2067x", "\u2068x",
+		"a\u061cb", "a\u200eb", "a\u200fb", "ad\u200bmin", "a\u200cb", "pay\u200dpal", "a\u2060b", "\ufeffa",
+		"soft\u00adhyphen", "tag\U000e0041", "filler\u3164", "\u115fx", "a\u180eb", "a\u2064b",
+	}
+	refused := 0
+	for _, name := range bad {
+		if err := events.CheckUploadName(name); errors.Is(err, events.ErrInvalidRequest) {
+			refused++
+		} else {
+			t.Errorf("CheckUploadName(%q) = %v, want invalid_request", name, err)
+		}
+		b := &events.FileBeginRequest{Name: name, Size: 1}
+		if _, err := b.Validate(); !errors.Is(err, events.ErrInvalidRequest) {
+			t.Errorf("begin of %q = %v, want invalid_request", name, err)
+		}
+	}
+	t.Logf("%d of %d hiding names refused", refused, len(bad))
+	for _, ok := range []string{"👩‍💻.png", "🏳️‍🌈 flag.txt", "👩🏽‍💻 notes.md", "日本語.txt", "café.txt"} {
+		if err := events.CheckUploadName(ok); err != nil {
+			t.Errorf("CheckUploadName(%q) = %v, want nil", ok, err)
+		}
+	}
+}
+
+// FuzzHiddenRune: HiddenRune finds a rune that hides text whenever one is
+// in s but for a joiner it allows, which then sits between a pictograph
+// (or skin tone) and a pictograph; CheckUploadName and NormalizeTitle
+// accept nothing it finds.
+func FuzzHiddenRune(f *testing.F) {
+	for _, s := range []string{"", "a", "invoice\u202efdp.exe", "👩‍💻", "\u200d", "a\u200d👩", "👩\u200d", "🏳️‍🌈", "x\U000e0041", "\xff\u200d"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, found := events.HiddenRune(s)
+		if found && !events.HidesText(r) {
+			t.Fatalf("HiddenRune(%q) = %U, which hides nothing", s, r)
+		}
+		if !found {
+			runes := []rune(s)
+			for i, r := range runes {
+				if !events.HidesText(r) {
+					continue
+				}
+				if r != '\u200d' || i == 0 || i == len(runes)-1 || !unicode.Is(unicode.So, runes[i+1]) || runes[i+1] == utf8.RuneError {
+					t.Fatalf("HiddenRune(%q) found nothing; %U at %d hides text", s, r, i)
+				}
+			}
+		}
+		if found && events.CheckUploadName(s) == nil {
+			t.Fatalf("CheckUploadName accepted %q, which hides %U", s, r)
+		}
+		if _, err := events.NormalizeTitle(s); found && err == nil {
+			t.Fatalf("NormalizeTitle accepted %q, which hides %U", s, r)
+		}
+	})
+}
+
 // FuzzFileNames: a path CleanFilePath accepts stays under the directory
 // once cleaned (relative, no ".." element), and a name CheckUploadName
 // accepts is one element, not hidden.

@@ -43,6 +43,19 @@ type RunnerCancelRequest struct {
 	TurnID string `msgpack:"turnId"`
 }
 
+// RunnerRemoveRequest asks RunnerRemove to remove what a deleted session
+// left on a runner: its HOME and TMPDIR under the runner's data
+// directory, and its default workspace, <first root>/<namespace>/<session
+// ID>, when Cwd, the session's working directory as it was opened, is
+// that directory or "" (a session opened before the default was given),
+// and KeepWorkspace is false. Any other cwd is the user's own, and stays;
+// KeepWorkspace keeps the default one too, when another session works in
+// it (a fork works where its source did).
+type RunnerRemoveRequest struct {
+	Cwd           string `msgpack:"cwd,omitempty"`
+	KeepWorkspace bool   `msgpack:"keepWorkspace,omitempty"`
+}
+
 // RunnerPermissionAnswer asks RunnerPermission to answer the adapter's
 // permission request RequestID (AdapterPermissionRequest.RequestID):
 // selected OptionID, or cancelled when OptionID is nil. RunnerAck once the
@@ -208,6 +221,7 @@ func UpdatesOf(v Variant) []JSON {
 }
 
 func (RunnerPromptRequest) VariantName() string      { return "RunnerPromptRequest" }
+func (RunnerRemoveRequest) VariantName() string      { return "RunnerRemoveRequest" }
 func (RunnerCancelRequest) VariantName() string      { return "RunnerCancelRequest" }
 func (RunnerPermissionAnswer) VariantName() string   { return "RunnerPermissionAnswer" }
 func (RunnerSetConfigRequest) VariantName() string   { return "RunnerSetConfigRequest" }
@@ -221,6 +235,7 @@ func (AdapterLimitHit) VariantName() string          { return RecordAdapterLimit
 
 func init() {
 	register(func() Variant { return new(RunnerPromptRequest) })
+	register(func() Variant { return new(RunnerRemoveRequest) })
 	register(func() Variant { return new(RunnerCancelRequest) })
 	register(func() Variant { return new(RunnerPermissionAnswer) })
 	register(func() Variant { return new(RunnerSetConfigRequest) })

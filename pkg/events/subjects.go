@@ -277,6 +277,11 @@ const (
 	// RunnerInput answers an input request seen on ACP_IO
 	// (AdapterInputRequest): RunnerInputAnswer → RunnerAck once written.
 	RunnerInput RunnerOp = "input"
+	// RunnerRemove removes a deleted session's files from the runner,
+	// stopping its adapter there first if one is still hosted:
+	// RunnerRemoveRequest → RunnerAck once they are gone. Any runner
+	// answers, hosting the session or not.
+	RunnerRemove RunnerOp = "remove"
 )
 
 // RunnerSubject returns "acp.runner.<id>.<op>".

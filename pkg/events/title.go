@@ -83,9 +83,10 @@ func (r *RenameSessionRequest) Validate() (SessionID, string, error) {
 // NormalizeTitle applies the rename rules to a title a client sent: it must
 // be valid UTF-8; it is trimmed of surrounding white space; what remains
 // must be 1 to MaxTitleRunes runes without control characters (Unicode
-// Cc: C0, DEL, C1) or line and paragraph separators (U+2028, U+2029). It
-// returns the trimmed title, or CodeInvalidRequest. Inner spaces are kept
-// as sent: a title a person typed is theirs.
+// Cc: C0, DEL, C1), line and paragraph separators (U+2028, U+2029) or
+// characters that hide or reorder text (HiddenRune). It returns the
+// trimmed title, or CodeInvalidRequest. Inner spaces are kept as sent: a
+// title a person typed is theirs.
 func NormalizeTitle(title string) (string, error) {
 	if !utf8.ValidString(title) {
 		return "", Errorf(CodeInvalidRequest, "title must be valid UTF-8")
@@ -103,14 +104,73 @@ func NormalizeTitle(title string) (string, error) {
 			return "", Errorf(CodeInvalidRequest, "title must be at most %d characters", MaxTitleRunes)
 		}
 	}
+	if r, ok := HiddenRune(title); ok {
+		return "", Errorf(CodeInvalidRequest, "title must not contain characters that hide or reorder text (found %U)", r)
+	}
 	return title, nil
 }
 
 // BreaksTitle reports whether r may not appear in a title: a control
 // character or a line or paragraph separator. Every title Skein stores,
-// however it came, keeps this rule.
+// however it came, keeps this rule, and HiddenRune finds none in it.
 func BreaksTitle(r rune) bool {
 	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029'
+}
+
+// Names and titles are shown to people, who must see what they are given.
+// A character that shows nothing, or that reorders the text around it,
+// makes a name read as another ("invoice\u202Efdp.exe" shows as
+// "invoiceexe.pdf"; "ad\u200Bmin" as "admin"). Such characters are
+// refused where a person sets the name (an upload, a rename) and dropped
+// where an agent does (its titles): HiddenRune and HidesText say which.
+
+// zeroWidthJoiner joins two pictographs into one (👩 ZWJ 💻 is 👩‍💻), and
+// elsewhere hides in a word.
+const zeroWidthJoiner = '\u200d'
+
+// HidesText reports whether r, shown, hides or reorders text: a format
+// character (Unicode Cf: the bidirectional controls U+061C, U+200E,
+// U+200F, U+202A-U+202E and U+2066-U+2069, the zero-width space, non-joiner
+// and joiner U+200B-U+200D, the word joiner U+2060, the byte order mark
+// U+FEFF, the soft hyphen, the tag characters), and the other code points
+// Unicode says to show as nothing (Other_Default_Ignorable_Code_Point:
+// the Hangul fillers among them). A zero-width joiner between two
+// pictographs hides nothing: HiddenRune allows it there.
+func HidesText(r rune) bool {
+	return unicode.In(r, unicode.Cf, unicode.Bidi_Control, unicode.Other_Default_Ignorable_Code_Point)
+}
+
+// HiddenRune returns the first rune of s that HidesText, but a zero-width
+// joiner that joins two pictographs (JoinsPictographs), and whether there
+// is one.
+func HiddenRune(s string) (rune, bool) {
+	var prev rune // the last rune, but variation selectors
+	for i, r := range s {
+		if r == zeroWidthJoiner {
+			next, _ := utf8.DecodeRuneInString(s[i+utf8.RuneLen(r):])
+			if JoinsPictographs(prev, next) {
+				prev = r
+				continue
+			}
+		}
+		if HidesText(r) {
+			return r, true
+		}
+		if !unicode.Is(unicode.Variation_Selector, r) {
+			prev = r
+		}
+	}
+	return 0, false
+}
+
+// JoinsPictographs reports whether a zero-width joiner between prev (the
+// rune before it, but variation selectors) and next joins two pictographs:
+// prev a symbol (Unicode So) or a skin tone modifier (Sk), next a symbol,
+// neither ASCII nor the replacement character (which stands for invalid
+// UTF-8, or for nothing at the end of a string).
+func JoinsPictographs(prev, next rune) bool {
+	pictograph := func(r rune) bool { return r > unicode.MaxASCII && r != utf8.RuneError }
+	return pictograph(prev) && pictograph(next) && unicode.In(prev, unicode.So, unicode.Sk) && unicode.Is(unicode.So, next)
 }
 
 func (TitleChanged) VariantName() string          { return RecordTitleChanged }

@@ -21,6 +21,8 @@ func TestNormalizeTitle(t *testing.T) {
 		{"120 multi-byte runes", long, long, true},
 		{"120 runes after trimming", "  " + long + "  ", long, true},
 		{"emoji with joiner", "👩‍💻 session", "👩‍💻 session", true},
+		{"joiner in a word", "ad\u200dmin", "", false},
+		{"bidi override", "invoice\u202efdp.exe", "", false},
 		{"empty", "", "", false},
 		{"only white space", " \t\n ", "", false},
 		{"121 runes", long + "x", "", false},

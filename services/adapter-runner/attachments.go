@@ -32,9 +32,10 @@ import (
 
 // rewritePrompt returns prompt with each block that names an upload
 // replaced as above; prompt itself when none does. cwd is the adapter's
-// resolved working directory, and embed whether its agent takes embedded
-// resources. Every other block keeps its bytes.
-func (s *fileStore) rewritePrompt(cwd string, embed bool, prompt events.JSON) events.JSON {
+// working directory's path (for the file:// URIs), root the directory
+// itself, as the adapter's held cwd (nil: none is read), and embed whether
+// its agent takes embedded resources. Every other block keeps its bytes.
+func (s *fileStore) rewritePrompt(cwd string, root *os.Root, embed bool, prompt events.JSON) events.JSON {
 	if !bytes.Contains(prompt, []byte(events.AttachmentScheme)) {
 		return prompt
 	}
@@ -48,7 +49,7 @@ func (s *fileStore) rewritePrompt(cwd string, embed bool, prompt events.JSON) ev
 		if !ok || err != nil {
 			continue
 		}
-		if nb := s.attachmentBlock(cwd, name, b, embed); nb != nil {
+		if nb := s.attachmentBlock(cwd, root, name, b, embed); nb != nil {
 			blocks[i], changed = nb, true
 		}
 	}
@@ -69,7 +70,7 @@ func blocks2bytes(blocks []json.RawMessage) [][]byte {
 
 // attachmentBlock returns the block that replaces block, which names the
 // upload name; nil to keep block.
-func (s *fileStore) attachmentBlock(cwd, name string, block json.RawMessage, embed bool) json.RawMessage {
+func (s *fileStore) attachmentBlock(cwd string, root *os.Root, name string, block json.RawMessage, embed bool) json.RawMessage {
 	rel := events.AttachmentDir + "/" + name
 	abs := filepath.Join(cwd, filepath.FromSlash(rel))
 	uri := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
@@ -77,7 +78,7 @@ func (s *fileStore) attachmentBlock(cwd, name string, block json.RawMessage, emb
 
 	var size *int64
 	var content []byte
-	if root, err := os.OpenRoot(cwd); err == nil {
+	if root != nil {
 		if f, info, err := openRegular(root, rel); err == nil {
 			n := info.Size()
 			size = &n
@@ -89,7 +90,6 @@ func (s *fileStore) attachmentBlock(cwd, name string, block json.RawMessage, emb
 			}
 			f.Close()
 		}
-		root.Close()
 	}
 	if content != nil {
 		res := map[string]any{"uri": uri}

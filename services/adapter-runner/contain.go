@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
 )
 
@@ -125,11 +125,16 @@ const limitPoll = time.Second
 // limitWatch follows one adapter's limits: the kernel's counters of its
 // cgroup, and the size of its session's directories.
 type limitWatch struct {
-	p       *process
-	c       *containment
-	cg      *adapterCgroup
-	lim     Limits
+	p   *process
+	c   *containment
+	cg  *adapterCgroup
+	lim Limits
+	// dirs are the session's directories: its held working directories
+	// (duplicates of the runner's, closed at end), by a name that
+	// reaches exactly them whatever the agent renames, then HOME and
+	// TMPDIR.
 	dirs    []string
+	held    []*workspace.Dir
 	stop    chan struct{}
 	done    chan struct{}
 	mu      sync.Mutex
@@ -138,15 +143,36 @@ type limitWatch struct {
 	hitDisk bool
 }
 
-func newLimitWatch(p *process, c *containment, cg *adapterCgroup, lim Limits, dirs []string) *limitWatch {
-	return &limitWatch{p: p, c: c, cg: cg, lim: lim, dirs: dirs, stop: make(chan struct{}), done: make(chan struct{}),
+func newLimitWatch(p *process, c *containment, cg *adapterCgroup, lim Limits, held []*workspace.Dir, home, tmp string) *limitWatch {
+	w := &limitWatch{p: p, c: c, cg: cg, lim: lim, stop: make(chan struct{}), done: make(chan struct{}),
 		seen: map[string]uint64{}, base: -1}
+	if lim.DiskBytes <= 0 || c == nil || c.diskEvery <= 0 {
+		return w
+	}
+	for _, d := range held {
+		dup, err := d.Dup()
+		if err != nil {
+			p.lg.Warn("the disk watch cannot hold a working directory", events.LogKeyErr, err)
+			continue
+		}
+		w.held = append(w.held, dup)
+		// "/." past the descriptor's name: the walk starts in the
+		// directory the link leads to, not at the link.
+		w.dirs = append(w.dirs, dup.ProcPath()+"/.")
+	}
+	w.dirs = append(w.dirs, home, tmp)
+	return w
 }
 
 // run polls until end is called.
 func (w *limitWatch) run() {
 	defer close(w.done)
-	if w.lim.DiskBytes > 0 && w.c != nil && w.c.diskEvery > 0 {
+	defer func() {
+		for _, d := range w.held {
+			_ = d.Close()
+		}
+	}()
+	if len(w.dirs) > 0 {
 		size := diskUsage(w.dirs, w.stop)
 		w.mu.Lock()
 		w.base = size
@@ -242,9 +268,12 @@ func (w *limitWatch) hit(kind string, limit int64, n uint64, msg string) {
 // counted, once stop is closed.
 func diskUsage(dirs []string, stop <-chan struct{}) int64 {
 	type ino struct{ dev, ino uint64 }
-	seen := map[ino]bool{} // files of several links: the others may come
+	// Directories, each walked once however many of dirs lead to it
+	// (an additional directory inside the cwd), and files of several
+	// links, each counted once.
+	seen := map[ino]bool{}
 	var total int64
-	for _, dir := range outermost(dirs) {
+	for _, dir := range dirs {
 		_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 			select {
 			case <-stop:
@@ -263,9 +292,12 @@ func diskUsage(dirs []string, stop <-chan struct{}) int64 {
 				total += fi.Size()
 				return nil
 			}
-			if st.Nlink > 1 {
+			if d.IsDir() || st.Nlink > 1 {
 				k := ino{uint64(st.Dev), uint64(st.Ino)}
 				if seen[k] {
+					if d.IsDir() {
+						return filepath.SkipDir
+					}
 					return nil
 				}
 				seen[k] = true
@@ -275,21 +307,4 @@ func diskUsage(dirs []string, stop <-chan struct{}) int64 {
 		})
 	}
 	return total
-}
-
-// outermost is dirs without those inside another of them.
-func outermost(dirs []string) []string {
-	var out []string
-	for _, d := range dirs {
-		inside := false
-		for _, o := range dirs {
-			if o != d && strings.HasPrefix(d, strings.TrimSuffix(o, "/")+"/") {
-				inside = true
-			}
-		}
-		if !inside && !slices.Contains(out, d) {
-			out = append(out, d)
-		}
-	}
-	return out
 }

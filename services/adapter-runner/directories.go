@@ -9,7 +9,8 @@ import (
 // handleListDirectories serves OpListDirectories for the namespace of its
 // subject: the folders a session of that namespace may work in, listed
 // with the roots and grants this runner confines adapters to
-// (workspace.Roots.List). The runner serves it, not the session service,
+// (workspace.Roots.List, which opens the folder as a cwd is opened,
+// beneath the namespace's directory, and reads the held descriptor). The runner serves it, not the session service,
 // because the runner's view of the workspace is the one a cwd is finally
 // checked against and the agent works in (docs/ARCHITECTURE.md). Any
 // runner answers: a session restores on any runner, so every runner must

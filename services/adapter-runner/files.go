@@ -81,8 +81,8 @@ func newFileStore(cfg Config) *fileStore {
 // transfer is one upload in progress. mu orders its writes and its
 // commit; offset is how many bytes it has.
 type transfer struct {
-	key   string // the session's events.SessionKey
-	cwd   string // resolved
+	key   string   // the session's events.SessionKey
+	root  *os.Root // the working directory its begin held, until it ends
 	token string
 	name  string
 	size  int64
@@ -116,9 +116,29 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 	if cwd == "" {
 		cwd = r.cfg.WorkspaceRoots.Default(ns, sid)
 	}
-	resolved, err := r.cfg.WorkspaceRoots.Check(ns, r.cfg.WorkspaceGrants, "cwd", cwd)
-	if err != nil {
-		return nil, err
+	// The working directory, resolved once beneath the namespace's own
+	// and held (workspace.Roots.Open): a list, a read and an upload's
+	// begin work in an os.Root of the held directory, never in what the
+	// cwd's name leads to by then. An upload may come before the
+	// session's first adapter made the directory: it is made then, as
+	// confine makes it. The transfer keeps the root its begin opened, so
+	// an upload's later requests need none.
+	open := func(create bool) (*os.Root, error) {
+		held, err := r.cfg.WorkspaceRoots.Open(ns, r.cfg.WorkspaceGrants, "cwd", cwd, create)
+		if err != nil {
+			if _, cerr := r.cfg.WorkspaceRoots.Check(ns, r.cfg.WorkspaceGrants, "cwd", cwd); cerr == nil && !create {
+				// Confined by name, not there to open (yet, or
+				// at this instant): as a missing directory.
+				return nil, fsError("open the working directory", ".", fs.ErrNotExist)
+			}
+			return nil, err
+		}
+		defer held.Close()
+		root, err := held.Root()
+		if err != nil {
+			return nil, fsError("open the working directory", ".", err)
+		}
+		return root, nil
 	}
 	key := events.SessionKey(ns, sid)
 	switch {
@@ -129,17 +149,11 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 		if req.Begin.Size > r.files.maxBytes { // before anything is made
 			return nil, events.Errorf(events.CodePayloadTooLarge, "a file may be at most %d bytes, not %d", r.files.maxBytes, req.Begin.Size)
 		}
-		// An upload may come before the session's first adapter made its
-		// directory: it is made here as confine makes it, then checked
-		// again, so that a symbolic link planted meanwhile is caught.
-		if err := os.MkdirAll(resolved, attachmentDirPerm); err != nil {
-			r.lg.Warn("cannot create a session's cwd", events.LogKeySession, string(sid), events.LogKeyErr, err)
-			return nil, events.Errorf(events.CodeInvalidRequest, "cwd %q cannot be created", cwd)
-		}
-		if resolved, err = r.cfg.WorkspaceRoots.Check(ns, r.cfg.WorkspaceGrants, "cwd", cwd); err != nil {
+		root, err := open(true)
+		if err != nil {
 			return nil, err
 		}
-		return r.files.begin(key, resolved, req.Begin, events.TransferID(r.ID(), ""), events.FileChunkSize(r.nc.MaxPayload()))
+		return r.files.begin(key, root, req.Begin, events.TransferID(r.ID(), ""), events.FileChunkSize(r.nc.MaxPayload()))
 	case req.Write != nil:
 		if _, err := req.Write.Validate(); err != nil {
 			return nil, err
@@ -159,12 +173,22 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 		if _, err := req.List.Validate(); err != nil {
 			return nil, err
 		}
-		return listFiles(resolved, req.List.Path)
+		root, err := open(false)
+		if err != nil {
+			return nil, err
+		}
+		defer root.Close()
+		return listFiles(root, req.List.Path)
 	case req.Read != nil:
 		if _, err := req.Read.Validate(); err != nil {
 			return nil, err
 		}
-		return readFile(resolved, req.Read, events.FileChunkSize(r.nc.MaxPayload()))
+		root, err := open(false)
+		if err != nil {
+			return nil, err
+		}
+		defer root.Close()
+		return readFile(root, req.Read, events.FileChunkSize(r.nc.MaxPayload()))
 	}
 	return nil, events.Errorf(events.CodeInvalidRequest, "file request names no operation")
 }
@@ -172,11 +196,12 @@ func (r *Runner) handleFile(ctx context.Context, _ events.Namespace, data []byte
 // begin starts an upload: its temporary file is created empty, and the
 // transfer expires after the store's TTL without a write. prefix is the
 // transfer ID without its token (the runner's ID and "~").
-func (s *fileStore) begin(key, cwd string, req *events.FileBeginRequest, prefix string, chunk int64) (*events.FileTransferResponse, error) {
+func (s *fileStore) begin(key string, root *os.Root, req *events.FileBeginRequest, prefix string, chunk int64) (*events.FileTransferResponse, error) {
 	if req.Size > s.maxBytes {
+		_ = root.Close()
 		return nil, events.Errorf(events.CodePayloadTooLarge, "a file may be at most %d bytes, not %d", s.maxBytes, req.Size)
 	}
-	t := &transfer{key: key, cwd: cwd, token: nuid.Next(), name: req.Name, size: req.Size}
+	t := &transfer{key: key, root: root, token: nuid.Next(), name: req.Name, size: req.Size}
 	s.mu.Lock()
 	n := 0
 	for _, o := range s.transfers {
@@ -186,6 +211,7 @@ func (s *fileStore) begin(key, cwd string, req *events.FileBeginRequest, prefix 
 	}
 	if n >= maxTransfersSession || len(s.transfers) >= maxTransfersRunner {
 		s.mu.Unlock()
+		_ = root.Close()
 		return nil, events.Errorf(events.CodeRateLimited, "too many uploads in progress (at most %d per session, %d per runner)", maxTransfersSession, maxTransfersRunner)
 	}
 	s.transfers[t.token] = t
@@ -193,6 +219,7 @@ func (s *fileStore) begin(key, cwd string, req *events.FileBeginRequest, prefix 
 
 	if err := s.create(t); err != nil {
 		s.drop(t)
+		_ = root.Close()
 		return nil, err
 	}
 	t.mu.Lock()
@@ -207,11 +234,7 @@ func (s *fileStore) begin(key, cwd string, req *events.FileBeginRequest, prefix 
 // directory left there past their TTL (a runner that stopped before their
 // expiry).
 func (s *fileStore) create(t *transfer) error {
-	root, err := os.OpenRoot(t.cwd)
-	if err != nil {
-		return fsError("open the working directory", ".", err)
-	}
-	defer root.Close()
+	root := t.root
 	if err := noSymlinks(root, attachmentIncomingAt, true); err != nil {
 		return err
 	}
@@ -301,12 +324,7 @@ func (s *fileStore) write(key string, req *events.FileWriteRequest, chunk int64)
 }
 
 func (t *transfer) writeAt(data []byte, off int64) error {
-	root, err := os.OpenRoot(t.cwd)
-	if err != nil {
-		return fsError("open the working directory", ".", err)
-	}
-	defer root.Close()
-	f, err := root.OpenFile(t.tmp(), os.O_WRONLY, 0)
+	f, err := t.root.OpenFile(t.tmp(), os.O_WRONLY, 0)
 	if err != nil {
 		return fsError("write", t.tmp(), err)
 	}
@@ -336,11 +354,7 @@ func (s *fileStore) commit(key string, req *events.FileCommitRequest) (*events.F
 	if t.offset != t.size {
 		return nil, events.Errorf(events.CodeInvalidRequest, "upload %s has %d of its %d bytes", req.TransferID, t.offset, t.size)
 	}
-	root, err := os.OpenRoot(t.cwd)
-	if err != nil {
-		return nil, fsError("open the working directory", ".", err)
-	}
-	defer root.Close()
+	root := t.root
 	if err := noSymlinks(root, attachmentIncomingAt, false); err != nil {
 		return nil, err
 	}
@@ -354,8 +368,8 @@ func (s *fileStore) commit(key string, req *events.FileCommitRequest) (*events.F
 		if err != nil {
 			return nil, fsError("commit", target, err)
 		}
-		s.endLocked(t) // removes the temporary name; the file stays under target
-		info, err := root.Lstat(target)
+		info, err := root.Lstat(target) // before endLocked closes root
+		s.endLocked(t)                  // removes the temporary name; the file stays under target
 		if err != nil {
 			return nil, fsError("commit", target, err)
 		}
@@ -428,10 +442,8 @@ func (s *fileStore) endLocked(t *transfer) {
 		t.timer.Stop()
 	}
 	s.drop(t)
-	if root, err := os.OpenRoot(t.cwd); err == nil {
-		_ = root.Remove(t.tmp())
-		root.Close()
-	}
+	_ = t.root.Remove(t.tmp())
+	_ = t.root.Close()
 }
 
 func (s *fileStore) drop(t *transfer) {
@@ -449,18 +461,13 @@ func (s *fileStore) inProgress() int {
 	return len(s.transfers)
 }
 
-// listFiles lists directory p of the working directory cwd, sorted by
+// listFiles lists directory p of the working directory root, sorted by
 // name: symbolic links and the uploads in progress left out.
-func listFiles(cwd, p string) (*events.FileListResponse, error) {
+func listFiles(root *os.Root, p string) (*events.FileListResponse, error) {
 	p, err := events.CleanFilePath(p)
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot(cwd)
-	if err != nil {
-		return nil, fsError("open the working directory", ".", err)
-	}
-	defer root.Close()
 	if err := reachable(root, p); err != nil {
 		return nil, err
 	}
@@ -501,16 +508,11 @@ func listFiles(cwd, p string) (*events.FileListResponse, error) {
 }
 
 // readFile reads up to one chunk of the regular file req.Path.
-func readFile(cwd string, req *events.FileReadRequest, chunk int64) (*events.FileReadResponse, error) {
+func readFile(root *os.Root, req *events.FileReadRequest, chunk int64) (*events.FileReadResponse, error) {
 	p, err := events.CleanFilePath(req.Path)
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot(cwd)
-	if err != nil {
-		return nil, fsError("open the working directory", ".", err)
-	}
-	defer root.Close()
 	f, info, err := openRegular(root, p)
 	if err != nil {
 		return nil, err

@@ -55,7 +55,7 @@ func (p *process) handshake(ctx context.Context, req *events.AcpCreateSessionReq
 		return nil, err
 	}
 	sess, err := p.conn.NewSession(ctx, acpwire.NewSessionParams{
-		Cwd:                   p.cmd.Dir,
+		Cwd:                   p.cwd,
 		AdditionalDirectories: req.AdditionalDirectories,
 		McpServers:            json.RawMessage(req.McpServers),
 		Meta:                  meta,
@@ -99,7 +99,7 @@ func (p *process) restore(ctx context.Context, req *events.AcpResumeSessionReque
 	canResume := caps.SessionCapabilities.Resume != nil || caps.Resume == true
 	params := acpwire.LoadSessionParams{
 		SessionID:             req.SessionID,
-		Cwd:                   p.cmd.Dir,
+		Cwd:                   p.cwd,
 		AdditionalDirectories: req.AdditionalDirectories,
 		McpServers:            json.RawMessage(req.McpServers),
 		Meta:                  meta,
@@ -152,7 +152,7 @@ func (p *process) restore(ctx context.Context, req *events.AcpResumeSessionReque
 		}
 	}
 	sess, err := p.conn.NewSession(ctx, acpwire.NewSessionParams{
-		Cwd:                   p.cmd.Dir,
+		Cwd:                   p.cwd,
 		AdditionalDirectories: req.AdditionalDirectories,
 		McpServers:            json.RawMessage(req.McpServers),
 		Meta:                  meta,

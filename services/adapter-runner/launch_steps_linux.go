@@ -1,5 +1,11 @@
 package adapterrunner
 
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
 // The launcher's steps (launch, sandbox_linux.go) that are not Landlock's.
 // Each is filled in by the part of the sandbox it belongs to; until then
 // it does nothing.
@@ -21,8 +27,24 @@ func enterCgroups(p sandboxPolicy) error {
 }
 
 // enterWorkdir makes the directory the runner held open this process's
-// working directory.
-func enterWorkdir(sandboxPolicy) error { return nil }
+// working directory, by its descriptor (the first of p.Workdirs), and
+// marks every inherited working directory close-on-exec: restrict still
+// needs them, the adapter must not inherit them.
+func enterWorkdir(p sandboxPolicy) error {
+	for _, fd := range p.Workdirs {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return fmt.Errorf("working directory descriptor %d is not a directory the runner held (%v)", fd, err)
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+			return fmt.Errorf("working directory descriptor %d: %w", fd, err)
+		}
+	}
+	if len(p.Workdirs) == 0 {
+		return nil
+	}
+	return unix.Fchdir(p.Workdirs[0])
+}
 
 // dropPrivileges leaves this process no capability and no way to gain one.
 func dropPrivileges(sandboxPolicy) error { return nil }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"skein.dev/internal/workspace"
 	"skein.dev/pkg/acpwire"
 	"skein.dev/pkg/events"
 )
@@ -112,13 +113,21 @@ type process struct {
 	// (cgroup.go); limits follows the limits they carry.
 	cg     *adapterCgroup
 	limits *limitWatch
+
+	// cwd is the working directory's path, as the ACP session names it;
+	// workdir the directory, held for the process's life: what the
+	// runner reads there for it (a prompt's attachments) it reads
+	// through this, not by cwd (workdirRoot). nil once let go.
+	cwd       string
+	workdir   *workspace.Dir
+	workdirMu sync.RWMutex
 }
 
 // spawnSpec is what a create request asks for.
 type spawnSpec struct {
 	dataDir      string
-	cwd          string   // resolved and confined (Runner.confine)
-	dirs         []string // the additional directories, checked by confine
+	cwd          string   // the path the cwd was opened as (Runner.confine)
+	dirs         []string // the additional directories' paths, as opened
 	args         []string
 	env          map[string]string
 	maxLineBytes int
@@ -126,6 +135,10 @@ type spawnSpec struct {
 	ioRecords, ioBytes int
 	sandbox            *sandbox     // confines the adapter (sandbox.go)
 	contain            *containment // holds it in cgroups, with limits (contain.go)
+	// held are the cwd and the additional directories, held open by
+	// confine: the adapter starts in and is granted these, not what
+	// their names lead to now.
+	held []*workspace.Dir
 }
 
 func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events.Namespace, sid events.SessionID, id string, agent Agent, spec spawnSpec, stderrMax int64, stopGrace time.Duration) (*process, error) {
@@ -148,23 +161,43 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 	if err != nil {
 		return nil, err
 	}
-	startFailed := func() {
+	// What a start that fails leaves goes: the held directory's
+	// duplicate, and the cgroups with whatever got into them.
+	started := false
+	var workdir *workspace.Dir
+	defer func() {
+		if started {
+			return
+		}
+		if workdir != nil {
+			_ = workdir.Close()
+		}
 		if cg != nil {
 			cg.kill()
 			if err := cg.remove(); err != nil {
 				lg.Warn("cannot remove a failed adapter's cgroup", events.LogKeyErr, err)
 			}
 		}
-	}
+	}()
 	if cg != nil {
 		policy.Cgroups = cg.procsFiles()
 	}
 	cmd, err := spec.sandbox.command(agent.ID, path, append(append([]string{}, agent.Args...), spec.args...), policy)
 	if err != nil {
-		startFailed()
 		return nil, err
 	}
-	cmd.Dir = spec.cwd
+	// The held cwd, by a name that reaches exactly it: the child
+	// changes into /proc/self/fd/N after fork, before it closes or
+	// replaces any descriptor, so N is still the runner's. Through the
+	// launcher the held directories are inherited (workdirFiles), and
+	// it enters the cwd by its descriptor.
+	if workdir, err = spec.held[0].Dup(); err != nil {
+		return nil, fmt.Errorf("working directory: %w", err)
+	}
+	cmd.Dir = spec.held[0].ProcPath()
+	if policy.launched(cmd) {
+		cmd.ExtraFiles = append(workdirFiles(spec.held), cmd.ExtraFiles...)
+	}
 	cmd.Env = adapterEnv(home, tmp, agent.Env, spec.env)
 	// Its own process group, so that stopping it also stops what it
 	// spawned, and killed when the runner dies (process_linux.go).
@@ -185,7 +218,6 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 		return nil, err
 	}
 	if err := startCommand(cmd); err != nil {
-		startFailed()
 		if errors.Is(err, fs.ErrNotExist) { // removed since lookPath
 			return nil, events.Errorf(events.CodeAgentNotInstalled, "agent %s is not installed: %v", agent.ID, err)
 		}
@@ -198,7 +230,6 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 		err = cg.join(cmd.Process.Pid)
 	}
 	if err != nil {
-		startFailed()
 		// An adapter that a runner killed now would not be found again
 		// must not run.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -210,6 +241,8 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 		ns: ns, sid: sid, id: id, agent: agent, js: js, m: m,
 		lg:        lg.With(events.LogKeySession, string(sid), events.LogKeyProcess, id, events.LogKeyAgent, agent.ID),
 		cmd:       cmd,
+		cwd:       spec.cwd,
+		workdir:   workdir,
 		stdin:     stdin,
 		pid:       uint32(cmd.Process.Pid),
 		subject:   events.IOSubject(ns, sid),
@@ -224,7 +257,8 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 		connReady:  make(chan struct{}),
 		cg:         cg,
 	}
-	p.limits = newLimitWatch(p, spec.contain, cg, lim, append([]string{spec.cwd, home, tmp}, spec.dirs...))
+	started = true
+	p.limits = newLimitWatch(p, spec.contain, cg, lim, spec.held, home, tmp)
 	p.io = newIOWindow(js, p.lg, m, spec.ioRecords, spec.ioBytes)
 	defer close(p.connReady)
 	p.conn = acpwire.NewConn(stdout, stdin, acpwire.Options{
@@ -379,7 +413,26 @@ func (p *process) wait() {
 	// process meanwhile (stop ends the window's retries).
 	p.io.close()
 	<-p.io.done
+	p.workdirMu.Lock()
+	_ = p.workdir.Close()
+	p.workdir = nil
+	p.workdirMu.Unlock()
 	close(p.exited)
+}
+
+// workdirRoot opens an os.Root of the held working directory, to be
+// closed by the caller; nil once the process has let the directory go.
+func (p *process) workdirRoot() *os.Root {
+	p.workdirMu.RLock()
+	defer p.workdirMu.RUnlock()
+	if p.workdir == nil {
+		return nil
+	}
+	root, err := p.workdir.Root()
+	if err != nil {
+		return nil
+	}
+	return root
 }
 
 // exitCodeAttr is the exit code for a log line: the number, or "none"

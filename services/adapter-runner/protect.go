@@ -24,7 +24,11 @@ import (
 // with a warning in the runner's log, off says nothing.
 
 // protect applies the sandbox mode to the working directories of spec
-// (confined: spec.cwd resolved) that expose a protected path.
+// that expose a protected path: spec.cwd and spec.dirs, the paths confine
+// opened them as (the kernel's names for the held directories, no
+// symlink in them). An agent cannot move its directory into the
+// runner's data nor that data into its directory afterwards: it has no
+// write access to either parent.
 func (r *Runner) protect(sid events.SessionID, agent Agent, spec *spawnSpec) error {
 	if len(r.cfg.Protected) == 0 || r.cfg.Sandbox == SandboxOff {
 		return nil

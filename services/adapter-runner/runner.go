@@ -167,6 +167,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		{events.RunnerStop, r.handleStop, true},
 		// A file op reads or writes up to a chunk of the workspace.
 		{events.RunnerFile, r.handleFile, true},
+		// Removing a deleted session's files waits for its adapter to
+		// stop, then walks its directories (remove.go).
+		{events.RunnerRemove, r.handleRemove, true},
 	}
 	for _, e := range endpoints {
 		if err := eps.Add(events.Endpoint{
@@ -352,6 +355,7 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 	if err := r.confine(ns, sid, agent, &spec); err != nil {
 		return nil, err
 	}
+	defer spec.closeHeld() // the adapter holds its own, once started
 	key := events.SessionKey(ns, sid)
 	r.mu.Lock()
 	old := r.procs[key]
@@ -436,7 +440,11 @@ func (r *Runner) handlePrompt(ctx context.Context, _ events.Namespace, data []by
 	if prompt.TurnID == "" {
 		return nil, events.Errorf(events.CodeInvalidRequest, "prompt without a turn ID")
 	}
-	content := r.files.rewritePrompt(p.cmd.Dir, p.embedContext, prompt.Prompt)
+	root := p.workdirRoot()
+	content := r.files.rewritePrompt(p.cwd, root, p.embedContext, prompt.Prompt)
+	if root != nil {
+		_ = root.Close()
+	}
 	if err := p.prompt(prompt.TurnID, content); err != nil {
 		return nil, err
 	}

@@ -68,6 +68,12 @@ type sandboxPolicy struct {
 	// Cgroups are the cgroup v1 cgroup.procs files the launcher writes
 	// itself into before anything else (cgroup v2's is joined at birth).
 	Cgroups []string `json:"cgroups,omitempty"`
+	// Workdirs are the descriptors of the session's working directories,
+	// inherited from the runner, which resolved and held them
+	// (Runner.confine): the cwd first, then the additional directories.
+	// The launcher enters the first, grants each as Write grants a
+	// path, and closes them all at exec.
+	Workdirs []int `json:"workdirs,omitempty"`
 }
 
 // sandbox is the runner's view of the sandbox: its mode, and the Landlock
@@ -155,8 +161,8 @@ func policyFor(agent Agent, path string, spec spawnSpec, home, tmp string) (sand
 	p.Read = append(p.Read, sandboxSystemPaths...)
 	p.Read = append(p.Read, installPaths(path)...)
 	p.Read = append(p.Read, agent.Sandbox.Read...)
-	p.Write = append(p.Write, spec.cwd, home, tmp)
-	p.Write = append(p.Write, spec.dirs...)
+	p.Write = append(p.Write, home, tmp)
+	p.Workdirs = workdirFDs(len(spec.held))
 	for _, d := range agent.Sandbox.Write {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return p, events.Errorf(events.CodeAgentUnavailable, "agent %s: its sandbox write path: %v", agent.ID, err)

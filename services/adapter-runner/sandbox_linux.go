@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -123,6 +124,14 @@ func restrict(p sandboxPolicy, abi int) error {
 	}
 	sortPaths(p.Read, &roDirs, &roFiles)
 	sortPaths(p.Write, &rwDirs, &rwFiles)
+	// The working directories the runner held, by their descriptors:
+	// opening /proc/self/fd/N (as the rule does, O_PATH) reaches exactly
+	// the inode the runner resolved, whatever its name leads to now. A
+	// process may always look up its own descriptors, whatever its
+	// user and dumpable state.
+	for _, fd := range p.Workdirs {
+		rwDirs = append(rwDirs, "/proc/self/fd/"+strconv.Itoa(fd))
+	}
 	rw := landlock.RWDirs(rwDirs...)
 	if abi >= 2 {
 		// Moving and linking files between the writable directories,

@@ -17,3 +17,7 @@ func landlockABI() (int, error) {
 // launcherCommand is never called: with no Landlock, no adapter is
 // started through the launcher.
 func launcherCommand(_, path string, args []string) *exec.Cmd { return exec.Command(path, args...) }
+
+// launcherName is the launcher's argv[0] (sandbox_linux.go), which no
+// command here has.
+const launcherName = "skein-adapter-sandbox"

@@ -174,3 +174,22 @@ func TestSecurityLaunchEnvNULAndBadNames(t *testing.T) {
 		t.Errorf("refusal %v: want one without the value", err)
 	}
 }
+
+// A namespace named after the default root's directory, "workspaces",
+// would have its sessions' HOMEs made among the other namespaces'
+// workspaces: its session "default" would get, as HOME, the workspace of
+// namespace default's session "home". It is refused, and nothing is made
+// there; namespace default's session "home" still starts.
+func TestSecurityNamespaceNamedAfterTheRoot(t *testing.T) {
+	h := start(t)
+	victim := filepath.Join(h.dataDir, "workspaces", "default", "home")
+	if _, err := h.createAs(t, "workspaces", "default", events.AcpCreateSessionRequest{}); err == nil || events.AsError(err).Code != events.CodeInvalidRequest {
+		t.Fatalf("create workspaces/default = %v, want %s", err, events.CodeInvalidRequest)
+	}
+	if _, err := os.Stat(victim); err == nil {
+		t.Errorf("the refused session made %s, namespace default's session home's workspace", victim)
+	}
+	if _, err := h.createAs(t, "default", "home", events.AcpCreateSessionRequest{}); err != nil {
+		t.Fatalf("create default/home = %v", err)
+	}
+}

@@ -390,30 +390,34 @@ func principalOf(r *http.Request) string {
 // namespace (Gateway.namespace, principalOf), or the error that answers
 // it. A public route, or a gateway without authentication, passes req
 // through as it is.
+//
+// The token is looked at first. A valid one is its principal's business
+// alone (the per-principal limits, ratelimit.go): its address's backoff
+// neither refuses it nor is cleared by it, since every client of a skein
+// dev, and every client behind one proxy, shares an address. Only a
+// request without a valid token counts against its address, and is
+// refused unread while the address waits.
 func (g *Gateway) authenticate(w http.ResponseWriter, req *http.Request, rt route) (*http.Request, error) {
 	if g.auth == nil || isPublic(rt) {
 		return req, nil
 	}
-	addr, now := hostPart(req.RemoteAddr), time.Now()
-	if wait := g.backoff.wait(addr, now); wait > 0 {
+	changed := g.auth.changes()
+	c, err := g.auth.authorize(req, isRead(rt))
+	if errors.Is(err, errUnauthenticated) {
 		// Refused unread, and the connection with it (limitBodies).
 		w.Header().Set("Connection", "close")
 		cutBody(req)
-		return req, rateLimited(w, wait)
-	}
-	changed := g.auth.changes()
-	c, err := g.auth.authorize(req, isRead(rt))
-	if err != nil {
-		if errors.Is(err, errUnauthenticated) {
-			g.backoff.failed(addr, now)
-			w.Header().Set("WWW-Authenticate", `Bearer realm="skein"`)
-			// Answered without reading the body; the connection closes.
-			w.Header().Set("Connection", "close")
-			cutBody(req)
+		addr, now := hostPart(req.RemoteAddr), time.Now()
+		if wait := g.backoff.wait(addr, now); wait > 0 {
+			return req, rateLimited(w, wait)
 		}
+		g.backoff.failed(addr, now)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="skein"`)
 		return req, err
 	}
-	g.backoff.succeeded(addr)
+	if err != nil {
+		return req, err
+	}
 	c.changed = changed
 	return req.WithContext(context.WithValue(req.Context(), callerKey{}, c)), nil
 }

@@ -170,13 +170,17 @@ func hostPart(hostport string) string {
 // authBackoff makes an address whose requests keep failing authentication
 // wait: after free failures, each further one doubles the wait before the
 // address's next request is looked at, from authBackoffFirst up to max.
-// A request that authenticates clears its address. While an address
-// waits, its requests are refused unread (rate_limited, Retry-After), with
-// a valid token too: otherwise the refusals would tell a guesser which
-// token was right.
+// An address's failures are forgotten authForget after its last one.
+// While an address waits, its requests without a valid token are refused
+// unread (rate_limited, Retry-After); a request with a valid token is
+// never refused nor counted here (Gateway.authenticate). So the backoff
+// bounds the work failed requests cost, not the guessing of tokens: a
+// token is safe from guessing by its length (skein dev's and rand.Text's
+// carry 130 bits).
 type authBackoff struct {
-	free int
-	max  time.Duration
+	free  int
+	first time.Duration // authBackoffFirst, but in tests
+	max   time.Duration
 
 	mu    sync.Mutex
 	addrs map[string]*failures
@@ -184,7 +188,7 @@ type authBackoff struct {
 
 // failures is one address's record.
 type failures struct {
-	n     int       // failures since the address last authenticated
+	n     int       // failures, the last at most authForget apart
 	until time.Time // no request of the address is looked at before then
 	last  time.Time // the last failure, to forget quiet addresses
 }
@@ -199,7 +203,7 @@ const (
 )
 
 func newAuthBackoff(free int, max time.Duration) *authBackoff {
-	return &authBackoff{free: free, max: max, addrs: map[string]*failures{}}
+	return &authBackoff{free: free, first: authBackoffFirst, max: max, addrs: map[string]*failures{}}
 }
 
 // wait returns how long addr must still wait before its next request is
@@ -226,22 +230,18 @@ func (b *authBackoff) failed(addr string, now time.Time) {
 		f = &failures{}
 		b.addrs[addr] = f
 	}
+	if now.Sub(f.last) > authForget {
+		f.n = 0 // quiet long enough: start over
+	}
 	f.n++
 	f.last = now
 	if over := f.n - b.free; over > 0 {
 		d := b.max
-		if over < 32 && authBackoffFirst<<(over-1) < b.max {
-			d = authBackoffFirst << (over - 1)
+		if over < 32 && b.first<<(over-1) < b.max {
+			d = b.first << (over - 1)
 		}
 		f.until = now.Add(d)
 	}
-}
-
-// succeeded clears addr.
-func (b *authBackoff) succeeded(addr string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.addrs, addr)
 }
 
 // forgetLocked drops the addresses quiet for authForget, or, if none is,

@@ -7,7 +7,7 @@ import (
 
 // The waits of an address failing authentication: none for the free
 // failures, then doubling from authBackoffFirst up to the maximum; an
-// address that authenticates starts over, and addresses are apart.
+// address quiet for authForget starts over, and addresses are apart.
 func TestAuthBackoff(t *testing.T) {
 	b := newAuthBackoff(2, time.Second)
 	t0 := time.Unix(1_000_000, 0)
@@ -28,9 +28,9 @@ func TestAuthBackoff(t *testing.T) {
 	if w := b.wait("a", t0.Add(time.Second)); w != 0 {
 		t.Errorf("wait once it passed = %v, want 0", w)
 	}
-	b.succeeded("a")
-	b.failed("a", t0)
-	if w := b.wait("a", t0); w != 0 {
-		t.Errorf("wait after a success and one failure = %v, want 0: it starts over", w)
+	later := t0.Add(authForget + time.Second)
+	b.failed("a", later)
+	if w := b.wait("a", later); w != 0 {
+		t.Errorf("wait after a quiet authForget and one failure = %v, want 0: it starts over", w)
 	}
 }

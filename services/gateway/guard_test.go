@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"skein.dev/internal/testutil"
+	"skein.dev/pkg/events"
 	"skein.dev/services/gateway"
 )
 
@@ -120,9 +121,8 @@ func TestSecurityConnectionsPerAddress(t *testing.T) {
 }
 
 // An address whose requests keep failing authentication waits: past the
-// free failures its requests are refused unread, rate_limited with
-// Retry-After, a valid token's too (else the refusals would tell which
-// guess was right).
+// free failures its requests without a valid token are refused unread,
+// rate_limited with Retry-After.
 func TestSecurityFailedAuthBackoff(t *testing.T) {
 	e := newEnv(t, withoutBackend, withConfig(func(c *gateway.Config) {
 		withTokens(c)
@@ -135,9 +135,60 @@ func TestSecurityFailedAuthBackoff(t *testing.T) {
 			t.Fatalf("guess %d: %d, want 401", i, r.status)
 		}
 	}
-	r := e.send(http.MethodGet, "/v1/sessions", "", bearer(adminToken))
-	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
-		t.Errorf("a valid token from a waiting address: %d (Retry-After %q), want 429 with Retry-After", r.status, r.header.Get("Retry-After"))
+	for _, auth := range [][]string{bearer("guess-4"), nil} {
+		r := e.send(http.MethodGet, "/v1/sessions", "", auth)
+		if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
+			t.Errorf("a request without a valid token (%q) from a waiting address: %d (Retry-After %q), want 429 with Retry-After", auth, r.status, r.header.Get("Retry-After"))
+		}
+	}
+}
+
+// Every client of a skein dev is on loopback, one address: one client's
+// bad tokens once made every other tenant's requests 429. Only requests
+// without a valid token count against an address; a valid token's are its
+// principal's alone, neither refused by its address's backoff nor
+// clearing it, and one principal's burst does not limit another's.
+func TestSecurityLoopbackFailuresSparePrincipals(t *testing.T) {
+	const burst = 40
+	e := newEnv(t, withConfig(func(c *gateway.Config) {
+		withTokens(c)
+		c.AuthFailuresFree = 5
+		c.AuthBackoffMax = time.Hour
+		c.RateLimit, c.RateBurst = 0.001, burst
+	}), func(o *envOptions) {
+		o.gateway = func(g *gateway.Gateway) { gateway.SetAuthBackoffFirst(g, time.Hour) }
+	})
+	// alice guesses from loopback past the free failures: her address
+	// then waits an hour.
+	guesses := 6
+	for i := range guesses {
+		if r := e.send(http.MethodGet, "/v1/sessions", "", bearer(fmt.Sprintf("guess-%d", i))); r.status != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d, want 401", i, r.status)
+		}
+	}
+	refused, guessed := 0, 0
+	for i := range burst - 1 {
+		// bob, with his valid token, on the address alice's guesses hold.
+		if r := e.send(http.MethodGet, "/v1/sessions", "", bearer(userToken)); r.status != http.StatusOK {
+			refused++
+		}
+		if r := e.send(http.MethodGet, "/v1/sessions", "", bearer(fmt.Sprintf("guess-%d", guesses+i))); r.status == http.StatusTooManyRequests {
+			guessed++
+		}
+	}
+	if refused > 0 || guessed != burst-1 {
+		t.Errorf("bob's valid requests refused: %d of %d, want 0; guesses refused 429: %d of %d, want all", refused, burst-1, guessed, burst-1)
+	}
+	// alice spends her whole burst; bob, who has one request left of his,
+	// is not limited by hers.
+	for i := range burst {
+		if r := e.send(http.MethodGet, "/v1/sessions", "", bearer(adminToken)); r.status != http.StatusOK {
+			t.Fatalf("alice's request %d within her burst: %d %s", i, r.status, r.body)
+		}
+	}
+	wantError(t, e.send(http.MethodGet, "/v1/sessions", "", bearer(adminToken)), http.StatusTooManyRequests, events.CodeRateLimited)
+	if r := e.send(http.MethodGet, "/v1/sessions", "", bearer(userToken)); r.status != http.StatusOK {
+		t.Errorf("bob after alice's burst: %d %s, want 200", r.status, r.body)
 	}
 }
 

@@ -2,16 +2,24 @@ package session
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 )
 
 // delete removes the session: the runtime first (the running turn is
 // cancelled and its pending permission requests end session_deleted, the
-// adapter stops), then the tombstone, then history and metadata. The
+// adapter stops), then its files on the runners (removeFiles), then the
+// tombstone, then history and metadata. The
 // tombstone (SessionDeleted, appended with the usual compare-and-set) stays
 // as the session's only record, so a stale writer's next append fails
 // instead of resurrecting it; reopening the ID starts a new, empty session
@@ -37,6 +45,7 @@ func (sess *session) deleteLocked(ctx context.Context) error {
 	if r := sess.adapter; r != nil {
 		sess.stopAdapter(ctx, r)
 	}
+	sess.removeFiles(ctx)
 	out, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionDeleted{Reason: events.DeleteRequested}})
 	if err != nil {
 		return err
@@ -90,4 +99,87 @@ func (sess *session) deleteLocked(ctx context.Context) error {
 func keySubjects(ns events.Namespace, sid events.SessionID) string {
 	f := events.LogFilter(ns, sid) // "acp.log.<ns>.<sid>.>"
 	return f[:len(f)-1] + "key.>"
+}
+
+// workspaceShared reports whether another session of the namespace works
+// in the session's default workspace or below it, as its cwd or an
+// additional directory: a fork works where its source did, and a user may
+// have opened one there. Sessions are read from their projections
+// (ACP_SESSIONS); one deleted meanwhile is left out. The roots may be the
+// runners' alone (the service knows none): then any path through
+// <namespace>/<session ID> counts.
+func (sess *session) workspaceShared(ctx context.Context) (bool, error) {
+	def := sess.svc.cfg.WorkspaceRoots.Default(sess.ns, sess.sid)
+	tail := string(filepath.Separator) + filepath.Join(string(sess.ns), string(sess.sid))
+	inside := func(p string) bool {
+		p = filepath.Clean(p)
+		if def != "" {
+			return workspace.Under(p, def)
+		}
+		return strings.HasSuffix(p, tail) || strings.Contains(p, tail+string(filepath.Separator))
+	}
+	keys, err := sess.svc.meta.ListKeysFiltered(ctx, string(sess.ns)+".*")
+	if err != nil {
+		return false, err
+	}
+	defer keys.Stop()
+	own := events.SessionKey(sess.ns, sess.sid)
+	for key := range keys.Keys() {
+		if key == own {
+			continue
+		}
+		e, err := sess.svc.meta.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		m, err := events.Decode[events.SessionMeta](e.Value())
+		if err != nil {
+			return false, err
+		}
+		var dirs []string
+		_ = json.Unmarshal(m.Info.AdditionalDirectories, &dirs) // none, if it holds none
+		for _, d := range append(dirs, m.Info.Cwd) {
+			if d != "" && inside(d) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// removeFiles asks every runner alive to remove what the session left on
+// it (events.RunnerRemove): its HOME and TMPDIR, and its default
+// workspace unless it was opened with a cwd of its own. A session may
+// have run on any of them, and a runner that never hosted it has nothing
+// to remove. Each runner stops the session's adapter first, if it still
+// hosts one. It is best effort: a runner that does not answer within
+// CallTimeout keeps the files, logged, and the delete goes on, as it does
+// when a stop goes unanswered.
+func (sess *session) removeFiles(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sess.svc.cfg.CallTimeout)
+	defer cancel()
+	hdr := nats.Header{
+		events.HeaderNamespace: []string{string(sess.ns)},
+		events.HeaderSessionID: []string{string(sess.sid)},
+	}
+	req := &events.RunnerRemoveRequest{Cwd: sess.opened.Cwd}
+	if def := sess.svc.cfg.WorkspaceRoots.Default(sess.ns, sess.sid); req.Cwd == "" || req.Cwd == def {
+		shared, err := sess.workspaceShared(ctx)
+		if err != nil {
+			sess.lg.Warn("cannot tell whether another session works in the deleted session's workspace: it stays", events.LogKeyErr, err)
+		}
+		req.KeepWorkspace = shared || err != nil
+	}
+	var wg sync.WaitGroup
+	for id := range sess.svc.runners.aliveSet() {
+		wg.Go(func() {
+			if _, err := events.Call[events.RunnerAck](ctx, sess.svc.nc, events.RunnerSubject(events.RunnerID(id), events.RunnerRemove), req, hdr); err != nil {
+				sess.lg.Warn("a runner did not remove the deleted session's files", "runner", id, events.LogKeyErr, err)
+			}
+		})
+	}
+	wg.Wait()
 }

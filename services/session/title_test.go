@@ -266,3 +266,42 @@ func TestTitleSurvivesLostProjection(t *testing.T) {
 	h.wantTitle(t, sid, "Kept title")
 	h.readLog(t, sid)
 }
+
+// A title is shown to people: characters that hide or reorder text once
+// made one read as another ("invoice\u202Efdp.exe" shows as
+// "invoiceexe.pdf"). An agent's titles, and titles derived from a message,
+// are stored without them; a rename with one is invalid_request. A joiner
+// of two pictographs hides nothing and stays.
+func TestSecurityTitlesHideNoText(t *testing.T) {
+	h := startRig(t, session.Config{})
+	ctx := t.Context()
+	const sid = "hidden-title"
+	if err := h.open(t, sid, events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	h.mustPrompt(t, sid, "say ad\u200bmin\u2066 log\u2069")
+	h.wantTitle(t, sid, "say admin log")
+	for script, want := range map[string]string{
+		`update {"sessionUpdate":"session_info_update","title":"invoice\u202efdp.exe"}`:                                   "invoicefdp.exe",
+		`update {"sessionUpdate":"session_info_update","title":"\ufeffpay\u200dpal\u2060 \u3164\u00ad"}`:                  "paypal",
+		`update {"sessionUpdate":"session_info_update","title":"\u200f\u061c\u200e\u202a\ud83d\udc69\u200d\ud83d\udcbb"}`: "👩‍💻",
+	} {
+		h.mustPrompt(t, sid, script)
+		h.wantTitle(t, sid, want)
+	}
+	before, err := h.lastSeq(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, title := range []string{"invoice\u202efdp.exe", "ad\u200bmin", "\ufeffx", "a\u2066b", "x\U000E0041"} {
+		if _, err := h.rename(ctx, sid, title); code(err) != events.CodeInvalidRequest {
+			t.Errorf("rename to %q = %v, want %s", title, err, events.CodeInvalidRequest)
+		}
+	}
+	if after, err := h.lastSeq(ctx, sid); err != nil || after != before {
+		t.Errorf("refused renames moved the log from %d to %d (%v)", before, after, err)
+	}
+	if _, err := h.rename(ctx, sid, "👩‍💻 at work"); err != nil {
+		t.Errorf("rename to a joined emoji = %v, want it accepted", err)
+	}
+}

@@ -22,9 +22,11 @@ const derivedTitleRunes = 80
 const titleEllipsis = "…"
 
 // deriveTitle derives a title from the text of a user message: white space
-// collapsed to single spaces and trimmed, control characters and invalid
-// UTF-8 dropped, and, when more than derivedTitleRunes runes remain, the
-// first derivedTitleRunes followed by "…". A text with nothing left is "".
+// collapsed to single spaces and trimmed, control characters, characters
+// that hide or reorder text (events.HidesText, but a joiner of two
+// pictographs) and invalid UTF-8 dropped, and, when more than
+// derivedTitleRunes runes remain, the first derivedTitleRunes followed by
+// "…". A text with nothing left is "".
 func deriveTitle(text string) string {
 	t := newTidier(derivedTitleRunes)
 	t.add(text)
@@ -88,8 +90,11 @@ func (t *tidier) add(s string) {
 		case unicode.IsSpace(r):
 			t.space = len(t.out) > 0
 			continue
-		case events.BreaksTitle(r):
-			continue
+		case r == '\u200d' && !t.space && len(t.out)+1 < t.limit && t.joins(s[i:]):
+			// A joiner of two pictographs (👩‍💻), with room for
+			// both: the title is never cut between them.
+		case events.BreaksTitle(r) || events.HidesText(r):
+			continue // neither shown nor stored: it could hide text
 		}
 		if t.space {
 			t.out = append(t.out, ' ')
@@ -97,6 +102,21 @@ func (t *tidier) add(s string) {
 		}
 		t.out = append(t.out, r)
 	}
+}
+
+// joins reports whether a zero-width joiner followed by rest joins the
+// pictograph last kept to the one rest begins with
+// (events.JoinsPictographs).
+func (t *tidier) joins(rest string) bool {
+	prev := rune(0)
+	for j := len(t.out) - 1; j >= 0; j-- {
+		if !unicode.Is(unicode.Variation_Selector, t.out[j]) {
+			prev = t.out[j]
+			break
+		}
+	}
+	next, _ := utf8.DecodeRuneInString(rest)
+	return events.JoinsPictographs(prev, next)
 }
 
 // title is the text kept, with an ellipsis when it was cut.

@@ -87,7 +87,7 @@ func titleOK(s string) bool {
 // FuzzDeriveTitle: derived and agent titles never panic, keep the rules,
 // pass NormalizeTitle unchanged (or are empty), and keep their bounds.
 func FuzzDeriveTitle(f *testing.F) {
-	for _, s := range []string{"", "hello  world", "\x00\x1b[1m", strings.Repeat("日本 ", 60), "a\xffb\u2028c"} {
+	for _, s := range []string{"", "hello  world", "\x00\x1b[1m", strings.Repeat("日本 ", 60), "a\xffb\u2028c", "invoice\u202efdp.exe", "👩\u200d💻", "a\u200db", strings.Repeat("👩\u200d", 70)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {

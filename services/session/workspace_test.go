@@ -27,9 +27,10 @@ import (
 // log, at every level, in logs.
 type confined struct {
 	*harness
-	// home is <root>/default, the namespace the harness opens in.
-	root, home, out string
-	logs            *testutil.Buffer
+	// home is <root>/default, the namespace the harness opens in; data
+	// is the runner's data directory.
+	root, home, out, data string
+	logs                  *testutil.Buffer
 }
 
 // startConfined starts the services; the session service is told the
@@ -44,7 +45,7 @@ func startConfined(t *testing.T, sessionKnowsRoots bool) *confined {
 		t.Fatal(err)
 	}
 	c := &confined{harness: &harness{nc: nc, js: js, control: t.TempDir()},
-		root: filepath.Join(base, "root"), out: filepath.Join(base, "out"), logs: &testutil.Buffer{}}
+		root: filepath.Join(base, "root"), out: filepath.Join(base, "out"), data: filepath.Join(base, "data"), logs: &testutil.Buffer{}}
 	c.home = filepath.Join(c.root, "default")
 	for _, d := range []string{filepath.Join(c.home, "proj"), filepath.Join(c.out, "sub")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -56,7 +57,7 @@ func startConfined(t *testing.T, sessionKnowsRoots bool) *confined {
 		slog.NewTextHandler(c.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	roots := workspace.Roots{c.root}
 	runner, err := adapterrunner.New(adapterrunner.Config{
-		ID: "r1", DataDir: t.TempDir(), WorkspaceRoots: roots, StopGrace: 200 * time.Millisecond,
+		ID: "r1", DataDir: c.data, WorkspaceRoots: roots, StopGrace: 200 * time.Millisecond,
 		Builtin: []adapterrunner.Agent{{ID: "test", Command: testAgent, AllowEnv: []string{"ALLOWED_*"}},
 			{ID: "any", Command: testAgent, AllowEnv: []string{"*"}}},
 	}, lg, natstest.Connect(t, ns), prometheus.NewRegistry())

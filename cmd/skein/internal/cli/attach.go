@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -117,7 +116,7 @@ func (t *turn) turnSoFar(ctx context.Context, turnID string) ([]*event, error) {
 		evs := make([]*event, 0, len(page.Events))
 		for _, raw := range page.Events {
 			var e event
-			if err := json.Unmarshal(raw, &e); err != nil {
+			if err := decodeVisible(raw, &e); err != nil {
 				return nil, fmt.Errorf("decode history event: %w", err)
 			}
 			evs = append(evs, &e)

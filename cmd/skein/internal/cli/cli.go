@@ -359,7 +359,7 @@ kept in the session's history.`,
 			if err != nil {
 				return fmt.Errorf("cancel %s: %w", c.session, err)
 			}
-			_, err = fmt.Fprintln(a.stdout, resp.Status)
+			_, err = fmt.Fprintln(a.stdout, Visible(resp.Status))
 			return err
 		},
 	}
@@ -451,9 +451,9 @@ request pending.`,
 // or "not pending: REASON".
 func describeAnswer(r *statusResponse) string {
 	if r.Status == events.PermissionNotPending {
-		return "not pending: " + orDefault(r.Reason, "no reason given")
+		return "not pending: " + Visible(orDefault(r.Reason, "no reason given"))
 	}
-	return r.Status
+	return Visible(r.Status)
 }
 
 // printEvent prints one public event: as a JSON line, or in its readable
@@ -465,11 +465,11 @@ func (a *app) printEvent(raw []byte, asJSON bool) error {
 			return fmt.Errorf("event is not JSON: %w", err)
 		}
 		buf.WriteByte('\n')
-		_, err := a.stdout.Write(buf.Bytes())
+		_, err := a.stdout.Write(visibleJSON(buf.Bytes()))
 		return err
 	}
 	var e event
-	if err := json.Unmarshal(raw, &e); err != nil {
+	if err := decodeVisible(raw, &e); err != nil {
 		return fmt.Errorf("decode event: %w", err)
 	}
 	_, err := fmt.Fprintln(a.stdout, oneLine(&e))
@@ -519,13 +519,13 @@ func (a *app) printAgent(ag agent, asJSON bool) error {
 		if err != nil {
 			return fmt.Errorf("encode agent %s: %w", ag.ID, err)
 		}
-		_, err = a.stdout.Write(append(b, '\n'))
+		_, err = a.stdout.Write(append(visibleJSON(b), '\n'))
 		return err
 	}
 	installed := "not installed"
 	if ag.Installed {
 		installed = "installed"
 	}
-	_, err := fmt.Fprintf(a.stdout, "%s\t%s\t%s\n", ag.ID, installed, ag.AdapterEntrypoint)
+	_, err := fmt.Fprintf(a.stdout, "%s\t%s\t%s\n", Visible(ag.ID), installed, Visible(ag.AdapterEntrypoint))
 	return err
 }

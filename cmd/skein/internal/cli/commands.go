@@ -76,7 +76,7 @@ func (a *app) printCommands(resp *sessionCommands, asJSON bool) error {
 		if err != nil {
 			return fmt.Errorf("encode commands: %w", err)
 		}
-		_, err = a.stdout.Write(append(b, '\n'))
+		_, err = a.stdout.Write(append(visibleJSON(b), '\n'))
 		return err
 	}
 	var commands []availableCommand
@@ -98,4 +98,4 @@ func (a *app) printCommands(resp *sessionCommands, asJSON bool) error {
 }
 
 // flat returns s with every run of white space as one space.
-func flat(s string) string { return strings.Join(strings.Fields(s), " ") }
+func flat(s string) string { return Visible(strings.Join(strings.Fields(s), " ")) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -104,7 +105,7 @@ func (a *app) printConfig(cfg *sessionConfig, asJSON bool) error {
 		if err != nil {
 			return fmt.Errorf("encode config: %w", err)
 		}
-		_, err = a.stdout.Write(append(b, '\n'))
+		_, err = a.stdout.Write(append(visibleJSON(b), '\n'))
 		return err
 	}
 	var options []configOption
@@ -130,7 +131,8 @@ func (a *app) printConfig(cfg *sessionConfig, asJSON bool) error {
 		}
 		buf.WriteByte('\n')
 	}
-	_, err := a.stdout.Write(buf.Bytes())
+	// The IDs and values are the agent's.
+	_, err := io.WriteString(a.stdout, Visible(buf.String()))
 	return err
 }
 
@@ -143,9 +145,9 @@ func scalar(raw json.RawMessage) string {
 	}
 	var buf bytes.Buffer
 	if json.Compact(&buf, raw) != nil {
-		return string(raw)
+		return Visible(string(raw))
 	}
-	return buf.String()
+	return string(visibleJSON(buf.Bytes()))
 }
 
 func (a *app) infoCommand() *cobra.Command {
@@ -182,7 +184,7 @@ Reading them never starts the session's adapter.`,
 				if err != nil {
 					return fmt.Errorf("encode info: %w", err)
 				}
-				_, err = a.stdout.Write(append(b, '\n'))
+				_, err = a.stdout.Write(append(visibleJSON(b), '\n'))
 				return err
 			}
 			_, err = fmt.Fprintf(a.stdout, "server: %s %s\nagentInfo: %s\ncapabilities: %s\n",
@@ -202,7 +204,7 @@ func compact(raw json.RawMessage) string {
 	}
 	var buf bytes.Buffer
 	if json.Compact(&buf, raw) != nil {
-		return string(raw)
+		return Visible(string(raw))
 	}
-	return buf.String()
+	return string(visibleJSON(buf.Bytes()))
 }

@@ -63,7 +63,7 @@ is printed as its public JSON on a line, without the header.`,
 				var first, last uint64
 				for _, raw := range page.Events {
 					var e event
-					if err := json.Unmarshal(raw, &e); err != nil {
+					if err := decodeVisible(raw, &e); err != nil {
 						return fmt.Errorf("decode event: %w", err)
 					}
 					if first == 0 {
@@ -175,7 +175,7 @@ func (a *app) follow(ctx context.Context, cl *client, sid string, after uint64, 
 				return fmt.Errorf("event is not JSON: %w", err)
 			}
 			buf.WriteByte('\n')
-			if _, err := a.stdout.Write(buf.Bytes()); err != nil {
+			if _, err := a.stdout.Write(visibleJSON(buf.Bytes())); err != nil {
 				return err
 			}
 			continue
@@ -198,7 +198,7 @@ func (a *app) follow(ctx context.Context, cl *client, sid string, after uint64, 
 func (a *app) renderLive(p *printer, ev sseEvent, last *uint64) error {
 	if ev.Name == sseState {
 		var sc stateChange
-		if err := json.Unmarshal(ev.Data, &sc); err != nil {
+		if err := decodeVisible(ev.Data, &sc); err != nil {
 			return fmt.Errorf("decode state event: %w", err)
 		}
 		if sc.Change == changeTurnFinished {
@@ -211,7 +211,7 @@ func (a *app) renderLive(p *printer, ev sseEvent, last *uint64) error {
 		return nil
 	}
 	var e event
-	if err := json.Unmarshal(ev.Data, &e); err != nil {
+	if err := decodeVisible(ev.Data, &e); err != nil {
 		return fmt.Errorf("decode %s event: %w", ev.Name, err)
 	}
 	if ev.ID != "" {

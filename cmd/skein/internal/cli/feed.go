@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -153,7 +152,7 @@ func (f *feed) pump(ctx context.Context, s *eventStream, after, lastState *uint6
 			*after = seq
 		case sseState:
 			var sc stateChange
-			if json.Unmarshal(ev.Data, &sc) != nil {
+			if decodeVisible(ev.Data, &sc) != nil {
 				continue
 			}
 			if sc.Sequence <= *lastState {

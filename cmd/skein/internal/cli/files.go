@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -59,7 +61,7 @@ unless the runner allows more.`,
 			if err != nil {
 				return fmt.Errorf("upload %s: %w", args[0], err)
 			}
-			_, err = fmt.Fprintf(a.stdout, "uploaded %s (%d bytes); a prompt names it %s%s\n", info.Path, info.Size, events.AttachmentScheme, info.Name)
+			_, err = fmt.Fprintf(a.stdout, "uploaded %s (%d bytes); a prompt names it %s%s\n", Visible(info.Path), info.Size, events.AttachmentScheme, Visible(info.Name))
 			return err
 		},
 	}
@@ -94,7 +96,8 @@ through a link are refused. Never starts the session's agent.`,
 				return fmt.Errorf("files %s: %w", c.session, err)
 			}
 			for _, f := range list.Files {
-				size, name := strconv.FormatInt(f.Size, 10), f.Name
+				// The agent names its files as it likes.
+				size, name := strconv.FormatInt(f.Size, 10), Visible(f.Name)
 				if f.Directory {
 					size, name = "-", name+"/"
 				}
@@ -120,22 +123,37 @@ func (a *app) downloadCommand() *cobra.Command {
 		Use:   "download PATH",
 		Short: "Download a file from a session's working directory",
 		Long: `Write the file PATH, relative to the session's working directory, to
-standard output, or to the file --output names (which must not exist).`,
+standard output, or to the file --output names (which must not exist).
+Standard output gets the file's bytes as they are, but when it is a
+terminal: there a file with a NUL byte in its first 4 KiB is refused as
+binary (as curl does), and any other is shown with its control characters
+in caret notation (ESC as ^[), inert, so that the file cannot drive the
+terminal. --output - writes the bytes as they are, even to a terminal.`,
 		Args:         cobra.ExactArgs(1),
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w := a.stdout
-			if out != "" && out != "-" {
+			var w io.Writer = a.stdout
+			var term *terminalFile
+			switch {
+			case out == "-":
+			case out != "":
 				f, err := os.OpenFile(out, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 				if err != nil {
 					return err
 				}
 				defer f.Close()
 				w = f
+			case a.stdoutIsTTY():
+				term = &terminalFile{w: &visibleWriter{w: a.stdout}}
+				w = term
 			}
 			cl, done := a.client(&c)
 			defer done()
-			if err := cl.download(cmd.Context(), c.session, args[0], w); err != nil {
+			err := cl.download(cmd.Context(), c.session, args[0], w)
+			if err == nil && term != nil {
+				err = term.Close()
+			}
+			if err != nil {
 				if out != "" && out != "-" {
 					_ = os.Remove(out)
 				}
@@ -144,7 +162,7 @@ standard output, or to the file --output names (which must not exist).`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (default: standard output)")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (default: standard output; - for standard output as it is, even a terminal)")
 	c.register(cmd)
 	return cmd
 }
@@ -227,4 +245,59 @@ func promptContent(text string, attach []string) []map[string]string {
 		blocks = append(blocks, map[string]string{"type": "resource_link", "uri": events.AttachmentScheme + name, "name": name})
 	}
 	return blocks
+}
+
+// stdoutIsTTY reports whether standard output is a terminal.
+func (a *app) stdoutIsTTY() bool {
+	f, ok := a.stdout.(interface{ Fd() uintptr })
+	return ok && isTTY(f.Fd())
+}
+
+// binarySniff is how much of a file's start download looks at on a
+// terminal for a NUL byte, the mark of a binary file (curl looks at its
+// first buffer).
+const binarySniff = 4 << 10
+
+// errBinaryToTerminal refuses a binary file on a terminal, as curl does.
+var errBinaryToTerminal = errors.New("binary output can mess up your terminal: use --output FILE, or --output - to write it here anyway")
+
+// terminalFile is a download's way to a terminal: the file's first
+// binarySniff bytes are held until they are known to hold no NUL byte,
+// then everything goes on to w (a visibleWriter).
+type terminalFile struct {
+	w     *visibleWriter
+	start []byte
+	text  bool // the start was looked at: no NUL
+}
+
+func (t *terminalFile) Write(p []byte) (int, error) {
+	if t.text {
+		return t.w.Write(p)
+	}
+	t.start = append(t.start, p...)
+	if bytes.IndexByte(t.start, 0) >= 0 {
+		return 0, errBinaryToTerminal
+	}
+	if len(t.start) < binarySniff {
+		return len(p), nil
+	}
+	return len(p), t.flush()
+}
+
+// Close writes what is held: a file shorter than binarySniff.
+func (t *terminalFile) Close() error {
+	if !t.text {
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	return t.w.Close()
+}
+
+// flush ends the look at the start and writes it on.
+func (t *terminalFile) flush() error {
+	t.text = true
+	_, err := t.w.Write(t.start)
+	t.start = nil
+	return err
 }

@@ -123,7 +123,7 @@ printed as it came.`,
 				return fmt.Errorf("list folders: %w", err)
 			}
 			if asJSON {
-				_, err := fmt.Fprintf(a.stdout, "%s\n", raw)
+				_, err := fmt.Fprintf(a.stdout, "%s\n", visibleJSON(raw))
 				return err
 			}
 			var l struct {
@@ -137,12 +137,13 @@ printed as it came.`,
 				return fmt.Errorf("list folders: decode the answer: %w", err)
 			}
 			if l.Parent != "" {
-				if _, err := fmt.Fprintf(a.stdout, "parent: %s\n", l.Parent); err != nil {
+				if _, err := fmt.Fprintf(a.stdout, "parent: %s\n", Visible(l.Parent)); err != nil {
 					return err
 				}
 			}
 			for _, d := range l.Directories {
-				if _, err := fmt.Fprintln(a.stdout, d.Path); err != nil {
+				// Folder names are whoever made them's: an agent's too.
+				if _, err := fmt.Fprintln(a.stdout, Visible(d.Path)); err != nil {
 					return err
 				}
 			}

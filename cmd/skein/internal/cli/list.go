@@ -165,7 +165,7 @@ the gateway's JSON object on a line, its values raw.`,
 // table: ID, STATUS, NEEDS, UPDATED, USAGE and TITLE.
 func (a *app) printSession(tw io.Writer, s *listedSession, asJSON bool, now time.Time) error {
 	if asJSON {
-		_, err := a.stdout.Write(append(append([]byte(nil), s.raw...), '\n'))
+		_, err := a.stdout.Write(append(visibleJSON(s.raw), '\n'))
 		return err
 	}
 	attention := s.State.waitingFor()
@@ -178,7 +178,7 @@ func (a *app) printSession(tw io.Writer, s *listedSession, asJSON bool, now time
 	}
 	title := ""
 	if s.Title != nil {
-		title = strings.Join(strings.Fields(*s.Title), " ")
+		title = Visible(strings.Join(strings.Fields(*s.Title), " "))
 	}
 	_, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.SessionID, s.State.Status, attention, ago(s.UpdatedAt, now), usageField(s.Usage), title)
 	return err

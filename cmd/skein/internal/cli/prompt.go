@@ -299,7 +299,7 @@ func (v *view) show(ctx context.Context, ev sseEvent) (*stateChange, error) {
 	switch ev.Name {
 	case sseState:
 		var sc stateChange
-		if err := json.Unmarshal(ev.Data, &sc); err != nil {
+		if err := decodeVisible(ev.Data, &sc); err != nil {
 			return nil, fmt.Errorf("decode state event: %w", err)
 		}
 		switch sc.Change {
@@ -318,7 +318,7 @@ func (v *view) show(ctx context.Context, ev sseEvent) (*stateChange, error) {
 		return nil, nil
 	}
 	var e event
-	if err := json.Unmarshal(ev.Data, &e); err != nil {
+	if err := decodeVisible(ev.Data, &e); err != nil {
 		return nil, fmt.Errorf("decode %s event: %w", ev.Name, err)
 	}
 	if ev.Name == events.DurabilityDurable {
@@ -374,7 +374,7 @@ func (v *view) catchUp(ctx context.Context) error {
 		}
 		for _, raw := range page.Events {
 			var e event
-			if err := json.Unmarshal(raw, &e); err != nil {
+			if err := decodeVisible(raw, &e); err != nil {
 				return fmt.Errorf("decode history event: %w", err)
 			}
 			if e.Sequence <= v.last {

@@ -152,7 +152,7 @@ func oneLine(e *event) string {
 // sequence, timestamp, type and a summary (skein follow's human output).
 func EventLine(raw []byte) (string, error) {
 	var e event
-	if err := json.Unmarshal(raw, &e); err != nil {
+	if err := decodeVisible(raw, &e); err != nil {
 		return "", fmt.Errorf("decode event: %w", err)
 	}
 	return oneLine(&e), nil

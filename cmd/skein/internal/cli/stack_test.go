@@ -47,6 +47,10 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	lg := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg := gateway.DefaultConfig()
 	cfg.Auth.Tokens = o.tokens
+	// The tests send many requests without a valid token from loopback,
+	// which the backoff would start refusing (429): a valid token never
+	// clears it.
+	cfg.AuthFailuresFree = 1 << 20
 	gw, err := gateway.New(cfg, lg, natstest.Connect(t, e.Server()), nil)
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)

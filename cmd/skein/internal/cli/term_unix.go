@@ -12,3 +12,10 @@ func ttyColumns(fd uintptr) int {
 	}
 	return int(ws.Col)
 }
+
+// isTTY reports whether fd is a terminal (not merely a character device,
+// as /dev/null is).
+func isTTY(fd uintptr) bool {
+	_, err := unix.IoctlGetWinsize(int(fd), unix.TIOCGWINSZ)
+	return err == nil
+}

@@ -112,13 +112,13 @@ func (a *app) watchLoop(ctx context.Context, cl *client, sid string, after uint6
 		retries = 0
 		for _, ev := range r.Events {
 			if asJSON {
-				if _, err := a.stdout.Write(append(append([]byte(nil), ev...), '\n')); err != nil {
+				if _, err := a.stdout.Write(append(visibleJSON(ev), '\n')); err != nil {
 					return err
 				}
 				continue
 			}
 			var e event
-			if err := json.Unmarshal(ev, &e); err != nil {
+			if err := decodeVisible(ev, &e); err != nil {
 				return fmt.Errorf("decode event: %w", err)
 			}
 			p.render(&e)
@@ -135,7 +135,7 @@ func (a *app) watchLoop(ctx context.Context, cl *client, sid string, after uint6
 				p.endLine() // the turn's text is complete
 			}
 			p.clearRegion()
-			if _, err := fmt.Fprintf(a.stderr, "state: %s\n", state); err != nil {
+			if _, err := fmt.Fprintf(a.stderr, "state: %s\n", Visible(state)); err != nil {
 				return err
 			}
 			lastState = state
