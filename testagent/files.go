@@ -1,15 +1,19 @@
 package testagent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"time"
 )
 
 // The commands of this file probe what the agent's process may do on its
-// machine: read a file, write one, open a TCP connection. Each reports the
+// machine: read a file, write one, open a TCP connection, listen on a TCP
+// port, run a shell command (sh, with the rest of the line: what a coding
+// agent's shell tool does). Each reports the
 // outcome as one agent_message_chunk, "<command> <target>: ok …" or
 // "<command> <target>: error <why>", and the turn goes on either way, so
 // that a sandbox test can try several things in one turn and see each
@@ -18,7 +22,12 @@ const (
 	opRead  opKind = "read"
 	opWrite opKind = "write"
 	opDial  opKind = "dial"
+	opBind  opKind = "bind"
+	opSh    opKind = "sh"
 )
+
+// maxShReport bounds the output of a shell command a report carries.
+const maxShReport = 1024
 
 // maxReadReport bounds the file content a read reports.
 const maxReadReport = 256
@@ -28,12 +37,25 @@ var probes = map[opKind]func(op) string{
 	opRead:  probeRead,
 	opWrite: probeWrite,
 	opDial:  probeDial,
+	opBind:  probeBind,
+	opSh:    probeSh,
 }
 
 func init() {
 	keywords[opRead] = parseProbe
 	keywords[opWrite] = parseProbe
 	keywords[opDial] = parseProbe
+	keywords[opBind] = parseProbe
+	keywords[opSh] = parseCommand
+}
+
+// parseCommand takes the rest of the line as a shell command.
+func parseCommand(o *op, args string) error {
+	if args == "" {
+		return errors.New("needs a shell command")
+	}
+	o.ID = args
+	return nil
 }
 
 // parseProbe takes a target (a path, or host:port for dial) and, for
@@ -72,4 +94,31 @@ func probeDial(o op) string {
 	}
 	_ = c.Close()
 	return fmt.Sprintf("dial %s: ok", o.ID)
+}
+
+// probeBind listens on plain TCP. Go's net.Listen takes MPTCP where the
+// kernel has it, which Landlock's TCP rules do not cover: a sandbox that
+// denies binding must refuse MPTCP sockets by other means (seccomp).
+func probeBind(o op) string {
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	ln, err := lc.Listen(context.Background(), "tcp", o.ID)
+	if err != nil {
+		return fmt.Sprintf("bind %s: error %v", o.ID, err)
+	}
+	_ = ln.Close()
+	return fmt.Sprintf("bind %s: ok", o.ID)
+}
+
+// probeSh runs the command with /bin/sh -c and waits for it; the report
+// carries its output (stdout and stderr), up to maxShReport bytes.
+func probeSh(o op) string {
+	out, err := exec.Command("/bin/sh", "-c", o.ID).CombinedOutput()
+	if len(out) > maxShReport {
+		out = out[:maxShReport]
+	}
+	if err != nil {
+		return fmt.Sprintf("sh %s: error %v %s", o.ID, err, out)
+	}
+	return fmt.Sprintf("sh %s: ok %s", o.ID, out)
 }

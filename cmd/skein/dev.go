@@ -168,6 +168,25 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 	if err != nil {
 		return fmt.Errorf("nats users: %w", err)
 	}
+	// Skein's own listeners are bound before any adapter can start, and
+	// after what a skein dev killed before this one left running is
+	// gone: a process an agent left behind must not hold the HTTP or the
+	// NATS port, where the next curl or skein would hand it a bearer
+	// token. A port taken all the same fails the start, plainly.
+	if err := adapterrunner.KillLeftovers(c.stack.Runner, lg); err != nil {
+		return err
+	}
+	httpLn, err := (&net.ListenConfig{}).Listen(ctx, "tcp", c.stack.Gateway.Addr)
+	if err != nil {
+		return fmt.Errorf("--http %s: cannot listen (is another skein dev, or something it left, running there?): %w", c.stack.Gateway.Addr, err)
+	}
+	defer httpLn.Close() // closed by the gateway once it served; here if it never did
+	c.stack.Gateway.Listener = httpLn
+	if c.natsListen != "" {
+		if err := probeListen(ctx, c.natsListen); err != nil {
+			return fmt.Errorf("--nats-listen %s: cannot listen (is another skein dev, or something it left, running there?): %w", c.natsListen, err)
+		}
+	}
 	ns, err := startEmbeddedNATS(filepath.Join(dataDir, "nats"), c.natsListen, c.maxPayload, auth)
 	if err != nil {
 		return err
@@ -457,6 +476,17 @@ func startEmbeddedNATS(dir, listen string, maxPayload int, auth *devNATSAuth) (*
 		return nil, errors.New("embedded nats: not ready after 10s")
 	}
 	return ns, nil
+}
+
+// probeListen fails when addr cannot be listened on now (a port taken).
+// The embedded NATS server binds its own listener, and says no more than
+// that it is not ready when it cannot.
+func probeListen(ctx context.Context, addr string) error {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return ln.Close()
 }
 
 func printWelcome(w io.Writer, url string, ns *server.Server, natsListen, dataDir, tokenFile string, auth *devNATSAuth) {

@@ -320,6 +320,7 @@ const (
 	RecordAdapterUpdates           = "AdapterUpdates"
 	RecordAdapterPermissionRequest = "AdapterPermissionRequest"
 	RecordAdapterPromptResult      = "AdapterPromptResult"
+	RecordAdapterLimitHit          = "AdapterLimitHit"
 )
 
 // Reasons of SessionUnloaded: why the adapter was stopped on purpose.

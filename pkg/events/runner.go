@@ -16,6 +16,7 @@ package events
 //	AdapterPermissionRequest  a session/request_permission, with the runner's correlation ID
 //	AdapterPromptResult       the answer to a turn's session/prompt (or its JSON-RPC error)
 //	AcpAgentStderrEvent       a chunk of the adapter's stderr
+//	AdapterLimitHit           the adapter, or a process it spawned, met one of its limits
 //	AcpAgentExitedEvent       an exit nobody asked for
 //
 // Every record carries HeaderProcessID (the process it came from) and
@@ -164,6 +165,31 @@ type AdapterCallError struct {
 // Err returns the failure as a registry error.
 func (e *AdapterCallError) Err() *Error { return &Error{Code: e.Code, Message: e.Message} }
 
+// AdapterLimitHit records that an adapter, or a process it spawned, met
+// one of the limits its runner set: the kernel refused it memory (its OOM
+// killer ended a process) or a process (fork failed), or its session's
+// directories grew past their watched size, for which the runner stopped
+// it. The session service appends it to the session's log, as it comes.
+type AdapterLimitHit struct {
+	// Kind is LimitMemory, LimitPids or LimitDisk.
+	Kind string `msgpack:"kind"`
+	// Limit is the limit met: bytes of memory or of growth on disk, or
+	// processes.
+	Limit int64 `msgpack:"limit"`
+	// Count is how many times the limit was met since the last record
+	// (the kernel's counts: processes OOM-killed, forks refused).
+	Count uint64 `msgpack:"count"`
+	// Message says what happened, for a person reading the log.
+	Message string `msgpack:"message"`
+}
+
+// The kinds of AdapterLimitHit.
+const (
+	LimitMemory = "memory"
+	LimitPids   = "pids"
+	LimitDisk   = "disk"
+)
+
 // PromptAccepted answers the prompt operation as soon as the turn is in the
 // log (or was already): the turn's ID and Sequence, the ACP_LOG sequence
 // of its accepting record. Whoever blocks through the turn reads the
@@ -205,6 +231,7 @@ func (AdapterUpdates) VariantName() string           { return RecordAdapterUpdat
 func (AdapterPermissionRequest) VariantName() string { return RecordAdapterPermissionRequest }
 func (AdapterPromptResult) VariantName() string      { return RecordAdapterPromptResult }
 func (PromptAccepted) VariantName() string           { return "PromptAccepted" }
+func (AdapterLimitHit) VariantName() string          { return RecordAdapterLimitHit }
 
 func init() {
 	register(func() Variant { return new(RunnerPromptRequest) })
@@ -218,4 +245,5 @@ func init() {
 	register(func() Variant { return new(AdapterPermissionRequest) })
 	register(func() Variant { return new(AdapterPromptResult) })
 	register(func() Variant { return new(PromptAccepted) })
+	register(func() Variant { return new(AdapterLimitHit) })
 }

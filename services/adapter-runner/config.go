@@ -37,6 +37,10 @@ type Agent struct {
 	// runner's sandbox (sandbox.go): by default only the system, its own
 	// executable (or node_modules tree), and its session's directories.
 	Sandbox AgentSandbox `json:"sandbox,omitzero"`
+	// Limits, where set, replace the runner's limits for this agent's
+	// adapters (cgroup.go): {"memoryBytes", "pids", "cpuWeight",
+	// "diskBytes"}.
+	Limits Limits `json:"limits,omitzero"`
 }
 
 // AgentSandbox is what an agent's adapter may reach beyond the default.
@@ -56,6 +60,11 @@ type AgentSandbox struct {
 	// under adapter-runner.sandbox=require on older ones). Unset means
 	// allowed: real adapters talk to their model's API.
 	Network *bool `json:"network,omitempty"`
+	// Bind are the TCP ports the adapter may listen on, each a port
+	// ("8080") or a range ("3000-3999"), for agents that run dev servers:
+	// by default it may bind none (Landlock ABI 4 and later). UDP is not
+	// covered.
+	Bind []string `json:"bind,omitempty"`
 }
 
 // Registry is the agents file: {"agents":[{"id":…,"command":…,"args":[…],"env":{…},"allowEnv":[…]}]}.
@@ -98,6 +107,12 @@ func (r Registry) validate() error {
 			if !filepath.IsAbs(p) && !strings.HasPrefix(p, "~/") {
 				return fmt.Errorf("agent %s: sandbox path %q must be absolute or start with ~/", a.ID, p)
 			}
+		}
+		if _, err := parsePorts(a.Sandbox.Bind); err != nil {
+			return fmt.Errorf("agent %s: sandbox bind: %w", a.ID, err)
+		}
+		if err := a.Limits.validate(); err != nil {
+			return fmt.Errorf("agent %s: limits: %w", a.ID, err)
 		}
 		if seen[a.ID] {
 			return fmt.Errorf("agent %s listed twice", a.ID)
@@ -230,6 +245,31 @@ type Config struct {
 	FileOpTimeout       time.Duration
 	UploadsPerPrincipal int
 	UploadsPerNamespace int
+
+	// MemoryMaxBytes, PidsMax and CPUWeight limit each adapter's cgroup,
+	// with everything it spawns; DiskMaxBytes bounds how much its
+	// session's directories may grow while it runs, measured every
+	// DiskWatchInterval (cgroup.go). Zero means the default
+	// (DefaultMemoryBytes, DefaultPids, CPUWeightNormal,
+	// DefaultDiskBytes, 30s); a negative value means no limit. An agent's
+	// registry entry may replace them (Agent.Limits).
+	MemoryMaxBytes    int64
+	PidsMax           int64
+	CPUWeight         int64
+	DiskMaxBytes      int64
+	DiskWatchInterval time.Duration
+}
+
+// DefaultDiskWatchInterval is how often a session's directories are
+// measured by default: a walk of a large workspace takes a moment of one
+// core, and a runaway writing 1 GiB a second still stops within about 30
+// GiB past the limit's start.
+const DefaultDiskWatchInterval = 30 * time.Second
+
+// limits are the runner's limits, as Validate left them.
+func (c *Config) limits() Limits {
+	pos := func(v int64) int64 { return max(v, 0) }
+	return Limits{MemoryBytes: pos(c.MemoryMaxBytes), Pids: pos(c.PidsMax), CPUWeight: pos(c.CPUWeight), DiskBytes: pos(c.DiskMaxBytes)}
 }
 
 // RegisterFlags registers the runner's flags in fs, prefixed "adapter-runner.".
@@ -257,6 +297,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxStderrBytes, "adapter-runner.max-stderr-bytes", 1<<20, "stderr forwarded per adapter")
 	fs.IntVar(&c.IOWindowRecords, "adapter-runner.io-window-records", DefaultIOWindowRecords, "ACP_IO records per adapter in flight (not yet acknowledged); a full window stops reading that adapter's output")
 	fs.IntVar(&c.IOWindowBytes, "adapter-runner.io-window-bytes", DefaultIOWindowBytes, "payload bytes of the ACP_IO records per adapter in flight; a full window stops reading that adapter's output")
+	fs.Int64Var(&c.MemoryMaxBytes, "adapter-runner.memory-max-bytes", DefaultMemoryBytes, "memory of each adapter's cgroup, with everything it spawns; past it the kernel OOM-kills one of its processes (-1: no limit)")
+	fs.Int64Var(&c.PidsMax, "adapter-runner.pids-max", DefaultPids, "processes and threads of each adapter's cgroup; past it fork fails EAGAIN (-1: no limit)")
+	fs.Int64Var(&c.CPUWeight, "adapter-runner.cpu-weight", CPUWeightNormal, "CPU share of each adapter's cgroup, 1 to 10000 (cgroup v2 cpu.weight; 100, the default, is an ordinary process's; v1 gets cpu.shares scaled from it)")
+	fs.Int64Var(&c.DiskMaxBytes, "adapter-runner.disk-max-bytes", DefaultDiskBytes, "how much a session's directories may grow while its adapter runs; past it the adapter is stopped (-1: no limit)")
+	fs.DurationVar(&c.DiskWatchInterval, "adapter-runner.disk-watch-interval", DefaultDiskWatchInterval, "how often each session's directories are measured against adapter-runner.disk-max-bytes")
 	c.Sandbox = SandboxRequire
 	fs.Func("adapter-runner.sandbox", "confine adapters with Landlock: require (refuse adapters where the kernel lacks it), warn (run them unconfined there, with a warning) or off (default require)", func(s string) error {
 		c.Sandbox = SandboxMode(s)
@@ -318,6 +363,20 @@ func (c *Config) Validate() error {
 	}
 	if c.Sandbox == "" {
 		c.Sandbox = SandboxOff
+	}
+	for _, l := range []struct {
+		v   *int64
+		def int64
+	}{{&c.MemoryMaxBytes, DefaultMemoryBytes}, {&c.PidsMax, DefaultPids}, {&c.CPUWeight, CPUWeightNormal}, {&c.DiskMaxBytes, DefaultDiskBytes}} {
+		if *l.v == 0 {
+			*l.v = l.def
+		}
+	}
+	if c.DiskWatchInterval <= 0 {
+		c.DiskWatchInterval = DefaultDiskWatchInterval
+	}
+	if err := c.limits().validate(); err != nil {
+		return fmt.Errorf("adapter-runner limits: %w", err)
 	}
 	if err := c.Sandbox.validate(); err != nil {
 		return fmt.Errorf("adapter-runner.sandbox: %w", err)

@@ -10,8 +10,21 @@ import (
 // Each is filled in by the part of the sandbox it belongs to; until then
 // it does nothing.
 
-// enterCgroups moves this process into the adapter's cgroups.
-func enterCgroups(sandboxPolicy) error { return nil }
+import "os"
+
+// enterCgroups moves this process into the adapter's cgroup v1 cgroups
+// (p.Cgroups, their cgroup.procs files), while it may still write them:
+// what the adapter then forks starts in them. Its v2 cgroup it was born
+// in (cgroup.go).
+func enterCgroups(p sandboxPolicy) error {
+	for _, f := range p.Cgroups {
+		// "0" is the writer: the whole process, every thread of it.
+		if err := os.WriteFile(f, []byte("0"), 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // enterWorkdir makes the directory the runner held open this process's
 // working directory, by its descriptor (the first of p.Workdirs), and

@@ -193,3 +193,19 @@ func (l leftover) groupAlive() bool {
 	}
 	return false
 }
+
+// KillLeftovers kills what a runner of cfg's data directory and ID that
+// was killed left running: the process groups it recorded, and every
+// process in the cgroups of its scope (contain.go). Run does it before it
+// hosts anything; skein dev does it first of all, before it binds its
+// listeners, so that no such process holds one of Skein's ports.
+func KillLeftovers(cfg Config, lg *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	killLeftovers(lg, cfg.DataDir)
+	c := &containment{host: findCgroups(lg, cgroupScope(cfg.DataDir, cfg.ID)), lg: lg}
+	c.reap()
+	c.close()
+	return nil
+}

@@ -109,6 +109,10 @@ type process struct {
 	startLog   startLog
 	stderrDone chan struct{} // closed once stderr is drained
 	record     string        // the adapter's leftover record (leftovers.go), "" if none
+	// cg is the adapter's cgroups, nil where the machine has none
+	// (cgroup.go); limits follows the limits they carry.
+	cg     *adapterCgroup
+	limits *limitWatch
 
 	// cwd is the working directory's path, as the ACP session names it;
 	// workdir the directory, held for the process's life: what the
@@ -129,7 +133,8 @@ type spawnSpec struct {
 	maxLineBytes int
 	// ioRecords and ioBytes bound the process's ACP_IO window.
 	ioRecords, ioBytes int
-	sandbox            *sandbox // confines the adapter (sandbox.go)
+	sandbox            *sandbox     // confines the adapter (sandbox.go)
+	contain            *containment // holds it in cgroups, with limits (contain.go)
 	// held are the cwd and the additional directories, held open by
 	// confine: the adapter starts in and is granted these, not what
 	// their names lead to now.
@@ -165,6 +170,31 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 	if err != nil {
 		return nil, err
 	}
+	cg, lim, err := spec.contain.open(agent, ns, sid, id)
+	if err != nil {
+		return nil, err
+	}
+	// What a start that fails leaves goes: the held directory's
+	// duplicate, and the cgroups with whatever got into them.
+	started := false
+	var workdir *workspace.Dir
+	defer func() {
+		if started {
+			return
+		}
+		if workdir != nil {
+			_ = workdir.Close()
+		}
+		if cg != nil {
+			cg.kill()
+			if err := cg.remove(); err != nil {
+				lg.Warn("cannot remove a failed adapter's cgroup", events.LogKeyErr, err)
+			}
+		}
+	}()
+	if cg != nil {
+		policy.Cgroups = cg.procsFiles()
+	}
 	cmd, err := spec.sandbox.command(agent.ID, path, append(append([]string{}, agent.Args...), spec.args...), policy)
 	if err != nil {
 		return nil, err
@@ -174,16 +204,9 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 	// replaces any descriptor, so N is still the runner's. Through the
 	// launcher the held directories are inherited (workdirFiles), and
 	// it enters the cwd by its descriptor.
-	workdir, err := spec.held[0].Dup()
-	if err != nil {
+	if workdir, err = spec.held[0].Dup(); err != nil {
 		return nil, fmt.Errorf("working directory: %w", err)
 	}
-	started := false
-	defer func() {
-		if !started {
-			_ = workdir.Close()
-		}
-	}()
 	cmd.Dir = spec.held[0].ProcPath()
 	if policy.launched(cmd) {
 		cmd.ExtraFiles = append(workdirFiles(spec.held), cmd.ExtraFiles...)
@@ -192,6 +215,9 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 	// Its own process group, so that stopping it also stops what it
 	// spawned, and killed when the runner dies (process_linux.go).
 	cmd.SysProcAttr = sysProcAttr()
+	if cg != nil {
+		cg.attach(cmd.SysProcAttr) // born in its cgroup, where v2 allows
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -211,6 +237,11 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 		return nil, events.Errorf(events.CodeAgentUnavailable, "start agent %s: %v", agent.ID, err)
 	}
 	record, err := recordAdapter(spec.dataDir, cmd.Process.Pid)
+	if err == nil && cg != nil {
+		// Where no launcher joined them (the sandbox off), or v1 has no
+		// launcher's help: a no-op for a process already in them.
+		err = cg.join(cmd.Process.Pid)
+	}
 	if err != nil {
 		// An adapter that a runner killed now would not be found again
 		// must not run.
@@ -237,8 +268,10 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 		stderrDone: make(chan struct{}),
 		record:     record,
 		connReady:  make(chan struct{}),
+		cg:         cg,
 	}
 	started = true
+	p.limits = newLimitWatch(p, spec.contain, cg, lim, spec.held, home, tmp)
 	p.io = newIOWindow(js, p.lg, m, spec.ioRecords, spec.ioBytes)
 	defer close(p.connReady)
 	p.conn = acpwire.NewConn(stdout, stdin, acpwire.Options{
@@ -257,6 +290,7 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 		defer close(p.stderrDone)
 		p.pumpStderr(stderr)
 	}()
+	go p.limits.run()
 	go p.wait()
 	return p, nil
 }
@@ -343,6 +377,7 @@ func (p *process) wait() {
 	seen := awaitExit(int(p.pid)) == nil
 	if seen {
 		p.killGroup()
+		p.killCgroup()
 		p.awaitOutput()
 	} else {
 		<-p.conn.Done()
@@ -356,6 +391,15 @@ func (p *process) wait() {
 	err := p.cmd.Wait() // closes stdout and stderr, if they had not ended
 	if !seen {
 		p.killGroup()
+		p.killCgroup()
+	}
+	// The limits met, the OOM kill that ended the adapter among them, go
+	// before its exit.
+	p.limits.end()
+	if p.cg != nil {
+		if err := p.cg.remove(); err != nil {
+			p.lg.Warn("cannot remove the adapter's cgroup", events.LogKeyErr, err)
+		}
 	}
 	<-p.conn.Done()
 	<-p.stderrDone
@@ -481,8 +525,24 @@ func (p *process) killGroup() {
 	}
 }
 
+// killCgroup kills every process in the adapter's cgroups: what it
+// spawned, in a session of its own or not.
+func (p *process) killCgroup() {
+	if p.cg != nil {
+		p.cg.kill()
+	}
+}
+
+// kill ends the adapter and everything it spawned at once, as a limit
+// does; wait then reports the exit.
+func (p *process) kill() {
+	p.killCgroup()
+	p.killGroup()
+}
+
 // stop ends the adapter: stdin closed, then SIGTERM to its process group,
-// then SIGKILL, each after StopGrace. It returns once the process is reaped.
+// then SIGKILL to its cgroup and group, each after StopGrace. It returns
+// once the process, and everything it spawned, is gone.
 func (p *process) stop() {
 	p.stopping.Store(true)
 	// A full window must not hold the reader, or the adapter could not
@@ -495,6 +555,9 @@ func (p *process) stop() {
 		case <-p.exited:
 			return
 		case <-time.After(p.stopGrace):
+			if sig == syscall.SIGKILL {
+				p.killCgroup()
+			}
 			_ = syscall.Kill(-int(p.pid), sig)
 		}
 	}

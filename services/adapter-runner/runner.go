@@ -36,6 +36,7 @@ type Runner struct {
 	// osInstructions is the text of Config.OSInstructionsFile.
 	osInstructions string
 	sandbox        *sandbox
+	contain        *containment // the adapters' cgroups (contain.go)
 	ready          chan struct{}
 
 	// watchers runs one goroutine per adapter that forgets it once it
@@ -53,7 +54,8 @@ type Runner struct {
 }
 
 // New returns a Runner; it does no I/O except reading the agents file and
-// the OS instructions file.
+// the OS instructions file, and finding the cgroups the machine gives (and
+// making the runner's scope in them, contain.go).
 func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -71,6 +73,7 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 		cfg:            cfg,
 		lg:             lg,
 		sandbox:        newSandbox(cfg.Sandbox, cfg.adapterUsers(), lg, reg),
+		contain:        newContainment(lg, cfg, reg),
 		nc:             nc,
 		m:              newMetrics(reg, nc, cfg.Capacity),
 		agents:         agents,
@@ -97,6 +100,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	// goes before this one hosts anything.
 	killLeftovers(r.lg, r.cfg.DataDir)
 	r.sandbox.prepare(r.cfg.DataDir, r.cfg.WorkspaceRoots)
+	r.contain.reap()
+	defer r.contain.close()
 	// Every ACP_IO record is an asynchronous publish whose
 	// acknowledgement its process's window follows (iowindow.go). The
 	// windows bound what each adapter has in flight; the context's own
@@ -388,6 +393,7 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 	spec.dataDir, spec.maxLineBytes = r.cfg.DataDir, r.cfg.MaxLineBytes
 	spec.ioRecords, spec.ioBytes = r.cfg.IOWindowRecords, r.cfg.IOWindowBytes
 	spec.sandbox = r.sandbox
+	spec.contain = r.contain
 	p, err := startProcess(r.lg, js, r.m, ns, sid, processID, agent, spec, r.cfg.MaxStderrBytes, r.cfg.StopGrace)
 	if err != nil {
 		return nil, err

@@ -55,8 +55,8 @@ func start(t *testing.T, agents ...adapterrunner.Agent) *harness {
 	return startWith(t, adapterrunner.Config{}, agents...)
 }
 
-// startWith is start with cfg, whose ID, DataDir, Builtin and StopGrace it
-// sets.
+// startWith is start with cfg, whose ID, Builtin and StopGrace it sets,
+// and its DataDir where cfg has none.
 func startWith(t *testing.T, cfg adapterrunner.Config, agents ...adapterrunner.Agent) *harness {
 	t.Helper()
 	return startOn(t, natstest.Connect(t, natstest.Run(t)), cfg, agents...)
@@ -65,7 +65,10 @@ func startWith(t *testing.T, cfg adapterrunner.Config, agents ...adapterrunner.A
 // startOn is startWith on the NATS connection nc.
 func startOn(t *testing.T, nc *nats.Conn, cfg adapterrunner.Config, agents ...adapterrunner.Agent) *harness {
 	t.Helper()
-	h := &harness{nc: nc, dataDir: testutil.TempDir(t), io: make(chan *nats.Msg, 1024), logs: &testutil.Buffer{}, reg: prometheus.NewRegistry()}
+	h := &harness{nc: nc, dataDir: cfg.DataDir, io: make(chan *nats.Msg, 1024), logs: &testutil.Buffer{}, reg: prometheus.NewRegistry()}
+	if h.dataDir == "" {
+		h.dataDir = testutil.TempDir(t)
+	}
 	if len(agents) == 0 {
 		agents = []adapterrunner.Agent{{ID: "test", Command: testAgent}}
 	}

@@ -61,6 +61,12 @@ type sandboxPolicy struct {
 	Write []string `json:"write"`
 	// NoNetwork denies TCP connect and bind.
 	NoNetwork bool `json:"noNetwork,omitempty"`
+	// Bind are the TCP ports the adapter may listen on: with the network
+	// allowed, binding any other is denied (Landlock ABI 4 and later).
+	Bind []portRange `json:"bind,omitempty"`
+	// Cgroups are the cgroup v1 cgroup.procs files the launcher writes
+	// itself into before anything else (cgroup v2's is joined at birth).
+	Cgroups []string `json:"cgroups,omitempty"`
 	// Workdirs are the descriptors of the session's working directories,
 	// inherited from the runner, which resolved and held them
 	// (Runner.confine): the cwd first, then the additional directories.
@@ -117,6 +123,10 @@ func newSandbox(mode SandboxMode, users *adapterUsers, lg *slog.Logger, reg prom
 	default:
 		lg.Error("this kernel has no Landlock: adapters run UNCONFINED, able to read every session's workspace and the runner's data directory (adapter-runner.sandbox=warn)",
 			events.LogKeyErr, err)
+	}
+	if mode != SandboxOff && abi > 0 && abi < landlockNetABI {
+		lg.Error("this kernel's Landlock cannot restrict TCP: adapters may listen on any port, where they could take a port Skein or another tenant means to serve on",
+			"landlock_abi", abi)
 	}
 	f := promauto.With(reg)
 	f.NewGauge(prometheus.GaugeOpts{Name: "acp_runner_sandbox_confined",
@@ -177,6 +187,7 @@ const landlockNetABI = 4
 // and the session's home and tmp. It creates the agent's write paths.
 func policyFor(agent Agent, path string, spec spawnSpec, home, tmp string) (sandboxPolicy, error) {
 	p := sandboxPolicy{NoNetwork: agent.Sandbox.Network != nil && !*agent.Sandbox.Network}
+	p.Bind, _ = parsePorts(agent.Sandbox.Bind) // checked with the registry
 	p.Read = append(p.Read, sandboxSystemPaths...)
 	p.Read = append(p.Read, installPaths(path)...)
 	p.Read = append(p.Read, agent.Sandbox.Read...)

@@ -98,7 +98,23 @@ var landlockVersions = []landlock.Config{landlock.V1, landlock.V2, landlock.V3, 
 // other sessions' adapters).
 func restrict(p sandboxPolicy, abi int) error {
 	cfg := landlockVersions[min(abi, len(landlockVersions))-1]
-	if !p.NoNetwork {
+	// The network: with NoNetwork every TCP connect and bind is handled,
+	// and none allowed. Otherwise only bind is handled, where the ABI
+	// has it: connecting stays free (agents talk to their model's API),
+	// and the adapter may listen only on the ports of p.Bind, so that a
+	// process it left behind cannot take a port Skein or another tenant
+	// serves on, and catch their clients' requests.
+	var net []landlock.Rule
+	switch {
+	case p.NoNetwork:
+	case abi >= landlockNetABI:
+		cfg.HandledAccessNet = llsys.AccessNetBindTCP
+		for _, r := range p.Bind {
+			for port := int(r[0]); port <= int(r[1]); port++ {
+				net = append(net, landlock.BindTCP(uint16(port)))
+			}
+		}
+	default:
 		cfg.HandledAccessNet = 0 // nothing handled: every TCP use allowed
 	}
 	var roDirs, roFiles, rwDirs, rwFiles []string
@@ -133,12 +149,12 @@ func restrict(p sandboxPolicy, abi int) error {
 	}
 	// Between the check above and the rules, a path may vanish; the
 	// rules skip what is missing rather than fail the start.
-	return cfg.Restrict(
+	return cfg.Restrict(append([]landlock.Rule{
 		landlock.RODirs(roDirs...).IgnoreIfMissing(),
 		landlock.ROFiles(roFiles...).IgnoreIfMissing(),
 		rw.IgnoreIfMissing(),
 		landlock.RWFiles(rwFiles...).WithIoctlDev().IgnoreIfMissing(),
-	)
+	}, net...)...)
 }
 
 // landlockABI returns the Landlock ABI version of the running kernel, 0

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"net"
 	"time"
 
 	"skein.dev/pkg/events"
@@ -57,6 +58,11 @@ type Config struct {
 	// Addr is the TCP address the HTTP server listens on. "127.0.0.1:0"
 	// picks a free port; Gateway.Addr reports it.
 	Addr string
+	// Listener, when set, is what Run serves on instead of listening on
+	// Addr: bound by a caller that must hold its port before anything
+	// else can take it (skein dev, before any adapter starts). Run closes
+	// it.
+	Listener net.Listener
 	// MaxPromptBodyBytes bounds a prompt's body, and MaxBodyBytes every
 	// other route's. A larger body is payload_too_large, read no further
 	// than the cap, and never reaches NATS.

@@ -146,9 +146,11 @@ func (g *Gateway) Addr() string {
 // returns nil after a clean shutdown, or the error that stopped it. Call it
 // once.
 func (g *Gateway) Run(ctx context.Context) error {
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", g.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("gateway: listen %s: %w", g.cfg.Addr, err)
+	ln, err := g.cfg.Listener, error(nil)
+	if ln == nil {
+		if ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", g.cfg.Addr); err != nil {
+			return fmt.Errorf("gateway: listen %s: %w", g.cfg.Addr, err)
+		}
 	}
 	// http.Server's Shutdown waits for no handler once its bound passed,
 	// and Close for none at all: the handlers are counted, so that Run

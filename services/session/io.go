@@ -188,6 +188,8 @@ func (sess *session) applyIO(ctx context.Context, r *route, rec *eventlog.Record
 		sess.publishLive(v, nil)
 	case *events.AcpAgentExitedEvent:
 		sess.onExit(ctx, at, r, v)
+	case *events.AdapterLimitHit:
+		sess.onLimitHit(ctx, at, r, v)
 	default:
 		sess.svc.m.ioRejected.WithLabelValues("unexpected").Inc()
 		sess.lg.Warn("unexpected runner record", events.LogKeyRecord, v.VariantName())
@@ -459,6 +461,16 @@ func (sess *session) onPromptResult(ctx context.Context, at ioPos, r *route, res
 // onExit records an adapter exit nobody asked for, fails the active turn
 // (its pending permission requests become terminal) and evicts the route.
 // There is no respawn: the next prompt attaches anew.
+// onLimitHit records in the session's log that its adapter met a limit of
+// its runner's: the kernel told the agent (a fork refused, a process
+// OOM-killed), and this tells whoever reads the log why.
+func (sess *session) onLimitHit(ctx context.Context, at ioPos, r *route, ev *events.AdapterLimitHit) {
+	if _, err := sess.append(ctx, at, eventlog.Entry{Kind: events.LogControl, Value: ev}); err != nil {
+		sess.svc.m.lostRecords.WithLabelValues(events.RecordAdapterLimitHit).Inc()
+		sess.lg.Warn("record an adapter's limit hit", events.LogKeyProcess, r.processID, events.LogKeyErr, err)
+	}
+}
+
 func (sess *session) onExit(ctx context.Context, at ioPos, r *route, ev *events.AcpAgentExitedEvent) {
 	failure := events.Errorf(events.CodeAdapterExited, "the agent exited during the turn")
 	if len(r.held) > 0 {
