@@ -32,6 +32,9 @@ var attacks = map[string]func() error{
 	"packet": func() error {
 		return closeFD(unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL))))
 	},
+	// An MPTCP socket is TCP that Landlock's TCP rules do not see: it
+	// would bind and connect where they deny it.
+	"mptcp": func() error { return closeFD(unix.Socket(unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_MPTCP)) },
 	// A raw IP socket forges and reads packets of any protocol.
 	"raw": func() error { return closeFD(unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP)) },
 	// A character device node copied from /dev/kmsg reads the kernel's

@@ -2,15 +2,12 @@ package adapterrunner
 
 import (
 	"fmt"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
 
 // The launcher's steps (launch, sandbox_linux.go) that are not Landlock's.
-// Each is filled in by the part of the sandbox it belongs to; until then
-// it does nothing.
-
-import "os"
 
 // enterCgroups moves this process into the adapter's cgroup v1 cgroups
 // (p.Cgroups, their cgroup.procs files), while it may still write them:

@@ -151,3 +151,16 @@ func TestAgentOwnsItsUploads(t *testing.T) {
 		t.Errorf("the agent's reads and writes = %q, want its upload readable and writable, its cwd writable", got)
 	}
 }
+
+// An MPTCP socket would bind and connect past Landlock's TCP rules, which
+// see IPPROTO_TCP only: it is refused, and callers fall back to TCP.
+func TestSecurityAgentCannotOpenMPTCP(t *testing.T) {
+	requireLandlock(t, 1)
+	h := startWith(t, adapterrunner.Config{Sandbox: adapterrunner.SandboxRequire})
+	if _, err := h.createWith(t, "s1", events.AcpCreateSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.probe(t, "s1", "t1", "try mptcp")["try mptcp"]; r != "error operation not permitted" {
+		t.Errorf("try mptcp = %q, want error operation not permitted", r)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -347,6 +348,37 @@ func TestSecurityAgentInheritsNoHeldDirectory(t *testing.T) {
 		target, err := os.Readlink(filepath.Join(fdDir, e.Name()))
 		if err == nil && strings.HasPrefix(target, ws) {
 			t.Errorf("the adapter holds descriptor %s of %s", e.Name(), target)
+		}
+	}
+}
+
+// A descriptor the runner inherited without close-on-exec, from whatever
+// started it (a shell's redirection, a supervisor's socket), does not
+// reach its adapters.
+func TestSecurityAgentInheritsNoRunnerDescriptor(t *testing.T) {
+	requireLandlock(t, 1)
+	secret := filepath.Join(t.TempDir(), "runner-only")
+	if err := os.WriteFile(secret, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := syscall.Open(secret, syscall.O_RDONLY, 0) // no O_CLOEXEC
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	h := startWith(t, adapterrunner.Config{Sandbox: adapterrunner.SandboxRequire})
+	resp, err := h.createWith(t, "inherits", events.AcpCreateSessionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fdDir := "/proc/" + strconv.Itoa(int(*resp.Pid)) + "/fd"
+	entries, err := os.ReadDir(fdDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if target, err := os.Readlink(filepath.Join(fdDir, e.Name())); err == nil && target == secret {
+			t.Errorf("the adapter holds the runner's descriptor %s of %s", e.Name(), target)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package adapterrunner
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
 )
 
 // launcherName is the argv[0] by which the runner's binary, started again
@@ -81,6 +83,13 @@ func launch(policyJSON, path string, argv []string) error {
 	}
 	if err := filterSyscalls(p); err != nil {
 		return fmt.Errorf("seccomp: %w", err)
+	}
+	// The adapter inherits its standard streams and nothing else: not
+	// the held directories, nor a descriptor the runner itself inherited
+	// without close-on-exec (from whatever started it), which exec would
+	// otherwise pass on.
+	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fmt.Errorf("close-on-exec: %w", err)
 	}
 	return syscall.Exec(path, argv, os.Environ())
 }

@@ -79,6 +79,12 @@ var seccompConditional = []seccomp.NameWithConditions{
 	{Name: "socket", Conditions: eq32(0, unix.AF_PACKET)},
 	{Name: "socket", Conditions: masked32(1, socketTypeMask, unix.SOCK_RAW)},
 	{Name: "socket", Conditions: masked32(1, socketTypeMask, unix.SOCK_PACKET)},
+	// MPTCP sockets, which Landlock's TCP rules do not see (they check
+	// bind and connect for IPPROTO_TCP only). Go's net package, which
+	// listens with MPTCP by default, falls back to TCP on any error, as
+	// other callers do where a kernel has no MPTCP. (EPERM with the rest,
+	// not EPROTONOSUPPORT: see the order of the groups in seccompPolicy.)
+	{Name: "socket", Conditions: eq32(2, unix.IPPROTO_MPTCP)},
 	// Device nodes, character and block: S_IFCHR's bit is in S_IFBLK,
 	// and in no other file type mknod makes. FIFOs, sockets and regular
 	// files stay allowed: agents use mkfifo.
@@ -136,9 +142,14 @@ func seccompPolicy(info *arch.Info) seccomp.Policy {
 	}
 	return seccomp.Policy{
 		DefaultAction: seccomp.ActionAllow,
+		// clone3 first: after a call's conditions fail, the library's
+		// program goes on to the next group with an argument, not the
+		// call's number, in its accumulator, so no group may follow one
+		// with conditions (an mknod of mode 0663 would have matched
+		// clone3's number).
 		Syscalls: []seccomp.SyscallGroup{
-			deny,
 			{Names: []string{"clone3"}, Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)},
+			deny,
 		},
 	}
 }
