@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 )
 
@@ -101,7 +102,7 @@ func TestSecurityOrphanCannotTakeSkeinsPort(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	data := t.TempDir()
+	data := testutil.TempDir(t)
 	agents := filepath.Join(t.TempDir(), "agents.json")
 	registry, _ := json.Marshal(map[string]any{"agents": []map[string]any{{"id": "attacker", "command": exe, "args": []string{testAgentCommand}}}})
 	if err := os.WriteFile(agents, registry, 0o600); err != nil {
@@ -167,7 +168,7 @@ func TestSecurityLimitHitInSessionLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := t.TempDir()
+	data := testutil.TempDir(t)
 	agents := filepath.Join(t.TempDir(), "agents.json")
 	registry, _ := json.Marshal(map[string]any{"agents": []map[string]any{{"id": "flooder", "command": exe, "args": []string{testAgentCommand},
 		"limits": map[string]any{"pids": 48}}}})
@@ -206,7 +207,7 @@ func TestSecurityOrphanDiesWithItsSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := t.TempDir()
+	data := testutil.TempDir(t)
 	agents := filepath.Join(t.TempDir(), "agents.json")
 	registry, _ := json.Marshal(map[string]any{"agents": []map[string]any{{"id": "spawner", "command": exe, "args": []string{testAgentCommand}}}})
 	if err := os.WriteFile(agents, registry, 0o600); err != nil {
