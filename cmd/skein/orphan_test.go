@@ -103,11 +103,7 @@ func TestSecurityOrphanCannotTakeSkeinsPort(t *testing.T) {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	data := testutil.TempDir(t)
-	agents := filepath.Join(t.TempDir(), "agents.json")
-	registry, _ := json.Marshal(map[string]any{"agents": []map[string]any{{"id": "attacker", "command": exe, "args": []string{testAgentCommand}}}})
-	if err := os.WriteFile(agents, registry, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	agents := testAgentRegistry(t, exe, map[string]any{"id": "attacker"})
 	dev, err := startDevOn(t, exe, data, agents, addr)
 	if err != nil {
 		t.Fatal(err)
@@ -169,12 +165,7 @@ func TestSecurityLimitHitInSessionLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := testutil.TempDir(t)
-	agents := filepath.Join(t.TempDir(), "agents.json")
-	registry, _ := json.Marshal(map[string]any{"agents": []map[string]any{{"id": "flooder", "command": exe, "args": []string{testAgentCommand},
-		"limits": map[string]any{"pids": 48}}}})
-	if err := os.WriteFile(agents, registry, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	agents := testAgentRegistry(t, exe, map[string]any{"id": "flooder", "limits": map[string]any{"pids": 48}})
 	dev, err := startDevOn(t, exe, data, agents, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -208,11 +199,7 @@ func TestSecurityOrphanDiesWithItsSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := testutil.TempDir(t)
-	agents := filepath.Join(t.TempDir(), "agents.json")
-	registry, _ := json.Marshal(map[string]any{"agents": []map[string]any{{"id": "spawner", "command": exe, "args": []string{testAgentCommand}}}})
-	if err := os.WriteFile(agents, registry, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	agents := testAgentRegistry(t, exe, map[string]any{"id": "spawner"})
 	// Under the sandbox skein dev gives agents by default: the launcher
 	// joins the cgroups.
 	dev, err := startDevOn(t, exe, data, agents, "127.0.0.1:0", "--adapter-runner.sandbox=warn")
@@ -251,4 +238,20 @@ func TestSecurityOrphanDiesWithItsSession(t *testing.T) {
 			t.Errorf("the setsid process %d of the %s session: %v", pid, sid, err)
 		}
 	}
+}
+
+// testAgentRegistry writes a registry file of one agent, entry, run as
+// the test agent by this test binary exe, and returns its path.
+func testAgentRegistry(t *testing.T, exe string, entry map[string]any) string {
+	t.Helper()
+	entry["command"], entry["args"] = exe, []string{testAgentCommand}
+	registry, err := json.Marshal(map[string]any{"agents": []map[string]any{entry}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "agents.json")
+	if err := os.WriteFile(path, registry, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

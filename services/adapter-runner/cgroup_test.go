@@ -216,20 +216,7 @@ func TestSecurityAgentCannotBindByDefault(t *testing.T) {
 		adapterrunner.Agent{ID: "plain", Command: testAgent},
 		adapterrunner.Agent{ID: "devserver", Command: testAgent, Sandbox: adapterrunner.AgentSandbox{Bind: []string{strconv.Itoa(port)}}},
 		adapterrunner.Agent{ID: "ranged", Command: testAgent, Sandbox: adapterrunner.AgentSandbox{Bind: []string{fmt.Sprintf("%d-%d", lo, hi)}}})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-		}
-	}()
+	ln := acceptAndClose(t)
 	bind := fmt.Sprintf("bind 127.0.0.1:%d", port)
 	dial := "dial " + ln.Addr().String()
 	for _, tc := range []struct {

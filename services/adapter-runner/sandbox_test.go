@@ -146,20 +146,7 @@ func TestSecurityAgentIsConfinedToItsSession(t *testing.T) {
 // connection; the same agent with the default can.
 func TestSecurityAgentWithoutNetwork(t *testing.T) {
 	requireLandlock(t, 4)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-		}
-	}()
+	ln := acceptAndClose(t)
 	no := false
 	h := startWith(t, adapterrunner.Config{Sandbox: adapterrunner.SandboxRequire},
 		adapterrunner.Agent{ID: "offline", Command: testAgent, Sandbox: adapterrunner.AgentSandbox{Network: &no}},
@@ -231,4 +218,25 @@ func TestSecurityAgentExecutableDirIsNotGranted(t *testing.T) {
 	if !strings.HasPrefix(got["read "+bin], "ok") {
 		t.Errorf("the agent cannot read its own executable: %q", got["read "+bin])
 	}
+}
+
+// acceptAndClose listens on a loopback port and closes every connection
+// it accepts: a peer an agent's connect reaches, until the test ends.
+func acceptAndClose(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	return ln
 }
