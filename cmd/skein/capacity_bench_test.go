@@ -26,6 +26,7 @@ import (
 
 	"skein.dev/internal/cluster"
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/acpwire"
 )
 
@@ -729,7 +730,7 @@ func startServeOnce(b *testing.B, natsURL string, capacity int, pprofAddr string
 	}
 	httpAddr := freeAddr(b)
 	args := []string{"serve", "--target=all", "--nats", natsURL, "--gateway.http-addr", httpAddr,
-		"--adapter-runner.id", "capacity", "--adapter-runner.data-dir", filepath.Join(b.TempDir(), "runner"),
+		"--adapter-runner.id", "capacity", "--adapter-runner.data-dir", filepath.Join(testutil.TempDir(b), "runner"),
 		"--adapter-runner.capacity", strconv.Itoa(capacity), "--adapter-runner.test-agents", "--log-level", "warn", "--gateway.insecure-no-auth",
 		// Every session and viewer of the load is one principal's.
 		"--gateway.max-streams", "1000000", "--gateway.max-waiting-prompts", "1000000", "--gateway.rate-burst", "1000000",

@@ -34,7 +34,7 @@ func BenchmarkOutputStored(b *testing.B) {
 			ns := natstest.Run(b)
 			reg := prometheus.NewRegistry()
 			r, err := adapterrunner.New(adapterrunner.Config{
-				ID: "r1", DataDir: b.TempDir(), Builtin: []adapterrunner.Agent{{ID: "test", Command: testAgent}},
+				ID: "r1", DataDir: testutil.TempDir(b), Builtin: []adapterrunner.Agent{{ID: "test", Command: testAgent}},
 				StopGrace: 200 * time.Millisecond,
 			}, slog.New(slog.NewTextHandler(b.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), natstest.Connect(b, ns), reg)
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"skein.dev/internal/memstat"
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
@@ -43,7 +44,7 @@ func BenchmarkLoadedAdapterMemory(b *testing.B) {
 			h := &memHarness{nc: natstest.ConnectURL(b, url)}
 			lg := slog.New(slog.NewTextHandler(b.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			r, err := adapterrunner.New(adapterrunner.Config{
-				ID: "r1", DataDir: b.TempDir(), Builtin: []adapterrunner.Agent{{ID: "test", Command: testAgent}},
+				ID: "r1", DataDir: testutil.TempDir(b), Builtin: []adapterrunner.Agent{{ID: "test", Command: testAgent}},
 				StopGrace: 200 * time.Millisecond, Capacity: n,
 			}, lg, natstest.ConnectURL(b, url), prometheus.NewRegistry())
 			if err != nil {

@@ -161,7 +161,7 @@ func startBenchRunner(b *testing.B, connect func() *nats.Conn, n int, lg *slog.L
 		b.Fatal(err)
 	}
 	runner, err := adapterrunner.New(adapterrunner.Config{
-		ID: "r1", DataDir: b.TempDir(), StopGrace: 200 * time.Millisecond, Capacity: n,
+		ID: "r1", DataDir: testutil.TempDir(b), StopGrace: 200 * time.Millisecond, Capacity: n,
 		Builtin: []adapterrunner.Agent{{ID: "test", Command: testAgent}},
 	}, lg, connect(), prometheus.NewRegistry())
 	if err != nil {
