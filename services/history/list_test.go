@@ -107,7 +107,10 @@ func TestListSessionsOrder(t *testing.T) {
 	}
 	h.project(t, "default", "e2", 4*time.Second) // ties with e
 	h.project(t, "other", "x", time.Hour)
+	// The projection is asynchronous: both namespaces are waited for,
+	// not only the first.
 	h.waitListed(t, "default", "e", "e2", "d", "c", "b", "a")
+	h.waitListed(t, "other", "x")
 
 	for _, limit := range []uint32{1, 2, 4, 6, 100} {
 		if got, want := h.listAll(t, "default", limit, nil), []string{"e", "e2", "d", "c", "b", "a"}; !slices.Equal(got, want) {
