@@ -333,6 +333,25 @@ func (u adapterUser) canRun(path string) error {
 	return nil
 }
 
+// canRead reports why the adapters' user cannot read the file at path,
+// or nil.
+func (u adapterUser) canRead(path string) error {
+	if u.uid == 0 {
+		return nil
+	}
+	if err := u.reaches(filepath.Dir(path)); err != nil {
+		return err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && !u.may(st, 0o4) {
+		return fmt.Errorf("uid %d may not read %s (mode %04o, owner %d:%d)", u.uid, path, fi.Mode().Perm(), st.Uid, st.Gid)
+	}
+	return nil
+}
+
 // ownIn is own for names in root, not following symbolic links.
 func (u adapterUser) ownIn(root *os.Root, names ...string) error {
 	if u.uid == 0 {

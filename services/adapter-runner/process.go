@@ -126,6 +126,7 @@ type process struct {
 // spawnSpec is what a create request asks for.
 type spawnSpec struct {
 	dataDir      string
+	roots        []string // the runner's workspace roots
 	cwd          string   // the path the cwd was opened as (Runner.confine)
 	dirs         []string // the additional directories' paths, as opened
 	args         []string

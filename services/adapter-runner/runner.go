@@ -391,6 +391,7 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 		old.stop()
 	}
 	spec.dataDir, spec.maxLineBytes = r.cfg.DataDir, r.cfg.MaxLineBytes
+	spec.roots = r.cfg.WorkspaceRoots
 	spec.ioRecords, spec.ioBytes = r.cfg.IOWindowRecords, r.cfg.IOWindowBytes
 	spec.sandbox = r.sandbox
 	spec.contain = r.contain

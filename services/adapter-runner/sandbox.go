@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -190,6 +191,13 @@ func policyFor(agent Agent, path string, spec spawnSpec, home, tmp string) (sand
 	p.Bind, _ = parsePorts(agent.Sandbox.Bind) // checked with the registry
 	p.Read = append(p.Read, sandboxSystemPaths...)
 	p.Read = append(p.Read, installPaths(path)...)
+	for _, s := range scriptPaths(agent.Args, append([]string{spec.dataDir}, spec.roots...)) {
+		if err := spec.user.canRead(s.file); err != nil {
+			return p, events.Errorf(events.CodeAgentUnavailable,
+				"agent %s: its adapter runs as uid %d (adapter-runner.adapter-uid), which cannot read %s, named in its args: %v", agent.ID, spec.user.uid, s.file, err)
+		}
+		p.Read = append(p.Read, s.grant)
+	}
 	p.Read = append(p.Read, agent.Sandbox.Read...)
 	p.Write = append(p.Write, home, tmp)
 	p.Workdirs = workdirFDs(len(spec.held))
@@ -222,6 +230,101 @@ func installPaths(path string) []string {
 		return []string{real[:i+len("/node_modules")]}
 	}
 	return []string{real}
+}
+
+// script is a file a registry entry's args name, and what of it the
+// adapter may read: the file, or its package (scriptPaths).
+type script struct {
+	file  string // symlinks resolved
+	grant string // file, or the directory of its package
+}
+
+// scriptPaths is what the adapter may read of the files its registry
+// entry's args name, so that {"command":"node","args":["/…/agent.mjs"]}
+// starts: each argument that is an absolute path to an existing regular
+// file (symlinks followed), with its package root where it has one
+// (packageRoot). Only the entry's own args count: they are the
+// operator's, where a session's args (spawnSpec.args) are a tenant's, and
+// would otherwise name any file for the sandbox to hand over. protected
+// are the runner's data directory and its workspace roots.
+func scriptPaths(args []string, protected []string) []script {
+	var out []script
+	for _, a := range args {
+		if !filepath.IsAbs(a) {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(a)
+		if err != nil {
+			continue
+		}
+		fi, err := os.Stat(real)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		out = append(out, script{file: real, grant: packageRoot(real, protected, homeDirs())})
+	}
+	return out
+}
+
+// packageRoot is what to grant of file, a script an agent's args name:
+// the node_modules tree it lies in, as installPaths grants; else its
+// package root, the nearest directory above it holding a package.json,
+// where the script's own modules and dependencies lie; else the file
+// alone. Never the file's directory for being its directory: the walk up
+// stops, and only the file is granted, at the first directory that is or
+// contains the runner's data directory or a workspace root (protected),
+// that is or contains a home directory (a package.json in $HOME must not
+// grant $HOME), that is the temporary directory, or that is /. Those hold
+// other sessions' workspaces, the NATS store, the operator's keys.
+func packageRoot(file string, protected, homes []string) string {
+	if i := strings.Index(file, string(filepath.Separator)+"node_modules"+string(filepath.Separator)); i >= 0 {
+		return file[:i+len("/node_modules")]
+	}
+	stops := append(append([]string{}, protected...), homes...)
+	stops = append(stops, os.TempDir())
+	for d := filepath.Dir(file); ; d = filepath.Dir(d) {
+		if d == filepath.Dir(d) {
+			return file
+		}
+		for _, s := range stops {
+			if s != "" && holds(d, s) {
+				return file
+			}
+		}
+		if fi, err := os.Stat(filepath.Join(d, "package.json")); err == nil && fi.Mode().IsRegular() {
+			return d
+		}
+	}
+}
+
+// holds reports whether path is dir or lies below it, symlinks of path
+// resolved where they can be.
+func holds(dir, path string) bool {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// homeDirs are the machine's home directories: the runner's $HOME and
+// every user's of /etc/passwd.
+func homeDirs() []string {
+	var homes []string
+	if h, err := os.UserHomeDir(); err == nil {
+		homes = append(homes, h)
+	}
+	b, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		return homes
+	}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Split(strings.TrimSpace(line), ":")
+		if len(f) >= 6 && filepath.IsAbs(f[5]) && f[5] != "/" {
+			homes = append(homes, f[5])
+		}
+	}
+	return homes
 }
 
 // sandboxSystemPaths are what any adapter may read (and execute): the
