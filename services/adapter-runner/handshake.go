@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"strconv"
 	"strings"
 	"time"
 
@@ -277,7 +279,36 @@ func (p *process) failed(method string, err error) error {
 	case events.CodeAdapterExited:
 		within(p.stopGrace, p.stderrDone) // its last words may still be in the pipe
 	}
+	if e.Code == events.CodeAdapterExited {
+		msg += p.deniedHint()
+	}
 	return &events.Error{Code: e.Code, Message: msg + p.startLog.String()}
+}
+
+// deniedHint is what to add to the error of an adapter that died at start
+// saying it was refused a file (EACCES or EPERM on its stderr) while the
+// sandbox confined it: the path, and the registry setting that grants it.
+// "" when it said no such thing or ran unconfined.
+func (p *process) deniedHint() string {
+	if !p.confined {
+		return ""
+	}
+	path, ok := p.startLog.denied()
+	if !ok {
+		return ""
+	}
+	what := "a file"
+	if path != "" {
+		what = strconv.Quote(path)
+	}
+	hint := fmt.Sprintf("; it was denied %s, which the sandbox (adapter-runner.sandbox) may refuse it: "+
+		"if the agent needs it, add it (or its directory) to the sandbox.read of agent %s in the agents file", what, p.agent.ID)
+	if path != "" {
+		if err := p.user.canRead(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			hint += fmt.Sprintf("; nor may its user (adapter-runner.adapter-uid) read it: %v", err)
+		}
+	}
+	return hint
 }
 
 func nullable(raw json.RawMessage) events.JSON {

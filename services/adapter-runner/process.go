@@ -105,8 +105,12 @@ type process struct {
 	stderrMax int64
 	stopGrace time.Duration
 
-	started    time.Time
-	startLog   startLog
+	started  time.Time
+	startLog startLog
+	// confined: the adapter runs under Landlock; user is who it runs
+	// as, uid 0 for the runner's user (deniedHint).
+	confined   bool
+	user       adapterUser
 	stderrDone chan struct{} // closed once stderr is drained
 	record     string        // the adapter's leftover record (leftovers.go), "" if none
 	// cg is the adapter's cgroups, nil where the machine has none
@@ -264,6 +268,8 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 		written:   map[string]bool{},
 		stderrMax: stderrMax,
 		stopGrace: stopGrace,
+		confined:  policy.launched(cmd) && spec.sandbox != nil && spec.sandbox.abi > 0,
+		user:      spec.user,
 
 		started:    time.Now(),
 		stderrDone: make(chan struct{}),

@@ -54,3 +54,26 @@ func TestSecurityScriptPackageRootStops(t *testing.T) {
 		t.Errorf("scriptPaths = %+v, want only the absolute path of an existing file", got)
 	}
 }
+
+// An adapter's stderr that says it was refused a file gives the path, as
+// node, Python, Go and a shell print it.
+func TestStartLogDenied(t *testing.T) {
+	for _, c := range []struct{ stderr, path string }{
+		{"Error: EACCES: permission denied, open '/home/me/agents/agent.mjs'\n    at open", "/home/me/agents/agent.mjs"},
+		{"PermissionError: [Errno 13] Permission denied: '/etc/agent.toml'", "/etc/agent.toml"},
+		{"fatal: open /opt/agent/config.json: permission denied", "/opt/agent/config.json"},
+		{"bash: /srv/run.sh: Permission denied", "/srv/run.sh"},
+		{"Error: EPERM: operation not permitted, scandir \"/root/x\"", "/root/x"},
+	} {
+		var l startLog
+		l.write([]byte("starting\n" + c.stderr + "\n"))
+		if got, ok := l.denied(); !ok || got != c.path {
+			t.Errorf("denied(%q) = %q, %v; want %q", c.stderr, got, ok, c.path)
+		}
+	}
+	var l startLog
+	l.write([]byte("Error: ANTHROPIC_API_KEY is not set\n"))
+	if got, ok := l.denied(); ok {
+		t.Errorf("denied of a missing key = %q, true; want false", got)
+	}
+}

@@ -1,6 +1,7 @@
 package adapterrunner
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,4 +90,30 @@ func (l *startLog) String() string {
 		b.WriteString(strconv.Quote(tail))
 	}
 	return b.String()
+}
+
+// deniedLine finds, in a line of stderr, an error of access refused
+// (EACCES, EPERM, or their strerror texts), as node, Python, Go and a shell
+// print it.
+var deniedLine = regexp.MustCompile(`(?i)\b(EACCES|EPERM)\b|permission denied|operation not permitted`)
+
+// deniedPath finds the path such a line names: quoted ('/x' or "/x", as
+// node and Python print it) or bare (open /x: permission denied).
+var deniedPath = regexp.MustCompile(`'(/[^']*)'|"(/[^"]*)"|(?:^|[\s(])(/[^\s:'",()]+)`)
+
+// denied reports whether the adapter's stderr says it was refused access
+// to a file, and the first path it names so, "" if none.
+func (l *startLog) denied() (path string, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for line := range strings.Lines(string(l.stderr)) {
+		if !deniedLine.MatchString(line) {
+			continue
+		}
+		ok = true
+		if m := deniedPath.FindStringSubmatch(line); m != nil {
+			return m[1] + m[2] + m[3], true
+		}
+	}
+	return "", ok
 }
