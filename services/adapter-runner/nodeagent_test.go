@@ -118,3 +118,30 @@ func TestSecurityDeniedReadAtStartNamesSandboxRead(t *testing.T) {
 		}
 	}
 }
+
+// Under a runner started as root, adapters run as another user: a script
+// the registry entry's args name that this user may not read refuses the
+// start, saying so, rather than node's bare EACCES.
+func TestSecurityNodeScriptUnreadableToAdaptersUser(t *testing.T) {
+	requireLandlock(t, 1)
+	if os.Geteuid() != 0 {
+		t.Skip("the adapters' user is a root runner's")
+	}
+	dir := nodeDir(t)
+	script := filepath.Join(dir, "agent", "agent.mjs")
+	node := nodeAgent(t, script)
+	if err := os.Chmod(script, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := startWith(t, adapterrunner.Config{Sandbox: adapterrunner.SandboxRequire},
+		adapterrunner.Agent{ID: "test", Command: node, Args: []string{script}})
+	_, err := h.createWith(t, "s1", events.AcpCreateSessionRequest{})
+	if err == nil {
+		t.Fatal("the agent started, from a script its user may not read")
+	}
+	for _, want := range []string{"cannot read " + script, "adapter-runner.adapter-uid", "mode 0600"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("start error = %q, want it to name %q", err, want)
+		}
+	}
+}
