@@ -35,7 +35,8 @@ type Agent struct {
 	AllowEnv []string `json:"allowEnv,omitempty"`
 	// Sandbox widens what the agent's adapter may reach under the
 	// runner's sandbox (sandbox.go): by default only the system, its own
-	// executable (or node_modules tree), and its session's directories.
+	// executable (or node_modules tree), the scripts Args names (with
+	// their packages), and its session's directories.
 	Sandbox AgentSandbox `json:"sandbox,omitzero"`
 	// Limits, where set, replace the runner's limits for this agent's
 	// adapters (cgroup.go): {"memoryBytes", "pids", "cpuWeight",

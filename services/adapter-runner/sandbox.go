@@ -21,7 +21,8 @@ import (
 // directory, which may hold the NATS store and with it every namespace's
 // log. On Linux each adapter is therefore confined with Landlock before it
 // starts: it may read the system (sandboxSystemPaths), its own executable
-// (or node_modules tree) and what its registry entry adds
+// (or node_modules tree), the scripts its registry entry's args name (with
+// their packages: scriptPaths) and what its registry entry adds
 // (AgentSandbox.Read); it may
 // write only its session's working directories, the session's isolated
 // HOME and TMPDIR, and what its registry entry adds (AgentSandbox.Write).
@@ -220,7 +221,8 @@ func policyFor(agent Agent, path string, spec spawnSpec, home, tmp string) (sand
 // a home directory would hand the agent everything beside it, the
 // runner's data directory and other sessions' workspaces included. The
 // interpreter of a script (node) is not found here: it lies under /usr, or
-// in the agent's AgentSandbox.Read, as do an install's other files.
+// in the agent's AgentSandbox.Read, as do an install's other files; the
+// script itself is among the agent's args (scriptPaths).
 func installPaths(path string) []string {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
@@ -275,8 +277,15 @@ func scriptPaths(args []string, protected []string) []script {
 // contains the runner's data directory or a workspace root (protected),
 // that is or contains a home directory (a package.json in $HOME must not
 // grant $HOME), that is the temporary directory, or that is /. Those hold
-// other sessions' workspaces, the NATS store, the operator's keys.
+// other sessions' workspaces, the NATS store, the operator's keys. A file
+// inside the data directory or a workspace root is granted alone: a
+// package.json above it there may be a tenant's.
 func packageRoot(file string, protected, homes []string) string {
+	for _, p := range protected {
+		if p != "" && holds(p, file) {
+			return file
+		}
+	}
 	if i := strings.Index(file, string(filepath.Separator)+"node_modules"+string(filepath.Separator)); i >= 0 {
 		return file[:i+len("/node_modules")]
 	}
@@ -307,12 +316,18 @@ func holds(dir, path string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
-// homeDirs are the machine's home directories: the runner's $HOME and
-// every user's of /etc/passwd.
+// homeDirs are the machine's home directories: the runner's $HOME, /root,
+// each directory of /home (users of a directory service are not in
+// /etc/passwd), and every user's of /etc/passwd.
 func homeDirs() []string {
-	var homes []string
+	homes := []string{"/root"}
 	if h, err := os.UserHomeDir(); err == nil {
 		homes = append(homes, h)
+	}
+	if ents, err := os.ReadDir("/home"); err == nil {
+		for _, e := range ents {
+			homes = append(homes, filepath.Join("/home", e.Name()))
+		}
 	}
 	b, err := os.ReadFile("/etc/passwd")
 	if err != nil {

@@ -37,6 +37,8 @@ func TestSecurityScriptPackageRootStops(t *testing.T) {
 	aboveRoot := put("work/bin/agent.mjs")
 	put("package.json")
 	noPackage := put("loose/agent.mjs")
+	put("work/ws/default/s1/package.json") // a tenant's
+	inRoot := put("work/ws/default/s1/bin/agent.mjs")
 	for _, c := range []struct{ file, want string }{
 		{inHome, inHome},
 		{inPkg, filepath.Join(home, "pkg")},
@@ -44,6 +46,7 @@ func TestSecurityScriptPackageRootStops(t *testing.T) {
 		{besideData, besideData},
 		{aboveRoot, aboveRoot},
 		{noPackage, noPackage},
+		{inRoot, inRoot},
 	} {
 		// base is the stand-in for /: it holds every stop.
 		if got := packageRoot(c.file, append([]string{data}, roots...), []string{home, base}); got != c.want {
