@@ -237,7 +237,11 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 			}
 			// What a person needs at info level; the rest is at debug
 			// level, or from --print-config.
-			lg.Info("skein dev started", "http", st.gateway.Addr(), "nats", clientURL, "data_dir", dataDir,
+			natsShown := clientURL
+			if natsShown == "" {
+				natsShown = "in process only" // no --nats-listen
+			}
+			lg.Info("skein dev started", "http", st.gateway.Addr(), "nats", natsShown, "data_dir", dataDir,
 				"sandbox", string(c.stack.Runner.Sandbox), "agents", agentNames(&c.stack.Runner))
 			printWelcome(stdout, "http://"+st.gateway.Addr(), ns, c.natsListen, shown, shownToken, auth)
 			printWorkspace(stdout, &c.stack.Runner, dataDir)
