@@ -92,10 +92,10 @@ func (t *turn) elicit(ctx context.Context, o op) (*outcome, error) {
 	}
 	switch {
 	case resp.ID == nil:
-		t.chunk("agent_message_chunk", "input: cancelled")
+		t.report("input: cancelled")
 		return nil, errTurnCancelled
 	case resp.Error != nil:
-		t.chunk("agent_message_chunk", fmt.Sprintf("input: error %d %s", resp.Error.Code, resp.Error.Message))
+		t.report(fmt.Sprintf("input: error %d %s", resp.Error.Code, resp.Error.Message))
 		return nil, nil
 	}
 	var r struct {
@@ -103,13 +103,13 @@ func (t *turn) elicit(ctx context.Context, o op) (*outcome, error) {
 		Content json.RawMessage `json:"content"`
 	}
 	if err := json.Unmarshal(resp.Result, &r); err != nil {
-		t.chunk("agent_message_chunk", "input: invalid response "+string(resp.Result))
+		t.report("input: invalid response " + string(resp.Result))
 		return nil, nil
 	}
 	text := "input: " + r.Action
 	if len(r.Content) > 0 {
 		text += " " + string(r.Content)
 	}
-	t.chunk("agent_message_chunk", text)
+	t.report(text)
 	return nil, nil
 }

@@ -598,3 +598,56 @@ func TestTick(t *testing.T) {
 		}
 	})
 }
+
+// TestReportsAreLinesOfTheirOwn: the agent's report of an answer is a line
+// of its own, so the text on either side does not run into it.
+func TestReportsAreLinesOfTheirOwn(t *testing.T) {
+	tests := []struct {
+		name, script, answer, want string
+	}{
+		{
+			name:   "permission then say",
+			script: "permission call_1 allow_once=yes,reject_once=no\nsay done",
+			answer: `{"outcome":{"outcome":"selected","optionId":"yes"}}`,
+			want:   "permission: selected yes\ndone",
+		},
+		{
+			name:   "text on both sides",
+			script: "say before\npermission call_1 allow_once=yes,reject_once=no\nsay after",
+			answer: `{"outcome":{"outcome":"selected","optionId":"no"}}`,
+			want:   "before\npermission: selected no\nafter",
+		},
+		{
+			name:   "a line already ended",
+			script: "say \"before\\n\"\npermission call_1\nsay after",
+			answer: `{"outcome":{"outcome":"selected","optionId":"allow"}}`,
+			want:   "before\npermission: selected allow\nafter",
+		},
+		{
+			name:   "input then say",
+			script: "say before\nelicit {\"type\":\"object\"}\nsay after",
+			answer: `{"action":"decline"}`,
+			want:   "before\ninput: decline\nafter",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachMode(t, func(t *testing.T, start startFunc) {
+				p := start(t, opts{})
+				sid, _ := p.newSession()
+				promptID := p.prompt(sid, tc.script)
+				var ups []update // what came before the request
+				req := p.next()
+				for ; req.Method == "session/update"; req = p.next() {
+					ups = append(ups, decodeUpdate(t, req))
+				}
+				p.sendRaw(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":` + tc.answer + `}`)
+				rest, _ := p.until(promptID)
+				ups = append(ups, rest...)
+				if got := agentText(ups); got != tc.want {
+					t.Errorf("agent text = %q, want %q", got, tc.want)
+				}
+			})
+		})
+	}
+}

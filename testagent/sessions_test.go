@@ -398,8 +398,8 @@ func TestEOFCancelsPermissionWait(t *testing.T) {
 		p.nextRequest("session/request_permission")
 		p.closeStdin()
 		ups, resp := p.until(id)
-		if stop := result[struct{ StopReason string }](t, resp).StopReason; stop != "cancelled" || agentText(ups) != "permission: cancelled" {
-			t.Errorf("turn = %q, %q; want \"permission: cancelled\", cancelled", agentText(ups), stop)
+		if stop := result[struct{ StopReason string }](t, resp).StopReason; stop != "cancelled" || agentText(ups) != "permission: cancelled\n" {
+			t.Errorf("turn = %q, %q; want \"permission: cancelled\\n\", cancelled", agentText(ups), stop)
 		}
 		if code := p.waitExit(); code != 0 {
 			t.Errorf("exit code = %d, want 0", code)

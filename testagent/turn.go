@@ -32,6 +32,10 @@ type turn struct {
 	// touches them.
 	msgID, thoughtID string
 
+	// msgOpen reports that the current agent message ends in text that
+	// does not end a line, so a report must start a new one.
+	msgOpen bool
+
 	stampEnd bool // "stampend": the prompt response carries _meta.skein.sentAt
 
 	// blocks are the prompt's content blocks as the agent got them.
@@ -219,6 +223,7 @@ func (t *turn) stampedChunk(text string) {
 		t.a.mu.Unlock()
 	}
 	id, _ := json.Marshal(t.msgID)
+	t.msgOpen = true // every stamped text is "." or bigText
 	t.emitRaw(json.RawMessage(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":` + text + `},"messageId":` + string(id) + `,"_meta":` + string(stampMeta()) + `}`))
 }
 
@@ -275,7 +280,7 @@ func (t *turn) exec(ctx context.Context, o op) (*outcome, error) {
 			t.chunk("agent_message_chunk", strconv.FormatInt(i+1, 10)+" ")
 		}
 	case opMessage:
-		t.msgID, t.thoughtID = "", ""
+		t.msgID, t.thoughtID, t.msgOpen = "", "", false
 	case opThink:
 		t.chunk("agent_thought_chunk", o.Text)
 	case opBig:
@@ -472,10 +477,10 @@ func (t *turn) waitPermission(ctx context.Context, reply chan inMessage) (*outco
 	}
 	switch {
 	case resp.ID == nil: // cancelled before the answer; the client will answer "cancelled"
-		t.chunk("agent_message_chunk", "permission: cancelled")
+		t.report("permission: cancelled")
 		return nil, errTurnCancelled
 	case resp.Error != nil:
-		t.chunk("agent_message_chunk", fmt.Sprintf("permission: error %d %s", resp.Error.Code, resp.Error.Message))
+		t.report(fmt.Sprintf("permission: error %d %s", resp.Error.Code, resp.Error.Message))
 		return nil, nil
 	}
 	var r permissionResponse
@@ -484,13 +489,13 @@ func (t *turn) waitPermission(ctx context.Context, reply chan inMessage) (*outco
 	}
 	switch r.Outcome.Outcome {
 	case "selected":
-		t.chunk("agent_message_chunk", "permission: selected "+r.Outcome.OptionID)
+		t.report("permission: selected " + r.Outcome.OptionID)
 		return nil, nil
 	case "cancelled":
-		t.chunk("agent_message_chunk", "permission: cancelled")
+		t.report("permission: cancelled")
 		return nil, errTurnCancelled
 	default:
-		t.chunk("agent_message_chunk", "permission: invalid response "+string(resp.Result))
+		t.report("permission: invalid response " + string(resp.Result))
 		return nil, nil
 	}
 }
@@ -525,7 +530,21 @@ func (t *turn) chunk(kind, text string) {
 		t.a.lg.Error("encode chunk failed", "err", err)
 		return
 	}
+	if kind == "agent_message_chunk" {
+		t.msgOpen = !strings.HasSuffix(text, "\n")
+	}
 	t.emit(contentChunk{SessionUpdate: kind, Content: content, MessageID: *id})
+}
+
+// report sends text, the agent's account of how a request was answered, as
+// a line of its own in the current agent message: the text before it and
+// the text after it ("permission: selected yes", then "done") would
+// otherwise run together.
+func (t *turn) report(text string) {
+	if t.msgOpen {
+		text = "\n" + text
+	}
+	t.chunk("agent_message_chunk", text+"\n")
 }
 
 // emit records update in the session history and sends it.

@@ -32,7 +32,7 @@ func TestLogConfigOnceRedacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	logConfig(slog.New(slog.NewTextHandler(&out, nil)), fs)
+	logConfig(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})), fs) // it logs at debug level
 	s := out.String()
 	if strings.Count(s, "effective configuration") != 1 || strings.Contains(s, "hunter2") || strings.Contains(s, ":pw@") {
 		t.Errorf("logConfig wrote %q: want one line, no secret", s)

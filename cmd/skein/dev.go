@@ -69,6 +69,7 @@ Flags (single or double dash; every service flag also reads SKEIN_<NAME>):
   --agents FILE       agent registry file (env SKEIN_AGENTS)
   --pprof ADDR        serve net/http/pprof on ADDR (loopback only), for profiling
   --metrics-listen ADDR  serve Prometheus /metrics on ADDR, a listener of its own
+  --print-config      print the effective configuration and exit
 Run "skein dev -h" for every flag.`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -95,6 +96,8 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 	fs.StringVar(&c.stack.Runner.AgentsFile, "agents", "", "agent registry file (same as --adapter-runner.agents; env SKEIN_AGENTS)")
 	fs.IntVar(&c.maxPayload, "nats-max-payload", 8<<20, "largest NATS message the embedded server accepts")
 	fs.StringVar(&c.pprofAddr, "pprof", "", pprofUsage)
+	var printCfg bool
+	fs.BoolVar(&printCfg, "print-config", false, printConfigUsage)
 	if err := applyEnv(fs, getenv); err != nil {
 		return err
 	}
@@ -135,6 +138,12 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 	if err := devDefaults(&c, fs, startDir); err != nil {
 		return err
 	}
+	// A flag set by a function has no value to show, so the sandbox mode
+	// is given.
+	shownFlags := map[string]string{"adapter-runner.sandbox": string(c.stack.Runner.Sandbox)}
+	if printCfg {
+		return printConfig(stdout, fs, shownFlags)
+	}
 	if os.Geteuid() == 0 && c.stack.Runner.Sandbox != adapterrunner.SandboxOff {
 		// Its agents run as another user, which must pass through the
 		// data directory to its sessions and workspaces: search, not
@@ -149,9 +158,8 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 		}
 	}
 	// Logged once every default is applied: what the services run with,
-	// not what the flags held before skein dev filled them in. A flag set
-	// by a function has no value to show, so the sandbox mode is given.
-	logConfigWith(lg, fs, map[string]string{"adapter-runner.sandbox": string(c.stack.Runner.Sandbox)})
+	// not what the flags held before skein dev filled them in.
+	logConfigWith(lg, fs, shownFlags)
 
 	token, tokenFile, created, err := ensureDevToken(dataDir)
 	if err != nil {
@@ -227,6 +235,14 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 			if shownData != dataDir {
 				shown += " (kept in " + dataDir + ", out of the agents' reach)"
 			}
+			// What a person needs at info level; the rest is at debug
+			// level, or from --print-config.
+			natsShown := clientURL
+			if natsShown == "" {
+				natsShown = "in process only" // no --nats-listen
+			}
+			lg.Info("skein dev started", "http", st.gateway.Addr(), "nats", natsShown, "data_dir", dataDir,
+				"sandbox", string(c.stack.Runner.Sandbox), "agents", agentNames(&c.stack.Runner))
 			printWelcome(stdout, "http://"+st.gateway.Addr(), ns, c.natsListen, shown, shownToken, auth)
 			printWorkspace(stdout, &c.stack.Runner, dataDir)
 			printRoot(stdout, &c.stack.Runner, startDir, os.Geteuid())

@@ -17,7 +17,7 @@ import (
 // skein dev started in a project, with its data directory inside it as
 // the tour's .skein, and no state directory to keep it in instead (no
 // HOME; TestDevKeepsItsDataOutOfTheAgentsReach has one), so that the data
-// stays in the project: its effective configuration shows what the runner
+// stays in the project: its effective configuration (--print-config) shows what the runner
 // really runs with; its agents may work in the project, and only there;
 // a session working in the project itself, which holds the data directory,
 // starts with a warning (the sandbox cannot keep the data from it); and
@@ -34,26 +34,24 @@ func TestDevWorksInItsStartDirectory(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(project, "src"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	url, stdout, stderr, stop := startDevIn(t, project, func(string) string { return "" }, "--data", data)
-	t.Cleanup(stop)
-
-	var config string
-	for line := range strings.Lines(stderr.String()) {
-		if strings.Contains(line, "effective configuration") {
-			config = line
-		}
+	var printed testutil.Buffer
+	if err := runDev(t.Context(), []string{"--data", data, "--print-config"}, func(string) string { return "" }, project, &printed, &printed); err != nil {
+		t.Fatalf("skein dev --print-config: %v\n%s", err, printed.String())
 	}
+	config := printed.String()
 	for _, want := range []string{
-		"config.adapter-runner.data-dir=" + filepath.Join(data, "sessions") + " ",
-		"config.adapter-runner.id=dev ",
-		"config.adapter-runner.sandbox=warn ",
-		"config.adapter-runner.workspace-roots=" + filepath.Join(data, "workspaces") + " ",
-		`config.adapter-runner.workspace-grants="default=` + project + `" `, // quoted: it holds a '='
+		"adapter-runner.data-dir=" + filepath.Join(data, "sessions") + "\n",
+		"adapter-runner.id=dev\n",
+		"adapter-runner.sandbox=warn\n",
+		"adapter-runner.workspace-roots=" + filepath.Join(data, "workspaces") + "\n",
+		"adapter-runner.workspace-grants=default=" + project + "\n",
 	} {
 		if !strings.Contains(config, want) {
 			t.Errorf("the effective configuration lacks %q:\n%s", want, config)
 		}
 	}
+	url, stdout, stderr, stop := startDevIn(t, project, func(string) string { return "" }, "--data", data)
+	t.Cleanup(stop)
 
 	token, err := os.ReadFile(filepath.Join(data, cli.DevTokenFile))
 	if err != nil {

@@ -62,7 +62,7 @@ func twoDashes(s string) string {
 func withGoFlagHelp(ctx context.Context, root *cobra.Command, getenv func(string) string, stdout io.Writer) {
 	usage := map[string]func(w io.Writer){
 		"dev":       func(w io.Writer) { _ = runDev(ctx, []string{"-h"}, getenv, "", io.Discard, w) },
-		"serve":     func(w io.Writer) { _ = runServe(ctx, []string{"-h"}, getenv, w) },
+		"serve":     func(w io.Writer) { _ = runServe(ctx, []string{"-h"}, getenv, io.Discard, w) },
 		"provision": func(w io.Writer) { _ = runProvision(ctx, []string{"-h"}, getenv, io.Discard, w) },
 	}
 	for _, cmd := range root.Commands() {

@@ -58,7 +58,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(devCommand(getenv, stdout, stderr), serveCommand(getenv, stderr), followCommand(getenv, stdout))
+	root.AddCommand(devCommand(getenv, stdout, stderr), serveCommand(getenv, stdout, stderr), followCommand(getenv, stdout))
 	root.AddCommand(decodeCommand(stdin, stdout), logCommand(getenv, stdout))
 	root.AddCommand(provisionCommand(getenv, stdout, stderr))
 	root.AddCommand(cli.Commands(getenv, stdout, stderr)...)

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func serveCommand(getenv func(string) string, stderr io.Writer) *cobra.Command {
+func serveCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "serve -target=all|gateway,session,adapter-runner,history --nats URL [flags]",
 		Short: "Run Skein services against a NATS cluster",
@@ -23,12 +23,12 @@ Flags take one or two dashes; every flag also reads SKEIN_<NAME>.
 Run "skein serve -h" for every flag.`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runServe(cmd.Context(), args, getenv, stderr)
+			return runServe(cmd.Context(), args, getenv, stdout, stderr)
 		},
 	}
 }
 
-func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var c stackConfig
 	var natsURL, credsFile, pprofAddr string
 	var testAgents bool
@@ -41,6 +41,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	fs.StringVar(&credsFile, "nats-creds", "", "NATS credentials file")
 	natsTLS.register(fs)
 	fs.StringVar(&pprofAddr, "pprof", "", pprofUsage)
+	var printCfg bool
+	fs.BoolVar(&printCfg, "print-config", false, printConfigUsage)
 	fs.BoolVar(&testAgents, "adapter-runner.test-agents", false, `offer the built-in scripted test agent as the agents "test" and "demo" (for trials and tests: never in production, where every token could start it)`)
 	if v := getenv("NATS_URL"); v != "" {
 		natsURL = v
@@ -56,6 +58,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			return nil
 		}
 		return err
+	}
+	if printCfg {
+		return printConfig(stdout, fs, nil)
 	}
 	targets, err := parseTargets(c.Targets)
 	if err != nil {
@@ -111,7 +116,16 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	defer st.close()
 	return runWithPprof(ctx, pprofAddr, lg, func(ctx context.Context) error {
 		return st.run(ctx, lg, c.MetricsAddr, func() {
-			lg.Info("skein serving", "targets", targets, "nats", nc.ConnectedUrlRedacted())
+			// What a person needs at info level; the rest is at debug
+			// level, or from --print-config.
+			attrs := []any{"targets", targets, "nats", nc.ConnectedUrlRedacted()}
+			if slices.Contains(targets, TargetGateway) {
+				attrs = append(attrs, "http", st.gateway.Addr())
+			}
+			if slices.Contains(targets, TargetAdapterRunner) {
+				attrs = append(attrs, "data_dir", c.Runner.DataDir, "sandbox", string(c.Runner.Sandbox), "agents", agentNames(&c.Runner))
+			}
+			lg.Info("skein serving", attrs...)
 		})
 	})
 }

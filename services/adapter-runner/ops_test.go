@@ -130,8 +130,8 @@ func TestPermission(t *testing.T) {
 		t.Fatalf("answer %s cancelled: %v", second.RequestID, err)
 	}
 	res, before := until[*events.AdapterPromptResult](t, h)
-	if got := strings.Join(updateTexts(before), "|"); got != "permission: cancelled" {
-		t.Errorf("updates after the second request = %q, want permission: cancelled", got)
+	if got := strings.Join(updateTexts(before), "|"); got != "permission: cancelled\n" {
+		t.Errorf("updates after the second request = %q, want \"permission: cancelled\\n\"", got)
 	}
 	if res.StopReason != "cancelled" {
 		t.Errorf("result = %+v, want cancelled", res)

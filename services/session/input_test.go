@@ -201,7 +201,7 @@ func TestInputRequest(t *testing.T) {
 		t.Fatalf("prompt = %+v, %v", pr.res, pr.err)
 	}
 	log, evs := h.readLog(t, "in1")
-	if got := agentText(evs, log.Turns[0].ID); got != "input: accept "+content+"after" {
+	if got := agentText(evs, log.Turns[0].ID); got != "input: accept "+content+"\nafter" {
 		t.Errorf("agent output %q, want the accepted content, then after", got)
 	}
 	_, resps := inputEvents(t, h, "in1")
@@ -239,7 +239,7 @@ func TestInputPolicyDecline(t *testing.T) {
 		t.Fatal(err)
 	}
 	log, evs := h.readLog(t, "in2")
-	if got := agentText(evs, log.Turns[0].ID); !strings.HasPrefix(got, "caps: {") || strings.Contains(got, "elicitation") || !strings.HasSuffix(got, "input: declineafter") {
+	if got := agentText(evs, log.Turns[0].ID); !strings.HasPrefix(got, "caps: {") || strings.Contains(got, "elicitation") || !strings.HasSuffix(got, "input: decline\nafter") {
 		t.Errorf("agent output %q, want capabilities without elicitation, then the decline", got)
 	}
 	reqs, resps := inputEvents(t, h, "in2")
@@ -309,7 +309,7 @@ func TestInputTerminal(t *testing.T) {
 				t.Fatalf("input responses %+v, want one terminal/%s cancel", got, tc.reason)
 			}
 			if tc.name == "cancel" {
-				if text := agentText(evs, log.Turns[0].ID); text != "" && text != "input: cancel" && text != "input: cancelled" {
+				if text := agentText(evs, log.Turns[0].ID); text != "" && text != "input: cancel\n" && text != "input: cancelled\n" {
 					t.Errorf("agent output %q", text)
 				}
 			}
@@ -351,7 +351,7 @@ func TestInputTakeover(t *testing.T) {
 		t.Fatalf("prompt across the stop = %+v, %v", r.res, r.err)
 	}
 	log, evs := h.readLog(t, "in3")
-	if got := agentText(evs, log.Turns[0].ID); got != `input: accept {"name":"n"}after` {
+	if got := agentText(evs, log.Turns[0].ID); got != "input: accept {\"name\":\"n\"}\nafter" {
 		t.Errorf("agent output %q", got)
 	}
 }
@@ -498,8 +498,8 @@ func TestRespondInputRacesRespond(t *testing.T) {
 			if pr.err != nil || !strings.Contains(string(pr.res.Message), "after") {
 				return fmt.Errorf("prompt = %+v, %v", pr.res, pr.err)
 			}
-			if text != said+"after" {
-				return fmt.Errorf("agent output %q, want %q", text, said+"after")
+			if text != said+"\nafter" {
+				return fmt.Errorf("agent output %q, want %q", text, said+"\nafter")
 			}
 			return nil
 		})

@@ -125,7 +125,7 @@ func TestAskPermission(t *testing.T) {
 		t.Fatalf("outcomes = %v", got)
 	}
 	turn := log.Turns[0]
-	if got := agentText(evs, turn.ID); got != "permission: selected yesafter" {
+	if got := agentText(evs, turn.ID); got != "permission: selected yes\nafter" {
 		t.Errorf("agent output %q, want the selected option, then after", got)
 	}
 	resps := permissionResponses(evs, req.RequestID)
@@ -172,7 +172,7 @@ func TestAskTwoPermissionsInOneTurn(t *testing.T) {
 		t.Fatalf("prompt = %+v, %v", pr.res, pr.err)
 	}
 	log, evs := h.readLog(t, "s1")
-	if got := agentText(evs, log.Turns[0].ID); got != "permission: selected r1permission: selected a2end" {
+	if got := agentText(evs, log.Turns[0].ID); got != "permission: selected r1\npermission: selected a2\nend" {
 		t.Errorf("agent output %q", got)
 	}
 	for _, id := range []string{req1.RequestID, req2.RequestID} {
@@ -581,7 +581,7 @@ func TestAskTwoPermissionsPendingTogether(t *testing.T) {
 		t.Fatalf("prompt = %+v, %v", pr.res, pr.err)
 	}
 	log, evs := h.readLog(t, "s1")
-	if got := agentText(evs, log.Turns[0].ID); got != "permission: selected yespermission: selected noend" {
+	if got := agentText(evs, log.Turns[0].ID); got != "permission: selected yes\npermission: selected no\nend" {
 		t.Errorf("agent output %q, want the first answered yes and the second no", got)
 	}
 	for _, r := range st.Requests {

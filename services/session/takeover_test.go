@@ -118,9 +118,9 @@ func TestTakeoverKeepsTheMessageInProgress(t *testing.T) {
 // burst, the chunks are held from the middle of its record.
 func TestTakeoverKeepsChunksBeforeAPermission(t *testing.T) {
 	for name, tc := range map[string]struct{ before, want string }{
-		"alone": {"chunks 2 before", "before 1 before 2 permission: selected yesafter"},
+		"alone": {"chunks 2 before", "before 1 before 2 \npermission: selected yes\nafter"},
 		// The early chunk is in the record, before the ones held.
-		"in a burst": {"burst\nchunks 1 early\nplan a | b\nchunks 2 before", "early 1 before 1 before 2 permission: selected yesafter"},
+		"in a burst": {"burst\nchunks 1 early\nplan a | b\nchunks 2 before", "early 1 before 1 before 2 \npermission: selected yes\nafter"},
 	} {
 		t.Run(name, func(t *testing.T) { testTakeoverKeepsChunksBeforeAPermission(t, tc.before, tc.want) })
 	}

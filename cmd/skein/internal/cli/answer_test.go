@@ -46,7 +46,7 @@ func TestAnswer(t *testing.T) {
 		t.Errorf("a second answer = %v, printed %q", r.err, r.stdout)
 	}
 	r := <-done
-	if r.err != nil || !strings.Contains(r.stdout, "[input] request "+id+": accepted (accept)") || !strings.HasSuffix(r.stdout, `input: accept {"name":"skein"}after`+"\n") {
+	if r.err != nil || !strings.Contains(r.stdout, "[input] request "+id+": accepted (accept)") || !strings.HasSuffix(r.stdout, `input: accept {"name":"skein"}`+"\nafter\n") {
 		t.Errorf("prompt = %v, printed\n%s", r.err, r.stdout)
 	}
 	open, _ := e.LastRequest(events.OpOpenSession).(*events.AcpOpenSessionRequest)
