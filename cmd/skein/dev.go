@@ -24,6 +24,7 @@ import (
 	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
 	adapterrunner "skein.dev/services/adapter-runner"
+	"skein.dev/services/session"
 )
 
 // devConfig holds the flags of skein dev beyond the services' own.
@@ -376,6 +377,15 @@ func devDefaults(c *devConfig, fs *flag.FlagSet, startDir string) error {
 	}
 	if !isSet(fs, "adapter-runner.id") {
 		runner.ID = "dev"
+	}
+	// One person in one namespace: the quotas that keep tenants from
+	// crowding each other out would only give that person half the
+	// runner. Past its capacity, their own idle adapters make room.
+	if !isSet(fs, "session.max-adapters-per-namespace") {
+		c.stack.Session.MaxAdaptersPerNamespace = session.Quota{}
+	}
+	if !isSet(fs, "session.max-adapters-per-principal") {
+		c.stack.Session.MaxAdaptersPerPrincipal = session.Quota{}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -94,11 +95,9 @@ func (s *Service) admit(ctx context.Context, sess *session) (events.RunnerID, er
 }
 
 // evictOne evicts the least recently used idle adapter that matches, other
-// than self's, and reports whether one went. The unload goes to the
-// API's unloadSession with HeaderEvict, so the session's owner does it,
-// whichever replica that is, and only while the session is still idle:
-// one that became busy since its projection refuses, and the next is
-// tried.
+// than self's, and reports whether one went. The session's owner does the
+// unload (evict), and only while the session is still idle: one that
+// became busy since its projection refuses, and the next is tried.
 func (s *Service) evictOne(ctx context.Context, cause string, match func(*hostedAdapter) bool, self string) bool {
 	skip := map[string]bool{}
 	for range evictTries {
@@ -126,13 +125,32 @@ func (s *Service) evictOne(ctx context.Context, cause string, match func(*hosted
 	return false
 }
 
-// evict asks h's session's owner to unload it for cause, if idle. The
-// wait covers the owner stopping the adapter and recording the unload.
+// evict has h's session's owner unload it for cause, if idle. The wait
+// covers the owner stopping the adapter and recording the unload.
+//
+// The evictor is an attach that holds its own session's lock, inside a
+// request this replica serves. So the unload is done here, in-process,
+// when this replica owns the session (or takes it, as any request would),
+// and goes over NATS only to another replica that owns it, on that
+// owner's own subject (OwnerSubject). It never goes to the API's queue
+// group: that would ask this very service for what it can do itself, and
+// the session service's NATS user may not publish there anyway (it
+// serves the API; it is no client of it), so such a request is dropped
+// and the attach waits out its timeout.
 func (s *Service) evict(ctx context.Context, h hostedAdapter, cause string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*s.cfg.CallTimeout)
 	defer cancel()
-	_, err := events.Call[events.AcpUnloadSessionResponse](ctx, s.nc, events.APISubject(h.ns, events.OpUnloadSession),
-		&events.AcpUnloadSessionRequest{SessionID: new(string(h.sid))}, nats.Header{events.HeaderEvict: []string{cause}})
+	err := s.session(h.ns, h.sid).evictIfIdle(ctx, cause)
+	moved, ok := errors.AsType[*ownedElsewhere](err)
+	if !ok {
+		return err
+	}
+	data, err := events.Marshal(&events.AcpUnloadSessionRequest{SessionID: new(string(h.sid))})
+	if err != nil {
+		return err
+	}
+	_, err = events.RequestMsg(ctx, s.nc, &nats.Msg{Subject: events.OwnerSubject(moved.owner, h.ns, events.OpUnloadSession),
+		Data: data, Header: nats.Header{events.HeaderEvict: []string{cause}}})
 	return err
 }
 
@@ -142,8 +160,16 @@ func (s *Service) evict(ctx context.Context, h hostedAdapter, cause string) erro
 // is session_busy, and the evictor tries another. A session without an
 // adapter has nothing to evict: its projection is written again, so that
 // every replica stops counting an adapter it does not have.
+//
+// A session whose lock is held is not idle now, and is session_busy too,
+// at once: its holder may be an attach of its own that is evicting to
+// make room, and two attaches each waiting for the other's lock would
+// never end (a mutex has no deadline), where the evictor that is refused
+// tries the next candidate.
 func (sess *session) evictIfIdle(ctx context.Context, cause string) error {
-	sess.mu.Lock()
+	if !sess.mu.TryLock() {
+		return events.Errorf(events.CodeSessionBusy, "session %s is in use: not evicted", sess.sid)
+	}
 	defer sess.mu.Unlock()
 	if err := sess.loadExisting(ctx); err != nil {
 		return err
