@@ -316,26 +316,16 @@ func (u adapterUser) prepare(dataDir string, roots []string) error {
 }
 
 // canRun reports why the adapters' user cannot execute path, or nil.
-func (u adapterUser) canRun(path string) error {
-	if u.uid == 0 {
-		return nil
-	}
-	if err := u.reaches(filepath.Dir(path)); err != nil {
-		return err
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && !u.may(st, 0o1) {
-		return fmt.Errorf("uid %d may not execute %s (mode %04o, owner %d:%d)", u.uid, path, fi.Mode().Perm(), st.Uid, st.Gid)
-	}
-	return nil
-}
+func (u adapterUser) canRun(path string) error { return u.can(path, 0o1, "execute") }
 
 // canRead reports why the adapters' user cannot read the file at path,
 // or nil.
-func (u adapterUser) canRead(path string) error {
+func (u adapterUser) canRead(path string) error { return u.can(path, 0o4, "read") }
+
+// can reports why the adapters' user may not do what (the permission bit
+// perm: 0o1 execute, 0o4 read) to path, or nil: it must reach path's
+// directory, and path's mode must allow it.
+func (u adapterUser) can(path string, perm uint32, what string) error {
 	if u.uid == 0 {
 		return nil
 	}
@@ -346,8 +336,8 @@ func (u adapterUser) canRead(path string) error {
 	if err != nil {
 		return err
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && !u.may(st, 0o4) {
-		return fmt.Errorf("uid %d may not read %s (mode %04o, owner %d:%d)", u.uid, path, fi.Mode().Perm(), st.Uid, st.Gid)
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && !u.may(st, perm) {
+		return fmt.Errorf("uid %d may not %s %s (mode %04o, owner %d:%d)", u.uid, what, path, fi.Mode().Perm(), st.Uid, st.Gid)
 	}
 	return nil
 }

@@ -53,24 +53,7 @@ func TestSecurityRaceSwappedCwd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stop := make(chan struct{})
-	var swaps atomic.Int64
-	swapped := make(chan struct{})
-	go func() {
-		defer close(swapped)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if err := unix.Renameat2(unix.AT_FDCWD, sub, unix.AT_FDCWD, lnk, unix.RENAME_EXCHANGE); err != nil {
-				t.Errorf("renameat2: %v", err)
-				return
-			}
-			swaps.Add(1)
-		}
-	}()
+	stopSwapping := swap(t, sub, lnk)
 
 	type tally struct{ tried, worked, crossed int }
 	var mu sync.Mutex
@@ -170,8 +153,7 @@ func TestSecurityRaceSwappedCwd(t *testing.T) {
 		}
 	})
 	wg.Wait()
-	close(stop)
-	<-swapped
+	swaps := stopSwapping()
 
 	// What landed in team-b's directory: uploads that crossed (a
 	// committed file, or a temporary one left behind) and the agents'
@@ -201,7 +183,7 @@ func TestSecurityRaceSwappedCwd(t *testing.T) {
 			t.Errorf("%s: %d of %d crossed into team-b's directory", op, tl.crossed, tl.tried)
 		}
 	}
-	t.Logf("%d swaps; %d attempts; %d files written into team-b's directory", swaps.Load(), total, planted)
+	t.Logf("%d swaps; %d attempts; %d files written into team-b's directory", swaps, total, planted)
 	if planted > 0 {
 		t.Errorf("%d files were written into team-b's directory", planted)
 	}
@@ -276,21 +258,7 @@ func TestSecurityRaceSwappedCwdUnconfined(t *testing.T) {
 	if err := os.Symlink(bsec, lnk); err != nil {
 		t.Fatal(err)
 	}
-	stop, swapped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(swapped)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if err := unix.Renameat2(unix.AT_FDCWD, sub, unix.AT_FDCWD, lnk, unix.RENAME_EXCHANGE); err != nil {
-				t.Errorf("renameat2: %v", err)
-				return
-			}
-		}
-	}()
+	stopSwapping := swap(t, sub, lnk)
 	worked, crossed := 0, 0
 	for i := range raceLaunches {
 		sid := "off-" + strconv.Itoa(i)
@@ -314,8 +282,7 @@ func TestSecurityRaceSwappedCwdUnconfined(t *testing.T) {
 			t.Errorf("stop %s: %v", sid, err)
 		}
 	}
-	close(stop)
-	<-swapped
+	stopSwapping()
 	t.Logf("unconfined launch: %d tried, %d worked, %d started in team-b's directory", raceLaunches, worked, crossed)
 	if worked == 0 {
 		t.Errorf("no launch worked: the race was not run")
@@ -380,5 +347,34 @@ func TestSecurityAgentInheritsNoRunnerDescriptor(t *testing.T) {
 		if target, err := os.Readlink(filepath.Join(fdDir, e.Name())); err == nil && target == secret {
 			t.Errorf("the adapter holds the runner's descriptor %s of %s", e.Name(), target)
 		}
+	}
+}
+
+// swap exchanges the names a and b (a directory and a symlink) with
+// renameat2(RENAME_EXCHANGE) as fast as it can, until the function it
+// returns is called, which returns how many swaps were made.
+func swap(t *testing.T, a, b string) (stop func() int64) {
+	t.Helper()
+	var swaps atomic.Int64
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE); err != nil {
+				t.Errorf("renameat2: %v", err)
+				return
+			}
+			swaps.Add(1)
+		}
+	}()
+	return func() int64 {
+		close(quit)
+		<-done
+		return swaps.Load()
 	}
 }
