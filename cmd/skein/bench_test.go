@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/natstest"
-	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/acp/acpwire"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 )

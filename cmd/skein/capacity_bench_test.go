@@ -27,7 +27,7 @@ import (
 	"skein.dev/internal/cluster"
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
-	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/acp/acpwire"
 )
 
 // Capacity: how many sessions streaming at once one skein process serves

@@ -3,24 +3,16 @@ module skein.dev/cmd/skein
 go 1.26.8
 
 require (
-	skein.dev/internal/workspace v0.0.0
-	skein.dev/internal/natsmetrics v0.0.0
-	skein.dev/internal/testutil v0.0.0
 	github.com/creack/pty v1.1.24
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/spf13/cobra v1.10.2
-	go.uber.org/goleak v1.3.0
+	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.50.0
 	gopkg.in/yaml.v3 v3.0.1
-	skein.dev/internal/buildinfo v0.0.0
-	skein.dev/internal/cluster v0.0.0
-	skein.dev/internal/natstest v0.0.0
-	skein.dev/internal/stacktest v0.0.0
 	skein.dev/pkg/acp v0.0.0
-	skein.dev/pkg/acpwire v0.0.0
 	skein.dev/pkg/events v0.0.0
 	skein.dev/services/adapter-runner v0.0.0
 	skein.dev/services/gateway v0.0.0
@@ -47,7 +39,7 @@ require (
 	github.com/nats-io/jwt/v2 v2.8.3 // indirect
 	github.com/nats-io/nkeys v0.4.17 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
@@ -65,12 +57,6 @@ replace skein.dev/pkg/events => ../../pkg/events
 
 replace skein.dev/pkg/client => ../../pkg/client
 
-replace skein.dev/pkg/acpwire => ../../pkg/acpwire
-
-replace skein.dev/internal/natstest => ../../internal/natstest
-
-replace skein.dev/internal/stacktest => ../../internal/stacktest
-
 replace skein.dev/services/gateway => ../../services/gateway
 
 replace skein.dev/services/session => ../../services/session
@@ -83,12 +69,14 @@ replace skein.dev/testagent => ../../testagent
 
 replace skein.dev/pkg/acp => ../../pkg/acp
 
-replace skein.dev/internal/cluster => ../../internal/cluster
+require skein.dev/internal v0.0.0
 
-replace skein.dev/internal/testutil => ../../internal/testutil
+require (
+	github.com/elastic/go-seccomp-bpf v1.6.0 // indirect
+	github.com/google/btree v1.1.3 // indirect
+	github.com/landlock-lsm/go-landlock v0.11.2 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
+)
 
-replace skein.dev/internal/natsmetrics => ../../internal/natsmetrics
-
-replace skein.dev/internal/workspace => ../../internal/workspace
-
-replace skein.dev/internal/buildinfo => ../../internal/buildinfo
+replace skein.dev/internal => ../../internal

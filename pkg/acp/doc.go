@@ -3,14 +3,14 @@
 // reasons, permission option kinds and outcomes, and the routing view of
 // an update, of a session/update's params or of a permission request. It
 // has no JSON-RPC: no envelopes, ids or method calls (that is
-// pkg/acpwire, which builds on this package and which only the
+// pkg/acp/acpwire, which builds on this package and which only the
 // adapter-runner uses). Payloads stay raw bytes; these functions read the
 // few members a service routes on and never re-encode what they read.
 //
 // It also holds Skein's one byte-preserving reader and editor of JSON
 // objects ([Lookup], [Members], [Member], [Elements], [StringValue],
 // [WithoutMember], [WithMember]): whatever reads or changes one member of
-// an agent's JSON uses them, pkg/acpwire's JSON-RPC envelope included, so
+// an agent's JSON uses them, pkg/acp/acpwire's JSON-RPC envelope included, so
 // that every other byte stays as the agent wrote it. The contracts are at
 // the top of json.go.
 //

@@ -14,7 +14,7 @@ import (
 
 // This file is Skein's one byte-preserving reader of JSON objects: every
 // service that reads or edits a member of an ACP payload without
-// re-encoding the rest goes through it, and so does pkg/acpwire's reading
+// re-encoding the rest goes through it, and so does pkg/acp/acpwire's reading
 // of JSON-RPC envelopes.
 //
 // # Why it exists

@@ -9,6 +9,22 @@ require (
 
 replace skein.dev/pkg/events => ../events
 
-replace skein.dev/internal/buildinfo => ../../internal/buildinfo
+require skein.dev/internal v0.0.0 // indirect
 
-replace skein.dev/internal/testutil => ../../internal/testutil
+require (
+	github.com/go-json-experiment/json v1.27.2 // indirect
+	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/nats-io/nkeys v0.4.17 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
+	github.com/synadia-io/orbit.go/jetstreamext v0.3.2 // indirect
+	github.com/synadia-io/orbit.go/natsext v0.1.3 // indirect
+	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
+	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	skein.dev/pkg/acp v0.0.0 // indirect
+)
+
+replace skein.dev/internal => ../../internal
+
+replace skein.dev/pkg/acp => ../acp

@@ -3,11 +3,9 @@ module skein.dev/pkg/events
 go 1.26.8
 
 require (
-	skein.dev/internal/buildinfo v0.0.0
-	skein.dev/internal/testutil v0.0.0
 	github.com/nats-io/nats.go v1.55.0
-	github.com/prometheus/client_golang v1.25.0
-	github.com/prometheus/client_model v0.6.3
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/synadia-io/orbit.go/jetstreamext v0.3.2
 	github.com/vmihailenco/msgpack/v5 v5.4.1
 )
@@ -35,17 +33,14 @@ require (
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/synadia-io/orbit.go/natsext v0.1.3 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
-	go.uber.org/goleak v1.3.0
+	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
-	skein.dev/internal/natstest v0.0.0
 	skein.dev/pkg/acp v0.0.0
 )
 
-replace skein.dev/internal/natstest => ../../internal/natstest
-
 replace skein.dev/pkg/acp => ../acp
 
-replace skein.dev/internal/testutil => ../../internal/testutil
+require skein.dev/internal v0.0.0
 
-replace skein.dev/internal/buildinfo => ../../internal/buildinfo
+replace skein.dev/internal => ../../internal

@@ -1,7 +1,7 @@
 package events
 
 // The conversation between the session service and an adapter-runner. The
-// runner alone speaks ACP JSON-RPC to the adapter (pkg/acpwire): the
+// runner alone speaks ACP JSON-RPC to the adapter (pkg/acp/acpwire): the
 // session service sends it typed requests on RunnerSubject, and reads what
 // the adapter did as typed records on the session's ACP_IO subject. ACP
 // payloads inside (an update, a permission request's params, a prompt's

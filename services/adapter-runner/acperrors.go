@@ -3,11 +3,11 @@ package adapterrunner
 import (
 	"errors"
 
-	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/acp/acpwire"
 	"skein.dev/pkg/events"
 )
 
-// acpError maps an error from pkg/acpwire, which imports nothing of Skein
+// acpError maps an error from pkg/acp/acpwire, which imports nothing of Skein
 // and so has its own errors, to the registry's code, the one place where
 // that mapping is written:
 //

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"skein.dev/pkg/acp"
-	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/acp/acpwire"
 	"skein.dev/pkg/events"
 )
 

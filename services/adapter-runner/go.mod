@@ -8,22 +8,13 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	golang.org/x/sys v0.50.0
-	skein.dev/internal/buildinfo v0.0.0
-	skein.dev/internal/memstat v0.0.0
-	skein.dev/internal/natsmetrics v0.0.0
-	skein.dev/internal/natstest v0.0.0
-	skein.dev/internal/testutil v0.0.0
-	skein.dev/internal/workspace v0.0.0
 	skein.dev/pkg/acp v0.0.0
-	skein.dev/pkg/acpwire v0.0.0
 	skein.dev/pkg/events v0.0.0
 	skein.dev/testagent v0.0.0
 )
 
 require (
-	github.com/elastic/go-seccomp-bpf v1.6.0 // indirect
 	github.com/go-json-experiment/json v1.27.2 // indirect
-	golang.org/x/net v0.60.0 // indirect
 	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
 )
 
@@ -54,20 +45,14 @@ require (
 
 replace skein.dev/pkg/events => ../../pkg/events
 
-replace skein.dev/pkg/acpwire => ../../pkg/acpwire
-
 replace skein.dev/pkg/acp => ../../pkg/acp
-
-replace skein.dev/internal/memstat => ../../internal/memstat
-
-replace skein.dev/internal/natstest => ../../internal/natstest
 
 replace skein.dev/testagent => ../../testagent
 
-replace skein.dev/internal/testutil => ../../internal/testutil
+require (
+	github.com/elastic/go-seccomp-bpf v1.6.0
+	golang.org/x/net v0.60.0
+	skein.dev/internal v0.0.0
+)
 
-replace skein.dev/internal/buildinfo => ../../internal/buildinfo
-
-replace skein.dev/internal/natsmetrics => ../../internal/natsmetrics
-
-replace skein.dev/internal/workspace => ../../internal/workspace
+replace skein.dev/internal => ../../internal

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"skein.dev/internal/buildinfo"
-	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/acp/acpwire"
 	"skein.dev/pkg/events"
 )
 

@@ -408,7 +408,7 @@ func runnerGoroutines() []string {
 	}
 	var out []string
 	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		if strings.Contains(g, "skein.dev/services/adapter-runner.") || strings.Contains(g, "skein.dev/pkg/acpwire.") {
+		if strings.Contains(g, "skein.dev/services/adapter-runner.") || strings.Contains(g, "skein.dev/pkg/acp/acpwire.") {
 			out = append(out, g)
 		}
 	}

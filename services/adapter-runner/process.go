@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/workspace"
-	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/acp/acpwire"
 	"skein.dev/pkg/events"
 )
 

@@ -1,6 +1,6 @@
 // Package adapterrunner owns adapter processes. It spawns ACP agents from its
 // registry with an isolated HOME and TMPDIR per session, speaks ACP to them
-// on stdio (pkg/acpwire), and publishes everything they say to the session's
+// on stdio (pkg/acp/acpwire), and publishes everything they say to the session's
 // ACP_IO subject. It decides no policy and never writes a session log: the
 // session service tells it what to send, over runner control subjects
 // (events.RunnerSubject), and reads what came back from ACP_IO.

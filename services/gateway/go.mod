@@ -6,11 +6,6 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	go.uber.org/goleak v1.3.0
-	skein.dev/internal/natsmetrics v0.0.0
-	skein.dev/internal/natstest v0.0.0
-	skein.dev/internal/stacktest v0.0.0
-	skein.dev/internal/testutil v0.0.0
-	skein.dev/internal/workspace v0.0.0 // indirect
 	skein.dev/pkg/acp v0.0.0 // indirect
 	skein.dev/pkg/events v0.0.0
 	skein.dev/services/history v0.0.0
@@ -45,35 +40,23 @@ require (
 require skein.dev/testagent v0.0.0
 
 require (
+	github.com/elastic/go-seccomp-bpf v1.6.0 // indirect
 	github.com/landlock-lsm/go-landlock v0.11.2 // indirect
+	golang.org/x/net v0.60.0 // indirect
 	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
 )
 
 require (
 	github.com/google/btree v1.1.3 // indirect
-	skein.dev/internal/buildinfo v0.0.0
-	skein.dev/pkg/acpwire v0.0.0 // indirect
 	skein.dev/services/adapter-runner v0.0.0
 	skein.dev/services/session v0.0.0 // indirect
 )
 
 replace skein.dev/pkg/events => ../../pkg/events
 
-replace skein.dev/internal/natstest => ../../internal/natstest
-
-replace skein.dev/internal/stacktest => ../../internal/stacktest
-
 replace skein.dev/services/history => ../history
 
 replace skein.dev/pkg/acp => ../../pkg/acp
-
-replace skein.dev/internal/testutil => ../../internal/testutil
-
-replace skein.dev/internal/natsmetrics => ../../internal/natsmetrics
-
-replace skein.dev/internal/workspace => ../../internal/workspace
-
-replace skein.dev/internal/buildinfo => ../../internal/buildinfo
 
 replace skein.dev/services/session => ../session
 
@@ -81,6 +64,6 @@ replace skein.dev/services/adapter-runner => ../adapter-runner
 
 replace skein.dev/testagent => ../../testagent
 
-replace skein.dev/pkg/acpwire => ../../pkg/acpwire
+require skein.dev/internal v0.0.0
 
-replace skein.dev/internal/memstat => ../../internal/memstat
+replace skein.dev/internal => ../../internal

@@ -3,11 +3,8 @@ module skein.dev/services/history
 go 1.26.8
 
 require (
-	skein.dev/internal/natsmetrics v0.0.0
-	skein.dev/internal/testutil v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
-	skein.dev/internal/natstest v0.0.0
 	skein.dev/pkg/acp v0.0.0 // indirect
 	skein.dev/pkg/events v0.0.0
 )
@@ -44,12 +41,8 @@ require github.com/go-json-experiment/json v1.27.2 // indirect
 
 replace skein.dev/pkg/events => ../../pkg/events
 
-replace skein.dev/internal/natstest => ../../internal/natstest
-
 replace skein.dev/pkg/acp => ../../pkg/acp
 
-replace skein.dev/internal/testutil => ../../internal/testutil
+require skein.dev/internal v0.0.0
 
-replace skein.dev/internal/natsmetrics => ../../internal/natsmetrics
-
-replace skein.dev/internal/buildinfo => ../../internal/buildinfo
+replace skein.dev/internal => ../../internal

@@ -3,26 +3,26 @@ module skein.dev/services/session
 go 1.26.8
 
 require (
-	skein.dev/internal/workspace v0.0.0
-	skein.dev/internal/natsmetrics v0.0.0
-	skein.dev/internal/testutil v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/nats-io/nuid v1.0.1
 	github.com/prometheus/client_golang v1.25.0
-	skein.dev/internal/memstat v0.0.0
-	skein.dev/internal/natstest v0.0.0
 	skein.dev/pkg/acp v0.0.0
 	skein.dev/pkg/events v0.0.0
 )
 
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
+	github.com/elastic/go-seccomp-bpf v1.6.0 // indirect
 	github.com/go-json-experiment/json v1.27.2 // indirect
+	github.com/google/btree v1.1.3 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
+	github.com/kylelemons/godebug v1.1.0 // indirect
+	github.com/landlock-lsm/go-landlock v0.11.2 // indirect
 	github.com/minio/highwayhash v1.0.4 // indirect
 	github.com/nats-io/jwt/v2 v2.8.3 // indirect
-	github.com/nats-io/nats-server/v2 v2.15.3 // indirect
+	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
 )
 
 require (
@@ -31,7 +31,7 @@ require (
 	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/nats-io/nkeys v0.4.17 // indirect
-	github.com/prometheus/client_model v0.6.3
+	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/synadia-io/orbit.go/jetstreamext v0.3.2 // indirect
@@ -51,22 +51,16 @@ replace skein.dev/pkg/events => ../../pkg/events
 
 replace skein.dev/pkg/acp => ../../pkg/acp
 
-replace skein.dev/pkg/acpwire => ../../pkg/acpwire
-
-replace skein.dev/internal/memstat => ../../internal/memstat
-
-replace skein.dev/internal/natstest => ../../internal/natstest
-
 replace skein.dev/services/adapter-runner => ../adapter-runner
 
 replace skein.dev/services/history => ../history
 
 replace skein.dev/testagent => ../../testagent
 
-replace skein.dev/internal/testutil => ../../internal/testutil
+require (
+	github.com/google/go-cmp v0.7.0
+	github.com/nats-io/nats-server/v2 v2.15.3
+	skein.dev/internal v0.0.0
+)
 
-replace skein.dev/internal/natsmetrics => ../../internal/natsmetrics
-
-replace skein.dev/internal/workspace => ../../internal/workspace
-
-replace skein.dev/internal/buildinfo => ../../internal/buildinfo
+replace skein.dev/internal => ../../internal

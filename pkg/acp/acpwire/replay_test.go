@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/acp/acpwire"
 )
 
 // agentSide is the adapter's end of a Conn built by newPipeConn: the test

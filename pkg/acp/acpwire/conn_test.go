@@ -15,7 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"skein.dev/pkg/acp"
-	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/acp/acpwire"
 )
 
 // errAgent stands for "an *RPCError" in tables of expected errors.

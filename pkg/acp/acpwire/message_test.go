@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/acp/acpwire"
 )
 
 // raw is shorthand for a json.RawMessage in tables.

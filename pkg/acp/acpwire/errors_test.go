@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/acp/acpwire"
 )
 
 func TestRPCErrorIdentity(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/acp/acpwire"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/transcripts.golden")

@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"skein.dev/pkg/acp"
-	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/acp/acpwire"
 )
 
 // transcriptNamed returns the transcript with that file name.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"skein.dev/pkg/acpwire"
+	"skein.dev/pkg/acp/acpwire"
 )
 
 // updateLine returns a session/update line of about size bytes: one

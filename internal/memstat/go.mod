@@ -1,3 +1,0 @@
-module skein.dev/internal/memstat
-
-go 1.26.8
