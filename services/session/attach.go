@@ -113,7 +113,7 @@ func (sess *session) attach(ctx context.Context) error {
 func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 	svc := sess.svc
 	start := time.Now()
-	runner, err := svc.admit(ctx, sess) // within the quotas, evicting to make room (evict.go)
+	runner, err := svc.placeAdapter(ctx, sess) // within the quotas, evicting to make room (evict.go)
 	if err != nil {
 		return "", err
 	}

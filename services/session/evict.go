@@ -31,7 +31,7 @@ var (
 // to a few at once, not to many.
 const evictTries = 4
 
-// admit places the adapter sess is about to attach, within the quotas of
+// placeAdapter places the adapter sess is about to attach, within the quotas of
 // its namespace and of the request's principal (HeaderPrincipal; a caller
 // that names none has no principal quota, its namespace's still holds).
 // Over a quota, the namespace's or principal's own least recently used
@@ -40,7 +40,7 @@ const evictTries = 4
 // recently used idle adapter on them is evicted, whoever's it is, and
 // only when none is idle is the attach refused as before. The caller
 // holds sess.mu; the principal is recorded for the projection.
-func (s *Service) admit(ctx context.Context, sess *session) (events.RunnerID, error) {
+func (s *Service) placeAdapter(ctx context.Context, sess *session) (events.RunnerID, error) {
 	if err := s.ledger.catchUp(ctx); err != nil {
 		return "", err
 	}
@@ -96,7 +96,7 @@ func (s *Service) admit(ctx context.Context, sess *session) (events.RunnerID, er
 
 // evictOne evicts the least recently used idle adapter that matches, other
 // than self's, and reports whether one went. The session's owner does the
-// unload (evict), and only while the session is still idle: one that
+// unload (unloadHosted), and only while the session is still idle: one that
 // became busy since its projection refuses, and the next is tried.
 func (s *Service) evictOne(ctx context.Context, cause string, match func(*hostedAdapter) bool, self string) bool {
 	skip := map[string]bool{}
@@ -105,7 +105,7 @@ func (s *Service) evictOne(ctx context.Context, cause string, match func(*hosted
 		if !ok {
 			return false
 		}
-		err := s.evict(ctx, h, cause)
+		err := s.unloadHosted(ctx, h, cause)
 		s.ledger.evicted(h, err == nil)
 		if err == nil {
 			s.runners.freed(events.RunnerID(h.runner))
@@ -125,7 +125,7 @@ func (s *Service) evictOne(ctx context.Context, cause string, match func(*hosted
 	return false
 }
 
-// evict has h's session's owner unload it for cause, if idle. The wait
+// unloadHosted has h's session's owner unload it for cause, if idle. The wait
 // covers the owner stopping the adapter and recording the unload.
 //
 // The evictor is an attach that holds its own session's lock, inside a
@@ -137,7 +137,7 @@ func (s *Service) evictOne(ctx context.Context, cause string, match func(*hosted
 // the session service's NATS user may not publish there anyway (it
 // serves the API; it is no client of it), so such a request is dropped
 // and the attach waits out its timeout.
-func (s *Service) evict(ctx context.Context, h hostedAdapter, cause string) error {
+func (s *Service) unloadHosted(ctx context.Context, h hostedAdapter, cause string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*s.cfg.CallTimeout)
 	defer cancel()
 	err := s.session(h.ns, h.sid).evictIfIdle(ctx, cause)

@@ -442,7 +442,7 @@ func (sess *session) onPromptResult(ctx context.Context, at ioPos, r *route, res
 				// The runner no longer reads the adapter, nor can it write
 				// the cancel: waiting out the cancel's grace would only
 				// hold the next prompt. The adapter goes now.
-				sess.evict(ctx, r, events.UnloadBroken)
+				sess.evictAdapter(ctx, r, events.UnloadBroken)
 			}
 		default:
 			sess.endTurn(ctx, at, events.OutcomeFailed, "", res.Error.Err())

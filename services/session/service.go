@@ -271,10 +271,10 @@ func (s *Service) forget(sess *session) {
 	s.mu.Unlock()
 }
 
-// hold puts sess back among the sessions held when it was forgotten while
+// keep puts sess back among the sessions held when it was forgotten while
 // its caller waited for its lock; if another holder took its place, the
 // caller must retry with that one.
-func (s *Service) hold(sess *session) error {
+func (s *Service) keep(sess *session) error {
 	key := sess.key()
 	s.mu.Lock()
 	defer s.mu.Unlock()

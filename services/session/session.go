@@ -111,7 +111,7 @@ func (sess *session) load(ctx context.Context) error {
 	if sess.loaded {
 		return nil
 	}
-	if err := sess.svc.hold(sess); err != nil {
+	if err := sess.svc.keep(sess); err != nil {
 		return err
 	}
 	if sess.lease.Load() == 0 {

@@ -490,12 +490,12 @@ func (sess *session) evictDrained(ctx context.Context, r *route, d *drain) {
 		return
 	}
 	sess.lg.Warn("adapter ignored session/cancel; evicting it", events.LogKeyProcess, r.processID)
-	sess.evict(ctx, r, events.UnloadCancelIgnored)
+	sess.evictAdapter(ctx, r, events.UnloadCancelIgnored)
 }
 
-// evict stops the adapter r, draining a cancelled turn, and records why.
+// evictAdapter stops the adapter r, draining a cancelled turn, and records why.
 // The caller holds sess.mu.
-func (sess *session) evict(ctx context.Context, r *route, reason string) {
+func (sess *session) evictAdapter(ctx context.Context, r *route, reason string) {
 	sess.endDrain(r)
 	sess.stopAdapter(ctx, r)
 	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: reason}}); err != nil {
