@@ -39,7 +39,7 @@ func (sess *session) open(ctx context.Context, o *events.SessionOpened) error {
 		sess.createdAt = time.Now()
 		created = true
 		sess.lg.Info("session opened", events.LogKeyAgent, o.Agent)
-	} else if !sameOptions(sess.opened, o) && !sess.sameButLegacyCwd(o) {
+	} else if !sameOptions(sess.opened, o) {
 		return events.Errorf(events.CodeSessionConflict, "session %s exists with other options; delete it or open it with the same ones", sess.sid)
 	}
 	if sess.adapter == nil {
@@ -68,19 +68,6 @@ func (sess *session) unopen(ctx context.Context, cause error) {
 		return
 	}
 	sess.lg.Info("failed open removed", "cause", cause)
-}
-
-// sameButLegacyCwd reports whether o differs from the recorded options
-// only by o's default cwd where the record has none: a session opened
-// without a cwd before the default was <root>/<namespace>/<session ID>,
-// which the runner now gives it too, is reopened as it was opened.
-func (sess *session) sameButLegacyCwd(o *events.SessionOpened) bool {
-	if sess.opened.Cwd != "" || o.Cwd != sess.svc.cfg.WorkspaceRoots.Default(sess.ns, sess.sid) {
-		return false
-	}
-	legacy := *o
-	legacy.Cwd = ""
-	return sameOptions(sess.opened, &legacy)
 }
 
 func sameOptions(a, b *events.SessionOpened) bool {

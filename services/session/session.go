@@ -187,27 +187,10 @@ func (sess *session) rebuild(ctx context.Context) error {
 	return nil
 }
 
-// findOpened returns the record that opened the session, or nil. It is
-// the last one on the session's OpenedSubject; a session opened before
-// that subject existed has it as its first control record, after the
-// tombstone of an earlier deletion if there was one.
+// findOpened returns the record that opened the session, or nil: the last
+// one on the session's OpenedSubject.
 func (sess *session) findOpened(ctx context.Context) (*eventlog.Record, error) {
-	js := sess.svc.js
-	rec, err := eventlog.Last(ctx, js, events.StreamLog, events.OpenedSubject(sess.ns, sess.sid))
-	if rec != nil || err != nil {
-		return rec, err
-	}
-	first, err := eventlog.Forward(ctx, js, events.StreamLog, events.LogSubject(sess.ns, sess.sid, events.LogControl), 0, 2)
-	if err != nil {
-		return nil, err
-	}
-	if len(first) > 0 && first[0].Header.Get(events.HeaderRecord) == events.RecordSessionDeleted {
-		first = first[1:]
-	}
-	if len(first) == 0 || first[0].Header.Get(events.HeaderRecord) != events.RecordSessionOpened {
-		return nil, nil
-	}
-	return first[0], nil
+	return eventlog.Last(ctx, sess.svc.js, events.StreamLog, events.OpenedSubject(sess.ns, sess.sid))
 }
 
 // fence appends OwnerChanged after last, the newest record this replica

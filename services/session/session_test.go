@@ -373,18 +373,3 @@ func TestSessionOutlivesItsRetention(t *testing.T) {
 		t.Errorf("reopening with the same options: %v", err)
 	}
 }
-
-// A session opened before SessionOpened had a subject of its own has it as
-// its first control record: it is found there.
-func TestSessionOpenedOnItsControlSubject(t *testing.T) {
-	h := startRig(t, session.Config{})
-	ctx := t.Context()
-	w := eventlog.NewWriter(h.js, "default", "legacy", eventlog.Position{}, "an-earlier-version")
-	if _, err := w.Append(ctx, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionOpened{Agent: "test", PermissionPolicy: events.PolicyAllowAll}}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := h.prompt(ctx, "legacy", "", "say found")
-	if err != nil || !strings.Contains(string(res.Message), "found") {
-		t.Fatalf("prompt = %+v, %v; want the turn's reply", res, err)
-	}
-}

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -190,28 +189,5 @@ func TestDefaultCwdAndEnvValues(t *testing.T) {
 		if strings.Contains(logs, v) {
 			t.Errorf("a service logged the env value %q:\n%s", v, logs)
 		}
-	}
-}
-
-// A session opened without a cwd before the session service knew the
-// roots recorded none; reopened without one, it is the same session, not
-// a conflict.
-func TestReopenOfASessionWithoutARecordedCwd(t *testing.T) {
-	r := startRig(t, session.Config{})
-	if err := r.open(t, "old", events.AcpOpenSessionRequest{}); err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	r.stopSvc()
-	r.cfg.WorkspaceRoots = workspace.Roots{t.TempDir()}
-	r.startSession()
-	if err := r.open(t, "old", events.AcpOpenSessionRequest{}); err != nil {
-		t.Errorf("reopen without a cwd = %v, want the session", err)
-	}
-	other := r.cfg.WorkspaceRoots[0] + "/default/elsewhere"
-	if err := r.open(t, "old", events.AcpOpenSessionRequest{Cwd: &other}); code(err) != events.CodeSessionConflict {
-		t.Errorf("reopen with another cwd = %v, want %s", err, events.CodeSessionConflict)
-	}
-	if got := r.controlRecords(t, "old"); got[0] != "SessionOpened" || slices.Index(got[1:], "SessionOpened") >= 0 {
-		t.Errorf("control records = %v, want one SessionOpened", got)
 	}
 }
