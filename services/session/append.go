@@ -23,15 +23,10 @@ func (sess *session) stamp(at ioPos, entries []eventlog.Entry) {
 		}
 		if at != (ioPos{}) {
 			entries[i].Header.Set(events.HeaderIOSeq, at.String())
-			if sess.buf.active {
-				// Chunks of a message in progress are held past this record:
-				// a new owner reads them again from here.
-				entries[i].Header.Set(events.HeaderIOHeld, sess.buf.first.String())
-			}
-			if r := sess.adapter; r != nil && at.no != 0 {
-				// The same in record numbers, with where to read ACP_IO
-				// from: records the owner held, or whose chunks it holds,
-				// may be stored before the one at.
+			if r := sess.adapter; r != nil && at.No != 0 {
+				// Where a new owner resumes, in record numbers, with where
+				// to read ACP_IO from: records the owner held, or whose
+				// chunks it holds, may be stored before the one at.
 				entries[i].Header.Set(events.HeaderIOResume, sess.resumePoint(r, at).String())
 			}
 		}

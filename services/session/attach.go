@@ -11,6 +11,7 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/services/session/internal/applier"
 )
 
 // open records a new session, or checks that an existing one was opened with
@@ -111,12 +112,13 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 	if err != nil {
 		return runner, events.Errorf(events.CodeUnavailable, "io stream: %v", err)
 	}
+	var read uint64
 	if last != nil {
-		r.read = last.Sequence
+		read = last.Sequence
 	}
 	// A new process numbers its records from 1.
-	r.based = true
-	ioStart := r.read + 1
+	r.io = applier.New[*eventlog.Record](r.processID, read)
+	ioStart := read + 1
 	if r.sub, err = svc.nc.Subscribe(events.IOTailSubject(sess.ns, sess.sid), func(m *nats.Msg) { sess.onTail(r, m) }); err != nil {
 		return runner, events.Errorf(events.CodeUnavailable, "follow io: %v", err)
 	}

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"time"
 
@@ -12,14 +13,15 @@ import (
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/services/session/internal/applier"
 )
 
 // onTail receives one record of the session's ACP_IO, republished as it was
 // stored. Records are read strictly in stream order: a record whose
 // predecessor (Nats-Last-Sequence) was not read first has the gap filled
-// from the stream. Each record read then goes to admit, which applies the
+// from the stream. Each record read then goes to ingest, which applies the
 // records of the adapter process in their number order, whatever order the
-// stream stored them in (ioorder.go). A republished record the live tail
+// stream stored them in (ioorder.go, internal/applier). A republished record the live tail
 // misses with nothing after it is found by the sweep's tail check
 // (checkTail) and after a reconnect (catchUpAfterReconnects).
 func (sess *session) onTail(r *route, m *nats.Msg) {
@@ -36,18 +38,18 @@ func (sess *session) onTail(r *route, m *nats.Msg) {
 		return
 	}
 	r.arrived = received
-	if seq <= r.read {
+	if seq <= r.io.Read() {
 		return
 	}
 	// A callback has no context of its own: it borrows the service's
 	// lifetime, and does nothing once the service has stopped.
 	sess.svc.life.do(func(ctx context.Context) {
-		if prev > r.read {
+		if prev > r.io.Read() {
 			sess.catchUp(ctx, r, prev)
 		}
-		if sess.adapter == r && prev <= r.read {
+		if sess.adapter == r && prev <= r.io.Read() {
 			r.received = received
-			sess.admit(ctx, r, &eventlog.Record{Sequence: seq, Header: m.Header, Data: m.Data})
+			sess.ingest(ctx, r, &eventlog.Record{Sequence: seq, Header: m.Header, Data: m.Data})
 		}
 		sess.commitUnlessMore(ctx, r)
 	})
@@ -85,11 +87,11 @@ func (sess *session) commitOrFail(ctx context.Context) bool {
 }
 
 // catchUp reads the records of the session's ACP_IO after the last one
-// read, up to and including seq (0: up to the newest), and admits them.
+// read, up to and including seq (0: up to the newest), and ingests them.
 // The caller holds sess.mu.
 func (sess *session) catchUp(ctx context.Context, r *route, upTo uint64) {
-	for sess.adapter == r && (upTo == 0 || r.read < upTo) {
-		recs, err := eventlog.Forward(ctx, sess.svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid), r.read, 256)
+	for sess.adapter == r && (upTo == 0 || r.io.Read() < upTo) {
+		recs, err := eventlog.Forward(ctx, sess.svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid), r.io.Read(), 256)
 		if err != nil {
 			sess.lg.Warn("read io gap", events.LogKeyErr, err)
 			return
@@ -103,7 +105,7 @@ func (sess *session) catchUp(ctx context.Context, r *route, upTo uint64) {
 			}
 			sess.svc.m.ioGapRecords.Inc()
 			r.received = time.Now()
-			sess.admit(ctx, r, rec)
+			sess.ingest(ctx, r, rec)
 		}
 		if !sess.commitOrFail(ctx) {
 			return
@@ -111,51 +113,27 @@ func (sess *session) catchUp(ctx context.Context, r *route, upTo uint64) {
 	}
 }
 
-// applyIO applies one ACP_IO record of the route's process, numbered no
-// (0: a runner before numbering), in the order the runner observed it.
-// Records an old owner applied (see takeover) are read again only to hold
-// the chunks of the message in progress.
-func (sess *session) applyIO(ctx context.Context, r *route, rec *eventlog.Record, no uint64) {
+// applyIO applies one ACP_IO record of the route's process, in the order
+// the runner numbered it. Records an old owner applied (see takeover) are
+// read again only to hold the chunks of the message in progress.
+func (sess *session) applyIO(ctx context.Context, r *route, ap applier.Applied[*eventlog.Record]) {
+	rec := ap.Value
 	ioSeq := rec.Sequence
-	quiet := 0 // the updates of this record an old owner applied; -1: all of it
-	if r.skip.seq == ioSeq {
-		quiet = r.skip.n
-	}
-	r.skip = ioPos{}
-	if no != 0 {
-		r.recordNo = no
-		if !sess.buf.active || r.floor == 0 {
-			r.floor = ioSeq
-		} else {
-			r.floor = min(r.floor, ioSeq)
-		}
-		if r.replay.no != 0 && no <= r.replay.no {
-			quiet = -1
-			if no == r.replay.no && r.replay.n != 0 {
-				quiet = r.replay.n
-			}
-		}
-	}
-	defer func() {
-		if no != 0 && no >= r.replay.no {
-			r.replay, r.replayHeld = ioPos{}, ioPos{}
-		}
-	}()
 	v, err := events.Unmarshal(rec.Data)
 	if err != nil {
 		sess.svc.m.ioRejected.WithLabelValues("undecodable").Inc()
 		sess.lg.Warn("undecodable runner record", events.LogKeySeq, ioSeq, events.LogKeyErr, err)
 		return
 	}
-	at := ioPos{seq: ioSeq, no: no}
+	at := ap.At()
 	// The deltas of the record's chunks go out together, as one live
 	// message per run of chunks (see liveRun), once the record is applied
 	// or when something durable comes between.
 	var run liveRun
 	defer sess.endLive(r, &run)
-	if quiet < 0 {
+	if ap.Replayed() {
 		if u, ok := v.(*events.AdapterUpdate); ok {
-			sess.rehold(r, at, u.Update)
+			sess.rehold(ap, at, u.Update)
 		}
 		if _, ok := v.(*events.AdapterUpdates); !ok {
 			return
@@ -167,9 +145,9 @@ func (sess *session) applyIO(ctx context.Context, r *route, rec *eventlog.Record
 		sess.onUpdate(ctx, at, r, routeUpdate(v.Update, v.Kind, v.MessageID, v.Kind != ""), &run)
 	case *events.AdapterUpdates:
 		for i, u := range v.Updates {
-			p := ioPos{seq: ioSeq, no: no, n: i + 1}
-			if quiet < 0 || i < quiet {
-				sess.rehold(r, p, u)
+			p := ioPos{Seq: ioSeq, No: at.No, N: i + 1}
+			if ap.UpdateReplayed(i) {
+				sess.rehold(ap, p, u)
 				continue
 			}
 			if sess.adapter != r {
@@ -197,19 +175,14 @@ func (sess *session) applyIO(ctx context.Context, r *route, rec *eventlog.Record
 }
 
 // routeUpdate is the routing view of an update of an ACP_IO record: the
-// kind and messageId the runner carried when ok, else (a runner of an
-// earlier version) what a scan of the update finds. The runner checked
-// the update when it read it (acpwire.ParseSessionUpdate), so a carried
-// route is taken as it is.
+// kind and messageId the runner carried. The runner checked the update
+// when it read it (acpwire.ParseSessionUpdate), so a carried route is
+// taken as it is; a record that carries none (ok false) is malformed.
 func routeUpdate(raw events.JSON, kind string, messageID *string, ok bool) routed {
-	if ok {
-		return routed{upd: acp.Update{Kind: kind, MessageID: messageID, Raw: json.RawMessage(raw)}}
+	if !ok {
+		return routed{err: errors.New("the runner record carries no sessionUpdate kind for the update")}
 	}
-	upd, err := acp.ParseUpdate(json.RawMessage(raw))
-	if err != nil {
-		return routed{err: err}
-	}
-	return routed{upd: *upd}
+	return routed{upd: acp.Update{Kind: kind, MessageID: messageID, Raw: json.RawMessage(raw)}}
 }
 
 // routed is an update with its route, or why it has none.
@@ -473,7 +446,7 @@ func (sess *session) onLimitHit(ctx context.Context, at ioPos, r *route, ev *eve
 
 func (sess *session) onExit(ctx context.Context, at ioPos, r *route, ev *events.AcpAgentExitedEvent) {
 	failure := events.Errorf(events.CodeAdapterExited, "the agent exited during the turn")
-	if len(r.held) > 0 {
+	if r.io.Waiting() > 0 {
 		// The owner was waiting for records the runner never stored; with
 		// the runner gone, none will come.
 		failure = sess.lost(r, "the agent's runner is gone")

@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -15,37 +12,18 @@ import (
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/services/session/internal/applier"
 )
 
-// The runner numbers the records of one adapter process (HeaderRecordNo)
-// and publishes each until ACP_IO stores it, again with the same
-// Nats-Msg-Id after a fault. ACP_IO may therefore store them out of number
-// order (record 7 lost in an election, 8 stored, then 7's retry), and
-// store a retry twice when it comes back after the duplicate window. The
-// owner reads ACP_IO in stream order (onTail, catchUp) and admits each
-// record here, which applies the process's records in number order:
-//
-//   - a record numbered recordNo+1 is applied, then every held record that
-//     now follows in number;
-//   - a record whose number was applied (or is held) is a duplicate, and is
-//     passed over;
-//   - a record after a gap is held until the gap fills. The wait is
-//     bounded: by IOGapTimeout without progress, by the process's exit
-//     record (nothing follows it), by the runner's disappearance (onExit),
-//     and by maxHeldRecords and maxHeldBytes. When it ends, the missing
-//     records are lost: the running turn fails output_lost, naming them,
-//     and what was held is applied in order (a turn that ended drains it).
-//
-// A record without a number (a runner before numbering) is applied as it
-// comes. Records of another process (one the session no longer uses) are
-// passed over.
+// ioPos is where an adapter message is in the session's ACP_IO
+// (applier.Pos). The zero ioPos is no position: what it stamps did not
+// come from ACP_IO.
+type ioPos = applier.Pos
 
-// maxHeldRecords and maxHeldBytes bound what waits behind a gap: past
-// either, the wait ends at once, as at its deadline.
-const (
-	maxHeldRecords = 4096
-	maxHeldBytes   = 64 << 20
-)
+// ioApplier orders the ACP_IO records of the route's adapter process
+// (internal/applier): the owner admits each record it reads, in stream
+// order, and applies what the applier hands back, in number order.
+type ioApplier = applier.Applier[*eventlog.Record]
 
 // gapWait is the timer of a wait for missing records; the route's gap
 // field names the current one, so that a timer stopped too late does
@@ -54,69 +32,46 @@ type gapWait struct {
 	timer *time.Timer
 }
 
-// admit takes the next record of the session's ACP_IO in stream order.
-// The caller holds sess.mu.
-func (sess *session) admit(ctx context.Context, r *route, rec *eventlog.Record) {
-	r.read = rec.Sequence
-	if rec.Header.Get(events.HeaderProcessID) != r.processID {
-		return // output of an adapter process this session no longer uses
+// ingest takes the next record of the session's ACP_IO in stream order,
+// and applies every record of the adapter process that is then next in
+// number. The caller holds sess.mu.
+func (sess *session) ingest(ctx context.Context, r *route, rec *eventlog.Record) {
+	in := applier.Record[*eventlog.Record]{
+		Seq: rec.Sequence, Process: rec.Header.Get(events.HeaderProcessID),
+		Exit: rec.Header.Get(events.HeaderRecord) == events.RecordAgentExited, Size: len(rec.Data), Value: rec,
 	}
-	no, err := strconv.ParseUint(rec.Header.Get(events.HeaderRecordNo), 10, 64)
-	if err != nil || no == 0 {
-		sess.applyIO(ctx, r, rec, 0)
-		return
-	}
-	if !r.based {
-		// Taken over from a log that did not say how far the old owner
-		// got in numbers: it applied records in stream order, up to the
-		// one before this.
-		r.recordNo, r.based = no-1, true
-	}
-	if _, held := r.held[no]; held || no <= r.recordNo {
+	in.No, _ = strconv.ParseUint(rec.Header.Get(events.HeaderRecordNo), 10, 64)
+	switch v, giveUp := r.io.Admit(in); v {
+	case applier.Foreign:
+		// Output of an adapter process this session no longer uses.
+	case applier.Unnumbered:
+		sess.svc.m.ioRejected.WithLabelValues("unnumbered").Inc()
+		sess.lg.Warn("runner record without a record number", events.LogKeySeq, rec.Sequence, events.LogKeyProcess, r.processID)
+	case applier.Duplicate:
 		sess.svc.m.ioDuplicates.Inc()
-		return
-	}
-	if no > r.recordNo+1 {
-		sess.hold(ctx, r, no, rec)
-		return
-	}
-	sess.applyIO(ctx, r, rec, no)
-	sess.applyHeld(ctx, r, true)
-}
-
-// hold keeps rec, numbered no, until the records before it are applied.
-func (sess *session) hold(ctx context.Context, r *route, no uint64, rec *eventlog.Record) {
-	if r.held == nil {
-		r.held = map[uint64]*eventlog.Record{}
-	}
-	r.held[no] = rec
-	r.heldBytes += len(rec.Data)
-	sess.svc.m.ioHeld.Inc()
-	sess.lg.Debug("holding a record until the ones before it are stored", events.LogKeyProcess, r.processID, "record_no", no, "applied_no", r.recordNo)
-	switch {
-	case rec.Header.Get(events.HeaderRecord) == events.RecordAgentExited:
-		// The runner stores a process's exit after everything the process
-		// wrote: what is missing now never comes.
-		sess.giveUp(ctx, r, "the agent exited")
-	case len(r.held) > maxHeldRecords || r.heldBytes > maxHeldBytes:
-		sess.giveUp(ctx, r, fmt.Sprintf("%d records (%d bytes) waited behind them", len(r.held), r.heldBytes))
-	default:
-		sess.armGap(r, false)
+	case applier.Held:
+		sess.svc.m.ioHeld.Inc()
+		sess.lg.Debug("holding a record until the ones before it are stored", events.LogKeyProcess, r.processID, "record_no", in.No, "applied_no", r.io.Applied())
+		if giveUp != "" {
+			sess.giveUp(ctx, r, giveUp)
+		} else {
+			sess.armGap(r, false)
+		}
+	case applier.Ready:
+		sess.applyReady(ctx, r, true)
 	}
 }
 
-// applyHeld applies the held records that follow the last one applied, in
-// number order, and rearms the wait for the rest (progressed: the last
-// record applied ended a wait, which starts again for the next gap).
-func (sess *session) applyHeld(ctx context.Context, r *route, progressed bool) {
+// applyReady applies the records next in number, while the route lasts,
+// and rearms the wait for the rest (progressed: the last record applied
+// ended a wait, which starts again for the next gap).
+func (sess *session) applyReady(ctx context.Context, r *route, progressed bool) {
 	for sess.adapter == r {
-		rec, ok := r.held[r.recordNo+1]
+		ap, ok := r.io.Next(sess.buf.active)
 		if !ok {
 			break
 		}
-		delete(r.held, r.recordNo+1)
-		r.heldBytes -= len(rec.Data)
-		sess.applyIO(ctx, r, rec, r.recordNo+1)
+		sess.applyIO(ctx, r, ap)
 	}
 	if sess.adapter == r {
 		sess.armGap(r, progressed)
@@ -126,13 +81,11 @@ func (sess *session) applyHeld(ctx context.Context, r *route, progressed bool) {
 // armGap starts the wait for missing records when some are held (again,
 // when restart), and ends it when none is.
 func (sess *session) armGap(r *route, restart bool) {
-	if len(r.held) == 0 || restart {
-		if r.gap != nil {
-			r.gap.timer.Stop()
-			r.gap = nil
-		}
+	waiting := r.io.Waiting() > 0
+	if !waiting || restart {
+		r.stopGapTimer()
 	}
-	if len(r.held) == 0 || r.gap != nil {
+	if !waiting || r.gap != nil {
 		return
 	}
 	g := &gapWait{}
@@ -140,14 +93,19 @@ func (sess *session) armGap(r *route, restart bool) {
 	r.gap = g
 }
 
-// stopGap ends the wait for missing records and forgets what was held: the
-// route ends.
-func (r *route) stopGap() {
+// stopGapTimer ends the wait for missing records, if one runs.
+func (r *route) stopGapTimer() {
 	if r.gap != nil {
 		r.gap.timer.Stop()
 		r.gap = nil
 	}
-	r.held, r.heldBytes = nil, 0
+}
+
+// stopGap ends the wait for missing records and forgets what was held: the
+// route ends.
+func (r *route) stopGap() {
+	r.stopGapTimer()
+	r.io.Stop()
 }
 
 // gapTimedOut ends a wait that made no progress for IOGapTimeout. The
@@ -175,31 +133,15 @@ func (sess *session) giveUp(ctx context.Context, r *route, why string) {
 	if sess.turn != nil {
 		sess.abortTurn(ctx, ioPos{}, events.OutcomeFailed, failure)
 	}
-	for sess.adapter == r && len(r.held) > 0 {
-		r.recordNo = slices.Min(slices.Collect(maps.Keys(r.held))) - 1
-		sess.applyHeld(ctx, r, true)
+	for sess.adapter == r && r.io.SkipGap() {
+		sess.applyReady(ctx, r, true)
 	}
 }
 
 // lost accounts for the records missing before the ones held, which will
 // never come (why), and returns the turn's failure that names them.
 func (sess *session) lost(r *route, why string) *events.Error {
-	var missing []string
-	var n uint64
-	held := slices.Sorted(maps.Keys(r.held))
-	next := r.recordNo + 1
-	for _, no := range held {
-		if no > next {
-			n += no - next
-			if no-1 == next {
-				missing = append(missing, strconv.FormatUint(next, 10))
-			} else {
-				missing = append(missing, strconv.FormatUint(next, 10)+"-"+strconv.FormatUint(no-1, 10))
-			}
-		}
-		next = no + 1
-	}
-	list := strings.Join(missing, ", ")
+	list, n := r.io.Missing()
 	sess.svc.m.ioLost.Add(float64(n))
 	sess.lg.Error("adapter output lost: ACP_IO never stored records of the process",
 		events.LogKeyProcess, r.processID, "records", list, "why", why)
@@ -207,10 +149,10 @@ func (sess *session) lost(r *route, why string) *events.Error {
 }
 
 // rehold holds a message chunk an old owner applied and held in memory
-// when it stopped (at or after the route's replayHeld), as that owner
-// held it; anything else an old owner applied is in the log already.
-func (sess *session) rehold(r *route, at ioPos, update events.JSON) {
-	if r.replayHeld.no == 0 || r.replayHeld.after(at) {
+// when it stopped, as that owner held it (ap.Rehold); anything else an old
+// owner applied is in the log already.
+func (sess *session) rehold(ap applier.Applied[*eventlog.Record], at ioPos, update events.JSON) {
+	if !ap.Rehold(at) {
 		return
 	}
 	upd, err := acp.ParseUpdate(json.RawMessage(update))
@@ -226,43 +168,14 @@ func (sess *session) rehold(r *route, at ioPos, update events.JSON) {
 	}
 }
 
-// resumeFrom is an ACP_IO sequence at or before every record of the route's
-// process not yet applied: those held, those not read yet, and those
-// whose chunks are held in memory (the floor).
-func (r *route) resumeFrom() uint64 {
-	from := r.read + 1
-	if r.floor != 0 {
-		from = min(from, r.floor)
-	}
-	for _, rec := range r.held {
-		from = min(from, rec.Sequence)
-	}
-	return from
-}
-
 // resumePoint is what a record stamped at at tells a new owner
 // (HeaderIOResume).
-func (sess *session) resumePoint(r *route, at ioPos) resumePoint {
-	p := resumePoint{from: r.resumeFrom(), applied: ioPos{no: at.no, n: at.n}}
-	if sess.buf.active && sess.buf.first.no != 0 {
-		p.held = ioPos{no: sess.buf.first.no, n: sess.buf.first.n}
+func (sess *session) resumePoint(r *route, at ioPos) applier.ResumePoint {
+	var buffered ioPos
+	if sess.buf.active {
+		buffered = sess.buf.first
 	}
-	return p
-}
-
-// acceptancePoint is what a turn's acceptance tells a new owner: the last
-// record of the process applied (the old owner's own replay, if it has
-// not finished it), and nothing held (the acceptance drops the chunks).
-// ok is false when the route's numbers are not known.
-func (r *route) acceptancePoint() (resumePoint, bool) {
-	if !r.based {
-		return resumePoint{}, false
-	}
-	p := resumePoint{from: r.resumeFrom(), applied: ioPos{no: r.recordNo}}
-	if r.replay.no > r.recordNo {
-		p.applied = ioPos{no: r.replay.no, n: r.replay.n}
-	}
-	return p, true
+	return r.io.ResumePoint(at, buffered)
 }
 
 // tailQuiet is how long a running turn's live tail may be silent before
@@ -285,7 +198,7 @@ func (sess *session) checkTail(ctx context.Context, r *route, quiet time.Duratio
 		sess.lg.Warn("look up the end of the session's io", events.LogKeyErr, err)
 		return
 	}
-	if last == nil || last.Sequence <= r.read {
+	if last == nil || last.Sequence <= r.io.Read() {
 		return
 	}
 	sess.svc.m.ioTailMisses.Inc()

@@ -100,11 +100,11 @@ func (s *ioScript) await(t *testing.T) *events.TurnFinished {
 }
 
 func chunk(kind, text string) *events.AdapterUpdate {
-	return &events.AdapterUpdate{Update: events.JSON(`{"sessionUpdate":"` + kind + `","content":{"type":"text","text":"` + text + `"}}`)}
+	return &events.AdapterUpdate{Update: events.JSON(`{"sessionUpdate":"` + kind + `","content":{"type":"text","text":"` + text + `"}}`), Kind: kind}
 }
 
 func plan() *events.AdapterUpdate {
-	return &events.AdapterUpdate{Update: events.JSON(`{"sessionUpdate":"plan","entries":[]}`)}
+	return &events.AdapterUpdate{Update: events.JSON(`{"sessionUpdate":"plan","entries":[]}`), Kind: "plan"}
 }
 
 const (

@@ -14,19 +14,8 @@ import (
 // A burst's chunks go live as one message per run of chunks with nothing
 // durable between them, and each delta's afterSequence is the log's end
 // once everything the adapter wrote before it was committed: the session's
-// last record before the durable message the delta's chunk ends up in. A
-// record of an earlier runner, without the updates' kinds and messageIds,
-// applies the same.
+// last record before the durable message the delta's chunk ends up in.
 func TestBurstDeltasFollowWhatCameBefore(t *testing.T) {
-	for _, carried := range []bool{true, false} {
-		name := map[bool]string{true: "routes", false: "earlier_runner"}[carried]
-		t.Run(name, func(t *testing.T) {
-			testBurstDeltas(t, carried)
-		})
-	}
-}
-
-func testBurstDeltas(t *testing.T, carried bool) {
 	h := startRig(t, session.Config{})
 	sid := "burst"
 	s := scriptIO(t, h, sid)
@@ -45,10 +34,8 @@ func testBurstDeltas(t *testing.T, carried bool) {
 			chunkOf(text, "b1", m2), chunkOf(text, "b2", m2),
 			chunk(thought, "t1").Update,
 		},
-	}
-	if carried {
-		burst.Kinds = []string{text, text, "plan", text, text, thought}
-		burst.MessageIDs = []*string{&m1, &m1, nil, &m2, &m2, nil}
+		Kinds:      []string{text, text, "plan", text, text, thought},
+		MessageIDs: []*string{&m1, &m1, nil, &m2, &m2, nil},
 	}
 	s.publish(t, 1, burst)
 	s.publish(t, 2, s.end())

@@ -66,32 +66,14 @@ type route struct {
 	processID    string
 	acpSessionID string
 	sub          *nats.Subscription // the session's IOTailSubject
-	// read is the ACP_IO sequence of the last record read in stream order:
-	// every record up to it was applied, held (see io.go) or passed over.
-	read     uint64
-	skip     ioPos  // the updates of record skip.seq up to skip.n were applied (by an old owner of an old log, see takeover)
-	recordNo uint64 // HeaderRecordNo of the last record of processID applied; 0 before the first
-	// based is false only after taking over from a log that did not say
-	// recordNo: the first numbered record read then sets it.
-	based bool
-	// held are records of processID read before the one numbered
-	// recordNo+1, by number, heldBytes their size, and gap the wait for the
-	// missing ones (nil when none is held).
-	held      map[uint64]*eventlog.Record
-	heldBytes int
-	gap       *gapWait
-	// floor is the lowest ACP_IO sequence among the records applied since
-	// the coalescer last held nothing (0: none yet): a new owner reading
-	// from it finds every chunk still held in memory (see resumeFrom).
-	floor uint64
-	// replay, after a takeover, is the last update the old owner applied:
-	// records up to it are read again only to hold the chunks from
-	// replayHeld on (the message in progress) in memory again.
-	replay, replayHeld ioPos
-	drain              *drain // a turn that ended before the adapter answered it
-	attachedAt         time.Time
-	arrived            time.Time // when the owner last received a record of the session off the live tail
-	received           time.Time // when the record being applied reached this replica, for acp_session_live_delta_seconds
+	// io orders the records of processID: it knows how far ACP_IO was
+	// read and applied, and holds what waits behind a gap (ioorder.go).
+	io         *ioApplier
+	gap        *gapWait // the wait for missing records (nil when none is held)
+	drain      *drain   // a turn that ended before the adapter answered it
+	attachedAt time.Time
+	arrived    time.Time // when the owner last received a record of the session off the live tail
+	received   time.Time // when the record being applied reached this replica, for acp_session_live_delta_seconds
 }
 
 func newSession(svc *Service, ns events.Namespace, sid events.SessionID) *session {

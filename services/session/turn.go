@@ -160,10 +160,7 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 		}
 		if i == 0 {
 			hdr.Set(events.HeaderTurnAccepted, strconv.Itoa(len(blocks)))
-			hdr.Set(events.HeaderIOApplied, strconv.FormatUint(sess.adapter.read, 10))
-			if p, ok := sess.adapter.acceptancePoint(); ok {
-				hdr.Set(events.HeaderIOResume, p.String())
-			}
+			hdr.Set(events.HeaderIOResume, sess.adapter.io.AcceptancePoint().String())
 			hdr.Set(events.HeaderContentHash, hash)
 			if t.key != nil {
 				hdr.Set(events.HeaderIdempotencyKey, *t.key)
