@@ -37,6 +37,7 @@ func (sess *session) open(ctx context.Context, o *events.SessionOpened) error {
 			return err
 		}
 		sess.opened = o
+		sess.moved(onOpen)
 		sess.createdAt = time.Now()
 		created = true
 		sess.lg.Info("session opened", events.LogKeyAgent, o.Agent)
@@ -126,6 +127,7 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 	// would be filled from the stream anyway.
 	_ = r.sub.SetPendingLimits(-1, -1)
 	sess.adapter = r
+	sess.moved(onAttach)
 
 	cctx, cancel := context.WithTimeout(ctx, svc.cfg.AttachTimeout)
 	defer cancel()
@@ -135,6 +137,7 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 		return runner, err
 	}
 	r.acpSessionID = created.SessionID
+	sess.moved(onAttached)
 	forkPreamble, tier, reason := sess.forkContinuation(ctx, tier, reason)
 	attached := &events.AdapterAttached{
 		RunnerID:          string(runner),
@@ -241,6 +244,7 @@ func (sess *session) detach() {
 	sess.adapter.stopGap()
 	_ = sess.adapter.sub.Unsubscribe()
 	sess.adapter = nil
+	sess.moved(onDetach)
 }
 
 // stopAdapter detaches and asks the runner to stop the process.

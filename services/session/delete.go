@@ -90,6 +90,7 @@ func (sess *session) deleteLocked(ctx context.Context) error {
 	sess.opened, sess.meta, sess.metaRev, sess.failure, sess.last, sess.preamble = nil, events.SessionMeta{}, 0, nil, nil, ""
 	sess.title, sess.titleSource = "", ""
 	sess.forked = nil
+	sess.moved(onDelete)
 	sess.w = eventlog.NewWriter(js, sess.ns, sess.sid, eventlog.Position{LastSeq: tombstone}, sess.svc.token)
 	sess.lg.Info("session deleted")
 	return nil

@@ -118,6 +118,7 @@ func (sess *session) fork(ctx context.Context, o *events.SessionOpened, f *event
 		return err
 	}
 	sess.opened, sess.forked, sess.createdAt = o, f, time.Now()
+	sess.moved(onOpen)
 	// The fork's agent is its source's, and starts only at the fork's
 	// first prompt: until it announces its own, the fork offers the
 	// commands the source's agent had announced by the fork's sequence.

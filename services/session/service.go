@@ -4,7 +4,11 @@
 // adapters said (ACP_IO) to the log, and publishes live deltas.
 //
 // A session's state lives in memory only as a projection of its log; any
-// replica can rebuild it by reading the log.
+// replica can rebuild it by reading the log. The state machine is in
+// state.go: the states a session is in on its owner, and the table of
+// the records and events that move it from which state to which. The
+// owner orders each adapter process's ACP_IO records with
+// internal/applier before it applies them (ioorder.go, io.go).
 package session
 
 import (

@@ -29,7 +29,10 @@ type session struct {
 	// without it (atomically).
 	lease atomic.Uint64
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// checked is the state the session was in when its last move was
+	// checked (state.go).
+	checked   state
 	loaded    bool
 	w         *eventlog.Writer
 	opened    *events.SessionOpened // nil: no such session
@@ -110,6 +113,7 @@ func (sess *session) load(ctx context.Context) error {
 		return err
 	}
 	sess.loaded = true
+	sess.moved(onLoad)
 	return nil
 }
 
@@ -313,6 +317,7 @@ func (sess *session) release(err error) {
 	sess.turn = nil
 	sess.pending = nil
 	sess.loaded = false
+	sess.moved(onRelease)
 	sess.releaseLease()
 	sess.svc.forget(sess)
 }

@@ -175,6 +175,7 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 	t.start = accepted[0].Seq
 	t.acceptedAt = time.Now()
 	sess.turn = t
+	sess.moved(onAccept)
 	sess.failure = nil
 	sess.buf.reset()
 	sess.svc.m.turnsStarted.Inc()
@@ -412,6 +413,7 @@ func (sess *session) endTurnWith(ctx context.Context, at ioPos, outcome, stopRea
 		return
 	}
 	sess.turn = nil
+	sess.moved(onFinish)
 	sess.last = &finishedTurn{id: t.id, outcome: outcome, at: time.Now()}
 	if rec.Timing != nil {
 		sess.meta.Info.LastTurnTiming = rec.Timing
@@ -452,6 +454,7 @@ func (sess *session) abortTurnWith(ctx context.Context, at ioPos, outcome string
 	}
 	d := &drain{turnID: t.id, done: make(chan struct{})}
 	r.drain = d
+	sess.moved(onCancel)
 	d.timer = sess.svc.life.afterFunc(sess.svc.cfg.CancelGrace, func(ctx context.Context) { sess.evictDrained(ctx, r, d) })
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
@@ -475,6 +478,7 @@ func (sess *session) endDrain(r *route) {
 		d.timer.Stop()
 		close(d.done)
 		r.drain = nil
+		sess.moved(onDrained)
 	}
 }
 
