@@ -27,7 +27,7 @@ func (sess *session) stamp(at ioPos, entries []eventlog.Entry) {
 				// Where a new owner resumes, in record numbers, with where
 				// to read ACP_IO from: records the owner held, or whose
 				// chunks it holds, may be stored before the one at.
-				entries[i].Header.Set(events.HeaderIOResume, sess.resumePoint(r, at).String())
+				entries[i].Header.Set(events.HeaderIOResume, r.resumePoint(at).String())
 			}
 		}
 		if sess.turn != nil {

@@ -106,7 +106,7 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 	if err != nil {
 		return "", err
 	}
-	r := &route{runner: runner, processID: nuid.Next(), attachedAt: time.Now()}
+	r := &route{sess: sess, runner: runner, processID: nuid.Next(), attachedAt: time.Now()}
 	// Follow the session's ACP_IO before the adapter exists, so nothing it
 	// says is missed: from the newest record there now.
 	last, err := eventlog.Last(ctx, svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid))
@@ -120,7 +120,7 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 	// A new process numbers its records from 1.
 	r.io = applier.New[*eventlog.Record](r.processID, read)
 	ioStart := read + 1
-	if r.sub, err = svc.nc.Subscribe(events.IOTailSubject(sess.ns, sess.sid), func(m *nats.Msg) { sess.onTail(r, m) }); err != nil {
+	if r.sub, err = svc.nc.Subscribe(events.IOTailSubject(sess.ns, sess.sid), func(m *nats.Msg) { r.onTail(m) }); err != nil {
 		return runner, events.Errorf(events.CodeUnavailable, "follow io: %v", err)
 	}
 	// A slow owner must not lose records on the core subscription; a gap
@@ -153,7 +153,7 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 		IOStartSeq:        ioStart,
 	}
 	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: attached}); err != nil {
-		sess.stopAdapter(ctx, r)
+		r.stopAdapter(ctx)
 		return runner, err
 	}
 	sess.meta.AcpSessionID = created.SessionID
@@ -213,7 +213,7 @@ func (sess *session) startAdapter(ctx context.Context, runner events.RunnerID, r
 			},
 			SkipOsInstructions: o.SkipOsInstructions, AdditionalInstructions: o.AdditionalInstructions,
 			ClientCapabilities: sess.clientCapabilities(),
-		}, sess.runnerHeader(r))
+		}, r.header())
 		if err != nil {
 			return "", "", nil, err
 		}
@@ -223,11 +223,12 @@ func (sess *session) startAdapter(ctx context.Context, runner events.RunnerID, r
 		AgentType: o.Agent, Cwd: o.Cwd, ProtocolVersion: 1, McpServers: mcp, Env: env, AdditionalDirectories: dirs,
 		SkipOsInstructions: o.SkipOsInstructions, AdditionalInstructions: o.AdditionalInstructions,
 		ClientCapabilities: sess.clientCapabilities(),
-	}, sess.runnerHeader(r))
+	}, r.header())
 	return events.TierNew, "", created, err
 }
 
-func (sess *session) runnerHeader(r *route) nats.Header {
+func (r *route) header() nats.Header {
+	sess := r.sess
 	return nats.Header{
 		events.HeaderNamespace: []string{string(sess.ns)},
 		events.HeaderSessionID: []string{string(sess.sid)},
@@ -240,7 +241,7 @@ func (sess *session) detach() {
 	if sess.adapter == nil {
 		return
 	}
-	sess.endDrain(sess.adapter)
+	sess.adapter.endDrain()
 	sess.adapter.stopGap()
 	_ = sess.adapter.sub.Unsubscribe()
 	sess.adapter = nil
@@ -249,11 +250,12 @@ func (sess *session) detach() {
 
 // stopAdapter detaches and asks the runner to stop the process.
 // Stopping is cleanup: it goes on, within CallTimeout, however ctx ends.
-func (sess *session) stopAdapter(ctx context.Context, r *route) {
+func (r *route) stopAdapter(ctx context.Context) {
+	sess := r.sess
 	sess.detach()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sess.svc.cfg.CallTimeout)
 	defer cancel()
-	if _, err := events.Call[events.RunnerAck](ctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerStop), &events.AcpCloseSessionRequest{SessionID: r.acpSessionID}, sess.runnerHeader(r)); err != nil {
+	if _, err := events.Call[events.RunnerAck](ctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerStop), &events.AcpCloseSessionRequest{SessionID: r.acpSessionID}, r.header()); err != nil {
 		sess.lg.Warn("stop adapter", events.LogKeyErr, err)
 	}
 }

@@ -18,7 +18,7 @@ func (s *Service) runnerGone(ctx context.Context, id events.RunnerID) {
 		sess.mu.Lock()
 		if r := sess.adapter; r != nil && r.runner == id {
 			sess.lg.Warn("the adapter's runner is gone", events.LogKeyRunner, string(id))
-			sess.onExit(ctx, ioPos{}, r, &events.AcpAgentExitedEvent{
+			r.onExit(ctx, ioPos{}, &events.AcpAgentExitedEvent{
 				SessionID: string(sess.sid), AgentType: sess.opened.Agent, ProcessID: r.processID,
 				Restart: events.RestartNotAttempted, // ExitCode absent: observed indirectly
 			})

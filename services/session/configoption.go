@@ -64,7 +64,7 @@ func (sess *session) sendOption(ctx context.Context, configID string, value even
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
 	resp, err := events.Call[events.RunnerConfigResponse](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerSetConfig),
-		&events.RunnerSetConfigRequest{ConfigID: configID, Value: value}, sess.runnerHeader(r))
+		&events.RunnerSetConfigRequest{ConfigID: configID, Value: value}, r.header())
 	if err != nil {
 		if cctx.Err() != nil && ctx.Err() == nil {
 			return nil, events.Errorf(events.CodeTimeout, "the agent did not answer a config change in %v", sess.svc.cfg.CallTimeout)

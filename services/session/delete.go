@@ -43,7 +43,7 @@ func (sess *session) deleteLocked(ctx context.Context) error {
 		sess.abortTurnWith(ctx, ioPos{}, events.OutcomeCancelled, nil, events.ReasonSessionDeleted)
 	}
 	if r := sess.adapter; r != nil {
-		sess.stopAdapter(ctx, r)
+		r.stopAdapter(ctx)
 	}
 	sess.removeFiles(ctx)
 	out, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionDeleted{Reason: events.DeleteRequested}})

@@ -24,7 +24,8 @@ import (
 // stream stored them in (ioorder.go, internal/applier). A republished record the live tail
 // misses with nothing after it is found by the sweep's tail check
 // (checkTail) and after a reconnect (catchUpAfterReconnects).
-func (sess *session) onTail(r *route, m *nats.Msg) {
+func (r *route) onTail(m *nats.Msg) {
+	sess := r.sess
 	received := time.Now()
 	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 	if err != nil {
@@ -45,19 +46,20 @@ func (sess *session) onTail(r *route, m *nats.Msg) {
 	// lifetime, and does nothing once the service has stopped.
 	sess.svc.life.do(func(ctx context.Context) {
 		if prev > r.io.Read() {
-			sess.catchUp(ctx, r, prev)
+			r.catchUp(ctx, prev)
 		}
 		if sess.adapter == r && prev <= r.io.Read() {
 			r.received = received
-			sess.ingest(ctx, r, &eventlog.Record{Sequence: seq, Header: m.Header, Data: m.Data})
+			r.ingest(ctx, &eventlog.Record{Sequence: seq, Header: m.Header, Data: m.Data})
 		}
-		sess.commitUnlessMore(ctx, r)
+		r.commitUnlessMore(ctx)
 	})
 }
 
 // commitUnlessMore commits queued output unless more of the adapter's
 // output is already waiting to be applied (and the group has room).
-func (sess *session) commitUnlessMore(ctx context.Context, r *route) {
+func (r *route) commitUnlessMore(ctx context.Context) {
+	sess := r.sess
 	if len(sess.pending) == 0 {
 		return
 	}
@@ -89,7 +91,8 @@ func (sess *session) commitOrFail(ctx context.Context) bool {
 // catchUp reads the records of the session's ACP_IO after the last one
 // read, up to and including seq (0: up to the newest), and ingests them.
 // The caller holds sess.mu.
-func (sess *session) catchUp(ctx context.Context, r *route, upTo uint64) {
+func (r *route) catchUp(ctx context.Context, upTo uint64) {
+	sess := r.sess
 	for sess.adapter == r && (upTo == 0 || r.io.Read() < upTo) {
 		recs, err := eventlog.Forward(ctx, sess.svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid), r.io.Read(), 256)
 		if err != nil {
@@ -105,7 +108,7 @@ func (sess *session) catchUp(ctx context.Context, r *route, upTo uint64) {
 			}
 			sess.svc.m.ioGapRecords.Inc()
 			r.received = time.Now()
-			sess.ingest(ctx, r, rec)
+			r.ingest(ctx, rec)
 		}
 		if !sess.commitOrFail(ctx) {
 			return
@@ -116,7 +119,8 @@ func (sess *session) catchUp(ctx context.Context, r *route, upTo uint64) {
 // applyIO applies one ACP_IO record of the route's process, in the order
 // the runner numbered it. Records an old owner applied (see takeover) are
 // read again only to hold the chunks of the message in progress.
-func (sess *session) applyIO(ctx context.Context, r *route, ap applier.Applied[*eventlog.Record]) {
+func (r *route) applyIO(ctx context.Context, ap applier.Applied[*eventlog.Record]) {
+	sess := r.sess
 	rec := ap.Value
 	ioSeq := rec.Sequence
 	v, err := events.Unmarshal(rec.Data)
@@ -130,10 +134,10 @@ func (sess *session) applyIO(ctx context.Context, r *route, ap applier.Applied[*
 	// message per run of chunks (see liveRun), once the record is applied
 	// or when something durable comes between.
 	var run liveRun
-	defer sess.endLive(r, &run)
+	defer r.endLive(&run)
 	if ap.Replayed() {
 		if u, ok := v.(*events.AdapterUpdate); ok {
-			sess.rehold(ap, at, u.Update)
+			r.rehold(ap, at, u.Update)
 		}
 		if _, ok := v.(*events.AdapterUpdates); !ok {
 			return
@@ -142,32 +146,32 @@ func (sess *session) applyIO(ctx context.Context, r *route, ap applier.Applied[*
 	sess.svc.m.ioRecords.WithLabelValues(v.VariantName()).Inc()
 	switch v := v.(type) {
 	case *events.AdapterUpdate:
-		sess.onUpdate(ctx, at, r, routeUpdate(v.Update, v.Kind, v.MessageID, v.Kind != ""), &run)
+		r.onUpdate(ctx, at, routeUpdate(v.Update, v.Kind, v.MessageID, v.Kind != ""), &run)
 	case *events.AdapterUpdates:
 		for i, u := range v.Updates {
 			p := ioPos{Seq: ioSeq, No: at.No, N: i + 1}
 			if ap.UpdateReplayed(i) {
-				sess.rehold(ap, p, u)
+				r.rehold(ap, p, u)
 				continue
 			}
 			if sess.adapter != r {
 				return // the update before ended the route (an aborted turn)
 			}
 			kind, id, ok := v.Route(i)
-			sess.onUpdate(ctx, p, r, routeUpdate(u, kind, id, ok), &run)
+			r.onUpdate(ctx, p, routeUpdate(u, kind, id, ok), &run)
 		}
 	case *events.AdapterPermissionRequest:
 		sess.onPermissionRequest(ctx, at, r, v)
 	case *events.AdapterInputRequest:
 		sess.onInputRequest(ctx, at, r, v)
 	case *events.AdapterPromptResult:
-		sess.onPromptResult(ctx, at, r, v)
+		r.onPromptResult(ctx, at, v)
 	case *events.AcpAgentStderrEvent:
 		sess.publishLive(v, nil)
 	case *events.AcpAgentExitedEvent:
-		sess.onExit(ctx, at, r, v)
+		r.onExit(ctx, at, v)
 	case *events.AdapterLimitHit:
-		sess.onLimitHit(ctx, at, r, v)
+		r.onLimitHit(ctx, at, v)
 	default:
 		sess.svc.m.ioRejected.WithLabelValues("unexpected").Inc()
 		sess.lg.Warn("unexpected runner record", events.LogKeyRecord, v.VariantName())
@@ -193,7 +197,8 @@ type routed struct {
 
 // onUpdate applies one session update the adapter sent. A chunk's delta
 // joins run, published by endLive.
-func (sess *session) onUpdate(ctx context.Context, at ioPos, r *route, u routed, run *liveRun) {
+func (r *route) onUpdate(ctx context.Context, at ioPos, u routed, run *liveRun) {
+	sess := r.sess
 	if r.drain != nil {
 		return // output of a turn already ended; the adapter is winding it down
 	}
@@ -219,13 +224,13 @@ func (sess *session) onUpdate(ctx context.Context, at ioPos, r *route, u routed,
 	chunk := upd.Kind == acp.UpdateAgentMessageChunk || upd.Kind == acp.UpdateAgentThoughtChunk
 	if !chunk {
 		// What is durable follows the deltas before it.
-		sess.endLive(r, run)
+		r.endLive(run)
 	}
 	cfg := &sess.svc.cfg
 	if t := sess.turn; t != nil {
 		t.outputBytes += int64(len(upd.Raw))
 		if t.outputBytes > cfg.MaxTurnOutputBytes {
-			sess.endLive(r, run)
+			r.endLive(run)
 			sess.abortTurn(ctx, at, events.OutcomeFailed, events.Errorf(events.CodeTurnOutputTooLarge,
 				"the turn's output passed %d bytes", cfg.MaxTurnOutputBytes))
 			return
@@ -238,7 +243,7 @@ func (sess *session) onUpdate(ctx context.Context, at ioPos, r *route, u routed,
 			// with this one: this chunk is held in memory only, and a new
 			// owner must read it again. Its deltas go out before it is
 			// queued.
-			sess.endLive(r, run)
+			r.endLive(run)
 			if err := sess.flush(ctx, sess.buf.last); err != nil {
 				return
 			}
@@ -251,7 +256,7 @@ func (sess *session) onUpdate(ctx context.Context, at ioPos, r *route, u routed,
 		}
 		if sess.buf.bytes > cfg.MaxMessageBytes {
 			sess.buf.reset()
-			sess.endLive(r, run)
+			r.endLive(run)
 			if sess.turn != nil {
 				sess.abortTurn(ctx, at, events.OutcomeFailed, events.Errorf(events.CodeMessageTooLarge,
 					"a message passed %d bytes", cfg.MaxMessageBytes))
@@ -313,7 +318,8 @@ type liveRun struct {
 // delta as an AcpEphemeralSessionUpdateEvent, several as one
 // EphemeralUpdates. It must come before anything more is queued for the
 // log, since the deltas' afterSequence is the log's end now.
-func (sess *session) endLive(r *route, run *liveRun) {
+func (r *route) endLive(run *liveRun) {
+	sess := r.sess
 	n := len(run.updates)
 	if n == 0 {
 		return
@@ -394,9 +400,10 @@ func (sess *session) publishLive(v events.Variant, hdr nats.Header) {
 
 // onPromptResult ends the turn whose session/prompt this answers, or the
 // drain of a turn that already ended.
-func (sess *session) onPromptResult(ctx context.Context, at ioPos, r *route, res *events.AdapterPromptResult) {
+func (r *route) onPromptResult(ctx context.Context, at ioPos, res *events.AdapterPromptResult) {
+	sess := r.sess
 	if d := r.drain; d != nil && res.TurnID == d.turnID {
-		sess.endDrain(r)
+		r.endDrain()
 		return
 	}
 	t := sess.turn
@@ -415,7 +422,7 @@ func (sess *session) onPromptResult(ctx context.Context, at ioPos, r *route, res
 				// The runner no longer reads the adapter, nor can it write
 				// the cancel: waiting out the cancel's grace would only
 				// hold the next prompt. The adapter goes now.
-				sess.evictAdapter(ctx, r, events.UnloadBroken)
+				r.evictAdapter(ctx, events.UnloadBroken)
 			}
 		default:
 			sess.endTurn(ctx, at, events.OutcomeFailed, "", res.Error.Err())
@@ -437,22 +444,24 @@ func (sess *session) onPromptResult(ctx context.Context, at ioPos, r *route, res
 // onLimitHit records in the session's log that its adapter met a limit of
 // its runner's: the kernel told the agent (a fork refused, a process
 // OOM-killed), and this tells whoever reads the log why.
-func (sess *session) onLimitHit(ctx context.Context, at ioPos, r *route, ev *events.AdapterLimitHit) {
+func (r *route) onLimitHit(ctx context.Context, at ioPos, ev *events.AdapterLimitHit) {
+	sess := r.sess
 	if _, err := sess.append(ctx, at, eventlog.Entry{Kind: events.LogControl, Value: ev}); err != nil {
 		sess.svc.m.lostRecords.WithLabelValues(events.RecordAdapterLimitHit).Inc()
 		sess.lg.Warn("record an adapter's limit hit", events.LogKeyProcess, r.processID, events.LogKeyErr, err)
 	}
 }
 
-func (sess *session) onExit(ctx context.Context, at ioPos, r *route, ev *events.AcpAgentExitedEvent) {
+func (r *route) onExit(ctx context.Context, at ioPos, ev *events.AcpAgentExitedEvent) {
+	sess := r.sess
 	failure := events.Errorf(events.CodeAdapterExited, "the agent exited during the turn")
 	if r.io.Waiting() > 0 {
 		// The owner was waiting for records the runner never stored; with
 		// the runner gone, none will come.
-		failure = sess.lost(r, "the agent's runner is gone")
+		failure = r.lost("the agent's runner is gone")
 	}
 	sess.buf.reset()
-	sess.endDrain(r)
+	r.endDrain()
 	sess.detach() // first: nothing is sent to the dead adapter any more
 	if _, err := sess.append(ctx, at, eventlog.Entry{Kind: events.LogControl, Value: ev}); err != nil {
 		// The exit is in ACP_IO still (when the runner saw it): a later

@@ -35,7 +35,8 @@ type gapWait struct {
 // ingest takes the next record of the session's ACP_IO in stream order,
 // and applies every record of the adapter process that is then next in
 // number. The caller holds sess.mu.
-func (sess *session) ingest(ctx context.Context, r *route, rec *eventlog.Record) {
+func (r *route) ingest(ctx context.Context, rec *eventlog.Record) {
+	sess := r.sess
 	in := applier.Record[*eventlog.Record]{
 		Seq: rec.Sequence, Process: rec.Header.Get(events.HeaderProcessID),
 		Exit: rec.Header.Get(events.HeaderRecord) == events.RecordAgentExited, Size: len(rec.Data), Value: rec,
@@ -53,34 +54,36 @@ func (sess *session) ingest(ctx context.Context, r *route, rec *eventlog.Record)
 		sess.svc.m.ioHeld.Inc()
 		sess.lg.Debug("holding a record until the ones before it are stored", events.LogKeyProcess, r.processID, "record_no", in.No, "applied_no", r.io.Applied())
 		if giveUp != "" {
-			sess.giveUp(ctx, r, giveUp)
+			r.giveUp(ctx, giveUp)
 		} else {
-			sess.armGap(r, false)
+			r.armGap(false)
 		}
 	case applier.Ready:
-		sess.applyReady(ctx, r, true)
+		r.applyReady(ctx, true)
 	}
 }
 
 // applyReady applies the records next in number, while the route lasts,
 // and rearms the wait for the rest (progressed: the last record applied
 // ended a wait, which starts again for the next gap).
-func (sess *session) applyReady(ctx context.Context, r *route, progressed bool) {
+func (r *route) applyReady(ctx context.Context, progressed bool) {
+	sess := r.sess
 	for sess.adapter == r {
 		ap, ok := r.io.Next(sess.buf.active)
 		if !ok {
 			break
 		}
-		sess.applyIO(ctx, r, ap)
+		r.applyIO(ctx, ap)
 	}
 	if sess.adapter == r {
-		sess.armGap(r, progressed)
+		r.armGap(progressed)
 	}
 }
 
 // armGap starts the wait for missing records when some are held (again,
 // when restart), and ends it when none is.
-func (sess *session) armGap(r *route, restart bool) {
+func (r *route) armGap(restart bool) {
+	sess := r.sess
 	waiting := r.io.Waiting() > 0
 	if !waiting || restart {
 		r.stopGapTimer()
@@ -89,7 +92,7 @@ func (sess *session) armGap(r *route, restart bool) {
 		return
 	}
 	g := &gapWait{}
-	g.timer = sess.svc.life.afterFunc(sess.svc.cfg.IOGapTimeout, func(ctx context.Context) { sess.gapTimedOut(ctx, r, g) })
+	g.timer = sess.svc.life.afterFunc(sess.svc.cfg.IOGapTimeout, func(ctx context.Context) { r.gapTimedOut(ctx, g) })
 	r.gap = g
 }
 
@@ -111,36 +114,39 @@ func (r *route) stopGap() {
 // gapTimedOut ends a wait that made no progress for IOGapTimeout. The
 // missing records may be stored with their republish lost: the stream is
 // read first.
-func (sess *session) gapTimedOut(ctx context.Context, r *route, g *gapWait) {
+func (r *route) gapTimedOut(ctx context.Context, g *gapWait) {
+	sess := r.sess
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if sess.adapter != r || r.gap != g {
 		return
 	}
-	sess.catchUp(ctx, r, 0)
+	r.catchUp(ctx, 0)
 	if sess.adapter != r || r.gap != g {
 		return // it progressed (or the route ended)
 	}
-	sess.giveUp(ctx, r, fmt.Sprintf("none came in %v", sess.svc.cfg.IOGapTimeout))
+	r.giveUp(ctx, fmt.Sprintf("none came in %v", sess.svc.cfg.IOGapTimeout))
 	sess.commitOrFail(ctx)
 }
 
 // giveUp ends the wait for missing records, for the reason why: they are
 // lost. The running turn fails output_lost, and the records held are
 // applied in number order, past the gaps (a turn that ended drains them).
-func (sess *session) giveUp(ctx context.Context, r *route, why string) {
-	failure := sess.lost(r, why)
+func (r *route) giveUp(ctx context.Context, why string) {
+	sess := r.sess
+	failure := r.lost(why)
 	if sess.turn != nil {
 		sess.abortTurn(ctx, ioPos{}, events.OutcomeFailed, failure)
 	}
 	for sess.adapter == r && r.io.SkipGap() {
-		sess.applyReady(ctx, r, true)
+		r.applyReady(ctx, true)
 	}
 }
 
 // lost accounts for the records missing before the ones held, which will
 // never come (why), and returns the turn's failure that names them.
-func (sess *session) lost(r *route, why string) *events.Error {
+func (r *route) lost(why string) *events.Error {
+	sess := r.sess
 	list, n := r.io.Missing()
 	sess.svc.m.ioLost.Add(float64(n))
 	sess.lg.Error("adapter output lost: ACP_IO never stored records of the process",
@@ -151,7 +157,8 @@ func (sess *session) lost(r *route, why string) *events.Error {
 // rehold holds a message chunk an old owner applied and held in memory
 // when it stopped, as that owner held it (ap.Rehold); anything else an old
 // owner applied is in the log already.
-func (sess *session) rehold(ap applier.Applied[*eventlog.Record], at ioPos, update events.JSON) {
+func (r *route) rehold(ap applier.Applied[*eventlog.Record], at ioPos, update events.JSON) {
+	sess := r.sess
 	if !ap.Rehold(at) {
 		return
 	}
@@ -170,7 +177,8 @@ func (sess *session) rehold(ap applier.Applied[*eventlog.Record], at ioPos, upda
 
 // resumePoint is what a record stamped at at tells a new owner
 // (HeaderIOResume).
-func (sess *session) resumePoint(r *route, at ioPos) applier.ResumePoint {
+func (r *route) resumePoint(at ioPos) applier.ResumePoint {
+	sess := r.sess
 	var buffered ioPos
 	if sess.buf.active {
 		buffered = sess.buf.first
@@ -189,7 +197,8 @@ const tailQuiet = time.Second
 // ever. When nothing arrived for a while, one direct get of the subject's
 // last message says whether the stream is ahead; if it is, the owner reads
 // the rest from there. The caller holds sess.mu.
-func (sess *session) checkTail(ctx context.Context, r *route, quiet time.Duration) {
+func (r *route) checkTail(ctx context.Context, quiet time.Duration) {
+	sess := r.sess
 	if time.Since(r.arrived) < quiet {
 		return
 	}
@@ -202,7 +211,7 @@ func (sess *session) checkTail(ctx context.Context, r *route, quiet time.Duratio
 		return
 	}
 	sess.svc.m.ioTailMisses.Inc()
-	sess.catchUp(ctx, r, 0)
+	r.catchUp(ctx, 0)
 }
 
 // catchUpAfterReconnects reads every route's ACP_IO from the stream each
@@ -231,7 +240,7 @@ func (s *Service) catchUpAfterReconnects(ctx context.Context) {
 		for _, sess := range s.loaded() {
 			sess.mu.Lock()
 			if r := sess.adapter; r != nil {
-				sess.catchUp(ctx, r, 0)
+				r.catchUp(ctx, 0)
 			}
 			sess.mu.Unlock()
 		}

@@ -212,7 +212,7 @@ func (sess *session) answer(ctx context.Context, r *route, requestID string, opt
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
 	_, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerPermission),
-		&events.RunnerPermissionAnswer{RequestID: requestID, OptionID: optionID}, sess.runnerHeader(r))
+		&events.RunnerPermissionAnswer{RequestID: requestID, OptionID: optionID}, r.header())
 	if err != nil {
 		sess.lg.Warn("answer a permission request", events.LogKeyErr, err)
 	}

@@ -190,7 +190,7 @@ func (sess *session) unloadLocked(ctx context.Context, reason string) error {
 	if r == nil {
 		return nil
 	}
-	sess.stopAdapter(ctx, r)
+	r.stopAdapter(ctx)
 	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: reason}}); err != nil {
 		return err
 	}

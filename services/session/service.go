@@ -233,7 +233,7 @@ func (s *Service) sweepOnce(ctx context.Context) {
 	for _, sess := range s.loaded() {
 		sess.mu.Lock()
 		if r := sess.adapter; r != nil && sess.turn != nil {
-			sess.checkTail(ctx, r, min(tailQuiet, s.cfg.SweepInterval))
+			r.checkTail(ctx, min(tailQuiet, s.cfg.SweepInterval))
 		} else if reason := sess.reclaimReason(now, s.cfg.IdleTimeout, s.cfg.MaxAdapterAge); reason != "" {
 			if err := sess.unloadLocked(ctx, reason); err != nil {
 				sess.lg.Warn("reclaim adapter", "reason", reason, events.LogKeyErr, err)

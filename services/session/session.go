@@ -63,8 +63,11 @@ type session struct {
 	resolvedOrder []string
 }
 
-// route is the attached adapter.
+// route is the attached adapter, and the path of its output: it follows
+// the session's ACP_IO, orders its process's records and applies them to
+// its session (io.go, ioorder.go). Its methods run under sess.mu.
 type route struct {
+	sess         *session
 	runner       events.RunnerID
 	processID    string
 	acpSessionID string

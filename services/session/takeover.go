@@ -30,8 +30,8 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 		return false
 	}
 	runner := events.RunnerID(m.RunnerID)
-	r := &route{runner: runner, processID: m.ProcessID, acpSessionID: m.AcpSessionID, attachedAt: time.Now()}
-	hdr := sess.runnerHeader(r)
+	r := &route{sess: sess, runner: runner, processID: m.ProcessID, acpSessionID: m.AcpSessionID, attachedAt: time.Now()}
+	hdr := r.header()
 	hdr.Set(events.HeaderTurnID, turnID)
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
@@ -94,7 +94,7 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 		return false
 	}
 	r.io = applier.Resume[*eventlog.Record](r.processID, point)
-	if r.sub, err = sess.svc.nc.Subscribe(events.IOTailSubject(sess.ns, sess.sid), func(msg *nats.Msg) { sess.onTail(r, msg) }); err != nil {
+	if r.sub, err = sess.svc.nc.Subscribe(events.IOTailSubject(sess.ns, sess.sid), func(msg *nats.Msg) { r.onTail(msg) }); err != nil {
 		return false
 	}
 	_ = r.sub.SetPendingLimits(-1, -1)
@@ -102,7 +102,7 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 	sess.turn = t
 	sess.lg.Info("took over the open turn", events.LogKeyTurn, turnID, events.LogKeyProcess, r.processID, "resume", point.String())
 	sess.svc.m.takeovers.Inc()
-	sess.catchUp(ctx, r, 0)
+	r.catchUp(ctx, 0)
 	sess.project(ctx)
 	return true
 }

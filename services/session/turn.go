@@ -232,7 +232,7 @@ func (sess *session) sendPrompt(ctx context.Context, r *route, t *turn, content 
 	cctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	_, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerPrompt),
-		&events.RunnerPromptRequest{TurnID: t.id, Prompt: content}, sess.runnerHeader(r))
+		&events.RunnerPromptRequest{TurnID: t.id, Prompt: content}, r.header())
 	return err
 }
 
@@ -265,7 +265,7 @@ const (
 func (sess *session) confirmDelivery(ctx context.Context, r *route, t *turn, content events.JSON, failed error) error {
 	sess.lg.Info("prompt dispatch unanswered; asking the runner", events.LogKeyTurn, t.id, events.LogKeyRunner, r.runner, events.LogKeyErr, failed)
 	deadline := time.Now().Add(sess.svc.cfg.CallTimeout)
-	hdr := sess.runnerHeader(r)
+	hdr := r.header()
 	hdr.Set(events.HeaderTurnID, t.id)
 	backoff := 100 * time.Millisecond
 	for {
@@ -455,11 +455,11 @@ func (sess *session) abortTurnWith(ctx context.Context, at ioPos, outcome string
 	d := &drain{turnID: t.id, done: make(chan struct{})}
 	r.drain = d
 	sess.moved(onCancel)
-	d.timer = sess.svc.life.afterFunc(sess.svc.cfg.CancelGrace, func(ctx context.Context) { sess.evictDrained(ctx, r, d) })
+	d.timer = sess.svc.life.afterFunc(sess.svc.cfg.CancelGrace, func(ctx context.Context) { r.evictDrained(ctx, d) })
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
 	if _, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerCancel),
-		&events.RunnerCancelRequest{TurnID: t.id}, sess.runnerHeader(r)); err != nil {
+		&events.RunnerCancelRequest{TurnID: t.id}, r.header()); err != nil {
 		sess.lg.Warn("send session/cancel", events.LogKeyErr, err)
 	}
 }
@@ -473,7 +473,8 @@ func (sess *session) draining() *drain {
 }
 
 // endDrain ends r's drain: the adapter answered, exited or was evicted.
-func (sess *session) endDrain(r *route) {
+func (r *route) endDrain() {
+	sess := r.sess
 	if d := r.drain; d != nil {
 		d.timer.Stop()
 		close(d.done)
@@ -484,21 +485,23 @@ func (sess *session) endDrain(r *route) {
 
 // evictDrained stops an adapter that did not answer a cancelled prompt
 // within CancelGrace. The turn was already recorded as ended.
-func (sess *session) evictDrained(ctx context.Context, r *route, d *drain) {
+func (r *route) evictDrained(ctx context.Context, d *drain) {
+	sess := r.sess
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if sess.adapter != r || r.drain != d {
 		return
 	}
 	sess.lg.Warn("adapter ignored session/cancel; evicting it", events.LogKeyProcess, r.processID)
-	sess.evictAdapter(ctx, r, events.UnloadCancelIgnored)
+	r.evictAdapter(ctx, events.UnloadCancelIgnored)
 }
 
 // evictAdapter stops the adapter r, draining a cancelled turn, and records why.
 // The caller holds sess.mu.
-func (sess *session) evictAdapter(ctx context.Context, r *route, reason string) {
-	sess.endDrain(r)
-	sess.stopAdapter(ctx, r)
+func (r *route) evictAdapter(ctx context.Context, reason string) {
+	sess := r.sess
+	r.endDrain()
+	r.stopAdapter(ctx)
 	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: reason}}); err != nil {
 		sess.lg.Warn("record the eviction of an adapter", events.LogKeyErr, err)
 	}
