@@ -173,7 +173,7 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 	if tier == events.TierFallback {
 		// The agent lost the session: the next prompt brings it the recent
 		// history, once.
-		if sess.preamble, err = sess.continuationPreamble(ctx); err != nil {
+		if sess.preamble, err = sess.svc.logOf(sess.ns, sess.sid).preamble(ctx, sess.w.Position().LastSeq+1, sess.svc.cfg.MaxPreambleBytes); err != nil {
 			sess.lg.Warn("build the continuation preamble", events.LogKeyErr, err)
 		}
 	}

@@ -2,10 +2,8 @@ package session
 
 import (
 	"context"
-	"slices"
 
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
 )
 
 // handleDiscard serves OpDiscardSession.
@@ -49,7 +47,7 @@ func (sess *session) discard(ctx context.Context) error {
 	if sess.forked != nil {
 		return events.Errorf(events.CodeSessionNotEmpty, "session %s is a fork of %s and holds its history", sess.sid, sess.forked.SourceSessionID)
 	}
-	used, err := sess.holdsUserMessage(ctx)
+	used, err := sess.svc.logOf(sess.ns, sess.sid).holdsUserMessage(ctx)
 	if err != nil {
 		return err
 	}
@@ -64,30 +62,3 @@ func (sess *session) discard(ctx context.Context) error {
 // said unasked (its commands, its config), a handful; one with more than
 // this is treated as used.
 const maxDiscardScan = 4096
-
-// holdsUserMessage reports whether the session's log holds a user message
-// of a prompt (a turn was ever accepted here), reading its public events
-// from the oldest. History pruned from the front means it was used.
-func (sess *session) holdsUserMessage(ctx context.Context) (bool, error) {
-	js := sess.svc.js
-	subject := events.LogSubject(sess.ns, sess.sid, events.LogEvents)
-	var after uint64
-	for read := 0; read < maxDiscardScan; {
-		recs, err := eventlog.Forward(ctx, js, events.StreamLog, subject, after, 256)
-		if err != nil {
-			return false, events.Errorf(events.CodeUnavailable, "read log of %s: %v", sess.sid, err)
-		}
-		if len(recs) == 0 {
-			return false, nil
-		}
-		if read == 0 && eventlog.EventNo(recs[0]) > 1 {
-			return true, nil // pruned: something was there
-		}
-		if slices.ContainsFunc(recs, userPrompt) {
-			return true, nil
-		}
-		read += len(recs)
-		after = recs[len(recs)-1].Sequence
-	}
-	return true, nil
-}

@@ -66,8 +66,7 @@ func (s *Service) forkPoint(ctx context.Context, ns events.Namespace, src events
 	if last == nil || last.Header.Get(events.HeaderRecord) == events.RecordSessionDeleted {
 		return nil, 0, notFound
 	}
-	// findOpened reads the log only; this holder is not kept.
-	rec, err := newSession(s, ns, src).findOpened(ctx)
+	rec, err := s.logOf(ns, src).opened(ctx)
 	if err != nil {
 		return nil, 0, events.Errorf(events.CodeUnavailable, "read log of %s: %v", src, err)
 	}
@@ -134,25 +133,6 @@ func (sess *session) fork(ctx context.Context, o *events.SessionOpened, f *event
 	return nil
 }
 
-// loadForked reads the SessionForked that follows the session's opening
-// record (at sequence opened), in the same append, if there is one.
-func (sess *session) loadForked(ctx context.Context, opened uint64) error {
-	sess.forked = nil
-	recs, err := eventlog.Forward(ctx, sess.svc.js, events.StreamLog, events.LogSubject(sess.ns, sess.sid, events.LogControl), opened, 1)
-	if err != nil {
-		return events.Errorf(events.CodeUnavailable, "read log of %s: %v", sess.sid, err)
-	}
-	if len(recs) == 0 || recs[0].Sequence != opened+1 || recs[0].Header.Get(events.HeaderRecord) != events.RecordSessionForked {
-		return nil
-	}
-	f, err := events.Decode[events.SessionForked](recs[0].Data)
-	if err != nil {
-		return err
-	}
-	sess.forked = f
-	return nil
-}
-
 // forkContinuation returns, for a fork that holds no user message yet, the
 // preamble its next prompt brings the agent (the source's history up to
 // the fork's sequence), and the tier and reason to record for the attach
@@ -165,7 +145,7 @@ func (sess *session) forkContinuation(ctx context.Context, tier, reason string) 
 	if f == nil {
 		return "", tier, reason
 	}
-	used, err := sess.holdsUserMessage(ctx)
+	used, err := sess.svc.logOf(sess.ns, sess.sid).holdsUserMessage(ctx)
 	if err != nil {
 		sess.lg.Warn("read the fork's log", events.LogKeyErr, err)
 		return "", tier, reason
@@ -173,7 +153,7 @@ func (sess *session) forkContinuation(ctx context.Context, tier, reason string) 
 	if used {
 		return "", tier, reason
 	}
-	preamble, err := sess.preambleOf(ctx, events.SessionID(f.SourceSessionID), f.AtSequence+1)
+	preamble, err := sess.svc.logOf(sess.ns, events.SessionID(f.SourceSessionID)).preamble(ctx, f.AtSequence+1, sess.svc.cfg.MaxPreambleBytes)
 	if err != nil {
 		sess.lg.Warn("build the fork's continuation preamble", events.LogKeyErr, err)
 	}

@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 )
@@ -23,47 +21,6 @@ const preambleHead = "You are continuing a Skein session whose agent could not r
 
 // preambleEvents bounds how many of the newest events the preamble reads.
 const preambleEvents = 200
-
-// continuationPreamble builds the preamble from the log's newest session
-// updates (permission events left out), newest first until
-// MaxPreambleBytes, then written oldest first.
-func (sess *session) continuationPreamble(ctx context.Context) (string, error) {
-	return sess.preambleOf(ctx, sess.sid, sess.w.Position().LastSeq+1)
-}
-
-// preambleOf builds the continuation preamble from the session updates of
-// session sid (this session, or the source of a fork) before the log
-// sequence before.
-func (sess *session) preambleOf(ctx context.Context, sid events.SessionID, before uint64) (string, error) {
-	recs, err := eventlog.Backward(ctx, sess.svc.js, events.StreamLog, events.LogSubject(sess.ns, sid, events.LogEvents),
-		before, preambleEvents)
-	if err != nil {
-		return "", err
-	}
-	budget := sess.svc.cfg.MaxPreambleBytes - len(preambleHead)
-	var lines []string
-	for _, r := range slices.Backward(recs) {
-		u, err := events.Decode[events.AcpDurableSessionUpdate](r.Data)
-		if err != nil {
-			continue // a permission event
-		}
-		if k, _ := events.PublicJSONType(u.Update); k == acp.UpdateUserMessageChunk && !userPrompt(r) {
-			// The agent said the user said it: never the user's words to
-			// the agent that takes over (agentupdate.go).
-			continue
-		}
-		if len(u.Update)+1 > budget {
-			break
-		}
-		budget -= len(u.Update) + 1
-		lines = append(lines, string(u.Update))
-	}
-	if len(lines) == 0 {
-		return "", nil
-	}
-	slices.Reverse(lines)
-	return preambleHead + strings.Join(lines, "\n") + "\n", nil
-}
 
 // loadMeta reads the session's ACP_SESSIONS projection, which carries what
 // a restore needs (the agent's private session ID) and the cached agent

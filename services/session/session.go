@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -143,7 +142,7 @@ func (sess *session) rebuild(ctx context.Context) error {
 	sess.w = eventlog.NewWriter(js, sess.ns, sess.sid, pos, sess.svc.token)
 	sess.w.OnPruneError(func(err error) { sess.lg.Warn("history over its byte cap not pruned", events.LogKeyErr, err) })
 	if last != nil {
-		opened, err := sess.findOpened(ctx)
+		opened, err := sess.svc.logOf(sess.ns, sess.sid).opened(ctx)
 		if err != nil {
 			return events.Errorf(events.CodeUnavailable, "read log of %s: %v", sess.sid, err)
 		}
@@ -159,7 +158,7 @@ func (sess *session) rebuild(ctx context.Context) error {
 			if err := sess.loadTitle(ctx, opened.Sequence); err != nil {
 				return err
 			}
-			if err := sess.loadForked(ctx, opened.Sequence); err != nil {
+			if sess.forked, err = sess.svc.logOf(sess.ns, sess.sid).forked(ctx, opened.Sequence); err != nil {
 				return err
 			}
 			if err := sess.loadMeta(ctx); err != nil {
@@ -174,12 +173,6 @@ func (sess *session) rebuild(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// findOpened returns the record that opened the session, or nil: the last
-// one on the session's OpenedSubject.
-func (sess *session) findOpened(ctx context.Context) (*eventlog.Record, error) {
-	return eventlog.Last(ctx, sess.svc.js, events.StreamLog, events.OpenedSubject(sess.ns, sess.sid))
 }
 
 // fence appends OwnerChanged after last, the newest record this replica
@@ -214,7 +207,7 @@ func (sess *session) reconcile(ctx context.Context, last *eventlog.Record) error
 	if !open {
 		return err
 	}
-	recs, err := sess.turnRecords(ctx, start, last.Sequence)
+	recs, err := sess.svc.logOf(sess.ns, sess.sid).records(ctx, start, last.Sequence)
 	if err != nil {
 		return events.Errorf(events.CodeUnavailable, "read open turn %s: %v", turnID, err)
 	}
@@ -280,31 +273,6 @@ func (sess *session) reconcile(ctx context.Context, last *eventlog.Record) error
 	// the session does, not whenever the session next changes.
 	sess.project(ctx)
 	return nil
-}
-
-// turnRecords reads the session's records from start to end, inclusive.
-func (sess *session) turnRecords(ctx context.Context, start, end uint64) ([]*eventlog.Record, error) {
-	var out []*eventlog.Record
-	after := start - 1
-	for after < end {
-		recs, err := eventlog.Forward(ctx, sess.svc.js, events.StreamLog, events.LogFilter(sess.ns, sess.sid), after, 1000)
-		if err != nil {
-			return nil, err
-		}
-		if len(recs) == 0 {
-			break
-		}
-		for _, r := range recs {
-			if r.Sequence <= end {
-				out = append(out, r)
-			}
-		}
-		after = recs[len(recs)-1].Sequence
-	}
-	if len(out) == 0 || out[0].Sequence != start {
-		return nil, fmt.Errorf("the turn's accepting record %d is gone", start)
-	}
-	return out, nil
 }
 
 // release drops the session from this replica, because of err (nil: it

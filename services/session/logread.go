@@ -1,0 +1,133 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"skein.dev/pkg/acp"
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
+)
+
+// logReader reads one session's records in ACP_LOG. It changes nothing:
+// the session's owner writes through its eventlog.Writer (append.go).
+type logReader struct {
+	js  jetstream.JetStream
+	ns  events.Namespace
+	sid events.SessionID
+}
+
+// logOf reads the log of session sid of namespace ns.
+func (s *Service) logOf(ns events.Namespace, sid events.SessionID) logReader {
+	return logReader{js: s.js, ns: ns, sid: sid}
+}
+
+// opened returns the record that opened the session, or nil: the last one
+// on the session's OpenedSubject.
+func (l logReader) opened(ctx context.Context) (*eventlog.Record, error) {
+	return eventlog.Last(ctx, l.js, events.StreamLog, events.OpenedSubject(l.ns, l.sid))
+}
+
+// forked returns the SessionForked that follows the session's opening
+// record (at sequence opened), in the same append, or nil when there is
+// none.
+func (l logReader) forked(ctx context.Context, opened uint64) (*events.SessionForked, error) {
+	recs, err := eventlog.Forward(ctx, l.js, events.StreamLog, events.LogSubject(l.ns, l.sid, events.LogControl), opened, 1)
+	if err != nil {
+		return nil, events.Errorf(events.CodeUnavailable, "read log of %s: %v", l.sid, err)
+	}
+	if len(recs) == 0 || recs[0].Sequence != opened+1 || recs[0].Header.Get(events.HeaderRecord) != events.RecordSessionForked {
+		return nil, nil
+	}
+	return events.Decode[events.SessionForked](recs[0].Data)
+}
+
+// records reads the session's records from start to end, inclusive: a
+// turn's, from its acceptance.
+func (l logReader) records(ctx context.Context, start, end uint64) ([]*eventlog.Record, error) {
+	var out []*eventlog.Record
+	after := start - 1
+	for after < end {
+		recs, err := eventlog.Forward(ctx, l.js, events.StreamLog, events.LogFilter(l.ns, l.sid), after, 1000)
+		if err != nil {
+			return nil, err
+		}
+		if len(recs) == 0 {
+			break
+		}
+		for _, r := range recs {
+			if r.Sequence <= end {
+				out = append(out, r)
+			}
+		}
+		after = recs[len(recs)-1].Sequence
+	}
+	if len(out) == 0 || out[0].Sequence != start {
+		return nil, fmt.Errorf("the turn's accepting record %d is gone", start)
+	}
+	return out, nil
+}
+
+// holdsUserMessage reports whether the session's log holds a user message
+// of a prompt (a turn was ever accepted here), reading its public events
+// from the oldest. History pruned from the front means it was used.
+func (l logReader) holdsUserMessage(ctx context.Context) (bool, error) {
+	subject := events.LogSubject(l.ns, l.sid, events.LogEvents)
+	var after uint64
+	for read := 0; read < maxDiscardScan; {
+		recs, err := eventlog.Forward(ctx, l.js, events.StreamLog, subject, after, 256)
+		if err != nil {
+			return false, events.Errorf(events.CodeUnavailable, "read log of %s: %v", l.sid, err)
+		}
+		if len(recs) == 0 {
+			return false, nil
+		}
+		if read == 0 && eventlog.EventNo(recs[0]) > 1 {
+			return true, nil // pruned: something was there
+		}
+		if slices.ContainsFunc(recs, userPrompt) {
+			return true, nil
+		}
+		read += len(recs)
+		after = recs[len(recs)-1].Sequence
+	}
+	return true, nil
+}
+
+// preamble builds the continuation preamble from the session's updates
+// before the log sequence before (permission events left out), newest
+// first until maxBytes, then written oldest first.
+func (l logReader) preamble(ctx context.Context, before uint64, maxBytes int) (string, error) {
+	recs, err := eventlog.Backward(ctx, l.js, events.StreamLog, events.LogSubject(l.ns, l.sid, events.LogEvents),
+		before, preambleEvents)
+	if err != nil {
+		return "", err
+	}
+	budget := maxBytes - len(preambleHead)
+	var lines []string
+	for _, r := range slices.Backward(recs) {
+		u, err := events.Decode[events.AcpDurableSessionUpdate](r.Data)
+		if err != nil {
+			continue // a permission event
+		}
+		if k, _ := events.PublicJSONType(u.Update); k == acp.UpdateUserMessageChunk && !userPrompt(r) {
+			// The agent said the user said it: never the user's words to
+			// the agent that takes over (agentupdate.go).
+			continue
+		}
+		if len(u.Update)+1 > budget {
+			break
+		}
+		budget -= len(u.Update) + 1
+		lines = append(lines, string(u.Update))
+	}
+	if len(lines) == 0 {
+		return "", nil
+	}
+	slices.Reverse(lines)
+	return preambleHead + strings.Join(lines, "\n") + "\n", nil
+}
