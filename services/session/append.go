@@ -91,7 +91,7 @@ func (sess *session) writeEach(ctx context.Context, entries []eventlog.Entry) er
 	out, err := sess.w.AppendEach(ctx, entries)
 	sess.svc.m.appendSeconds.Observe(time.Since(start).Seconds())
 	sess.svc.m.appendRecords.Add(float64(len(out)))
-	sess.stored(entries, out)
+	sess.turn.stored(entries, out)
 	return sess.wrote(err)
 }
 
@@ -103,14 +103,13 @@ func (sess *session) write(ctx context.Context, entries []eventlog.Entry) ([]eve
 	if err == nil {
 		sess.svc.m.appendRecords.Add(float64(len(entries)))
 	}
-	sess.stored(entries, out)
+	sess.turn.stored(entries, out)
 	return out, sess.wrote(err)
 }
 
-// stored notes where the running turn's message landed, when it is among
-// the entries stored (out, in order).
-func (sess *session) stored(entries []eventlog.Entry, out []eventlog.Appended) {
-	t := sess.turn
+// stored notes where the running turn t's message landed, when it is
+// among the entries stored (out, in order). t may be nil: no turn runs.
+func (t *turn) stored(entries []eventlog.Entry, out []eventlog.Appended) {
 	if t == nil || t.lastMessageRec == nil {
 		return
 	}

@@ -47,7 +47,17 @@ func (sess *session) open(ctx context.Context, o *events.SessionOpened) error {
 	if sess.adapter == nil {
 		if err := sess.attach(ctx); err != nil {
 			if created {
-				sess.unopen(ctx, err)
+				// The session this open recorded goes: its log keeps only
+				// the tombstone, which reads as no session (GET and history
+				// answer session_not_found, the list leaves it out) and lets
+				// the ID be opened again, with any options. If that fails
+				// too the session stays, projected, as an open that failed.
+				if derr := sess.delete(ctx); derr != nil {
+					sess.lg.Warn("remove the session a failed open recorded", events.LogKeyErr, derr, "cause", err)
+					sess.project(ctx)
+				} else {
+					sess.lg.Info("failed open removed", "cause", err)
+				}
 				return err
 			}
 			sess.project(ctx)
@@ -56,20 +66,6 @@ func (sess *session) open(ctx context.Context, o *events.SessionOpened) error {
 	}
 	sess.project(ctx)
 	return nil
-}
-
-// unopen deletes the session that open recorded and could not start, for
-// cause: its log keeps only the tombstone, which reads as no session (GET
-// and history answer session_not_found, the list leaves it out) and lets
-// the ID be opened again, with any options. If that fails too the session
-// stays, projected, as an open that failed before this rule left it.
-func (sess *session) unopen(ctx context.Context, cause error) {
-	if err := sess.deleteLocked(ctx); err != nil {
-		sess.lg.Warn("remove the session a failed open recorded", events.LogKeyErr, err, "cause", cause)
-		sess.project(ctx)
-		return
-	}
-	sess.lg.Info("failed open removed", "cause", cause)
 }
 
 func sameOptions(a, b *events.SessionOpened) bool {

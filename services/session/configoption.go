@@ -35,12 +35,12 @@ func (sess *session) setConfigOption(ctx context.Context, configID string, value
 		return nil, err
 	}
 	if opts == nil {
-		opts = sess.withCurrentValue(configID, value)
+		opts = withValue(sess.meta.ConfigOptions, configID, value)
 	}
 	if err := sess.configChanged(ctx, ioPos{}, opts); err != nil {
 		return nil, err
 	}
-	return sess.configResponse(), nil
+	return sess.meta.ConfigResponse(), nil
 }
 
 // sendOption asks the adapter, through its runner, to set option configID
@@ -55,7 +55,7 @@ func (sess *session) sendOption(ctx context.Context, configID string, value even
 	if err != nil {
 		return nil, err
 	}
-	if i := sess.optionIndex(configID); i >= 0 && legacyMethod(sess.meta.ConfigOptions[i]) != "" {
+	if i := indexOption(sess.meta.ConfigOptions, configID); i >= 0 && legacyMethod(sess.meta.ConfigOptions[i]) != "" {
 		if _, isString := v.(string); !isString {
 			return nil, events.Errorf(events.CodeInvalidRequest, "option %s takes a string", configID)
 		}
@@ -88,15 +88,6 @@ func (sess *session) configChanged(ctx context.Context, at ioPos, opts []events.
 	return nil
 }
 
-func (sess *session) configResponse() *events.AcpSessionConfigResponse {
-	return sess.meta.ConfigResponse()
-}
-
-// optionIndex finds the cached option with id configID, or -1.
-func (sess *session) optionIndex(configID string) int {
-	return indexOption(sess.meta.ConfigOptions, configID)
-}
-
 // indexOption finds the option with id configID in opts, or -1.
 func indexOption(opts []events.JSON, configID string) int {
 	return slices.IndexFunc(opts, func(o events.JSON) bool {
@@ -105,12 +96,6 @@ func indexOption(opts []events.JSON, configID string) int {
 		}
 		return json.Unmarshal(o, &head) == nil && head.ID == configID
 	})
-}
-
-// withCurrentValue returns the cached options with configID's current
-// value set to value.
-func (sess *session) withCurrentValue(configID string, value events.JSON) []events.JSON {
-	return withValue(sess.meta.ConfigOptions, configID, value)
 }
 
 // withValue returns a copy of opts with configID's current value set to
@@ -142,7 +127,8 @@ func legacyMethod(option events.JSON) string {
 // onConfigUpdate keeps the cache in step with what the agent announces on
 // its own: config_option_update replaces the options, current_mode_update
 // moves a mode option mapped from legacy modes.
-func (sess *session) onConfigUpdate(ctx context.Context, at ioPos, kind string, update json.RawMessage) {
+func (r *route) onConfigUpdate(ctx context.Context, at ioPos, kind string, update json.RawMessage) {
+	sess := r.sess
 	switch kind {
 	case acp.UpdateConfigOption:
 		var u struct {
@@ -162,12 +148,12 @@ func (sess *session) onConfigUpdate(ctx context.Context, at ioPos, kind string, 
 		var u struct {
 			CurrentModeID string `json:"currentModeId"`
 		}
-		i := sess.optionIndex("mode")
+		i := indexOption(sess.meta.ConfigOptions, "mode")
 		if json.Unmarshal(update, &u) != nil || i < 0 || legacyMethod(sess.meta.ConfigOptions[i]) == "" {
 			return
 		}
 		value, _ := json.Marshal(u.CurrentModeID)
-		next := sess.withCurrentValue("mode", value)
+		next := withValue(sess.meta.ConfigOptions, "mode", value)
 		if !bytes.Equal(next[i], sess.meta.ConfigOptions[i]) {
 			if err := sess.configChanged(ctx, at, next); err != nil {
 				sess.lg.Warn("record the agent's mode", events.LogKeyErr, err)

@@ -23,16 +23,9 @@ import (
 // tombstone (SessionDeleted, appended with the usual compare-and-set) stays
 // as the session's only record, so a stale writer's next append fails
 // instead of resurrecting it; reopening the ID starts a new, empty session
-// after it. Deleting a missing session does nothing.
+// after it. Deleting a missing session does nothing. The caller holds
+// sess.mu.
 func (sess *session) delete(ctx context.Context) error {
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	return sess.deleteLocked(ctx)
-}
-
-// deleteLocked is delete for a caller that holds sess.mu (discard, which
-// decides under it).
-func (sess *session) deleteLocked(ctx context.Context) error {
 	if err := sess.load(ctx); err != nil {
 		return err
 	}
@@ -40,7 +33,8 @@ func (sess *session) deleteLocked(ctx context.Context) error {
 		return nil
 	}
 	if sess.turn != nil {
-		sess.abortTurnWith(ctx, ioPos{}, events.OutcomeCancelled, nil, events.ReasonSessionDeleted)
+		sess.turn.endReason = events.ReasonSessionDeleted
+		sess.abortTurn(ctx, ioPos{}, events.OutcomeCancelled, nil)
 	}
 	if r := sess.adapter; r != nil {
 		r.stopAdapter(ctx)

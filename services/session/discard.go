@@ -54,7 +54,7 @@ func (sess *session) discard(ctx context.Context) error {
 	if used {
 		return events.Errorf(events.CodeSessionNotEmpty, "session %s holds user messages; delete it instead", sess.sid)
 	}
-	return sess.deleteLocked(ctx)
+	return sess.delete(ctx)
 }
 
 // maxDiscardScan bounds the public events discard reads looking for a user

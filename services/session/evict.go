@@ -182,7 +182,7 @@ func (sess *session) evictIfIdle(ctx context.Context, cause string) error {
 	if sess.turn != nil || r.drain != nil {
 		return events.Errorf(events.CodeSessionBusy, "session %s is not idle: not evicted", sess.sid)
 	}
-	if err := sess.unloadLocked(ctx, events.UnloadEvicted); err != nil {
+	if err := sess.unload(ctx, events.UnloadEvicted); err != nil {
 		return err
 	}
 	sess.lg.Info("adapter unloaded to make room", "cause", cause)

@@ -91,7 +91,10 @@ func (s *Service) handleUnload(ctx context.Context, ns events.Namespace, data []
 		}
 		return &events.AcpUnloadSessionResponse{}, nil
 	}
-	if err := sess.unload(ctx, events.UnloadRequested); err != nil {
+	sess.mu.Lock()
+	err = sess.unload(ctx, events.UnloadRequested)
+	sess.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	return &events.AcpUnloadSessionResponse{}, nil
@@ -102,7 +105,10 @@ func (s *Service) handleDelete(ctx context.Context, ns events.Namespace, data []
 	if err != nil {
 		return nil, err
 	}
-	if err := sess.delete(ctx); err != nil {
+	sess.mu.Lock()
+	err = sess.delete(ctx)
+	sess.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	return &events.AcpDeleteSessionResponse{}, nil

@@ -167,7 +167,7 @@ func (r *route) applyIO(ctx context.Context, ap applier.Applied[*eventlog.Record
 	case *events.AdapterPromptResult:
 		r.onPromptResult(ctx, at, v)
 	case *events.AcpAgentStderrEvent:
-		sess.publishLive(v, nil)
+		r.publishLive(v, nil)
 	case *events.AcpAgentExitedEvent:
 		r.onExit(ctx, at, v)
 	case *events.AdapterLimitHit:
@@ -290,11 +290,11 @@ func (r *route) onUpdate(ctx context.Context, at ioPos, u routed, run *liveRun) 
 		sess.queue(at, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurableSessionUpdate{Update: events.JSON(upd.Raw)}})
 		switch upd.Kind {
 		case acp.UpdateConfigOption, acp.UpdateCurrentMode:
-			sess.onConfigUpdate(ctx, at, upd.Kind, upd.Raw)
+			r.onConfigUpdate(ctx, at, upd.Kind, upd.Raw)
 		case acp.UpdateSessionInfo:
-			sess.onSessionInfo(ctx, at, upd.Raw)
+			r.onSessionInfo(ctx, at, upd.Raw)
 		case acp.UpdateAvailableCommands, acp.UpdateUsage:
-			sess.onOfferUpdate(ctx, upd.Kind, upd.Raw)
+			r.onOfferUpdate(ctx, upd.Kind, upd.Raw)
 		}
 	}
 }
@@ -330,7 +330,7 @@ func (r *route) endLive(run *liveRun) {
 	} else {
 		v = &events.EphemeralUpdates{SessionID: string(sess.sid), AfterSequence: run.after, Updates: run.updates}
 	}
-	sess.publishLive(v, nil)
+	r.publishLive(v, nil)
 	run.updates = nil
 	sess.svc.m.liveDeltas.Add(float64(n))
 	if !r.received.IsZero() {
@@ -377,7 +377,8 @@ func (sess *session) flush(ctx context.Context, at ioPos) error {
 // publishLive publishes v on the session's live subject. Live deltas are
 // best effort by design (the completed message becomes durable), but a
 // failure is counted and logged, never silent.
-func (sess *session) publishLive(v events.Variant, hdr nats.Header) {
+func (r *route) publishLive(v events.Variant, hdr nats.Header) {
+	sess := r.sess
 	data, err := events.Marshal(v)
 	if err == nil {
 		if hdr == nil {

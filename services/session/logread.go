@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -130,4 +131,30 @@ func (l logReader) preamble(ctx context.Context, before uint64, maxBytes int) (s
 	}
 	slices.Reverse(lines)
 	return preambleHead + strings.Join(lines, "\n") + "\n", nil
+}
+
+// keyedOutcome looks up the finished turn of an earlier prompt with the same
+// idempotency key: its TurnFinished lives on the key's own subject. It
+// returns that turn, finished, nil when the key was never used, or
+// idempotency_conflict when it was used for other content.
+func (l logReader) keyedOutcome(ctx context.Context, key, hash string) (*events.PromptAccepted, error) {
+	rec, err := eventlog.Last(ctx, l.js, events.StreamLog, events.KeySubject(l.ns, l.sid, key))
+	if err != nil {
+		return nil, events.Errorf(events.CodeUnavailable, "look up idempotency key: %v", err)
+	}
+	if rec == nil {
+		return nil, nil
+	}
+	f, err := events.Decode[events.TurnFinished](rec.Data)
+	if err != nil {
+		return nil, err
+	}
+	if f.IdempotencyKey == nil || *f.IdempotencyKey != key {
+		return nil, nil // a hash collision of two keys: treat as unused
+	}
+	if f.ContentHash != hash {
+		return nil, idempotencyConflict(key)
+	}
+	start, _ := strconv.ParseUint(rec.Header.Get(events.HeaderTurnStart), 10, 64)
+	return &events.PromptAccepted{SessionID: string(l.sid), TurnID: f.TurnID, Sequence: start, Finished: f}, nil
 }

@@ -27,7 +27,8 @@ import (
 // says. The update is already queued for the log; it is committed before
 // the projection that shows it is written. An update that reads as nothing
 // usable changes nothing (it stays in the log, as the agent sent it).
-func (sess *session) onOfferUpdate(ctx context.Context, kind string, update []byte) {
+func (r *route) onOfferUpdate(ctx context.Context, kind string, update []byte) {
+	sess := r.sess
 	switch kind {
 	case acp.UpdateAvailableCommands:
 		commands, ok := parseCommands(update)

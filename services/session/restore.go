@@ -129,14 +129,8 @@ const maxAttachSearch = 256
 
 // unload cancels active work as cancelPrompt does, stops the adapter and
 // keeps the session; the next prompt restores it. Unloading an unloaded
-// session does nothing.
+// session does nothing. The caller holds sess.mu.
 func (sess *session) unload(ctx context.Context, reason string) error {
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	return sess.unloadLocked(ctx, reason)
-}
-
-func (sess *session) unloadLocked(ctx context.Context, reason string) error {
 	if err := sess.loadExisting(ctx); err != nil {
 		return err
 	}
@@ -161,11 +155,12 @@ func (sess *session) unloadLocked(ctx context.Context, reason string) error {
 // maxAge), or "". Never while a turn runs or an adapter drains. Activity is
 // anything that reached the log (a prompt, adapter output, an answer) or an
 // attach; reads never count.
-func (sess *session) reclaimReason(now time.Time, idle, maxAge time.Duration) string {
-	r := sess.adapter
-	if r == nil || sess.turn != nil || r.drain != nil {
+// A nil route (no adapter) has nothing to unload.
+func (r *route) reclaimReason(now time.Time, idle, maxAge time.Duration) string {
+	if r == nil || r.sess.turn != nil || r.drain != nil {
 		return ""
 	}
+	sess := r.sess
 	if maxAge > 0 && now.Sub(r.attachedAt) >= maxAge {
 		return events.UnloadMaxAge
 	}

@@ -234,8 +234,8 @@ func (s *Service) sweepOnce(ctx context.Context) {
 		sess.mu.Lock()
 		if r := sess.adapter; r != nil && sess.turn != nil {
 			r.checkTail(ctx, min(tailQuiet, s.cfg.SweepInterval))
-		} else if reason := sess.reclaimReason(now, s.cfg.IdleTimeout, s.cfg.MaxAdapterAge); reason != "" {
-			if err := sess.unloadLocked(ctx, reason); err != nil {
+		} else if reason := sess.adapter.reclaimReason(now, s.cfg.IdleTimeout, s.cfg.MaxAdapterAge); reason != "" {
+			if err := sess.unload(ctx, reason); err != nil {
 				sess.lg.Warn("reclaim adapter", "reason", reason, events.LogKeyErr, err)
 			} else {
 				s.m.reclaims.WithLabelValues(reason).Inc()

@@ -76,7 +76,8 @@ func (sess *session) deriveTitle(ctx context.Context, blocks []json.RawMessage) 
 // onSessionInfo applies the title of the agent's session_info_update,
 // when it has a string one and the session was not renamed: a rename is
 // the user's word, which the agent does not override.
-func (sess *session) onSessionInfo(ctx context.Context, at ioPos, update json.RawMessage) {
+func (r *route) onSessionInfo(ctx context.Context, at ioPos, update json.RawMessage) {
+	sess := r.sess
 	raw, ok := acp.SessionInfoTitle(update)
 	if !ok || sess.titleSource == events.TitleRenamed {
 		return

@@ -43,6 +43,9 @@ type turn struct {
 	outputBytes    int64 // every update of the turn, for MaxTurnOutputBytes
 	perms          []*permission
 	inputs         []*input // pending input requests (inputs.go)
+	// endReason is why the requests still pending end with the turn (""
+	// when its outcome says: endTurn).
+	endReason string
 }
 
 // accepted is the prompt's answer for t.
@@ -110,11 +113,14 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 			return nil, events.Errorf(events.CodeSessionBusy, "session %s is running turn %s", sess.sid, t.id)
 		}
 		if req.IdempotencyKey != nil {
-			if acc, err := sess.keyedOutcome(ctx, *req.IdempotencyKey, hash); acc != nil || err != nil {
+			if acc, err := sess.svc.logOf(sess.ns, sess.sid).keyedOutcome(ctx, *req.IdempotencyKey, hash); acc != nil || err != nil {
 				return acc, err
 			}
 		}
-		d := sess.draining()
+		var d *drain
+		if r := sess.adapter; r != nil {
+			d = r.drain
+		}
 		if d == nil {
 			break
 		}
@@ -312,44 +318,13 @@ func idempotencyConflict(key string) error {
 	return events.Errorf(events.CodeIdempotencyConflict, "idempotency key %q was used for another prompt", key)
 }
 
-// keyedOutcome looks up the finished turn of an earlier prompt with the same
-// idempotency key: its TurnFinished lives on the key's own subject. It
-// returns that turn, finished, nil when the key was never used, or
-// idempotency_conflict when it was used for other content.
-func (sess *session) keyedOutcome(ctx context.Context, key, hash string) (*events.PromptAccepted, error) {
-	rec, err := eventlog.Last(ctx, sess.svc.js, events.StreamLog, events.KeySubject(sess.ns, sess.sid, key))
-	if err != nil {
-		return nil, events.Errorf(events.CodeUnavailable, "look up idempotency key: %v", err)
-	}
-	if rec == nil {
-		return nil, nil
-	}
-	f, err := events.Decode[events.TurnFinished](rec.Data)
-	if err != nil {
-		return nil, err
-	}
-	if f.IdempotencyKey == nil || *f.IdempotencyKey != key {
-		return nil, nil // a hash collision of two keys: treat as unused
-	}
-	if f.ContentHash != hash {
-		return nil, idempotencyConflict(key)
-	}
-	start, _ := strconv.ParseUint(rec.Header.Get(events.HeaderTurnStart), 10, 64)
-	return &events.PromptAccepted{SessionID: string(sess.sid), TurnID: f.TurnID, Sequence: start, Finished: f}, nil
-}
-
 // endTurn appends the record that closes the active turn and wakes its
 // waiters. Only a turn the adapter completed makes its buffered message
 // durable: a failed or cancelled turn's chunks are dropped (clients saw them
 // live, as ephemeral events, and the turn's end tells them to let go).
-// Permission requests still pending become terminal with permReason.
+// Requests still pending become terminal with the turn's endReason, or
+// the reason its outcome gives.
 func (sess *session) endTurn(ctx context.Context, at ioPos, outcome, stopReason string, failure *events.Error) {
-	sess.endTurnWith(ctx, at, outcome, stopReason, failure, "")
-}
-
-// endTurnWith is endTurn with the reason pending permission requests end
-// with ("" derives it from the outcome).
-func (sess *session) endTurnWith(ctx context.Context, at ioPos, outcome, stopReason string, failure *events.Error, permReason string) {
 	t := sess.turn
 	if t == nil {
 		return
@@ -374,8 +349,8 @@ func (sess *session) endTurnWith(ctx context.Context, at ioPos, outcome, stopRea
 	}
 	reason := events.ReasonTurnFailed
 	switch {
-	case permReason != "":
-		reason = permReason
+	case t.endReason != "":
+		reason = t.endReason
 	case outcome == events.OutcomeCancelled:
 		reason = events.ReasonPromptCancelled
 	case failure != nil && failure.Code == events.CodeAdapterExited:
@@ -433,12 +408,6 @@ func (sess *session) endTurnWith(ctx context.Context, at ioPos, outcome, stopRea
 // is recorded with outcome (cancelled, or failed with failure), the adapter
 // is sent session/cancel, and the route drains until the adapter answers.
 func (sess *session) abortTurn(ctx context.Context, at ioPos, outcome string, failure *events.Error) {
-	sess.abortTurnWith(ctx, at, outcome, failure, "")
-}
-
-// abortTurnWith is abortTurn with the reason pending permission requests
-// end with ("" derives it from the outcome).
-func (sess *session) abortTurnWith(ctx context.Context, at ioPos, outcome string, failure *events.Error, permReason string) {
 	t := sess.turn
 	if t == nil {
 		return
@@ -448,7 +417,7 @@ func (sess *session) abortTurnWith(ctx context.Context, at ioPos, outcome string
 	if outcome == events.OutcomeCancelled {
 		stopReason = acp.StopReasonCancelled
 	}
-	sess.endTurnWith(ctx, at, outcome, stopReason, failure, permReason)
+	sess.endTurn(ctx, at, outcome, stopReason, failure)
 	if r == nil || sess.adapter != r || r.drain != nil {
 		return
 	}
@@ -462,14 +431,6 @@ func (sess *session) abortTurnWith(ctx context.Context, at ioPos, outcome string
 		&events.RunnerCancelRequest{TurnID: t.id}, r.header()); err != nil {
 		sess.lg.Warn("send session/cancel", events.LogKeyErr, err)
 	}
-}
-
-// draining returns the drain in progress, if any.
-func (sess *session) draining() *drain {
-	if sess.adapter == nil {
-		return nil
-	}
-	return sess.adapter.drain
 }
 
 // endDrain ends r's drain: the adapter answered, exited or was evicted.
