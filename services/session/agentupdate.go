@@ -25,7 +25,7 @@ import (
 //     _meta, while the user's own prompt is Skein's accepting append
 //     (HeaderTurnAccepted, HeaderTurnBlock) and carries no marker. Such a
 //     chunk never goes back to a replacement agent as the user's words
-//     (continuationPreamble).
+//     (logReader.preamble).
 
 // reservedKinds are the public types of the seed's durable event union
 // (AcpDurableEvent: AcpDurableSessionUpdate, AcpDurablePermissionRequest,
