@@ -162,7 +162,7 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 		sess.meta.ConfigRevision++
 	}
 	if tier != events.TierNew {
-		if err := sess.reapplyConfig(ctx, r, cached); err != nil {
+		if err := r.reapplyConfig(ctx, cached); err != nil {
 			return runner, err
 		}
 	}

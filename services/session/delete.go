@@ -96,16 +96,16 @@ func keySubjects(ns events.Namespace, sid events.SessionID) string {
 	return f[:len(f)-1] + "key.>"
 }
 
-// workspaceShared reports whether another session of the namespace works
-// in the session's default workspace or below it, as its cwd or an
+// workspaceShared reports whether another session of namespace ns works
+// in session sid's default workspace or below it, as its cwd or an
 // additional directory: a fork works where its source did, and a user may
 // have opened one there. Sessions are read from their projections
 // (ACP_SESSIONS); one deleted meanwhile is left out. The roots may be the
 // runners' alone (the service knows none): then any path through
 // <namespace>/<session ID> counts.
-func (sess *session) workspaceShared(ctx context.Context) (bool, error) {
-	def := sess.svc.cfg.WorkspaceRoots.Default(sess.ns, sess.sid)
-	tail := string(filepath.Separator) + filepath.Join(string(sess.ns), string(sess.sid))
+func (s *Service) workspaceShared(ctx context.Context, ns events.Namespace, sid events.SessionID) (bool, error) {
+	def := s.cfg.WorkspaceRoots.Default(ns, sid)
+	tail := string(filepath.Separator) + filepath.Join(string(ns), string(sid))
 	inside := func(p string) bool {
 		p = filepath.Clean(p)
 		if def != "" {
@@ -113,17 +113,17 @@ func (sess *session) workspaceShared(ctx context.Context) (bool, error) {
 		}
 		return strings.HasSuffix(p, tail) || strings.Contains(p, tail+string(filepath.Separator))
 	}
-	keys, err := sess.svc.meta.ListKeysFiltered(ctx, string(sess.ns)+".*")
+	keys, err := s.meta.ListKeysFiltered(ctx, string(ns)+".*")
 	if err != nil {
 		return false, err
 	}
 	defer keys.Stop()
-	own := events.SessionKey(sess.ns, sess.sid)
+	own := events.SessionKey(ns, sid)
 	for key := range keys.Keys() {
 		if key == own {
 			continue
 		}
-		e, err := sess.svc.meta.Get(ctx, key)
+		e, err := s.meta.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
 		}
@@ -162,7 +162,7 @@ func (sess *session) removeFiles(ctx context.Context) {
 	}
 	req := &events.RunnerRemoveRequest{Cwd: sess.opened.Cwd}
 	if def := sess.svc.cfg.WorkspaceRoots.Default(sess.ns, sess.sid); req.Cwd == "" || req.Cwd == def {
-		shared, err := sess.workspaceShared(ctx)
+		shared, err := sess.svc.workspaceShared(ctx, sess.ns, sess.sid)
 		if err != nil {
 			sess.lg.Warn("cannot tell whether another session works in the deleted session's workspace: it stays", events.LogKeyErr, err)
 		}

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 // logReader reads one session's records in ACP_LOG. It changes nothing:
 // the session's owner writes through its eventlog.Writer (append.go).
 type logReader struct {
+	lg  *slog.Logger
 	js  jetstream.JetStream
 	ns  events.Namespace
 	sid events.SessionID
@@ -24,13 +26,36 @@ type logReader struct {
 
 // logOf reads the log of session sid of namespace ns.
 func (s *Service) logOf(ns events.Namespace, sid events.SessionID) logReader {
-	return logReader{js: s.js, ns: ns, sid: sid}
+	return logReader{lg: s.lg, js: s.js, ns: ns, sid: sid}
 }
 
 // opened returns the record that opened the session, or nil: the last one
 // on the session's OpenedSubject.
 func (l logReader) opened(ctx context.Context) (*eventlog.Record, error) {
 	return eventlog.Last(ctx, l.js, events.StreamLog, events.OpenedSubject(l.ns, l.sid))
+}
+
+// title returns the session's title and where it came from, as its
+// newest TitleChanged record says, ignoring one older than the session's
+// opening at opened (left by a session of the same ID that was deleted,
+// if its purge failed): "" when it has none.
+func (l logReader) title(ctx context.Context, opened uint64) (title, source string, err error) {
+	rec, err := eventlog.Last(ctx, l.js, events.StreamLog, events.TitleSubject(l.ns, l.sid))
+	if err != nil {
+		return "", "", events.Errorf(events.CodeUnavailable, "read the title of %s: %v", l.sid, err)
+	}
+	if rec == nil || rec.Sequence < opened {
+		return "", "", nil
+	}
+	tc, err := events.Decode[events.TitleChanged](rec.Data)
+	if err != nil {
+		// Only a bug writes one that does not decode: the session goes on
+		// without a title rather than not at all.
+		l.lg.Error("undecodable title record", events.LogKeyNamespace, string(l.ns), events.LogKeySession, string(l.sid),
+			events.LogKeySeq, rec.Sequence, events.LogKeyErr, err)
+		return "", "", nil
+	}
+	return tc.Title, tc.Source, nil
 }
 
 // forked returns the SessionForked that follows the session's opening

@@ -66,7 +66,8 @@ func (sess *session) loadMeta(ctx context.Context) error {
 // AdapterAttached recorded. A value the agent refuses is logged and left as
 // the agent has it. The error is for an adapter lost meanwhile (it exited,
 // or the session moved to another replica): the restore failed after all.
-func (sess *session) reapplyConfig(ctx context.Context, r *route, cached []events.JSON) error {
+func (r *route) reapplyConfig(ctx context.Context, cached []events.JSON) error {
+	sess := r.sess
 	opts := sess.meta.ConfigOptions
 	for _, o := range cached {
 		id, value := currentValue(o)

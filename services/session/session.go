@@ -155,7 +155,7 @@ func (sess *session) rebuild(ctx context.Context) error {
 
 		sess.updatedAt = last.Time
 		if sess.opened != nil {
-			if err := sess.loadTitle(ctx, opened.Sequence); err != nil {
+			if sess.title, sess.titleSource, err = sess.svc.logOf(sess.ns, sess.sid).title(ctx, opened.Sequence); err != nil {
 				return err
 			}
 			if sess.forked, err = sess.svc.logOf(sess.ns, sess.sid).forked(ctx, opened.Sequence); err != nil {

@@ -12,31 +12,8 @@ import (
 // Titles (the rules are pkg/events' title.go, the policy titlepolicy.go). The session holds its title
 // and where it came from in memory; every change is a TitleChanged record
 // on the session's TitleSubject, whose last message a new owner reads back
-// (loadTitle): one direct get, however long the session, and nothing of
+// (logReader.title): one direct get, however long the session, and nothing of
 // the ACP_SESSIONS projection, which only shows the title.
-
-// loadTitle reads the session's title from the newest TitleChanged record,
-// ignoring one older than the session's opening at opened (left by a
-// session of the same ID that was deleted, if its purge failed).
-func (sess *session) loadTitle(ctx context.Context, opened uint64) error {
-	rec, err := eventlog.Last(ctx, sess.svc.js, events.StreamLog, events.TitleSubject(sess.ns, sess.sid))
-	if err != nil {
-		return events.Errorf(events.CodeUnavailable, "read the title of %s: %v", sess.sid, err)
-	}
-	sess.title, sess.titleSource = "", ""
-	if rec == nil || rec.Sequence < opened {
-		return nil
-	}
-	tc, err := events.Decode[events.TitleChanged](rec.Data)
-	if err != nil {
-		// Only a bug writes one that does not decode: the session goes on
-		// without a title rather than not at all.
-		sess.lg.Error("undecodable title record", events.LogKeySeq, rec.Sequence, events.LogKeyErr, err)
-		return nil
-	}
-	sess.title, sess.titleSource = tc.Title, tc.Source
-	return nil
-}
 
 // setTitle records title, from source (events.Title*), as the session's
 // title. at is the place in ACP_IO it came from, if any. Setting the title

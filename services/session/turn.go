@@ -209,9 +209,9 @@ func (sess *session) dispatch(ctx context.Context, t *turn, content events.JSON)
 		sess.preamble = ""
 	}
 	sess.svc.m.dispatches.Inc()
-	err := sess.sendPrompt(ctx, r, t, content, sess.svc.cfg.CallTimeout)
+	err := r.sendPrompt(ctx, t, content, sess.svc.cfg.CallTimeout)
 	if err != nil && events.AsError(err).Code != events.CodeAdapterExited {
-		err = sess.confirmDelivery(ctx, r, t, content, err)
+		err = r.confirmDelivery(ctx, t, content, err)
 	}
 	if err == nil {
 		sess.svc.m.dispatchSeconds.Observe(time.Since(t.acceptedAt).Seconds())
@@ -234,7 +234,8 @@ func (sess *session) dispatch(ctx context.Context, t *turn, content events.JSON)
 
 // sendPrompt asks r's runner to write turn t's prompt to the adapter, and
 // waits for its acknowledgement up to wait.
-func (sess *session) sendPrompt(ctx context.Context, r *route, t *turn, content events.JSON, wait time.Duration) error {
+func (r *route) sendPrompt(ctx context.Context, t *turn, content events.JSON, wait time.Duration) error {
+	sess := r.sess
 	cctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	_, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerPrompt),
@@ -268,7 +269,8 @@ const (
 // it is sent again (the runner writes it once, even if the first request
 // arrives too); the adapter gone, the result is adapter_exited. It returns
 // the last failure when the runner answers neither within CallTimeout.
-func (sess *session) confirmDelivery(ctx context.Context, r *route, t *turn, content events.JSON, failed error) error {
+func (r *route) confirmDelivery(ctx context.Context, t *turn, content events.JSON, failed error) error {
+	sess := r.sess
 	sess.lg.Info("prompt dispatch unanswered; asking the runner", events.LogKeyTurn, t.id, events.LogKeyRunner, r.runner, events.LogKeyErr, failed)
 	deadline := time.Now().Add(sess.svc.cfg.CallTimeout)
 	hdr := r.header()
@@ -289,7 +291,7 @@ func (sess *session) confirmDelivery(ctx context.Context, r *route, t *turn, con
 			sess.svc.m.dispatchConfirms.WithLabelValues(confirmWritten).Inc()
 			return nil
 		default:
-			err = sess.sendPrompt(ctx, r, t, content, confirmWait)
+			err = r.sendPrompt(ctx, t, content, confirmWait)
 			if err == nil {
 				sess.svc.m.dispatchConfirms.WithLabelValues(confirmResent).Inc()
 				return nil
