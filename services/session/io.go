@@ -20,10 +20,11 @@ import (
 // stored. Records are read strictly in stream order: a record whose
 // predecessor (Nats-Last-Sequence) was not read first has the gap filled
 // from the stream. Each record read then goes to ingest, which applies the
-// records of the adapter process in their number order, whatever order the
-// stream stored them in (ioorder.go, internal/applier). A republished record the live tail
-// misses with nothing after it is found by the sweep's tail check
-// (checkTail) and after a reconnect (catchUpAfterReconnects).
+// records of the adapter process in their number order, whatever order
+// the stream stored them in (ioorder.go, internal/applier). A republished
+// record the live tail misses with nothing after it is found by the
+// sweep's tail check (checkTail) and after a reconnect
+// (catchUpAfterReconnects).
 func (r *route) onTail(m *nats.Msg) {
 	sess := r.sess
 	received := time.Now()

@@ -17,6 +17,7 @@ import (
 
 // session is one session's state, derived from its log. Every field is
 // guarded by mu; the IO consumer and the API handlers take it in turn.
+// Which state the fields put it in, and what moves it, is state.go.
 type session struct {
 	svc *Service
 	ns  events.Namespace
@@ -64,7 +65,8 @@ type session struct {
 
 // route is the attached adapter, and the path of its output: it follows
 // the session's ACP_IO, orders its process's records and applies them to
-// its session (io.go, ioorder.go). Its methods run under sess.mu.
+// its session (io.go, ioorder.go). Its methods run under sess.mu; the
+// callbacks take it (onTail, gapTimedOut, evictDrained).
 type route struct {
 	sess         *session
 	runner       events.RunnerID
