@@ -127,7 +127,7 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 
 	cctx, cancel := context.WithTimeout(ctx, svc.cfg.AttachTimeout)
 	defer cancel()
-	tier, reason, created, err := sess.startAdapter(cctx, runner, r)
+	tier, reason, created, err := r.startAdapter(cctx)
 	if err != nil {
 		sess.detach()
 		return runner, err
@@ -184,9 +184,11 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 	return runner, nil
 }
 
-// startAdapter asks runner for an adapter: a new ACP session for a session
-// that never had one, else the restore ladder for the ACP session it had.
-func (sess *session) startAdapter(ctx context.Context, runner events.RunnerID, r *route) (tier, reason string, _ *events.AcpSessionCreatedResponse, _ error) {
+// startAdapter asks the route's runner for its adapter: a new ACP session
+// for a session that never had one, else the restore ladder for the ACP
+// session it had.
+func (r *route) startAdapter(ctx context.Context) (tier, reason string, _ *events.AcpSessionCreatedResponse, _ error) {
+	sess, runner := r.sess, r.runner
 	o := sess.opened
 	var dirs []string
 	var env map[string]string

@@ -195,29 +195,29 @@ func (t *turn) finishTiming() *events.TurnTiming {
 // of each is recent, and a rebuild must not read a long history.
 const maxOfferSearch = 1000
 
-// recoverOffers rebuilds the caches of a session whose projection was lost
-// from its log: the commands and the usage from the newest
+// recoverOffers rebuilds the caches m of a session whose projection was
+// lost from its log, before the log sequence before: the commands and the usage from the newest
 // available_commands_update and usage_update among its last
 // maxOfferSearch public events, and the last turn's timing from the
 // newest timed TurnFinished among ctl, its newest control records
 // (oldest first). What is not found there stays unknown until the agent
 // or the next turn says it again.
-func (sess *session) recoverOffers(ctx context.Context, ctl []*eventlog.Record) error {
+func (l logReader) recoverOffers(ctx context.Context, m *events.SessionMeta, before uint64, ctl []*eventlog.Record) error {
 	for _, r := range slices.Backward(ctl) {
 		if f, err := events.Decode[events.TurnFinished](r.Data); err == nil && f.Timing != nil {
-			sess.meta.Info.LastTurnTiming = f.Timing
+			m.Info.LastTurnTiming = f.Timing
 			break
 		}
 	}
-	commands, usage, err := newestOffers(ctx, sess.svc.js, events.LogSubject(sess.ns, sess.sid, events.LogEvents), sess.w.Position().LastSeq+1)
+	commands, usage, err := newestOffers(ctx, l.js, events.LogSubject(l.ns, l.sid, events.LogEvents), before)
 	if err != nil {
 		return err
 	}
 	if commands != nil {
-		sess.meta.AvailableCommands = commands
+		m.AvailableCommands = commands
 	}
 	if usage != nil {
-		sess.meta.Info.Usage = usage
+		m.Info.Usage = usage
 	}
 	return nil
 }

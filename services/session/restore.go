@@ -26,7 +26,7 @@ const preambleEvents = 200
 // a restore needs (the agent's private session ID) and the cached agent
 // data. A missing projection is rebuilt from the log's newest
 // AdapterAttached, and its caches of the agent's announcements from the
-// log's newest updates (recoverOffers).
+// log's newest updates (logReader.recoverOffers).
 func (sess *session) loadMeta(ctx context.Context) error {
 	e, err := sess.svc.meta.Get(ctx, events.SessionKey(sess.ns, sess.sid))
 	switch {
@@ -54,7 +54,7 @@ func (sess *session) loadMeta(ctx context.Context) error {
 			break
 		}
 	}
-	return sess.recoverOffers(ctx, recs)
+	return sess.svc.logOf(sess.ns, sess.sid).recoverOffers(ctx, &sess.meta, sess.w.Position().LastSeq+1, recs)
 }
 
 // reapplyConfig gives a restored adapter r the config values the session
