@@ -122,6 +122,10 @@ func (sess *session) state() state {
 // tests set it); otherwise it is logged.
 var strictStates = false
 
+// observeMove, when set (by the tests), sees every move a session makes,
+// in the order they are made.
+var observeMove func(sess *session, from state, on move, to state)
+
 // moved checks the move on that the caller just made: from the state the
 // session was last checked in to the state its fields say now. The caller
 // holds sess.mu.
@@ -130,6 +134,9 @@ func (sess *session) moved(on move) {
 	sess.checked = to
 	if from == to {
 		return
+	}
+	if observeMove != nil {
+		observeMove(sess, from, on, to)
 	}
 	for _, t := range transitions {
 		if (t.from == from || t.from == stateAny) && t.on == on && t.to == to {

@@ -1,15 +1,38 @@
 package session
 
 import (
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"skein.dev/pkg/events"
 )
 
 // Every test of the package runs with the state machine checked: a move
-// that transitions does not list panics.
-func init() { strictStates = true }
+// that transitions does not list panics. The moves are kept, for MovesOf.
+func init() {
+	strictStates = true
+	observeMove = func(sess *session, from state, on move, to state) {
+		movesMu.Lock()
+		defer movesMu.Unlock()
+		k := sess.key()
+		moves[k] = append(moves[k], from.String()+" -"+string(on)+"-> "+to.String())
+	}
+}
+
+var (
+	movesMu sync.Mutex
+	moves   = map[string][]string{}
+)
+
+// MovesOf returns the moves session sid of namespace ns made in this test
+// binary, in order, as "from -move-> to".
+func MovesOf(ns events.Namespace, sid events.SessionID) []string {
+	movesMu.Lock()
+	defer movesMu.Unlock()
+	return slices.Clone(moves[events.SessionKey(ns, sid)])
+}
 
 // The table is a machine: every state is reached from unloaded, and every
 // state but unloaded can be left.
