@@ -287,6 +287,12 @@ func (s *Service) readHistory(ctx context.Context, ns events.Namespace, data []b
 // events are interleaved with other sessions' (eventlog.Backward finds a
 // backward page by event number instead of stepping back to it).
 //
+// A page is bounded by bytes as well as by count (pageBudget): it is sent
+// in one NATS reply, below the connection's max_payload, and an event
+// larger than that is a page of its own, which the transport chunks
+// (events.RespondChunked). hasMoreBefore and hasMoreAfter are exact either
+// way: a page cut short by bytes has more in its direction.
+//
 // Cursors are ACP_LOG stream sequences, positions in the stream's order:
 // any sequence is one, a sequence of another session's record included, and
 // the page holds this session's events after (or before) it, so a cursor
@@ -319,6 +325,7 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 	}
 	first := oldest[0]
 	pruned := eventlog.EventNo(first) > 1
+	budget := s.pageBudget(includeState)
 	var recs []*eventlog.Record
 	dir := dirForward
 	switch {
@@ -328,12 +335,11 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 		if pruned && *after < first.Sequence-1 { // not after+1: it wraps at the largest sequence
 			return nil, "", events.Errorf(events.CodeCursorExpired, "events after %d are no longer retained; the oldest retained is %d", *after, first.Sequence)
 		}
-		if recs, err = eventlog.Forward(ctx, s.js, events.StreamLog, subject, *after, limit+1); err != nil {
+		if recs, page.HasMoreAfter, err = eventlog.ForwardPage(ctx, s.js, events.StreamLog, subject, *after, limit, budget.payload); err != nil {
 			return nil, "", unavailable(err)
 		}
-		page.HasMoreAfter = len(recs) > limit
-		if page.HasMoreAfter {
-			recs = recs[:limit]
+		if n := budget.fitForward(string(sid), recs); n < len(recs) {
+			recs, page.HasMoreAfter = recs[:n], true
 		}
 		page.HasMoreBefore = len(recs) > 0 && recs[0].Sequence > first.Sequence || len(recs) == 0 && *after >= first.Sequence
 	default:
@@ -345,12 +351,11 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 			}
 			cursor = *before
 		}
-		if recs, err = eventlog.Backward(ctx, s.js, events.StreamLog, subject, cursor, limit+1); err != nil {
+		if recs, page.HasMoreBefore, err = eventlog.BackwardPage(ctx, s.js, events.StreamLog, subject, cursor, limit, budget.payload); err != nil {
 			return nil, "", unavailable(err)
 		}
-		page.HasMoreBefore = len(recs) > limit
-		if page.HasMoreBefore {
-			recs = recs[1:]
+		if n := budget.fitBackward(string(sid), recs); n < len(recs) {
+			recs, page.HasMoreBefore = recs[len(recs)-n:], true
 		}
 		page.HasMoreAfter = before != nil && *before <= last.Sequence
 	}
