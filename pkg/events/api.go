@@ -56,7 +56,7 @@ type OpHandler func(ctx context.Context, ns Namespace, data []byte) (Variant, er
 // it publishes the reply itself (RespondAsync), for handlers that hand
 // requests to goroutines.
 func ServeOp(ctx context.Context, nc *nats.Conn, lg *slog.Logger, op Op, h OpHandler, req micro.Request) {
-	serveOp(ctx, nc, lg, string(op), apiNamespace, h, req)
+	serveOp(ctx, nc, nc != nil, lg, string(op), apiNamespace, h, req)
 }
 
 // apiNamespace is the namespace an API request's subject names.
@@ -66,24 +66,32 @@ func apiNamespace(req micro.Request) (Namespace, error) {
 
 // serveOp is ServeOp for any endpoint: namespace finds the namespace the
 // handler is given, and the handler's context carries the request's
-// headers (RequestHeaders).
-func serveOp(ctx context.Context, nc *nats.Conn, lg *slog.Logger, op string, namespace func(micro.Request) (Namespace, error), h OpHandler, req micro.Request) {
+// headers (RequestHeaders). It answers through micro unless async, by
+// publishing on nc otherwise; with nc set, a reply larger than one message
+// carries is chunked or fails the request at once (sendReply), logged.
+func serveOp(ctx context.Context, nc *nats.Conn, async bool, lg *slog.Logger, op string, namespace func(micro.Request) (Namespace, error), h OpHandler, req micro.Request) {
 	ns, err := namespace(req)
+	var resp Variant
 	if err == nil {
-		var resp Variant
-		if resp, err = h(context.WithValue(ctx, headersKey{}, req.Headers()), ns, req.Data()); err == nil {
-			if nc != nil {
-				_ = RespondAsync(nc, req, resp)
-			} else {
-				_ = Respond(req, resp)
-			}
+		resp, err = h(context.WithValue(ctx, headersKey{}, req.Headers()), ns, req.Data())
+	}
+	var body []byte
+	if err == nil {
+		body, err = Marshal(resp)
+	}
+	if err == nil {
+		if err = sendReply(nc, async, req, body); err == nil {
 			return
+		}
+		logUnsent(lg, op, err)
+		if AsError(err).Code != CodePayloadTooLarge {
+			return // the transport failed: an error reply would fail too
 		}
 	}
 	if AsError(err).Code == CodeInternal {
 		lg.Error("request failed", LogKeyOp, op, LogKeyErr, err)
 	}
-	if nc != nil {
+	if async {
 		_ = RespondErrorAsync(nc, req, err)
 	} else {
 		_ = RespondError(req, err)

@@ -117,12 +117,8 @@ func (e *Endpoints) Add(ep Endpoint) error {
 	if ns == nil {
 		ns = apiNamespace
 	}
-	var nc *nats.Conn
-	if ep.Async {
-		nc = e.nc
-	}
 	serve := func(req micro.Request) {
-		serveOp(e.life, nc, e.lg, ep.Name, ns, e.guard(ep.Handler), req)
+		serveOp(e.life, e.nc, ep.Async, e.lg, ep.Name, ns, e.guard(ep.Handler), req)
 	}
 	run := e.inflight.Do
 	if ep.Async {
