@@ -218,10 +218,12 @@ func (c *Client) HistoryBackward(ctx context.Context, sid string, before uint64)
 	}
 }
 
+// readHistory reads one page, which may come in chunks: one event larger
+// than a NATS message carries is a page of its own.
 func (c *Client) readHistory(ctx context.Context, sid string, after, before *uint64) (*events.AcpHistoryPageResponse, error) {
 	limit := c.pageSize
 	req := &events.AcpReadHistoryRequest{SessionID: &sid, After: after, Before: before, Limit: &limit}
-	return events.Call[events.AcpHistoryPageResponse](ctx, c.nc, c.subject(events.OpReadHistory), req, nil)
+	return events.CallChunked[events.AcpHistoryPageResponse](ctx, c.nc, c.subject(events.OpReadHistory), req, nil)
 }
 
 // Sessions yields the namespace's sessions, the most recently updated

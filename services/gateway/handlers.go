@@ -254,9 +254,11 @@ func (g *Gateway) handleHistory(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// readHistory asks the history service for one page.
+// readHistory asks the history service for one page. A page is bounded
+// below max_payload, but one event larger than a message carries is a
+// page of its own, which comes in chunks.
 func (g *Gateway) readHistory(ctx context.Context, ns events.Namespace, req *events.AcpReadHistoryRequest) (*events.AcpHistoryPageResponse, error) {
-	return events.Call[events.AcpHistoryPageResponse](ctx, g.nc, events.APISubject(ns, events.OpReadHistory), req, nil)
+	return events.CallChunked[events.AcpHistoryPageResponse](ctx, g.nc, events.APISubject(ns, events.OpReadHistory), req, nil)
 }
 
 // handleGetConfig serves GET /v1/sessions/{id}/config: the session's

@@ -10,5 +10,5 @@ import (
 
 // ReadPage reads one history page as the gateway does.
 func ReadPage(ctx context.Context, nc *nats.Conn, ns events.Namespace, req *events.AcpReadHistoryRequest) (*events.AcpHistoryPageResponse, error) {
-	return events.Call[events.AcpHistoryPageResponse](ctx, nc, events.APISubject(ns, events.OpReadHistory), req, nil)
+	return events.CallChunked[events.AcpHistoryPageResponse](ctx, nc, events.APISubject(ns, events.OpReadHistory), req, nil)
 }

@@ -236,3 +236,58 @@ func TestPagesBoundedByBytes(t *testing.T) {
 		}
 	}
 }
+
+// An event whose page is larger than one NATS message carries (its state
+// change beside it, with includeState) is chunked by the transport to a
+// reader that accepts chunks, and fails at once, typed, for one that
+// does not.
+func TestPageLargerThanAMessage(t *testing.T) {
+	const maxPayload = 256 << 10
+	h := startPayload(t, maxPayload)
+	// One record as large as the server stores, with few headers: its
+	// entry, and the turn_accepted state change before it, do not fit.
+	hdr := nats.Header{
+		events.HeaderRecord:       []string{(&events.AcpDurableSessionUpdate{}).VariantName()},
+		events.HeaderEventNo:      []string{"1"},
+		events.HeaderTurnID:       []string{"t1"},
+		events.HeaderTurnAccepted: []string{"1"},
+	}
+	hdrBytes := 0
+	for k, v := range hdr {
+		hdrBytes += len(k) + len(v[0]) + 4
+	}
+	var data []byte
+	for n := maxPayload - hdrBytes - 200; ; n-- {
+		var err error
+		data, err = events.Marshal(&events.AcpDurableSessionUpdate{Update: events.JSON(`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"` + strings.Repeat("y", n) + `"}}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(data)+hdrBytes+64 <= maxPayload {
+			break
+		}
+	}
+	hdr.Set(events.HeaderEventBytes, fmt.Sprint(len(data)))
+	if _, err := h.js.PublishMsg(t.Context(), &nats.Msg{Subject: events.LogSubject("default", "huge", events.LogEvents), Header: hdr, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	sid := "huge"
+	req := &events.AcpReadHistoryRequest{SessionID: &sid, After: new(uint64(0)), IncludeState: true}
+	ctx, cancel := context.WithTimeout(t.Context(), pageWait)
+	defer cancel()
+	_, err := events.Call[events.AcpHistoryPageResponse](ctx, h.nc, events.APISubject("default", events.OpReadHistory), req, nil)
+	if e := events.AsError(err); e == nil || e.Code != events.CodePayloadTooLarge {
+		t.Fatalf("a page larger than max_payload, not chunked = %v, want %s at once", err, events.CodePayloadTooLarge)
+	}
+	page, err := history.ReadPage(ctx, h.nc, "default", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Events) != 2 || page.HasMoreAfter || page.HasMoreBefore {
+		t.Fatalf("page = %d entries (more before %v, after %v), want the state change and the event, nothing more", len(page.Events), page.HasMoreBefore, page.HasMoreAfter)
+	}
+	body, _ := events.Marshal(page)
+	if len(body) <= maxPayload {
+		t.Errorf("the page is %d bytes, within max_payload %d: the test proves nothing", len(body), maxPayload)
+	}
+}
