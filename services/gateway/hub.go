@@ -534,8 +534,11 @@ func (f *feed) readForward(ctx context.Context, upTo uint64) bool {
 	// the tail lost is read back with the events around it.
 	after := f.lastSeq
 	for {
+		// Bounded by bytes as well as by count, so that a session of
+		// large messages is read a page at a time, and more says
+		// exactly whether the page was the end.
 		cctx, cancel := context.WithTimeout(ctx, feedReadTimeout)
-		recs, err := eventlog.Forward(cctx, g.js, events.StreamLog, f.logFilter, after, g.cfg.BackfillPage)
+		recs, more, err := eventlog.ForwardPage(cctx, g.js, events.StreamLog, f.logFilter, after, g.cfg.BackfillPage, catchUpBytes)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -566,11 +569,14 @@ func (f *feed) readForward(ctx context.Context, upTo uint64) bool {
 			}
 			f.durable(e, f.lastSeq, r.Header, r.Data)
 		}
-		if len(recs) < g.cfg.BackfillPage {
+		if !more {
 			return true
 		}
 	}
 }
+
+// catchUpBytes bounds the payloads of one read of a feed's catch-up.
+const catchUpBytes = 8 << 20
 
 // logKeyEventNo is a public event's number.
 const logKeyEventNo = "event_no"
