@@ -93,6 +93,43 @@ func Republished(m *nats.Msg) (seq, prev uint64, stored time.Time, ok bool) {
 	return seq, prev, stored, true
 }
 
+// Action is what a reader does with a republished message (Decide).
+type Action int
+
+// The actions of Decide.
+const (
+	// Skip: not a republished record, or one delivered already.
+	Skip Action = iota
+	// Deliver the record, then call Delivered.
+	Deliver
+	// Fill: records before it were missed. Read them back (and it with
+	// them, or deliver it after), calling Delivered for each.
+	Fill
+)
+
+// Decide says what to do with one message of the chain's tail, for a
+// reader that reads back from elsewhere than the log (the history
+// service's pages); Offer does it all for one that reads the log. seq is
+// the message's record's sequence.
+func (c *Chain) Decide(m *nats.Msg) (seq uint64, a Action) {
+	seq, prev, _, ok := Republished(m)
+	switch {
+	case !ok || c.known && seq <= c.last:
+		return seq, Skip
+	case c.known && prev > c.last:
+		return seq, Fill
+	}
+	return seq, Deliver
+}
+
+// Delivered moves the chain past seq, a record the reader delivered
+// itself (Decide); a seq at or below Last leaves it.
+func (c *Chain) Delivered(seq uint64) {
+	if !c.known || seq > c.last {
+		c.last, c.known = seq, true
+	}
+}
+
 // Offer takes one message of the chain's tail and delivers, in order, the
 // records it makes known: none for a record at or below Last (a
 // duplicate) or a message that is not a republished record; the records
@@ -100,11 +137,11 @@ func Republished(m *nats.Msg) (seq, prev uint64, stored time.Time, ok bool) {
 // Last; then the record itself. A deliver error stops the delivery and is
 // returned; Last is the last record delivered.
 func (c *Chain) Offer(ctx context.Context, m *nats.Msg, deliver func(*Record) error) error {
-	seq, prev, stored, ok := Republished(m)
-	if !ok || c.known && seq <= c.last {
+	seq, a := c.Decide(m)
+	switch a {
+	case Skip:
 		return nil
-	}
-	if c.known && prev > c.last {
+	case Fill:
 		if err := c.CatchUp(ctx, seq, deliver); err != nil {
 			return err
 		}
@@ -112,6 +149,7 @@ func (c *Chain) Offer(ctx context.Context, m *nats.Msg, deliver func(*Record) er
 			return nil // read back with the gap
 		}
 	}
+	_, _, stored, _ := Republished(m)
 	r := &Record{Subject: m.Header.Get(jetstream.SubjectHeader), Sequence: seq, Header: m.Header, Data: m.Data, Time: stored}
 	if r.Subject == "" {
 		r.Subject = c.subject
