@@ -187,13 +187,14 @@ func (c *Chain) CatchUp(ctx context.Context, upTo uint64, deliver func(*Record) 
 	}
 }
 
-// Sub is a subscription to a tail subject (one or a wildcard) that also
-// reports what a subscription does not show: messages the client library
-// dropped, and the connection's reconnects, after either of which a
-// record may be missing with nothing after it to say so.
+// Sub is a subscription to tail subjects that also reports what a
+// subscription does not show: messages the client library dropped, and
+// the connection's reconnects, after either of which a record may be
+// missing with nothing after it to say so. Its subjects' messages come on
+// one channel, in the order the connection read them.
 type Sub struct {
 	nc       *nats.Conn
-	sub      *nats.Subscription
+	subs     []*nats.Subscription
 	msgs     chan *nats.Msg
 	status   chan nats.Status
 	lastDrop int
@@ -208,11 +209,9 @@ const flushTimeout = 10 * time.Second
 // says so), and returns once the server holds the subscription: records
 // stored from then on reach it.
 func Subscribe(ctx context.Context, nc *nats.Conn, subject string, buffer int) (*Sub, error) {
-	s := &Sub{nc: nc, msgs: make(chan *nats.Msg, buffer), status: nc.StatusChanged(nats.CONNECTED)}
-	var err error
-	if s.sub, err = nc.ChanSubscribe(subject, s.msgs); err != nil {
-		nc.RemoveStatusListener(s.status)
-		return nil, events.Errorf(events.CodeUnavailable, "subscribe %s: %v", subject, err)
+	s, err := Open(nc, buffer, subject)
+	if err != nil {
+		return nil, err
 	}
 	fctx, cancel := context.WithTimeout(ctx, flushTimeout)
 	defer cancel()
@@ -223,10 +222,51 @@ func Subscribe(ctx context.Context, nc *nats.Conn, subject string, buffer int) (
 	return s, nil
 }
 
-// Stop ends the subscription.
+// Open is Subscribe to one or more subjects without the flush: the server
+// holds the subscriptions once the caller has flushed the connection,
+// which it must do before it reads back (a reader that opens many at once
+// flushes once).
+func Open(nc *nats.Conn, buffer int, subjects ...string) (*Sub, error) {
+	s := &Sub{nc: nc, msgs: make(chan *nats.Msg, buffer), status: nc.StatusChanged(nats.CONNECTED)}
+	for _, subject := range subjects {
+		sub, err := nc.ChanSubscribe(subject, s.msgs)
+		if err != nil {
+			s.Stop()
+			return nil, events.Errorf(events.CodeUnavailable, "subscribe %s: %v", subject, err)
+		}
+		s.subs = append(s.subs, sub)
+	}
+	return s, nil
+}
+
+// Stop ends the subscriptions.
 func (s *Sub) Stop() {
-	_ = s.sub.Unsubscribe() // the connection may be closing: its subscriptions go with it
+	for _, sub := range s.subs {
+		_ = sub.Unsubscribe() // the connection may be closing: its subscriptions go with it
+	}
 	s.nc.RemoveStatusListener(s.status)
+}
+
+// Messages is the subscriptions' channel, for a reader that selects on
+// more than the tail. Such a reader calls Lost on each message, and
+// catches up on each value of Reconnected.
+func (s *Sub) Messages() <-chan *nats.Msg { return s.msgs }
+
+// Reconnected receives a value each time the connection reconnects.
+func (s *Sub) Reconnected() <-chan nats.Status { return s.status }
+
+// Lost returns how many messages the library dropped for the
+// subscriptions since the last call (of Lost or Next).
+func (s *Sub) Lost() int {
+	total := 0
+	for _, sub := range s.subs {
+		if n, err := sub.Dropped(); err == nil {
+			total += n
+		}
+	}
+	n := total - s.lastDrop
+	s.lastDrop = total
+	return max(n, 0)
 }
 
 // Next returns the next message, or, with resync set and no message, that
@@ -235,7 +275,7 @@ func (s *Sub) Stop() {
 // its chains to the log's end (Chain.CatchUp with 0). It ends with ctx's
 // error.
 func (s *Sub) Next(ctx context.Context) (m *nats.Msg, resync bool, err error) {
-	if s.dropped() {
+	if s.Lost() > 0 {
 		return nil, true, nil
 	}
 	if s.held != nil {
@@ -248,7 +288,7 @@ func (s *Sub) Next(ctx context.Context) (m *nats.Msg, resync bool, err error) {
 	case <-s.status:
 		return nil, true, nil
 	case m = <-s.msgs:
-		if s.dropped() {
+		if s.Lost() > 0 {
 			// What was lost came before m: the reader reads it back
 			// first, and m is offered next.
 			s.held = m
@@ -256,15 +296,4 @@ func (s *Sub) Next(ctx context.Context) (m *nats.Msg, resync bool, err error) {
 		}
 		return m, false, nil
 	}
-}
-
-// dropped reports whether the library dropped messages of the
-// subscription since the last call.
-func (s *Sub) dropped() bool {
-	n, err := s.sub.Dropped()
-	if err != nil || n == s.lastDrop {
-		return false
-	}
-	s.lastDrop = n
-	return true
 }
