@@ -36,12 +36,6 @@ const (
 // has no way to send a person to a page and learn when they are done.
 const ClientCapabilitiesWithInput = `{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false,"elicitation":{"form":{}}}`
 
-// Public types of the input events.
-const (
-	PublicTypeInputRequest  = "input_request"
-	PublicTypeInputResponse = "input_response"
-)
-
 // Input actions: the "action" of ACP's elicitation response.
 const (
 	InputAccept  = "accept"
@@ -135,8 +129,8 @@ func (r *RespondInputRequest) Validate() (SessionID, error) {
 // action, with content (compact JSON) for accept: {"action":"accept",
 // "content":{...}}, {"action":"decline"} or {"action":"cancel"}.
 func InputResponseJSON(action string, content JSON) JSON {
-	b := []byte(`{"action":`)
-	b = appendJSONString(b, action)
+	a, _ := json.Marshal(action) // a string always marshals
+	b := append([]byte(`{"action":`), a...)
 	if action == InputAccept && len(content) > 0 {
 		var c bytes.Buffer
 		if json.Compact(&c, content) == nil {

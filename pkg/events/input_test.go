@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 const testSchema = `{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},"ratio":{"type":"number"},"ok":{"type":"boolean"},"color":{"type":"string","enum":["red","blue"]},"size":{"type":"string","oneOf":[{"const":"s","title":"Small"},{"const":"l","title":"Large"}]},"tags":{"type":"array","items":{"type":"string","enum":["a","b"]}},"x":{"type":"_custom"}},"required":["name"]}`
@@ -114,7 +115,7 @@ func TestInputPublicJSON(t *testing.T) {
 	request := `{"sessionId":"x","mode":"form","message":"Who\u0020?","requestedSchema":{"properties": {"a": {"type":"string"}}}}`
 	entry := &events.AcpDurableHistoryEntry{SessionID: "s1", Sequence: 7, EventNo: 3, Timestamp: "t",
 		Event: events.Union[events.AcpDurableEvent]{V: &events.InputRequest{RequestID: "input_1", Request: events.JSON(request)}}}
-	got, err := events.PublicDurableJSON(entry)
+	got, err := eventjson.Durable(entry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestInputPublicJSON(t *testing.T) {
 	}
 	reason := events.ReasonInputPolicy
 	entry.Event.V = &events.InputResponse{RequestID: "input_1", Response: events.JSON(`{"action":"decline"}`), Status: events.PermissionTerminal, Reason: &reason}
-	if got, err = events.PublicDurableJSON(entry); err != nil {
+	if got, err = eventjson.Durable(entry); err != nil {
 		t.Fatal(err)
 	}
 	want = `{"sessionId":"s1","sequence":7,"eventNo":3,"timestamp":"t","durability":"durable","type":"input_response","requestId":"input_1","status":"terminal","reason":"input_policy","action":"decline"}`
@@ -140,10 +141,10 @@ func TestInputPublicJSON(t *testing.T) {
 	if err != nil {
 		t.Fatalf("decode a history entry holding an input_response: %v", err)
 	}
-	if again, err := events.PublicDurableJSON(back); err != nil || string(again) != want {
+	if again, err := eventjson.Durable(back); err != nil || string(again) != want {
 		t.Errorf("after the codec: %s, %v", again, err)
 	}
-	rec, err := events.RecordJSON(&events.InputRequest{RequestID: "input_1", Request: events.JSON(request)})
+	rec, err := eventjson.Record(&events.InputRequest{RequestID: "input_1", Request: events.JSON(request)})
 	if err != nil || !strings.HasPrefix(string(rec), `{"record":"InputRequest","durability":"durable","type":"input_request","requestId":"input_1",`) ||
 		!strings.Contains(string(rec), `"mode":"form"`) {
 		t.Errorf("RecordJSON = %s, %v", rec, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
 )
 
@@ -496,7 +497,7 @@ func renderHistory(page *events.AcpHistoryPageResponse) ([]byte, error) {
 	b := make([]byte, 0, size)
 	b = append(b, `{"events":[`...)
 	for i := range page.Events {
-		ev, err := events.PublicDurableJSON(&page.Events[i])
+		ev, err := eventjson.Durable(&page.Events[i])
 		if err != nil {
 			return nil, events.Errorf(events.CodeInternal, "render history event %d: %v", page.Events[i].Sequence, err)
 		}

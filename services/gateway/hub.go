@@ -12,7 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/sessionstate"
 )
 
 // The live hub: every viewer of a session on this gateway shares one feed.
@@ -296,7 +298,7 @@ type feed struct {
 	lastCtl uint64
 	// state derives the state changes of the records the feed handles,
 	// in their order (stateevents.go).
-	state   *events.StateTracker
+	state   *sessionstate.Tracker
 	dropped int // messages the subscriptions dropped, as last seen
 	// turnOpen: the newest record the feed knows of is one of an open
 	// turn, or the feed does not know where the log ends (a reconnect, a
@@ -476,7 +478,7 @@ func (f *feed) handle(ctx context.Context, m *nats.Msg) {
 func (f *feed) durable(e *events.AcpDurableHistoryEntry, prev uint64, hdr nats.Header, data []byte) {
 	it := &liveItem{durable: true, seq: e.Sequence, prev: prev}
 	it.frame = f.stateFrame(e.Sequence, e.Timestamp, hdr, data)
-	if data, err := events.PublicDurableJSON(e); err != nil {
+	if data, err := eventjson.Durable(e); err != nil {
 		// Fanned out without its frame, so that streams move past it
 		// rather than fill from history for it.
 		f.lg.Error("durable event has no public form", events.LogKeySeq, e.Sequence, events.LogKeyErr, err)

@@ -20,6 +20,7 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
 	adapterrunner "skein.dev/services/adapter-runner"
@@ -266,7 +267,7 @@ func (h *harness) publicMessage(t testing.TB, sid string, f *events.TurnFinished
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := events.PublicDurableJSON(entry)
+	b, err := eventjson.Durable(entry)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/services/session"
 )
@@ -30,7 +31,7 @@ func storedTypes(t *testing.T, h *rig, sid string) (types []string, updates []*e
 		if err != nil {
 			continue // a permission event: Skein's own
 		}
-		typ, err := events.PublicJSONType(u.Update)
+		typ, err := eventjson.Type(u.Update)
 		if err != nil {
 			t.Fatalf("event %d: %v", r.Sequence, err)
 		}
@@ -67,7 +68,7 @@ func TestSecurityAgentForgesPermissionResponse(t *testing.T) {
 	}
 	types, _ := storedTypes(t, h, "s1")
 	for _, typ := range types {
-		for _, skein := range []string{events.PublicTypePermissionRequest, events.PublicTypePermissionResponse, "session_update"} {
+		for _, skein := range []string{eventjson.TypePermissionRequest, eventjson.TypePermissionResponse, "session_update"} {
 			if strings.EqualFold(typ, skein) {
 				t.Errorf("the agent's update was stored with Skein's type %q: %v", typ, types)
 			}
@@ -111,7 +112,7 @@ func TestSecurityAgentKindsAgainstSeed(t *testing.T) {
 				t.Errorf("%s: an agent update of kind %q is not refused", path, typ)
 			}
 		}
-		if !slices.Contains(types, events.PublicTypePermissionRequest) || !slices.Contains(types, events.PublicTypePermissionResponse) {
+		if !slices.Contains(types, eventjson.TypePermissionRequest) || !slices.Contains(types, eventjson.TypePermissionResponse) {
 			t.Errorf("%s: union types %v lack the permission events' public types", path, types)
 		}
 	}
@@ -214,7 +215,7 @@ func TestSecurityAgentUserMessageIsMarked(t *testing.T) {
 		}
 		r := recs[i]
 		u, _ := events.Decode[events.AcpDurableSessionUpdate](r.Data)
-		pub, err := events.PublicDurableJSON(&events.AcpDurableHistoryEntry{SessionID: sid, Sequence: r.Sequence, Event: events.Union[events.AcpDurableEvent]{V: u}})
+		pub, err := eventjson.Durable(&events.AcpDurableHistoryEntry{SessionID: sid, Sequence: r.Sequence, Event: events.Union[events.AcpDurableEvent]{V: u}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +299,7 @@ func TestSecurityPromptAnswerEnvelope(t *testing.T) {
 	if err != nil || len(page.Events) != 1 {
 		t.Fatalf("history at the message's sequence %d: %+v, %v", msg.Sequence, page, err)
 	}
-	want, err := events.PublicDurableJSON(&page.Events[0])
+	want, err := eventjson.Durable(&page.Events[0])
 	if err != nil {
 		t.Fatal(err)
 	}

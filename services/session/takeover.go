@@ -11,6 +11,7 @@ import (
 
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
 )
 
@@ -63,7 +64,7 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 		}
 		switch v, _ := events.Unmarshal(rec.Data); v := v.(type) {
 		case *events.AcpDurableSessionUpdate:
-			if kind, _ := events.PublicJSONType(v.Update); kind == acp.UpdateAgentMessageChunk {
+			if kind, _ := eventjson.Type(v.Update); kind == acp.UpdateAgentMessageChunk {
 				t.lastMessage, t.lastMessageSeq = v.Update, rec.Sequence
 			}
 			t.outputBytes += int64(len(v.Update))

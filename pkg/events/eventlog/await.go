@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 // Waiting for a turn is a read of the log, never a held request (DESIGN
@@ -199,7 +200,7 @@ func Prompt(ctx context.Context, js jetstream.JetStream, ns events.Namespace, re
 // PromptResult is the prompt's answer once its turn finished with f: the
 // protocol's AcpPromptResponse, or the turn's error. The message is the
 // turn's last completed agent message in its public form, exactly as
-// history shows it (events.PublicDurableJSON), read from its record: the
+// history shows it (eventjson.Durable), read from its record: the
 // envelope (sessionId, sequence, eventNo, timestamp) is Skein's, never
 // what the agent wrote into the update. A message whose record retention
 // pruned is left out. A finish recorded before finishes named their
@@ -224,7 +225,7 @@ func PromptResult(ctx context.Context, js jetstream.JetStream, ns events.Namespa
 	if err != nil {
 		return nil, err
 	}
-	msg, err := events.PublicDurableJSON(entry)
+	msg, err := eventjson.Durable(entry)
 	if err != nil {
 		return nil, err
 	}

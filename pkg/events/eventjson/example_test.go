@@ -1,16 +1,17 @@
-package events_test
+package eventjson_test
 
 import (
 	"fmt"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 // A tool_call update as claude-agent-acp wrote it (testdata/transcripts),
 // stored as event 7 of session main. The public object flattens it: the
 // envelope first, then the update's own members, byte for byte, with
 // sessionUpdate turned into type.
-func ExamplePublicDurableJSON() {
+func ExampleDurable() {
 	entry := &events.AcpDurableHistoryEntry{
 		SessionID: "main",
 		Sequence:  41,
@@ -20,7 +21,7 @@ func ExamplePublicDurableJSON() {
 			Update: events.JSON(`{"_meta":{"claudeCode":{"toolName":"Bash"}},"toolCallId":"toolu_mock1","sessionUpdate":"tool_call","name":"Bash","rawInput":{},"status":"pending","title":"Terminal","kind":"execute","content":[]}`),
 		}},
 	}
-	b, err := events.PublicDurableJSON(entry)
+	b, err := eventjson.Durable(entry)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -33,7 +34,7 @@ func ExamplePublicDurableJSON() {
 // A permission request keeps the ACP params beside the envelope. The params'
 // sessionId is the adapter's private session ID: it collides with the
 // envelope's sessionId and is dropped.
-func ExamplePublicDurableJSON_permissionRequest() {
+func ExampleDurable_permissionRequest() {
 	entry := &events.AcpDurableHistoryEntry{
 		SessionID: "main",
 		Sequence:  44,
@@ -44,7 +45,7 @@ func ExamplePublicDurableJSON_permissionRequest() {
 			Request:   events.JSON(`{"sessionId":"799b1354-6bb3-49d3-8245-be95a8e1060c","toolCall":{"toolCallId":"toolu_mock1","title":"touch created-by-mock.txt","kind":"execute"},"options":[{"optionId":"allow-once","name":"Yes","kind":"allow_once"},{"optionId":"reject","name":"No","kind":"reject_once"}]}`),
 		}},
 	}
-	b, err := events.PublicDurableJSON(entry)
+	b, err := eventjson.Durable(entry)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -55,13 +56,13 @@ func ExamplePublicDurableJSON_permissionRequest() {
 }
 
 // A live delta carries the sequence it follows instead of its own.
-func ExamplePublicEphemeralJSON() {
+func ExampleEphemeral() {
 	delta := &events.AcpEphemeralSessionUpdateEvent{
 		SessionID:     "main",
 		AfterSequence: 57,
 		Update:        events.JSON(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Done: "},"messageId":"msg_mock_2"}`),
 	}
-	b, err := events.PublicEphemeralJSON(delta)
+	b, err := eventjson.Ephemeral(delta)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -71,13 +72,13 @@ func ExamplePublicEphemeralJSON() {
 	// {"sessionId":"main","afterSequence":57,"durability":"ephemeral","type":"agent_message_chunk","content":{"type":"text","text":"Done: "},"messageId":"msg_mock_2"}
 }
 
-func ExamplePublicJSONType() {
+func ExampleType() {
 	for _, u := range []string{
 		`{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hm"}}`,
 		`{"sessionUpdate":"totally_unknown_variant","foo":1}`,
 		`{"content":{}}`,
 	} {
-		typ, err := events.PublicJSONType(events.JSON(u))
+		typ, err := eventjson.Type(events.JSON(u))
 		fmt.Printf("%q %v\n", typ, err)
 	}
 	// Output:

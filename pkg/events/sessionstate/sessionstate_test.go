@@ -1,4 +1,4 @@
-package events_test
+package sessionstate_test
 
 import (
 	"encoding/json"
@@ -10,9 +10,11 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
+	"skein.dev/pkg/events/sessionstate"
 )
 
-// record is a log record as StateChangeOf reads it: its headers and payload.
+// record is a log record as ChangeOf reads it: its headers and payload.
 func record(t *testing.T, v events.Variant, hdr ...string) (nats.Header, []byte) {
 	t.Helper()
 	data, err := events.Marshal(v)
@@ -80,7 +82,7 @@ func TestStateChangeOf(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			hdr, data := record(t, c.v, c.hdr...)
 			asked := false
-			got, err := events.StateChangeOf(hdr, data, func() (bool, error) { asked = true; return c.lastFailed, nil })
+			got, err := sessionstate.ChangeOf(hdr, data, func() (bool, error) { asked = true; return c.lastFailed, nil })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,7 +129,7 @@ func TestTurnFinishedFailure(t *testing.T) {
 // after it saw a turn end.
 func TestStateTracker(t *testing.T) {
 	lookups := 0
-	tr := &events.StateTracker{Lookup: func(uint64) (bool, error) { lookups++; return true, nil }}
+	tr := &sessionstate.Tracker{Lookup: func(uint64) (bool, error) { lookups++; return true, nil }}
 	change := func(seq uint64, v events.Variant, hdr ...string) *events.SessionStateChange {
 		t.Helper()
 		h, data := record(t, v, hdr...)
@@ -153,7 +155,7 @@ func TestStateTracker(t *testing.T) {
 		t.Fatalf("unload after a failed turn: %+v, want failed", c)
 	}
 
-	failing := &events.StateTracker{Lookup: func(uint64) (bool, error) { return false, errors.New("log away") }}
+	failing := &sessionstate.Tracker{Lookup: func(uint64) (bool, error) { return false, errors.New("log away") }}
 	h, data := record(t, &events.SessionUnloaded{})
 	if _, err := failing.Change(1, h, data); err == nil {
 		t.Error("a failed lookup gave no error")
@@ -180,8 +182,8 @@ func TestStateChangePublicJSON(t *testing.T) {
 			`{"sessionId":"s1","sequence":12,"timestamp":"2026-11-30T08:13:23.483104535Z","durability":"durable","type":"session_state","change":"turn_finished","status":"idle","turnId":"t_1","stopReason":"cancelled","discardDeltas":true}`},
 	}
 	for _, c := range cases {
-		e := events.StateEntry("s1", 12, stored, c.c)
-		got, err := events.PublicDurableJSON(e)
+		e := sessionstate.Entry("s1", 12, stored, c.c)
+		got, err := eventjson.Durable(e)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +203,7 @@ func TestStateChangePublicJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := events.PublicDurableJSON(&back.Events[0])
+		again, err := eventjson.Durable(&back.Events[0])
 		if err != nil || string(again) != c.want {
 			t.Errorf("after a history page's round trip: %s, %v; want %s", again, err, c.want)
 		}

@@ -1,4 +1,4 @@
-package events_test
+package eventjson_test
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 // Every registered variant renders, zero or round-tripped through the
@@ -25,7 +26,7 @@ func TestRecordJSONEveryVariant(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		for _, v := range []events.Variant{v, back} {
-			line, err := events.RecordJSON(v)
+			line, err := eventjson.Record(v)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -33,7 +34,7 @@ func TestRecordJSONEveryVariant(t *testing.T) {
 				Record string `json:"record"`
 			}
 			if err := json.Unmarshal(line, &got); err != nil || got.Record != name || bytes.ContainsAny(line, "\n\r") {
-				t.Errorf("RecordJSON(%s) = %s", name, line)
+				t.Errorf("Record(%s) = %s", name, line)
 			}
 		}
 	}
@@ -52,9 +53,9 @@ func TestRecordJSONInvalidNative(t *testing.T) {
 		// A native "record" member never repeats the record key.
 		{&events.AcpDurableSessionUpdate{Update: events.JSON(`{"record":"x","sessionUpdate":"plan"}`)}, `{"record":"AcpDurableSessionUpdate","durability":"durable","type":"plan"}`},
 	} {
-		line, err := events.RecordJSON(tc.v)
+		line, err := eventjson.Record(tc.v)
 		if err != nil || string(line) != tc.want {
-			t.Errorf("RecordJSON = %s, %v; want %s", line, err, tc.want)
+			t.Errorf("Record = %s, %v; want %s", line, err, tc.want)
 		}
 	}
 }
@@ -75,9 +76,9 @@ func TestRecordJSONLiveBurstAndRoutes(t *testing.T) {
 			`{"record":"AdapterUpdates","updates":[{},{}],"kinds":["plan","agent_message_chunk"],"messageIds":[null,"m1"]}`},
 		{&events.AdapterUpdates{Updates: []events.JSON{events.JSON(`{}`)}}, `{"record":"AdapterUpdates","updates":[{}]}`},
 	} {
-		line, err := events.RecordJSON(tc.v)
+		line, err := eventjson.Record(tc.v)
 		if err != nil || string(line) != tc.want {
-			t.Errorf("RecordJSON = %s, %v; want %s", line, err, tc.want)
+			t.Errorf("Record = %s, %v; want %s", line, err, tc.want)
 		}
 	}
 }

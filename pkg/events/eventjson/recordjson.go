@@ -1,4 +1,4 @@
-package events
+package eventjson
 
 import (
 	"bytes"
@@ -9,12 +9,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"skein.dev/pkg/events"
 )
 
-// RecordKey is the member of RecordJSON's object that names the variant.
+// RecordKey is the member of Record's object that names the variant.
 const RecordKey = "record"
 
-// RecordJSON renders any variant as one JSON object on one line, for people
+// Record renders any variant as one JSON object on one line, for people
 // reading the bus (skein decode):
 //
 //	{"record": "<variant name>", ...the variant's fields}
@@ -30,30 +32,30 @@ const RecordKey = "record"
 // A durable event (AcpDurableSessionUpdate, AcpDurablePermissionRequest,
 // AcpDurablePermissionResponse) and a live delta
 // (AcpEphemeralSessionUpdateEvent) are shown as the gateway shows them (see
-// PublicDurableJSON): "durability", the public "type", then the native ACP
+// Durable): "durability", the public "type", then the native ACP
 // members, flat. A stored durable event does not carry its session,
 // sequence, event number or time (they are the subject, the stream and the
 // headers), so those keys are absent. A history entry inside a record (a
-// history page) is its PublicDurableJSON. If the native JSON is not what
+// history page) is its Durable. If the native JSON is not what
 // the public form needs (not an object, no sessionUpdate), the record falls
 // back to the field form.
-func RecordJSON(v Variant) ([]byte, error) {
+func Record(v events.Variant) ([]byte, error) {
 	rv := reflect.ValueOf(v)
 	if v == nil || rv.Kind() == reflect.Pointer && rv.IsNil() {
-		return nil, Errorf(CodeInternal, "record json: nil variant")
+		return nil, events.Errorf(events.CodeInternal, "record json: nil variant")
 	}
 	b := appendRecord(nil, v)
 	// Raw JSON may hold newlines; Compact removes only insignificant
 	// whitespace, and checks the whole line is one valid JSON value.
 	var out bytes.Buffer
 	if err := json.Compact(&out, b); err != nil {
-		return nil, Errorf(CodeInternal, "record json: %s: %v", v.VariantName(), err)
+		return nil, events.Errorf(events.CodeInternal, "record json: %s: %v", v.VariantName(), err)
 	}
 	return out.Bytes(), nil
 }
 
 // appendRecord appends {"record":name,...} for v.
-func appendRecord(b []byte, v Variant) []byte {
+func appendRecord(b []byte, v events.Variant) []byte {
 	b = append(b, `{"`+RecordKey+`":`...)
 	b = appendJSONString(b, v.VariantName())
 	if pub, ok := appendPublicEvent(b, v); ok {
@@ -68,7 +70,7 @@ func appendRecord(b []byte, v Variant) []byte {
 }
 
 // Keys the public form of a record writes before the native members; a
-// native member of the same name is dropped, as in PublicDurableJSON.
+// native member of the same name is dropped, as in Durable.
 var (
 	recordUpdateKeys    = []string{RecordKey, "durability", "type"}
 	recordEphemeralKeys = []string{RecordKey, "sessionId", "afterSequence", "durability", "type"}
@@ -79,30 +81,30 @@ var (
 // appendPublicEvent appends the members after "record" of a durable event
 // or a live delta in public form, or returns false if v is neither or its
 // native JSON does not fit the public form.
-func appendPublicEvent(b []byte, v Variant) ([]byte, bool) {
+func appendPublicEvent(b []byte, v events.Variant) ([]byte, bool) {
 	start := len(b)
 	var (
-		native   JSON
+		native   events.JSON
 		reserved []string
 		isUpdate bool
 	)
 	switch e := v.(type) {
-	case *AcpDurableSessionUpdate:
+	case *events.AcpDurableSessionUpdate:
 		b = append(b, `,"durability":"`+DurabilityDurable+`","type":`...)
 		native, reserved, isUpdate = e.Update, recordUpdateKeys, true
-	case *AcpEphemeralSessionUpdateEvent:
+	case *events.AcpEphemeralSessionUpdateEvent:
 		b = append(b, `,"sessionId":`...)
 		b = appendJSONString(b, e.SessionID)
 		b = append(b, `,"afterSequence":`...)
 		b = strconv.AppendUint(b, e.AfterSequence, 10)
 		b = append(b, `,"durability":"`+DurabilityEphemeral+`","type":`...)
 		native, reserved, isUpdate = e.Update, recordEphemeralKeys, true
-	case *AcpDurablePermissionRequest:
-		b = append(b, `,"durability":"`+DurabilityDurable+`","type":"`+PublicTypePermissionRequest+`","requestId":`...)
+	case *events.AcpDurablePermissionRequest:
+		b = append(b, `,"durability":"`+DurabilityDurable+`","type":"`+TypePermissionRequest+`","requestId":`...)
 		b = appendJSONString(b, e.RequestID)
 		native, reserved = e.Request, recordRequestKeys
-	case *AcpDurablePermissionResponse:
-		b = append(b, `,"durability":"`+DurabilityDurable+`","type":"`+PublicTypePermissionResponse+`","requestId":`...)
+	case *events.AcpDurablePermissionResponse:
+		b = append(b, `,"durability":"`+DurabilityDurable+`","type":"`+TypePermissionResponse+`","requestId":`...)
 		b = appendJSONString(b, e.RequestID)
 		b = append(b, `,"status":`...)
 		b = appendJSONString(b, e.Status)
@@ -111,12 +113,12 @@ func appendPublicEvent(b []byte, v Variant) ([]byte, bool) {
 			b = appendJSONString(b, *e.Reason)
 		}
 		native, reserved = e.Response, recordResponseKeys
-	case *InputRequest:
-		b = append(b, `,"durability":"`+DurabilityDurable+`","type":"`+PublicTypeInputRequest+`","requestId":`...)
+	case *events.InputRequest:
+		b = append(b, `,"durability":"`+DurabilityDurable+`","type":"`+TypeInputRequest+`","requestId":`...)
 		b = appendJSONString(b, e.RequestID)
 		native, reserved = e.Request, recordRequestKeys
-	case *InputResponse:
-		b = append(b, `,"durability":"`+DurabilityDurable+`","type":"`+PublicTypeInputResponse+`"`...)
+	case *events.InputResponse:
+		b = append(b, `,"durability":"`+DurabilityDurable+`","type":"`+TypeInputResponse+`"`...)
 		b = appendResolution(b, e.RequestID, e.Status, e.Reason)
 		native, reserved = e.Response, recordResponseKeys
 	default:
@@ -139,14 +141,12 @@ func appendPublicEvent(b []byte, v Variant) ([]byte, bool) {
 
 var (
 	typeBytes        = reflect.TypeFor[[]byte]()
-	typeVariant      = reflect.TypeFor[Variant]()
-	typeHistoryEntry = reflect.TypeFor[AcpDurableHistoryEntry]()
+	typeVariant      = reflect.TypeFor[events.Variant]()
+	typeHistoryEntry = reflect.TypeFor[events.AcpDurableHistoryEntry]()
 )
 
-// unionMember is implemented by every Union[U].
-type unionMember interface{ member() Variant }
-
-func (u Union[U]) member() Variant { return u.V }
+// unionMember is implemented by every events.Union[U].
+type unionMember interface{ Variant() events.Variant }
 
 // appendFields appends ,"name":value for every field of struct rv.
 // The first field is preceded by a comma only if comma is set.
@@ -196,8 +196,8 @@ func appendValue(b []byte, v reflect.Value) []byte {
 	if v.CanInterface() {
 		switch x := v.Interface().(type) {
 		case unionMember:
-			return appendVariant(b, x.member())
-		case JSON:
+			return appendVariant(b, x.Variant())
+		case events.JSON:
 			if len(x) == 0 {
 				return append(b, "null"...)
 			}
@@ -207,8 +207,8 @@ func appendValue(b []byte, v reflect.Value) []byte {
 			return appendJSONString(b, string(x))
 		}
 		if v.Type() == typeHistoryEntry {
-			e := v.Interface().(AcpDurableHistoryEntry)
-			if pub, err := PublicDurableJSON(&e); err == nil {
+			e := v.Interface().(events.AcpDurableHistoryEntry)
+			if pub, err := Durable(&e); err == nil {
 				return append(b, pub...)
 			}
 		}
@@ -219,7 +219,7 @@ func appendValue(b []byte, v reflect.Value) []byte {
 			return append(b, "null"...)
 		}
 		if v.Type().Implements(typeVariant) && v.Kind() == reflect.Interface {
-			return appendVariant(b, v.Interface().(Variant))
+			return appendVariant(b, v.Interface().(events.Variant))
 		}
 		return appendValue(b, v.Elem())
 	case reflect.Struct:
@@ -286,7 +286,7 @@ func appendValue(b []byte, v reflect.Value) []byte {
 }
 
 // appendVariant appends a nested union member as a record object.
-func appendVariant(b []byte, v Variant) []byte {
+func appendVariant(b []byte, v events.Variant) []byte {
 	if rv := reflect.ValueOf(v); v == nil || rv.Kind() == reflect.Pointer && rv.IsNil() {
 		return append(b, "null"...)
 	}
@@ -294,7 +294,7 @@ func appendVariant(b []byte, v Variant) []byte {
 		// Members may be held by value; the public form looks at pointers.
 		p := reflect.New(rv.Type())
 		p.Elem().Set(rv)
-		v = p.Interface().(Variant)
+		v = p.Interface().(events.Variant)
 	}
 	return appendRecord(b, v)
 }

@@ -1,4 +1,4 @@
-package events_test
+package eventjson_test
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/public")
@@ -116,9 +117,9 @@ func publicCases(t testing.TB) []publicCase {
 func renderPublic(ev any) ([]byte, error) {
 	switch e := ev.(type) {
 	case *events.AcpDurableHistoryEntry:
-		return events.PublicDurableJSON(e)
+		return eventjson.Durable(e)
 	case *events.AcpEphemeralSessionUpdateEvent:
-		return events.PublicEphemeralJSON(e)
+		return eventjson.Ephemeral(e)
 	}
 	panic("renderPublic: unexpected event type")
 }
@@ -215,12 +216,12 @@ func TestPublicJSONType(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := events.PublicJSONType(events.JSON(tt.in))
+			got, err := eventjson.Type(events.JSON(tt.in))
 			if got != tt.want || (err != nil) != tt.wantErr {
-				t.Errorf("PublicJSONType(%s) = %q, %v; want %q, error %v", tt.in, got, err, tt.want, tt.wantErr)
+				t.Errorf("Type(%s) = %q, %v; want %q, error %v", tt.in, got, err, tt.want, tt.wantErr)
 			}
 			if err != nil {
-				checkInvalidPayload(t, "PublicJSONType", err)
+				checkInvalidPayload(t, "Type", err)
 			}
 		})
 	}
@@ -236,13 +237,13 @@ func TestPublicJSONManyKeys(t *testing.T) {
 	}
 	b.WriteString(`,"ka":"dup","kz":"dup"}`)
 	e := durableUpdate(1, 1, events.JSON(b.String()))
-	got, err := events.PublicDurableJSON(e)
+	got, err := eventjson.Durable(e)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkPublicContract(t, e, got)
 	if bytes.Contains(got, []byte(`"dup"`)) {
-		t.Errorf("PublicDurableJSON kept a repeated key: %s", got)
+		t.Errorf("Durable kept a repeated key: %s", got)
 	}
 }
 
@@ -476,7 +477,7 @@ func (tr transcript) update(t testing.TB, typ string, nth int) events.JSON {
 		if err := json.Unmarshal(m.Params, &p); err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := events.PublicJSONType(events.JSON(p.Update)); got == typ {
+		if got, _ := eventjson.Type(events.JSON(p.Update)); got == typ {
 			if nth == 0 {
 				return events.JSON(p.Update)
 			}

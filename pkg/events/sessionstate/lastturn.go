@@ -1,4 +1,4 @@
-package eventlog
+package sessionstate
 
 import (
 	"context"
@@ -6,9 +6,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 )
 
-// State changes (events.StateChangeOf) are derived from one record each,
+// State changes (events.ChangeOf) are derived from one record each,
 // save one fact: the status after an unload or an adapter exit outside a
 // turn is failed when the session's last turn failed. A reader that has
 // not seen that turn end (a live feed that started later, a history page)
@@ -32,7 +33,7 @@ const stateFinishWindow = 64
 // it. A session with no such turn (or whose finish is not found before
 // seq) is not failed.
 func LastTurnFailed(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID, seq uint64) (bool, error) {
-	recs, err := Backward(ctx, js, events.StreamLog, events.LogSubject(ns, sid, events.LogEvents), seq, stateLookBack)
+	recs, err := eventlog.Backward(ctx, js, events.StreamLog, events.LogSubject(ns, sid, events.LogEvents), seq, stateLookBack)
 	if err != nil {
 		return false, err
 	}
@@ -49,7 +50,7 @@ func LastTurnFailed(ctx context.Context, js jetstream.JetStream, ns events.Names
 	if turnID == "" {
 		return false, nil
 	}
-	recs, err = Forward(ctx, js, events.StreamLog, events.LogFilter(ns, sid), after, stateFinishWindow)
+	recs, err = eventlog.Forward(ctx, js, events.StreamLog, events.LogFilter(ns, sid), after, stateFinishWindow)
 	if err != nil {
 		return false, err
 	}

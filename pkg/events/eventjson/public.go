@@ -1,4 +1,4 @@
-package events
+package eventjson
 
 import (
 	"reflect"
@@ -7,19 +7,8 @@ import (
 	"unicode/utf8"
 
 	"skein.dev/pkg/acp"
+	"skein.dev/pkg/events"
 )
-
-// The public JSON form of events. The gateway, the CLI and the SSE stream
-// show events to clients as one flat JSON object per event: Skein's
-// envelope (identity, sequence, durability, type), then the native ACP
-// fields. The internal wrappers of the schema (AcpDurableSessionUpdate's
-// update, the permission request and response objects) never appear, as
-// the schema's comment on AcpDurableEvent requires.
-//
-// Native members, keys and values, are copied byte for byte, never
-// re-encoded, so unknown fields, _meta, number spellings and key order
-// survive exactly as the adapter wrote them. They are read with pkg/acp's
-// member reader (acp.Members), Skein's one scanner of raw JSON.
 
 // Durability values of the public JSON.
 const (
@@ -27,12 +16,19 @@ const (
 	DurabilityEphemeral = "ephemeral"
 )
 
-// Public types of the permission events. A session update's public type is
+// Public types of the permission and input events. A session update's public type is
 // its own sessionUpdate value (agent_message_chunk, tool_call, ...).
 const (
-	PublicTypePermissionRequest  = "permission_request"
-	PublicTypePermissionResponse = "permission_response"
+	TypePermissionRequest  = "permission_request"
+	TypePermissionResponse = "permission_response"
+	TypeInputRequest       = "input_request"
+	TypeInputResponse      = "input_response"
 )
+
+// TypeSessionState is the public type of a state change
+// (events.SessionStateChange). It is reserved: an agent's session update of
+// this type is dropped, as one that names a permission event is.
+const TypeSessionState = "session_state"
 
 // The envelope keys of each public object, in the order they are written.
 // A native key equal to one of them is dropped: the envelope wins.
@@ -47,7 +43,7 @@ var (
 // becomes the public "type".
 const sessionUpdateTypeField = "sessionUpdate"
 
-// PublicDurableJSON renders one durable history entry as the public JSON
+// Durable renders one durable history entry as the public JSON
 // object:
 //
 //	{"sessionId", "sequence", "eventNo", "timestamp", "durability": "durable", "type", ...native fields}
@@ -79,55 +75,55 @@ const sessionUpdateTypeField = "sessionUpdate"
 //
 // The native object must be a valid JSON object; anything else is an
 // *Error with CodeInvalidPayload, as is an entry without an event.
-func PublicDurableJSON(e *AcpDurableHistoryEntry) ([]byte, error) {
+func Durable(e *events.AcpDurableHistoryEntry) ([]byte, error) {
 	if e == nil {
-		return nil, Errorf(CodeInvalidPayload, "public json: nil history entry")
+		return nil, events.Errorf(events.CodeInvalidPayload, "public json: nil history entry")
 	}
 	// Members of the union may be stored by value; look at pointers only.
 	ev := e.Event.V
 	switch v := ev.(type) {
-	case AcpDurableSessionUpdate:
+	case events.AcpDurableSessionUpdate:
 		ev = &v
-	case AcpDurablePermissionRequest:
+	case events.AcpDurablePermissionRequest:
 		ev = &v
-	case AcpDurablePermissionResponse:
+	case events.AcpDurablePermissionResponse:
 		ev = &v
-	case InputRequest:
+	case events.InputRequest:
 		ev = &v
-	case InputResponse:
+	case events.InputResponse:
 		ev = &v
-	case SessionStateChange:
+	case events.SessionStateChange:
 		ev = &v
 	}
 	if rv := reflect.ValueOf(ev); ev == nil || rv.Kind() == reflect.Pointer && rv.IsNil() {
-		return nil, Errorf(CodeInvalidPayload, "public json: history entry %d has no event", e.Sequence)
+		return nil, events.Errorf(events.CodeInvalidPayload, "public json: history entry %d has no event", e.Sequence)
 	}
 
-	if c, ok := ev.(*SessionStateChange); ok {
+	if c, ok := ev.(*events.SessionStateChange); ok {
 		return publicStateJSON(e, c), nil
 	}
 	var (
-		native   JSON
+		native   events.JSON
 		reserved []string
 		typ      []byte // the raw JSON string of "type"
 	)
 	switch v := ev.(type) {
-	case *AcpDurableSessionUpdate:
+	case *events.AcpDurableSessionUpdate:
 		native, reserved = v.Update, durableUpdateKeys
-	case *AcpDurablePermissionRequest:
+	case *events.AcpDurablePermissionRequest:
 		native, reserved = v.Request, durableRequestKeys
-		typ = []byte(`"` + PublicTypePermissionRequest + `"`)
-	case *AcpDurablePermissionResponse:
+		typ = []byte(`"` + TypePermissionRequest + `"`)
+	case *events.AcpDurablePermissionResponse:
 		native, reserved = v.Response, durableResponseKeys
-		typ = []byte(`"` + PublicTypePermissionResponse + `"`)
-	case *InputRequest:
+		typ = []byte(`"` + TypePermissionResponse + `"`)
+	case *events.InputRequest:
 		native, reserved = v.Request, durableRequestKeys
-		typ = []byte(`"` + PublicTypeInputRequest + `"`)
-	case *InputResponse:
+		typ = []byte(`"` + TypeInputRequest + `"`)
+	case *events.InputResponse:
 		native, reserved = v.Response, durableResponseKeys
-		typ = []byte(`"` + PublicTypeInputResponse + `"`)
+		typ = []byte(`"` + TypeInputResponse + `"`)
 	default:
-		return nil, Errorf(CodeInternal, "public json: unhandled durable event %s", ev.VariantName())
+		return nil, events.Errorf(events.CodeInternal, "public json: unhandled durable event %s", ev.VariantName())
 	}
 	isUpdate := typ == nil
 
@@ -146,15 +142,15 @@ func PublicDurableJSON(e *AcpDurableHistoryEntry) ([]byte, error) {
 	typeAt := len(b) // an update's type is known once its members are read
 	b = append(b, typ...)
 	switch v := ev.(type) {
-	case *AcpDurablePermissionRequest:
+	case *events.AcpDurablePermissionRequest:
 		b = append(b, `,"requestId":`...)
 		b = appendJSONString(b, v.RequestID)
-	case *AcpDurablePermissionResponse:
+	case *events.AcpDurablePermissionResponse:
 		b = appendResolution(b, v.RequestID, v.Status, v.Reason)
-	case *InputRequest:
+	case *events.InputRequest:
 		b = append(b, `,"requestId":`...)
 		b = appendJSONString(b, v.RequestID)
-	case *InputResponse:
+	case *events.InputResponse:
 		b = appendResolution(b, v.RequestID, v.Status, v.Reason)
 	}
 	b, updateTyp, err := appendMembers(b, native, reserved, isUpdate)
@@ -184,17 +180,17 @@ func appendResolution(b []byte, requestID, status string, reason *string) []byte
 	return b
 }
 
-// PublicEphemeralJSON renders a live delta as the public JSON object:
+// Ephemeral renders a live delta as the public JSON object:
 //
 //	{"sessionId", "afterSequence", "durability": "ephemeral", "type", ...update fields}
 //
 // type is the update's sessionUpdate value and the other members of the
 // update follow, exactly as for a durable session update (see
-// PublicDurableJSON). A member named sessionId, afterSequence, durability or
+// Durable). A member named sessionId, afterSequence, durability or
 // type is dropped.
-func PublicEphemeralJSON(e *AcpEphemeralSessionUpdateEvent) ([]byte, error) {
+func Ephemeral(e *events.AcpEphemeralSessionUpdateEvent) ([]byte, error) {
 	if e == nil {
-		return nil, Errorf(CodeInvalidPayload, "public json: nil ephemeral event")
+		return nil, events.Errorf(events.CodeInvalidPayload, "public json: nil ephemeral event")
 	}
 	b := make([]byte, 0, len(e.Update)+len(e.SessionID)+96)
 	b = append(b, `{"sessionId":`...)
@@ -214,13 +210,13 @@ func PublicEphemeralJSON(e *AcpEphemeralSessionUpdateEvent) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// PublicJSONType returns the sessionUpdate value of an ACP session update:
+// Type returns the sessionUpdate value of an ACP session update:
 // its public type. It scans the top level of the object without decoding
 // it, so it is cheap enough to classify every update (a live delta or a
 // durable one) before anything else is done with it. update must be a valid
 // JSON object whose first sessionUpdate member is a non-empty string, else
 // the error is an *Error with CodeInvalidPayload.
-func PublicJSONType(update JSON) (string, error) {
+func Type(update events.JSON) (string, error) {
 	raw, err := updateType(update)
 	if err != nil {
 		return "", err
@@ -231,7 +227,7 @@ func PublicJSONType(update JSON) (string, error) {
 
 // invalidObject reports native JSON that acp.Members refused.
 func invalidObject(err error) error {
-	return Errorf(CodeInvalidPayload, "public json: not a valid JSON object: %v", err)
+	return events.Errorf(events.CodeInvalidPayload, "public json: not a valid JSON object: %v", err)
 }
 
 // updateType returns the raw JSON string of the first sessionUpdate member
@@ -255,11 +251,11 @@ func updateType(obj []byte) ([]byte, error) {
 func checkType(typ []byte) error {
 	switch {
 	case typ == nil:
-		return Errorf(CodeInvalidPayload, "public json: update has no sessionUpdate")
+		return events.Errorf(events.CodeInvalidPayload, "public json: update has no sessionUpdate")
 	case typ[0] != '"':
-		return Errorf(CodeInvalidPayload, "public json: sessionUpdate is not a string")
+		return events.Errorf(events.CodeInvalidPayload, "public json: sessionUpdate is not a string")
 	case len(typ) == 2:
-		return Errorf(CodeInvalidPayload, "public json: sessionUpdate is empty")
+		return events.Errorf(events.CodeInvalidPayload, "public json: sessionUpdate is empty")
 	}
 	return nil
 }
@@ -369,4 +365,49 @@ func appendJSONString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// publicStateJSON renders a state change's history entry:
+//
+//	{"sessionId","sequence","timestamp","durability":"durable","type":"session_state",
+//	 "change","status","turnId"?,"stopReason"?,"error"?:{"code","message"},
+//	 "discardDeltas"?:true,"waitingFor"?:{"kind","requestId"}}
+func publicStateJSON(e *events.AcpDurableHistoryEntry, c *events.SessionStateChange) []byte {
+	b := make([]byte, 0, 256)
+	b = append(b, `{"sessionId":`...)
+	b = appendJSONString(b, e.SessionID)
+	b = append(b, `,"sequence":`...)
+	b = strconv.AppendUint(b, e.Sequence, 10)
+	b = append(b, `,"timestamp":`...)
+	b = appendJSONString(b, e.Timestamp)
+	b = append(b, `,"durability":"`+DurabilityDurable+`","type":"`+TypeSessionState+`","change":`...)
+	b = appendJSONString(b, c.Change)
+	b = append(b, `,"status":`...)
+	b = appendJSONString(b, string(c.Status))
+	if c.TurnID != "" {
+		b = append(b, `,"turnId":`...)
+		b = appendJSONString(b, c.TurnID)
+	}
+	if c.StopReason != "" {
+		b = append(b, `,"stopReason":`...)
+		b = appendJSONString(b, c.StopReason)
+	}
+	if c.Error != nil {
+		b = append(b, `,"error":{"code":`...)
+		b = appendJSONString(b, c.Error.Code)
+		b = append(b, `,"message":`...)
+		b = appendJSONString(b, c.Error.Message)
+		b = append(b, '}')
+	}
+	if c.DiscardDeltas {
+		b = append(b, `,"discardDeltas":true`...)
+	}
+	if c.WaitingFor != nil {
+		b = append(b, `,"waitingFor":{"kind":`...)
+		b = appendJSONString(b, c.WaitingFor.Kind)
+		b = append(b, `,"requestId":`...)
+		b = appendJSONString(b, c.WaitingFor.RequestID)
+		b = append(b, '}')
+	}
+	return append(b, '}')
 }
