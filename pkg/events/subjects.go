@@ -158,7 +158,7 @@ type Op string
 
 // The request API, served as nats micro endpoints on APISubject(ns, op).
 // Each takes the protocol request struct named beside it and answers with
-// the response struct, or an error (see api.go).
+// the response struct, or an error (see package rpc).
 const (
 	OpOpenSession Op = "open_session" // AcpOpenSessionRequest → AcpOpenSessionResponse
 	OpPrompt      Op = "prompt"       // AcpPromptRequest → AcpPromptResponse

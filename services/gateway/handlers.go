@@ -11,6 +11,7 @@ import (
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 )
 
 // target resolves the namespace and the session a request addresses. An
@@ -163,7 +164,7 @@ func sessionOp[T any, PT interface {
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
-	resp, err := events.Call[T, PT](ctx, g.nc, events.APISubject(ns, op), req, principalHeader(r))
+	resp, err := rpc.Call[T, PT](ctx, g.nc, events.APISubject(ns, op), req, principalHeader(r))
 	if err != nil {
 		return err
 	}
@@ -257,7 +258,7 @@ func (g *Gateway) handleHistory(w http.ResponseWriter, r *http.Request) error {
 
 // readHistory asks the history service for one page.
 func (g *Gateway) readHistory(ctx context.Context, ns events.Namespace, req *events.AcpReadHistoryRequest) (*events.AcpHistoryPageResponse, error) {
-	return events.Call[events.AcpHistoryPageResponse](ctx, g.nc, events.APISubject(ns, events.OpReadHistory), req, nil)
+	return rpc.Call[events.AcpHistoryPageResponse](ctx, g.nc, events.APISubject(ns, events.OpReadHistory), req, nil)
 }
 
 // handleGetConfig serves GET /v1/sessions/{id}/config: the session's
@@ -359,7 +360,7 @@ func (g *Gateway) handleListAgents(w http.ResponseWriter, r *http.Request) error
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
-	resp, err := events.Call[events.AcpListAgentsResponse](ctx, g.nc, events.APISubject(ns, events.OpListAgents), &events.AcpListAgentsRequest{}, nil)
+	resp, err := rpc.Call[events.AcpListAgentsResponse](ctx, g.nc, events.APISubject(ns, events.OpListAgents), &events.AcpListAgentsRequest{}, nil)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"skein.dev/internal/natsmetrics"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 )
 
 // Config configures the history service. The largest page is not
@@ -157,7 +158,7 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-indexCtx.Done():
 		}
 	})
-	eps, err := events.StartEndpoints(ctx, s.nc, s.lg, events.ServiceConfig{Config: micro.Config{
+	eps, err := rpc.StartEndpoints(ctx, s.nc, s.lg, rpc.ServiceConfig{Config: micro.Config{
 		Name:        events.APIServiceHistory,
 		Description: "Skein history service: storage-only reads",
 		QueueGroup:  events.APIServiceHistory,
@@ -165,7 +166,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("history service: %w", err)
 	}
-	endpoints := map[events.Op]events.OpHandler{
+	endpoints := map[events.Op]rpc.OpHandler{
 		events.OpReadHistory:  s.readHistory,
 		events.OpGetSession:   s.getSession,
 		events.OpListSessions: s.listSessions,
@@ -192,7 +193,7 @@ func (s *Service) Run(ctx context.Context) error {
 		},
 	}
 	for op, h := range endpoints {
-		if err := eps.Add(events.Endpoint{Name: string(op), Subject: events.APIWildcard(op), Handler: h}); err != nil {
+		if err := eps.Add(rpc.Endpoint{Name: string(op), Subject: events.APIWildcard(op), Handler: h}); err != nil {
 			eps.Stop(0)
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/history"
 )
 
@@ -43,7 +44,7 @@ func TestRunLeavesNothing(t *testing.T) {
 		t.Fatal("readHistory returned no events")
 	}
 	// listSessions waits for the index, which Run's own goroutines build.
-	if _, err := events.Call[events.AcpListDurableSessionsResponse](t.Context(), h.nc, events.APISubject("default", events.OpListSessions), &events.AcpListDurableSessionsRequest{}, nil); err != nil {
+	if _, err := rpc.Call[events.AcpListDurableSessionsResponse](t.Context(), h.nc, events.APISubject("default", events.OpListSessions), &events.AcpListDurableSessionsRequest{}, nil); err != nil {
 		t.Fatal(err)
 	}
 

@@ -9,6 +9,7 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/history"
 )
 
@@ -50,7 +51,7 @@ func BenchmarkReadHistory(b *testing.B) {
 				}
 				start := time.Now()
 				for b.Loop() {
-					p, err := events.Call[events.AcpHistoryPageResponse](b.Context(), h.nc, events.APISubject("default", events.OpReadHistory), req, nil)
+					p, err := rpc.Call[events.AcpHistoryPageResponse](b.Context(), h.nc, events.APISubject("default", events.OpReadHistory), req, nil)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -6,6 +6,7 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 )
 
 // Input requests (ACP elicitation/create) follow the permission requests'
@@ -212,7 +213,7 @@ func (sess *session) answerInput(ctx context.Context, r *route, requestID string
 	}
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
-	_, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerInput),
+	_, err := rpc.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerInput),
 		&events.RunnerInputAnswer{RequestID: requestID, Response: response}, sess.runnerHeader(r))
 	if err != nil {
 		sess.lg.Warn("answer an input request", events.LogKeyErr, err)

@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"skein.dev/internal/lifecycle"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
-	"skein.dev/pkg/events/lifecycle"
 )
 
 // runnerDirectory mirrors ACP_RUNNERS: which runners are alive, what agents

@@ -16,6 +16,7 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/services/session"
 	"skein.dev/testagent"
@@ -86,7 +87,7 @@ func as(principal string) nats.Header {
 func (q *quotaRig) open(t *testing.T, ns events.Namespace, sid, principal string) error {
 	t.Helper()
 	req := &events.AcpOpenSessionRequest{SessionID: &sid, Agent: "test"}
-	_, err := events.Call[events.AcpOpenSessionResponse](t.Context(), q.nc, events.APISubject(ns, events.OpOpenSession), req, as(principal))
+	_, err := rpc.Call[events.AcpOpenSessionResponse](t.Context(), q.nc, events.APISubject(ns, events.OpOpenSession), req, as(principal))
 	return err
 }
 
@@ -358,7 +359,7 @@ func TestSecurityQuotaAcrossReplicas(t *testing.T) {
 	}
 	on := func(replica, sid string) error {
 		req := &events.AcpOpenSessionRequest{SessionID: &sid, Agent: "test"}
-		_, err := events.Call[events.AcpOpenSessionResponse](t.Context(), q.nc, events.OwnerSubject(replica, "team-a", events.OpOpenSession), req, nil)
+		_, err := rpc.Call[events.AcpOpenSessionResponse](t.Context(), q.nc, events.OwnerSubject(replica, "team-a", events.OpOpenSession), req, nil)
 		return err
 	}
 	if err := on(second, "a3"); err != nil {

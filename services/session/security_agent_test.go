@@ -14,6 +14,7 @@ import (
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/session"
 )
 
@@ -294,7 +295,7 @@ func TestSecurityPromptAnswerEnvelope(t *testing.T) {
 	if err := json.Unmarshal(res.Message, &msg); err != nil || msg.SessionID != "env" || msg.Type != "agent_message_chunk" || msg.Sequence == 999999 {
 		t.Fatalf("the answer's message = %s (%v), want Skein's envelope", res.Message, err)
 	}
-	page, err := events.Call[events.AcpHistoryPageResponse](ctx, h.nc, events.APISubject("default", events.OpReadHistory),
+	page, err := rpc.Call[events.AcpHistoryPageResponse](ctx, h.nc, events.APISubject("default", events.OpReadHistory),
 		&events.AcpReadHistoryRequest{SessionID: new("env"), After: new(msg.Sequence - 1), Limit: new(uint32(1))}, nil)
 	if err != nil || len(page.Events) != 1 {
 		t.Fatalf("history at the message's sequence %d: %+v, %v", msg.Sequence, page, err)

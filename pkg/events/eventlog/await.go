@@ -12,6 +12,7 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventjson"
+	"skein.dev/pkg/events/rpc"
 )
 
 // Waiting for a turn is a read of the log, never a held request (DESIGN
@@ -254,12 +255,12 @@ func Accept(ctx context.Context, nc *nats.Conn, ns events.Namespace, req *events
 func AcceptWith(ctx context.Context, nc *nats.Conn, ns events.Namespace, req *events.AcpPromptRequest, hdr nats.Header) (*events.PromptAccepted, error) {
 	subject := events.APISubject(ns, events.OpPrompt)
 	if req.IdempotencyKey == nil {
-		return events.Call[events.PromptAccepted](ctx, nc, subject, req, hdr)
+		return rpc.Call[events.PromptAccepted](ctx, nc, subject, req, hdr)
 	}
 	backoff := acceptBackoff
 	for {
 		actx, cancel := context.WithTimeout(ctx, AcceptAttempt)
-		acc, err := events.Call[events.PromptAccepted](actx, nc, subject, req, hdr)
+		acc, err := rpc.Call[events.PromptAccepted](actx, nc, subject, req, hdr)
 		cancel()
 		if err == nil || !resendable(err) || ctx.Err() != nil {
 			if err != nil && ctx.Err() != nil && resendable(err) {

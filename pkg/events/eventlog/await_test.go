@@ -16,6 +16,7 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 )
 
 // turnLog writes one session's log as the session service does: the
@@ -395,11 +396,11 @@ func promptService(t *testing.T, js jetstream.JetStream, sid events.SessionID, r
 	)
 	handle := func(req micro.Request) error {
 		if refuse != nil {
-			return events.RespondError(req, refuse)
+			return rpc.RespondError(req, refuse)
 		}
 		p, err := events.Decode[events.AcpPromptRequest](req.Data())
 		if err != nil {
-			return events.RespondError(req, err)
+			return rpc.RespondError(req, err)
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -412,7 +413,7 @@ func promptService(t *testing.T, js jetstream.JetStream, sid events.SessionID, r
 		if err != nil {
 			return err
 		}
-		if err := events.Respond(req, &events.PromptAccepted{SessionID: string(sid), TurnID: id, Sequence: got[0].Seq}); err != nil {
+		if err := rpc.Respond(req, &events.PromptAccepted{SessionID: string(sid), TurnID: id, Sequence: got[0].Seq}); err != nil {
 			return err
 		}
 		e := finishEntry(sid, id, p.IdempotencyKey, "end_turn")

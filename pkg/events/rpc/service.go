@@ -1,4 +1,4 @@
-package events
+package rpc
 
 import (
 	"github.com/nats-io/nats.go"

@@ -1,4 +1,4 @@
-package events_test
+package rpc_test
 
 import (
 	"context"
@@ -13,17 +13,18 @@ import (
 
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // startEndpoints starts a service of one endpoint serving h on the API
 // subject of OpGetSession; Stop is the test's to call.
-func startEndpoints(t *testing.T, nc *nats.Conn, async bool, h events.OpHandler) *events.Endpoints {
+func startEndpoints(t *testing.T, nc *nats.Conn, async bool, h rpc.OpHandler) *rpc.Endpoints {
 	t.Helper()
-	eps, err := events.StartEndpoints(t.Context(), nc, slog.New(slog.NewTextHandler(t.Output(), nil)), events.ServiceConfig{Config: micro.Config{Name: "skein-test"}})
+	eps, err := rpc.StartEndpoints(t.Context(), nc, slog.New(slog.NewTextHandler(t.Output(), nil)), rpc.ServiceConfig{Config: micro.Config{Name: "skein-test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eps.Add(events.Endpoint{Name: "get", Subject: events.APIWildcard(events.OpGetSession), Handler: h, Async: async}); err != nil {
+	if err := eps.Add(rpc.Endpoint{Name: "get", Subject: events.APIWildcard(events.OpGetSession), Handler: h, Async: async}); err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {
@@ -37,7 +38,7 @@ func startEndpoints(t *testing.T, nc *nats.Conn, async bool, h events.OpHandler)
 func call(t *testing.T, nc *nats.Conn, sid string) <-chan error {
 	out := make(chan error, 1)
 	go func() {
-		_, err := events.Request(t.Context(), nc, events.APISubject("ns1", events.OpGetSession), &events.AcpGetSessionStateRequest{SessionID: sid}, nil)
+		_, err := rpc.Request(t.Context(), nc, events.APISubject("ns1", events.OpGetSession), &events.AcpGetSessionStateRequest{SessionID: sid}, nil)
 		out <- err
 	}()
 	return out
@@ -104,7 +105,7 @@ func TestEndpointsStopDrains(t *testing.T) {
 // its context, and an endpoint may find the namespace itself.
 func TestEndpointsRequestHeaders(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Run(t))
-	eps, err := events.StartEndpoints(t.Context(), nc, slog.New(slog.NewTextHandler(t.Output(), nil)), events.ServiceConfig{Config: micro.Config{Name: "skein-test"}})
+	eps, err := rpc.StartEndpoints(t.Context(), nc, slog.New(slog.NewTextHandler(t.Output(), nil)), rpc.ServiceConfig{Config: micro.Config{Name: "skein-test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,13 +115,13 @@ func TestEndpointsRequestHeaders(t *testing.T) {
 		sid string
 	}
 	got := make(chan seen, 1)
-	err = eps.Add(events.Endpoint{
+	err = eps.Add(rpc.Endpoint{
 		Name: "headers", Subject: "skein.test.headers",
 		Namespace: func(req micro.Request) (events.Namespace, error) {
 			return events.ParseNamespace(req.Headers().Get(events.HeaderNamespace))
 		},
 		Handler: func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
-			got <- seen{ns, events.RequestHeaders(ctx).Get(events.HeaderSessionID)}
+			got <- seen{ns, rpc.RequestHeaders(ctx).Get(events.HeaderSessionID)}
 			return &events.AcpSessionStateResponse{}, nil
 		},
 	})
@@ -128,7 +129,7 @@ func TestEndpointsRequestHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	hdr := nats.Header{events.HeaderNamespace: {"ns2"}, events.HeaderSessionID: {"s2"}}
-	if _, err := events.Request(t.Context(), nc, "skein.test.headers", &events.AcpGetSessionStateRequest{SessionID: "s2"}, hdr); err != nil {
+	if _, err := rpc.Request(t.Context(), nc, "skein.test.headers", &events.AcpGetSessionStateRequest{SessionID: "s2"}, hdr); err != nil {
 		t.Fatal(err)
 	}
 	if s, want := <-got, (seen{"ns2", "s2"}); s != want {

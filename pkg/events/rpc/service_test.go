@@ -1,4 +1,4 @@
-package events_test
+package rpc_test
 
 import (
 	"errors"
@@ -6,9 +6,11 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go/micro"
+
 	"skein.dev/internal/buildinfo"
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 func TestAddService(t *testing.T) {
@@ -23,7 +25,7 @@ func TestAddService(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			svc, err := events.AddService(nc, tt.cfg)
+			svc, err := rpc.AddService(nc, tt.cfg)
 			if err != nil {
 				t.Fatalf("AddService(%+v) = %v", tt.cfg, err)
 			}
@@ -33,7 +35,7 @@ func TestAddService(t *testing.T) {
 			}
 		})
 	}
-	if _, err := events.AddService(nc, micro.Config{Name: "skein-test", Version: "one"}); err == nil {
+	if _, err := rpc.AddService(nc, micro.Config{Name: "skein-test", Version: "one"}); err == nil {
 		t.Errorf("AddService with version %q = nil error, want micro's", "one")
 	}
 }
@@ -43,7 +45,7 @@ func TestAddService(t *testing.T) {
 func TestSecurityRequestOverMaxPayload(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Run(t))
 	content := events.JSON(`[{"type":"text","text":"` + strings.Repeat("a", int(nc.MaxPayload())) + `"}]`)
-	_, err := events.Call[events.PromptAccepted](t.Context(), nc, events.APISubject("default", events.OpPrompt),
+	_, err := rpc.Call[events.PromptAccepted](t.Context(), nc, events.APISubject("default", events.OpPrompt),
 		&events.AcpPromptRequest{SessionID: new("s1"), Content: content}, nil)
 	if e, ok := errors.AsType[*events.Error](err); !ok || e.Code != events.CodePayloadTooLarge || !strings.Contains(e.Message, "max_payload") {
 		t.Errorf("a request over max_payload = %v, want %s naming max_payload", err, events.CodePayloadTooLarge)

@@ -1,4 +1,4 @@
-package events
+package rpc
 
 import (
 	"context"
@@ -7,13 +7,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-)
 
-// Errors travel in replies the nats micro way: the headers
-// Nats-Service-Error-Code (the Code) and Nats-Service-Error (the message),
-// and a body that is the Marshal form of AcpErrorResponse. A client turns
-// them back into an *Error with ReplyError, so errors.Is works across the
-// hop.
+	"skein.dev/pkg/events"
+)
 
 // RespondError answers req with err. Anything that is not an *Error is
 // answered as CodeInternal with a fixed message: internals stay in the
@@ -25,12 +21,12 @@ func RespondError(req micro.Request, err error) error {
 
 // publicError is err as a reply tells it: internal errors masked, and the
 // AcpErrorResponse body.
-func publicError(err error) (*Error, []byte) {
-	e := AsError(err)
-	if e.Code == CodeInternal {
-		e = ErrInternal
+func publicError(err error) (*events.Error, []byte) {
+	e := events.AsError(err)
+	if e.Code == events.CodeInternal {
+		e = events.ErrInternal
 	}
-	body, merr := Marshal(e.Response())
+	body, merr := events.Marshal(e.Response())
 	if merr != nil {
 		body = nil
 	}
@@ -38,8 +34,8 @@ func publicError(err error) (*Error, []byte) {
 }
 
 // Respond answers req with v.
-func Respond(req micro.Request, v Variant) error {
-	body, err := Marshal(v)
+func Respond(req micro.Request, v events.Variant) error {
+	body, err := events.Marshal(v)
 	if err != nil {
 		return RespondError(req, err)
 	}
@@ -48,29 +44,29 @@ func Respond(req micro.Request, v Variant) error {
 
 // OpHandler serves one op of the request API for the namespace named by the
 // request's subject (acp.api.<ns>.<op>).
-type OpHandler func(ctx context.Context, ns Namespace, data []byte) (Variant, error)
+type OpHandler func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error)
 
 // ServeOp runs h for req and answers with its result or error. Internal
 // errors are logged to lg in full, then masked in the reply. With nc nil it
 // answers through micro, and must run in the endpoint's handler; with nc set
 // it publishes the reply itself (RespondAsync), for handlers that hand
 // requests to goroutines.
-func ServeOp(ctx context.Context, nc *nats.Conn, lg *slog.Logger, op Op, h OpHandler, req micro.Request) {
+func ServeOp(ctx context.Context, nc *nats.Conn, lg *slog.Logger, op events.Op, h OpHandler, req micro.Request) {
 	serveOp(ctx, nc, lg, string(op), apiNamespace, h, req)
 }
 
 // apiNamespace is the namespace an API request's subject names.
-func apiNamespace(req micro.Request) (Namespace, error) {
-	return NamespaceFromAPISubject(req.Subject())
+func apiNamespace(req micro.Request) (events.Namespace, error) {
+	return events.NamespaceFromAPISubject(req.Subject())
 }
 
 // serveOp is ServeOp for any endpoint: namespace finds the namespace the
 // handler is given, and the handler's context carries the request's
 // headers (RequestHeaders).
-func serveOp(ctx context.Context, nc *nats.Conn, lg *slog.Logger, op string, namespace func(micro.Request) (Namespace, error), h OpHandler, req micro.Request) {
+func serveOp(ctx context.Context, nc *nats.Conn, lg *slog.Logger, op string, namespace func(micro.Request) (events.Namespace, error), h OpHandler, req micro.Request) {
 	ns, err := namespace(req)
 	if err == nil {
-		var resp Variant
+		var resp events.Variant
 		if resp, err = h(context.WithValue(ctx, headersKey{}, req.Headers()), ns, req.Data()); err == nil {
 			if nc != nil {
 				_ = RespondAsync(nc, req, resp)
@@ -80,8 +76,8 @@ func serveOp(ctx context.Context, nc *nats.Conn, lg *slog.Logger, op string, nam
 			return
 		}
 	}
-	if AsError(err).Code == CodeInternal {
-		lg.Error("request failed", LogKeyOp, op, LogKeyErr, err)
+	if events.AsError(err).Code == events.CodeInternal {
+		lg.Error("request failed", events.LogKeyOp, op, events.LogKeyErr, err)
 	}
 	if nc != nil {
 		_ = RespondErrorAsync(nc, req, err)
@@ -95,8 +91,8 @@ func serveOp(ctx context.Context, nc *nats.Conn, lg *slog.Logger, op string, nam
 // goroutine. micro's own Respond and Error must not be used there, since
 // micro reads the request's error after the handler returns; this publishes
 // the reply directly, bypassing micro's per-endpoint error stats.
-func RespondAsync(nc *nats.Conn, req micro.Request, v Variant) error {
-	body, err := Marshal(v)
+func RespondAsync(nc *nats.Conn, req micro.Request, v events.Variant) error {
+	body, err := events.Marshal(v)
 	if err != nil {
 		return RespondErrorAsync(nc, req, err)
 	}
@@ -123,18 +119,18 @@ func ReplyError(msg *nats.Msg) error {
 	if code == "" {
 		return nil
 	}
-	if er, err := Decode[AcpErrorResponse](msg.Data); err == nil {
-		return &Error{Code: Code(er.Code), Message: er.Message}
+	if er, err := events.Decode[events.AcpErrorResponse](msg.Data); err == nil {
+		return &events.Error{Code: events.Code(er.Code), Message: er.Message}
 	}
-	return &Error{Code: Code(code), Message: msg.Header.Get(micro.ErrorHeader)}
+	return &events.Error{Code: events.Code(code), Message: msg.Header.Get(micro.ErrorHeader)}
 }
 
 // Request sends req to subject and returns the decoded reply. Transport
 // failures become CodeUnavailable (nobody serves the subject), CodeTimeout
 // (ctx ended first) or CodePayloadTooLarge (req is larger than the server's
 // max_payload); an error reply becomes its *Error.
-func Request(ctx context.Context, nc *nats.Conn, subject string, req Variant, hdr nats.Header) (Variant, error) {
-	body, err := Marshal(req)
+func Request(ctx context.Context, nc *nats.Conn, subject string, req events.Variant, hdr nats.Header) (events.Variant, error) {
+	body, err := events.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +139,7 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, req Variant, hd
 
 // RequestMsg is Request for a body already encoded: a request passed on
 // as it came.
-func RequestMsg(ctx context.Context, nc *nats.Conn, msg *nats.Msg) (Variant, error) {
+func RequestMsg(ctx context.Context, nc *nats.Conn, msg *nats.Msg) (events.Variant, error) {
 	reply, err := nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {
 		return nil, transportError(msg.Subject, err)
@@ -151,14 +147,14 @@ func RequestMsg(ctx context.Context, nc *nats.Conn, msg *nats.Msg) (Variant, err
 	if err := ReplyError(reply); err != nil {
 		return nil, err
 	}
-	return Unmarshal(reply.Data)
+	return events.Unmarshal(reply.Data)
 }
 
 // Call is Request for a reply that must be a *T.
 func Call[T any, PT interface {
 	*T
-	Variant
-}](ctx context.Context, nc *nats.Conn, subject string, req Variant, hdr nats.Header) (PT, error) {
+	events.Variant
+}](ctx context.Context, nc *nats.Conn, subject string, req events.Variant, hdr nats.Header) (PT, error) {
 	v, err := Request(ctx, nc, subject, req, hdr)
 	if err != nil {
 		return nil, err
@@ -166,7 +162,7 @@ func Call[T any, PT interface {
 	t, ok := v.(PT)
 	if !ok {
 		var want PT = new(T)
-		return nil, Errorf(CodeInvalidPayload, "reply from %s is %s, want %s", subject, v.VariantName(), want.VariantName())
+		return nil, events.Errorf(events.CodeInvalidPayload, "reply from %s is %s, want %s", subject, v.VariantName(), want.VariantName())
 	}
 	return t, nil
 }
@@ -174,16 +170,16 @@ func Call[T any, PT interface {
 func transportError(subject string, err error) error {
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return Errorf(CodeUnavailable, "no service answers %s", subject)
+		return events.Errorf(events.CodeUnavailable, "no service answers %s", subject)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return Errorf(CodeTimeout, "no reply from %s in time", subject)
+		return events.Errorf(events.CodeTimeout, "no reply from %s in time", subject)
 	case errors.Is(err, context.Canceled):
 		return err
 	case errors.Is(err, nats.ErrMaxPayload):
 		// Too large for the transport, now and on every retry: never
 		// unavailable, which tells the caller to try again.
-		return Errorf(CodePayloadTooLarge, "the request to %s is larger than the NATS server's max_payload", subject)
+		return events.Errorf(events.CodePayloadTooLarge, "the request to %s is larger than the NATS server's max_payload", subject)
 	default:
-		return Errorf(CodeUnavailable, "request %s: %v", subject, err)
+		return events.Errorf(events.CodeUnavailable, "request %s: %v", subject, err)
 	}
 }

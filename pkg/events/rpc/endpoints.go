@@ -1,4 +1,4 @@
-package events
+package rpc
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"skein.dev/pkg/events/lifecycle"
+	"skein.dev/internal/lifecycle"
+	"skein.dev/pkg/events"
 )
 
 // Endpoints is the request side of one service's lifecycle: its nats micro
@@ -63,7 +64,7 @@ func StartEndpoints(ctx context.Context, nc *nats.Conn, lg *slog.Logger, cfg Ser
 	}
 	stopping := cfg.Stopping
 	if stopping == nil {
-		stopping = Errorf(CodeUnavailable, "%s is stopping", cfg.Name)
+		stopping = events.Errorf(events.CodeUnavailable, "%s is stopping", cfg.Name)
 	}
 	life, end := context.WithCancel(context.WithoutCancel(ctx))
 	return &Endpoints{svc: svc, nc: nc, lg: lg, stopping: stopping, life: life, end: end}, nil
@@ -107,7 +108,7 @@ type Endpoint struct {
 	// the one the subject names (acp.api.<ns>.<op>); endpoints whose
 	// subject names none (the runners') read what they need from the
 	// request's headers (RequestHeaders) and set one that returns "".
-	Namespace func(micro.Request) (Namespace, error)
+	Namespace func(micro.Request) (events.Namespace, error)
 }
 
 // Add adds ep. Handlers run with a context that carries the request's
@@ -146,7 +147,7 @@ func (e *Endpoints) Add(ep Endpoint) error {
 // guard answers a request that Stop cut short with e.stopping: the caller
 // is told to retry (elsewhere), not that something broke.
 func (e *Endpoints) guard(h OpHandler) OpHandler {
-	return func(ctx context.Context, ns Namespace, data []byte) (Variant, error) {
+	return func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
 		v, err := h(ctx, ns, data)
 		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 			return nil, e.stopping
@@ -167,7 +168,7 @@ func (e *Endpoints) Stop(wait time.Duration) bool {
 		close(drained)
 	}()
 	if err := e.svc.Stop(); err != nil {
-		e.lg.Warn("stop the micro service", LogKeyErr, err)
+		e.lg.Warn("stop the micro service", events.LogKeyErr, err)
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()

@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"skein.dev/pkg/events/lifecycle"
+	"skein.dev/internal/lifecycle"
 )
 
 // TestGroupClose: Close returns only after the work running has ended,

@@ -6,7 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"skein.dev/pkg/events/lifecycle"
+	"skein.dev/internal/lifecycle"
 )
 
 // Every calls f once a period, from the first period on, and returns when
