@@ -25,24 +25,6 @@ import (
 // replacing a file. List (OpFileList) and read (OpFileRead) reach any
 // file under the working directory through an os.Root: a path with "..",
 // an absolute path, or one through a symbolic link is refused.
-const (
-	// OpFileBegin: FileBeginRequest → FileTransferResponse.
-	OpFileBegin Op = "file_begin"
-	// OpFileWrite: FileWriteRequest → FileWriteResponse.
-	OpFileWrite Op = "file_write"
-	// OpFileCommit: FileCommitRequest → FileCommitResponse.
-	OpFileCommit Op = "file_commit"
-	// OpFileCancel: FileCancelRequest → FileCancelResponse.
-	OpFileCancel Op = "file_cancel"
-	// OpFileList: FileListRequest → FileListResponse.
-	OpFileList Op = "file_list"
-	// OpFileRead: FileReadRequest → FileReadResponse.
-	OpFileRead Op = "file_read"
-
-	// RunnerFile carries one file op to the runner that holds the
-	// session's working directory: RunnerFileRequest → the op's response.
-	RunnerFile RunnerOp = "file"
-)
 
 // Attachment limits and names. Each size is a default the services may
 // lower or raise by configuration, except MaxFileChunk, which bounds one
