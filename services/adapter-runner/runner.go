@@ -23,8 +23,8 @@ import (
 
 	"skein.dev/internal/lifecycle"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/streams"
 )
 
 // Runner hosts adapter processes.
@@ -113,7 +113,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: r.cfg.Replicas}, false); err != nil {
+	if err := streams.Provision(ctx, js, streams.Options{Replicas: r.cfg.Replicas}, false); err != nil {
 		return err
 	}
 	kv, err := js.KeyValue(ctx, events.BucketRunners)

@@ -14,6 +14,7 @@ import (
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/streams"
 )
 
 // The prompt's caller waits on the log, never on a held request (DESIGN
@@ -28,7 +29,7 @@ func TestPromptOutlivesTheAcceptingReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eventlog.Provision(t.Context(), js, eventlog.Options{}, true); err != nil {
+	if err := streams.Provision(t.Context(), js, streams.Options{}, true); err != nil {
 		t.Fatal(err)
 	}
 	w := eventlog.NewWriter(js, ns, "s1", eventlog.Position{}, "replica-a")

@@ -24,6 +24,7 @@ import (
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/streams"
 )
 
 // Config configures the history service. The largest page is not
@@ -128,7 +129,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: s.cfg.Replicas}, false); err != nil {
+	if err := streams.Provision(ctx, js, streams.Options{Replicas: s.cfg.Replicas}, false); err != nil {
 		return err
 	}
 	s.js = js

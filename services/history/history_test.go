@@ -15,6 +15,7 @@ import (
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/streams"
 	"skein.dev/services/history"
 )
 
@@ -27,12 +28,12 @@ type harness struct {
 // most maxEvents records per subject.
 func start(t *testing.T, maxEvents int64) *harness {
 	t.Helper()
-	return startWith(t, eventlog.Options{MaxEventsPerSession: maxEvents})
+	return startWith(t, streams.Options{MaxEventsPerSession: maxEvents})
 }
 
 // startWith runs the history service on an embedded NATS whose streams are
 // provisioned with o.
-func startWith(t *testing.T, o eventlog.Options) *harness {
+func startWith(t *testing.T, o streams.Options) *harness {
 	t.Helper()
 	h := provision(t, o)
 	serve(t, h.nc, history.Config{DefaultLimit: 5})
@@ -41,14 +42,14 @@ func startWith(t *testing.T, o eventlog.Options) *harness {
 
 // provision starts an embedded NATS and provisions its streams with o;
 // nothing serves them yet.
-func provision(tb testing.TB, o eventlog.Options) *harness {
+func provision(tb testing.TB, o streams.Options) *harness {
 	tb.Helper()
 	nc := natstest.Connect(tb, natstest.Run(tb))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := eventlog.Provision(tb.Context(), js, o, true); err != nil {
+	if err := streams.Provision(tb.Context(), js, o, true); err != nil {
 		tb.Fatal(err)
 	}
 	return &harness{nc: nc, js: js}

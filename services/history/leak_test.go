@@ -9,8 +9,8 @@ import (
 	"go.uber.org/goleak"
 
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/streams"
 	"skein.dev/services/history"
 )
 
@@ -19,7 +19,7 @@ import (
 // goroutine is left but those that were running before it started (the
 // embedded server's and the connection's).
 func TestRunLeavesNothing(t *testing.T) {
-	h := provision(t, eventlog.Options{})
+	h := provision(t, streams.Options{})
 	h.write(t, "s1", 3)
 	before := goleak.IgnoreCurrent()
 

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/streams"
 	"skein.dev/services/history"
 )
 
@@ -211,7 +211,7 @@ func TestListSessionsRequests(t *testing.T) {
 
 // A replica that starts builds its index from the bucket alone.
 func TestListSessionsIndexRebuilt(t *testing.T) {
-	h := provision(t, eventlog.Options{})
+	h := provision(t, streams.Options{})
 	for i := range 20 {
 		h.project(t, "default", fmt.Sprintf("s%02d", i), time.Duration(i)*time.Second)
 	}

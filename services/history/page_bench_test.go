@@ -10,6 +10,7 @@ import (
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/streams"
 	"skein.dev/services/history"
 )
 
@@ -20,7 +21,7 @@ import (
 // each turn accepted by a user message and ended by a TurnFinished.
 func BenchmarkReadHistory(b *testing.B) {
 	const turns, messages, limit = 50, 20, 100
-	h := provision(b, eventlog.Options{})
+	h := provision(b, streams.Options{})
 	serve(b, h.nc, history.Config{})
 	w := eventlog.NewWriter(h.js, "default", "s1", eventlog.Position{}, "w")
 	appendOne := func(e eventlog.Entry) {

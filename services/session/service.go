@@ -23,8 +23,8 @@ import (
 
 	"skein.dev/internal/lifecycle"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/streams"
 )
 
 // Service is the session service.
@@ -99,7 +99,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: s.cfg.Replicas, OwnerTTL: s.cfg.OwnerTTL,
+	if err := streams.Provision(ctx, js, streams.Options{Replicas: s.cfg.Replicas, OwnerTTL: s.cfg.OwnerTTL,
 		MaxEventsPerSession: s.cfg.MaxEventsPerSession, MaxBytesPerSession: s.cfg.MaxBytesPerSession}, true); err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/streams"
 )
 
 // turnLog writes one session's log as the session service does: the
@@ -340,7 +341,7 @@ func TestAwaitTurnWithoutLiveDelivery(t *testing.T) {
 		t.Skip("waits for the re-read interval")
 	}
 	js := setup(t)
-	cfg := eventlog.LogStreamConfig(eventlog.Options{})
+	cfg := streams.LogConfig(streams.Options{})
 	cfg.RePublish = nil
 	if _, err := js.UpdateStream(t.Context(), cfg); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 // Package eventlog reads and writes the JetStream side of the contract in
-// package events: it provisions the streams and buckets, appends to a
-// session's log as its single writer, and reads records back by sequence.
+// package events: it appends to a session's log as its single writer, and
+// reads records back by sequence. Package streams makes the streams it
+// reads and writes.
 //
 // Writers: only the session service appends to ACP_LOG, through Writer. Every
 // append is a compare-and-set on the last sequence of the session's subjects

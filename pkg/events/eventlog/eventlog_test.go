@@ -13,6 +13,7 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 )
 
 func setup(tb testing.TB) jetstream.JetStream {
@@ -22,7 +23,7 @@ func setup(tb testing.TB) jetstream.JetStream {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := eventlog.Provision(tb.Context(), js, eventlog.Options{}, true); err != nil {
+	if err := streams.Provision(tb.Context(), js, streams.Options{}, true); err != nil {
 		tb.Fatal(err)
 	}
 	return js

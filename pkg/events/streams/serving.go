@@ -1,4 +1,4 @@
-package eventlog
+package streams
 
 import (
 	"context"
@@ -46,7 +46,7 @@ const servingRead = time.Second
 const servingStall = 15 * time.Second
 
 // AwaitServing waits, for at most ServingWait, until every stream of
-// StreamConfigs(o) serves its consumers on every replica: the stream has a
+// Configs(o) serves its consumers on every replica: the stream has a
 // leader, each replica is current with no lag, and an ephemeral consumer
 // placed on each replica reads the stream's last record (an empty stream
 // needs no read). report is called with a stream and what is awaited of it
@@ -59,7 +59,7 @@ const servingStall = 15 * time.Second
 func AwaitServing(ctx context.Context, js jetstream.JetStream, o Options, report func(stream, status string)) error {
 	ctx, cancel := context.WithTimeout(ctx, ServingWait)
 	defer cancel()
-	for _, cfg := range StreamConfigs(o) {
+	for _, cfg := range Configs(o) {
 		if err := awaitStreamServing(ctx, js, cfg.Name, report); err != nil {
 			return err
 		}

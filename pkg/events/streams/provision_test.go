@@ -1,4 +1,4 @@
-package eventlog_test
+package streams_test
 
 import (
 	"bytes"
@@ -12,10 +12,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/natstest"
-	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 )
 
-var updateOps = flag.Bool("update-ops", false, "rewrite ops/nats/*.json from StreamConfigs (TestOpsStreamFiles)")
+var updateOps = flag.Bool("update-ops", false, "rewrite ops/nats/*.json from Configs (TestOpsStreamFiles)")
 
 // opsNATS is the directory of the stream configurations for
 // `nats stream add --config`.
@@ -23,12 +23,12 @@ const opsNATS = "../../../ops/nats"
 
 // clusterOptions is the configuration the files under ops/nats describe: a
 // three-server cluster with the default limits.
-var clusterOptions = eventlog.Options{Replicas: 3}
+var clusterOptions = streams.Options{Replicas: 3}
 
 // TestOpsStreamFiles keeps ops/nats/<stream>.json equal to what provision
 // creates for a cluster. Run with -update-ops to rewrite them.
 func TestOpsStreamFiles(t *testing.T) {
-	for _, cfg := range eventlog.StreamConfigs(clusterOptions) {
+	for _, cfg := range streams.Configs(clusterOptions) {
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false) // subjects end in ">"
@@ -49,7 +49,7 @@ func TestOpsStreamFiles(t *testing.T) {
 			t.Fatalf("%v (run go test ./pkg/events/eventlog/ -run TestOpsStreamFiles -update-ops)", err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s differs from StreamConfigs (run go test ./pkg/events/eventlog/ -run TestOpsStreamFiles -update-ops):\n got: %s\nwant: %s", path, got, want)
+			t.Errorf("%s differs from Configs (run go test ./pkg/events/eventlog/ -run TestOpsStreamFiles -update-ops):\n got: %s\nwant: %s", path, got, want)
 		}
 	}
 }
@@ -60,18 +60,18 @@ func TestOpsStreamFiles(t *testing.T) {
 // made them as streams are unchanged.
 func TestBucketStreamsAsNATSMakesThem(t *testing.T) {
 	js := jetStream(t)
-	o := eventlog.Options{}
-	for _, kv := range eventlog.BucketConfigs(o) {
+	o := streams.Options{}
+	for _, kv := range streams.BucketConfigs(o) {
 		if _, err := js.CreateKeyValue(t.Context(), kv); err != nil {
 			t.Fatal(err)
 		}
 	}
-	results, err := eventlog.Reconcile(t.Context(), js, o, eventlog.DryRun)
+	results, err := streams.Reconcile(t.Context(), js, o, streams.DryRun)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range results[2:] {
-		if r.Action != eventlog.ActionUnchanged {
+		if r.Action != streams.ActionUnchanged {
 			t.Errorf("%s: %s %+v, want unchanged", r.Stream, r.Action, r.Changes)
 		}
 	}
@@ -86,8 +86,8 @@ func jetStream(tb testing.TB) jetstream.JetStream {
 	return js
 }
 
-func actions(results []eventlog.Result) map[string]eventlog.Action {
-	m := make(map[string]eventlog.Action)
+func actions(results []streams.Result) map[string]streams.Action {
+	m := make(map[string]streams.Action)
 	for _, r := range results {
 		m[r.Stream] = r.Action
 	}
@@ -97,13 +97,13 @@ func actions(results []eventlog.Result) map[string]eventlog.Action {
 func TestReconcile(t *testing.T) {
 	js := jetStream(t)
 	ctx := t.Context()
-	o := eventlog.Options{MaxEventsPerSession: 10}
-	results, err := eventlog.Reconcile(ctx, js, o, eventlog.Update)
+	o := streams.Options{MaxEventsPerSession: 10}
+	results, err := streams.Reconcile(ctx, js, o, streams.Update)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range results {
-		if r.Action != eventlog.ActionCreate || !r.Done {
+		if r.Action != streams.ActionCreate || !r.Done {
 			t.Errorf("first run: %s %s done=%v, want create done", r.Stream, r.Action, r.Done)
 		}
 	}
@@ -112,25 +112,25 @@ func TestReconcile(t *testing.T) {
 	}
 
 	// Idempotent: a second run finds everything as intended.
-	results, err = eventlog.Reconcile(ctx, js, o, eventlog.Update)
+	results, err = streams.Reconcile(ctx, js, o, streams.Update)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range results {
-		if r.Action != eventlog.ActionUnchanged || r.Done || len(r.Changes) > 0 {
+		if r.Action != streams.ActionUnchanged || r.Done || len(r.Changes) > 0 {
 			t.Errorf("second run: %s %s %+v, want unchanged", r.Stream, r.Action, r.Changes)
 		}
 	}
 
 	// A limit is applied in place; a dry run only reports it.
 	o.MaxEventsPerSession = 20
-	for _, mode := range []eventlog.Mode{eventlog.DryRun, eventlog.Update} {
-		results, err = eventlog.Reconcile(ctx, js, o, mode)
+	for _, mode := range []streams.Mode{streams.DryRun, streams.Update} {
+		results, err = streams.Reconcile(ctx, js, o, mode)
 		if err != nil {
 			t.Fatal(err)
 		}
 		r := results[0]
-		if r.Stream != "ACP_LOG" || r.Action != eventlog.ActionUpdate || r.Done != (mode == eventlog.Update) ||
+		if r.Stream != "ACP_LOG" || r.Action != streams.ActionUpdate || r.Done != (mode == streams.Update) ||
 			len(r.Changes) != 1 || r.Changes[0].Field != "max_msgs_per_subject" || r.Changes[0].Refused != "" {
 			t.Errorf("mode %d: ACP_LOG %+v, want an update of max_msgs_per_subject", mode, r)
 		}
@@ -144,11 +144,11 @@ func TestReconcile(t *testing.T) {
 	}
 
 	// A services' start leaves a stream that differs as it is.
-	results, err = eventlog.Reconcile(ctx, js, eventlog.Options{}, eventlog.CreateMissing)
+	results, err = streams.Reconcile(ctx, js, streams.Options{}, streams.CreateMissing)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := actions(results)["ACP_LOG"]; got != eventlog.ActionKept {
+	if got := actions(results)["ACP_LOG"]; got != streams.ActionKept {
 		t.Errorf("CreateMissing: ACP_LOG %s, want kept", got)
 	}
 }
@@ -158,8 +158,8 @@ func TestReconcile(t *testing.T) {
 func TestReconcileRefuses(t *testing.T) {
 	js := jetStream(t)
 	ctx := t.Context()
-	o := eventlog.Options{}
-	if _, err := eventlog.Reconcile(ctx, js, o, eventlog.Update); err != nil {
+	o := streams.Options{}
+	if _, err := streams.Reconcile(ctx, js, o, streams.Update); err != nil {
 		t.Fatal(err)
 	}
 	// ACP_RUNNERS on file storage instead of memory.
@@ -168,20 +168,20 @@ func TestReconcileRefuses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	runners := eventlog.StreamConfigs(o)[4]
+	runners := streams.Configs(o)[4]
 	runners.Storage = jetstream.FileStorage
 	if _, err := js.CreateStream(ctx, runners); err != nil {
 		t.Fatal(err)
 	}
 	o.MaxEventsPerSession = 7
-	results, err := eventlog.Reconcile(ctx, js, o, eventlog.Update)
-	if !errors.Is(err, eventlog.ErrRefused) {
+	results, err := streams.Reconcile(ctx, js, o, streams.Update)
+	if !errors.Is(err, streams.ErrRefused) {
 		t.Fatalf("Reconcile = %v, want ErrRefused", err)
 	}
-	want := map[string]eventlog.Action{
-		"ACP_LOG": eventlog.ActionUpdate, "ACP_IO": eventlog.ActionCreate,
-		"KV_ACP_SESSIONS": eventlog.ActionUnchanged, "KV_ACP_OWNERS": eventlog.ActionUnchanged,
-		"KV_ACP_RUNNERS": eventlog.ActionRefused,
+	want := map[string]streams.Action{
+		"ACP_LOG": streams.ActionUpdate, "ACP_IO": streams.ActionCreate,
+		"KV_ACP_SESSIONS": streams.ActionUnchanged, "KV_ACP_OWNERS": streams.ActionUnchanged,
+		"KV_ACP_RUNNERS": streams.ActionRefused,
 	}
 	for _, r := range results {
 		if r.Action != want[r.Stream] || r.Done {
@@ -204,15 +204,15 @@ func TestReconcileRefuses(t *testing.T) {
 
 	// Replicas are refused too (on one server the server would refuse
 	// R3 anyway; in a cluster they move data).
-	results, err = eventlog.Reconcile(ctx, js, eventlog.Options{Replicas: 3}, eventlog.DryRun)
-	if !errors.Is(err, eventlog.ErrRefused) {
+	results, err = streams.Reconcile(ctx, js, streams.Options{Replicas: 3}, streams.DryRun)
+	if !errors.Is(err, streams.ErrRefused) {
 		t.Fatalf("Reconcile(Replicas: 3, DryRun) = %v, want ErrRefused", err)
 	}
 	for _, r := range results {
 		if r.Stream != "KV_ACP_SESSIONS" {
 			continue
 		}
-		if r.Action != eventlog.ActionRefused || len(r.Changes) != 1 || r.Changes[0].Field != "num_replicas" {
+		if r.Action != streams.ActionRefused || len(r.Changes) != 1 || r.Changes[0].Field != "num_replicas" {
 			t.Errorf("KV_ACP_SESSIONS at R3: %s %+v, want num_replicas refused", r.Action, r.Changes)
 		}
 	}

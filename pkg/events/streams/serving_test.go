@@ -1,4 +1,4 @@
-package eventlog_test
+package streams_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 )
 
 // TestAwaitServingAfterRestore restores ACP_LOG and the ACP_SESSIONS
@@ -38,8 +38,8 @@ func TestAwaitServingAfterRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	o := eventlog.Options{Replicas: 3}
-	if err := eventlog.Provision(ctx, js, o, true); err != nil {
+	o := streams.Options{Replicas: 3}
+	if err := streams.Provision(ctx, js, o, true); err != nil {
 		t.Fatal(err)
 	}
 	// Enough records that a follower's catch-up takes seconds: without
@@ -91,7 +91,7 @@ func TestAwaitServingAfterRestore(t *testing.T) {
 	}
 	t.Logf("before the wait: %d of 6 consumers made on a replica lacking records (nats-server 2.15.3 catch-up after a restore)", lacking)
 
-	if err := eventlog.AwaitServing(ctx, js, o, func(stream, status string) { t.Logf("%s: %s", stream, status) }); err != nil {
+	if err := streams.AwaitServing(ctx, js, o, func(stream, status string) { t.Logf("%s: %s", stream, status) }); err != nil {
 		t.Fatal(err)
 	}
 

@@ -1,4 +1,4 @@
-package eventlog
+package streams
 
 import (
 	"context"
@@ -10,18 +10,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 )
 
 // Limits of the streams, all configurable through Options.
 const (
-	// DefaultMaxEventsPerSession is the retention of a session's history:
-	// beyond it the oldest records of the subject are pruned (and a cursor
-	// into them is cursor_expired).
-	DefaultMaxEventsPerSession = 1_000_000
-	// DefaultMaxBytesPerSession is the other bound of a session's history:
-	// the payload bytes of its public events. JetStream bounds bytes per
-	// stream only, so the session's writer enforces it (Retention).
-	DefaultMaxBytesPerSession = 1 << 30
 	// DefaultIOMaxAge is how long runner output stays in ACP_IO. The owner
 	// applies it within milliseconds; the rest is a window for takeover.
 	DefaultIOMaxAge = 24 * time.Hour
@@ -57,10 +50,10 @@ func (o Options) withDefaults() Options {
 		o.Replicas = 1
 	}
 	if o.MaxEventsPerSession <= 0 {
-		o.MaxEventsPerSession = DefaultMaxEventsPerSession
+		o.MaxEventsPerSession = eventlog.DefaultMaxEventsPerSession
 	}
 	if o.MaxBytesPerSession <= 0 {
-		o.MaxBytesPerSession = DefaultMaxBytesPerSession
+		o.MaxBytesPerSession = eventlog.DefaultMaxBytesPerSession
 	}
 	if o.IOMaxAge <= 0 {
 		o.IOMaxAge = DefaultIOMaxAge
@@ -72,8 +65,8 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// LogStreamConfig returns the ACP_LOG configuration.
-func LogStreamConfig(o Options) jetstream.StreamConfig {
+// LogConfig returns the ACP_LOG configuration.
+func LogConfig(o Options) jetstream.StreamConfig {
 	o = o.withDefaults()
 	return jetstream.StreamConfig{
 		Name:               events.StreamLog,
@@ -91,7 +84,7 @@ func LogStreamConfig(o Options) jetstream.StreamConfig {
 		MaxConsumers:       DefaultMaxConsumers,
 		// The byte cap travels with the stream, as the count cap does, so
 		// every writer applies the one the operator set.
-		Metadata: map[string]string{metaMaxBytesPerSession: strconv.FormatInt(o.MaxBytesPerSession, 10)},
+		Metadata: map[string]string{eventlog.MetaMaxBytesPerSession: strconv.FormatInt(o.MaxBytesPerSession, 10)},
 		RePublish: &jetstream.RePublish{
 			Source:      events.LogSubjectsAll,
 			Destination: events.TailSubjectsAll,
@@ -99,34 +92,8 @@ func LogStreamConfig(o Options) jetstream.StreamConfig {
 	}
 }
 
-// metaMaxBytesPerSession is the ACP_LOG metadata key of the byte cap.
-const metaMaxBytesPerSession = "skein.max_bytes_per_session"
-
-// Retention is what ACP_LOG keeps of each session's public events: at most
-// MaxEvents events and MaxBytes bytes of event payloads, the oldest pruned
-// first. JetStream prunes by count itself (the stream's per-subject message
-// limit); the session's writer prunes by bytes after an append (Writer). An
-// append with more events or bytes than either is rejected whole.
-type Retention struct {
-	MaxEvents int64
-	MaxBytes  int64
-}
-
-// RetentionOf reads the retention of an ACP_LOG configuration, with the
-// defaults for what it does not say.
-func RetentionOf(cfg jetstream.StreamConfig) Retention {
-	r := Retention{MaxEvents: cfg.MaxMsgsPerSubject, MaxBytes: DefaultMaxBytesPerSession}
-	if r.MaxEvents <= 0 {
-		r.MaxEvents = DefaultMaxEventsPerSession
-	}
-	if n, err := strconv.ParseInt(cfg.Metadata[metaMaxBytesPerSession], 10, 64); err == nil && n > 0 {
-		r.MaxBytes = n
-	}
-	return r
-}
-
-// IOStreamConfig returns the ACP_IO configuration.
-func IOStreamConfig(o Options) jetstream.StreamConfig {
+// IOConfig returns the ACP_IO configuration.
+func IOConfig(o Options) jetstream.StreamConfig {
 	o = o.withDefaults()
 	cfg := jetstream.StreamConfig{
 		Name:         events.StreamIO,
@@ -206,14 +173,14 @@ func kvStreamConfig(kv jetstream.KeyValueConfig) jetstream.StreamConfig {
 	return cfg
 }
 
-// StreamConfigs returns every stream Provision makes, in the order it makes
+// Configs returns every stream Provision makes, in the order it makes
 // them: ACP_LOG, ACP_IO, then the streams backing the KV buckets (KV_<bucket>).
 // Each says explicitly what the server would fill in (unlimited is -1), so it
 // reads as the server reports the stream; the files under ops/nats are these
 // for a cluster (Options{Replicas: 3}).
-func StreamConfigs(o Options) []jetstream.StreamConfig {
+func Configs(o Options) []jetstream.StreamConfig {
 	o = o.withDefaults()
-	cfgs := []jetstream.StreamConfig{LogStreamConfig(o), IOStreamConfig(o)}
+	cfgs := []jetstream.StreamConfig{LogConfig(o), IOConfig(o)}
 	for _, kv := range bucketConfigs(o) {
 		cfgs = append(cfgs, kvStreamConfig(kv))
 	}
@@ -269,7 +236,7 @@ func provisionOnce(ctx context.Context, js jetstream.JetStream, o Options, mode 
 	if _, err := Reconcile(ctx, js, o, mode); err != nil {
 		return err
 	}
-	for _, cfg := range StreamConfigs(o) {
+	for _, cfg := range Configs(o) {
 		if _, err := js.Stream(ctx, cfg.Name); err != nil {
 			return fmt.Errorf("stream %s: %w", cfg.Name, err)
 		}

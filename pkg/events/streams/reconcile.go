@@ -1,4 +1,4 @@
-package eventlog
+package streams
 
 import (
 	"context"
@@ -70,9 +70,9 @@ type Result struct {
 // difference cannot be applied in place; then nothing was changed.
 var ErrRefused = errors.New("a difference cannot be applied in place")
 
-// Reconcile compares every stream of StreamConfigs(o) (the KV buckets as
+// Reconcile compares every stream of Configs(o) (the KV buckets as
 // their backing streams) with the one on the server, and creates or updates
-// them as mode allows. It returns one Result per stream, in StreamConfigs'
+// them as mode allows. It returns one Result per stream, in Configs'
 // order, also alongside ErrRefused.
 //
 // Reading a stream is a STREAM.INFO request; Reconcile sends STREAM.CREATE
@@ -83,7 +83,7 @@ var ErrRefused = errors.New("a difference cannot be applied in place")
 // A stream's persist mode is fixed when it is created, and Reconcile keeps
 // the one it has: ACP_IO made before it wrote behind stays as it is.
 func Reconcile(ctx context.Context, js jetstream.JetStream, o Options, mode Mode) ([]Result, error) {
-	wants := StreamConfigs(o)
+	wants := Configs(o)
 	results := make([]Result, len(wants))
 	var refused []string
 	for i := range wants {

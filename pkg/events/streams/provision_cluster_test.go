@@ -1,4 +1,4 @@
-package eventlog_test
+package streams_test
 
 import (
 	"sync"
@@ -8,7 +8,7 @@ import (
 
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 )
 
 // TestProvisionConcurrentR3 starts what a fresh cluster's services do at
@@ -31,7 +31,7 @@ func TestProvisionConcurrentR3(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if err := eventlog.Provision(t.Context(), js, eventlog.Options{Replicas: 3}, i == 0); err != nil {
+				if err := streams.Provision(t.Context(), js, streams.Options{Replicas: 3}, i == 0); err != nil {
 					t.Errorf("service %d: provision: %v", i, err)
 					return
 				}
