@@ -18,8 +18,8 @@ import (
 
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/acp/acpwire"
+	"skein.dev/pkg/client/turnwait"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/streams"
 )
 
@@ -198,9 +198,9 @@ func BenchmarkPromptRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 		// The Go caller's way: accepted, then the turn's end read from the
-		// log (eventlog.Prompt).
+		// log (turnwait.Prompt).
 		measure(b, func() {
-			if _, err := eventlog.Prompt(b.Context(), js, events.DefaultNamespace, req); err != nil {
+			if _, err := turnwait.Prompt(b.Context(), js, events.DefaultNamespace, req); err != nil {
 				b.Fatal(err)
 			}
 		})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"skein.dev/pkg/client/turnwait"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
@@ -43,7 +44,7 @@ func (s *Stack) AwaitTurn(sid events.SessionID, acc *events.PromptAccepted) *eve
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(s.t.Context(), time.Minute)
 	defer cancel()
-	f, err := eventlog.AwaitTurn(ctx, s.js, s.ns, sid, acc)
+	f, err := turnwait.Await(ctx, s.js, s.ns, sid, acc)
 	if err != nil {
 		s.t.Fatalf("await turn %s: %v", acc.TurnID, err)
 	}

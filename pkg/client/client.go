@@ -25,8 +25,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"skein.dev/pkg/client/turnwait"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
 )
 
@@ -117,7 +117,7 @@ func (c *Client) Prompt(ctx context.Context, sid string, content json.RawMessage
 	for _, o := range opts {
 		o(req)
 	}
-	return eventlog.Prompt(ctx, c.js, c.ns, req)
+	return turnwait.Prompt(ctx, c.js, c.ns, req)
 }
 
 // PromptText is Prompt with one text block.

@@ -8,9 +8,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"skein.dev/pkg/client/turnwait"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventjson"
-	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
 )
 
@@ -56,7 +56,7 @@ func (g *Gateway) handleGetSession(w http.ResponseWriter, r *http.Request) error
 // the session service answers the prompt as soon as the turn is accepted
 // (events.PromptAccepted, within RequestTimeout), and the gateway then
 // reads the session's log until the turn's TurnFinished
-// (eventlog.AwaitTurn). So the answer arrives whichever session service
+// (turnwait.Await). So the answer arrives whichever session service
 // replica ends the turn, even when the one that accepted it died. A client
 // that goes away does not cancel the turn (the session service owns it);
 // it only stops waiting. Sending the same prompt again with the same
@@ -76,16 +76,16 @@ func (g *Gateway) handlePrompt(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx, cancel := g.callContext(r)
-	acc, err := eventlog.AcceptWith(ctx, g.nc, ns, req, principalHeader(r)) // a keyed prompt is asked again when no answer comes
+	acc, err := turnwait.AcceptWith(ctx, g.nc, ns, req, principalHeader(r)) // a keyed prompt is asked again when no answer comes
 	cancel()
 	if err != nil {
 		return err
 	}
-	finished, err := eventlog.AwaitTurn(r.Context(), g.js, ns, sid, acc)
+	finished, err := turnwait.Await(r.Context(), g.js, ns, sid, acc)
 	if err != nil {
 		return err
 	}
-	resp, err := eventlog.PromptResult(r.Context(), g.js, ns, sid, finished)
+	resp, err := turnwait.Result(r.Context(), g.js, ns, sid, finished)
 	if err != nil {
 		return err
 	}

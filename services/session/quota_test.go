@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/pkg/client/turnwait"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
@@ -97,7 +98,7 @@ func (q *quotaRig) open(t *testing.T, ns events.Namespace, sid, principal string
 func (q *quotaRig) pauseTurn(t *testing.T, ns events.Namespace, sid, principal string) {
 	t.Helper()
 	content, _ := json.Marshal([]map[string]string{{"type": "text", "text": "pause " + sid + "\nsay done"}})
-	if _, err := eventlog.AcceptWith(t.Context(), q.nc, ns, &events.AcpPromptRequest{SessionID: &sid, Content: content}, as(principal)); err != nil {
+	if _, err := turnwait.AcceptWith(t.Context(), q.nc, ns, &events.AcpPromptRequest{SessionID: &sid, Content: content}, as(principal)); err != nil {
 		t.Fatalf("prompt %s/%s: %v", ns, sid, err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -117,11 +118,11 @@ func (q *quotaRig) prompt(t *testing.T, ns events.Namespace, sid, principal, scr
 	t.Helper()
 	content, _ := json.Marshal([]map[string]string{{"type": "text", "text": script}})
 	req := &events.AcpPromptRequest{SessionID: &sid, Content: content}
-	acc, err := eventlog.AcceptWith(t.Context(), q.nc, ns, req, as(principal))
+	acc, err := turnwait.AcceptWith(t.Context(), q.nc, ns, req, as(principal))
 	if err != nil {
 		t.Fatalf("prompt %s/%s: %v", ns, sid, err)
 	}
-	if _, err := eventlog.AwaitTurn(t.Context(), q.js, ns, events.SessionID(sid), acc); err != nil {
+	if _, err := turnwait.Await(t.Context(), q.js, ns, events.SessionID(sid), acc); err != nil {
 		t.Fatalf("turn of %s/%s: %v", ns, sid, err)
 	}
 }
@@ -308,7 +309,7 @@ func TestSecurityPrincipalQuota(t *testing.T) {
 	// too: m1's restore is refused while mallory's two are busy.
 	content, _ := json.Marshal([]map[string]string{{"type": "text", "text": "say hi"}})
 	sid := "m1"
-	_, err = eventlog.AcceptWith(t.Context(), q.nc, "team-a", &events.AcpPromptRequest{SessionID: &sid, Content: content}, as("mallory"))
+	_, err = turnwait.AcceptWith(t.Context(), q.nc, "team-a", &events.AcpPromptRequest{SessionID: &sid, Content: content}, as("mallory"))
 	if code(err) != events.CodeRateLimited {
 		t.Fatalf("mallory's prompt restoring a third adapter = %v, want rate_limited", err)
 	}

@@ -461,7 +461,7 @@ func promptRequest(sid, key, script string) *events.AcpPromptRequest {
 
 // accept sends a prompt and returns the service's answer: the turn it
 // accepted (or joined, or found finished), without waiting for the turn's
-// end, which eventlog.AwaitTurn reads from the log.
+// end, which turnwait.Await reads from the log.
 func (h *harness) accept(ctx context.Context, sid, key, script string) (*events.PromptAccepted, error) {
 	return rpc.Call[events.PromptAccepted](ctx, h.nc, events.APISubject("default", events.OpPrompt), promptRequest(sid, key, script), nil)
 }

@@ -17,6 +17,7 @@ import (
 
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
+	"skein.dev/pkg/client/turnwait"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
@@ -103,7 +104,7 @@ func (h *harness) prompt(ctx context.Context, sid, key, script string) (*events.
 	if key != "" {
 		req.IdempotencyKey = &key
 	}
-	return eventlog.Prompt(ctx, h.js, "default", req)
+	return turnwait.Prompt(ctx, h.js, "default", req)
 }
 
 func code(err error) events.Code {

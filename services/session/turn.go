@@ -22,7 +22,7 @@ import (
 // turn is a prompt in flight. It ends exactly once, through endTurn, which
 // appends its TurnFinished. Nobody waits on it in memory: a prompt's caller
 // is answered once the turn is accepted, and reads the log for its end
-// (eventlog.AwaitTurn), so the wait survives this replica.
+// (turnwait.Await), so the wait survives this replica.
 type turn struct {
 	id    string
 	key   *string

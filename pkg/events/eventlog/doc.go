@@ -12,10 +12,4 @@
 //
 // Readers: history pages and state rebuilds use direct gets (one request per
 // page, not per record), which on a single replica are read-after-write.
-//
-// Waiters: a prompt's caller does not hold a request through the turn. The
-// prompt operation answers events.PromptAccepted, and AwaitTurn (or Prompt,
-// which does both) reads the session's control records after the
-// acceptance until the turn's TurnFinished: subscribe to the tail first,
-// then read, then dedupe by sequence (await.go).
 package eventlog

@@ -1,4 +1,4 @@
-package eventlog_test
+package turnwait_test
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"skein.dev/internal/natstest"
+	"skein.dev/pkg/client/turnwait"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
@@ -103,7 +105,7 @@ func awaitAsync(t *testing.T, ctx context.Context, js jetstream.JetStream, sid e
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		f, err := eventlog.AwaitTurn(ctx, js, "default", sid, acc)
+		f, err := turnwait.Await(ctx, js, "default", sid, acc)
 		ch <- awaitResult{f, err}
 	}()
 	t.Cleanup(func() { <-done })
@@ -134,7 +136,7 @@ func wantFinished(t *testing.T, r awaitResult, id, stopReason string) {
 }
 
 // firstRead waits until a wait has subscribed and read the log once.
-func firstRead(t *testing.T, o *eventlog.AwaitObserver) {
+func firstRead(t *testing.T, o *turnwait.AwaitObserver) {
 	t.Helper()
 	select {
 	case <-o.FirstRead:
@@ -144,7 +146,7 @@ func firstRead(t *testing.T, o *eventlog.AwaitObserver) {
 }
 
 // wantFoundBy checks how the last wait found its end.
-func wantFoundBy(t *testing.T, o *eventlog.AwaitObserver, want string) {
+func wantFoundBy(t *testing.T, o *turnwait.AwaitObserver, want string) {
 	t.Helper()
 	select {
 	case got := <-o.Found:
@@ -158,7 +160,7 @@ func wantFoundBy(t *testing.T, o *eventlog.AwaitObserver, want string) {
 
 func TestAwaitTurnFinishedBefore(t *testing.T) {
 	js := setup(t)
-	ctx, o := eventlog.ObserveAwait(t.Context())
+	ctx, o := turnwait.ObserveAwait(t.Context())
 	l := newTurnLog(t, js, "s1")
 	acc := l.accept("t1", nil)
 	l.update("t1")
@@ -169,7 +171,7 @@ func TestAwaitTurnFinishedBefore(t *testing.T) {
 
 func TestAwaitTurnFinishedAfter(t *testing.T) {
 	js := setup(t)
-	ctx, o := eventlog.ObserveAwait(t.Context())
+	ctx, o := turnwait.ObserveAwait(t.Context())
 	l := newTurnLog(t, js, "s1")
 	acc := l.accept("t1", nil)
 	ch := awaitAsync(t, ctx, js, "s1", acc)
@@ -184,7 +186,7 @@ func TestAwaitTurnKeyed(t *testing.T) {
 	for _, when := range []string{"before", "after"} {
 		t.Run("finished="+when, func(t *testing.T) {
 			js := setup(t)
-			ctx, o := eventlog.ObserveAwait(t.Context())
+			ctx, o := turnwait.ObserveAwait(t.Context())
 			l := newTurnLog(t, js, "s1")
 			key := new("key-1")
 			acc := l.accept("t1", key)
@@ -210,7 +212,7 @@ func TestAwaitTurnKeyed(t *testing.T) {
 // read at all (a nil JetStream would panic on one).
 func TestAwaitTurnAlreadyFinished(t *testing.T) {
 	want := &events.TurnFinished{TurnID: "t1", Outcome: events.OutcomeCompleted, StopReason: "end_turn"}
-	got, err := eventlog.AwaitTurn(t.Context(), nil, "default", "s1", &events.PromptAccepted{SessionID: "s1", TurnID: "t1", Sequence: 9, Finished: want})
+	got, err := turnwait.Await(t.Context(), nil, "default", "s1", &events.PromptAccepted{SessionID: "s1", TurnID: "t1", Sequence: 9, Finished: want})
 	if err != nil || got != want {
 		t.Fatalf("AwaitTurn(Finished set) = %v, %v; want the acceptance's TurnFinished", got, err)
 	}
@@ -222,7 +224,7 @@ func TestAwaitTurnIgnoresOtherTurns(t *testing.T) {
 	for _, when := range []string{"before", "after"} {
 		t.Run("finished="+when, func(t *testing.T) {
 			js := setup(t)
-			ctx, o := eventlog.ObserveAwait(t.Context())
+			ctx, o := turnwait.ObserveAwait(t.Context())
 			l := newTurnLog(t, js, "s1")
 			other := newTurnLog(t, js, "s2")
 			l.accept("t0", nil)
@@ -257,7 +259,7 @@ func TestAwaitTurnSessionDeleted(t *testing.T) {
 	for _, when := range []string{"before", "after"} {
 		t.Run("deleted="+when, func(t *testing.T) {
 			js := setup(t)
-			ctx, o := eventlog.ObserveAwait(t.Context())
+			ctx, o := turnwait.ObserveAwait(t.Context())
 			l := newTurnLog(t, js, "s1")
 			acc := l.accept("t1", new("k"))
 			del := func() {
@@ -293,7 +295,7 @@ func TestAwaitTurnEarlierDeletionIgnored(t *testing.T) {
 
 func TestAwaitTurnContextCancelled(t *testing.T) {
 	js := setup(t)
-	traced, o := eventlog.ObserveAwait(t.Context())
+	traced, o := turnwait.ObserveAwait(t.Context())
 	l := newTurnLog(t, js, "s1")
 	acc := l.accept("t1", nil)
 	ctx, cancel := context.WithCancelCause(traced)
@@ -326,7 +328,7 @@ func TestAwaitTurnInvalid(t *testing.T) {
 		"no sequence":    {"default", "s1", &events.PromptAccepted{TurnID: "t"}, events.CodeInvalidPayload},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := eventlog.AwaitTurn(t.Context(), nil, tc.ns, tc.sid, tc.acc)
+			_, err := turnwait.Await(t.Context(), nil, tc.ns, tc.sid, tc.acc)
 			if e := events.AsError(err); e == nil || e.Code != tc.code {
 				t.Fatalf("AwaitTurn = %v, want %s", err, tc.code)
 			}
@@ -346,7 +348,7 @@ func TestAwaitTurnWithoutLiveDelivery(t *testing.T) {
 	if _, err := js.UpdateStream(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	ctx, o := eventlog.ObserveAwait(t.Context())
+	ctx, o := turnwait.ObserveAwait(t.Context())
 	l := newTurnLog(t, js, "s1")
 	acc := l.accept("t1", nil)
 	ch := awaitAsync(t, ctx, js, "s1", acc)
@@ -456,7 +458,7 @@ func TestPrompt(t *testing.T) {
 	t.Run("completed", func(t *testing.T) {
 		js := setup(t)
 		promptService(t, js, "s1", nil, nil)
-		resp, err := eventlog.Prompt(t.Context(), js, "default", req())
+		resp, err := turnwait.Prompt(t.Context(), js, "default", req())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -467,7 +469,7 @@ func TestPrompt(t *testing.T) {
 	t.Run("failed", func(t *testing.T) {
 		js := setup(t)
 		promptService(t, js, "s1", nil, events.ErrAdapterExited.Response())
-		_, err := eventlog.Prompt(t.Context(), js, "default", req())
+		_, err := turnwait.Prompt(t.Context(), js, "default", req())
 		if !errors.Is(err, events.ErrAdapterExited) {
 			t.Fatalf("Prompt = %v, want %s", err, events.CodeAdapterExited)
 		}
@@ -475,21 +477,21 @@ func TestPrompt(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		js := setup(t)
 		promptService(t, js, "s1", events.ErrSessionBusy, nil)
-		_, err := eventlog.Prompt(t.Context(), js, "default", req())
+		_, err := turnwait.Prompt(t.Context(), js, "default", req())
 		if !errors.Is(err, events.ErrSessionBusy) {
 			t.Fatalf("Prompt = %v, want %s", err, events.CodeSessionBusy)
 		}
 	})
 	t.Run("no service", func(t *testing.T) {
 		js := setup(t)
-		_, err := eventlog.Prompt(t.Context(), js, "default", req())
+		_, err := turnwait.Prompt(t.Context(), js, "default", req())
 		if !errors.Is(err, events.ErrUnavailable) {
 			t.Fatalf("Prompt = %v, want %s", err, events.CodeUnavailable)
 		}
 	})
 	t.Run("bad session", func(t *testing.T) {
 		js := setup(t)
-		_, err := eventlog.Prompt(t.Context(), js, "default", &events.AcpPromptRequest{SessionID: new("a.b")})
+		_, err := turnwait.Prompt(t.Context(), js, "default", &events.AcpPromptRequest{SessionID: new("a.b")})
 		if e := events.AsError(err); e.Code != events.CodeInvalidSessionID {
 			t.Fatalf("Prompt = %v, want %s", err, events.CodeInvalidSessionID)
 		}
@@ -511,14 +513,14 @@ func BenchmarkAwaitTurn(b *testing.B) {
 				entry := finishEntry("bench", id, nil, "end_turn")
 				if when == "before" {
 					l.append(entry)
-					if _, err := eventlog.AwaitTurn(b.Context(), js, "default", "bench", acc); err != nil {
+					if _, err := turnwait.Await(b.Context(), js, "default", "bench", acc); err != nil {
 						b.Fatal(err)
 					}
 					continue
 				}
 				done := make(chan error, 1)
 				go func() {
-					_, err := eventlog.AwaitTurn(b.Context(), js, "default", "bench", acc)
+					_, err := turnwait.Await(b.Context(), js, "default", "bench", acc)
 					done <- err
 				}()
 				l.append(entry)
@@ -560,7 +562,7 @@ func TestAwaitTurnKeyedNotSaid(t *testing.T) {
 // turn ends.
 func TestAwaitTurnNoResponders(t *testing.T) {
 	js := setup(t)
-	ctx, o := eventlog.ObserveAwait(t.Context())
+	ctx, o := turnwait.ObserveAwait(t.Context())
 	l := newTurnLog(t, js, "s1")
 	acc := l.accept("t1", nil)
 	allowDirect := func(on bool) {
@@ -586,45 +588,17 @@ func TestAwaitTurnNoResponders(t *testing.T) {
 	wantFinished(t, receive(t, ch), "t1", "end_turn")
 }
 
-// An append rides out a stream that answers no publish for a while, as
-// ACP_LOG during a leader election: it is sent again, with the same
-// message IDs, until the stream stores it. Here the stream stops capturing
-// the session's subjects, then captures them again once the writer has
-// retried.
-func TestAppendRidesOutNoResponders(t *testing.T) {
-	js := setup(t)
-	l := newTurnLog(t, js, "s1")
-	ctx, retries := eventlog.ObserveAppendRetries(t.Context())
-	s, err := js.Stream(ctx, events.StreamLog)
+// setup returns a JetStream context on a fresh embedded server with the
+// contract's streams.
+func setup(tb testing.TB) jetstream.JetStream {
+	tb.Helper()
+	ns := natstest.Run(tb)
+	js, err := jetstream.New(natstest.Connect(tb, ns))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	cfg := s.CachedInfo().Config
-	away := cfg
-	away.Subjects, away.RePublish = []string{"acp.elsewhere.>"}, nil
-	if _, err := js.UpdateStream(ctx, away); err != nil {
-		t.Fatal(err)
+	if err := streams.Provision(tb.Context(), js, streams.Options{}, true); err != nil {
+		tb.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := l.w.Append(ctx, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: events.UnloadIdle}})
-		done <- err
-	}()
-	select {
-	case <-retries:
-	case err := <-done:
-		t.Fatalf("Append without responders = %v before any retry", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("Append did not retry within 30s")
-	}
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("Append once the stream is back = %v, want it stored", err)
-	}
-	last, err := eventlog.Last(ctx, js, events.StreamLog, "acp.log.default.s1.ctl")
-	if err != nil || last == nil || last.Header.Get(events.HeaderRecord) != events.RecordSessionUnloaded {
-		t.Fatalf("newest control record = %v (%v), want the SessionUnloaded", last, err)
-	}
+	return js
 }

@@ -1,4 +1,4 @@
-package eventlog
+package turnwait
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventjson"
+	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
 )
 
@@ -62,7 +63,7 @@ const awaitBatch = 256
 // is dropped by the client library and found by the next read.
 const awaitPending = 64
 
-// AwaitTurn blocks until the turn acc accepted is finished in the session's
+// Await blocks until the turn acc accepted is finished in the session's
 // log and returns its TurnFinished. When acc.Finished is set (a keyed
 // retry of a turn that already ended) it returns that without reading.
 //
@@ -71,7 +72,7 @@ const awaitPending = 64
 // TurnFinished before it, is CodeSessionNotFound. Transient read failures
 // (a timeout, a reconnect) are retried at the next interval; other read
 // failures are returned.
-func AwaitTurn(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID, acc *events.PromptAccepted) (*events.TurnFinished, error) {
+func Await(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID, acc *events.PromptAccepted) (*events.TurnFinished, error) {
 	if acc == nil {
 		return nil, events.Errorf(events.CodeInvalidRequest, "await turn: no acceptance")
 	}
@@ -162,7 +163,7 @@ func (t *trace) found(f *events.TurnFinished, err error, how string) (*events.Tu
 }
 
 // Prompt sends req to acp.api.<ns>.prompt and, once the turn is accepted,
-// waits for it (AwaitTurn): the helper for Go callers on NATS. It returns
+// waits for it (Await): the helper for Go callers on NATS. It returns
 // the turn's result (TurnFinished.Result): the AcpPromptResponse of a turn
 // that completed or was cancelled, the turn's error otherwise. A refusal
 // (session_busy, idempotency_conflict, ...) is returned as the service
@@ -191,14 +192,14 @@ func Prompt(ctx context.Context, js jetstream.JetStream, ns events.Namespace, re
 	if err != nil {
 		return nil, err
 	}
-	f, err := AwaitTurn(ctx, js, ns, sid, acc)
+	f, err := Await(ctx, js, ns, sid, acc)
 	if err != nil {
 		return nil, err
 	}
-	return PromptResult(ctx, js, ns, sid, f)
+	return Result(ctx, js, ns, sid, f)
 }
 
-// PromptResult is the prompt's answer once its turn finished with f: the
+// Result is the prompt's answer once its turn finished with f: the
 // protocol's AcpPromptResponse, or the turn's error. The message is the
 // turn's last completed agent message in its public form, exactly as
 // history shows it (eventjson.Durable), read from its record: the
@@ -206,7 +207,7 @@ func Prompt(ctx context.Context, js jetstream.JetStream, ns events.Namespace, re
 // what the agent wrote into the update. A message whose record retention
 // pruned is left out. A finish recorded before finishes named their
 // message's record carries the message as the agent sent it.
-func PromptResult(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID, f *events.TurnFinished) (*events.AcpPromptResponse, error) {
+func Result(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID, f *events.TurnFinished) (*events.AcpPromptResponse, error) {
 	if e := f.Failure(); e != nil {
 		return nil, &events.Error{Code: events.Code(e.Code), Message: e.Message}
 	}
@@ -215,7 +216,7 @@ func PromptResult(ctx context.Context, js jetstream.JetStream, ns events.Namespa
 		resp.Message = f.Message
 		return resp, nil
 	}
-	rec, err := At(ctx, js, events.StreamLog, f.MessageSeq)
+	rec, err := eventlog.At(ctx, js, events.StreamLog, f.MessageSeq)
 	if err != nil {
 		return nil, events.Errorf(events.CodeUnavailable, "read the message of turn %s: %v", f.TurnID, err)
 	}
@@ -297,7 +298,7 @@ func resendable(err error) bool {
 	return false
 }
 
-// turnWaiter is the state of one AwaitTurn.
+// turnWaiter is the state of one Await.
 type turnWaiter struct {
 	js       jetstream.JetStream
 	sid      events.SessionID
@@ -328,7 +329,7 @@ func (w *turnWaiter) read(ctx context.Context) (*events.TurnFinished, error) {
 // every record it checks.
 func (w *turnWaiter) readSubject(ctx context.Context, subject string, cursor *uint64) (*events.TurnFinished, error) {
 	for {
-		recs, err := Forward(ctx, w.js, events.StreamLog, subject, *cursor, awaitBatch)
+		recs, err := eventlog.Forward(ctx, w.js, events.StreamLog, subject, *cursor, awaitBatch)
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
@@ -416,5 +417,5 @@ func tailKeyFilter(ns events.Namespace, sid events.SessionID) string {
 // transient reports a read failure worth retrying at the next interval: a
 // timeout, no responder (a stream leader changing), a reconnect.
 func transient(err error) bool {
-	return isRetryable(err)
+	return eventlog.Transient(err)
 }
