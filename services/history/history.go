@@ -24,6 +24,7 @@ import (
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/sessionstate"
 	"skein.dev/pkg/events/streams"
 )
 
@@ -456,21 +457,22 @@ func (s *Service) currentState(ctx context.Context, ns events.Namespace, sid eve
 	}
 	switch {
 	case open && st.TurnID == turnID:
-		if !st.TurnOpen() {
-			st.Status = events.StatusRunning
-		}
+		// The projected turn is still open: waiting if the projection
+		// says so, running however else it lags.
+		st.Status = sessionstate.Facts{TurnOpen: true, Waiting: st.Status == events.StatusWaiting}.Status()
 	case open:
-		st = &events.SessionState{Status: events.StatusRunning, TurnID: turnID}
+		st = &events.SessionState{Status: sessionstate.Facts{TurnOpen: true}.Status(), TurnID: turnID}
 	case st.TurnOpen():
 		// The projected turn ended after the projection was written.
 		finished, err := s.turnFinishedAfter(ctx, ns, sid, meta.LogPosition, st.TurnID)
 		if err != nil {
 			return nil, err
 		}
-		st = &events.SessionState{Status: events.StatusIdle}
-		if finished != nil && finished.Failed() {
+		failed := finished != nil && finished.Failed()
+		st = &events.SessionState{Status: sessionstate.Facts{LastFailed: failed}.Status()}
+		if failed {
 			e := finished.Failure()
-			st = &events.SessionState{Status: events.StatusFailed, Error: &events.StateError{Code: e.Code, Message: e.Message}}
+			st.Error = &events.StateError{Code: e.Code, Message: e.Message}
 		}
 	default:
 		return meta.Info.State, nil

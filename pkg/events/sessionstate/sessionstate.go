@@ -1,5 +1,5 @@
 // Package sessionstate derives a session's state from its log: the
-// status a session has (Status, the one rule every reader of a session
+// status a session has (Facts.Status, the one rule every reader of a session
 // applies), and the state change (events.SessionStateChange) each log record
 // causes.
 //
@@ -54,7 +54,7 @@ func ChangeOf(hdr nats.Header, data []byte, lastFailed func() (bool, error)) (*e
 		if hdr.Get(events.HeaderTurnAccepted) == "" {
 			return nil, nil
 		}
-		return &events.SessionStateChange{Change: events.ChangeTurnAccepted, Status: events.StatusRunning, TurnID: turnID}, nil
+		return &events.SessionStateChange{Change: events.ChangeTurnAccepted, Status: Facts{TurnOpen: true}.Status(), TurnID: turnID}, nil
 	case events.AcpDurablePermissionRequest{}.VariantName(), events.InputRequest{}.VariantName():
 		v, err := events.Unmarshal(data)
 		if err != nil {
@@ -69,38 +69,38 @@ func ChangeOf(hdr nats.Header, data []byte, lastFailed func() (bool, error)) (*e
 		default:
 			return nil, events.Errorf(events.CodeInvalidPayload, "record marked %s holds %s", kind, v.VariantName())
 		}
-		return &events.SessionStateChange{Change: events.ChangeWaiting, Status: events.StatusWaiting, TurnID: turnID, WaitingFor: w}, nil
+		st := Facts{TurnOpen: turnID != "", Waiting: true}.Status()
+		return &events.SessionStateChange{Change: events.ChangeWaiting, Status: st, TurnID: turnID, WaitingFor: w}, nil
 	case events.RecordTurnFinished:
 		f, err := events.Decode[events.TurnFinished](data)
 		if err != nil {
 			return nil, err
 		}
-		c := &events.SessionStateChange{Change: events.ChangeTurnFinished, Status: events.StatusIdle, TurnID: f.TurnID, StopReason: f.StopReason}
+		st := Facts{LastFailed: f.Failed()}.Status()
+		c := &events.SessionStateChange{Change: events.ChangeTurnFinished, Status: st, TurnID: f.TurnID, StopReason: f.StopReason}
 		switch {
 		case f.Failed():
 			e := f.Failure()
-			c.Status, c.DiscardDeltas, c.StopReason = events.StatusFailed, true, ""
+			c.DiscardDeltas, c.StopReason = true, ""
 			c.Error = &events.StateChangeError{Code: e.Code, Message: e.Message}
 		case f.Outcome == events.OutcomeCancelled:
 			c.DiscardDeltas = true
 		}
 		return c, nil
 	case events.RecordSessionUnloaded, events.RecordAgentExited:
-		c := &events.SessionStateChange{Change: events.ChangeUnloaded, Status: events.StatusIdle, TurnID: turnID}
+		c := &events.SessionStateChange{Change: events.ChangeUnloaded, TurnID: turnID}
 		if kind == events.RecordAgentExited {
 			c.Change = events.ChangeAdapterExited
 		}
-		if turnID != "" {
-			c.Status = events.StatusRunning
-			return c, nil
+		facts := Facts{TurnOpen: turnID != ""}
+		if !facts.TurnOpen {
+			failed, err := lastFailed()
+			if err != nil {
+				return nil, err
+			}
+			facts.LastFailed = failed
 		}
-		failed, err := lastFailed()
-		if err != nil {
-			return nil, err
-		}
-		if failed {
-			c.Status = events.StatusFailed
-		}
+		c.Status = facts.Status()
 		return c, nil
 	}
 	return nil, nil
