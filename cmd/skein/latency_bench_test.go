@@ -18,6 +18,7 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/acp/acpwire"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 )
 
 // Latency benchmarks of one update's way from the adapter to a reader. The
@@ -99,7 +100,7 @@ func BenchmarkUpdateLatency(b *testing.B) {
 					}
 					update = ev.Update
 				} else {
-					e, _, err := events.TailEntry("lat", m)
+					e, _, err := eventlog.TailEntry("lat", m)
 					if err != nil {
 						return
 					}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 )
 
 // tailBuffer is how many republished records a subscriber holds before the
@@ -58,7 +59,7 @@ func (c *Client) Subscribe(ctx context.Context, sid string, after uint64) iter.S
 				}
 				continue
 			}
-			e, err := events.Entry(events.SessionID(sid), rec.seq, rec.stored, m.Header, m.Data)
+			e, err := eventlog.HistoryEntry(events.SessionID(sid), rec.seq, rec.stored, m.Header, m.Data)
 			if err != nil {
 				yield(nil, err)
 				return
@@ -106,7 +107,7 @@ func (c *Client) Follow(ctx context.Context) iter.Seq2[*events.AcpDurableHistory
 				last[sid] = seen
 				continue
 			}
-			e, err := events.Entry(events.SessionID(sid), rec.seq, rec.stored, m.Header, m.Data)
+			e, err := eventlog.HistoryEntry(events.SessionID(sid), rec.seq, rec.stored, m.Header, m.Data)
 			if err != nil {
 				yield(nil, err)
 				return

@@ -438,7 +438,7 @@ func (f *feed) handle(ctx context.Context, m *nats.Msg) {
 		// number counts. It is read back before the new turn starts.
 		missedEnd := f.turnOpen && m.Header.Get(events.HeaderTurnAccepted) != ""
 		f.observe(m.Header)
-		entry, prev, err := events.TailEntry(f.sid, m)
+		entry, prev, err := eventlog.TailEntry(f.sid, m)
 		if err != nil {
 			// Not fanned out: the next event names it as its predecessor,
 			// and each stream reads it from history, which reports the
@@ -561,7 +561,7 @@ func (f *feed) readForward(ctx context.Context, upTo uint64) bool {
 					events.LogKeySeq, r.Sequence, logKeyEventNo, no)
 				return false
 			}
-			e, err := events.Entry(f.sid, r.Sequence, r.Time, r.Header, r.Data)
+			e, err := eventlog.HistoryEntry(f.sid, r.Sequence, r.Time, r.Header, r.Data)
 			if err != nil {
 				f.lg.Warn("live feed catch-up read an undecodable record", events.LogKeySeq, r.Sequence, events.LogKeyErr, err)
 				return false

@@ -359,7 +359,7 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 	}
 	page.Events = make([]events.AcpDurableHistoryEntry, 0, len(recs))
 	for _, r := range recs {
-		e, err := events.Entry(sid, r.Sequence, r.Time, r.Header, r.Data)
+		e, err := eventlog.HistoryEntry(sid, r.Sequence, r.Time, r.Header, r.Data)
 		if err != nil {
 			return nil, "", fmt.Errorf("session %s record %d: %w", sid, r.Sequence, err)
 		}

@@ -264,7 +264,7 @@ func (h *harness) publicMessage(t testing.TB, sid string, f *events.TurnFinished
 	if err != nil || rec == nil {
 		t.Fatalf("the message record %d of turn %s: %v, %v", f.MessageSeq, f.TurnID, rec, err)
 	}
-	entry, err := events.Entry(events.SessionID(sid), rec.Sequence, rec.Time, rec.Header, rec.Data)
+	entry, err := eventlog.HistoryEntry(events.SessionID(sid), rec.Sequence, rec.Time, rec.Header, rec.Data)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -223,7 +223,7 @@ func Result(ctx context.Context, js jetstream.JetStream, ns events.Namespace, si
 	if rec == nil || rec.Subject != events.LogSubject(ns, sid, events.LogEvents) {
 		return resp, nil
 	}
-	entry, err := events.Entry(sid, rec.Sequence, rec.Time, rec.Header, rec.Data)
+	entry, err := eventlog.HistoryEntry(sid, rec.Sequence, rec.Time, rec.Header, rec.Data)
 	if err != nil {
 		return nil, err
 	}
