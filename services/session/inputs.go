@@ -6,6 +6,7 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/inputform"
 	"skein.dev/pkg/events/rpc"
 )
 
@@ -19,14 +20,14 @@ import (
 
 // input is an elicitation/create waiting for a person's answer.
 type input struct {
-	id      string              // the runner's correlation ID, never the adapter's JSON-RPC id
-	request events.JSON         // as stored: the ACP params without the private sessionId
-	schema  *events.InputSchema // the requested schema, to check answers against
+	id      string            // the runner's correlation ID, never the adapter's JSON-RPC id
+	request events.JSON       // as stored: the ACP params without the private sessionId
+	schema  *inputform.Schema // the requested schema, to check answers against
 }
 
 // newInput reads the requested schema of an input request.
 func newInput(id string, request events.JSON) (*input, error) {
-	schema, err := events.ParseInputRequest(request)
+	schema, err := inputform.Parse(request)
 	if err != nil {
 		return nil, err
 	}
