@@ -357,23 +357,6 @@ func AttachmentRef(block []byte) (name string, ok bool, err error) {
 	return name, true, nil
 }
 
-// CheckAttachmentRefs checks a prompt's content: at most
-// MaxPromptAttachments blocks name uploads, each by a valid name. It reads
-// nothing else of the blocks.
-func CheckAttachmentRefs(blocks []json.RawMessage) error {
-	n := 0
-	for _, b := range blocks {
-		if _, ok, err := AttachmentRef(b); err != nil {
-			return err
-		} else if ok {
-			if n++; n > MaxPromptAttachments {
-				return Errorf(CodeInvalidRequest, "a prompt may reference at most %d attachments", MaxPromptAttachments)
-			}
-		}
-	}
-	return nil
-}
-
 func (FileBeginRequest) VariantName() string     { return "FileBeginRequest" }
 func (FileTransferResponse) VariantName() string { return "FileTransferResponse" }
 func (FileWriteRequest) VariantName() string     { return "FileWriteRequest" }

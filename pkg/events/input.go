@@ -1,7 +1,6 @@
 package events
 
 import (
-	"bytes"
 	"encoding/json"
 )
 
@@ -118,22 +117,6 @@ func (r *RespondInputRequest) Validate() (SessionID, error) {
 		return "", Errorf(CodeInvalidRequest, "action must be %s, %s or %s", InputAccept, InputDecline, InputCancel)
 	}
 	return sid, nil
-}
-
-// InputResponseJSON is the elicitation response sent to the agent for
-// action, with content (compact JSON) for accept: {"action":"accept",
-// "content":{...}}, {"action":"decline"} or {"action":"cancel"}.
-func InputResponseJSON(action string, content JSON) JSON {
-	a, _ := json.Marshal(action) // a string always marshals
-	b := append([]byte(`{"action":`), a...)
-	if action == InputAccept && len(content) > 0 {
-		var c bytes.Buffer
-		if json.Compact(&c, content) == nil {
-			b = append(b, `,"content":`...)
-			b = append(b, c.Bytes()...)
-		}
-	}
-	return append(b, '}')
 }
 
 // AdapterInputRequest is an elicitation/create the adapter sent, as the

@@ -39,7 +39,7 @@ func (s *Service) handlePrompt(ctx context.Context, ns events.Namespace, data []
 	if err != nil {
 		return nil, err
 	}
-	if err := events.CheckAttachmentRefs(blocks); err != nil {
+	if err := checkAttachmentRefs(blocks); err != nil {
 		return nil, err
 	}
 	return s.session(ns, sid).prompt(ctx, req, blocks)
