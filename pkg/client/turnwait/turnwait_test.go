@@ -92,7 +92,7 @@ func finishEntry(sid events.SessionID, id string, key *string, stopReason string
 	return e
 }
 
-// awaitAsync runs AwaitTurn in a goroutine; the result arrives on the
+// awaitAsync runs Await in a goroutine; the result arrives on the
 // channel. The test's end waits for it.
 type awaitResult struct {
 	f   *events.TurnFinished
@@ -112,7 +112,7 @@ func awaitAsync(t *testing.T, ctx context.Context, js jetstream.JetStream, sid e
 	return ch
 }
 
-// receive returns the result of an AwaitTurn, failing the test if none
+// receive returns the result of an Await, failing the test if none
 // comes within a generous deadline.
 func receive(t *testing.T, ch <-chan awaitResult) awaitResult {
 	t.Helper()
@@ -120,7 +120,7 @@ func receive(t *testing.T, ch <-chan awaitResult) awaitResult {
 	case r := <-ch:
 		return r
 	case <-time.After(30 * time.Second):
-		t.Fatal("AwaitTurn did not return within 30s")
+		t.Fatal("Await did not return within 30s")
 		return awaitResult{}
 	}
 }
@@ -128,10 +128,10 @@ func receive(t *testing.T, ch <-chan awaitResult) awaitResult {
 func wantFinished(t *testing.T, r awaitResult, id, stopReason string) {
 	t.Helper()
 	if r.err != nil {
-		t.Fatalf("AwaitTurn = %v, want the TurnFinished of %s", r.err, id)
+		t.Fatalf("Await = %v, want the TurnFinished of %s", r.err, id)
 	}
 	if r.f.TurnID != id || r.f.StopReason != stopReason {
-		t.Fatalf("AwaitTurn = turn %s stopReason %q, want turn %s stopReason %q", r.f.TurnID, r.f.StopReason, id, stopReason)
+		t.Fatalf("Await = turn %s stopReason %q, want turn %s stopReason %q", r.f.TurnID, r.f.StopReason, id, stopReason)
 	}
 }
 
@@ -141,7 +141,7 @@ func firstRead(t *testing.T, o *turnwait.AwaitObserver) {
 	select {
 	case <-o.FirstRead:
 	case <-time.After(30 * time.Second):
-		t.Fatal("AwaitTurn did not read the log within 30s")
+		t.Fatal("Await did not read the log within 30s")
 	}
 }
 
@@ -214,7 +214,7 @@ func TestAwaitTurnAlreadyFinished(t *testing.T) {
 	want := &events.TurnFinished{TurnID: "t1", Outcome: events.OutcomeCompleted, StopReason: "end_turn"}
 	got, err := turnwait.Await(t.Context(), nil, "default", "s1", &events.PromptAccepted{SessionID: "s1", TurnID: "t1", Sequence: 9, Finished: want})
 	if err != nil || got != want {
-		t.Fatalf("AwaitTurn(Finished set) = %v, %v; want the acceptance's TurnFinished", got, err)
+		t.Fatalf("Await(Finished set) = %v, %v; want the acceptance's TurnFinished", got, err)
 	}
 }
 
@@ -275,7 +275,7 @@ func TestAwaitTurnSessionDeleted(t *testing.T) {
 			}
 			r := receive(t, ch)
 			if !errors.Is(r.err, events.ErrSessionNotFound) {
-				t.Fatalf("AwaitTurn after a deletion = %v, %v; want %s", r.f, r.err, events.CodeSessionNotFound)
+				t.Fatalf("Await after a deletion = %v, %v; want %s", r.f, r.err, events.CodeSessionNotFound)
 			}
 		})
 	}
@@ -306,7 +306,7 @@ func TestAwaitTurnContextCancelled(t *testing.T) {
 	cancel(cause)
 	r := receive(t, ch)
 	if !errors.Is(r.err, cause) {
-		t.Fatalf("AwaitTurn after cancel = %v, %v; want the cause %v", r.f, r.err, cause)
+		t.Fatalf("Await after cancel = %v, %v; want the cause %v", r.f, r.err, cause)
 	}
 	// Nothing is left subscribed.
 	if n := js.Conn().NumSubscriptions(); n != subs {
@@ -330,7 +330,7 @@ func TestAwaitTurnInvalid(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, err := turnwait.Await(t.Context(), nil, tc.ns, tc.sid, tc.acc)
 			if e := events.AsError(err); e == nil || e.Code != tc.code {
-				t.Fatalf("AwaitTurn = %v, want %s", err, tc.code)
+				t.Fatalf("Await = %v, want %s", err, tc.code)
 			}
 		})
 	}
@@ -498,7 +498,7 @@ func TestPrompt(t *testing.T) {
 	})
 }
 
-// BenchmarkAwaitTurn measures one wait: found by the first read (the turn
+// BenchmarkAwait measures one wait: found by the first read (the turn
 // ended before the call) or live (it ends while the caller waits).
 func BenchmarkAwaitTurn(b *testing.B) {
 	for _, when := range []string{"before", "during"} {
@@ -551,7 +551,7 @@ func TestAwaitTurnKeyedNotSaid(t *testing.T) {
 			l.finish("t1", &key, "end_turn", true)
 		}
 		if r := receive(t, ch); r.err != nil || r.f.TurnID != "t1" {
-			t.Errorf("live=%v: AwaitTurn = %+v, %v; want turn t1's finish", live, r.f, r.err)
+			t.Errorf("live=%v: Await = %+v, %v; want turn t1's finish", live, r.f, r.err)
 		}
 	}
 }

@@ -92,7 +92,7 @@ func FuzzPublicJSON(f *testing.F) {
 		if isUpdate {
 			typ, err := eventjson.Type(native)
 			if (err == nil) != wantOK || typ != wantType {
-				t.Fatalf("PublicJSONType(%q) = %q, %v; want %q, success %v", native, typ, err, wantType, wantOK)
+				t.Fatalf("Type(%q) = %q, %v; want %q, success %v", native, typ, err, wantType, wantOK)
 			}
 		}
 	})

@@ -46,6 +46,6 @@ func TestInputPublicJSON(t *testing.T) {
 	rec, err := eventjson.Record(&events.InputRequest{RequestID: "input_1", Request: events.JSON(request)})
 	if err != nil || !strings.HasPrefix(string(rec), `{"record":"InputRequest","durability":"durable","type":"input_request","requestId":"input_1",`) ||
 		!strings.Contains(string(rec), `"mode":"form"`) {
-		t.Errorf("RecordJSON = %s, %v", rec, err)
+		t.Errorf("Record = %s, %v", rec, err)
 	}
 }

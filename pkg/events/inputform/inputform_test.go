@@ -141,7 +141,7 @@ func FuzzParse(f *testing.F) {
 		s, err := inputform.Parse(params)
 		if err != nil {
 			if events.AsError(err).Code != events.CodeAdapterProtocol {
-				t.Fatalf("ParseInputRequest(%q) = %v", params, err)
+				t.Fatalf("Parse(%q) = %v", params, err)
 			}
 			return
 		}

@@ -9,7 +9,7 @@ import (
 	"skein.dev/pkg/events/eventlog"
 )
 
-// State changes (events.ChangeOf) are derived from one record each,
+// State changes (ChangeOf) are derived from one record each,
 // save one fact: the status after an unload or an adapter exit outside a
 // turn is failed when the session's last turn failed. A reader that has
 // not seen that turn end (a live feed that started later, a history page)
