@@ -8,8 +8,10 @@
 // nowhere else: a service that spells "acp.log." inline is a bug. What is
 // built on the contract lives beside it, one audience each: rpc (serving
 // and calling the request API), eventlog (a session's log: the writer and
-// the reads), eventjson (events as JSON for people), and sessionstate (a
-// session's state, derived from its log).
+// the reads), streams (making the streams and buckets), eventjson (events
+// as JSON for people), sessionstate (a session's state, derived from its
+// log) and inputform (the form of an input request). Waiting for a turn
+// is a client's: pkg/client/turnwait.
 //
 // # Wire format
 //
