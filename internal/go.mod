@@ -61,3 +61,5 @@ replace skein.dev/services/gateway => ../services/gateway
 replace skein.dev/pkg/client => ../pkg/client
 
 replace skein.dev/testagent => ../testagent
+
+require skein.dev/pkg/client v0.0.0

@@ -18,8 +18,9 @@ import (
 
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/acp/acpwire"
+	"skein.dev/pkg/client/turnwait"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 )
 
 // Benchmarks of the whole path, each beside its baseline in the same run:
@@ -29,7 +30,7 @@ import (
 //	appends: pipelined on one replica, grouped in atomic batches on three;
 //	see session/append.go). Baseline path=raw: N JetStream async publishes
 //	of the same payload size to one subject of a stream configured as
-//	ACP_LOG is (eventlog.StreamConfigs: RePublish, replicas, storage,
+//	ACP_LOG is (streams.Configs: RePublish, replicas, storage,
 //	limits alike). Both on replicas=1 (one embedded server, in-process
 //	connections, as skein dev runs) and replicas=3 (a three-server cluster
 //	in this process, every connection to one node over loopback TCP, as
@@ -134,7 +135,7 @@ func provisionBench(b *testing.B, ns *server.Server, replicas int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := eventlog.Provision(b.Context(), js, eventlog.Options{Replicas: replicas}, true); err != nil {
+	if err := streams.Provision(b.Context(), js, streams.Options{Replicas: replicas}, true); err != nil {
 		b.Fatalf("provision R%d: %v", replicas, err)
 	}
 }
@@ -159,12 +160,12 @@ func checkLogStream(b *testing.B, ns *server.Server, replicas int) {
 // logStreamConfig returns ACP_LOG's configuration at the given replicas,
 // as the session service provisions it.
 func logStreamConfig(b *testing.B, replicas int) jetstream.StreamConfig {
-	for _, cfg := range eventlog.StreamConfigs(eventlog.Options{Replicas: replicas}) {
+	for _, cfg := range streams.Configs(streams.Options{Replicas: replicas}) {
 		if cfg.Name == events.StreamLog {
 			return cfg
 		}
 	}
-	b.Fatalf("eventlog.StreamConfigs has no %s", events.StreamLog)
+	b.Fatalf("streams.Configs has no %s", events.StreamLog)
 	return jetstream.StreamConfig{}
 }
 
@@ -197,9 +198,9 @@ func BenchmarkPromptRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 		// The Go caller's way: accepted, then the turn's end read from the
-		// log (eventlog.Prompt).
+		// log (turnwait.Prompt).
 		measure(b, func() {
-			if _, err := eventlog.Prompt(b.Context(), js, events.DefaultNamespace, req); err != nil {
+			if _, err := turnwait.Prompt(b.Context(), js, events.DefaultNamespace, req); err != nil {
 				b.Fatal(err)
 			}
 		})

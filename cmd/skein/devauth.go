@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 )
 
 // clusterAccounts is ops/cluster/nats/accounts.conf, byte for byte
@@ -261,9 +261,9 @@ func provisionDev(ctx context.Context, ns *server.Server, a *devNATSAuth, c *sta
 	if err != nil {
 		return err
 	}
-	o := eventlog.Options{Replicas: c.Replicas, OwnerTTL: c.Session.OwnerTTL,
+	o := streams.Options{Replicas: c.Replicas, OwnerTTL: c.Session.OwnerTTL,
 		MaxEventsPerSession: c.Session.MaxEventsPerSession, MaxBytesPerSession: c.Session.MaxBytesPerSession}
-	if err := eventlog.Provision(ctx, js, o, true); err != nil {
+	if err := streams.Provision(ctx, js, o, true); err != nil {
 		return fmt.Errorf("provision: %w", err)
 	}
 	return nil

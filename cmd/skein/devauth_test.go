@@ -15,7 +15,7 @@ import (
 	"skein.dev/internal/cluster"
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 )
 
 // devNATS is skein dev run in process, as the tour runs it, with its NATS
@@ -344,7 +344,7 @@ func TestDevKeepsOlderDevStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eventlog.Provision(t.Context(), js, eventlog.Options{}, true); err != nil {
+	if err := streams.Provision(t.Context(), js, streams.Options{}, true); err != nil {
 		t.Fatal(err)
 	}
 	const subject = "acp.log.default.older.ctl"

@@ -18,6 +18,7 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/acp/acpwire"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 )
 
 // Latency benchmarks of one update's way from the adapter to a reader. The
@@ -99,7 +100,7 @@ func BenchmarkUpdateLatency(b *testing.B) {
 					}
 					update = ev.Update
 				} else {
-					e, _, err := events.TailEntry("lat", m)
+					e, _, err := eventlog.TailEntry("lat", m)
 					if err != nil {
 						return
 					}
@@ -162,7 +163,7 @@ func BenchmarkUpdateLatency(b *testing.B) {
 // the agent's stamp script is (stampsPerPrompt updates 2 ms apart, 256 B):
 // for kind chunk, a core publish to acp.live and a core subscriber; for kind
 // update, an async JetStream publish to a stream configured as ACP_LOG is
-// (eventlog.StreamConfigs: RePublish included) and a core subscriber of its
+// (streams.Configs: RePublish included) and a core subscriber of its
 // RePublish subject on acp.tail, as a log follower reads it. Each message
 // carries its send time in a header.
 func rawLatency(b *testing.B, kind string) {

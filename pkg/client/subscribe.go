@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/tail"
 )
 
@@ -107,7 +108,7 @@ func (c *Client) offer(ctx context.Context, sid string, chain *tail.Chain, m *na
 		return c.catchUp(ctx, sid, chain, yield)
 	}
 	_, _, stored, _ := tail.Republished(m)
-	e, err := events.Entry(events.SessionID(sid), seq, stored, m.Header, m.Data)
+	e, err := eventlog.HistoryEntry(events.SessionID(sid), seq, stored, m.Header, m.Data)
 	if err != nil {
 		yield(nil, err)
 		return false

@@ -194,7 +194,7 @@ const (
 // log (or was already): the turn's ID and Sequence, the ACP_LOG sequence
 // of its accepting record. Whoever blocks through the turn reads the
 // session's log after Sequence until the turn's TurnFinished
-// (eventlog.AwaitTurn). Finished is set when the turn had already ended
+// (turnwait.Await). Finished is set when the turn had already ended
 // (a keyed prompt retried after its turn finished): it is that turn's
 // TurnFinished, and there is nothing to wait for.
 type PromptAccepted struct {

@@ -19,6 +19,7 @@ import (
 
 	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // The runner serves a session's file ops (events.RunnerFile) on its own
@@ -209,7 +210,7 @@ func (r *Runner) fileOp(ctx context.Context, ns events.Namespace, sid events.Ses
 		if err != nil {
 			return nil, err
 		}
-		by := uploader{key: key, ns: ns, principal: events.RequestHeaders(ctx).Get(events.HeaderPrincipal)}
+		by := uploader{key: key, ns: ns, principal: rpc.RequestHeaders(ctx).Get(events.HeaderPrincipal)}
 		return r.files.begin(by, root, owner, req.Begin, events.TransferID(r.ID(), ""), events.FileChunkSize(r.nc.MaxPayload()))
 	case req.Write != nil:
 		if _, err := req.Write.Validate(); err != nil {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"skein.dev/internal/lifecycle"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/lifecycle"
 )
 
 // What files.go relies on of os.Root (Go 1.26): the flags of OpenFile

@@ -9,6 +9,7 @@ import (
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/acp/acpwire"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/inputform"
 )
 
 // methodElicitationCreate is ACP's request for structured input from a
@@ -53,7 +54,7 @@ func checkInputRequest(params json.RawMessage) error {
 	if err := json.Unmarshal(params, &scope); err != nil || len(scope.SessionID) == 0 || scope.SessionID[0] != '"' {
 		return events.Errorf(events.CodeAdapterProtocol, "elicitation/create: only session-scoped elicitation is supported (sessionId a string)")
 	}
-	_, err := events.ParseInputRequest(params)
+	_, err := inputform.Parse(params)
 	return err
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/testagent"
 )
@@ -66,7 +67,7 @@ func TestCancel(t *testing.T) {
 	if err := testagent.WaitPaused(t.Context(), control, "p1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCancel),
+	if _, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCancel),
 		&events.RunnerCancelRequest{TurnID: "t1"}, header("s1", "p1")); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
@@ -88,7 +89,7 @@ func TestPermission(t *testing.T) {
 	h.prompt(t, "s1", "p1", "t1", "permission call_1\npermission call_2")
 
 	answer := func(requestID string, optionID *string) error {
-		_, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPermission),
+		_, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPermission),
 			&events.RunnerPermissionAnswer{RequestID: requestID, OptionID: optionID}, header("s1", "p1"))
 		return err
 	}
@@ -193,7 +194,7 @@ printf '%s\n' '{"jsonrpc":"2.0","id":"fs-1","method":"fs/read_text_file","params
 // setConfig asks the runner to set option configID to value.
 func (h *harness) setConfig(t *testing.T, sid, processID, configID, value string) (*events.RunnerConfigResponse, error) {
 	t.Helper()
-	return events.Call[events.RunnerConfigResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerSetConfig),
+	return rpc.Call[events.RunnerConfigResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerSetConfig),
 		&events.RunnerSetConfigRequest{ConfigID: configID, Value: events.JSON(value)}, header(sid, processID))
 }
 
@@ -319,7 +320,7 @@ func TestStatus(t *testing.T) {
 		if turnID != "" {
 			hdr.Set(events.HeaderTurnID, turnID)
 		}
-		st, err := events.Call[events.AdapterStatus](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStatus),
+		st, err := rpc.Call[events.AdapterStatus](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStatus),
 			&events.AcpGetSessionStateRequest{SessionID: "s1"}, hdr)
 		if err != nil {
 			t.Fatalf("status: %v", err)
@@ -375,7 +376,7 @@ func TestRunWaitsForWhatItStarted(t *testing.T) {
 	h := start(t, adapterrunner.Agent{ID: "mute", Command: "/bin/sh", Args: []string{"-c", "exec cat >/dev/null"}})
 	created := make(chan error, 1)
 	go func() {
-		_, err := events.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
+		_, err := rpc.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
 			&events.AcpCreateSessionRequest{AgentType: "mute", McpServers: events.JSON("[]")}, header("s1", "p1"))
 		created <- err
 	}()

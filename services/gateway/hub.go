@@ -12,7 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/sessionstate"
 	"skein.dev/pkg/events/tail"
 )
 
@@ -272,7 +274,7 @@ type feed struct {
 	lastCtl uint64
 	// state derives the state changes of the records the feed handles,
 	// in their order (stateevents.go).
-	state *events.StateTracker
+	state *sessionstate.Tracker
 	// turnOpen: the newest record the feed knows of is one of an open
 	// turn, or the feed does not know where the log ends (a reconnect, a
 	// failed end check). While it holds, the feed checks the log's end
@@ -393,7 +395,7 @@ func (f *feed) handle(ctx context.Context, m *nats.Msg) {
 		// number counts. It is read back before the new turn starts.
 		missedEnd := f.turnOpen && m.Header.Get(events.HeaderTurnAccepted) != ""
 		f.observe(m.Header)
-		entry, prev, err := events.TailEntry(f.sid, m)
+		entry, prev, err := eventlog.TailEntry(f.sid, m)
 		if err != nil {
 			// Not fanned out: the next event names it as its predecessor,
 			// and each stream reads it from history, which reports the
@@ -433,7 +435,7 @@ func (f *feed) handle(ctx context.Context, m *nats.Msg) {
 func (f *feed) durable(e *events.AcpDurableHistoryEntry, prev uint64, hdr nats.Header, data []byte) {
 	it := &liveItem{durable: true, seq: e.Sequence, prev: prev}
 	it.frame = f.stateFrame(e.Sequence, e.Timestamp, hdr, data)
-	if data, err := events.PublicDurableJSON(e); err != nil {
+	if data, err := eventjson.Durable(e); err != nil {
 		// Fanned out without its frame, so that streams move past it
 		// rather than fill from history for it.
 		f.lg.Error("durable event has no public form", events.LogKeySeq, e.Sequence, events.LogKeyErr, err)
@@ -519,7 +521,7 @@ func (f *feed) readForward(ctx context.Context, upTo uint64) bool {
 					events.LogKeySeq, r.Sequence, logKeyEventNo, no)
 				return false
 			}
-			e, err := events.Entry(f.sid, r.Sequence, r.Time, r.Header, r.Data)
+			e, err := eventlog.HistoryEntry(f.sid, r.Sequence, r.Time, r.Header, r.Data)
 			if err != nil {
 				f.lg.Warn("live feed catch-up read an undecodable record", events.LogKeySeq, r.Sequence, events.LogKeyErr, err)
 				return false

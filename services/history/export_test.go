@@ -6,9 +6,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // ReadPage reads one history page as the gateway does.
 func ReadPage(ctx context.Context, nc *nats.Conn, ns events.Namespace, req *events.AcpReadHistoryRequest) (*events.AcpHistoryPageResponse, error) {
-	return events.CallChunked[events.AcpHistoryPageResponse](ctx, nc, events.APISubject(ns, events.OpReadHistory), req, nil)
+	return rpc.CallChunked[events.AcpHistoryPageResponse](ctx, nc, events.APISubject(ns, events.OpReadHistory), req, nil)
 }

@@ -23,6 +23,9 @@ import (
 	"skein.dev/internal/natsmetrics"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/sessionstate"
+	"skein.dev/pkg/events/streams"
 )
 
 // Config configures the history service. The largest page is not
@@ -127,7 +130,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: s.cfg.Replicas}, false); err != nil {
+	if err := streams.Provision(ctx, js, streams.Options{Replicas: s.cfg.Replicas}, false); err != nil {
 		return err
 	}
 	s.js = js
@@ -157,7 +160,7 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-indexCtx.Done():
 		}
 	})
-	eps, err := events.StartEndpoints(ctx, s.nc, s.lg, events.ServiceConfig{Config: micro.Config{
+	eps, err := rpc.StartEndpoints(ctx, s.nc, s.lg, rpc.ServiceConfig{Config: micro.Config{
 		Name:        events.APIServiceHistory,
 		Description: "Skein history service: storage-only reads",
 		QueueGroup:  events.APIServiceHistory,
@@ -165,7 +168,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("history service: %w", err)
 	}
-	endpoints := map[events.Op]events.OpHandler{
+	endpoints := map[events.Op]rpc.OpHandler{
 		events.OpReadHistory:  s.readHistory,
 		events.OpGetSession:   s.getSession,
 		events.OpListSessions: s.listSessions,
@@ -192,7 +195,7 @@ func (s *Service) Run(ctx context.Context) error {
 		},
 	}
 	for op, h := range endpoints {
-		if err := eps.Add(events.Endpoint{Name: string(op), Subject: events.APIWildcard(op), Handler: h}); err != nil {
+		if err := eps.Add(rpc.Endpoint{Name: string(op), Subject: events.APIWildcard(op), Handler: h}); err != nil {
 			eps.Stop(0)
 			return err
 		}
@@ -290,7 +293,7 @@ func (s *Service) readHistory(ctx context.Context, ns events.Namespace, data []b
 // A page is bounded by bytes as well as by count (pageBudget): it is sent
 // in one NATS reply, below the connection's max_payload, and an event
 // larger than that is a page of its own, which the transport chunks
-// (events.RespondChunked). hasMoreBefore and hasMoreAfter are exact either
+// (rpc.RequestChunked). hasMoreBefore and hasMoreAfter are exact either
 // way: a page cut short by bytes has more in its direction.
 //
 // Cursors are ACP_LOG stream sequences, positions in the stream's order:
@@ -361,7 +364,7 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 	}
 	page.Events = make([]events.AcpDurableHistoryEntry, 0, len(recs))
 	for _, r := range recs {
-		e, err := events.Entry(sid, r.Sequence, r.Time, r.Header, r.Data)
+		e, err := eventlog.HistoryEntry(sid, r.Sequence, r.Time, r.Header, r.Data)
 		if err != nil {
 			return nil, "", fmt.Errorf("session %s record %d: %w", sid, r.Sequence, err)
 		}
@@ -459,21 +462,22 @@ func (s *Service) currentState(ctx context.Context, ns events.Namespace, sid eve
 	}
 	switch {
 	case open && st.TurnID == turnID:
-		if !st.TurnOpen() {
-			st.Status = events.StatusRunning
-		}
+		// The projected turn is still open: waiting if the projection
+		// says so, running however else it lags.
+		st.Status = sessionstate.Facts{TurnOpen: true, Waiting: st.Status == events.StatusWaiting}.Status()
 	case open:
-		st = &events.SessionState{Status: events.StatusRunning, TurnID: turnID}
+		st = &events.SessionState{Status: sessionstate.Facts{TurnOpen: true}.Status(), TurnID: turnID}
 	case st.TurnOpen():
 		// The projected turn ended after the projection was written.
 		finished, err := s.turnFinishedAfter(ctx, ns, sid, meta.LogPosition, st.TurnID)
 		if err != nil {
 			return nil, err
 		}
-		st = &events.SessionState{Status: events.StatusIdle}
-		if finished != nil && finished.Failed() {
+		failed := finished != nil && finished.Failed()
+		st = &events.SessionState{Status: sessionstate.Facts{LastFailed: failed}.Status()}
+		if failed {
 			e := finished.Failure()
-			st = &events.SessionState{Status: events.StatusFailed, Error: &events.StateError{Code: e.Code, Message: e.Message}}
+			st.Error = &events.StateError{Code: e.Code, Message: e.Message}
 		}
 	default:
 		return meta.Info.State, nil

@@ -14,6 +14,8 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/streams"
 	"skein.dev/services/history"
 )
 
@@ -29,7 +31,7 @@ func startPayload(t *testing.T, maxPayload int32) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eventlog.Provision(t.Context(), js, eventlog.Options{}, true); err != nil {
+	if err := streams.Provision(t.Context(), js, streams.Options{}, true); err != nil {
 		t.Fatal(err)
 	}
 	serve(t, nc, history.Config{})
@@ -275,7 +277,7 @@ func TestPageLargerThanAMessage(t *testing.T) {
 	req := &events.AcpReadHistoryRequest{SessionID: &sid, After: new(uint64(0)), IncludeState: true}
 	ctx, cancel := context.WithTimeout(t.Context(), pageWait)
 	defer cancel()
-	_, err := events.Call[events.AcpHistoryPageResponse](ctx, h.nc, events.APISubject("default", events.OpReadHistory), req, nil)
+	_, err := rpc.Call[events.AcpHistoryPageResponse](ctx, h.nc, events.APISubject("default", events.OpReadHistory), req, nil)
 	if e := events.AsError(err); e == nil || e.Code != events.CodePayloadTooLarge {
 		t.Fatalf("a page larger than max_payload, not chunked = %v, want %s at once", err, events.CodePayloadTooLarge)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 )
 
 // open records a new session, or checks that an existing one was opened with
@@ -215,7 +216,7 @@ func (sess *session) startAdapter(ctx context.Context, runner events.RunnerID, r
 	if prev := sess.meta.AcpSessionID; prev != "" {
 		// The instruction settings go with every restore, as with the
 		// create: the agent is given its instructions again.
-		ready, err := events.Call[events.AdapterReady](ctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerRestore), &events.RestoreRequest{
+		ready, err := rpc.Call[events.AdapterReady](ctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerRestore), &events.RestoreRequest{
 			Resume: events.AcpResumeSessionRequest{
 				SessionID: prev, AgentType: o.Agent, Cwd: o.Cwd, AdditionalDirectories: dirs, McpServers: mcp, Env: env,
 			},
@@ -227,7 +228,7 @@ func (sess *session) startAdapter(ctx context.Context, runner events.RunnerID, r
 		}
 		return ready.Tier, ready.Reason, &ready.Session, nil
 	}
-	created, err := events.Call[events.AcpSessionCreatedResponse](ctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerCreate), &events.AcpCreateSessionRequest{
+	created, err := rpc.Call[events.AcpSessionCreatedResponse](ctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerCreate), &events.AcpCreateSessionRequest{
 		AgentType: o.Agent, Cwd: o.Cwd, ProtocolVersion: 1, McpServers: mcp, Env: env, AdditionalDirectories: dirs,
 		SkipOsInstructions: o.SkipOsInstructions, AdditionalInstructions: o.AdditionalInstructions,
 		ClientCapabilities: sess.clientCapabilities(),
@@ -260,7 +261,7 @@ func (sess *session) stopAdapter(ctx context.Context, r *route) {
 	sess.detach()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sess.svc.cfg.CallTimeout)
 	defer cancel()
-	if _, err := events.Call[events.RunnerAck](ctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerStop), &events.AcpCloseSessionRequest{SessionID: r.acpSessionID}, sess.runnerHeader(r)); err != nil {
+	if _, err := rpc.Call[events.RunnerAck](ctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerStop), &events.AcpCloseSessionRequest{SessionID: r.acpSessionID}, sess.runnerHeader(r)); err != nil {
 		sess.lg.Warn("stop adapter", events.LogKeyErr, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // Causes of an eviction (HeaderEvict, acp_session_evictions_total), and
@@ -44,7 +45,7 @@ func (s *Service) admit(ctx context.Context, sess *session) (events.RunnerID, er
 	if err := s.ledger.catchUp(ctx); err != nil {
 		return "", err
 	}
-	principal := events.RequestHeaders(ctx).Get(events.HeaderPrincipal)
+	principal := rpc.RequestHeaders(ctx).Get(events.HeaderPrincipal)
 	key, alive := sess.key(), s.runners.aliveSet()
 	capacity := s.runners.capacity()
 	type quota struct {
@@ -149,7 +150,7 @@ func (s *Service) evict(ctx context.Context, h hostedAdapter, cause string) erro
 	if err != nil {
 		return err
 	}
-	_, err = events.RequestMsg(ctx, s.nc, &nats.Msg{Subject: events.OwnerSubject(moved.owner, h.ns, events.OpUnloadSession),
+	_, err = rpc.RequestMsg(ctx, s.nc, &nats.Msg{Subject: events.OwnerSubject(moved.owner, h.ns, events.OpUnloadSession),
 		Data: data, Header: nats.Header{events.HeaderEvict: []string{cause}}})
 	return err
 }

@@ -15,6 +15,7 @@ import (
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/session"
 )
 
@@ -32,7 +33,7 @@ func (h *harness) respondInput(ctx context.Context, sid, requestID, action, cont
 	if content != "" {
 		req.Content = events.JSON(content)
 	}
-	return events.Call[events.RespondInputResponse](ctx, h.nc, events.APISubject("default", events.OpRespondInput), req, nil)
+	return rpc.Call[events.RespondInputResponse](ctx, h.nc, events.APISubject("default", events.OpRespondInput), req, nil)
 }
 
 // waitInputRequest waits until the newest public event of sid is an
@@ -81,7 +82,7 @@ type inputState struct {
 
 func projectedInputs(t testing.TB, h *rig, sid string) inputState {
 	t.Helper()
-	resp, err := events.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession),
+	resp, err := rpc.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession),
 		&events.AcpGetDurableSessionRequest{SessionID: &sid}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/inputform"
+	"skein.dev/pkg/events/rpc"
 )
 
 // Input requests (ACP elicitation/create) follow the permission requests'
@@ -18,14 +20,14 @@ import (
 
 // input is an elicitation/create waiting for a person's answer.
 type input struct {
-	id      string              // the runner's correlation ID, never the adapter's JSON-RPC id
-	request events.JSON         // as stored: the ACP params without the private sessionId
-	schema  *events.InputSchema // the requested schema, to check answers against
+	id      string            // the runner's correlation ID, never the adapter's JSON-RPC id
+	request events.JSON       // as stored: the ACP params without the private sessionId
+	schema  *inputform.Schema // the requested schema, to check answers against
 }
 
 // newInput reads the requested schema of an input request.
 func newInput(id string, request events.JSON) (*input, error) {
-	schema, err := events.ParseInputRequest(request)
+	schema, err := inputform.Parse(request)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +46,7 @@ func (sess *session) clientCapabilities() events.JSON {
 
 // onInputRequest handles an elicitation/create the runner forwarded.
 func (sess *session) onInputRequest(ctx context.Context, at ioPos, r *route, req *events.AdapterInputRequest) {
-	cancelled := events.InputResponseJSON(events.InputCancel, nil)
+	cancelled := inputResponseJSON(events.InputCancel, nil)
 	if sess.turn == nil || r.drain != nil {
 		// No turn wants it (or its turn was cancelled): cancelled at once.
 		sess.answerInput(ctx, r, req.RequestID, cancelled)
@@ -70,7 +72,7 @@ func (sess *session) onInputRequest(ctx context.Context, at ioPos, r *route, req
 		// together, before the agent hears of it.
 		reason := events.ReasonInputPolicy
 		entries = append(entries, eventlog.Entry{Kind: events.LogEvents, Value: &events.InputResponse{
-			RequestID: in.id, Response: events.InputResponseJSON(events.InputDecline, nil), Status: events.PermissionTerminal, Reason: &reason,
+			RequestID: in.id, Response: inputResponseJSON(events.InputDecline, nil), Status: events.PermissionTerminal, Reason: &reason,
 		}})
 	} else if len(sess.turn.inputs) >= sess.svc.cfg.MaxPendingPermissions {
 		sess.answerInput(ctx, r, req.RequestID, cancelled)
@@ -85,7 +87,7 @@ func (sess *session) onInputRequest(ctx context.Context, at ioPos, r *route, req
 	}
 	if declined {
 		sess.resolve(in.id, events.ReasonInputPolicy)
-		sess.answerInput(ctx, r, in.id, events.InputResponseJSON(events.InputDecline, nil))
+		sess.answerInput(ctx, r, in.id, inputResponseJSON(events.InputDecline, nil))
 		return
 	}
 	sess.turn.inputs = append(sess.turn.inputs, in)
@@ -128,7 +130,7 @@ func (sess *session) respondInput(ctx context.Context, req *events.RespondInputR
 			return nil, err
 		}
 	}
-	response := events.InputResponseJSON(req.Action, req.Content)
+	response := inputResponseJSON(req.Action, req.Content)
 	if err := sess.answerInput(ctx, sess.adapter, in.id, response); err != nil {
 		// Not delivered: the adapter is gone. Its exit, applied next, makes
 		// the request terminal; this answer lost.
@@ -159,7 +161,7 @@ func (sess *session) terminateInputs(ctx context.Context, at ioPos, reason strin
 	}
 	inputs := t.inputs
 	t.inputs = nil
-	cancelled := events.InputResponseJSON(events.InputCancel, nil)
+	cancelled := inputResponseJSON(events.InputCancel, nil)
 	entries := make([]eventlog.Entry, 0, len(inputs))
 	for _, in := range inputs {
 		if reason != events.ReasonAdapterExited && sess.adapter != nil {
@@ -177,7 +179,7 @@ func (sess *session) terminateInputs(ctx context.Context, at ioPos, reason strin
 // terminalInput is the input_response that ends request id unanswered.
 func terminalInput(id, reason string) eventlog.Entry {
 	return eventlog.Entry{Kind: events.LogEvents, Value: &events.InputResponse{
-		RequestID: id, Response: events.InputResponseJSON(events.InputCancel, nil), Status: events.PermissionTerminal, Reason: &reason,
+		RequestID: id, Response: inputResponseJSON(events.InputCancel, nil), Status: events.PermissionTerminal, Reason: &reason,
 	}}
 }
 
@@ -212,7 +214,7 @@ func (sess *session) answerInput(ctx context.Context, r *route, requestID string
 	}
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
-	_, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerInput),
+	_, err := rpc.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerInput),
 		&events.RunnerInputAnswer{RequestID: requestID, Response: response}, sess.runnerHeader(r))
 	if err != nil {
 		sess.lg.Warn("answer an input request", events.LogKeyErr, err)

@@ -16,6 +16,7 @@ import (
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/session"
 )
 
@@ -250,7 +251,7 @@ func projectedMeta(t testing.TB, h *rig, sid string) *events.SessionMeta {
 // prompt returned.
 func projectedState(t testing.TB, h *rig, sid string) sessionState {
 	t.Helper()
-	resp, err := events.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession),
+	resp, err := rpc.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession),
 		&events.AcpGetDurableSessionRequest{SessionID: &sid}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 )
 
 // permission is a session/request_permission waiting for a caller's answer
@@ -211,7 +212,7 @@ func (sess *session) answer(ctx context.Context, r *route, requestID string, opt
 	}
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
-	_, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerPermission),
+	_, err := rpc.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerPermission),
 		&events.RunnerPermissionAnswer{RequestID: requestID, OptionID: optionID}, sess.runnerHeader(r))
 	if err != nil {
 		sess.lg.Warn("answer a permission request", events.LogKeyErr, err)

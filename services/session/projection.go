@@ -5,8 +5,10 @@ import (
 	"errors"
 
 	"github.com/nats-io/nats.go/jetstream"
+
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/sessionstate"
 )
 
 // project writes the ACP_SESSIONS projection. It is best effort: the log is
@@ -149,18 +151,12 @@ func (sess *session) projection() events.SessionMeta {
 	return m
 }
 
-// status is the session state derived from the log: waiting while a turn
-// waits for permission or input answers, running while a turn is open, failed after
-// a failed turn, idle otherwise.
+// status is the session's status (sessionstate.Facts): waiting while its
+// open turn waits for permission or input answers.
 func (sess *session) status() events.SessionStatus {
-	switch {
-	case sess.turn != nil && (len(sess.turn.perms) > 0 || len(sess.turn.inputs) > 0):
-		return events.StatusWaiting
-	case sess.turn != nil:
-		return events.StatusRunning
-	case sess.failure != nil:
-		return events.StatusFailed
-	default:
-		return events.StatusIdle
-	}
+	return sessionstate.Facts{
+		TurnOpen:   sess.turn != nil,
+		Waiting:    sess.turn != nil && (len(sess.turn.perms) > 0 || len(sess.turn.inputs) > 0),
+		LastFailed: sess.failure != nil,
+	}.Status()
 }

@@ -20,8 +20,10 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/services/history"
 	"skein.dev/services/session"
@@ -200,12 +202,12 @@ func (r *rig) dispatches() float64 {
 }
 
 func (h *harness) cancelPrompt(ctx context.Context, sid string) (*events.AcpCancelPromptResponse, error) {
-	return events.Call[events.AcpCancelPromptResponse](ctx, h.nc, events.APISubject("default", events.OpCancelPrompt),
+	return rpc.Call[events.AcpCancelPromptResponse](ctx, h.nc, events.APISubject("default", events.OpCancelPrompt),
 		&events.AcpCancelPromptRequest{SessionID: &sid}, nil)
 }
 
 func (h *harness) respondPermission(ctx context.Context, sid, requestID, optionID string) (*events.AcpRespondPermissionResponse, error) {
-	return events.Call[events.AcpRespondPermissionResponse](ctx, h.nc, events.APISubject("default", events.OpRespondPermission),
+	return rpc.Call[events.AcpRespondPermissionResponse](ctx, h.nc, events.APISubject("default", events.OpRespondPermission),
 		&events.AcpRespondPermissionRequest{SessionID: sid, RequestID: requestID, OptionID: optionID}, nil)
 }
 
@@ -262,11 +264,11 @@ func (h *harness) publicMessage(t testing.TB, sid string, f *events.TurnFinished
 	if err != nil || rec == nil {
 		t.Fatalf("the message record %d of turn %s: %v, %v", f.MessageSeq, f.TurnID, rec, err)
 	}
-	entry, err := events.Entry(events.SessionID(sid), rec.Sequence, rec.Time, rec.Header, rec.Data)
+	entry, err := eventlog.HistoryEntry(events.SessionID(sid), rec.Sequence, rec.Time, rec.Header, rec.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := events.PublicDurableJSON(entry)
+	b, err := eventjson.Durable(entry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,9 +461,9 @@ func promptRequest(sid, key, script string) *events.AcpPromptRequest {
 
 // accept sends a prompt and returns the service's answer: the turn it
 // accepted (or joined, or found finished), without waiting for the turn's
-// end, which eventlog.AwaitTurn reads from the log.
+// end, which turnwait.Await reads from the log.
 func (h *harness) accept(ctx context.Context, sid, key, script string) (*events.PromptAccepted, error) {
-	return events.Call[events.PromptAccepted](ctx, h.nc, events.APISubject("default", events.OpPrompt), promptRequest(sid, key, script), nil)
+	return rpc.Call[events.PromptAccepted](ctx, h.nc, events.APISubject("default", events.OpPrompt), promptRequest(sid, key, script), nil)
 }
 
 // audit is readLog for the loops of parallelLoops, whose goroutines must

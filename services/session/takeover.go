@@ -11,7 +11,9 @@ import (
 
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 )
 
 // takeover continues a turn an earlier owner left open, when its adapter is
@@ -36,7 +38,7 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 	hdr.Set(events.HeaderTurnID, turnID)
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
-	st, err := events.Call[events.AdapterStatus](cctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerStatus),
+	st, err := rpc.Call[events.AdapterStatus](cctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerStatus),
 		&events.AcpGetSessionStateRequest{SessionID: m.AcpSessionID}, hdr)
 	if err != nil {
 		sess.lg.Info("the open turn's runner does not answer; closing the turn", events.LogKeyTurn, turnID, events.LogKeyRunner, m.RunnerID, events.LogKeyErr, err)
@@ -63,7 +65,7 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 		}
 		switch v, _ := events.Unmarshal(rec.Data); v := v.(type) {
 		case *events.AcpDurableSessionUpdate:
-			if kind, _ := events.PublicJSONType(v.Update); kind == acp.UpdateAgentMessageChunk {
+			if kind, _ := eventjson.Type(v.Update); kind == acp.UpdateAgentMessageChunk {
 				t.lastMessage, t.lastMessageSeq = v.Update, rec.Sequence
 			}
 			t.outputBytes += int64(len(v.Update))

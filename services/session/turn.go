@@ -16,12 +16,13 @@ import (
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 )
 
 // turn is a prompt in flight. It ends exactly once, through endTurn, which
 // appends its TurnFinished. Nobody waits on it in memory: a prompt's caller
 // is answered once the turn is accepted, and reads the log for its end
-// (eventlog.AwaitTurn), so the wait survives this replica.
+// (turnwait.Await), so the wait survives this replica.
 type turn struct {
 	id    string
 	key   *string
@@ -233,7 +234,7 @@ func (sess *session) dispatch(ctx context.Context, t *turn, content events.JSON)
 func (sess *session) sendPrompt(ctx context.Context, r *route, t *turn, content events.JSON, wait time.Duration) error {
 	cctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	_, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerPrompt),
+	_, err := rpc.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerPrompt),
 		&events.RunnerPromptRequest{TurnID: t.id, Prompt: content}, sess.runnerHeader(r))
 	return err
 }
@@ -272,7 +273,7 @@ func (sess *session) confirmDelivery(ctx context.Context, r *route, t *turn, con
 	backoff := 100 * time.Millisecond
 	for {
 		cctx, cancel := context.WithTimeout(ctx, confirmWait)
-		st, err := events.Call[events.AdapterStatus](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerStatus),
+		st, err := rpc.Call[events.AdapterStatus](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerStatus),
 			&events.AcpGetSessionStateRequest{SessionID: r.acpSessionID}, hdr)
 		cancel()
 		switch {
@@ -458,7 +459,7 @@ func (sess *session) abortTurnWith(ctx context.Context, at ioPos, outcome string
 	d.timer = sess.svc.life.afterFunc(sess.svc.cfg.CancelGrace, func(ctx context.Context) { sess.evictDrained(ctx, r, d) })
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
-	if _, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerCancel),
+	if _, err := rpc.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerCancel),
 		&events.RunnerCancelRequest{TurnID: t.id}, sess.runnerHeader(r)); err != nil {
 		sess.lg.Warn("send session/cancel", events.LogKeyErr, err)
 	}

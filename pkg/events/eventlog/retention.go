@@ -226,3 +226,43 @@ func (w *Writer) pruneBytes(ctx context.Context) error {
 	r.baseKnown = false // read again when the total next passes the cap
 	return nil
 }
+
+// MetaMaxBytesPerSession is the ACP_LOG metadata key of the byte cap: the
+// stream carries its retention, so every writer applies the one the
+// operator set.
+const MetaMaxBytesPerSession = "skein.max_bytes_per_session"
+
+// Retention is what ACP_LOG keeps of each session's public events: at most
+// MaxEvents events and MaxBytes bytes of event payloads, the oldest pruned
+// first. JetStream prunes by count itself (the stream's per-subject message
+// limit); the session's writer prunes by bytes after an append (Writer). An
+// append with more events or bytes than either is rejected whole.
+type Retention struct {
+	MaxEvents int64
+	MaxBytes  int64
+}
+
+// RetentionOf reads the retention of an ACP_LOG configuration, with the
+// defaults for what it does not say.
+func RetentionOf(cfg jetstream.StreamConfig) Retention {
+	r := Retention{MaxEvents: cfg.MaxMsgsPerSubject, MaxBytes: DefaultMaxBytesPerSession}
+	if r.MaxEvents <= 0 {
+		r.MaxEvents = DefaultMaxEventsPerSession
+	}
+	if n, err := strconv.ParseInt(cfg.Metadata[MetaMaxBytesPerSession], 10, 64); err == nil && n > 0 {
+		r.MaxBytes = n
+	}
+	return r
+}
+
+// The retention of a session's history when ACP_LOG does not say.
+const (
+	// DefaultMaxEventsPerSession is the retention of a session's history:
+	// beyond it the oldest records of the subject are pruned (and a cursor
+	// into them is cursor_expired).
+	DefaultMaxEventsPerSession = 1_000_000
+	// DefaultMaxBytesPerSession is the other bound of a session's history:
+	// the payload bytes of its public events. JetStream bounds bytes per
+	// stream only, so the session's writer enforces it (Retention).
+	DefaultMaxBytesPerSession = 1 << 30
+)

@@ -16,6 +16,7 @@ import (
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 	"skein.dev/pkg/events/tail"
 )
 
@@ -43,7 +44,7 @@ func provision(t *testing.T, writer, reader *nats.Conn) *session {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eventlog.Provision(t.Context(), wjs, eventlog.Options{}, true); err != nil {
+	if err := streams.Provision(t.Context(), wjs, streams.Options{}, true); err != nil {
 		t.Fatal(err)
 	}
 	rjs, err := jetstream.New(reader)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 func (a *app) answerCommand() *cobra.Command {
@@ -73,7 +74,7 @@ func (c *client) answer(ctx context.Context, sid, requestID string, req answerRe
 // input prints an input event of a turn: the agent's question with the
 // skein answer command that answers it, or how it ended.
 func (p *printer) input(e *event) {
-	if e.Type == events.PublicTypeInputRequest {
+	if e.Type == eventjson.TypeInputRequest {
 		p.line(fmt.Sprintf("[input] %s (request %s)", rawString(e.Message), e.RequestID))
 		hint := "  answer: skein answer " + e.RequestID + " accept '<json object>' | decline | cancel"
 		if p.session != "" && p.session != defaultSession {
