@@ -8,7 +8,7 @@ import "skein.dev/pkg/events/eventlog"
 // ID, sequence, time, event number). A page holds what fits the budget
 // with each entry's envelope, and with includeState the state changes
 // around it, counted generously: an estimate that errs gives a page the
-// transport chunks (events.RespondChunked), not a lost reply.
+// transport chunks (events.RequestChunked), not a lost reply.
 const (
 	// replyReserve is kept back from max_payload for the reply's own
 	// envelope and headers.

@@ -290,7 +290,7 @@ func (s *Service) readHistory(ctx context.Context, ns events.Namespace, data []b
 // A page is bounded by bytes as well as by count (pageBudget): it is sent
 // in one NATS reply, below the connection's max_payload, and an event
 // larger than that is a page of its own, which the transport chunks
-// (events.RespondChunked). hasMoreBefore and hasMoreAfter are exact either
+// (events.RequestChunked). hasMoreBefore and hasMoreAfter are exact either
 // way: a page cut short by bytes has more in its direction.
 //
 // Cursors are ACP_LOG stream sequences, positions in the stream's order:
