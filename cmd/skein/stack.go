@@ -59,7 +59,6 @@ func (c *stackConfig) registerFlags(fs *flag.FlagSet) {
 	c.Runner.RegisterFlags(fs)
 	c.History.RegisterFlags(fs)
 	fs.StringVar(&c.MetricsAddr, "metrics-listen", "", "serve Prometheus /metrics on this address, a listener of its own, without authentication (off when empty)")
-	fs.StringVar(&c.MetricsAddr, "metrics", "", "the old name of --metrics-listen")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&c.Replicas, "replicas", 1, "replicas of the streams and buckets (3 in a cluster)")
 }
