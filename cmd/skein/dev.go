@@ -489,9 +489,6 @@ func startEmbeddedNATS(dir, listen string, maxPayload int, auth *devNATSAuth) (*
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	if err := moveGlobalAccountStore(dir, opts); err != nil {
-		return nil, err
-	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
