@@ -56,6 +56,7 @@ type Runner struct {
 // the OS instructions file, and finding the cgroups the machine gives (and
 // making the runner's scope in them, contain.go).
 func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) (*Runner, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
