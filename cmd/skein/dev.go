@@ -145,6 +145,9 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 	if printCfg {
 		return printConfig(stdout, fs, shownFlags)
 	}
+	if err := c.stack.validate(allTargets); err != nil {
+		return err
+	}
 	if os.Geteuid() == 0 && c.stack.Runner.Sandbox != adapterrunner.SandboxOff {
 		// Its agents run as another user, which must pass through the
 		// data directory to its sessions and workspaces: search, not
@@ -419,13 +422,8 @@ func printRoot(w io.Writer, runner *adapterrunner.Config, startDir string, euid 
 	if euid != 0 {
 		return
 	}
-	uid, gid := runner.AdapterUID, runner.AdapterGID // as adapterrunner.Config.Validate fills them in
-	if uid == 0 {
-		uid = adapterrunner.DefaultAdapterUID
-	}
-	if gid == 0 {
-		gid = uid
-	}
+	resolved := runner.WithDefaults()
+	uid, gid := resolved.AdapterUID, resolved.AdapterGID
 	if runner.Sandbox == adapterrunner.SandboxOff {
 		fmt.Fprintf(w, `
 Note: skein dev runs as ROOT, with --adapter-runner.sandbox=off: its agents run as

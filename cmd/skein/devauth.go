@@ -88,7 +88,7 @@ func ensureDevNATSAuth(dataDir string) (*devNATSAuth, error) {
 	if err := os.MkdirAll(a.dir, 0o700); err != nil {
 		return nil, err
 	}
-	// A directory made by hand, or by an older skein, may be readable by
+	// A directory made by hand may be readable by
 	// others: what it holds is not.
 	if err := os.Chmod(a.dir, 0o700); err != nil {
 		return nil, err
