@@ -170,8 +170,7 @@ type Config struct {
 	// create is refused agent_unavailable ("runner r1 full: 64 of 64
 	// adapters"), so that a new session goes to another runner rather
 	// than slowing every session here. The default, DefaultCapacity, is
-	// chosen from what one runner's machine sustains (docs/ARCHITECTURE.md,
-	// "Capacity").
+	// chosen from what one runner's machine sustains (docs/design/capacity.md).
 	Capacity int
 	// Heartbeat is how often the runner refreshes its ACP_RUNNERS entry.
 	Heartbeat time.Duration
@@ -290,7 +289,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.FileOpTimeout, "adapter-runner.file-op-timeout", DefaultFileOpTimeout, "longest a file op is waited for: a slower one is answered timeout (it keeps its slot until it ends), and a prompt's attachment goes as a link")
 	fs.IntVar(&c.UploadsPerPrincipal, "adapter-runner.uploads-per-principal", DefaultUploadsPerPrincipal, "most uploads in progress on the runner for one principal (the token's name)")
 	fs.IntVar(&c.UploadsPerNamespace, "adapter-runner.uploads-per-namespace", DefaultUploadsPerNamespace, "most uploads in progress on the runner for one namespace")
-	fs.IntVar(&c.Capacity, "adapter-runner.capacity", DefaultCapacity, "adapters hosted at once; past it a session is refused agent_unavailable (see docs/ARCHITECTURE.md, Capacity)")
+	fs.IntVar(&c.Capacity, "adapter-runner.capacity", DefaultCapacity, "adapters hosted at once; past it a session is refused agent_unavailable (see docs/design/capacity.md)")
 	fs.DurationVar(&c.Heartbeat, "adapter-runner.heartbeat", 5*time.Second, "heartbeat interval in ACP_RUNNERS")
 	fs.DurationVar(&c.StopGrace, "adapter-runner.stop-grace", 2*time.Second, "grace for each step of stopping an adapter")
 	fs.DurationVar(&c.CreateTimeout, "adapter-runner.create-timeout", DefaultCreateTimeout,
