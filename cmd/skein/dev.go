@@ -111,13 +111,14 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 		}
 		return err
 	}
-	if err := checkPprofFlag(c.pprofAddr); err != nil {
-		return err
-	}
+	// Every invalid setting at once, before anything is made: what
+	// devDefaults fills in below is valid by construction.
+	errs := []error{checkPprofFlag(c.pprofAddr), c.stack.validate(allTargets)}
 	if c.natsListen != "" {
-		if err := checkNATSListen(c.natsListen, c.natsAny); err != nil {
-			return err
-		}
+		errs = append(errs, checkNATSListen(c.natsListen, c.natsAny))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	lg, err := newLoggerTo(stderr, c.stack.LogLevel, false)
 	if err != nil {
@@ -144,9 +145,6 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 	shownFlags := map[string]string{"adapter-runner.sandbox": string(c.stack.Runner.Sandbox)}
 	if printCfg {
 		return printConfig(stdout, fs, shownFlags)
-	}
-	if err := c.stack.validate(allTargets); err != nil {
-		return err
 	}
 	if os.Geteuid() == 0 && c.stack.Runner.Sandbox != adapterrunner.SandboxOff {
 		// Its agents run as another user, which must pass through the

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -63,5 +67,26 @@ func TestServeReportsEveryInvalidSetting(t *testing.T) {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("runServe = %q, does not name %s", err, name)
 		}
+	}
+}
+
+// skein dev reports every invalid setting at once, before it makes its
+// data directory or starts anything.
+func TestDevReportsEveryInvalidSetting(t *testing.T) {
+	start := testutil.TempDir(t)
+	data := filepath.Join(start, "data")
+	args := []string{"--data", data, "--pprof", "192.0.2.1:6060", "--nats-listen", "192.0.2.1:4222",
+		"--session.call-timeout", "-1s", "--adapter-runner.capacity", "-3"}
+	err := runDev(t.Context(), args, func(string) string { return "" }, start, io.Discard, io.Discard)
+	if err == nil {
+		t.Fatal("skein dev started with four invalid settings")
+	}
+	for _, name := range []string{"--pprof", "--nats-listen", "session.call-timeout", "adapter-runner.capacity"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("runDev = %q, does not name %s", err, name)
+		}
+	}
+	if _, err := os.Lstat(data); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the data directory after a refused start: %v, want none", err)
 	}
 }
