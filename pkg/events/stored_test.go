@@ -17,9 +17,10 @@ var updateStored = flag.Bool("update-stored", false, "add to testdata/stored the
 
 // storedDir holds the bytes of every variant as a build of Skein wrote
 // them: <Variant>.msgpack, then <Variant>.2.msgpack and on for each later
-// shape. A file is never rewritten or removed: a log, a KV bucket and a
-// data directory keep what an earlier build stored, and every later build
-// must read it.
+// shape. A log, a KV bucket and a data directory keep what an earlier
+// build stored, and every later build must read it: once a release has
+// shipped, a file is never rewritten or removed. Before one, a shape no
+// release wrote may be replaced, its files removed in the same change.
 const storedDir = "testdata/stored"
 
 // TestStoredBytesStillRead: the bytes every earlier shape of a variant was
