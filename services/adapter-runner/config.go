@@ -138,9 +138,12 @@ const DefaultCreateTimeout = 30 * time.Second
 // raises it with adapter-runner.capacity, after running the benchmark.
 const DefaultCapacity = 64
 
-// Config configures a Runner.
+// Config configures a Runner. RegisterFlags holds every default
+// (DefaultConfig); New takes them for the fields a Config built in code
+// leaves zero (WithDefaults).
 type Config struct {
-	// ID names this runner on NATS; it must be unique among runners.
+	// ID names this runner on NATS; it must be unique among runners. By
+	// default it is the host name, made a valid ID.
 	ID string
 	// AgentsFile is the registry file (flag adapter-runner.agents, env SKEIN_AGENTS).
 	AgentsFile string

@@ -12,7 +12,9 @@ import (
 	"skein.dev/pkg/events/eventlog"
 )
 
-// Config configures the session service.
+// Config configures the session service. RegisterFlags holds every
+// default (DefaultConfig); New takes them for the fields a Config built in
+// code leaves zero (WithDefaults).
 type Config struct {
 	// Replicas of the streams and buckets the service provisions.
 	Replicas int
