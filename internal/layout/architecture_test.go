@@ -141,7 +141,7 @@ func TestArchitectureMapsEveryPackage(t *testing.T) {
 	slices.Sort(missing)
 	slices.Sort(gone)
 	if len(missing) > 0 {
-		t.Errorf("ARCHITECTURE.md's package table lacks %d packages; add a row for each, with its one job:\n%s", len(missing), strings.Join(missing, "\n"))
+		t.Errorf("ARCHITECTURE.md's package table lacks %d packages; add a row for each, with its one job (or move it up from \"Packages landing\"):\n%s", len(missing), strings.Join(missing, "\n"))
 	}
 	if len(gone) > 0 {
 		t.Errorf("ARCHITECTURE.md's package table names directories that hold no Go package: %s", strings.Join(gone, ", "))
