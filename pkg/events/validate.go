@@ -44,7 +44,7 @@ const (
 	// to the session service as one NATS request, which the server's
 	// max_payload bounds (8 MiB on skein dev and ops/cluster), envelope
 	// included: 4 MiB leaves room for both. (DESIGN's 64 MiB is more than
-	// the transport carries; ARCHITECTURE.md, Limits.)
+	// the transport carries; docs/design/departures.md.)
 	DefaultMaxPromptBytes = 4 << 20
 	// MaxPromptBlocks is the most content blocks a prompt may have, and the
 	// default bound: a prompt's blocks are appended as one atomic batch,
