@@ -83,10 +83,7 @@ const (
 	// session/load (its replay discarded), then, only if the agent says the
 	// session is unknown, session/new: RestoreRequest (the
 	// AcpResumeSessionRequest and the session's instruction settings) →
-	// AdapterReady, whose Tier says which worked. A bare
-	// AcpResumeSessionRequest, from a session service older than
-	// RestoreRequest, is still served, without instructions: its settings
-	// are unknown.
+	// AdapterReady, whose Tier says which worked.
 	RunnerRestore RunnerOp = "restore"
 	// RunnerStatus reports on one adapter process (HeaderProcessID) and, with
 	// HeaderTurnID, on one turn's session/prompt: AcpGetSessionStateRequest →

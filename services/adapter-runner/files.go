@@ -98,21 +98,6 @@ func newFileStore(cfg Config, ops *fileOps) *fileStore {
 		ops:          ops,
 		transfers:    map[string]*transfer{},
 	}
-	if s.perPrincipal <= 0 {
-		s.perPrincipal = DefaultUploadsPerPrincipal
-	}
-	if s.perNamespace <= 0 {
-		s.perNamespace = DefaultUploadsPerNamespace
-	}
-	if s.maxBytes <= 0 {
-		s.maxBytes = events.DefaultMaxFileBytes
-	}
-	if s.ttl <= 0 {
-		s.ttl = defaultTransferTTL
-	}
-	if s.embedMax <= 0 {
-		s.embedMax = events.DefaultEmbedMaxBytes
-	}
 	return s
 }
 

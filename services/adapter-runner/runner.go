@@ -8,7 +8,6 @@ package adapterrunner
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -58,6 +57,7 @@ type Runner struct {
 // the OS instructions file, and finding the cgroups the machine gives (and
 // making the runner's scope in them, contain.go).
 func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) (*Runner, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -305,22 +305,13 @@ func (r *Runner) handleRestore(ctx context.Context, js jetstream.JetStream, data
 	if err != nil {
 		return nil, err
 	}
-	var restore *events.AcpResumeSessionRequest
-	var meta json.RawMessage
-	var caps events.JSON
-	switch v := v.(type) {
-	case *events.RestoreRequest:
-		restore = &v.Resume
-		meta = systemPromptMeta(r.instructions(v.SkipOsInstructions, v.AdditionalInstructions))
-		caps = v.ClientCapabilities
-	case *events.AcpResumeSessionRequest:
-		// From a session service that predates RestoreRequest: the
-		// session's instruction settings are unknown, so none are sent,
-		// as before.
-		restore = v
-	default:
+	req, ok := v.(*events.RestoreRequest)
+	if !ok {
 		return nil, events.Errorf(events.CodeInvalidPayload, "got %s, want RestoreRequest", v.VariantName())
 	}
+	restore := &req.Resume
+	meta := systemPromptMeta(r.instructions(req.SkipOsInstructions, req.AdditionalInstructions))
+	caps := req.ClientCapabilities
 	if restore.SessionID == "" {
 		return nil, events.Errorf(events.CodeInvalidRequest, "restore without an ACP session ID")
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"skein.dev/internal/defaults"
 	"skein.dev/internal/natsmetrics"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
@@ -42,13 +43,26 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		fmt.Sprintf("history page size when the request names none (at most %d)", events.MaxHistoryLimit))
 }
 
-// Validate fills in defaults.
+// DefaultConfig returns the configuration RegisterFlags installs before
+// any flag is parsed.
+func DefaultConfig() Config {
+	var c Config
+	c.RegisterFlags(flag.NewFlagSet("history", flag.ContinueOnError))
+	return c
+}
+
+// WithDefaults returns c with RegisterFlags' defaults in the fields left
+// zero.
+func (c Config) WithDefaults() Config {
+	defaults.Set(&c.DefaultLimit, DefaultConfig().DefaultLimit)
+	return c
+}
+
+// Validate reports every invalid field; it changes nothing. New validates
+// c.WithDefaults().
 func (c *Config) Validate() error {
-	if c.DefaultLimit <= 0 {
-		c.DefaultLimit = events.DefaultHistoryLimit
-	}
-	if c.DefaultLimit > events.MaxHistoryLimit {
-		return fmt.Errorf("history.default-limit %d exceeds the largest page, %d", c.DefaultLimit, events.MaxHistoryLimit)
+	if c.DefaultLimit <= 0 || c.DefaultLimit > events.MaxHistoryLimit {
+		return fmt.Errorf("history.default-limit must be in [1, %d] (the largest page), got %d", events.MaxHistoryLimit, c.DefaultLimit)
 	}
 	return nil
 }
@@ -79,6 +93,7 @@ type Service struct {
 
 // New returns a Service; it does no I/O.
 func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) (*Service, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

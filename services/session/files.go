@@ -23,7 +23,7 @@ import (
 // session's adapter; the runner that hosted it last, while alive; else
 // the first alive runner with the session's agent installed. The last two
 // read the same directory only when runners share the workspace, which a
-// restore on another runner needs anyway (docs/ARCHITECTURE.md,
+// restore on another runner needs anyway (docs/design/workspaces.md,
 // Attachments).
 
 func (s *Service) handleFileBegin(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {

@@ -71,6 +71,7 @@ type Service struct {
 
 // New returns a Service; it does no I/O. Call Run to start it.
 func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) (*Service, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -36,7 +36,7 @@ const RecordKey = "record"
 // members, flat. A stored durable event does not carry its session,
 // sequence, event number or time (they are the subject, the stream and the
 // headers), so those keys are absent. A history entry inside a record (a
-// history page) is its Durable. If the native JSON is not what
+// history page) is its public form (Durable). If the native JSON is not what
 // the public form needs (not an object, no sessionUpdate), the record falls
 // back to the field form.
 func Record(v events.Variant) ([]byte, error) {

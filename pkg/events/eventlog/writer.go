@@ -210,10 +210,8 @@ func (w *Writer) buildAt(entries []Entry, pos Position) ([]*nats.Msg, []Appended
 			eventNo++
 			out[i].EventNo = eventNo
 			hdr.Set(events.HeaderEventNo, strconv.FormatUint(eventNo, 10))
-			if w.ret.tracked {
-				eventBytes += uint64(len(data))
-				hdr.Set(events.HeaderEventBytes, strconv.FormatUint(eventBytes, 10))
-			}
+			eventBytes += uint64(len(data))
+			hdr.Set(events.HeaderEventBytes, strconv.FormatUint(eventBytes, 10))
 			subj = w.evSubj
 		case events.LogControl:
 			if e.Subject != "" {
