@@ -222,6 +222,10 @@ type sessionState struct {
 		RequestID string          `json:"requestId"`
 		Request   json.RawMessage `json:"request"`
 	} `json:"requests"`
+	Inputs []struct {
+		RequestID string          `json:"requestId"`
+		Request   json.RawMessage `json:"request"`
+	} `json:"inputs"`
 	Error *struct {
 		Code string `json:"code"`
 	} `json:"error"`

@@ -58,6 +58,10 @@ type session struct {
 	// resolved them (bounded by maxResolved, oldest first out).
 	resolved      map[string]string
 	resolvedOrder []string
+
+	// late are the requests the agent raised outside any turn, waiting
+	// for a person (waiting.go).
+	late waiting
 }
 
 // route is the attached adapter.

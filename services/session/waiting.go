@@ -1,0 +1,138 @@
+package session
+
+import (
+	"context"
+	"slices"
+
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
+)
+
+// Requests waiting for a person. An agent asks in two ways, a permission
+// request (permissions.go) and an input request (inputs.go); both live by
+// the same rules, kept here once:
+//
+//   - Open: the session's policy answers at once, or, when a person must,
+//     the request becomes a durable event under the runner's correlation
+//     ID and waits, with no timeout, among the waiting requests of its
+//     turn, or of the session when the agent asked outside any turn (a
+//     background task working on after end_turn).
+//   - Answer: the first resolution wins, against cancels, exits, unloads,
+//     deletion and other answers, all serialised by the session lock and
+//     recorded in the log in that order; later ones are told what won.
+//   - Terminate: a turn's requests end with the turn; the session's end
+//     when its adapter exits, when it unloads and when it is deleted. The
+//     adapter is answered cancelled (if it is still there) and each ending
+//     is a terminal response event.
+//   - Rebuild: a takeover reads a turn's open requests back from the log.
+//
+// What differs is the payload: the options a permission offers, the schema
+// an input requests, and the wire types that carry them.
+
+// waiting holds the requests waiting for a person's answer, oldest first.
+type waiting struct {
+	perms  []*permission
+	inputs []*input
+}
+
+// empty reports whether no request waits.
+func (w *waiting) empty() bool { return len(w.perms) == 0 && len(w.inputs) == 0 }
+
+// waitingFor returns where the agent's request goes: the running turn's
+// requests, or the session's own when no turn runs.
+func (sess *session) waitingFor() *waiting {
+	if sess.turn != nil {
+		return &sess.turn.waiting
+	}
+	return &sess.late
+}
+
+// waitingWith returns the requests requestID waits among, the turn's or
+// the session's, and its permission or its input; nil when it does not
+// wait.
+func (sess *session) waitingWith(requestID string) (*waiting, *permission, *input) {
+	lists := []*waiting{&sess.late}
+	if sess.turn != nil {
+		lists = append(lists, &sess.turn.waiting)
+	}
+	for _, w := range lists {
+		if i := slices.IndexFunc(w.perms, func(p *permission) bool { return p.id == requestID }); i >= 0 {
+			return w, w.perms[i], nil
+		}
+		if i := slices.IndexFunc(w.inputs, func(in *input) bool { return in.id == requestID }); i >= 0 {
+			return w, nil, w.inputs[i]
+		}
+	}
+	return nil, nil, nil
+}
+
+// notWaiting is why requestID no longer waits: the resolution that won, or
+// unknown_request for an ID the session never had (or forgot).
+func (sess *session) notWaiting(requestID string) string {
+	if reason, ok := sess.resolved[requestID]; ok {
+		return reason
+	}
+	return events.ReasonUnknownRequest
+}
+
+// refuseRequest ends the agent's request that cannot wait, for failure:
+// one of a turn fails the turn; one raised outside a turn has no turn to
+// fail, and is logged. The adapter was answered cancelled already.
+func (sess *session) refuseRequest(ctx context.Context, at ioPos, failure *events.Error) {
+	if sess.turn != nil {
+		sess.abortTurn(ctx, at, events.OutcomeFailed, failure)
+		return
+	}
+	sess.lg.Warn("refused an agent's request outside a turn", events.LogKeyErr, failure)
+}
+
+// terminate ends every request of w with reason: the adapter is answered
+// cancelled (if it is still there and reason is not its exit) and each
+// ending is recorded as a terminal response event, all in one append.
+func (sess *session) terminate(ctx context.Context, at ioPos, w *waiting, reason string) {
+	if w.empty() {
+		return
+	}
+	perms, inputs := w.perms, w.inputs
+	w.perms, w.inputs = nil, nil
+	answer := reason != events.ReasonAdapterExited && sess.adapter != nil
+	entries := make([]eventlog.Entry, 0, len(perms)+len(inputs))
+	for _, p := range perms {
+		if answer {
+			sess.answer(ctx, sess.adapter, p.id, nil) // a failure is logged; the request ends here either way
+		}
+		entries = append(entries, terminalPermission(p.id, reason))
+		sess.resolve(p.id, reason)
+	}
+	for _, in := range inputs {
+		if answer {
+			sess.answerInput(ctx, sess.adapter, in.id, events.InputResponseJSON(events.InputCancel, nil))
+		}
+		entries = append(entries, terminalInput(in.id, reason))
+		sess.resolve(in.id, reason)
+	}
+	if _, err := sess.append(ctx, at, entries...); err != nil {
+		if len(perms) > 0 {
+			sess.svc.m.lostRecords.WithLabelValues("AcpDurablePermissionResponse").Add(float64(len(perms)))
+		}
+		if len(inputs) > 0 {
+			sess.svc.m.lostRecords.WithLabelValues("InputResponse").Add(float64(len(inputs)))
+		}
+		sess.lg.Warn("record terminal requests", events.LogKeyErr, err)
+		return
+	}
+	for _, p := range perms {
+		sess.waited(p, permTerminal)
+	}
+}
+
+// endLate ends the requests raised outside a turn, with reason: the
+// adapter they were asked by is going (it exited, or the session unloads
+// or is deleted).
+func (sess *session) endLate(ctx context.Context, reason string) {
+	if sess.late.empty() {
+		return
+	}
+	sess.terminate(ctx, ioPos{}, &sess.late, reason)
+	sess.project(ctx)
+}
