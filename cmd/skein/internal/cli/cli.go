@@ -427,9 +427,9 @@ func (a *app) respondCommand() *cobra.Command {
 OPTION_ID, as printed by skein prompt (or found in the session's events), and
 print "accepted", or "not pending: REASON" when the request was already
 answered or ended (already_resolved, prompt_cancelled, adapter_exited,
-turn_failed, session_deleted, unknown_request). Both exit 0; an option the
-request does not offer fails with invalid_permission_option and leaves the
-request pending.`,
+turn_failed, session_unloaded, session_deleted, unknown_request). Both exit
+0; an option the request does not offer fails with invalid_permission_option
+and leaves the request pending.`,
 		Args:         cobra.ExactArgs(2),
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
