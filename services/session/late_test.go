@@ -11,6 +11,7 @@ import (
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/services/session"
+	"skein.dev/testagent"
 )
 
 // Requests an agent raises after its turn has ended, as claude-agent-acp's
@@ -255,4 +256,85 @@ func TestLateInput(t *testing.T) {
 		h.lateText(t, "late", `input: accept {"name":"skein"}`)
 		waitState(t, h, "late", func(st sessionState) bool { return st.Status == "idle" && len(st.Inputs) == 0 })
 	})
+}
+
+// A late request an earlier owner of the session left waiting ends when
+// the next owner loads the session: it hosts no adapter the request could
+// be answered through. The earlier adapter hears cancelled.
+func TestLatePermissionNewOwner(t *testing.T) {
+	h := startRig(t, session.Config{})
+	ctx := t.Context()
+	if err := h.open(t, "late", events.AcpOpenSessionRequest{PermissionPolicy: new(events.PolicyAsk)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.prompt(ctx, "late", "", lateScript); err != nil {
+		t.Fatal(err)
+	}
+	_, req := h.waitLatePermission(ctx, t, "late")
+	waitState(t, h, "late", func(st sessionState) bool { return st.Status == "waiting" })
+	h.stopSvc()
+	h.startSession()
+	res, err := h.respondPermission(ctx, "late", req.RequestID, "yes")
+	if err != nil || res.Status != events.PermissionNotPending || res.Reason == nil || *res.Reason != events.ReasonSessionUnloaded {
+		t.Errorf("answer to the new owner = %+v, %v, want not_pending/%s", res, err, events.ReasonSessionUnloaded)
+	}
+	resps := lateResponses(t, h, "late", req.RequestID)
+	if len(resps) != 1 || resps[0].Status != events.PermissionTerminal {
+		t.Errorf("responses %+v, want one terminal", resps)
+	}
+	waitState(t, h, "late", func(st sessionState) bool { return st.Status == "idle" && len(st.Requests) == 0 })
+	// The session works on, with a new adapter.
+	if res, err := h.prompt(ctx, "late", "", "say after"); err != nil || !strings.Contains(string(res.Message), "after") {
+		t.Fatalf("prompt after = %+v, %v", res, err)
+	}
+}
+
+// A late request waits on across a takeover of a turn opened after it:
+// the new owner hosts the same adapter, and answers it through it.
+func TestLatePermissionTakeover(t *testing.T) {
+	h := startRig(t, session.Config{})
+	ctx := t.Context()
+	if err := h.open(t, "late", events.AcpOpenSessionRequest{PermissionPolicy: new(events.PolicyAsk)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.prompt(ctx, "late", "", lateScript); err != nil {
+		t.Fatal(err)
+	}
+	_, req := h.waitLatePermission(ctx, t, "late")
+	waitState(t, h, "late", func(st sessionState) bool { return st.Status == "waiting" })
+	turn := h.promptAsync(ctx, "late", "", "pause late-tk\nsay turn done")
+	if err := testagent.WaitPaused(ctx, h.control, "late-tk"); err != nil {
+		t.Fatal(err)
+	}
+	h.stopSvc()
+	h.startSession() // adopts the session and takes the turn over
+	waitState(t, h, "late", func(st sessionState) bool {
+		return st.Status == "waiting" && st.TurnID != "" && len(st.Requests) == 1 && st.Requests[0].RequestID == req.RequestID
+	})
+	res, err := h.respondPermission(ctx, "late", req.RequestID, "yes")
+	if err != nil || res.Status != events.PermissionAccepted {
+		t.Fatalf("answer to the new owner = %+v, %v, want accepted", res, err)
+	}
+	if err := testagent.Release(ctx, h.control, "late-tk"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-turn; r.err != nil || !strings.Contains(string(r.res.Message), "turn done") {
+		t.Fatalf("the turn taken over = %+v, %v", r.res, r.err)
+	}
+	// The agent reports the answer in the turn, or after it.
+	var text string
+	if err := testutil.Poll(ctx, "the answer reported", func() (bool, error) {
+		_, evs := h.readLog(t, "late")
+		var all strings.Builder
+		for _, e := range evs {
+			if e.upd != nil && e.upd.SessionUpdate == "agent_message_chunk" {
+				all.WriteString(e.upd.Content.Text)
+			}
+		}
+		text = all.String()
+		return strings.Contains(text, "permission: selected yes"), nil
+	}); err != nil {
+		t.Fatalf("%v; the agent's text is %q", err, text)
+	}
+	waitState(t, h, "late", func(st sessionState) bool { return st.Status == "idle" && len(st.Requests) == 0 })
 }

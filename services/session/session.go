@@ -187,6 +187,9 @@ func (sess *session) rebuild(ctx context.Context) error {
 		if err := sess.reconcile(ctx, last); err != nil {
 			return err
 		}
+		if sess.opened != nil {
+			sess.adoptLate(ctx)
+		}
 	}
 	return nil
 }

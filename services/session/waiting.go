@@ -136,3 +136,63 @@ func (sess *session) endLate(ctx context.Context, reason string) {
 	sess.terminate(ctx, ioPos{}, &sess.late, reason)
 	sess.project(ctx)
 }
+
+// adoptLate takes on, when the session is loaded, the requests raised
+// outside a turn that an earlier owner left waiting, as its projection
+// names them. Taking over an open turn, this owner hosts the same adapter:
+// they wait on here. Otherwise it hosts none they could be answered
+// through: the earlier adapter is told cancelled through its runner,
+// should it still be there, and each ends recorded as session_unloaded.
+// (An open turn's own requests are rebuilt or closed with the turn.)
+func (sess *session) adoptLate(ctx context.Context) {
+	st, err := events.ParseSessionState(sess.meta.Info.State)
+	if err != nil || st.Status != events.StatusWaiting {
+		return
+	}
+	known := func(id string) bool {
+		w, _, _ := sess.waitingWith(id)
+		_, resolved := sess.resolved[id]
+		return w != nil || resolved
+	}
+	var orphans waiting
+	for _, p := range st.Requests {
+		if known(p.RequestID) {
+			continue
+		}
+		perm, err := newPermission(p.RequestID, p.Request)
+		if err != nil {
+			perm = &permission{id: p.RequestID} // it can only be ended
+		}
+		orphans.perms = append(orphans.perms, perm)
+	}
+	for _, in := range st.Inputs {
+		if known(in.RequestID) {
+			continue
+		}
+		req, err := newInput(in.RequestID, in.Request)
+		if err != nil {
+			req = &input{id: in.RequestID}
+		}
+		orphans.inputs = append(orphans.inputs, req)
+	}
+	if orphans.empty() {
+		return
+	}
+	if sess.adapter != nil {
+		sess.late = orphans
+		sess.project(ctx)
+		return
+	}
+	if sess.meta.RunnerID != "" {
+		old := &route{runner: events.RunnerID(sess.meta.RunnerID), processID: sess.meta.ProcessID}
+		for _, p := range orphans.perms {
+			sess.answer(ctx, old, p.id, nil) // a failure is logged: the adapter is gone, or never had it
+		}
+		for _, in := range orphans.inputs {
+			sess.answerInput(ctx, old, in.id, events.InputResponseJSON(events.InputCancel, nil))
+		}
+	}
+	sess.lg.Info("ending requests an earlier owner left waiting", "requests", len(orphans.perms)+len(orphans.inputs))
+	sess.terminate(ctx, ioPos{}, &orphans, events.ReasonSessionUnloaded)
+	sess.project(ctx)
+}
