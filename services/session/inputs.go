@@ -144,28 +144,6 @@ func terminalInput(id, reason string) eventlog.Entry {
 	}}
 }
 
-// openInputs returns, oldest first, the input requests among a turn's
-// records that no input_response ended: what a takeover rebuilds and a
-// reconcile ends. The log alone says it; a request whose schema cannot be
-// read is left out (the runner checked it, so only a bug puts one there).
-func (sess *session) openInputs(recs []*eventlog.Record) []*input {
-	var open []*input
-	for _, rec := range recs {
-		switch v, _ := events.Unmarshal(rec.Data); v := v.(type) {
-		case *events.InputRequest:
-			in, err := newInput(v.RequestID, v.Request)
-			if err != nil {
-				sess.lg.Warn("unreadable input request in the log", events.LogKeySeq, rec.Sequence, events.LogKeyErr, err)
-				continue
-			}
-			open = append(open, in)
-		case *events.InputResponse:
-			open = slices.DeleteFunc(open, func(in *input) bool { return in.id == v.RequestID })
-		}
-	}
-	return open
-}
-
 // answerInput tells the adapter, through its runner, what became of input
 // request requestID: response, the elicitation response. A failure is
 // logged and returned.

@@ -95,23 +95,18 @@ func (sess *session) terminate(ctx context.Context, at ioPos, w *waiting, reason
 	}
 	perms, inputs := w.perms, w.inputs
 	w.perms, w.inputs = nil, nil
-	answer := reason != events.ReasonAdapterExited && sess.adapter != nil
-	entries := make([]eventlog.Entry, 0, len(perms)+len(inputs))
-	for _, p := range perms {
-		if answer {
-			sess.answer(ctx, sess.adapter, p.id, nil) // a failure is logged; the request ends here either way
+	if reason != events.ReasonAdapterExited && sess.adapter != nil {
+		// A failure is logged; the request ends here either way.
+		for _, p := range perms {
+			sess.answer(ctx, sess.adapter, p.id, nil)
 		}
-		entries = append(entries, terminalPermission(p.id, reason))
-		sess.resolve(p.id, reason)
-	}
-	for _, in := range inputs {
-		if answer {
+		for _, in := range inputs {
 			sess.answerInput(ctx, sess.adapter, in.id, events.InputResponseJSON(events.InputCancel, nil))
 		}
-		entries = append(entries, terminalInput(in.id, reason))
-		sess.resolve(in.id, reason)
 	}
-	if _, err := sess.append(ctx, at, entries...); err != nil {
+	ended := waiting{perms: perms, inputs: inputs}
+	sess.resolveAll(&ended, reason)
+	if _, err := sess.append(ctx, at, ended.terminals(reason)...); err != nil {
 		if len(perms) > 0 {
 			sess.svc.m.lostRecords.WithLabelValues("AcpDurablePermissionResponse").Add(float64(len(perms)))
 		}
@@ -195,4 +190,62 @@ func (sess *session) adoptLate(ctx context.Context) {
 	sess.lg.Info("ending requests an earlier owner left waiting", "requests", len(orphans.perms)+len(orphans.inputs))
 	sess.terminate(ctx, ioPos{}, &orphans, events.ReasonSessionUnloaded)
 	sess.project(ctx)
+}
+
+// openRequests returns, oldest first, the requests among a turn's records
+// that no response ended: what a takeover rebuilds and a reconcile ends.
+// The log alone says it: their IDs are the runner's, which answers them to
+// the adapter. A request whose options or schema cannot be read is left
+// out (the runner checked it, so only a bug puts one there).
+func (sess *session) openRequests(recs []*eventlog.Record) waiting {
+	var open waiting
+	unreadable := func(rec *eventlog.Record, err error) {
+		sess.lg.Warn("unreadable request in the log", events.LogKeySeq, rec.Sequence, events.LogKeyRecord, rec.Header.Get(events.HeaderRecord), events.LogKeyErr, err)
+	}
+	for _, rec := range recs {
+		switch v, _ := events.Unmarshal(rec.Data); v := v.(type) {
+		case *events.AcpDurablePermissionRequest:
+			p, err := newPermission(v.RequestID, v.Request)
+			if err != nil {
+				unreadable(rec, err)
+				continue
+			}
+			open.perms = append(open.perms, p)
+		case *events.AcpDurablePermissionResponse:
+			open.perms = slices.DeleteFunc(open.perms, func(p *permission) bool { return p.id == v.RequestID })
+		case *events.InputRequest:
+			in, err := newInput(v.RequestID, v.Request)
+			if err != nil {
+				unreadable(rec, err)
+				continue
+			}
+			open.inputs = append(open.inputs, in)
+		case *events.InputResponse:
+			open.inputs = slices.DeleteFunc(open.inputs, func(in *input) bool { return in.id == v.RequestID })
+		}
+	}
+	return open
+}
+
+// terminals are the response events that end every request of w with
+// reason, unanswered: permissions first, then inputs.
+func (w *waiting) terminals(reason string) []eventlog.Entry {
+	entries := make([]eventlog.Entry, 0, len(w.perms)+len(w.inputs))
+	for _, p := range w.perms {
+		entries = append(entries, terminalPermission(p.id, reason))
+	}
+	for _, in := range w.inputs {
+		entries = append(entries, terminalInput(in.id, reason))
+	}
+	return entries
+}
+
+// resolveAll remembers that every request of w ended with reason.
+func (sess *session) resolveAll(w *waiting, reason string) {
+	for _, p := range w.perms {
+		sess.resolve(p.id, reason)
+	}
+	for _, in := range w.inputs {
+		sess.resolve(in.id, reason)
+	}
 }
