@@ -447,8 +447,8 @@ and leaves the request pending.`,
 	return cmd
 }
 
-// describeAnswer returns how a permission answer is printed: "accepted",
-// or "not pending: REASON".
+// describeAnswer returns how an answer to a permission or input request
+// is printed: "accepted", or "not pending: REASON".
 func describeAnswer(r *statusResponse) string {
 	if r.Status == events.PermissionNotPending {
 		return "not pending: " + Visible(orDefault(r.Reason, "no reason given"))
