@@ -107,9 +107,12 @@ func (sess *session) respondInput(ctx context.Context, req *events.RespondInputR
 		}
 		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sess.sid)
 	}
-	w, _, in := sess.waitingWith(req.RequestID)
+	w, _, in, reason := sess.waitingWith(req.RequestID)
 	if in == nil {
-		return inputNotPending(sess.notWaiting(req.RequestID)), nil
+		if w != nil {
+			reason = events.ReasonUnknownRequest // a permission request's ID
+		}
+		return inputNotPending(reason), nil
 	}
 	if req.Action == events.InputAccept {
 		if err := in.schema.Check(req.Content); err != nil {

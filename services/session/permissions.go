@@ -132,9 +132,12 @@ func (sess *session) respond(ctx context.Context, requestID, optionID string) (*
 		}
 		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sess.sid)
 	}
-	w, p, _ := sess.waitingWith(requestID)
+	w, p, _, reason := sess.waitingWith(requestID)
 	if p == nil {
-		return notPending(sess.notWaiting(requestID)), nil
+		if w != nil {
+			reason = events.ReasonUnknownRequest // an input request's ID
+		}
+		return notPending(reason), nil
 	}
 	if !slices.Contains(p.options, optionID) {
 		return nil, events.Errorf(events.CodeInvalidPermissionOption, "option %q is not one of %s", events.Truncate(optionID, 64), offered(p.options))

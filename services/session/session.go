@@ -262,7 +262,7 @@ func (sess *session) reconcile(ctx context.Context, last *eventlog.Record) error
 		finish.IdempotencyKey = &key
 	}
 	// Requests the turn asked and nobody answered end with it.
-	unanswered := sess.openRequests(recs)
+	unanswered := openRequests(sess.lg, recs)
 	entries := unanswered.terminals(events.ReasonTurnFailed)
 	entry := eventlog.Entry{Kind: events.LogControl, Value: finish}
 	if finish.IdempotencyKey != nil {

@@ -69,7 +69,7 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 	}
 	// The requests nobody answered wait on: the runner answers them to the
 	// adapter by their IDs, so the log alone rebuilds them.
-	t.waiting = sess.openRequests(recs)
+	t.waiting = openRequests(sess.lg, recs)
 
 	resume := "an old log's"
 	if point, ok := parseResumePoint(stamp.Header.Get(events.HeaderIOResume)); ok {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 
 	"skein.dev/pkg/events"
@@ -49,30 +50,25 @@ func (sess *session) waitingFor() *waiting {
 
 // waitingWith returns the requests requestID waits among, the turn's or
 // the session's, and its permission or its input; nil when it does not
-// wait.
-func (sess *session) waitingWith(requestID string) (*waiting, *permission, *input) {
+// wait, with why not: the resolution that won, or unknown_request for an
+// ID the session never had (or forgot).
+func (sess *session) waitingWith(requestID string) (*waiting, *permission, *input, string) {
 	lists := []*waiting{&sess.late}
 	if sess.turn != nil {
 		lists = append(lists, &sess.turn.waiting)
 	}
 	for _, w := range lists {
 		if i := slices.IndexFunc(w.perms, func(p *permission) bool { return p.id == requestID }); i >= 0 {
-			return w, w.perms[i], nil
+			return w, w.perms[i], nil, ""
 		}
 		if i := slices.IndexFunc(w.inputs, func(in *input) bool { return in.id == requestID }); i >= 0 {
-			return w, nil, w.inputs[i]
+			return w, nil, w.inputs[i], ""
 		}
 	}
-	return nil, nil, nil
-}
-
-// notWaiting is why requestID no longer waits: the resolution that won, or
-// unknown_request for an ID the session never had (or forgot).
-func (sess *session) notWaiting(requestID string) string {
 	if reason, ok := sess.resolved[requestID]; ok {
-		return reason
+		return nil, nil, nil, reason
 	}
-	return events.ReasonUnknownRequest
+	return nil, nil, nil, events.ReasonUnknownRequest
 }
 
 // refuseRequest ends the agent's request that cannot wait, for failure:
@@ -145,7 +141,7 @@ func (sess *session) adoptLate(ctx context.Context) {
 		return
 	}
 	known := func(id string) bool {
-		w, _, _ := sess.waitingWith(id)
+		w, _, _, _ := sess.waitingWith(id)
 		_, resolved := sess.resolved[id]
 		return w != nil || resolved
 	}
@@ -197,10 +193,10 @@ func (sess *session) adoptLate(ctx context.Context) {
 // The log alone says it: their IDs are the runner's, which answers them to
 // the adapter. A request whose options or schema cannot be read is left
 // out (the runner checked it, so only a bug puts one there).
-func (sess *session) openRequests(recs []*eventlog.Record) waiting {
+func openRequests(lg *slog.Logger, recs []*eventlog.Record) waiting {
 	var open waiting
 	unreadable := func(rec *eventlog.Record, err error) {
-		sess.lg.Warn("unreadable request in the log", events.LogKeySeq, rec.Sequence, events.LogKeyRecord, rec.Header.Get(events.HeaderRecord), events.LogKeyErr, err)
+		lg.Warn("unreadable request in the log", events.LogKeySeq, rec.Sequence, events.LogKeyRecord, rec.Header.Get(events.HeaderRecord), events.LogKeyErr, err)
 	}
 	for _, rec := range recs {
 		switch v, _ := events.Unmarshal(rec.Data); v := v.(type) {
