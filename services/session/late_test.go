@@ -338,3 +338,32 @@ func TestLatePermissionTakeover(t *testing.T) {
 	}
 	waitState(t, h, "late", func(st sessionState) bool { return st.Status == "idle" && len(st.Requests) == 0 })
 }
+
+// A late input request nobody answered ends, recorded, when the session
+// unloads, as a permission request does.
+func TestLateInputEnds(t *testing.T) {
+	const script = "say in turn\nlater\nelicit \"Name?\" " + `{"type":"object","properties":{"name":{"type":"string"}}}`
+	h := startRig(t, session.Config{})
+	ctx := t.Context()
+	if err := h.open(t, "late", events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.prompt(ctx, "late", "", script); err != nil {
+		t.Fatal(err)
+	}
+	_, req, err := h.waitInputRequest(ctx, "late", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.unload(t, "late")
+	_, resps := inputEvents(t, h, "late")
+	got := responsesTo(resps, req.RequestID)
+	if len(got) != 1 || got[0].Status != events.PermissionTerminal || got[0].Reason == nil || *got[0].Reason != events.ReasonSessionUnloaded {
+		t.Errorf("input responses %+v, want one terminal, %s", got, events.ReasonSessionUnloaded)
+	}
+	res, err := h.respondInput(ctx, "late", req.RequestID, "decline", "")
+	if err != nil || res.Status != events.PermissionNotPending || res.Reason == nil || *res.Reason != events.ReasonSessionUnloaded {
+		t.Errorf("answer after the unload = %+v, %v, want not_pending/%s", res, err, events.ReasonSessionUnloaded)
+	}
+	waitState(t, h, "late", func(st sessionState) bool { return st.Status == "idle" && len(st.Inputs) == 0 })
+}
