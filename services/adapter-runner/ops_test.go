@@ -153,7 +153,7 @@ func TestAnswerOfTheOtherKind(t *testing.T) {
 	}
 	input := func(requestID string) error {
 		_, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerInput),
-			&events.RunnerInputAnswer{RequestID: requestID, Response: events.InputResponseJSON(events.InputDecline, nil)}, header("s1", "p1"))
+			&events.RunnerInputAnswer{RequestID: requestID, Response: events.JSON(`{"action":"decline"}`)}, header("s1", "p1"))
 		return err
 	}
 	unknown := func(what string, err error) {
