@@ -163,6 +163,9 @@ const (
 	ReasonSessionDeleted  = "session_deleted"
 	ReasonTurnFailed      = "turn_failed"
 	ReasonUnknownRequest  = "unknown_request"
+	// ReasonSessionUnloaded ends a request raised outside a turn when the
+	// session unloads (a request of a turn ends with its turn).
+	ReasonSessionUnloaded = "session_unloaded"
 )
 
 // SessionMeta is the ACP_SESSIONS projection of a session, rebuilt from the

@@ -139,6 +139,48 @@ func TestPermission(t *testing.T) {
 	}
 }
 
+// The agent's permission and input requests are kept apart: an answer of
+// the other kind is unknown_request and leaves the request pending, to be
+// answered by its own kind once.
+func TestAnswerOfTheOtherKind(t *testing.T) {
+	h := start(t)
+	h.create(t, "s1", "p1", "test")
+	h.prompt(t, "s1", "p1", "t1", "permission call_1\nelicit {\"type\":\"object\",\"properties\":{}}")
+	permission := func(requestID string) error {
+		allow := "allow"
+		_, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPermission),
+			&events.RunnerPermissionAnswer{RequestID: requestID, OptionID: &allow}, header("s1", "p1"))
+		return err
+	}
+	input := func(requestID string) error {
+		_, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerInput),
+			&events.RunnerInputAnswer{RequestID: requestID, Response: events.JSON(`{"action":"decline"}`)}, header("s1", "p1"))
+		return err
+	}
+	unknown := func(what string, err error) {
+		t.Helper()
+		if e := events.AsError(err); e == nil || e.Code != events.CodeInvalidRequest || !strings.Contains(e.Message, events.ReasonUnknownRequest) {
+			t.Errorf("%s = %v, want %s naming %s", what, err, events.CodeInvalidRequest, events.ReasonUnknownRequest)
+		}
+	}
+
+	perm, _ := until[*events.AdapterPermissionRequest](t, h)
+	unknown("an input answer to a permission request", input(perm.RequestID))
+	if err := permission(perm.RequestID); err != nil {
+		t.Fatalf("answer %s: %v", perm.RequestID, err)
+	}
+	in, _ := until[*events.AdapterInputRequest](t, h)
+	unknown("a permission answer to an input request", permission(in.RequestID))
+	if err := input(in.RequestID); err != nil {
+		t.Fatalf("answer %s: %v", in.RequestID, err)
+	}
+	unknown("a second input answer", input(in.RequestID))
+	res, before := until[*events.AdapterPromptResult](t, h)
+	if got := strings.Join(updateTexts(before), "|"); got != "input: decline\n" || res.StopReason != "end_turn" {
+		t.Errorf("after the answers: updates %q, result %+v; want the decline reported and end_turn", got, res)
+	}
+}
+
 // Agent-to-client requests other than session/request_permission (fs/*,
 // terminal/*) are answered -32601 by the runner itself and never reach
 // ACP_IO. The test agent sends no such request, so a shell in front of

@@ -43,6 +43,7 @@ func (sess *session) deleteLocked(ctx context.Context) error {
 	if sess.turn != nil {
 		sess.abortTurnWith(ctx, ioPos{}, events.OutcomeCancelled, nil, events.ReasonSessionDeleted)
 	}
+	sess.endLate(ctx, events.ReasonSessionDeleted)
 	if r := sess.adapter; r != nil {
 		sess.stopAdapter(ctx, r)
 	}

@@ -180,7 +180,7 @@ func (sess *session) evictIfIdle(ctx context.Context, cause string) error {
 		sess.project(ctx)
 		return nil
 	}
-	if sess.turn != nil || r.drain != nil {
+	if sess.turn != nil || r.drain != nil || !sess.late.empty() {
 		return events.Errorf(events.CodeSessionBusy, "session %s is not idle: not evicted", sess.sid)
 	}
 	if err := sess.unloadLocked(ctx, events.UnloadEvicted); err != nil {

@@ -481,6 +481,7 @@ func (sess *session) onExit(ctx context.Context, at ioPos, r *route, ev *events.
 	sess.buf.reset()
 	sess.endDrain(r)
 	sess.detach() // first: nothing is sent to the dead adapter any more
+	sess.endLate(ctx, events.ReasonAdapterExited)
 	if _, err := sess.append(ctx, at, eventlog.Entry{Kind: events.LogControl, Value: ev}); err != nil {
 		// The exit is in ACP_IO still (when the runner saw it): a later
 		// owner's takeover finds the adapter gone and closes the turn.

@@ -191,6 +191,7 @@ func (sess *session) unloadLocked(ctx context.Context, reason string) error {
 	if r == nil {
 		return nil
 	}
+	sess.endLate(ctx, events.ReasonSessionUnloaded)
 	sess.stopAdapter(ctx, r)
 	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: reason}}); err != nil {
 		return err
@@ -207,7 +208,7 @@ func (sess *session) unloadLocked(ctx context.Context, reason string) error {
 // attach; reads never count.
 func (sess *session) reclaimReason(now time.Time, idle, maxAge time.Duration) string {
 	r := sess.adapter
-	if r == nil || sess.turn != nil || r.drain != nil {
+	if r == nil || sess.turn != nil || r.drain != nil || !sess.late.empty() {
 		return ""
 	}
 	if maxAge > 0 && now.Sub(r.attachedAt) >= maxAge {

@@ -57,8 +57,6 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 	// stamp is the old owner's newest record that says where it was in
 	// ACP_IO: the last carrying a position, or the acceptance.
 	stamp := accept
-	pending := map[string]*permission{}
-	var order []string
 	for _, rec := range recs {
 		if rec.Header.Get(events.HeaderIOSeq) != "" {
 			stamp = rec
@@ -69,27 +67,11 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 				t.lastMessage, t.lastMessageSeq = v.Update, rec.Sequence
 			}
 			t.outputBytes += int64(len(v.Update))
-		case *events.AcpDurablePermissionRequest:
-			// Its ID is the runner's correlation ID: the runner answers it
-			// to the adapter, so the log alone rebuilds it.
-			p, err := newPermission(v.RequestID, v.Request)
-			if err != nil {
-				sess.lg.Warn("unreadable permission request in the log", events.LogKeySeq, rec.Sequence, events.LogKeyErr, err)
-				continue
-			}
-			pending[p.id] = p
-			order = append(order, p.id)
-		case *events.AcpDurablePermissionResponse:
-			delete(pending, v.RequestID)
 		}
 	}
-	for _, id := range order {
-		if p, ok := pending[id]; ok {
-			t.perms = append(t.perms, p)
-		}
-	}
-	// Input requests are rebuilt the same way: the runner answers them.
-	t.inputs = sess.openInputs(recs)
+	// The requests nobody answered wait on: the runner answers them to the
+	// adapter by their IDs, so the log alone rebuilds them.
+	t.waiting = openRequests(sess.lg, recs)
 
 	resume := "an old log's"
 	if point, ok := parseResumePoint(stamp.Header.Get(events.HeaderIOResume)); ok {

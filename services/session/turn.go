@@ -42,8 +42,7 @@ type turn struct {
 	lastMessageRec events.Variant
 	lastMessageSeq uint64
 	outputBytes    int64 // every update of the turn, for MaxTurnOutputBytes
-	perms          []*permission
-	inputs         []*input // pending input requests (inputs.go)
+	waiting              // its requests waiting for a person (waiting.go)
 }
 
 // accepted is the prompt's answer for t.
@@ -384,8 +383,7 @@ func (sess *session) endTurnWith(ctx context.Context, at ioPos, outcome, stopRea
 	case failure != nil && failure.Code == events.CodeAdapterExited:
 		reason = events.ReasonAdapterExited
 	}
-	sess.terminatePermissions(ctx, ioPos{}, reason)
-	sess.terminateInputs(ctx, ioPos{}, reason)
+	sess.terminate(ctx, ioPos{}, &t.waiting, reason)
 	rec := &events.TurnFinished{TurnID: t.id, Outcome: outcome, StopReason: stopReason, IdempotencyKey: t.key, ContentHash: t.hash}
 	rec.Timing = t.finishTiming()
 	entry := eventlog.Entry{Kind: events.LogControl, Value: rec}
@@ -498,6 +496,7 @@ func (sess *session) evictDrained(ctx context.Context, r *route, d *drain) {
 // The caller holds sess.mu.
 func (sess *session) evict(ctx context.Context, r *route, reason string) {
 	sess.endDrain(r)
+	sess.endLate(ctx, events.ReasonSessionUnloaded)
 	sess.stopAdapter(ctx, r)
 	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: reason}}); err != nil {
 		sess.lg.Warn("record the eviction of an adapter", events.LogKeyErr, err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
 
 	"github.com/spf13/cobra"
 
@@ -63,12 +61,7 @@ type answerRequest struct {
 
 // answer sends the answer to input request requestID of session sid.
 func (c *client) answer(ctx context.Context, sid, requestID string, req answerRequest) (*statusResponse, error) {
-	var resp statusResponse
-	u := c.sessionPath(sid, "/inputs/"+url.PathEscape(requestID))
-	if err := c.do(ctx, http.MethodPost, u, req, &resp); err != nil {
-		return nil, err
-	}
-	return &resp, nil
+	return c.resolve(ctx, sid, "/inputs/", requestID, req)
 }
 
 // input prints an input event of a turn: the agent's question with the
