@@ -572,14 +572,22 @@ func (s *Service) listAgents(ctx context.Context, _ events.Namespace, data []byt
 // sessionMeta reads the session's ACP_SESSIONS entry: session_not_found
 // when there is none.
 func (s *Service) sessionMeta(ctx context.Context, ns events.Namespace, sid events.SessionID) (*events.SessionMeta, error) {
-	entry, err := s.meta.Get(ctx, events.SessionKey(ns, sid))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sid)
+	key := events.SessionKey(ns, sid)
+	entry, err := s.meta.Get(ctx, key)
+	if err == nil {
+		return events.Decode[events.SessionMeta](entry.Value())
 	}
+	if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, unavailable(err)
+	}
+	value, err := leaderEntry(ctx, s.js, events.BucketSessions, key)
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	return events.Decode[events.SessionMeta](entry.Value())
+	if value == nil {
+		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sid)
+	}
+	return events.Decode[events.SessionMeta](value)
 }
 
 // onSession serves a request on one session: it decodes and checks the
