@@ -75,6 +75,11 @@ type Stack struct {
 
 	stopRunner, stopHistory func()
 	stops                   []func() // every service's, in the order they started
+
+	// Of a stack that AsSkein runs: the gateway's base URL and the
+	// services' registry.
+	url string
+	reg *prometheus.Registry
 }
 
 type options struct {
@@ -83,6 +88,7 @@ type options struct {
 	maxEvents  int64
 	agent      []string // command and leading arguments
 	agents     []adapterrunner.Agent
+	skein      *skeinOptions
 }
 
 // Option changes what Start runs.
@@ -140,6 +146,10 @@ func Start(t testing.TB, opts ...Option) *Stack {
 	var err error
 	if s.js, err = jetstream.New(s.nc); err != nil {
 		t.Fatal(err)
+	}
+	if o.skein != nil {
+		s.startSkein(o)
+		return s
 	}
 	// The observer subscribes before any service serves, so that it sees
 	// every request.
@@ -260,7 +270,9 @@ func (s *Stack) StopRunner() { s.stopRunner() }
 // The observer stops listening first, for its interest would turn "no
 // responder" into a timeout.
 func (s *Stack) StopHistory() {
-	s.obs.stop()
+	if s.obs != nil {
+		s.obs.stop()
+	}
 	s.stopHistory()
 }
 
@@ -324,7 +336,18 @@ func (s *Stack) WithoutTail(fn func()) {
 
 // Calls returns how many requests for op reached NATS so far, in any
 // namespace.
-func (s *Stack) Calls(op events.Op) int { return s.obs.calls(op) }
+func (s *Stack) Calls(op events.Op) int { s.observed(); return s.obs.calls(op) }
 
 // LastRequest returns the last request for op that decoded, or nil.
-func (s *Stack) LastRequest(op events.Op) events.Variant { return s.obs.lastRequest(op) }
+func (s *Stack) LastRequest(op events.Op) events.Variant {
+	s.observed()
+	return s.obs.lastRequest(op)
+}
+
+// observed fails the test if the stack counts no request (AsSkein).
+func (s *Stack) observed() {
+	if s.obs == nil {
+		s.t.Helper()
+		s.t.Fatal("stacktest: a stack that AsSkein runs counts no request")
+	}
+}
