@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,22 +16,10 @@ import (
 	"skein.dev/internal/testutil"
 )
 
-// The interactive tests run the real skein binary, built once for the
-// test, on a pseudo-terminal, as a person runs it: its standard input,
-// output and error are the terminal, and Ctrl-C is the byte 0x03 typed
-// into it, which the terminal turns into SIGINT for the process.
-
-// buildSkein builds the skein binary into dir.
-func buildSkein(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "skein")
-	// The go command that runs the tests is on the PATH.
-	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
+// The interactive tests run the real skein binary (skeinBin) on a
+// pseudo-terminal, as a person runs it: its standard input, output and
+// error are the terminal, and Ctrl-C is the byte 0x03 typed into it,
+// which the terminal turns into SIGINT for the process.
 
 // terminal is a skein process on a pseudo-terminal.
 type terminal struct {
@@ -101,7 +88,7 @@ func (term *terminal) exit() int {
 }
 
 func TestInteractiveTerminal(t *testing.T) {
-	bin := buildSkein(t, t.TempDir())
+	bin := skeinBin(t)
 	ns := natstest.Run(t)
 	st := startStack(t, ns, t.TempDir())
 	env := append(os.Environ(), envServer+"="+st.url, envData+"="+t.TempDir(), "TERM=xterm")
