@@ -3,7 +3,6 @@ package stacktest
 import (
 	"flag"
 	"io"
-	"log/slog"
 	"path/filepath"
 	"slices"
 
@@ -103,7 +102,7 @@ func (s *Stack) startSkein(o options) {
 	}
 	s.workspace = filepath.Join(o.skein.dataDir, "workspaces")
 
-	lg := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	lg := Logger(t)
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Each service on its own connection, as skein serve and skein dev
