@@ -36,8 +36,8 @@ import (
 // session (GET /v1/sessions/{id}/events?after=0) takes receive time − stamp
 // as the live delta latency.
 //
-// The stack runs as `skein serve -target=all` in a process of its own (this
-// test binary as skein), against nats-server in a process of its own
+// The stack runs as `skein serve -target=all` in a process of its own (the
+// skein binary, skeinBin), against nats-server in a process of its own
 // (natstest.RunProcess), so each one's CPU is read from /proc/<pid>/stat:
 // utime+stime of that process alone. The agents are children of the skein
 // process, with their own pids, and their CPU is in the parent's cutime and
@@ -679,8 +679,7 @@ func runRawCapacity(b *testing.B, n, rate int, window time.Duration) capacityRes
 	return res
 }
 
-// serveProcess is `skein serve -target=all` run as a process of this test
-// binary.
+// serveProcess is `skein serve -target=all` run as a process.
 type serveProcess struct {
 	pid int
 	url string

@@ -23,8 +23,8 @@ const opsClusterDir = "../ops/cluster/nats"
 
 // startCluster starts make cluster's topology on free loopback ports: three
 // nats-server processes built from the version go.mod pins, configured by
-// ops/cluster/nats, and the services as skein serve processes (this test
-// binary standing in for skein), each its own NATS user. It is stopped when
+// ops/cluster/nats, and the services as skein serve processes (the skein
+// binary, skeinBin), each its own NATS user. It is stopped when
 // the test ends, and the test fails if a node logged a permission
 // violation: the services must live within their accounts.conf rights.
 func startCluster(tb testing.TB, o cluster.Options) *cluster.Cluster {
@@ -48,8 +48,8 @@ func startCluster(tb testing.TB, o cluster.Options) *cluster.Cluster {
 }
 
 // clusterOptions completes o for a test's cluster: a temporary directory,
-// ops/cluster/nats, nats-server built at the pinned version, and this test
-// binary as skein. It skips tb where a cluster cannot run.
+// ops/cluster/nats, nats-server built at the pinned version, and the skein
+// binary. It skips tb where a cluster cannot run.
 func clusterOptions(tb testing.TB, o cluster.Options) cluster.Options {
 	tb.Helper()
 	if testing.Short() {

@@ -6,11 +6,8 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,8 +29,9 @@ func TestDevEvictsIdleAdaptersWhenFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := filepath.Join(project, ".skein")
-	url, stderr, stop := startDevIn(t, project, "--data", data, "--adapter-runner.capacity", fmt.Sprint(capacity))
-	t.Cleanup(stop)
+	dev := mustStartDev(t, devOptions{data: data, dir: project, auth: true, flags: []string{"--adapter-runner.capacity", fmt.Sprint(capacity)}})
+	t.Cleanup(func() { dev.stop(t) })
+	url := dev.url
 	token, err := os.ReadFile(filepath.Join(data, devTokenFile))
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +51,7 @@ func TestDevEvictsIdleAdaptersWhenFull(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			t.Fatalf("%s %s: no answer: %v\n%s", method, path, err, stderr)
+			t.Fatalf("%s %s: no answer: %v\n%s", method, path, err, dev.output())
 		}
 		defer resp.Body.Close()
 		b, err := io.ReadAll(resp.Body)
@@ -78,7 +76,7 @@ func TestDevEvictsIdleAdaptersWhenFull(t *testing.T) {
 	// before an eviction's stop may show the runner full once more, and
 	// the next oldest goes too.)
 	t.Logf("%d sessions opened and prompted in %v", sessions, time.Since(start))
-	evicted := evictedSessions(stderr.String())
+	evicted := evictedSessions(dev.output())
 	if len(evicted) < sessions-capacity {
 		t.Errorf("%d sessions on a runner of %d, and %d evicted (%v), want at least %d", sessions, capacity, len(evicted), evicted, sessions-capacity)
 	}
@@ -115,38 +113,4 @@ func evictedSessions(log string) map[string]bool {
 		}
 	}
 	return evicted
-}
-
-// startDevIn runs skein dev started in project, with none of the SKEIN_
-// and NATS_ variables of the test's environment, args and a free HTTP
-// port, until stop; it returns once the welcome names the gateway's URL.
-func startDevIn(t *testing.T, project string, args ...string) (url string, stderr *testutil.Buffer, stop func()) {
-	t.Helper()
-	testutil.SearchableAbove(project) // and so the test's other temporary directories: for the agents' user, under root
-	stdout, stderr := &testutil.Buffer{}, &testutil.Buffer{}
-	cmd := exec.Command(skeinBin(t), append(append([]string{"dev"}, args...), "--http", "127.0.0.1:0")...)
-	cmd.Dir = project
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SKEIN_") && !strings.HasPrefix(kv, "NATS_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stop = sync.OnceFunc(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("skein dev: %v\n%s", err, stderr)
-		}
-	})
-	if err := pollFor(t.Context(), "skein dev's welcome", func() bool {
-		url = welcomeURL(stdout.String(), "HTTP")
-		return url != ""
-	}); err != nil {
-		stop()
-		t.Fatalf("%v\n%s\n%s", err, stdout, stderr)
-	}
-	return url, stderr, stop
 }

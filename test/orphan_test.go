@@ -4,82 +4,28 @@ package test
 
 import (
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 )
 
-// orphanDev is `skein dev` run as a process of the test binary.
-type orphanDev struct {
-	cmd    *exec.Cmd
-	base   string // http://…/v1/sessions/
-	exited chan struct{}
-}
-
-// kill kills skein dev with SIGKILL: nothing is cleaned up.
-func (d *orphanDev) kill() {
-	_ = d.cmd.Process.Kill()
-	<-d.exited
-}
-
-// startDevOn starts `skein dev` as a process on HTTP address httpAddr,
-// with flags,
-// the sandbox off (so that nothing but containment stands between an
-// agent and a port), and returns it once it printed its welcome, or the
-// output it ended with. Its output goes to a file, which a process it
-// left behind may hold open without keeping the test waiting.
-func startDevOn(t *testing.T, exe, data, agents, httpAddr string, flags ...string) (*orphanDev, error) {
+// startDevOn starts skein dev on HTTP address httpAddr ("127.0.0.1:0"
+// for any port), with the registry file agents, flags, no authentication
+// and the sandbox off unless flags say otherwise (so that nothing but
+// containment stands between an agent and a port); an error if it ended
+// at start.
+func startDevOn(t *testing.T, data, agents, httpAddr string, flags ...string) (*devProcess, error) {
 	t.Helper()
-	out, err := os.CreateTemp(t.TempDir(), "dev-out")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	cmd := exec.Command(exe, "dev", "--data", data, "--http", httpAddr, "--nats-listen", "127.0.0.1:0", "--agents", agents,
-		"--log-level", "warn", "--gateway.insecure-no-auth", "--adapter-runner.sandbox=off")
-	cmd.Args = append(cmd.Args, flags...)
-	cmd.Env = os.Environ()
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	d := &orphanDev{cmd: cmd, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(d.exited) }()
-	t.Cleanup(func() {
-		// Stopped, not killed: a killed skein dev leaves its adapters'
-		// cgroups, and what they hold, to the next one on its data
-		// directory, which a test's never has.
-		_ = cmd.Process.Signal(os.Interrupt)
-		<-d.exited
-	})
-	output := func() string {
-		b, _ := os.ReadFile(out.Name())
-		return string(b)
-	}
-	for {
-		if u := welcomeURL(output(), "HTTP"); u != "" {
-			d.base = u + "/v1/sessions/"
-			return d, nil
-		}
-		select {
-		case <-d.exited:
-			return nil, fmt.Errorf("skein dev on %s ended at start: %s", httpAddr, output())
-		case <-time.After(10 * time.Millisecond):
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		}
-	}
+	return startDev(t, devOptions{data: data, agents: agents, http: httpAddr, natsListen: true,
+		flags: append([]string{"--log-level", "warn", "--adapter-runner.sandbox=off"}, flags...)})
 }
 
 // The attack: an agent leaves a process behind, in a session of its own
@@ -101,7 +47,7 @@ func TestSecurityOrphanCannotTakeSkeinsPort(t *testing.T) {
 	_ = ln.Close()
 	data := testutil.TempDir(t)
 	agents := testAgentRegistry(t, exe, map[string]any{"id": "attacker"})
-	dev, err := startDevOn(t, exe, data, agents, addr)
+	dev, err := startDevOn(t, data, agents, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +81,7 @@ func TestSecurityOrphanCannotTakeSkeinsPort(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	dev, err = startDevOn(t, exe, data, agents, addr)
+	dev, err = startDevOn(t, data, agents, addr)
 	if err != nil {
 		t.Fatalf("skein dev did not start again on its port: %v", err)
 	}
@@ -160,7 +106,7 @@ func TestSecurityLimitHitInSessionLog(t *testing.T) {
 	exe := skeinBin(t)
 	data := testutil.TempDir(t)
 	agents := testAgentRegistry(t, exe, map[string]any{"id": "flooder", "limits": map[string]any{"pids": 48}})
-	dev, err := startDevOn(t, exe, data, agents, "127.0.0.1:0")
+	dev, err := startDevOn(t, data, agents, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +114,7 @@ func TestSecurityLimitHitInSessionLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	postPrompt(t.Context(), dev.base+"s1/prompt", "", `sh i=0; while [ $i -lt 100 ]; do sleep 1000 & i=$((i+1)); done >/dev/null 2>&1`)
-	js := (&devProcess{natsURL: devUserURL(t, data, devAdminUser)}).js(t)
+	js := dev.js(t)
 	var hit *events.AdapterLimitHit
 	if err := pollFor(t.Context(), "the limit hit in the session's log", func() bool {
 		hit, _ = lastRecord[events.AdapterLimitHit](t.Context(), js, "s1")
@@ -193,7 +139,7 @@ func TestSecurityOrphanDiesWithItsSession(t *testing.T) {
 	agents := testAgentRegistry(t, exe, map[string]any{"id": "spawner"})
 	// Under the sandbox skein dev gives agents by default: the launcher
 	// joins the cgroups.
-	dev, err := startDevOn(t, exe, data, agents, "127.0.0.1:0", "--adapter-runner.sandbox=warn")
+	dev, err := startDevOn(t, data, agents, "127.0.0.1:0", "--adapter-runner.sandbox=warn")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +178,7 @@ func TestSecurityOrphanDiesWithItsSession(t *testing.T) {
 }
 
 // testAgentRegistry writes a registry file of one agent, entry, run as
-// the test agent by this test binary exe, and returns its path.
+// the test agent by the skein binary exe, and returns its path.
 func testAgentRegistry(t *testing.T, exe string, entry map[string]any) string {
 	t.Helper()
 	entry["command"], entry["args"] = exe, []string{testAgentCommand}

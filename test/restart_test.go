@@ -8,14 +8,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/testutil"
@@ -48,7 +46,7 @@ func TestKillDevMidTurn(t *testing.T) {
 	}
 	ctx := t.Context()
 
-	dev := startDev(t, exe, data, agents)
+	dev := mustStartDev(t, devOptions{data: data, agents: agents, natsListen: true, flags: []string{"--log-level", "warn"}})
 	if err := pollHTTP(t, http.MethodPut, dev.base+"s1", `{"agent":"stubborn"}`); err != nil {
 		t.Fatal(err)
 	}
@@ -66,12 +64,12 @@ func TestKillDevMidTurn(t *testing.T) {
 	}
 	pid := int(*attached.Pid)
 
-	dev.kill(t)
+	dev.kill()
 	if err := pollFor(ctx, "the adapter to die with its runner", func() bool { return !processAlive(pid) }); err != nil {
 		t.Fatal(err)
 	}
 
-	dev = startDev(t, exe, data, agents)
+	dev = mustStartDev(t, devOptions{data: data, agents: agents, natsListen: true, flags: []string{"--log-level", "warn"}})
 	js = dev.js(t)
 	var finished *events.TurnFinished
 	if err := pollFor(ctx, "the open turn to be resolved", func() bool {
@@ -87,83 +85,6 @@ func TestKillDevMidTurn(t *testing.T) {
 	t.Logf("the turn left open by the kill: %s %s", finished.Outcome, finished.Error.Code)
 	eventlogtest.Audit(t, js, "default", "s1")
 	cancelPrompt()
-}
-
-// devProcess is `skein dev` running as a process of the test binary, with
-// its NATS server listening on loopback so the test reads the log directly.
-type devProcess struct {
-	cmd     *exec.Cmd
-	base    string // http://…/v1/sessions/
-	natsURL string
-	out     *testutil.Buffer
-}
-
-func startDev(t *testing.T, exe, data, agents string) *devProcess {
-	t.Helper()
-	// Port 0 for both: skein dev picks free ports and prints them (a port
-	// the test picked could be taken by another process before skein binds).
-	out := &testutil.Buffer{}
-	cmd := exec.Command(exe, "dev", "--data", data, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--agents", agents, "--log-level", "warn",
-		"--gateway.insecure-no-auth") // the test's requests carry no token: TestDevToken covers it
-	cmd.Env = os.Environ()
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("skein dev output:\n%s", out)
-		}
-	})
-	var httpURL, natsURL string
-	if err := pollFor(t.Context(), "skein dev's welcome", func() bool {
-		httpURL, natsURL = welcomeURL(out.String(), "HTTP"), welcomeURL(out.String(), "NATS")
-		return httpURL != "" && natsURL != ""
-	}); err != nil {
-		t.Fatal(err)
-	}
-	// The test reads the log as skein dev's admin: its NATS takes no
-	// client without a user.
-	return &devProcess{cmd: cmd, base: httpURL + "/v1/sessions/", natsURL: devUserURL(t, data, devAdminUser), out: out}
-}
-
-// welcomeURL returns the URL skein dev's welcome prints after label
-// ("HTTP", "NATS"), or "".
-func welcomeURL(out, label string) string {
-	for line := range strings.Lines(out) {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == label {
-			return f[1]
-		}
-	}
-	return ""
-}
-
-func (d *devProcess) kill(t *testing.T) {
-	if err := d.cmd.Process.Kill(); err != nil { // SIGKILL: nothing is cleaned up
-		t.Fatal(err)
-	}
-	_ = d.cmd.Wait()
-}
-
-func (d *devProcess) js(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	var nc *nats.Conn
-	err := pollFor(t.Context(), "skein dev's NATS server", func() bool {
-		var err error
-		nc, err = nats.Connect(d.natsURL)
-		return err == nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
 }
 
 // lastRecord returns the newest control record of type T in session sid's

@@ -118,7 +118,7 @@ func TestRunnerLostDev(t *testing.T) {
 	exe := skeinBin(t)
 	control, state, data := testutil.TempDir(t), t.TempDir(), t.TempDir()
 	agents := lossAgents(t, control, state)
-	dev := startDev(t, exe, data, agents)
+	dev := mustStartDev(t, devOptions{data: data, agents: agents, natsListen: true, flags: []string{"--log-level", "warn"}})
 
 	// The second runner works in the dev stack's workspace root: skein dev
 	// records each session's cwd under it, and a runner refuses a cwd
