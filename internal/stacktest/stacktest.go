@@ -5,9 +5,20 @@
 // gateway, a command) in front of the stack, drives sessions through it,
 // and reads what the services stored and which requests reached NATS.
 //
-// Tests import it; production code never does. It runs no gateway: the
-// gateway's tests run theirs with options of their own, and a package
-// that needs one serves it on Stack.Server.
+// It is the one stack harness of the repository's tests, in three ways:
+//   - Start, as the gateway's and the CLI's tests use it: the three
+//     services behind the gateway, with test defaults (agents "demo" and
+//     "plain", short stop and drain waits) and a count of the requests
+//     (Calls). The gateway's tests serve theirs on Stack.Server, with
+//     options of their own.
+//   - Start with AsSkein, as the black-box tests (test/) use it: the four
+//     services, the gateway included, configured as skein's flags default
+//     them.
+//   - Start with WithoutServices, then StartRunner, StartSession and
+//     StartHistory, as the session service's rig uses it: each service
+//     started, stopped and started again as the test says.
+//
+// Tests import it; production code never does.
 package stacktest
 
 import (
