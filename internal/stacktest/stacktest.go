@@ -111,7 +111,8 @@ func WithServer(srv *server.Server) Option { return func(o *options) { o.srv = s
 
 // WithoutServices runs no service: the stack is the server, the test's
 // connection and the request counts, and a test serves the ops it needs
-// (AnswerWith).
+// (AnswerWith) or starts the services it needs (StartRunner, StartSession,
+// StartHistory).
 func WithoutServices() Option { return func(o *options) { o.noServices = true } }
 
 // Uncounted makes the stack count no request (Calls): nothing but the
