@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -136,6 +137,9 @@ func startProcessStack(t *testing.T) *processStack {
 	st := stacktest.Start(t, stacktest.WithServer(ps.ns), stacktest.AsSkein(testutil.TempDir(t), func(cfg *stackConfig) {
 		cfg.Targets = []string{"gateway", "history", "adapter-runner"}
 		cfg.Runner.ID = "procs"
+		// The session service's processes come and go: the gateway's
+		// warnings of it are expected.
+		cfg.LogLevel = slog.LevelError
 		cfg.Runner.Builtin = []adapterrunner.Agent{{ID: "test", Command: ps.exe, Args: []string{testAgentCommand},
 			Env: map[string]string{testagent.EnvControlDir: ps.control},
 			// The test agent's pause points live outside its session.

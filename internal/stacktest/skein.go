@@ -3,6 +3,7 @@ package stacktest
 import (
 	"flag"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"slices"
 
@@ -28,6 +29,9 @@ type Config struct {
 	History history.Config
 	// Replicas is every stream's and bucket's (skein's --replicas).
 	Replicas int
+	// LogLevel is the least level of the services' logs, which go to the
+	// test's output: warnings unless an edit says otherwise.
+	LogLevel slog.Level
 	// Targets names the services to run, as skein serve's --target does
 	// ("gateway", "session", "adapter-runner", "history"); all four when
 	// empty.
@@ -38,7 +42,7 @@ type Config struct {
 // each service's flags, registered on a flag set of their own, left at
 // their defaults.
 func Defaults() Config {
-	c := Config{Replicas: 1}
+	c := Config{Replicas: 1, LogLevel: slog.LevelWarn}
 	fs := flag.NewFlagSet("stacktest", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	c.Gateway.RegisterFlags(fs)
@@ -102,7 +106,7 @@ func (s *Stack) startSkein(o options) {
 	}
 	s.workspace = filepath.Join(o.skein.dataDir, "workspaces")
 
-	lg := Logger(t)
+	lg := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: cfg.LogLevel}))
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Each service on its own connection, as skein serve and skein dev
