@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -223,10 +224,15 @@ func rawLatency(b *testing.B, kind string) {
 	s.report(b)
 }
 
-// startAgent runs the test agent on stdio and initializes it.
+// startAgent runs the test agent on stdio and initializes it: this test
+// binary, as the in-process stacks run it, so that the baselines measure
+// the same agent.
 func startAgent(b *testing.B, onNotification func(*acpwire.Message)) *acpwire.Conn {
 	b.Helper()
-	exe := skeinBin(b)
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
 	cmd := exec.CommandContext(b.Context(), exe, testAgentCommand)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
