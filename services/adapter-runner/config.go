@@ -130,7 +130,7 @@ const DefaultCreateTimeout = 30 * time.Second
 
 // DefaultCapacity is the adapters a runner hosts at once unless configured.
 // It is the capacity benchmark's knee on the 2-core machines Skein is
-// tested on (cmd/skein BenchmarkCapacitySweep: the most sessions streaming
+// tested on (test BenchmarkCapacitySweep: the most sessions streaming
 // 50 chunks a second whose live delta p99 stays under 50 ms, the agents
 // running on the same machine), which measured between 40 and 160: past
 // it, one more session slows every session on the runner, and refusing it
