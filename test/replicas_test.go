@@ -292,7 +292,9 @@ func TestSoakRollingSessionReplicas(t *testing.T) {
 	const sessions, rounds = 50, 6
 	ps := startProcessStack(t)
 	ctx := t.Context()
-	ttl := []string{"-session.owner-ttl", "1s"}
+	// Every session runs a turn at once: more than the namespace's default
+	// share of the runner, which is not what this soak is about.
+	ttl := []string{"-session.owner-ttl", "1s", "-session.max-adapters-per-namespace", "0", "-session.max-adapters-per-principal", "0"}
 	replicas := []*exec.Cmd{ps.startSession(io.Discard, ttl...), ps.startSession(io.Discard, ttl...)}
 	sid := func(i int) string { return fmt.Sprint("soak", i) }
 	for i := range sessions {
