@@ -72,7 +72,7 @@ test-long: ## the long soak, load and fault runs as well, and the capacity sweep
 	SKEIN_LONG=1 $(GO) test $(TEST_FLAGS) -timeout=60m work
 	@# The capacity sweep measures CPU and latency: no race detector.
 	@mkdir -p $(BIN)
-	SKEIN_LONG=1 $(GO) test -run='^$$' -bench='^BenchmarkCapacitySweep$$' -benchtime=1x -count=1 -timeout=30m ./cmd/skein | tee $(BIN)/capacity.txt
+	SKEIN_LONG=1 $(GO) test -run='^$$' -bench='^BenchmarkCapacitySweep$$' -benchtime=1x -count=1 -timeout=30m ./test | tee $(BIN)/capacity.txt
 	@$(GO) run ./ops/tools/benchtable $(BIN)/capacity.txt | grep -E '^(figure|capacity knee)'
 
 .PHONY: bench

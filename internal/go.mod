@@ -11,6 +11,7 @@ require (
 	golang.org/x/sys v0.50.0
 	skein.dev/pkg/events v0.0.0
 	skein.dev/services/adapter-runner v0.0.0
+	skein.dev/services/gateway v0.0.0
 	skein.dev/services/history v0.0.0
 	skein.dev/services/session v0.0.0-00010101000000-000000000000
 	skein.dev/testagent v0.0.0
@@ -61,3 +62,5 @@ replace skein.dev/services/gateway => ../services/gateway
 replace skein.dev/pkg/client => ../pkg/client
 
 replace skein.dev/testagent => ../testagent
+
+require skein.dev/pkg/client v0.0.0

@@ -651,3 +651,49 @@ func TestReportsAreLinesOfTheirOwn(t *testing.T) {
 		})
 	}
 }
+
+// "later": the prompt is answered end_turn first; the commands after it
+// then run outside any turn, a permission request among them, while the
+// session takes its next prompt; the answer is reported as an update.
+func TestLater(t *testing.T) {
+	forEachMode(t, func(t *testing.T, start startFunc) {
+		p := start(t, opts{})
+		sid, _ := p.newSession()
+		ups, resp := p.until(p.prompt(sid, "say in turn\nlater\nsay after turn\npermission late_1 allow_once=yes,reject_once=no\nsay done"))
+		if stop := result[struct{ StopReason string }](t, resp).StopReason; stop != "end_turn" {
+			t.Errorf("stopReason = %q, want end_turn", stop)
+		}
+		if text := agentText(ups); text != "in turn" {
+			t.Errorf("turn text = %q, want only what came before later", text)
+		}
+		var late []update
+		req := func() message {
+			for {
+				m := p.next()
+				if m.Method == "session/update" {
+					late = append(late, decodeUpdate(t, m))
+					continue
+				}
+				if m.Method != "session/request_permission" {
+					t.Fatalf("unexpected message after the turn: %+v", m)
+				}
+				return m
+			}
+		}()
+		// A session with a late request pending takes its next prompt.
+		if _, stop := p.turn(sid, "say next"); stop != "end_turn" {
+			t.Errorf("next turn stopReason = %q, want end_turn", stop)
+		}
+		p.sendRaw(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"outcome":{"outcome":"selected","optionId":"yes"}}}`)
+		for !strings.Contains(agentText(late), "done") {
+			m := p.next()
+			if m.Method != "session/update" {
+				t.Fatalf("unexpected message after the answer: %+v", m)
+			}
+			late = append(late, decodeUpdate(t, m))
+		}
+		if text, want := agentText(late), "after turn\npermission: selected yes\ndone"; text != want {
+			t.Errorf("text after the turn = %q, want %q", text, want)
+		}
+	})
+}

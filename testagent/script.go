@@ -46,6 +46,7 @@ const (
 	opInstructions opKind = "instructions"
 	opBurst        opKind = "burst"
 	opTick         opKind = "tick"
+	opLater        opKind = "later"
 )
 
 // keywords maps each command keyword to its parser. A parser gets the
@@ -81,6 +82,7 @@ var keywords = map[opKind]func(op *op, args string) error{
 	opInstructions: parseNoArgs,
 	opBurst:        parseNoArgs,
 	opTick:         parseTick,
+	opLater:        parseNoArgs,
 }
 
 // writesOnly are the commands that only write: a burst goes on across

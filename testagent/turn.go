@@ -38,6 +38,10 @@ type turn struct {
 
 	stampEnd bool // "stampend": the prompt response carries _meta.skein.sentAt
 
+	// later are the commands after "later": they run once the prompt has
+	// been answered, outside any turn.
+	later []op
+
 	// blocks are the prompt's content blocks as the agent got them.
 	blocks []json.RawMessage
 }
@@ -145,7 +149,37 @@ func (a *agent) startPrompt(ctx context.Context, msg inMessage) {
 
 	a.turns.Go(func() {
 		t.finish(t.run(ctx, text.String()))
+		if t.later != nil {
+			t.afterTurn(ctx)
+		}
 	})
+}
+
+// afterTurn runs the commands after "later" once the turn has been
+// answered, as an agent's background task works on after end_turn: their
+// updates and requests reach the client outside any turn, and the session
+// is free for its next prompt meanwhile. Nothing cancels them but the end
+// of stdin (a session/cancel finds no turn); how a request was answered is
+// reported as an update, and an outcome (stop, error) has no prompt left
+// to answer.
+func (t *turn) afterTurn(ctx context.Context) {
+	late := &turn{a: t.a, sess: t.sess, cancelled: make(chan struct{}), blocks: t.blocks}
+	defer late.a.out.release()
+	for _, o := range t.later {
+		if late.done(ctx) {
+			return
+		}
+		if !writesOnly[o.Kind] {
+			late.a.out.release()
+		}
+		out, err := late.exec(ctx, o)
+		if err != nil || out != nil {
+			if out == nil || !out.crash {
+				late.a.lg.Debug("commands after the turn ended", "session_id", t.sess.id, "line", o.Line, "err", err)
+			}
+			return
+		}
+	}
 }
 
 // run executes the prompt text as a script.
@@ -157,9 +191,13 @@ func (t *turn) run(ctx context.Context, text string) outcome {
 		return outcome{stopReason: stopEndTurn}
 	}
 	defer t.a.out.release() // a burst ends with the script
-	for _, o := range ops {
+	for i, o := range ops {
 		if t.done(ctx) {
 			return outcome{stopReason: stopCancelled}
+		}
+		if o.Kind == opLater {
+			t.later = ops[i+1:]
+			return outcome{stopReason: stopEndTurn}
 		}
 		if !writesOnly[o.Kind] {
 			t.a.out.release()
@@ -356,6 +394,8 @@ func (t *turn) exec(ctx context.Context, o op) (*outcome, error) {
 		}
 	case opStampEnd:
 		t.stampEnd = true
+	case opLater:
+		// Already after the turn: the commands go on as they are.
 	case opBurst:
 		t.a.out.hold()
 	case opStream:

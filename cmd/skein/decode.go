@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 // maxDecodeInput bounds what skein decode reads: more than any NATS
@@ -61,7 +62,7 @@ func decodeLine(r io.Reader) []byte {
 	if err != nil {
 		return errorLine(err, len(data))
 	}
-	line, err := events.RecordJSON(v)
+	line, err := eventjson.Record(v)
 	if err != nil {
 		return errorLine(err, len(data))
 	}

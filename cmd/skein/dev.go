@@ -111,13 +111,14 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 		}
 		return err
 	}
-	if err := checkPprofFlag(c.pprofAddr); err != nil {
-		return err
-	}
+	// Every invalid setting at once, before anything is made: what
+	// devDefaults fills in below is valid by construction.
+	errs := []error{checkPprofFlag(c.pprofAddr), c.stack.validate(allTargets)}
 	if c.natsListen != "" {
-		if err := checkNATSListen(c.natsListen, c.natsAny); err != nil {
-			return err
-		}
+		errs = append(errs, checkNATSListen(c.natsListen, c.natsAny))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	lg, err := newLoggerTo(stderr, c.stack.LogLevel, false)
 	if err != nil {
@@ -419,13 +420,8 @@ func printRoot(w io.Writer, runner *adapterrunner.Config, startDir string, euid 
 	if euid != 0 {
 		return
 	}
-	uid, gid := runner.AdapterUID, runner.AdapterGID // as adapterrunner.Config.Validate fills them in
-	if uid == 0 {
-		uid = adapterrunner.DefaultAdapterUID
-	}
-	if gid == 0 {
-		gid = uid
-	}
+	resolved := runner.WithDefaults()
+	uid, gid := resolved.AdapterUID, resolved.AdapterGID
 	if runner.Sandbox == adapterrunner.SandboxOff {
 		fmt.Fprintf(w, `
 Note: skein dev runs as ROOT, with --adapter-runner.sandbox=off: its agents run as
@@ -487,9 +483,6 @@ func startEmbeddedNATS(dir, listen string, maxPayload int, auth *devNATSAuth) (*
 		opts.Host = host
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	if err := moveGlobalAccountStore(dir, opts); err != nil {
 		return nil, err
 	}
 	ns, err := server.NewServer(opts)

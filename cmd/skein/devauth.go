@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 )
 
 // clusterAccounts is ops/cluster/nats/accounts.conf, byte for byte
@@ -88,7 +88,7 @@ func ensureDevNATSAuth(dataDir string) (*devNATSAuth, error) {
 	if err := os.MkdirAll(a.dir, 0o700); err != nil {
 		return nil, err
 	}
-	// A directory made by hand, or by an older skein, may be readable by
+	// A directory made by hand may be readable by
 	// others: what it holds is not.
 	if err := os.Chmod(a.dir, 0o700); err != nil {
 		return nil, err
@@ -261,38 +261,10 @@ func provisionDev(ctx context.Context, ns *server.Server, a *devNATSAuth, c *sta
 	if err != nil {
 		return err
 	}
-	o := eventlog.Options{Replicas: c.Replicas, OwnerTTL: c.Session.OwnerTTL,
+	o := streams.Options{Replicas: c.Replicas, OwnerTTL: c.Session.OwnerTTL,
 		MaxEventsPerSession: c.Session.MaxEventsPerSession, MaxBytesPerSession: c.Session.MaxBytesPerSession}
-	if err := eventlog.Provision(ctx, js, o, true); err != nil {
+	if err := streams.Provision(ctx, js, o, true); err != nil {
 		return fmt.Errorf("provision: %w", err)
-	}
-	return nil
-}
-
-// moveGlobalAccountStore moves the streams an older skein dev stored in
-// NATS's global account, whose clients needed no user, into the account
-// of accounts.conf's users, so that a data directory keeps its sessions
-// across the upgrade. JetStream keeps an account's streams in a directory
-// named after it, and nothing in them names the account.
-func moveGlobalAccountStore(storeDir string, opts *server.Options) error {
-	account := ""
-	for _, u := range opts.Users {
-		if u.Username == devAdminUser && u.Account != nil {
-			account = u.Account.Name
-		}
-	}
-	if account == "" {
-		return fmt.Errorf("embedded nats: accounts.conf puts %s in no account", devAdminUser)
-	}
-	old, moved := filepath.Join(storeDir, "jetstream", server.DEFAULT_GLOBAL_ACCOUNT), filepath.Join(storeDir, "jetstream", account)
-	if _, err := os.Stat(old); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if _, err := os.Stat(moved); err == nil {
-		return nil // moved before, or both: leave them for a person to look at
-	}
-	if err := os.Rename(old, moved); err != nil {
-		return fmt.Errorf("embedded nats: move the streams of an older skein dev into account %s: %w", account, err)
 	}
 	return nil
 }

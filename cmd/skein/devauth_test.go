@@ -6,16 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/cluster"
 	"skein.dev/internal/testutil"
-	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
 )
 
 // devNATS is skein dev run in process, as the tour runs it, with its NATS
@@ -316,57 +312,6 @@ func TestDevAccountsAreTheClusters(t *testing.T) {
 	}
 	if devAdminUser != cluster.UserOps || devReaderUser != cluster.UserReader {
 		t.Errorf("skein dev's admin and reader are %s and %s, the cluster's %s and %s", devAdminUser, devReaderUser, cluster.UserOps, cluster.UserReader)
-	}
-}
-
-// TestDevKeepsOlderDevStore: the streams of a data directory an older
-// skein dev wrote, when its clients needed no user and so were in NATS's
-// global account, are those of the admin's account after the upgrade.
-func TestDevKeepsOlderDevStore(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs skein dev; skipped in -short")
-	}
-	data := testutil.TempDir(t)
-	// The older skein dev's server: no accounts, no users.
-	old, err := server.NewServer(&server.Options{JetStream: true, StoreDir: filepath.Join(data, "nats"), DontListen: true, NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go old.Start()
-	if !old.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the older server is not ready")
-	}
-	nc, err := nats.Connect("", nats.InProcessServer(old))
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eventlog.Provision(t.Context(), js, eventlog.Options{}, true); err != nil {
-		t.Fatal(err)
-	}
-	const subject = "acp.log.default.older.ctl"
-	if _, err := js.Publish(t.Context(), subject, []byte("from the older dev")); err != nil {
-		t.Fatal(err)
-	}
-	nc.Close()
-	old.Shutdown()
-	old.WaitForShutdown()
-
-	d := startDevNATSOn(t, data)
-	js, err = jetstream.New(d.connectAs(t, devAdminUser))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := js.Stream(t.Context(), events.StreamLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := s.GetLastMsgForSubject(t.Context(), subject)
-	if err != nil || string(msg.Data) != "from the older dev" {
-		t.Fatalf("the older dev's record: %v %v", msg, err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"skein.dev/cmd/skein/internal/cli"
 	"skein.dev/pkg/client"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 // followCommand is `skein follow`: the Go client's Follow and Subscribe
@@ -74,7 +75,7 @@ func printEvents(ctx context.Context, w io.Writer, evs iter.Seq2[*events.AcpDura
 			}
 			return err
 		}
-		line, err := events.PublicDurableJSON(ev)
+		line, err := eventjson.Durable(ev)
 		if err != nil {
 			return err
 		}

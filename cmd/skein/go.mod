@@ -3,7 +3,6 @@ module skein.dev/cmd/skein
 go 1.26.8
 
 require (
-	github.com/creack/pty v1.1.24
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
@@ -11,7 +10,6 @@ require (
 	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.50.0
-	gopkg.in/yaml.v3 v3.0.1
 	skein.dev/pkg/acp v0.0.0
 	skein.dev/pkg/events v0.0.0
 	skein.dev/services/adapter-runner v0.0.0
@@ -19,11 +17,6 @@ require (
 	skein.dev/services/history v0.0.0
 	skein.dev/services/session v0.0.0
 	skein.dev/testagent v0.0.0
-)
-
-require (
-	github.com/chromedp/cdproto v0.159.0
-	github.com/chromedp/chromedp v0.23.0
 )
 
 require (
@@ -39,7 +32,7 @@ require (
 	github.com/nats-io/jwt/v2 v2.8.3 // indirect
 	github.com/nats-io/nkeys v0.4.17 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
-	github.com/prometheus/client_model v0.6.3
+	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
 )
 
@@ -181,7 +182,7 @@ func logLine(r *eventlog.Record, headers bool) []byte {
 		if err != nil {
 			return append(errorLine(err, len(r.Data)), '\n')
 		}
-		line, err := events.RecordJSON(v)
+		line, err := eventjson.Record(v)
 		if err != nil {
 			return append(errorLine(err, len(r.Data)), '\n')
 		}

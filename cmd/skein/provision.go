@@ -14,11 +14,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 )
 
 // provisionCommand is `skein provision`: create or update every stream and
 // bucket Skein uses, with the rights to do so, so that the services can
-// start with none (eventlog.Reconcile).
+// start with none (streams.Reconcile).
 func provisionCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "provision [--nats URL] [--replicas N] [--dry-run]",
@@ -52,7 +53,7 @@ func runProvision(ctx context.Context, args []string, getenv func(string) string
 	var (
 		natsURL, credsFile string
 		dryRun             bool
-		o                  eventlog.Options
+		o                  streams.Options
 		natsTLS            natsTLSFlags
 	)
 	fs := flag.NewFlagSet("skein provision", flag.ContinueOnError)
@@ -65,8 +66,8 @@ func runProvision(ctx context.Context, args []string, getenv func(string) string
 	// The session service's names, so one environment serves both.
 	fs.Int64Var(&o.MaxEventsPerSession, "session.max-events-per-session", eventlog.DefaultMaxEventsPerSession, "most public events ACP_LOG keeps of a session")
 	fs.Int64Var(&o.MaxBytesPerSession, "session.max-bytes-per-session", eventlog.DefaultMaxBytesPerSession, "most bytes of public event payloads ACP_LOG keeps of a session")
-	fs.DurationVar(&o.OwnerTTL, "session.owner-ttl", eventlog.DefaultOwnerTTL, "how long a session's owner lease outlives its last renewal (at least 1s)")
-	fs.DurationVar(&o.IOMaxAge, "io-max-age", eventlog.DefaultIOMaxAge, "how long ACP_IO keeps runner output")
+	fs.DurationVar(&o.OwnerTTL, "session.owner-ttl", streams.DefaultOwnerTTL, "how long a session's owner lease outlives its last renewal (at least 1s)")
+	fs.DurationVar(&o.IOMaxAge, "io-max-age", streams.DefaultIOMaxAge, "how long ACP_IO keeps runner output")
 	if v := getenv("NATS_URL"); v != "" {
 		natsURL = v
 	}
@@ -102,15 +103,15 @@ func runProvision(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	mode := eventlog.Update
+	mode := streams.Update
 	if dryRun {
-		mode = eventlog.DryRun
+		mode = streams.DryRun
 	}
-	results, err := eventlog.Reconcile(ctx, js, o, mode)
+	results, err := streams.Reconcile(ctx, js, o, mode)
 	for _, r := range results {
 		fmt.Fprintln(stdout, resultLine(r))
 	}
-	if errors.Is(err, eventlog.ErrRefused) {
+	if errors.Is(err, streams.ErrRefused) {
 		return errRefused
 	}
 	if err != nil || dryRun {
@@ -119,22 +120,22 @@ func runProvision(ctx context.Context, args []string, getenv func(string) string
 	// Always, not behind a flag: on healthy streams it costs a stream info
 	// and a few consumers each, and the time it matters, right after a
 	// restore, is when an operator would not think to ask for it.
-	return eventlog.AwaitServing(ctx, js, o, func(stream, status string) {
+	return streams.AwaitServing(ctx, js, o, func(stream, status string) {
 		fmt.Fprintf(stdout, "%-16s %s\n", stream, status)
 	})
 }
 
 // resultLine is one stream's line: its name, what happened, and the fields
 // that differ (with why, for those refused).
-func resultLine(r eventlog.Result) string {
+func resultLine(r streams.Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-16s ", r.Stream)
 	switch {
-	case r.Action == eventlog.ActionCreate && r.Done:
+	case r.Action == streams.ActionCreate && r.Done:
 		b.WriteString("created")
-	case r.Action == eventlog.ActionUpdate && r.Done:
+	case r.Action == streams.ActionUpdate && r.Done:
 		b.WriteString("updated")
-	case r.Action == eventlog.ActionCreate || r.Action == eventlog.ActionUpdate:
+	case r.Action == streams.ActionCreate || r.Action == streams.ActionUpdate:
 		b.WriteString("would " + string(r.Action))
 	default:
 		b.WriteString(string(r.Action))

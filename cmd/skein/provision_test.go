@@ -16,6 +16,7 @@ import (
 
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 	"skein.dev/services/history"
 	"skein.dev/services/session"
 )
@@ -55,7 +56,7 @@ func provision(t *testing.T, args ...string) (int, []string) {
 // may come between).
 func wantLines(t *testing.T, out []string, want string) {
 	t.Helper()
-	streams := eventlog.StreamConfigs(eventlog.Options{})
+	streams := streams.Configs(streams.Options{})
 	if len(out) < len(streams) {
 		t.Fatalf("skein provision printed %q, want a line per stream", out)
 	}
@@ -115,7 +116,7 @@ func TestProvisionThenStartWithoutCreateRights(t *testing.T) {
 		case <-ctx.Done():
 		}
 	}()
-	err = eventlog.Provision(ctx, js, eventlog.Options{}, false)
+	err = streams.Provision(ctx, js, streams.Options{}, false)
 	cause := context.Cause(ctx)
 	cancel(nil)
 	if err == nil || !errors.Is(cause, nats.ErrPermissionViolation) {

@@ -66,11 +66,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	if err := checkPprofFlag(pprofAddr); err != nil {
-		return err
-	}
+	errs := []error{checkPprofFlag(pprofAddr), c.validate(targets)}
 	if slices.Contains(targets, TargetGateway) && !c.Gateway.Auth.Enabled() && !c.Gateway.Auth.InsecureNoAuth {
-		return errors.New("the gateway needs --gateway.tokens-file (docs/API.md, Authentication), or --gateway.insecure-no-auth to serve without authentication")
+		errs = append(errs, errors.New("the gateway needs --gateway.tokens-file (docs/API.md, Authentication), or --gateway.insecure-no-auth to serve without authentication"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	lg, err := newLogger(c.LogLevel, true)
 	if err != nil {

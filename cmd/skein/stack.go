@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -59,9 +60,42 @@ func (c *stackConfig) registerFlags(fs *flag.FlagSet) {
 	c.Runner.RegisterFlags(fs)
 	c.History.RegisterFlags(fs)
 	fs.StringVar(&c.MetricsAddr, "metrics-listen", "", "serve Prometheus /metrics on this address, a listener of its own, without authentication (off when empty)")
-	fs.StringVar(&c.MetricsAddr, "metrics", "", "the old name of --metrics-listen")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&c.Replicas, "replicas", 1, "replicas of the streams and buckets (3 in a cluster)")
+}
+
+// validate reports, at once, every invalid setting of the stack's own
+// flags and of the services targets names; it changes nothing. Each
+// service is checked as its New will check it, with its defaults.
+func (c *stackConfig) validate(targets []string) error {
+	var errs []error
+	if c.Replicas < 1 {
+		errs = append(errs, fmt.Errorf("--replicas must be at least 1, got %d", c.Replicas))
+	}
+	var lv slog.LevelVar
+	if err := lv.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		errs = append(errs, fmt.Errorf("--log-level %q: %w", c.LogLevel, err))
+	}
+	for _, t := range targets {
+		var err error
+		switch t {
+		case TargetGateway:
+			err = c.Gateway.Validate()
+		case TargetSession:
+			s := c.Session.WithDefaults()
+			err = s.Validate()
+		case TargetAdapterRunner:
+			r := c.Runner.WithDefaults()
+			err = r.Validate()
+		case TargetHistory:
+			h := c.History.WithDefaults()
+			err = h.Validate()
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", t, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // parseTargets turns "gateway,session" or "all" into a list.
@@ -114,7 +148,7 @@ func newStack(cfg *stackConfig, targets []string, lg *slog.Logger, dial dialer) 
 	if len(cfg.Session.WorkspaceRoots) == 0 && slices.Contains(targets, TargetSession) && slices.Contains(targets, TargetAdapterRunner) {
 		// One process, one file system: the session service refuses at
 		// open what its runner would refuse at launch.
-		runner := cfg.Runner
+		runner := cfg.Runner.WithDefaults()
 		if err := runner.Validate(); err == nil {
 			cfg.Session.WorkspaceRoots = runner.WorkspaceRoots
 			if len(cfg.Session.WorkspaceGrants) == 0 {

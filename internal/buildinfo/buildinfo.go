@@ -22,7 +22,7 @@ import (
 //   - else "devel": go run, a test binary, a build with -buildvcs=false.
 //
 // It is what Skein calls itself everywhere it names a version: the
-// services' nats micro version (events.AddService) and the clientInfo the
+// services' nats micro version (rpc.AddService) and the clientInfo the
 // adapter-runner sends to agents.
 func Version() string { return buildVersion() }
 

@@ -13,7 +13,7 @@ import (
 	"skein.dev/internal/natsmetrics"
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
-	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 )
 
 // gather scrapes reg once: the stream collector asks the server for each
@@ -110,7 +110,7 @@ func TestStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eventlog.Provision(t.Context(), js, eventlog.Options{Replicas: 1}, false); err != nil {
+	if err := streams.Provision(t.Context(), js, streams.Options{Replicas: 1}, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := js.Publish(t.Context(), "acp.log.default.s1.ev", []byte("x")); err != nil {
@@ -170,7 +170,7 @@ func TestStreamsCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eventlog.Provision(t.Context(), js, eventlog.Options{Replicas: 3}, false); err != nil {
+	if err := streams.Provision(t.Context(), js, streams.Options{Replicas: 3}, false); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()

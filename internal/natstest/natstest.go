@@ -87,3 +87,9 @@ func Connect(tb testing.TB, ns *server.Server, opts ...nats.Option) *nats.Conn {
 	tb.Cleanup(nc.Close)
 	return nc
 }
+
+// WithMaxPayload sets the largest message the server accepts (its
+// max_payload; nats-server's default is 1 MiB, skein dev's 8 MiB).
+func WithMaxPayload(n int32) Option {
+	return func(o *server.Options) { o.MaxPayload = n }
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // observer counts the requests of the API by op, from a plain
@@ -93,9 +94,9 @@ func AnswerWith(t testing.TB, nc *nats.Conn, op events.Op, answer any) (stop fun
 	handler := micro.HandlerFunc(func(req micro.Request) {
 		switch a := answer.(type) {
 		case error:
-			_ = events.RespondError(req, a)
+			_ = rpc.RespondError(req, a)
 		case events.Variant:
-			_ = events.Respond(req, a)
+			_ = rpc.Respond(req, a)
 		default:
 			t.Errorf("AnswerWith(%s): %T is neither an error nor a reply", op, answer)
 		}

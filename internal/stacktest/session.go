@@ -10,15 +10,17 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"skein.dev/pkg/client/turnwait"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 )
 
 // Open opens sid with agent through open_session.
 func (s *Stack) Open(sid events.SessionID, agent string) {
 	s.t.Helper()
 	id := string(sid)
-	if _, err := events.Call[events.AcpOpenSessionResponse](s.t.Context(), s.nc, events.APISubject(s.ns, events.OpOpenSession),
+	if _, err := rpc.Call[events.AcpOpenSessionResponse](s.t.Context(), s.nc, events.APISubject(s.ns, events.OpOpenSession),
 		&events.AcpOpenSessionRequest{SessionID: &id, Agent: agent}, nil); err != nil {
 		s.t.Fatalf("open %s: %v", sid, err)
 	}
@@ -29,7 +31,7 @@ func (s *Stack) Open(sid events.SessionID, agent string) {
 func (s *Stack) StartTurn(sid events.SessionID, key *string, script string) *events.PromptAccepted {
 	s.t.Helper()
 	id := string(sid)
-	acc, err := events.Call[events.PromptAccepted](s.t.Context(), s.nc, events.APISubject(s.ns, events.OpPrompt),
+	acc, err := rpc.Call[events.PromptAccepted](s.t.Context(), s.nc, events.APISubject(s.ns, events.OpPrompt),
 		&events.AcpPromptRequest{SessionID: &id, IdempotencyKey: key, Content: TextContent(script)}, nil)
 	if err != nil {
 		s.t.Fatalf("prompt %s: %v", sid, err)
@@ -42,7 +44,7 @@ func (s *Stack) AwaitTurn(sid events.SessionID, acc *events.PromptAccepted) *eve
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(s.t.Context(), time.Minute)
 	defer cancel()
-	f, err := eventlog.AwaitTurn(ctx, s.js, s.ns, sid, acc)
+	f, err := turnwait.Await(ctx, s.js, s.ns, sid, acc)
 	if err != nil {
 		s.t.Fatalf("await turn %s: %v", acc.TurnID, err)
 	}

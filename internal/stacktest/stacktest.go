@@ -5,9 +5,20 @@
 // gateway, a command) in front of the stack, drives sessions through it,
 // and reads what the services stored and which requests reached NATS.
 //
-// Tests import it; production code never does. It runs no gateway: the
-// gateway's tests run theirs with options of their own, and a package
-// that needs one serves it on Stack.Server.
+// It is the one stack harness of the repository's tests, in three ways:
+//   - Start, as the gateway's and the CLI's tests use it: the three
+//     services behind the gateway, with test defaults (agents "demo" and
+//     "plain", short stop and drain waits) and a count of the requests
+//     (Calls). The gateway's tests serve theirs on Stack.Server, with
+//     options of their own.
+//   - Start with AsSkein, as the black-box tests (test/) use it: the four
+//     services, the gateway included, configured as skein's flags default
+//     them.
+//   - Start with WithoutServices, then StartRunner, StartSession and
+//     StartHistory, as the session service's rig uses it: each service
+//     started, stopped and started again as the test says.
+//
+// Tests import it; production code never does.
 package stacktest
 
 import (
@@ -75,14 +86,21 @@ type Stack struct {
 
 	stopRunner, stopHistory func()
 	stops                   []func() // every service's, in the order they started
+
+	// Of a stack that AsSkein runs: the gateway's base URL and the
+	// services' registry.
+	url string
+	reg *prometheus.Registry
 }
 
 type options struct {
 	srv        *server.Server
 	noServices bool
+	uncounted  bool
 	maxEvents  int64
 	agent      []string // command and leading arguments
 	agents     []adapterrunner.Agent
+	skein      *skeinOptions
 }
 
 // Option changes what Start runs.
@@ -93,8 +111,14 @@ func WithServer(srv *server.Server) Option { return func(o *options) { o.srv = s
 
 // WithoutServices runs no service: the stack is the server, the test's
 // connection and the request counts, and a test serves the ops it needs
-// (AnswerWith).
+// (AnswerWith) or starts the services it needs (StartRunner, StartSession,
+// StartHistory).
 func WithoutServices() Option { return func(o *options) { o.noServices = true } }
+
+// Uncounted makes the stack count no request (Calls): nothing but the
+// services listens to the API, so that a request to a service the test
+// stopped finds no responder at once.
+func Uncounted() Option { return func(o *options) { o.uncounted = true } }
 
 // WithMaxEvents makes ACP_LOG keep at most n records per subject: older
 // events are pruned, and history answers cursor_expired before them.
@@ -141,9 +165,15 @@ func Start(t testing.TB, opts ...Option) *Stack {
 	if s.js, err = jetstream.New(s.nc); err != nil {
 		t.Fatal(err)
 	}
+	if o.skein != nil {
+		s.startSkein(o)
+		return s
+	}
 	// The observer subscribes before any service serves, so that it sees
 	// every request.
-	s.obs = observe(t, s.nc)
+	if !o.uncounted {
+		s.obs = observe(t, s.nc)
+	}
 	if !o.noServices {
 		s.startServices(o)
 	}
@@ -152,7 +182,6 @@ func Start(t testing.TB, opts ...Option) *Stack {
 
 func (s *Stack) startServices(o options) {
 	t := s.t
-	lg := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	env := map[string]string{testagent.EnvControlDir: s.control}
 	s.agent = o.agent[0]
 	args := slices.Clip(o.agent[1:]) // so that demo's append copies it
@@ -165,27 +194,73 @@ func (s *Stack) startServices(o options) {
 
 	dataDir := t.TempDir()
 	s.workspace = filepath.Join(dataDir, "workspaces")
-	runner, err := adapterrunner.New(adapterrunner.Config{
-		ID: "r1", DataDir: dataDir, StopGrace: 200 * time.Millisecond, Builtin: agents,
-	}, lg, s.connect(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
+	s.StartRunner(adapterrunner.Config{ID: "r1", DataDir: dataDir, Builtin: agents}, s.connect())
+	s.StartSession(session.Config{MaxEventsPerSession: o.maxEvents}, s.connect(), prometheus.NewRegistry())
+	s.StartHistory(history.Config{}, s.connect())
+}
+
+// Logger is the services' logger: warnings and errors, to the test's
+// output.
+func Logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// StartRunner runs an adapter-runner with cfg on nc until the test ends or
+// the returned stop (and StopRunner) is called. A runner stops its
+// adapters within 200 ms unless cfg says otherwise.
+func (s *Stack) StartRunner(cfg adapterrunner.Config, nc *nats.Conn) (stop func()) {
+	s.t.Helper()
+	if cfg.StopGrace == 0 {
+		cfg.StopGrace = 200 * time.Millisecond
 	}
-	s.stopRunner = s.run("runner", runner)
-	svc, err := session.New(session.Config{
-		// A test that ends with a turn still open must not wait 5 s.
-		DrainWait:           200 * time.Millisecond,
-		MaxEventsPerSession: o.maxEvents,
-	}, lg, s.connect(), prometheus.NewRegistry())
+	runner, err := adapterrunner.New(cfg, Logger(s.t), nc, prometheus.NewRegistry())
 	if err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
-	s.run("session", svc)
-	hist, err := history.New(history.Config{}, lg, s.connect(), prometheus.NewRegistry())
+	s.stopRunner = s.run("runner "+cfg.ID, runner)
+	flush(s.t, nc)
+	return s.stopRunner
+}
+
+// StartSession runs a session service with cfg on nc, its metrics in reg,
+// until the test ends or the returned stop is called. It waits at most
+// 200 ms for a turn still open at its end unless cfg says otherwise: a
+// test that ends with a turn open must not wait 5 s.
+func (s *Stack) StartSession(cfg session.Config, nc *nats.Conn, reg *prometheus.Registry) (stop func()) {
+	s.t.Helper()
+	if cfg.DrainWait == 0 {
+		cfg.DrainWait = 200 * time.Millisecond
+	}
+	svc, err := session.New(cfg, Logger(s.t), nc, reg)
 	if err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
+	}
+	stop = s.run("session", svc)
+	flush(s.t, nc)
+	return stop
+}
+
+// StartHistory runs a history service with cfg on nc until the test ends
+// or the returned stop (and StopHistory) is called.
+func (s *Stack) StartHistory(cfg history.Config, nc *nats.Conn) (stop func()) {
+	s.t.Helper()
+	hist, err := history.New(cfg, Logger(s.t), nc, prometheus.NewRegistry())
+	if err != nil {
+		s.t.Fatal(err)
 	}
 	s.stopHistory = s.run("history", hist)
+	flush(s.t, nc)
+	return s.stopHistory
+}
+
+// flush waits until the server has processed everything nc sent: Ready
+// is closed once a service has subscribed, not once the server knows it,
+// and the test's requests come on another connection.
+func flush(t testing.TB, nc *nats.Conn) {
+	t.Helper()
+	if err := nc.FlushTimeout(testutil.PollTimeout); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // connect opens a service's connection, which reconnects at once and for
@@ -194,13 +269,21 @@ func (s *Stack) connect() *nats.Conn {
 	return natstest.Connect(s.t, s.srv, nats.Timeout(ConnectTimeout), nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond))
 }
 
-// run runs svc until the test ends or the returned stop is called, and
-// adds the stop to s.stops.
-func (s *Stack) run(name string, svc interface {
+// Service is what every Skein service is: Run serves until its context
+// ends, and Ready is closed once it serves.
+type Service interface {
 	Run(context.Context) error
 	Ready() <-chan struct{}
-}) (stop func()) {
-	t := s.t
+}
+
+// RunService runs svc until the test ends or the returned stop is called,
+// and returns once svc is ready. Stop cancels Run and waits for it to
+// return; the test fails if Run failed. A second call does nothing.
+//
+// Run's context is not the test's: the services stop in the test's
+// cleanups, the last started first, so that cleanups registered before
+// them (a NATS server's shutdown, a connection's close) run after.
+func RunService(t testing.TB, name string, svc Service) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan error, 1)
@@ -215,12 +298,20 @@ func (s *Stack) run(name string, svc interface {
 		})
 	}
 	t.Cleanup(stop)
-	s.stops = append(s.stops, stop)
 	select {
 	case <-svc.Ready():
 	case err := <-done:
+		once.Do(func() {}) // Run returned: there is nothing to stop
 		t.Fatalf("%s stopped before ready: %v", name, err)
 	}
+	return stop
+}
+
+// run is RunService, whose stop s.Stop calls too.
+func (s *Stack) run(name string, svc Service) (stop func()) {
+	s.t.Helper()
+	stop = RunService(s.t, name, svc)
+	s.stops = append(s.stops, stop)
 	return stop
 }
 
@@ -230,6 +321,14 @@ func (s *Stack) In(n events.Namespace) *Stack {
 	c.ns = n
 	return &c
 }
+
+// Connect opens another connection to the server, which reconnects at
+// once and for ever, and is closed when the test ends.
+func (s *Stack) Connect() *nats.Conn { return s.connect() }
+
+// ControlDir returns the test agent's directory of pause and release
+// files (testagent.EnvControlDir), which Paused and Release use.
+func (s *Stack) ControlDir() string { return s.control }
 
 // Server returns the NATS server.
 func (s *Stack) Server() *server.Server { return s.srv }
@@ -260,7 +359,9 @@ func (s *Stack) StopRunner() { s.stopRunner() }
 // The observer stops listening first, for its interest would turn "no
 // responder" into a timeout.
 func (s *Stack) StopHistory() {
-	s.obs.stop()
+	if s.obs != nil {
+		s.obs.stop()
+	}
 	s.stopHistory()
 }
 
@@ -324,7 +425,19 @@ func (s *Stack) WithoutTail(fn func()) {
 
 // Calls returns how many requests for op reached NATS so far, in any
 // namespace.
-func (s *Stack) Calls(op events.Op) int { return s.obs.calls(op) }
+func (s *Stack) Calls(op events.Op) int { s.observed(); return s.obs.calls(op) }
 
 // LastRequest returns the last request for op that decoded, or nil.
-func (s *Stack) LastRequest(op events.Op) events.Variant { return s.obs.lastRequest(op) }
+func (s *Stack) LastRequest(op events.Op) events.Variant {
+	s.observed()
+	return s.obs.lastRequest(op)
+}
+
+// observed fails the test if the stack counts no request (AsSkein,
+// Uncounted).
+func (s *Stack) observed() {
+	if s.obs == nil {
+		s.t.Helper()
+		s.t.Fatal("stacktest: the stack counts no request (AsSkein, Uncounted)")
+	}
+}

@@ -25,8 +25,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"skein.dev/pkg/client/turnwait"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 )
 
 // Client talks to Skein in one namespace over a NATS connection it does
@@ -86,13 +87,13 @@ func (c *Client) subject(op events.Op) string { return events.APISubject(c.ns, o
 // nothing when it is open already with the same settings.
 func (c *Client) Open(ctx context.Context, sid string, req events.AcpOpenSessionRequest) error {
 	req.SessionID = &sid
-	_, err := events.Call[events.AcpOpenSessionResponse](ctx, c.nc, c.subject(events.OpOpenSession), &req, nil)
+	_, err := rpc.Call[events.AcpOpenSessionResponse](ctx, c.nc, c.subject(events.OpOpenSession), &req, nil)
 	return err
 }
 
 // Session returns what Skein knows of session sid. No adapter starts.
 func (c *Client) Session(ctx context.Context, sid string) (*events.AcpDurableSessionInfo, error) {
-	resp, err := events.Call[events.AcpGetDurableSessionResponse](ctx, c.nc, c.subject(events.OpGetSession), &events.AcpGetDurableSessionRequest{SessionID: &sid}, nil)
+	resp, err := rpc.Call[events.AcpGetDurableSessionResponse](ctx, c.nc, c.subject(events.OpGetSession), &events.AcpGetDurableSessionRequest{SessionID: &sid}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +117,7 @@ func (c *Client) Prompt(ctx context.Context, sid string, content json.RawMessage
 	for _, o := range opts {
 		o(req)
 	}
-	return eventlog.Prompt(ctx, c.js, c.ns, req)
+	return turnwait.Prompt(ctx, c.js, c.ns, req)
 }
 
 // PromptText is Prompt with one text block.
@@ -131,7 +132,7 @@ func (c *Client) PromptText(ctx context.Context, sid, text string, opts ...Promp
 // Cancel cancels the session's running turn, and says how that went
 // (events.CancelCancelled, events.CancelNoActivePrompt, ...).
 func (c *Client) Cancel(ctx context.Context, sid string) (string, error) {
-	resp, err := events.Call[events.AcpCancelPromptResponse](ctx, c.nc, c.subject(events.OpCancelPrompt), &events.AcpCancelPromptRequest{SessionID: &sid}, nil)
+	resp, err := rpc.Call[events.AcpCancelPromptResponse](ctx, c.nc, c.subject(events.OpCancelPrompt), &events.AcpCancelPromptRequest{SessionID: &sid}, nil)
 	if err != nil {
 		return "", err
 	}
@@ -141,7 +142,7 @@ func (c *Client) Cancel(ctx context.Context, sid string) (string, error) {
 // RespondPermission answers the pending permission request requestID of
 // session sid with the option optionID.
 func (c *Client) RespondPermission(ctx context.Context, sid, requestID, optionID string) (*events.AcpRespondPermissionResponse, error) {
-	return events.Call[events.AcpRespondPermissionResponse](ctx, c.nc, c.subject(events.OpRespondPermission),
+	return rpc.Call[events.AcpRespondPermissionResponse](ctx, c.nc, c.subject(events.OpRespondPermission),
 		&events.AcpRespondPermissionRequest{SessionID: sid, RequestID: requestID, OptionID: optionID}, nil)
 }
 
@@ -150,19 +151,19 @@ func (c *Client) RespondPermission(ctx context.Context, sid, requestID, optionID
 // InputDecline or InputCancel, and content, a JSON object fitting the
 // agent's requested schema, with accept only (nil: none).
 func (c *Client) RespondInput(ctx context.Context, sid, requestID, action string, content events.JSON) (*events.RespondInputResponse, error) {
-	return events.Call[events.RespondInputResponse](ctx, c.nc, c.subject(events.OpRespondInput),
+	return rpc.Call[events.RespondInputResponse](ctx, c.nc, c.subject(events.OpRespondInput),
 		&events.RespondInputRequest{SessionID: sid, RequestID: requestID, Action: action, Content: content}, nil)
 }
 
 // Unload stops the session's adapter; the next prompt restores it.
 func (c *Client) Unload(ctx context.Context, sid string) error {
-	_, err := events.Call[events.AcpUnloadSessionResponse](ctx, c.nc, c.subject(events.OpUnloadSession), &events.AcpUnloadSessionRequest{SessionID: &sid}, nil)
+	_, err := rpc.Call[events.AcpUnloadSessionResponse](ctx, c.nc, c.subject(events.OpUnloadSession), &events.AcpUnloadSessionRequest{SessionID: &sid}, nil)
 	return err
 }
 
 // Delete removes the session and its history for good.
 func (c *Client) Delete(ctx context.Context, sid string) error {
-	_, err := events.Call[events.AcpDeleteSessionResponse](ctx, c.nc, c.subject(events.OpDeleteSession), &events.AcpDeleteSessionRequest{SessionID: &sid}, nil)
+	_, err := rpc.Call[events.AcpDeleteSessionResponse](ctx, c.nc, c.subject(events.OpDeleteSession), &events.AcpDeleteSessionRequest{SessionID: &sid}, nil)
 	return err
 }
 
@@ -218,10 +219,12 @@ func (c *Client) HistoryBackward(ctx context.Context, sid string, before uint64)
 	}
 }
 
+// readHistory reads one page, which may come in chunks: one event larger
+// than a NATS message carries is a page of its own.
 func (c *Client) readHistory(ctx context.Context, sid string, after, before *uint64) (*events.AcpHistoryPageResponse, error) {
 	limit := c.pageSize
 	req := &events.AcpReadHistoryRequest{SessionID: &sid, After: after, Before: before, Limit: &limit}
-	return events.Call[events.AcpHistoryPageResponse](ctx, c.nc, c.subject(events.OpReadHistory), req, nil)
+	return rpc.CallChunked[events.AcpHistoryPageResponse](ctx, c.nc, c.subject(events.OpReadHistory), req, nil)
 }
 
 // Sessions yields the namespace's sessions, the most recently updated
@@ -232,7 +235,7 @@ func (c *Client) Sessions(ctx context.Context) iter.Seq2[*events.AcpDurableSessi
 		limit := min(c.pageSize, events.MaxListLimit)
 		req := &events.AcpListDurableSessionsRequest{Limit: &limit}
 		for {
-			page, err := events.Call[events.AcpListDurableSessionsResponse](ctx, c.nc, c.subject(events.OpListSessions), req, nil)
+			page, err := rpc.Call[events.AcpListDurableSessionsResponse](ctx, c.nc, c.subject(events.OpListSessions), req, nil)
 			if err != nil {
 				yield(nil, err)
 				return

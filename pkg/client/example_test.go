@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"skein.dev/pkg/client"
-	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 // Follow every session of the namespace "default" live, printing each
@@ -32,7 +32,7 @@ func Example_follow() {
 			log.Print(err) // ctx's end, or a read that failed
 			return
 		}
-		line, err := events.PublicDurableJSON(ev) // the gateway's JSON of it
+		line, err := eventjson.Durable(ev) // the gateway's JSON of it
 		if err != nil {
 			log.Fatal(err)
 		}

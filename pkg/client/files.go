@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // Upload uploads size bytes read from r to the session's working
@@ -15,7 +16,7 @@ import (
 // bytes: fewer is an error. An upload that fails after its begin, ctx
 // ended included, is cancelled (CancelUpload), and nothing of it stays.
 func (c *Client) Upload(ctx context.Context, sid, name string, size int64, r io.Reader) (_ *events.FileInfo, err error) {
-	begun, err := events.Call[events.FileTransferResponse](ctx, c.nc, c.subject(events.OpFileBegin),
+	begun, err := rpc.Call[events.FileTransferResponse](ctx, c.nc, c.subject(events.OpFileBegin),
 		&events.FileBeginRequest{SessionID: &sid, Name: name, Size: size}, nil)
 	if err != nil {
 		return nil, err
@@ -35,14 +36,14 @@ func (c *Client) Upload(ctx context.Context, sid, name string, size int64, r io.
 		if err != nil {
 			return nil, events.Errorf(events.CodeInvalidRequest, "read the file at %d of %d bytes: %v", off, size, err)
 		}
-		w, err := events.Call[events.FileWriteResponse](ctx, c.nc, c.subject(events.OpFileWrite),
+		w, err := rpc.Call[events.FileWriteResponse](ctx, c.nc, c.subject(events.OpFileWrite),
 			&events.FileWriteRequest{SessionID: &sid, TransferID: begun.TransferID, Offset: off, Data: buf[:n]}, nil)
 		if err != nil {
 			return nil, err
 		}
 		off = w.Offset
 	}
-	done, err := events.Call[events.FileCommitResponse](ctx, c.nc, c.subject(events.OpFileCommit),
+	done, err := rpc.Call[events.FileCommitResponse](ctx, c.nc, c.subject(events.OpFileCommit),
 		&events.FileCommitRequest{SessionID: &sid, TransferID: begun.TransferID}, nil)
 	if err != nil {
 		return nil, err
@@ -54,7 +55,7 @@ func (c *Client) Upload(ctx context.Context, sid, name string, size int64, r io.
 // wrote is removed at once. An upload that is over (committed, cancelled,
 // removed) is CodeFileNotFound.
 func (c *Client) CancelUpload(ctx context.Context, sid, transferID string) error {
-	_, err := events.Call[events.FileCancelResponse](ctx, c.nc, c.subject(events.OpFileCancel),
+	_, err := rpc.Call[events.FileCancelResponse](ctx, c.nc, c.subject(events.OpFileCancel),
 		&events.FileCancelRequest{SessionID: &sid, TransferID: transferID}, nil)
 	return err
 }
@@ -63,7 +64,7 @@ func (c *Client) CancelUpload(ctx context.Context, sid, transferID string) error
 // for the directory itself): its entries sorted by name, symbolic links
 // left out. No adapter starts.
 func (c *Client) Files(ctx context.Context, sid, dir string) (*events.FileListResponse, error) {
-	return events.Call[events.FileListResponse](ctx, c.nc, c.subject(events.OpFileList),
+	return rpc.Call[events.FileListResponse](ctx, c.nc, c.subject(events.OpFileList),
 		&events.FileListRequest{SessionID: &sid, Path: dir}, nil)
 }
 
@@ -75,7 +76,7 @@ func (c *Client) Download(ctx context.Context, sid, p string, w io.Writer) (*eve
 	chunk := events.FileChunkSize(c.nc.MaxPayload())
 	var info *events.FileInfo
 	for off := int64(0); ; {
-		r, err := events.Call[events.FileReadResponse](ctx, c.nc, c.subject(events.OpFileRead),
+		r, err := rpc.Call[events.FileReadResponse](ctx, c.nc, c.subject(events.OpFileRead),
 			&events.FileReadRequest{SessionID: &sid, Path: p, Offset: off, Length: chunk}, nil)
 		if err != nil {
 			return nil, err

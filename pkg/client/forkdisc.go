@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // Discard deletes session sid if it is idle and holds no user message,
@@ -11,7 +12,7 @@ import (
 // use is events.CodeSessionNotEmpty, and nothing changes. Discarding a
 // missing session succeeds.
 func (c *Client) Discard(ctx context.Context, sid string) error {
-	_, err := events.Call[events.DiscardSessionResponse](ctx, c.nc, c.subject(events.OpDiscardSession), &events.DiscardSessionRequest{SessionID: &sid}, nil)
+	_, err := rpc.Call[events.DiscardSessionResponse](ctx, c.nc, c.subject(events.OpDiscardSession), &events.DiscardSessionRequest{SessionID: &sid}, nil)
 	return err
 }
 
@@ -24,7 +25,7 @@ func (c *Client) Fork(ctx context.Context, sid, newSID string, at uint64) (*even
 	if at > 0 {
 		req.AtSequence = &at
 	}
-	return events.Call[events.ForkSessionResponse](ctx, c.nc, c.subject(events.OpForkSession), req, nil)
+	return rpc.Call[events.ForkSessionResponse](ctx, c.nc, c.subject(events.OpForkSession), req, nil)
 }
 
 // Directories lists the folders under path in the namespace's workspace
@@ -35,5 +36,5 @@ func (c *Client) Directories(ctx context.Context, path string) (*events.ListDire
 	if path != "" {
 		req.Path = &path
 	}
-	return events.Call[events.ListDirectoriesResponse](ctx, c.nc, c.subject(events.OpListDirectories), req, nil)
+	return rpc.Call[events.ListDirectoriesResponse](ctx, c.nc, c.subject(events.OpListDirectories), req, nil)
 }

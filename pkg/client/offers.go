@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // Commands returns the commands (ACP's slash commands and skills) the
@@ -13,7 +14,7 @@ import (
 // No adapter starts or is restored. The session's usage and its last
 // turn's timing are in Session's answer (Usage, LastTurnTiming).
 func (c *Client) Commands(ctx context.Context, sid string) (json.RawMessage, error) {
-	resp, err := events.Call[events.SessionCommandsResponse](ctx, c.nc, c.subject(events.OpGetSessionCommands), &events.GetSessionCommandsRequest{SessionID: &sid}, nil)
+	resp, err := rpc.Call[events.SessionCommandsResponse](ctx, c.nc, c.subject(events.OpGetSessionCommands), &events.GetSessionCommandsRequest{SessionID: &sid}, nil)
 	if err != nil {
 		return nil, err
 	}

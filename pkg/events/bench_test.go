@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 // benchSizes are the sizes of the ACP JSON inside the benchmarked values:
@@ -75,7 +76,7 @@ func BenchmarkPublicDurableJSON(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(size))
 			for b.Loop() {
-				if _, err := events.PublicDurableJSON(e); err != nil {
+				if _, err := eventjson.Durable(e); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -90,7 +91,7 @@ func BenchmarkPublicJSONType(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(size))
 			for b.Loop() {
-				if _, err := events.PublicJSONType(u); err != nil {
+				if _, err := eventjson.Type(u); err != nil {
 					b.Fatal(err)
 				}
 			}

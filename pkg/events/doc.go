@@ -4,10 +4,14 @@
 // records of a session's log, the msgpack codec that carries all of them, and
 // the one registry of error codes.
 //
-// Nothing in this package does I/O except the small request helpers in
-// api.go and AddService in service.go, which only wrap nats.Conn. Wire
-// names are declared here and nowhere else: a service that spells
-// "acp.log." inline is a bug.
+// Nothing in this package does I/O. Wire names are declared here and
+// nowhere else: a service that spells "acp.log." inline is a bug. What is
+// built on the contract lives beside it, one audience each: rpc (serving
+// and calling the request API), eventlog (a session's log: the writer and
+// the reads), streams (making the streams and buckets), eventjson (events
+// as JSON for people), sessionstate (a session's state, derived from its
+// log) and inputform (the form of an input request). Waiting for a turn
+// is a client's: pkg/client/turnwait.
 //
 // # Wire format
 //

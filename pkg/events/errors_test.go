@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // TestCodesUnique is nats-server's checkDupes: a code listed twice is a
@@ -192,7 +193,7 @@ func TestReplyError(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := events.ReplyError(tt.msg)
+			err := rpc.ReplyError(tt.msg)
 			if tt.wantCode == "" {
 				if err != nil {
 					t.Errorf("ReplyError = %v, want nil", err)

@@ -25,24 +25,6 @@ import (
 // replacing a file. List (OpFileList) and read (OpFileRead) reach any
 // file under the working directory through an os.Root: a path with "..",
 // an absolute path, or one through a symbolic link is refused.
-const (
-	// OpFileBegin: FileBeginRequest → FileTransferResponse.
-	OpFileBegin Op = "file_begin"
-	// OpFileWrite: FileWriteRequest → FileWriteResponse.
-	OpFileWrite Op = "file_write"
-	// OpFileCommit: FileCommitRequest → FileCommitResponse.
-	OpFileCommit Op = "file_commit"
-	// OpFileCancel: FileCancelRequest → FileCancelResponse.
-	OpFileCancel Op = "file_cancel"
-	// OpFileList: FileListRequest → FileListResponse.
-	OpFileList Op = "file_list"
-	// OpFileRead: FileReadRequest → FileReadResponse.
-	OpFileRead Op = "file_read"
-
-	// RunnerFile carries one file op to the runner that holds the
-	// session's working directory: RunnerFileRequest → the op's response.
-	RunnerFile RunnerOp = "file"
-)
 
 // Attachment limits and names. Each size is a default the services may
 // lower or raise by configuration, except MaxFileChunk, which bounds one
@@ -373,23 +355,6 @@ func AttachmentRef(block []byte) (name string, ok bool, err error) {
 		return "", true, Errorf(CodeInvalidRequest, "attachment %q: %s", Truncate(name, 80), AsError(err).Message)
 	}
 	return name, true, nil
-}
-
-// CheckAttachmentRefs checks a prompt's content: at most
-// MaxPromptAttachments blocks name uploads, each by a valid name. It reads
-// nothing else of the blocks.
-func CheckAttachmentRefs(blocks []json.RawMessage) error {
-	n := 0
-	for _, b := range blocks {
-		if _, ok, err := AttachmentRef(b); err != nil {
-			return err
-		} else if ok {
-			if n++; n > MaxPromptAttachments {
-				return Errorf(CodeInvalidRequest, "a prompt may reference at most %d attachments", MaxPromptAttachments)
-			}
-		}
-	}
-	return nil
 }
 
 func (FileBeginRequest) VariantName() string     { return "FileBeginRequest" }

@@ -1,7 +1,6 @@
 package events_test
 
 import (
-	"encoding/json"
 	"errors"
 	"path"
 	"strings"
@@ -56,30 +55,6 @@ func TestFileChunkSize(t *testing.T) {
 	for maxPayload, want := range map[int64]int64{8 << 20: events.MaxFileChunk, 1 << 20: 1<<20 - 64<<10, 64 << 20: events.MaxFileChunk} {
 		if got := events.FileChunkSize(maxPayload); got != want {
 			t.Errorf("FileChunkSize(%d) = %d, want %d", maxPayload, got, want)
-		}
-	}
-}
-
-func TestCheckAttachmentRefs(t *testing.T) {
-	link := func(uri string) json.RawMessage {
-		b, _ := json.Marshal(map[string]string{"type": "resource_link", "uri": uri, "name": "x"})
-		return b
-	}
-	text := json.RawMessage(`{"type":"text","text":"skein-attachment:a.txt"}`)
-	var blocks []json.RawMessage
-	for range events.MaxPromptAttachments {
-		blocks = append(blocks, link("skein-attachment:a.txt"))
-	}
-	blocks = append(blocks, text, link("file:///etc/passwd"))
-	if err := events.CheckAttachmentRefs(blocks); err != nil {
-		t.Errorf("%d references: %v", events.MaxPromptAttachments, err)
-	}
-	if err := events.CheckAttachmentRefs(append(blocks, link("skein-attachment:b.txt"))); !errors.Is(err, events.ErrInvalidRequest) {
-		t.Errorf("%d references = %v, want invalid_request", events.MaxPromptAttachments+1, err)
-	}
-	for _, bad := range []string{"skein-attachment:", "skein-attachment:../x", "skein-attachment:a/b", "skein-attachment:.incoming"} {
-		if err := events.CheckAttachmentRefs([]json.RawMessage{link(bad)}); !errors.Is(err, events.ErrInvalidRequest) {
-			t.Errorf("reference %q = %v, want invalid_request", bad, err)
 		}
 	}
 }

@@ -9,22 +9,6 @@ import (
 // sessions eagerly, branches a conversation from its durable log, and picks
 // a working directory. The schema has none of them.
 
-// The operations of this file, served as the rest of the request API.
-const (
-	// OpDiscardSession: DiscardSessionRequest → DiscardSessionResponse.
-	// Served by the session service: deletes the session as
-	// OpDeleteSession does, but only while it is idle and holds no user
-	// message; otherwise CodeSessionNotEmpty and nothing changes.
-	OpDiscardSession Op = "discard_session"
-	// OpForkSession: ForkSessionRequest → ForkSessionResponse. Served by
-	// the session service replica that owns the new session.
-	OpForkSession Op = "fork_session"
-	// OpListDirectories: ListDirectoriesRequest → ListDirectoriesResponse.
-	// Served by the adapter-runners, which hold the workspace the agents
-	// work in.
-	OpListDirectories Op = "list_directories"
-)
-
 // DiscardSessionRequest asks OpDiscardSession to delete a session that was
 // opened and never used. An omitted session ID means main.
 type DiscardSessionRequest struct {

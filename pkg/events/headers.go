@@ -102,3 +102,13 @@ const (
 	// of the session when the delta was published.
 	HeaderAfterSequence = "Acp-After-Sequence"
 )
+
+// Chunked replies (chunks.go). A requester that can reassemble a reply
+// sent in several messages says so with HeaderAcceptChunks ("1") on its
+// request; a reply larger than one NATS message carries is then sent in
+// chunks, each with HeaderChunk "<i>/<n>" (i from 1 to n, in order),
+// whose payloads joined are the reply's.
+const (
+	HeaderAcceptChunks = "Acp-Accept-Chunks"
+	HeaderChunk        = "Acp-Chunk"
+)

@@ -86,7 +86,7 @@ type TurnFinished struct {
 	Message        JSON    `msgpack:"message,omitempty"` // the turn's last completed agent message update
 	// MessageSeq is the sequence of Message's record in the log: a
 	// prompt's result shows the message as history does, from the record
-	// (eventlog.PromptResult). 0 in finishes recorded before it existed.
+	// (turnwait.Result). 0 in finishes recorded before it existed.
 	MessageSeq uint64            `msgpack:"messageSeq,omitempty"`
 	Error      *AcpErrorResponse `msgpack:"error,omitempty"`
 	// Timing is the turn's timing as the owner that accepted it measured
@@ -163,6 +163,9 @@ const (
 	ReasonSessionDeleted  = "session_deleted"
 	ReasonTurnFailed      = "turn_failed"
 	ReasonUnknownRequest  = "unknown_request"
+	// ReasonSessionUnloaded ends a request raised outside a turn when the
+	// session unloads (a request of a turn ends with its turn).
+	ReasonSessionUnloaded = "session_unloaded"
 )
 
 // SessionMeta is the ACP_SESSIONS projection of a session, rebuilt from the

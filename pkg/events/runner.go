@@ -92,9 +92,8 @@ type RunnerConfigResponse struct {
 //
 // Kind and MessageID are the update's sessionUpdate and messageId, as the
 // runner read them when it checked the notification (acpwire), so that
-// the session service routes the update without scanning it again. A
-// runner of an earlier version leaves them out (Kind ""): the reader then
-// reads them from the update itself.
+// the session service routes the update without scanning it again. The
+// runner always sets Kind; MessageID is nil when the update has none.
 type AdapterUpdate struct {
 	Update    JSON    `msgpack:"update"`
 	Kind      string  `msgpack:"kind,omitempty"`
@@ -108,9 +107,8 @@ type AdapterUpdate struct {
 // (HeaderIOSeq "seq.n").
 //
 // Kinds and MessageIDs are each update's sessionUpdate and messageId, as
-// for AdapterUpdate: Kinds has one entry per update or none (a runner of
-// an earlier version), MessageIDs one per update or none (no update has
-// a messageId). Route reads them.
+// for AdapterUpdate: Kinds has one entry per update, MessageIDs one per
+// update or none (no update has a messageId). Route reads them.
 type AdapterUpdates struct {
 	Updates    []JSON    `msgpack:"updates"`
 	Kinds      []string  `msgpack:"kinds,omitempty"`
@@ -118,9 +116,8 @@ type AdapterUpdates struct {
 }
 
 // Route returns update i's sessionUpdate and messageId as the runner
-// carried them; ok is false when it did not (a runner of an earlier
-// version, or lists that do not match the updates), and the reader must
-// read them from the update.
+// carried them; ok is false when the lists do not match the updates (a
+// record no runner writes), and the reader must read them from the update.
 func (u *AdapterUpdates) Route(i int) (kind string, messageID *string, ok bool) {
 	if len(u.Kinds) != len(u.Updates) || u.Kinds[i] == "" || u.MessageIDs != nil && len(u.MessageIDs) != len(u.Updates) {
 		return "", nil, false
@@ -194,7 +191,7 @@ const (
 // log (or was already): the turn's ID and Sequence, the ACP_LOG sequence
 // of its accepting record. Whoever blocks through the turn reads the
 // session's log after Sequence until the turn's TurnFinished
-// (eventlog.AwaitTurn). Finished is set when the turn had already ended
+// (turnwait.Await). Finished is set when the turn had already ended
 // (a keyed prompt retried after its turn finished): it is that turn's
 // TurnFinished, and there is nothing to wait for.
 type PromptAccepted struct {

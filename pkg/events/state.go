@@ -15,8 +15,10 @@ const (
 	StatusIdle SessionStatus = "idle"
 	// StatusRunning: a turn is open.
 	StatusRunning SessionStatus = "running"
-	// StatusWaiting: a turn is open and waits for answers to the
-	// permission requests in Requests or the input requests in Inputs.
+	// StatusWaiting: the agent waits for answers to the permission
+	// requests in Requests or the input requests in Inputs: the open
+	// turn's, or ones it raised outside any turn (TurnID empty then, when
+	// no turn is open).
 	StatusWaiting SessionStatus = "waiting"
 	// StatusFailed: no turn runs, and the last one failed (Error says how).
 	StatusFailed SessionStatus = "failed"
@@ -27,13 +29,13 @@ const (
 // Its JSON is the public shape of getSession's state.
 type SessionState struct {
 	Status SessionStatus `json:"status"`
-	// TurnID names the open turn (running or waiting).
+	// TurnID names the open turn (running, or waiting with one open).
 	TurnID string `json:"turnId,omitempty"`
-	// Requests are the open turn's pending permission requests, oldest
-	// first (waiting).
+	// Requests are the pending permission requests, those raised outside
+	// any turn first, then the open turn's, each oldest first (waiting).
 	Requests []PendingPermission `json:"requests,omitempty"`
-	// Inputs are the open turn's pending input requests (elicitations),
-	// oldest first (waiting), a Skein addition (input.go).
+	// Inputs are the pending input requests (elicitations), in the order
+	// of Requests (waiting), a Skein addition (input.go).
 	Inputs []PendingInput `json:"inputs,omitempty"`
 	// Error is the failed turn's error (failed).
 	Error *StateError `json:"error,omitempty"`
@@ -53,9 +55,10 @@ type StateError struct {
 	Message string `json:"message"`
 }
 
-// TurnOpen reports whether a turn runs (running or waiting).
+// TurnOpen reports whether a turn runs (running, or waiting in a turn): a
+// session that waits only on requests raised outside any turn runs none.
 func (s *SessionState) TurnOpen() bool {
-	return s.Status == StatusRunning || s.Status == StatusWaiting
+	return s.Status == StatusRunning || s.Status == StatusWaiting && s.TurnID != ""
 }
 
 // Encode returns the state's JSON. It fails only when a request's JSON is

@@ -153,44 +153,6 @@ func ParseSessionKey(key string) (Namespace, SessionID, error) {
 	return ns, sid, nil
 }
 
-// Op names one operation of the request API.
-type Op string
-
-// The request API, served as nats micro endpoints on APISubject(ns, op).
-// Each takes the protocol request struct named beside it and answers with
-// the response struct, or an error (see api.go).
-const (
-	OpOpenSession Op = "open_session" // AcpOpenSessionRequest → AcpOpenSessionResponse
-	OpPrompt      Op = "prompt"       // AcpPromptRequest → AcpPromptResponse
-	OpReadHistory Op = "read_history" // AcpReadHistoryRequest → AcpHistoryPageResponse
-	OpGetSession  Op = "get_session"  // AcpGetDurableSessionRequest → AcpGetDurableSessionResponse
-	// OpListSessions: AcpListDurableSessionsRequest → AcpListDurableSessionsResponse.
-	OpListSessions Op = "list_sessions"
-	OpListAgents   Op = "list_agents" // AcpListAgentsRequest → AcpListAgentsResponse
-	// OpCancelPrompt: AcpCancelPromptRequest → AcpCancelPromptResponse.
-	OpCancelPrompt Op = "cancel_prompt"
-	// OpGetSessionConfig: AcpGetSessionConfigRequest → AcpSessionConfigResponse.
-	OpGetSessionConfig Op = "get_session_config"
-	// OpGetSessionCapabilities: AcpGetSessionCapabilitiesRequest → AcpSessionCapabilitiesResponse.
-	OpGetSessionCapabilities Op = "get_session_capabilities"
-	// OpGetSessionAgentInfo: AcpGetSessionAgentInfoRequest → AcpSessionAgentInfoResponse.
-	OpGetSessionAgentInfo Op = "get_session_agent_info"
-	// OpSetSessionConfigOption: AcpSetSessionConfigOptionRequest → AcpSessionConfigResponse.
-	OpSetSessionConfigOption Op = "set_session_config_option"
-	// OpDeleteSession: AcpDeleteSessionRequest → AcpDeleteSessionResponse.
-	OpDeleteSession Op = "delete_session"
-	// OpUnloadSession: AcpUnloadSessionRequest → AcpUnloadSessionResponse.
-	OpUnloadSession Op = "unload_session"
-	// OpRespondPermission: AcpRespondPermissionRequest → AcpRespondPermissionResponse.
-	OpRespondPermission Op = "respond_permission"
-	// OpRenameSession: RenameSessionRequest → RenameSessionResponse (title.go).
-	OpRenameSession Op = "rename_session"
-	// OpRespondInput: RespondInputRequest → RespondInputResponse (input.go).
-	OpRespondInput Op = "respond_input"
-	// OpGetSessionCommands: GetSessionCommandsRequest → SessionCommandsResponse (offers.go).
-	OpGetSessionCommands Op = "get_session_commands"
-)
-
 // APIServiceSession and friends name the nats micro services, as shown by
 // `nats micro ls`.
 const (
@@ -234,57 +196,6 @@ func NamespaceFromAPISubject(subject string) (Namespace, error) {
 	}
 	return "", Errorf(CodeInvalidNamespace, "namespace %q must match [a-z0-9][a-z0-9_-]{0,62}", Truncate(tok, 80))
 }
-
-// RunnerOp names one control operation of an adapter-runner.
-type RunnerOp string
-
-// Runner control, request/reply on RunnerSubject(id, op). Requests carry the
-// session in HeaderNamespace and HeaderSessionID.
-const (
-	// RunnerCreate spawns an adapter and negotiates an ACP session:
-	// AcpCreateSessionRequest → AcpSessionCreatedResponse.
-	RunnerCreate RunnerOp = "create"
-	// RunnerRestore spawns an adapter and brings back an earlier ACP session
-	// by the restore ladder: session/resume (when advertised), then
-	// session/load (its replay discarded), then, only if the agent says the
-	// session is unknown, session/new: RestoreRequest (the
-	// AcpResumeSessionRequest and the session's instruction settings) →
-	// AdapterReady, whose Tier says which worked. A bare
-	// AcpResumeSessionRequest, from a session service older than
-	// RestoreRequest, is still served, without instructions: its settings
-	// are unknown.
-	RunnerRestore RunnerOp = "restore"
-	// RunnerStatus reports on one adapter process (HeaderProcessID) and, with
-	// HeaderTurnID, on one turn's session/prompt: AcpGetSessionStateRequest →
-	// AdapterStatus. A new owner asks before taking over a turn.
-	RunnerStatus RunnerOp = "status"
-	// RunnerPrompt sends a turn's session/prompt: RunnerPromptRequest →
-	// RunnerAck once it is written to the adapter's stdin. The answer
-	// arrives on ACP_IO as an AdapterPromptResult with the same turn ID.
-	RunnerPrompt RunnerOp = "prompt"
-	// RunnerCancel sends session/cancel for a turn: RunnerCancelRequest →
-	// RunnerAck once written.
-	RunnerCancel RunnerOp = "cancel"
-	// RunnerPermission answers a permission request seen on ACP_IO
-	// (AdapterPermissionRequest): RunnerPermissionAnswer → RunnerAck once
-	// the answer is written.
-	RunnerPermission RunnerOp = "permission"
-	// RunnerSetConfig sets one configuration option and waits for the
-	// agent's answer: RunnerSetConfigRequest → RunnerConfigResponse.
-	RunnerSetConfig RunnerOp = "set_config"
-	// RunnerStop stops the adapter: AcpCloseSessionRequest → RunnerAck.
-	RunnerStop RunnerOp = "stop"
-	// RunnerInput answers an input request seen on ACP_IO
-	// (AdapterInputRequest): RunnerInputAnswer → RunnerAck once written.
-	RunnerInput RunnerOp = "input"
-	// RunnerRemove removes a deleted session's files from the runner,
-	// stopping its adapter there first if one is still hosted, and ends
-	// its uploads in progress there, their partial files removed:
-	// RunnerRemoveRequest → RunnerAck once they are gone. Any runner
-	// answers, hosting the session or not (an upload outlives its
-	// adapter, and lies on the runner its begin reached).
-	RunnerRemove RunnerOp = "remove"
-)
 
 // RunnerSubject returns "acp.runner.<id>.<op>".
 func RunnerSubject(id RunnerID, op RunnerOp) string {

@@ -14,6 +14,9 @@ type Union[U Variant] struct {
 	V U
 }
 
+// Variant returns V as a Variant, for code that handles every Union alike.
+func (u Union[U]) Variant() Variant { return u.V }
+
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (u Union[U]) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if any(u.V) == nil {

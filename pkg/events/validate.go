@@ -16,16 +16,15 @@ import (
 // names, or DefaultSessionID when it names none (except respondPermission,
 // which must name one).
 //
-// The rules, where two services used to disagree:
+// The rules two services check alike:
 //
 //   - An idempotency key is 1 to MaxIdempotencyKeyBytes bytes of printable
 //     ASCII without spaces (0x21-0x7e): it travels in a NATS header
 //     (HeaderIdempotencyKey), where a line break would end it and other
-//     bytes are not safe. The gateway used to accept any bytes.
+//     bytes are not safe.
 //   - A history request that names both before and after is
 //     CodeInvalidCursor, like every other unusable cursor: a client
-//     branches on one code to reset its cursors. The gateway used to
-//     answer CodeInvalidRequest.
+//     branches on one code to reset its cursors.
 //   - A history page holds 1 to MaxHistoryLimit entries; a limit outside
 //     that is CodeInvalidRequest.
 //   - An open request's cwd and additional directories are absolute paths,
@@ -45,7 +44,7 @@ const (
 	// to the session service as one NATS request, which the server's
 	// max_payload bounds (8 MiB on skein dev and ops/cluster), envelope
 	// included: 4 MiB leaves room for both. (DESIGN's 64 MiB is more than
-	// the transport carries; ARCHITECTURE.md, Limits.)
+	// the transport carries; docs/design/departures.md.)
 	DefaultMaxPromptBytes = 4 << 20
 	// MaxPromptBlocks is the most content blocks a prompt may have, and the
 	// default bound: a prompt's blocks are appended as one atomic batch,

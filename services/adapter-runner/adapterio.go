@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/acp/acpwire"
@@ -54,12 +53,9 @@ type wireState struct {
 	// agent's legacy modes or models lists to the method that sets it
 	// (session/set_mode, session/set_model).
 	legacy map[string]string
-	// perms maps the runner's ID of each permission request not yet
-	// answered to the adapter's JSON-RPC id for it.
-	perms map[string]json.RawMessage
-	// inputs does the same for input requests (elicitation/create,
-	// inputs.go).
-	inputs map[string]json.RawMessage
+	// asks are the agent's permission and input requests not yet
+	// answered, by the runner's ID of each (asks.go).
+	asks map[string]ask
 }
 
 // opened records the ACP session the handshake or restore opened, and the
@@ -265,15 +261,9 @@ func (p *process) onRequest(m *acpwire.Message) {
 		p.refuse(m, &acpwire.RPCError{Code: acpwire.CodeInvalidParams, Message: "Invalid params: " + err.Error()})
 		return
 	}
-	requestID := "perm_" + nuid.Next()
-	p.wire.mu.Lock()
-	if p.wire.perms == nil {
-		p.wire.perms = map[string]json.RawMessage{}
-	}
-	p.wire.perms[requestID] = m.ID
-	p.wire.mu.Unlock()
-	// The private session ID stays here: the request becomes a public event.
-	p.publish(&events.AdapterPermissionRequest{RequestID: requestID, Request: events.JSON(acp.WithoutMember(m.Params, "sessionId"))})
+	p.forward(m, "perm_", func(requestID string, params events.JSON) events.Variant {
+		return &events.AdapterPermissionRequest{RequestID: requestID, Request: params}
+	})
 }
 
 // refuse answers the adapter's request m with e.
@@ -379,24 +369,13 @@ func (p *process) cancel() error {
 }
 
 // answerPermission answers the adapter's permission request requestID:
-// option optionID, or cancelled when optionID is nil. A request is
-// answered once: the first answer forgets it.
+// option optionID, or cancelled when optionID is nil (asks.go).
 func (p *process) answerPermission(requestID string, optionID *string) error {
-	p.wire.mu.Lock()
-	rpcID, ok := p.wire.perms[requestID]
-	delete(p.wire.perms, requestID)
-	p.wire.mu.Unlock()
-	if !ok {
-		return events.Errorf(events.CodeInvalidRequest, "%s: adapter process %s has no permission request %q pending", events.ReasonUnknownRequest, p.id, requestID)
-	}
 	outcome := acp.PermissionCancelled()
 	if optionID != nil {
 		outcome = acp.PermissionSelected(*optionID)
 	}
-	if err := p.conn.Respond(rpcID, outcome); err != nil {
-		return p.writeError(acpwire.MethodRequestPermission+" answer", err)
-	}
-	return nil
+	return p.answerAsk(acpwire.MethodRequestPermission, "permission", requestID, outcome)
 }
 
 // setConfig sets option configID to value, one JSON string or boolean,

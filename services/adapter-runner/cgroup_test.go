@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
 
@@ -108,7 +109,7 @@ func (h *harness) spawnOrphan(t *testing.T, sid, turnID string) int {
 // stopAdapter stops session sid's adapter, as delete and unload do.
 func (h *harness) stopAdapter(t *testing.T, sid string) {
 	t.Helper()
-	if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
+	if _, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
 		&events.AcpCloseSessionRequest{}, header(sid, "p-"+sid)); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"skein.dev/internal/defaults"
 	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
 )
@@ -129,7 +130,7 @@ const DefaultCreateTimeout = 30 * time.Second
 
 // DefaultCapacity is the adapters a runner hosts at once unless configured.
 // It is the capacity benchmark's knee on the 2-core machines Skein is
-// tested on (cmd/skein BenchmarkCapacitySweep: the most sessions streaming
+// tested on (test BenchmarkCapacitySweep: the most sessions streaming
 // 50 chunks a second whose live delta p99 stays under 50 ms, the agents
 // running on the same machine), which measured between 40 and 160: past
 // it, one more session slows every session on the runner, and refusing it
@@ -137,9 +138,12 @@ const DefaultCreateTimeout = 30 * time.Second
 // raises it with adapter-runner.capacity, after running the benchmark.
 const DefaultCapacity = 64
 
-// Config configures a Runner.
+// Config configures a Runner. RegisterFlags holds every default
+// (DefaultConfig); New takes them for the fields a Config built in code
+// leaves zero (WithDefaults).
 type Config struct {
-	// ID names this runner on NATS; it must be unique among runners.
+	// ID names this runner on NATS; it must be unique among runners. By
+	// default it is the host name, made a valid ID.
 	ID string
 	// AgentsFile is the registry file (flag adapter-runner.agents, env SKEIN_AGENTS).
 	AgentsFile string
@@ -169,8 +173,7 @@ type Config struct {
 	// create is refused agent_unavailable ("runner r1 full: 64 of 64
 	// adapters"), so that a new session goes to another runner rather
 	// than slowing every session here. The default, DefaultCapacity, is
-	// chosen from what one runner's machine sustains (docs/ARCHITECTURE.md,
-	// "Capacity").
+	// chosen from what one runner's machine sustains (docs/design/capacity.md).
 	Capacity int
 	// Heartbeat is how often the runner refreshes its ACP_RUNNERS entry.
 	Heartbeat time.Duration
@@ -267,7 +270,7 @@ type Config struct {
 // GiB past the limit's start.
 const DefaultDiskWatchInterval = 30 * time.Second
 
-// limits are the runner's limits, as Validate left them.
+// limits are the runner's limits, as WithDefaults leaves them.
 func (c *Config) limits() Limits {
 	pos := func(v int64) int64 { return max(v, 0) }
 	return Limits{MemoryBytes: pos(c.MemoryMaxBytes), Pids: pos(c.PidsMax), CPUWeight: pos(c.CPUWeight), DiskBytes: pos(c.DiskMaxBytes)}
@@ -289,7 +292,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.FileOpTimeout, "adapter-runner.file-op-timeout", DefaultFileOpTimeout, "longest a file op is waited for: a slower one is answered timeout (it keeps its slot until it ends), and a prompt's attachment goes as a link")
 	fs.IntVar(&c.UploadsPerPrincipal, "adapter-runner.uploads-per-principal", DefaultUploadsPerPrincipal, "most uploads in progress on the runner for one principal (the token's name)")
 	fs.IntVar(&c.UploadsPerNamespace, "adapter-runner.uploads-per-namespace", DefaultUploadsPerNamespace, "most uploads in progress on the runner for one namespace")
-	fs.IntVar(&c.Capacity, "adapter-runner.capacity", DefaultCapacity, "adapters hosted at once; past it a session is refused agent_unavailable (see docs/ARCHITECTURE.md, Capacity)")
+	fs.IntVar(&c.Capacity, "adapter-runner.capacity", DefaultCapacity, "adapters hosted at once; past it a session is refused agent_unavailable (see docs/design/capacity.md)")
 	fs.DurationVar(&c.Heartbeat, "adapter-runner.heartbeat", 5*time.Second, "heartbeat interval in ACP_RUNNERS")
 	fs.DurationVar(&c.StopGrace, "adapter-runner.stop-grace", 2*time.Second, "grace for each step of stopping an adapter")
 	fs.DurationVar(&c.CreateTimeout, "adapter-runner.create-timeout", DefaultCreateTimeout,
@@ -314,87 +317,120 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.OSInstructionsFile, "adapter-runner.os-instructions-file", "", "file of OS instructions appended to every agent's system prompt unless its session skips them (read at start)")
 }
 
-// Validate checks c and fills in what a zero Config leaves empty.
-func (c *Config) Validate() error {
-	if c.ID == "" {
-		c.ID = "runner"
+// DefaultConfig returns the configuration RegisterFlags installs before
+// any flag is parsed.
+func DefaultConfig() Config {
+	var c Config
+	c.RegisterFlags(flag.NewFlagSet("adapter-runner", flag.ContinueOnError))
+	return c
+}
+
+// WithDefaults returns c with RegisterFlags' default in each field left
+// zero, and with what follows from other fields where they leave it
+// open: the workspace root <DataDir>/workspaces, the adapters' group
+// their user's. A zero Sandbox is off (RegisterFlags' is require), and a
+// zero DataDir, AgentsFile or OSInstructionsFile stays zero.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
+	defaults.Set(&c.ID, d.ID)
+	defaults.Set(&c.Capacity, d.Capacity)
+	defaults.Set(&c.Heartbeat, d.Heartbeat)
+	defaults.Set(&c.StopGrace, d.StopGrace)
+	defaults.Set(&c.CreateTimeout, d.CreateTimeout)
+	defaults.Set(&c.MaxLineBytes, d.MaxLineBytes)
+	defaults.Set(&c.MaxStderrBytes, d.MaxStderrBytes)
+	defaults.Set(&c.IOWindowRecords, d.IOWindowRecords)
+	defaults.Set(&c.IOWindowBytes, d.IOWindowBytes)
+	defaults.Set(&c.FileMaxBytes, d.FileMaxBytes)
+	defaults.Set(&c.FileTransferTTL, d.FileTransferTTL)
+	defaults.Set(&c.FileEmbedMaxBytes, d.FileEmbedMaxBytes)
+	defaults.Set(&c.FileOps, d.FileOps)
+	defaults.Set(&c.FileOpsPerSession, d.FileOpsPerSession)
+	defaults.Set(&c.FileOpTimeout, d.FileOpTimeout)
+	defaults.Set(&c.UploadsPerPrincipal, d.UploadsPerPrincipal)
+	defaults.Set(&c.UploadsPerNamespace, d.UploadsPerNamespace)
+	defaults.Set(&c.MemoryMaxBytes, d.MemoryMaxBytes)
+	defaults.Set(&c.PidsMax, d.PidsMax)
+	defaults.Set(&c.CPUWeight, d.CPUWeight)
+	defaults.Set(&c.DiskMaxBytes, d.DiskMaxBytes)
+	defaults.Set(&c.DiskWatchInterval, d.DiskWatchInterval)
+	defaults.Set(&c.AdapterUID, d.AdapterUID)
+	defaults.Set(&c.AdapterGID, c.AdapterUID)
+	defaults.Set(&c.Sandbox, SandboxOff)
+	if len(c.WorkspaceRoots) == 0 && c.DataDir != "" {
+		if dir, err := filepath.Abs(c.DataDir); err == nil {
+			c.WorkspaceRoots = workspace.Roots{filepath.Join(dir, "workspaces")}
+		}
 	}
+	return c
+}
+
+// Validate reports every invalid field; it changes nothing. New validates
+// c.WithDefaults().
+func (c *Config) Validate() error {
+	var errs []error
 	if !events.RunnerID(c.ID).Valid() {
-		return fmt.Errorf("adapter-runner.id %q must match [A-Za-z0-9_-]{1,128}", c.ID)
+		errs = append(errs, fmt.Errorf("adapter-runner.id %q must match [A-Za-z0-9_-]{1,128}", c.ID))
 	}
 	if c.DataDir == "" {
-		return errors.New("adapter-runner.data-dir must be set")
+		errs = append(errs, errors.New("adapter-runner.data-dir must be set"))
 	}
 	if len(c.WorkspaceRoots) == 0 {
-		dir, err := filepath.Abs(c.DataDir)
-		if err != nil {
-			return fmt.Errorf("adapter-runner.data-dir: %w", err)
-		}
-		c.WorkspaceRoots = workspace.Roots{filepath.Join(dir, "workspaces")}
-	}
-	if err := c.WorkspaceRoots.Validate(); err != nil {
-		return fmt.Errorf("adapter-runner.workspace-roots: %w", err)
+		errs = append(errs, errors.New("adapter-runner.workspace-roots must name a directory (by default <adapter-runner.data-dir>/workspaces)"))
+	} else if err := c.WorkspaceRoots.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("adapter-runner.workspace-roots: %w", err))
 	}
 	if err := c.WorkspaceGrants.Validate(); err != nil {
-		return fmt.Errorf("adapter-runner.workspace-grants: %w", err)
+		errs = append(errs, fmt.Errorf("adapter-runner.workspace-grants: %w", err))
 	}
-	if c.Capacity <= 0 {
-		c.Capacity = DefaultCapacity
-	}
-	if c.Heartbeat <= 0 {
-		c.Heartbeat = 5 * time.Second
-	}
-	if c.StopGrace <= 0 {
-		c.StopGrace = 2 * time.Second
-	}
-	if c.CreateTimeout <= 0 {
-		c.CreateTimeout = DefaultCreateTimeout
-	}
-	if c.MaxLineBytes <= 0 {
-		c.MaxLineBytes = 16 << 20
-	}
-	if c.MaxStderrBytes <= 0 {
-		c.MaxStderrBytes = 1 << 20
-	}
-	if c.IOWindowRecords <= 0 {
-		c.IOWindowRecords = DefaultIOWindowRecords
-	}
-	if c.IOWindowBytes <= 0 {
-		c.IOWindowBytes = DefaultIOWindowBytes
-	}
-	if c.Sandbox == "" {
-		c.Sandbox = SandboxOff
-	}
-	for _, l := range []struct {
-		v   *int64
-		def int64
-	}{{&c.MemoryMaxBytes, DefaultMemoryBytes}, {&c.PidsMax, DefaultPids}, {&c.CPUWeight, CPUWeightNormal}, {&c.DiskMaxBytes, DefaultDiskBytes}} {
-		if *l.v == 0 {
-			*l.v = l.def
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"capacity", int64(c.Capacity)},
+		{"max-line-bytes", int64(c.MaxLineBytes)},
+		{"max-stderr-bytes", c.MaxStderrBytes},
+		{"io-window-records", int64(c.IOWindowRecords)},
+		{"io-window-bytes", int64(c.IOWindowBytes)},
+		{"file-max-bytes", c.FileMaxBytes},
+		{"file-embed-max-bytes", c.FileEmbedMaxBytes},
+		{"file-ops", int64(c.FileOps)},
+		{"file-ops-per-session", int64(c.FileOpsPerSession)},
+		{"uploads-per-principal", int64(c.UploadsPerPrincipal)},
+		{"uploads-per-namespace", int64(c.UploadsPerNamespace)},
+	} {
+		if f.v <= 0 {
+			errs = append(errs, fmt.Errorf("adapter-runner.%s must be positive, got %d", f.name, f.v))
 		}
 	}
-	if c.DiskWatchInterval <= 0 {
-		c.DiskWatchInterval = DefaultDiskWatchInterval
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"heartbeat", c.Heartbeat},
+		{"stop-grace", c.StopGrace},
+		{"create-timeout", c.CreateTimeout},
+		{"file-transfer-ttl", c.FileTransferTTL},
+		{"file-op-timeout", c.FileOpTimeout},
+		{"disk-watch-interval", c.DiskWatchInterval},
+	} {
+		if f.v <= 0 {
+			errs = append(errs, fmt.Errorf("adapter-runner.%s must be positive, got %v", f.name, f.v))
+		}
 	}
 	if err := c.limits().validate(); err != nil {
-		return fmt.Errorf("adapter-runner limits: %w", err)
+		errs = append(errs, fmt.Errorf("adapter-runner limits: %w", err))
 	}
 	if err := c.Sandbox.validate(); err != nil {
-		return fmt.Errorf("adapter-runner.sandbox: %w", err)
+		errs = append(errs, fmt.Errorf("adapter-runner.sandbox: %w", err))
 	}
-	if c.AdapterUID < 0 || c.AdapterGID < 0 || c.AdapterUIDRange < 0 {
-		return fmt.Errorf("adapter-runner.adapter-uid %d, adapter-gid %d and adapter-uid-range %d: want none negative", c.AdapterUID, c.AdapterGID, c.AdapterUIDRange)
+	switch {
+	case c.AdapterUID <= 0 || c.AdapterGID <= 0 || c.AdapterUIDRange < 0:
+		errs = append(errs, fmt.Errorf("adapter-runner.adapter-uid %d, adapter-gid %d and adapter-uid-range %d: want the uid and gid positive, the range not negative", c.AdapterUID, c.AdapterGID, c.AdapterUIDRange))
+	case c.AdapterUID+max(c.AdapterUIDRange, 1)-1 > math.MaxUint32-1: // (uid_t)-1 is no uid
+		errs = append(errs, fmt.Errorf("adapter-runner.adapter-uid %d with adapter-uid-range %d passes the last uid", c.AdapterUID, c.AdapterUIDRange))
 	}
-	if c.AdapterUID == 0 {
-		c.AdapterUID = DefaultAdapterUID
-	}
-	if c.AdapterGID == 0 {
-		c.AdapterGID = c.AdapterUID
-	}
-	if c.AdapterUID+max(c.AdapterUIDRange, 1)-1 > math.MaxUint32-1 { // (uid_t)-1 is no uid
-		return fmt.Errorf("adapter-runner.adapter-uid %d with adapter-uid-range %d passes the last uid", c.AdapterUID, c.AdapterUIDRange)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // agents merges the built-in agents with the registry file.

@@ -10,6 +10,7 @@ import (
 
 	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
 
@@ -20,7 +21,7 @@ func (h *harness) createWith(t *testing.T, sid string, req events.AcpCreateSessi
 		req.AgentType = "test"
 	}
 	req.ProtocolVersion, req.McpServers = 1, events.JSON("[]")
-	return events.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate), &req, header(sid, "p-"+sid))
+	return rpc.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate), &req, header(sid, "p-"+sid))
 }
 
 // mkdirs makes each directory, parents included.

@@ -12,7 +12,7 @@ import (
 // (workspace.Roots.List, which opens the folder as a cwd is opened,
 // beneath the namespace's directory, and reads the held descriptor). The runner serves it, not the session service,
 // because the runner's view of the workspace is the one a cwd is finally
-// checked against and the agent works in (docs/ARCHITECTURE.md). Any
+// checked against and the agent works in (docs/design/workspaces.md). Any
 // runner answers: a session restores on any runner, so every runner must
 // see the same workspace.
 func (r *Runner) handleListDirectories(_ context.Context, ns events.Namespace, data []byte) (events.Variant, error) {

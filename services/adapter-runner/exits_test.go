@@ -6,6 +6,7 @@ import (
 
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
 
@@ -43,7 +44,7 @@ func TestExitCauses(t *testing.T) {
 
 	// requested: stopped by the runner; the stop answers once it is reaped.
 	h.create(t, "s4", "p4", "test")
-	if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
+	if _, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
 		&events.AcpCloseSessionRequest{}, header("s4", "p4")); err != nil {
 		t.Fatal(err)
 	}
@@ -67,14 +68,14 @@ func TestExitCauseProtocolError(t *testing.T) {
 	// The connection ends on the line; the runner then says the adapter
 	// is not alive, though its process runs until stopped.
 	testutil.Eventually(t, "the connection to end", func() bool {
-		st, err := events.Call[events.AdapterStatus](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStatus),
+		st, err := rpc.Call[events.AdapterStatus](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStatus),
 			&events.AcpGetSessionStateRequest{SessionID: "s1"}, header("s1", "p1"))
 		if err != nil {
 			t.Fatalf("status: %v", err)
 		}
 		return !st.Alive
 	})
-	if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
+	if _, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
 		&events.AcpCloseSessionRequest{}, header("s1", "p1")); err != nil {
 		t.Fatal(err)
 	}

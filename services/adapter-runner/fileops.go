@@ -8,8 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"skein.dev/internal/lifecycle"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/lifecycle"
 )
 
 // A file op (events.RunnerFile, and the attachment reads of a prompt)
@@ -78,17 +78,7 @@ func newFileOps(cfg Config, group *lifecycle.Group, refusals *prometheus.Counter
 		busy:       map[string]int{},
 		refusals:   refusals,
 	}
-	runner := cfg.FileOps
-	if runner <= 0 {
-		runner = DefaultFileOps
-	}
-	if o.perSession <= 0 {
-		o.perSession = DefaultFileOpsPerSession
-	}
-	if o.timeout <= 0 {
-		o.timeout = DefaultFileOpTimeout
-	}
-	o.slots = make(chan struct{}, runner)
+	o.slots = make(chan struct{}, cfg.FileOps)
 	return o
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // The runner serves a session's file ops (events.RunnerFile) on its own
@@ -96,21 +97,6 @@ func newFileStore(cfg Config, ops *fileOps) *fileStore {
 		perNamespace: cfg.UploadsPerNamespace,
 		ops:          ops,
 		transfers:    map[string]*transfer{},
-	}
-	if s.perPrincipal <= 0 {
-		s.perPrincipal = DefaultUploadsPerPrincipal
-	}
-	if s.perNamespace <= 0 {
-		s.perNamespace = DefaultUploadsPerNamespace
-	}
-	if s.maxBytes <= 0 {
-		s.maxBytes = events.DefaultMaxFileBytes
-	}
-	if s.ttl <= 0 {
-		s.ttl = defaultTransferTTL
-	}
-	if s.embedMax <= 0 {
-		s.embedMax = events.DefaultEmbedMaxBytes
 	}
 	return s
 }
@@ -209,7 +195,7 @@ func (r *Runner) fileOp(ctx context.Context, ns events.Namespace, sid events.Ses
 		if err != nil {
 			return nil, err
 		}
-		by := uploader{key: key, ns: ns, principal: events.RequestHeaders(ctx).Get(events.HeaderPrincipal)}
+		by := uploader{key: key, ns: ns, principal: rpc.RequestHeaders(ctx).Get(events.HeaderPrincipal)}
 		return r.files.begin(by, root, owner, req.Begin, events.TransferID(r.ID(), ""), events.FileChunkSize(r.nc.MaxPayload()))
 	case req.Write != nil:
 		if _, err := req.Write.Validate(); err != nil {

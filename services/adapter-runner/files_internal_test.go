@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"skein.dev/internal/lifecycle"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/lifecycle"
 )
 
 // What files.go relies on of os.Root (Go 1.26): the flags of OpenFile
@@ -63,7 +63,8 @@ func TestRootOpenFlags(t *testing.T) {
 		f.Close()
 	}
 
-	s := newFileStore(Config{}, newFileOps(Config{}, &lifecycle.Group{}, newMetrics(prometheus.NewRegistry(), nil, 1).fileRefusals))
+	cfg := Config{}.WithDefaults()
+	s := newFileStore(cfg, newFileOps(cfg, &lifecycle.Group{}, newMetrics(prometheus.NewRegistry(), nil, 1).fileRefusals))
 	for p, want := range map[string]string{"fifo": "a FIFO", "in": "symbolic link", ".": "a directory"} {
 		if _, _, err := s.open(root, p, os.O_RDONLY, false, "read"); events.AsError(err).Code != events.CodeInvalidRequest || !strings.Contains(err.Error(), want) {
 			t.Errorf("open %q = %v, want invalid_request naming %s", p, err, want)

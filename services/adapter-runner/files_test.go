@@ -15,6 +15,7 @@ import (
 
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
 
@@ -25,7 +26,7 @@ func fileCall[T any, PT interface {
 	events.Variant
 }](t *testing.T, h *harness, sid string, req *events.RunnerFileRequest) (PT, error) {
 	t.Helper()
-	return events.Call[T, PT](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerFile), req, header(sid, ""))
+	return rpc.Call[T, PT](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerFile), req, header(sid, ""))
 }
 
 // cwdOf is the default working directory of session sid on h's runner.
@@ -362,7 +363,7 @@ func TestPromptAttachment(t *testing.T) {
 		{"type": "resource_link", "uri": events.AttachmentScheme + large.Name, "name": "my title", "description": "kept"},
 		{"type": "resource_link", "uri": events.AttachmentScheme + "gone.txt", "name": "gone.txt"},
 	})
-	if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPrompt),
+	if _, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPrompt),
 		&events.RunnerPromptRequest{TurnID: "t1", Prompt: content}, header("s1", "p1")); err != nil {
 		t.Fatal(err)
 	}

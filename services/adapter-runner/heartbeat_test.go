@@ -10,7 +10,7 @@ import (
 
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
 
@@ -27,7 +27,7 @@ func TestStartClearsADeadRunnersHeartbeat(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	if err := eventlog.Provision(ctx, js, eventlog.Options{}, false); err != nil {
+	if err := streams.Provision(ctx, js, streams.Options{}, false); err != nil {
 		t.Fatal(err)
 	}
 	kv, err := js.KeyValue(ctx, events.BucketRunners)

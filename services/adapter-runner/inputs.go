@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/nats-io/nuid"
-
-	"skein.dev/pkg/acp"
 	"skein.dev/pkg/acp/acpwire"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/inputform"
 )
 
 // methodElicitationCreate is ACP's request for structured input from a
@@ -16,9 +14,7 @@ import (
 const methodElicitationCreate = "elicitation/create"
 
 // onInputRequest forwards an elicitation/create as an AdapterInputRequest,
-// like a permission request: under a correlation ID of the runner's own
-// ("input_" + a NUID), the agent's JSON-RPC id kept here, and the params
-// without the private sessionId, every other byte as the agent sent them.
+// as a permission request is (asks.go), under an ID "input_" + a NUID.
 // A request Skein cannot forward (a URL elicitation, which it never
 // advertises; one tied to a JSON-RPC request rather than the session; a
 // schema answers cannot be checked against) is refused here with -32602,
@@ -33,14 +29,9 @@ func (p *process) onInputRequest(m *acpwire.Message) {
 		p.refuse(m, &acpwire.RPCError{Code: acpwire.CodeInvalidParams, Message: "Invalid params: " + events.AsError(err).Message})
 		return
 	}
-	requestID := "input_" + nuid.Next()
-	p.wire.mu.Lock()
-	if p.wire.inputs == nil {
-		p.wire.inputs = map[string]json.RawMessage{}
-	}
-	p.wire.inputs[requestID] = m.ID
-	p.wire.mu.Unlock()
-	p.publish(&events.AdapterInputRequest{RequestID: requestID, Request: events.JSON(acp.WithoutMember(m.Params, "sessionId"))})
+	p.forward(m, "input_", func(requestID string, params events.JSON) events.Variant {
+		return &events.AdapterInputRequest{RequestID: requestID, Request: params}
+	})
 }
 
 // checkInputRequest checks the params of an elicitation/create: a form
@@ -53,25 +44,14 @@ func checkInputRequest(params json.RawMessage) error {
 	if err := json.Unmarshal(params, &scope); err != nil || len(scope.SessionID) == 0 || scope.SessionID[0] != '"' {
 		return events.Errorf(events.CodeAdapterProtocol, "elicitation/create: only session-scoped elicitation is supported (sessionId a string)")
 	}
-	_, err := events.ParseInputRequest(params)
+	_, err := inputform.Parse(params)
 	return err
 }
 
 // answerInput answers the adapter's input request requestID with response,
-// the elicitation response as the session service composed it. A request
-// is answered once: the first answer forgets it.
+// the elicitation response as the session service composed it (asks.go).
 func (p *process) answerInput(requestID string, response events.JSON) error {
-	p.wire.mu.Lock()
-	rpcID, ok := p.wire.inputs[requestID]
-	delete(p.wire.inputs, requestID)
-	p.wire.mu.Unlock()
-	if !ok {
-		return events.Errorf(events.CodeInvalidRequest, "%s: adapter process %s has no input request %q pending", events.ReasonUnknownRequest, p.id, requestID)
-	}
-	if err := p.conn.Respond(rpcID, oneLine(response)); err != nil {
-		return p.writeError(methodElicitationCreate+" answer", err)
-	}
-	return nil
+	return p.answerAsk(methodElicitationCreate, "input", requestID, oneLine(response))
 }
 
 func (r *Runner) handleInput(ctx context.Context, _ events.Namespace, data []byte) (events.Variant, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
 
@@ -137,7 +138,7 @@ func TestInstructions(t *testing.T) {
 					wantAnswer = "instructions: (none)"
 				}
 
-				created, err := events.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
+				created, err := rpc.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
 					&events.AcpCreateSessionRequest{AgentType: tier.agent, ProtocolVersion: 1, McpServers: events.JSON("[]"),
 						SkipOsInstructions: st.skip, AdditionalInstructions: st.additional}, header(sid, "p1"))
 				if err != nil {
@@ -150,12 +151,12 @@ func TestInstructions(t *testing.T) {
 				if got := h.says(t, sid, "p1"); got != wantAnswer {
 					t.Errorf("after create the agent says %q, want %q", got, wantAnswer)
 				}
-				if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
+				if _, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
 					&events.AcpCloseSessionRequest{}, header(sid, "p1")); err != nil {
 					t.Fatal(err)
 				}
 
-				ready, err := events.Call[events.AdapterReady](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerRestore),
+				ready, err := rpc.Call[events.AdapterReady](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerRestore),
 					&events.RestoreRequest{
 						Resume:             events.AcpResumeSessionRequest{SessionID: created.SessionID, AgentType: tier.agent, McpServers: events.JSON("[]")},
 						SkipOsInstructions: st.skip, AdditionalInstructions: st.additional,
@@ -185,36 +186,20 @@ func TestInstructions(t *testing.T) {
 	}
 }
 
-// A bare AcpResumeSessionRequest, as a session service sent before
-// RestoreRequest, still restores; its settings are unknown, so the agent
-// gets no instructions.
-func TestRestoreWithoutInstructionSettings(t *testing.T) {
-	dir := t.TempDir()
-	osFile := filepath.Join(dir, "os-instructions.txt")
-	if err := os.WriteFile(osFile, []byte("Operator rules."), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	h := startWith(t, adapterrunner.Config{OSInstructionsFile: osFile},
+// RunnerRestore takes a RestoreRequest and nothing else: a bare
+// AcpResumeSessionRequest, which carries no instruction settings, is
+// refused like any other request.
+func TestRestoreTakesOnlyRestoreRequest(t *testing.T) {
+	h := startWith(t, adapterrunner.Config{},
 		adapterrunner.Agent{ID: "resumer", Command: testAgent, Args: []string{"--resume", "--state-dir", t.TempDir()}})
-	created := h.create(t, "s1", "p1", "resumer")
-	if got := h.says(t, "s1", "p1"); got != "instructions: Operator rules." {
-		t.Errorf("after create the agent says %q, want the OS instructions", got)
-	}
-	if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
-		&events.AcpCloseSessionRequest{}, header("s1", "p1")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := events.Call[events.AdapterReady](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerRestore),
-		&events.AcpResumeSessionRequest{SessionID: created.SessionID, AgentType: "resumer", McpServers: events.JSON("[]")}, header("s1", "p2")); err != nil {
-		t.Fatalf("restore: %v", err)
-	}
-	if got := h.says(t, "s1", "p2"); got != "instructions: (none)" {
-		t.Errorf("after a bare restore the agent says %q, want none", got)
-	}
-	// Any other request is refused.
-	if _, err := events.Call[events.AdapterReady](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerRestore),
-		&events.AcpCloseSessionRequest{SessionID: "x"}, header("s1", "p3")); events.AsError(err) == nil || events.AsError(err).Code != events.CodeInvalidPayload {
-		t.Errorf("restore with another request = %v, want %s", err, events.CodeInvalidPayload)
+	for _, req := range []events.Variant{
+		&events.AcpResumeSessionRequest{SessionID: "acp-1", AgentType: "resumer", McpServers: events.JSON("[]")},
+		&events.AcpCloseSessionRequest{SessionID: "x"},
+	} {
+		_, err := rpc.Call[events.AdapterReady](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerRestore), req, header("s1", "p1"))
+		if events.AsError(err) == nil || events.AsError(err).Code != events.CodeInvalidPayload {
+			t.Errorf("restore with %s = %v, want %s", req.VariantName(), err, events.CodeInvalidPayload)
+		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
 
@@ -55,7 +56,7 @@ func BenchmarkOutputStored(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = sub.Unsubscribe() })
-			if _, err := events.Call[events.AcpSessionCreatedResponse](b.Context(), nc, events.RunnerSubject("r1", events.RunnerCreate),
+			if _, err := rpc.Call[events.AcpSessionCreatedResponse](b.Context(), nc, events.RunnerSubject("r1", events.RunnerCreate),
 				&events.AcpCreateSessionRequest{AgentType: "test", ProtocolVersion: 1, McpServers: events.JSON("[]")}, header("s1", "p1")); err != nil {
 				b.Fatal(err)
 			}
@@ -67,7 +68,7 @@ func BenchmarkOutputStored(b *testing.B) {
 			b.SetBytes(updates * int64(size))
 			for b.Loop() {
 				turnID := fmt.Sprint("t", turn.Add(1))
-				if _, err := events.Call[events.RunnerAck](b.Context(), nc, events.RunnerSubject("r1", events.RunnerPrompt),
+				if _, err := rpc.Call[events.RunnerAck](b.Context(), nc, events.RunnerSubject("r1", events.RunnerPrompt),
 					&events.RunnerPromptRequest{TurnID: turnID, Prompt: script}, header("s1", "p1")); err != nil {
 					b.Fatal(err)
 				}

@@ -40,7 +40,7 @@ import (
 //     Nats-Msg-Id, <namespace>:<session>:<process ID>:<record number>
 //     (ioMsgID), so a record whose acknowledgement was lost is stored
 //     once if its copy arrives within ACP_IO's duplicate window
-//     (eventlog.DefaultDuplicateWindow, 2 minutes); past it (the stream
+//     (streams.DefaultDuplicateWindow, 2 minutes); past it (the stream
 //     gone that long right after storing it), the session owner still
 //     ignores a record number it has applied.
 //   - A refusal that would repeat (a message too large for the server or

@@ -200,6 +200,7 @@ func (l leftover) groupAlive() bool {
 // hosts anything; skein dev does it first of all, before it binds its
 // listeners, so that no such process holds one of Skein's ports.
 func KillLeftovers(cfg Config, lg *slog.Logger) error {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
 
@@ -109,7 +110,7 @@ func TestAdapterProcessGroupDiesWithIt(t *testing.T) {
 
 	h.create(t, "stopped", "p1", "parent")
 	kid := child(t, h.dataDir, "stopped")
-	if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
+	if _, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
 		&events.AcpCloseSessionRequest{}, header("stopped", "p1")); err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestAdaptersDieWithTheirRunner(t *testing.T) {
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		// It serves once it answers: until then nobody does (unavailable).
 		testutil.Eventually(t, "runner "+id+" to serve", func() bool {
-			_, err := events.Call[events.AdapterStatus](t.Context(), nc, events.RunnerSubject(events.RunnerID(id), events.RunnerStatus),
+			_, err := rpc.Call[events.AdapterStatus](t.Context(), nc, events.RunnerSubject(events.RunnerID(id), events.RunnerStatus),
 				&events.AcpGetSessionStateRequest{}, header("none", "none"))
 			if e := events.AsError(err); e != nil && e.Code != events.CodeUnavailable {
 				t.Fatalf("runner %s status: %v", id, err)
@@ -185,7 +186,7 @@ func TestAdaptersDieWithTheirRunner(t *testing.T) {
 	}
 
 	first := runner("first")
-	created, err := events.Call[events.AcpSessionCreatedResponse](t.Context(), nc, events.RunnerSubject("first", events.RunnerCreate),
+	created, err := rpc.Call[events.AcpSessionCreatedResponse](t.Context(), nc, events.RunnerSubject("first", events.RunnerCreate),
 		&events.AcpCreateSessionRequest{AgentType: "stubborn", McpServers: events.JSON("[]")}, header("s1", "p1"))
 	if err != nil {
 		t.Fatalf("create: %v", err)

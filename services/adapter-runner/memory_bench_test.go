@@ -16,6 +16,7 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
 
@@ -118,7 +119,7 @@ func (h *memHarness) loadAdapters(b *testing.B, n int) {
 	for range loadWorkers {
 		wg.Go(func() {
 			for i := range next {
-				_, err := events.Call[events.AcpSessionCreatedResponse](b.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
+				_, err := rpc.Call[events.AcpSessionCreatedResponse](b.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
 					&events.AcpCreateSessionRequest{AgentType: "test", ProtocolVersion: 1, McpServers: events.JSON("[]")}, header(memSessionID(i), memProcessID(i)))
 				if err != nil {
 					b.Errorf("create %s: %v", memSessionID(i), err)
@@ -146,7 +147,7 @@ func (h *memHarness) prompt(tb testing.TB, i int) error {
 	turnID := fmt.Sprintf("t%d", h.turnSeq.Add(1))
 	done := make(chan struct{})
 	h.turns.Store(turnID, done)
-	if _, err := events.Call[events.RunnerAck](tb.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPrompt),
+	if _, err := rpc.Call[events.RunnerAck](tb.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPrompt),
 		&events.RunnerPromptRequest{TurnID: turnID, Prompt: events.JSON(`[{"type":"text","text":"say hi"}]`)}, header(memSessionID(i), memProcessID(i))); err != nil {
 		h.turns.Delete(turnID)
 		return fmt.Errorf("prompt %s: %w", memSessionID(i), err)

@@ -12,6 +12,7 @@ import (
 
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/testagent"
 )
@@ -66,7 +67,7 @@ func TestCancel(t *testing.T) {
 	if err := testagent.WaitPaused(t.Context(), control, "p1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCancel),
+	if _, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCancel),
 		&events.RunnerCancelRequest{TurnID: "t1"}, header("s1", "p1")); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
@@ -88,7 +89,7 @@ func TestPermission(t *testing.T) {
 	h.prompt(t, "s1", "p1", "t1", "permission call_1\npermission call_2")
 
 	answer := func(requestID string, optionID *string) error {
-		_, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPermission),
+		_, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPermission),
 			&events.RunnerPermissionAnswer{RequestID: requestID, OptionID: optionID}, header("s1", "p1"))
 		return err
 	}
@@ -135,6 +136,48 @@ func TestPermission(t *testing.T) {
 	}
 	if res.StopReason != "cancelled" {
 		t.Errorf("result = %+v, want cancelled", res)
+	}
+}
+
+// The agent's permission and input requests are kept apart: an answer of
+// the other kind is unknown_request and leaves the request pending, to be
+// answered by its own kind once.
+func TestAnswerOfTheOtherKind(t *testing.T) {
+	h := start(t)
+	h.create(t, "s1", "p1", "test")
+	h.prompt(t, "s1", "p1", "t1", "permission call_1\nelicit {\"type\":\"object\",\"properties\":{}}")
+	permission := func(requestID string) error {
+		allow := "allow"
+		_, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPermission),
+			&events.RunnerPermissionAnswer{RequestID: requestID, OptionID: &allow}, header("s1", "p1"))
+		return err
+	}
+	input := func(requestID string) error {
+		_, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerInput),
+			&events.RunnerInputAnswer{RequestID: requestID, Response: events.JSON(`{"action":"decline"}`)}, header("s1", "p1"))
+		return err
+	}
+	unknown := func(what string, err error) {
+		t.Helper()
+		if e := events.AsError(err); e == nil || e.Code != events.CodeInvalidRequest || !strings.Contains(e.Message, events.ReasonUnknownRequest) {
+			t.Errorf("%s = %v, want %s naming %s", what, err, events.CodeInvalidRequest, events.ReasonUnknownRequest)
+		}
+	}
+
+	perm, _ := until[*events.AdapterPermissionRequest](t, h)
+	unknown("an input answer to a permission request", input(perm.RequestID))
+	if err := permission(perm.RequestID); err != nil {
+		t.Fatalf("answer %s: %v", perm.RequestID, err)
+	}
+	in, _ := until[*events.AdapterInputRequest](t, h)
+	unknown("a permission answer to an input request", permission(in.RequestID))
+	if err := input(in.RequestID); err != nil {
+		t.Fatalf("answer %s: %v", in.RequestID, err)
+	}
+	unknown("a second input answer", input(in.RequestID))
+	res, before := until[*events.AdapterPromptResult](t, h)
+	if got := strings.Join(updateTexts(before), "|"); got != "input: decline\n" || res.StopReason != "end_turn" {
+		t.Errorf("after the answers: updates %q, result %+v; want the decline reported and end_turn", got, res)
 	}
 }
 
@@ -193,7 +236,7 @@ printf '%s\n' '{"jsonrpc":"2.0","id":"fs-1","method":"fs/read_text_file","params
 // setConfig asks the runner to set option configID to value.
 func (h *harness) setConfig(t *testing.T, sid, processID, configID, value string) (*events.RunnerConfigResponse, error) {
 	t.Helper()
-	return events.Call[events.RunnerConfigResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerSetConfig),
+	return rpc.Call[events.RunnerConfigResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerSetConfig),
 		&events.RunnerSetConfigRequest{ConfigID: configID, Value: events.JSON(value)}, header(sid, processID))
 }
 
@@ -319,7 +362,7 @@ func TestStatus(t *testing.T) {
 		if turnID != "" {
 			hdr.Set(events.HeaderTurnID, turnID)
 		}
-		st, err := events.Call[events.AdapterStatus](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStatus),
+		st, err := rpc.Call[events.AdapterStatus](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStatus),
 			&events.AcpGetSessionStateRequest{SessionID: "s1"}, hdr)
 		if err != nil {
 			t.Fatalf("status: %v", err)
@@ -375,7 +418,7 @@ func TestRunWaitsForWhatItStarted(t *testing.T) {
 	h := start(t, adapterrunner.Agent{ID: "mute", Command: "/bin/sh", Args: []string{"-c", "exec cat >/dev/null"}})
 	created := make(chan error, 1)
 	go func() {
-		_, err := events.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
+		_, err := rpc.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
 			&events.AcpCreateSessionRequest{AgentType: "mute", McpServers: events.JSON("[]")}, header("s1", "p1"))
 		created <- err
 	}()

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
 
@@ -83,7 +84,7 @@ func TestSecurityRaceSwappedCwd(t *testing.T) {
 	}
 	file := func(req *events.RunnerFileRequest) (events.Variant, error) {
 		req.Cwd = sub
-		return events.Request(t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerFile), req, hdr("files"))
+		return rpc.Request(t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerFile), req, hdr("files"))
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -104,7 +105,7 @@ func TestSecurityRaceSwappedCwd(t *testing.T) {
 	wg.Go(func() {
 		for range raceDirs {
 			p := sub
-			r, err := events.Call[events.ListDirectoriesResponse](t.Context(), h.nc, events.APISubject("team-a", events.OpListDirectories),
+			r, err := rpc.Call[events.ListDirectoriesResponse](t.Context(), h.nc, events.APISubject("team-a", events.OpListDirectories),
 				&events.ListDirectoriesRequest{Path: &p}, nil)
 			crossed := err == nil && slices.ContainsFunc(r.Directories, func(d events.DirectoryEntry) bool { return d.Name == "bobdir" })
 			count("directories", err == nil, crossed)
@@ -145,7 +146,7 @@ func TestSecurityRaceSwappedCwd(t *testing.T) {
 			if !crossed && !slices.Contains(got, "read secret.txt: ok alice's own") {
 				t.Errorf("a launched agent does not work in its own held cwd: %q", got)
 			}
-			if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
+			if _, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
 				&events.AcpCloseSessionRequest{}, hdr(sid)); err != nil {
 				t.Errorf("stop %s: %v", sid, err)
 			}
@@ -213,7 +214,7 @@ func tree(t *testing.T, dir string) []string {
 func raceProbe(t *testing.T, h *harness, hdr nats.Header, sid string, script ...string) []string {
 	t.Helper()
 	content, _ := json.Marshal([]map[string]string{{"type": "text", "text": strings.Join(script, "\n")}})
-	if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPrompt),
+	if _, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPrompt),
 		&events.RunnerPromptRequest{TurnID: "t-" + sid, Prompt: content}, hdr); err != nil {
 		t.Errorf("prompt %s: %v", sid, err)
 		return nil
@@ -277,7 +278,7 @@ func TestSecurityRaceSwappedCwdUnconfined(t *testing.T) {
 		} else if !slices.Contains(got, "read secret.txt: ok alice's own") {
 			t.Errorf("an unconfined agent does not work in its own held cwd: %q", got)
 		}
-		if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
+		if _, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
 			&events.AcpCloseSessionRequest{}, hdr); err != nil {
 			t.Errorf("stop %s: %v", sid, err)
 		}

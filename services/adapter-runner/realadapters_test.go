@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
 
@@ -178,7 +179,7 @@ func answerAllow(t *testing.T, h *harness, r *events.AdapterPermissionRequest) {
 	}
 	for _, o := range req.Options {
 		if strings.HasPrefix(o.Kind, "allow") {
-			if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPermission),
+			if _, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPermission),
 				&events.RunnerPermissionAnswer{RequestID: r.RequestID, OptionID: &o.OptionID}, header("attacker", "p-attacker")); err != nil {
 				t.Fatalf("answer permission %s: %v", r.RequestID, err)
 			}

@@ -8,11 +8,12 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 func (h *harness) remove(t *testing.T, ns, sid, cwd string) error {
 	t.Helper()
-	_, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerRemove),
+	_, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerRemove),
 		&events.RunnerRemoveRequest{Cwd: cwd}, nats.Header{events.HeaderNamespace: []string{ns}, events.HeaderSessionID: []string{sid}})
 	return err
 }
@@ -39,7 +40,7 @@ func TestSecurityRemoveStopsThenRemoves(t *testing.T) {
 		}
 	}
 	// The adapter is gone too: a prompt finds none.
-	if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPrompt),
+	if _, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPrompt),
 		&events.RunnerPromptRequest{TurnID: "t1", Prompt: events.JSON(`[{"type":"text","text":"say x"}]`)}, header("s1", "p1")); events.AsError(err).Code != events.CodeAdapterExited {
 		t.Errorf("a prompt after remove = %v, want %s", err, events.CodeAdapterExited)
 	}

@@ -8,7 +8,6 @@ package adapterrunner
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -21,9 +20,10 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"skein.dev/internal/lifecycle"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
-	"skein.dev/pkg/events/lifecycle"
+	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/streams"
 )
 
 // Runner hosts adapter processes.
@@ -41,7 +41,7 @@ type Runner struct {
 
 	// watchers runs one goroutine per adapter that forgets it once it
 	// exited. Run waits for them, and for the requests its endpoints run
-	// (events.Endpoints), before it returns.
+	// (rpc.Endpoints), before it returns.
 	watchers lifecycle.Group
 
 	mu    sync.Mutex
@@ -57,6 +57,7 @@ type Runner struct {
 // the OS instructions file, and finding the cgroups the machine gives (and
 // making the runner's scope in them, contain.go).
 func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) (*Runner, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -112,7 +113,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: r.cfg.Replicas}, false); err != nil {
+	if err := streams.Provision(ctx, js, streams.Options{Replicas: r.cfg.Replicas}, false); err != nil {
 		return err
 	}
 	kv, err := js.KeyValue(ctx, events.BucketRunners)
@@ -128,7 +129,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := kv.Delete(ctx, r.cfg.ID); err != nil {
 		return fmt.Errorf("clear the previous heartbeat: %w", err)
 	}
-	eps, err := events.StartEndpoints(ctx, r.nc, r.lg, events.ServiceConfig{
+	eps, err := rpc.StartEndpoints(ctx, r.nc, r.lg, rpc.ServiceConfig{
 		Config: micro.Config{
 			Name:        events.APIServiceRunner,
 			Description: "Skein adapter-runner: hosts ACP adapter processes",
@@ -150,7 +151,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	id := events.RunnerID(r.cfg.ID)
 	endpoints := []struct {
 		op    events.RunnerOp
-		h     events.OpHandler
+		h     rpc.OpHandler
 		async bool
 	}{
 		// create and restore take seconds (process start, handshake),
@@ -182,7 +183,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		{events.RunnerRemove, r.handleRemove, true},
 	}
 	for _, e := range endpoints {
-		if err := eps.Add(events.Endpoint{
+		if err := eps.Add(rpc.Endpoint{
 			Name: string(e.op), Subject: events.RunnerSubject(id, e.op), Handler: e.h, Async: e.async,
 			// A runner request names its session in its headers, which
 			// each handler reads (sessionOf).
@@ -201,7 +202,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			return r.handleListDirectories(ctx, ns, data)
 		})
 	}
-	if err := eps.Add(events.Endpoint{Name: string(events.OpListDirectories), Subject: events.APIWildcard(events.OpListDirectories),
+	if err := eps.Add(rpc.Endpoint{Name: string(events.OpListDirectories), Subject: events.APIWildcard(events.OpListDirectories),
 		Handler: listDirectories, Async: true}); err != nil {
 		stop()
 		return fmt.Errorf("runner endpoint %s: %w", events.OpListDirectories, err)
@@ -277,7 +278,7 @@ func (r *Runner) heartbeat(ctx context.Context, kv jetstream.KeyValue) error {
 
 // sessionOf returns the session a runner request names in its headers.
 func sessionOf(ctx context.Context) (events.Namespace, events.SessionID, error) {
-	h := events.RequestHeaders(ctx)
+	h := rpc.RequestHeaders(ctx)
 	ns, err := events.ParseNamespace(h.Get(events.HeaderNamespace))
 	if err != nil {
 		return "", "", err
@@ -304,22 +305,13 @@ func (r *Runner) handleRestore(ctx context.Context, js jetstream.JetStream, data
 	if err != nil {
 		return nil, err
 	}
-	var restore *events.AcpResumeSessionRequest
-	var meta json.RawMessage
-	var caps events.JSON
-	switch v := v.(type) {
-	case *events.RestoreRequest:
-		restore = &v.Resume
-		meta = systemPromptMeta(r.instructions(v.SkipOsInstructions, v.AdditionalInstructions))
-		caps = v.ClientCapabilities
-	case *events.AcpResumeSessionRequest:
-		// From a session service that predates RestoreRequest: the
-		// session's instruction settings are unknown, so none are sent,
-		// as before.
-		restore = v
-	default:
+	req, ok := v.(*events.RestoreRequest)
+	if !ok {
 		return nil, events.Errorf(events.CodeInvalidPayload, "got %s, want RestoreRequest", v.VariantName())
 	}
+	restore := &req.Resume
+	meta := systemPromptMeta(r.instructions(req.SkipOsInstructions, req.AdditionalInstructions))
+	caps := req.ClientCapabilities
 	if restore.SessionID == "" {
 		return nil, events.Errorf(events.CodeInvalidRequest, "restore without an ACP session ID")
 	}
@@ -351,7 +343,7 @@ func (r *Runner) start(ctx context.Context, js jetstream.JetStream, agentID stri
 	if err != nil {
 		return nil, err
 	}
-	processID := events.RequestHeaders(ctx).Get(events.HeaderProcessID)
+	processID := rpc.RequestHeaders(ctx).Get(events.HeaderProcessID)
 	if processID == "" {
 		return nil, events.Errorf(events.CodeInvalidRequest, "request without %s", events.HeaderProcessID)
 	}
@@ -444,7 +436,7 @@ func (r *Runner) lookup(ctx context.Context) (*process, error) {
 	if p == nil {
 		return nil, events.Errorf(events.CodeAdapterExited, "runner %s hosts no adapter for %s", r.cfg.ID, sid)
 	}
-	if want := events.RequestHeaders(ctx).Get(events.HeaderProcessID); want != "" && want != p.id {
+	if want := rpc.RequestHeaders(ctx).Get(events.HeaderProcessID); want != "" && want != p.id {
 		return nil, events.Errorf(events.CodeAdapterExited, "adapter process %s is gone", want)
 	}
 	return p, nil
@@ -533,7 +525,7 @@ func (r *Runner) handleStatus(ctx context.Context, _ events.Namespace, data []by
 	if err != nil {
 		return &events.AdapterStatus{}, nil // gone: not alive
 	}
-	return p.status(events.RequestHeaders(ctx).Get(events.HeaderTurnID)), nil
+	return p.status(rpc.RequestHeaders(ctx).Get(events.HeaderTurnID)), nil
 }
 
 // handleStop runs in its own goroutine: it waits for the process to end.

@@ -21,6 +21,7 @@ import (
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/testagent"
 )
@@ -122,7 +123,7 @@ func header(sid, processID string) nats.Header {
 
 func (h *harness) create(t *testing.T, sid, processID, agent string) *events.AcpSessionCreatedResponse {
 	t.Helper()
-	resp, err := events.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
+	resp, err := rpc.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
 		&events.AcpCreateSessionRequest{AgentType: agent, ProtocolVersion: 1, McpServers: events.JSON("[]")}, header(sid, processID))
 	if err != nil {
 		t.Fatalf("create: %v", err)
@@ -135,7 +136,7 @@ func (h *harness) create(t *testing.T, sid, processID, agent string) *events.Acp
 func (h *harness) prompt(t *testing.T, sid, processID, turnID, text string) {
 	t.Helper()
 	content, _ := json.Marshal([]map[string]string{{"type": "text", "text": text}})
-	ack, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPrompt),
+	ack, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerPrompt),
 		&events.RunnerPromptRequest{TurnID: turnID, Prompt: content}, header(sid, processID))
 	if err != nil {
 		t.Fatalf("prompt: %v", err)
@@ -225,7 +226,7 @@ func TestCrashIsReportedAfterOutput(t *testing.T) {
 		}
 	}
 	// The process is gone: requests for it now fail typed.
-	_, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCancel),
+	_, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCancel),
 		&events.RunnerCancelRequest{TurnID: "t1"}, header("s1", "p1"))
 	if e := events.AsError(err); e == nil || e.Code != events.CodeAdapterExited {
 		t.Errorf("cancel after exit = %v, want %s", err, events.CodeAdapterExited)
@@ -248,7 +249,7 @@ func TestGarbageOnStdoutIsSkipped(t *testing.T) {
 func TestStopIsNotAnExit(t *testing.T) {
 	h := start(t)
 	h.create(t, "s1", "p1", "test")
-	if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
+	if _, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
 		&events.AcpCloseSessionRequest{}, header("s1", "p1")); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +277,7 @@ func TestCreateErrors(t *testing.T) {
 		{"nope", events.CodeUnknownAgent},
 		{"missing", events.CodeAgentNotInstalled},
 	} {
-		_, err := events.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
+		_, err := rpc.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
 			&events.AcpCreateSessionRequest{AgentType: tc.agent, McpServers: events.JSON("[]")}, header("s1", "p1"))
 		if e := events.AsError(err); e == nil || e.Code != tc.want {
 			t.Errorf("create %s = %v, want %s", tc.agent, err, tc.want)
@@ -323,7 +324,7 @@ func TestAuthMethod(t *testing.T) {
 	}
 	h := start(t, needsLogin("with", "api-key"), needsLogin("without", ""), needsLogin("wrong", "oauth"))
 	create := func(agent string) error {
-		_, err := events.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
+		_, err := rpc.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
 			&events.AcpCreateSessionRequest{AgentType: agent, McpServers: events.JSON("[]")}, header("s-"+agent, "p-"+agent))
 		return err
 	}

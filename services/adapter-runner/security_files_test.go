@@ -20,6 +20,7 @@ import (
 
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
 
@@ -106,7 +107,7 @@ func hostile(t *testing.T, h *harness, sid string, n, workers int, wait time.Dur
 		wg.Go(func() {
 			for i := int(next.Add(1)); i <= n; i = int(next.Add(1)) {
 				ctx, cancel := context.WithTimeout(t.Context(), wait)
-				_, err := events.Call[events.FileReadResponse](ctx, h.nc, events.RunnerSubject("r1", events.RunnerFile), req(i), header(sid, ""))
+				_, err := rpc.Call[events.FileReadResponse](ctx, h.nc, events.RunnerSubject("r1", events.RunnerFile), req(i), header(sid, ""))
 				cancel()
 				code := "ok"
 				switch {
@@ -172,7 +173,7 @@ func TestSecurityFileFIFODownload(t *testing.T) {
 // promptOf sends turn turnID's prompt content to session sid's adapter
 // and returns the runner's answer.
 func (h *harness) promptOf(ctx context.Context, sid, processID, turnID string, content []byte) error {
-	_, err := events.Call[events.RunnerAck](ctx, h.nc, events.RunnerSubject("r1", events.RunnerPrompt),
+	_, err := rpc.Call[events.RunnerAck](ctx, h.nc, events.RunnerSubject("r1", events.RunnerPrompt),
 		&events.RunnerPromptRequest{TurnID: turnID, Prompt: content}, header(sid, processID))
 	return err
 }
@@ -258,7 +259,7 @@ func TestSecurityPromptFIFOAttachment(t *testing.T) {
 	}
 	m, err := replies.NextMsg(5 * time.Second)
 	if err == nil {
-		err = events.ReplyError(m)
+		err = rpc.ReplyError(m)
 	}
 	if err != nil {
 		t.Fatalf("the prompt naming a FIFO: %v, want it delivered with a link", err)
@@ -290,7 +291,7 @@ func (h *harness) beginAs(t *testing.T, ns events.Namespace, sid, p string) (*ev
 		events.HeaderSessionID: []string{sid},
 		events.HeaderPrincipal: []string{p},
 	}
-	return events.Call[events.FileTransferResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerFile),
+	return rpc.Call[events.FileTransferResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerFile),
 		&events.RunnerFileRequest{Begin: &events.FileBeginRequest{Name: "u.bin", Size: 10}}, hdr)
 }
 
@@ -355,13 +356,13 @@ func TestSecurityDeleteReleasesUploads(t *testing.T) {
 	if _, err := fileCall[events.FileTransferResponse](t, h, "s2", &events.RunnerFileRequest{Begin: &events.FileBeginRequest{Name: "other.bin", Size: 10}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop), &events.AcpCloseSessionRequest{}, header("s1", "p1")); err != nil {
+	if _, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop), &events.AcpCloseSessionRequest{}, header("s1", "p1")); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.runner.Uploads(); got != 9 {
 		t.Errorf("after an unload: %d uploads in progress, want the 9 begun", got)
 	}
-	_, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerRemove), &events.RunnerRemoveRequest{KeepWorkspace: true}, header("s1", ""))
+	_, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerRemove), &events.RunnerRemoveRequest{KeepWorkspace: true}, header("s1", ""))
 	if err != nil {
 		t.Fatalf("delete: %v", err)
 	}
@@ -398,7 +399,7 @@ func TestSecurityFileOpsBounded(t *testing.T) {
 	call := func(sid string) error {
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 		defer cancel()
-		_, err := events.Call[events.FileListResponse](ctx, h.nc, events.RunnerSubject("r1", events.RunnerFile), list, header(sid, ""))
+		_, err := rpc.Call[events.FileListResponse](ctx, h.nc, events.RunnerSubject("r1", events.RunnerFile), list, header(sid, ""))
 		return err
 	}
 	slow := func(sid string, n int) chan error {
@@ -442,7 +443,7 @@ func TestSecurityDirectoriesFIFO(t *testing.T) {
 	list := func(p string) error {
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 		defer cancel()
-		_, err := events.Call[events.ListDirectoriesResponse](ctx, h.nc, events.APISubject("default", events.OpListDirectories), &events.ListDirectoriesRequest{Path: &p}, nil)
+		_, err := rpc.Call[events.ListDirectoriesResponse](ctx, h.nc, events.APISubject("default", events.OpListDirectories), &events.ListDirectoriesRequest{Path: &p}, nil)
 		return err
 	}
 	if err := list(filepath.Join(home, "proj")); err != nil {
@@ -501,10 +502,10 @@ func TestSecurityUploadPartSwappedForFIFO(t *testing.T) {
 		defer cancel()
 		subject := events.RunnerSubject("r1", events.RunnerFile)
 		if req.Commit != nil {
-			_, err := events.Call[events.FileCommitResponse](ctx, h.nc, subject, req, header("s1", ""))
+			_, err := rpc.Call[events.FileCommitResponse](ctx, h.nc, subject, req, header("s1", ""))
 			return err
 		}
-		_, err := events.Call[events.FileWriteResponse](ctx, h.nc, subject, req, header("s1", ""))
+		_, err := rpc.Call[events.FileWriteResponse](ctx, h.nc, subject, req, header("s1", ""))
 		return err
 	}
 

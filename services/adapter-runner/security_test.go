@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
 
@@ -30,7 +31,7 @@ func (h *harness) createAs(t *testing.T, ns events.Namespace, sid string, req ev
 		events.HeaderSessionID: []string{sid},
 		events.HeaderProcessID: []string{"p-" + sid},
 	}
-	return events.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate), &req, hdr)
+	return rpc.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate), &req, hdr)
 }
 
 // refusedAll checks that each create of team-a is refused

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 )
 
@@ -53,7 +54,7 @@ func TestStartFailuresSayWhatTheAgentDid(t *testing.T) {
 	} {
 		t.Run(tc.agent, func(t *testing.T) {
 			t.Parallel()
-			_, err := events.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
+			_, err := rpc.Call[events.AcpSessionCreatedResponse](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerCreate),
 				&events.AcpCreateSessionRequest{AgentType: tc.agent, McpServers: events.JSON("[]")}, header(tc.agent, "p1"))
 			e := events.AsError(err)
 			if e == nil || e.Code != tc.code {
@@ -104,11 +105,11 @@ func TestRestoreStepsPastAgentErrors(t *testing.T) {
 	} {
 		t.Run(tc.agent, func(t *testing.T) {
 			created := h.create(t, tc.agent, "p1", tc.agent)
-			if _, err := events.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
+			if _, err := rpc.Call[events.RunnerAck](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerStop),
 				&events.AcpCloseSessionRequest{}, header(tc.agent, "p1")); err != nil {
 				t.Fatal(err)
 			}
-			ready, err := events.Call[events.AdapterReady](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerRestore),
+			ready, err := rpc.Call[events.AdapterReady](t.Context(), h.nc, events.RunnerSubject("r1", events.RunnerRestore),
 				&events.RestoreRequest{Resume: events.AcpResumeSessionRequest{SessionID: created.SessionID, AgentType: tc.agent, McpServers: events.JSON("[]")}},
 				header(tc.agent, "p2"))
 			if err != nil {

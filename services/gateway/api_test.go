@@ -11,6 +11,7 @@ import (
 	"skein.dev/internal/stacktest"
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/gateway"
 )
 
@@ -363,7 +364,7 @@ func TestHistoryValidationAgrees(t *testing.T) {
 			}
 			req := tc.req
 			req.SessionID = new("s1")
-			_, err := events.Request(t.Context(), e.nc, events.APISubject(ns, events.OpReadHistory), &req, nil)
+			_, err := rpc.Request(t.Context(), e.nc, events.APISubject(ns, events.OpReadHistory), &req, nil)
 			if e := events.AsError(err); e == nil || e.Code != body.Error.Code {
 				t.Errorf("gateway says %s, history service says %v", body.Error.Code, err)
 			}
@@ -402,7 +403,7 @@ func TestInternalErrorsAreMasked(t *testing.T) {
 			t.Errorf("%v: body %s, want a masked message", err, r.body)
 		}
 	}
-	// The session service already masks CodeInternal (events.RespondError);
+	// The session service already masks CodeInternal (rpc.RespondError);
 	// the other two reach the gateway in full and must be logged.
 	if !strings.Contains(e.logs.String(), secret) {
 		t.Errorf("log does not hold the masked error %q:\n%s", secret, e.logs.String())

@@ -19,8 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"skein.dev/internal/lifecycle"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/lifecycle"
 )
 
 // HeaderNamespace picks one of the token's namespaces for a request. Without

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // configBody is the answer of GET and PUT .../config.
@@ -42,7 +43,7 @@ func wantConfig(t *testing.T, r response, revision uint64, current ...[2]string)
 // NATS: what the gateway must pass on byte for byte.
 func (e *env) storedConfig(sid string) *events.AcpSessionConfigResponse {
 	e.t.Helper()
-	resp, err := events.Call[events.AcpSessionConfigResponse](e.t.Context(), e.backend.Conn(), events.APISubject(ns, events.OpGetSessionConfig),
+	resp, err := rpc.Call[events.AcpSessionConfigResponse](e.t.Context(), e.backend.Conn(), events.APISubject(ns, events.OpGetSessionConfig),
 		&events.AcpGetSessionConfigRequest{SessionID: &sid}, nil)
 	if err != nil {
 		e.t.Fatalf("get_session_config %s: %v", sid, err)
@@ -204,7 +205,7 @@ func TestCapabilities(t *testing.T) {
 
 	e.backend.Open("s1", "demo")
 	sid := "s1"
-	stored, err := events.Call[events.AcpSessionCapabilitiesResponse](t.Context(), e.backend.Conn(), events.APISubject(ns, events.OpGetSessionCapabilities),
+	stored, err := rpc.Call[events.AcpSessionCapabilitiesResponse](t.Context(), e.backend.Conn(), events.APISubject(ns, events.OpGetSessionCapabilities),
 		&events.AcpGetSessionCapabilitiesRequest{SessionID: &sid}, nil)
 	if err != nil || !strings.Contains(string(stored.Capabilities), `"loadSession":true`) {
 		t.Fatalf("get_session_capabilities = %+v, %v; want the demo agent's, which loads sessions", stored, err)

@@ -10,6 +10,7 @@ import (
 	"skein.dev/internal/stacktest"
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 // wantStatus checks that r is 200 with exactly the JSON want.
@@ -353,11 +354,11 @@ func TestRespondPermission(t *testing.T) {
 			t.Fatalf("event %s: %v", raw, err)
 		}
 		switch ev.Type {
-		case events.PublicTypePermissionRequest:
+		case eventjson.TypePermissionRequest:
 			if ev.RequestID != id || len(ev.ToolCall) == 0 || !strings.Contains(string(ev.Options), `"optionId":"deny"`) {
 				t.Errorf("permission_request = %s, want request %s with toolCall and options", raw, id)
 			}
-		case events.PublicTypePermissionResponse:
+		case eventjson.TypePermissionResponse:
 			if ev.RequestID != id || ev.Status != events.PermissionAccepted || string(ev.Outcome) != `{"outcome":"selected","optionId":"deny"}` {
 				t.Errorf("permission_response = %s, want %s accepted with deny selected", raw, id)
 			}

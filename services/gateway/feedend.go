@@ -185,7 +185,7 @@ func (f *feed) seed(ctx context.Context, last *eventlog.Record) bool {
 			return true
 		}
 	}
-	e, err := events.Entry(f.sid, ev.Sequence, ev.Time, ev.Header, ev.Data)
+	e, err := eventlog.HistoryEntry(f.sid, ev.Sequence, ev.Time, ev.Header, ev.Data)
 	if err != nil {
 		// Left to the streams, which learn of it from the next event's
 		// predecessor, and read it from history, which reports it.

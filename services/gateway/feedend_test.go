@@ -14,6 +14,7 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/stacktest"
 	"skein.dev/internal/testutil"
+	"skein.dev/pkg/client/turnwait"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 )
@@ -36,7 +37,7 @@ func TestLiveFeedMissedTurnEnd(t *testing.T) {
 
 	// A keyed prompt: its turn ends on the key subject, not on the
 	// control one. Each step of its tool call is durable at once.
-	acc, err := eventlog.Accept(t.Context(), e.nc, ns, &events.AcpPromptRequest{
+	acc, err := turnwait.Accept(t.Context(), e.nc, ns, &events.AcpPromptRequest{
 		SessionID: new("s1"), IdempotencyKey: new("k1"),
 		Content: stacktest.TextContent("toolstep c1 pending\npause p1\ntoolstep c1 in_progress\npause p2\ntoolstep c1 completed")})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // The files of a session's working directory (events.OpFile*), served by
@@ -184,7 +185,7 @@ func (g *Gateway) handleFileContent(w http.ResponseWriter, r *http.Request) erro
 		ctx, cancel := g.callContext(r)
 		defer cancel()
 		req.Offset = off
-		return events.Call[events.FileReadResponse](ctx, g.nc, events.APISubject(ns, events.OpFileRead), req, principalHeader(r))
+		return rpc.Call[events.FileReadResponse](ctx, g.nc, events.APISubject(ns, events.OpFileRead), req, principalHeader(r))
 	}
 	first, err := read(0)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // handleDiscard serves POST /v1/sessions/{id}/discard: delete the session,
@@ -86,7 +87,7 @@ func (g *Gateway) handleDirectories(w http.ResponseWriter, r *http.Request) erro
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
-	resp, err := events.Call[events.ListDirectoriesResponse](ctx, g.nc, events.APISubject(ns, events.OpListDirectories), req, nil)
+	resp, err := rpc.Call[events.ListDirectoriesResponse](ctx, g.nc, events.APISubject(ns, events.OpListDirectories), req, nil)
 	if err != nil {
 		return err
 	}

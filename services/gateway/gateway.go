@@ -1,7 +1,7 @@
 // Package gateway is Skein's public edge: an HTTP/JSON API and a
 // Server-Sent Events stream in front of the request API on NATS. It holds no
 // session state. Every operation is one request to the session or history
-// service (events.Call on events.APISubject), and the live stream is a
+// service (rpc.Call on events.APISubject), and the live stream is a
 // subscription to the session log's RePublish (events.TailSubject) and to
 // the ephemeral deltas (events.LiveSubject), backfilled and gap-filled from
 // history. Every viewer of a session on one gateway shares that one pair of
@@ -54,8 +54,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"skein.dev/internal/lifecycle"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/lifecycle"
 )
 
 // Gateway serves the HTTP API. Create it with New and start it with Run.

@@ -67,3 +67,7 @@ replace skein.dev/testagent => ../../testagent
 require skein.dev/internal v0.0.0
 
 replace skein.dev/internal => ../../internal
+
+require skein.dev/pkg/client v0.0.0
+
+replace skein.dev/pkg/client => ../../pkg/client

@@ -8,8 +8,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"skein.dev/pkg/client/turnwait"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/eventjson"
+	"skein.dev/pkg/events/rpc"
 )
 
 // target resolves the namespace and the session a request addresses. An
@@ -54,7 +56,7 @@ func (g *Gateway) handleGetSession(w http.ResponseWriter, r *http.Request) error
 // the session service answers the prompt as soon as the turn is accepted
 // (events.PromptAccepted, within RequestTimeout), and the gateway then
 // reads the session's log until the turn's TurnFinished
-// (eventlog.AwaitTurn). So the answer arrives whichever session service
+// (turnwait.Await). So the answer arrives whichever session service
 // replica ends the turn, even when the one that accepted it died. A client
 // that goes away does not cancel the turn (the session service owns it);
 // it only stops waiting. Sending the same prompt again with the same
@@ -74,16 +76,16 @@ func (g *Gateway) handlePrompt(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx, cancel := g.callContext(r)
-	acc, err := eventlog.AcceptWith(ctx, g.nc, ns, req, principalHeader(r)) // a keyed prompt is asked again when no answer comes
+	acc, err := turnwait.AcceptWith(ctx, g.nc, ns, req, principalHeader(r)) // a keyed prompt is asked again when no answer comes
 	cancel()
 	if err != nil {
 		return err
 	}
-	finished, err := eventlog.AwaitTurn(r.Context(), g.js, ns, sid, acc)
+	finished, err := turnwait.Await(r.Context(), g.js, ns, sid, acc)
 	if err != nil {
 		return err
 	}
-	resp, err := eventlog.PromptResult(r.Context(), g.js, ns, sid, finished)
+	resp, err := turnwait.Result(r.Context(), g.js, ns, sid, finished)
 	if err != nil {
 		return err
 	}
@@ -162,7 +164,7 @@ func sessionOp[T any, PT interface {
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
-	resp, err := events.Call[T, PT](ctx, g.nc, events.APISubject(ns, op), req, principalHeader(r))
+	resp, err := rpc.Call[T, PT](ctx, g.nc, events.APISubject(ns, op), req, principalHeader(r))
 	if err != nil {
 		return err
 	}
@@ -254,9 +256,11 @@ func (g *Gateway) handleHistory(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// readHistory asks the history service for one page.
+// readHistory asks the history service for one page. A page is bounded
+// below max_payload, but one event larger than a message carries is a
+// page of its own, which comes in chunks.
 func (g *Gateway) readHistory(ctx context.Context, ns events.Namespace, req *events.AcpReadHistoryRequest) (*events.AcpHistoryPageResponse, error) {
-	return events.Call[events.AcpHistoryPageResponse](ctx, g.nc, events.APISubject(ns, events.OpReadHistory), req, nil)
+	return rpc.CallChunked[events.AcpHistoryPageResponse](ctx, g.nc, events.APISubject(ns, events.OpReadHistory), req, nil)
 }
 
 // handleGetConfig serves GET /v1/sessions/{id}/config: the session's
@@ -358,7 +362,7 @@ func (g *Gateway) handleListAgents(w http.ResponseWriter, r *http.Request) error
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
-	resp, err := events.Call[events.AcpListAgentsResponse](ctx, g.nc, events.APISubject(ns, events.OpListAgents), &events.AcpListAgentsRequest{}, nil)
+	resp, err := rpc.Call[events.AcpListAgentsResponse](ctx, g.nc, events.APISubject(ns, events.OpListAgents), &events.AcpListAgentsRequest{}, nil)
 	if err != nil {
 		return err
 	}
@@ -496,7 +500,7 @@ func renderHistory(page *events.AcpHistoryPageResponse) ([]byte, error) {
 	b := make([]byte, 0, size)
 	b = append(b, `{"events":[`...)
 	for i := range page.Events {
-		ev, err := events.PublicDurableJSON(&page.Events[i])
+		ev, err := eventjson.Durable(&page.Events[i])
 		if err != nil {
 			return nil, events.Errorf(events.CodeInternal, "render history event %d: %v", page.Events[i].Sequence, err)
 		}

@@ -12,7 +12,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/sessionstate"
+	"skein.dev/pkg/events/tail"
 )
 
 // The live hub: every viewer of a session on this gateway shares one feed.
@@ -117,34 +120,9 @@ type hub struct {
 	running sync.WaitGroup
 }
 
-// newHub returns g's hub. It chains the hub's reconnect handler after the
-// one g's connection already has (nats.go keeps one per connection): code
-// that sets a reconnect handler on the connection later must chain it in
-// turn.
+// newHub returns g's hub.
 func newHub(g *Gateway) *hub {
-	h := &hub{g: g, feeds: map[string]*feed{}}
-	prev := g.nc.ReconnectHandler()
-	g.nc.SetReconnectHandler(func(nc *nats.Conn) {
-		if prev != nil {
-			prev(nc)
-		}
-		h.reconnected()
-	})
-	return h
-}
-
-// reconnected tells every feed that the connection reconnected. It runs on
-// the connection's callback goroutine, so it only signals: each feed
-// checks the log's end in its own goroutine.
-func (h *hub) reconnected() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, f := range h.feeds {
-		select {
-		case f.resync <- struct{}{}:
-		default: // one check is pending already, and will see the same end
-		}
-	}
+	return &hub{g: g, feeds: map[string]*feed{}}
 }
 
 // shutdown stops the hub from starting feeds and waits until every feed
@@ -277,11 +255,11 @@ type feed struct {
 	logSubject  string // where catch-ups read the public events
 	logFilter   string // where the end check reads the log's end
 
-	arrivals chan *nats.Msg
-	resync   chan struct{} // the connection reconnected (hub.reconnected)
-	subs     []*nats.Subscription
-	cancel   context.CancelFunc
-	done     chan struct{}
+	// tail holds the feed's two subscriptions, on one channel, and tells
+	// of the connection's reconnects and of messages it dropped.
+	tail   *tail.Sub
+	cancel context.CancelFunc
+	done   chan struct{}
 
 	mu      sync.Mutex
 	viewers map[*viewer]struct{}
@@ -296,8 +274,7 @@ type feed struct {
 	lastCtl uint64
 	// state derives the state changes of the records the feed handles,
 	// in their order (stateevents.go).
-	state   *events.StateTracker
-	dropped int // messages the subscriptions dropped, as last seen
+	state *sessionstate.Tracker
 	// turnOpen: the newest record the feed knows of is one of an open
 	// turn, or the feed does not know where the log ends (a reconnect, a
 	// failed end check). While it holds, the feed checks the log's end
@@ -328,23 +305,19 @@ func (h *hub) startFeed(ctx context.Context, key string, ns events.Namespace, si
 		liveSubject: events.LiveSubject(ns, sid),
 		logSubject:  events.LogSubject(ns, sid, events.LogEvents),
 		logFilter:   events.LogFilter(ns, sid),
-		// Both subscriptions feed one channel, filled by the connection's
-		// read loop in arrival order (two callback subscriptions would
-		// each have a goroutine of their own, and could reorder).
-		arrivals: make(chan *nats.Msg, arrivalBuffer),
-		resync:   make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		viewers:  map[*viewer]struct{}{},
+		done:        make(chan struct{}),
+		viewers:     map[*viewer]struct{}{},
 	}
-	for _, subject := range []string{f.tailFilter, f.liveSubject} {
-		sub, err := h.g.nc.ChanSubscribe(subject, f.arrivals)
-		if err != nil {
-			f.unsubscribe()
-			return nil, events.Errorf(events.CodeUnavailable, "subscribe %s: %v", subject, err)
-		}
-		f.subs = append(f.subs, sub)
-		h.g.metrics.liveSubscriptions.Inc()
+	// Both subscriptions feed one channel, filled by the connection's
+	// read loop in arrival order (two callback subscriptions would each
+	// have a goroutine of their own, and could reorder). The caller
+	// flushes the connection before it reads history.
+	sub, err := tail.Open(h.g.nc, arrivalBuffer, f.tailFilter, f.liveSubject)
+	if err != nil {
+		return nil, err
 	}
+	f.tail = sub
+	h.g.metrics.liveSubscriptions.Add(2)
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f.cancel = cancel
 	h.running.Add(1)
@@ -359,11 +332,8 @@ const arrivalBuffer = 8192
 
 // unsubscribe removes the feed's subscriptions.
 func (f *feed) unsubscribe() {
-	for _, sub := range f.subs {
-		_ = sub.Unsubscribe() // the connection may be closing; its subscriptions go with it
-		f.h.g.metrics.liveSubscriptions.Dec()
-	}
-	f.subs = nil
+	f.tail.Stop()
+	f.h.g.metrics.liveSubscriptions.Sub(2)
 }
 
 // close stops the feed: no viewer is left. The goroutine ends first, since
@@ -389,22 +359,21 @@ func (f *feed) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-f.resync:
+		case <-f.tail.Reconnected():
 			f.checkEnd(ctx, causeReconnect)
 		case <-f.endCheck.C:
 			if !f.heard {
 				f.checkEnd(ctx, causeQuiet)
 			}
 			f.heard = false
-		case m := <-f.arrivals:
+		case m := <-f.tail.Messages():
 			f.heard = true
-			if n := f.droppedMessages(); n > f.dropped {
+			if n := f.tail.Lost(); n > 0 {
 				// The subscription lost messages. Deltas are gone (the
 				// durable message that completes them is what counts);
 				// the durable events are read back at once rather than
 				// when the next one shows the gap, which may be long.
-				f.lg.Warn("live feed dropped messages", logKeyDropped, n-f.dropped)
-				f.dropped = n
+				f.lg.Warn("live feed dropped messages", logKeyDropped, n)
 				if f.lastSeq > 0 {
 					f.catchUp(ctx, "dropped", 0)
 				}
@@ -417,16 +386,6 @@ func (f *feed) run(ctx context.Context) {
 // logKeyDropped counts the messages a feed's subscriptions dropped.
 const logKeyDropped = "dropped"
 
-func (f *feed) droppedMessages() int {
-	total := 0
-	for _, sub := range f.subs {
-		if n, err := sub.Dropped(); err == nil {
-			total += n
-		}
-	}
-	return total
-}
-
 // handle decodes one message and fans it out.
 func (f *feed) handle(ctx context.Context, m *nats.Msg) {
 	switch m.Subject {
@@ -436,7 +395,7 @@ func (f *feed) handle(ctx context.Context, m *nats.Msg) {
 		// number counts. It is read back before the new turn starts.
 		missedEnd := f.turnOpen && m.Header.Get(events.HeaderTurnAccepted) != ""
 		f.observe(m.Header)
-		entry, prev, err := events.TailEntry(f.sid, m)
+		entry, prev, err := eventlog.TailEntry(f.sid, m)
 		if err != nil {
 			// Not fanned out: the next event names it as its predecessor,
 			// and each stream reads it from history, which reports the
@@ -476,7 +435,7 @@ func (f *feed) handle(ctx context.Context, m *nats.Msg) {
 func (f *feed) durable(e *events.AcpDurableHistoryEntry, prev uint64, hdr nats.Header, data []byte) {
 	it := &liveItem{durable: true, seq: e.Sequence, prev: prev}
 	it.frame = f.stateFrame(e.Sequence, e.Timestamp, hdr, data)
-	if data, err := events.PublicDurableJSON(e); err != nil {
+	if data, err := eventjson.Durable(e); err != nil {
 		// Fanned out without its frame, so that streams move past it
 		// rather than fill from history for it.
 		f.lg.Error("durable event has no public form", events.LogKeySeq, e.Sequence, events.LogKeyErr, err)
@@ -534,8 +493,11 @@ func (f *feed) readForward(ctx context.Context, upTo uint64) bool {
 	// the tail lost is read back with the events around it.
 	after := f.lastSeq
 	for {
+		// Bounded by bytes as well as by count, so that a session of
+		// large messages is read a page at a time, and more says
+		// exactly whether the page was the end.
 		cctx, cancel := context.WithTimeout(ctx, feedReadTimeout)
-		recs, err := eventlog.Forward(cctx, g.js, events.StreamLog, f.logFilter, after, g.cfg.BackfillPage)
+		recs, more, err := eventlog.ForwardPage(cctx, g.js, events.StreamLog, f.logFilter, after, g.cfg.BackfillPage, catchUpBytes)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -559,18 +521,21 @@ func (f *feed) readForward(ctx context.Context, upTo uint64) bool {
 					events.LogKeySeq, r.Sequence, logKeyEventNo, no)
 				return false
 			}
-			e, err := events.Entry(f.sid, r.Sequence, r.Time, r.Header, r.Data)
+			e, err := eventlog.HistoryEntry(f.sid, r.Sequence, r.Time, r.Header, r.Data)
 			if err != nil {
 				f.lg.Warn("live feed catch-up read an undecodable record", events.LogKeySeq, r.Sequence, events.LogKeyErr, err)
 				return false
 			}
 			f.durable(e, f.lastSeq, r.Header, r.Data)
 		}
-		if len(recs) < g.cfg.BackfillPage {
+		if !more {
 			return true
 		}
 	}
 }
+
+// catchUpBytes bounds the payloads of one read of a feed's catch-up.
+const catchUpBytes = 8 << 20
 
 // logKeyEventNo is a public event's number.
 const logKeyEventNo = "event_no"

@@ -8,6 +8,7 @@ import (
 
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 // elicitSchema is a requested schema as an agent may write it: its spaces
@@ -82,11 +83,11 @@ func TestRespondInput(t *testing.T) {
 			t.Fatalf("event %s: %v", raw, err)
 		}
 		switch ev.Type {
-		case events.PublicTypeInputRequest:
+		case eventjson.TypeInputRequest:
 			if ev.RequestID != id || !strings.HasSuffix(string(raw), `"requestId":"`+id+`","mode":"form","message":"Your name?","requestedSchema":`+elicitSchema+`}`) {
 				t.Errorf("input_request = %s", raw)
 			}
-		case events.PublicTypeInputResponse:
+		case eventjson.TypeInputResponse:
 			if !strings.HasSuffix(string(raw), `"requestId":"`+id+`","status":"accepted","action":"accept","content":{"name":"skein","size":2}}`) {
 				t.Errorf("input_response = %s", raw)
 			}

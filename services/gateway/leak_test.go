@@ -19,6 +19,7 @@ import (
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 	"skein.dev/services/gateway"
 	"skein.dev/services/history"
 )
@@ -35,7 +36,7 @@ func TestRunLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eventlog.Provision(t.Context(), js, eventlog.Options{}, true); err != nil {
+	if err := streams.Provision(t.Context(), js, streams.Options{}, true); err != nil {
 		t.Fatal(err)
 	}
 	w := eventlog.NewWriter(js, events.DefaultNamespace, "s1", eventlog.Position{}, "w")

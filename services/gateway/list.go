@@ -6,6 +6,7 @@ import (
 	"net/url"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // handleListSessions serves GET /v1/sessions?limit=&cursor=: a page of the
@@ -22,7 +23,7 @@ func (g *Gateway) handleListSessions(w http.ResponseWriter, r *http.Request) err
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
-	resp, err := events.Call[events.AcpListDurableSessionsResponse](ctx, g.nc, events.APISubject(ns, events.OpListSessions), req, nil)
+	resp, err := rpc.Call[events.AcpListDurableSessionsResponse](ctx, g.nc, events.APISubject(ns, events.OpListSessions), req, nil)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 // live fans out the deltas of one message on the session's live subject:
@@ -57,7 +58,7 @@ func (f *feed) live(ctx context.Context, m *nats.Msg) {
 	d := events.AcpEphemeralSessionUpdateEvent{SessionID: sid, AfterSequence: after}
 	for _, u := range updates {
 		d.Update = u
-		data, err := events.PublicEphemeralJSON(&d)
+		data, err := eventjson.Ephemeral(&d)
 		if err != nil {
 			f.lg.Warn("live delta has no public form", events.LogKeySeq, after, events.LogKeyErr, err)
 			continue

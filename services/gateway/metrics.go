@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"skein.dev/internal/natsmetrics"
-	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 // Reasons an event stream ends: the values of the reason label of
@@ -86,7 +86,7 @@ func newMetrics(reg prometheus.Registerer, nc *nats.Conn) *metrics {
 	for _, r := range unreadyReasons {
 		m.unready.WithLabelValues(r)
 	}
-	m.durableEvents = m.streamEvents.WithLabelValues(events.DurabilityDurable)
-	m.ephemeralEvents = m.streamEvents.WithLabelValues(events.DurabilityEphemeral)
+	m.durableEvents = m.streamEvents.WithLabelValues(eventjson.DurabilityDurable)
+	m.ephemeralEvents = m.streamEvents.WithLabelValues(eventjson.DurabilityEphemeral)
 	return m
 }

@@ -13,6 +13,8 @@ import (
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/streams"
 )
 
 // The prompt's caller waits on the log, never on a held request (DESIGN
@@ -27,7 +29,7 @@ func TestPromptOutlivesTheAcceptingReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eventlog.Provision(t.Context(), js, eventlog.Options{}, true); err != nil {
+	if err := streams.Provision(t.Context(), js, streams.Options{}, true); err != nil {
 		t.Fatal(err)
 	}
 	w := eventlog.NewWriter(js, ns, "s1", eventlog.Position{}, "replica-a")
@@ -47,11 +49,11 @@ func TestPromptOutlivesTheAcceptingReplica(t *testing.T) {
 			Header: map[string][]string{events.HeaderTurnID: {"t1"}, events.HeaderTurnAccepted: {"1"}},
 			Value:  &events.AcpDurableSessionUpdate{Update: events.JSON(TextChunk("user_message_chunk", "hi"))}})
 		if err != nil {
-			_ = events.RespondError(req, err)
+			_ = rpc.RespondError(req, err)
 			return
 		}
 		acc := &events.PromptAccepted{SessionID: "s1", TurnID: "t1", Sequence: got[0].Seq}
-		_ = events.Respond(req, acc)
+		_ = rpc.Respond(req, acc)
 		accepted <- acc
 	}), micro.WithEndpointSubject(events.APISubject(ns, events.OpPrompt)))
 	if err != nil {
@@ -169,7 +171,7 @@ func TestWrongReplyVariant(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Stop() })
-	wrong := micro.HandlerFunc(func(req micro.Request) { _ = events.Respond(req, &events.AcpListAgentsResponse{}) })
+	wrong := micro.HandlerFunc(func(req micro.Request) { _ = rpc.Respond(req, &events.AcpListAgentsResponse{}) })
 	for _, op := range []events.Op{events.OpPrompt, events.OpCancelPrompt, events.OpUnloadSession, events.OpDeleteSession} {
 		if err := svc.AddEndpoint(string(op), wrong, micro.WithEndpointSubject(events.APISubject(ns, op))); err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 // The event stream, GET /v1/sessions/{id}/events (DESIGN "Live tail").
@@ -22,12 +23,12 @@ import (
 //
 //	id: <sequence>
 //	event: durable
-//	data: <events.PublicDurableJSON>
+//	data: <eventjson.Durable>
 //
 // An ephemeral delta (agent_message_chunk / agent_thought_chunk) has no id:
 //
 //	event: ephemeral
-//	data: <events.PublicEphemeralJSON>
+//	data: <eventjson.Ephemeral>
 //
 // A change of the session's state (a Skein addition: a turn accepted or
 // finished, waiting for a person, unloaded, the adapter exited) is a state
@@ -400,7 +401,7 @@ func (s *stream) durable(e *events.AcpDurableHistoryEntry) error {
 	if c, ok := e.Event.V.(*events.SessionStateChange); ok {
 		return s.state(e, c)
 	}
-	data, err := events.PublicDurableJSON(e)
+	data, err := eventjson.Durable(e)
 	if err != nil {
 		s.lg.Error("durable event has no public form", events.LogKeySeq, e.Sequence, events.LogKeyErr, err)
 		s.last = e.Sequence
@@ -417,7 +418,7 @@ func (s *stream) durable(e *events.AcpDurableHistoryEntry) error {
 // state emits one state event of history. One caused by a durable event
 // has no id and leaves s.last alone: the event follows it.
 func (s *stream) state(e *events.AcpDurableHistoryEntry, c *events.SessionStateChange) error {
-	data, err := events.PublicDurableJSON(e)
+	data, err := eventjson.Durable(e)
 	if err != nil {
 		return events.Errorf(events.CodeInternal, "render state change %d: %v", e.Sequence, err)
 	}

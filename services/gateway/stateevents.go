@@ -9,7 +9,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/eventjson"
+	"skein.dev/pkg/events/sessionstate"
 )
 
 // State events: the feed's part (sse.go has the wire format).
@@ -18,7 +19,7 @@ import (
 // public events and the control records alike arrive on its one tail
 // subscription (the stream's RePublish of events.LogFilter), and its
 // catch-ups read them all back. So the state changes come from the log,
-// derived from each record by events.StateChangeOf as the history service
+// derived from each record by sessionstate.ChangeOf as the history service
 // derives them, and a stream that resumes from history sends the same
 // events, byte for byte, as one that was live.
 //
@@ -38,11 +39,11 @@ import (
 // session's last turn failed, for an unload or an exit outside a turn
 // before the feed saw a turn end) reads the log; a read that fails leaves
 // the status idle, logged, rather than holding back the state event.
-func (f *feed) newStateTracker(ctx context.Context) *events.StateTracker {
-	return &events.StateTracker{Lookup: func(seq uint64) (bool, error) {
+func (f *feed) newStateTracker(ctx context.Context) *sessionstate.Tracker {
+	return &sessionstate.Tracker{Lookup: func(seq uint64) (bool, error) {
 		cctx, cancel := context.WithTimeout(ctx, feedReadTimeout)
 		defer cancel()
-		failed, err := eventlog.LastTurnFailed(cctx, f.h.g.js, f.ns, f.sid, seq)
+		failed, err := sessionstate.LastTurnFailed(cctx, f.h.g.js, f.ns, f.sid, seq)
 		if err != nil && ctx.Err() == nil {
 			f.lg.Warn("live feed could not read the last turn's outcome", events.LogKeySeq, seq, events.LogKeyErr, err)
 		}
@@ -62,7 +63,7 @@ func (f *feed) stateFrame(seq uint64, timestamp string, hdr nats.Header, data []
 		return nil
 	}
 	e := &events.AcpDurableHistoryEntry{SessionID: string(f.sid), Sequence: seq, Timestamp: timestamp, Event: events.Union[events.AcpDurableEvent]{V: c}}
-	body, err := events.PublicDurableJSON(e)
+	body, err := eventjson.Durable(e)
 	if err != nil {
 		f.lg.Error("state change has no public form", events.LogKeySeq, seq, events.LogKeyErr, err)
 		return nil
@@ -92,7 +93,7 @@ func (f *feed) tailControl(ctx context.Context, m *nats.Msg) {
 	if vouched {
 		f.known = max(f.known, seq)
 	}
-	if !events.ControlStateRecord(m.Header) {
+	if !sessionstate.ControlRecord(m.Header) {
 		return
 	}
 	stored, err := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
@@ -128,7 +129,7 @@ func (f *feed) control(seq uint64, stored time.Time, hdr nats.Header, data []byt
 	if c == nil {
 		return
 	}
-	body, err := events.PublicDurableJSON(events.StateEntry(f.sid, seq, stored, c))
+	body, err := eventjson.Durable(sessionstate.Entry(f.sid, seq, stored, c))
 	if err != nil {
 		f.lg.Error("state change has no public form", events.LogKeySeq, seq, events.LogKeyErr, err)
 		return

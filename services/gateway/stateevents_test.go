@@ -10,6 +10,7 @@ import (
 
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 // stateEvent is the part of a state event's data the tests look at.
@@ -97,7 +98,7 @@ func TestStateEventsEveryViewer(t *testing.T) {
 	wantPrompt(t, prompt, http.StatusOK)
 	st := decodeState(t, got[0].Data)
 	if got[0].Event != "state" || got[0].ID != "" || st.Change != events.ChangeTurnAccepted || st.Status != "running" || st.TurnID == "" ||
-		st.Type != events.PublicTypeSessionState || st.Durability != "durable" || st.SessionID != "s1" || st.EventNo != 0 {
+		st.Type != eventjson.TypeSessionState || st.Durability != "durable" || st.SessionID != "s1" || st.EventNo != 0 {
 		t.Fatalf("first event %+v %s, want turn_accepted without id", got[0], got[0].Data)
 	}
 	turn := st.TurnID
@@ -134,7 +135,7 @@ func TestStateEventsEveryViewer(t *testing.T) {
 		t.Fatalf("waiting %s, want waiting for permission %s without id", waiting[len(waiting)-1].Data, ids[0])
 	}
 	req := a.nextStored()
-	if p := wantDurable(t, req, w.Sequence); p.Type != events.PublicTypePermissionRequest {
+	if p := wantDurable(t, req, w.Sequence); p.Type != eventjson.TypePermissionRequest {
 		t.Fatalf("after waiting: %s, want the permission request", req.Data)
 	}
 	wantStatus(t, e.do(http.MethodPost, "/v1/sessions/s1/permissions/"+ids[0], `{"optionId":"allow"}`), `{"status":"accepted"}`)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // Watch's timeout: the default, and the longest a client may ask for.
@@ -100,7 +101,7 @@ func (g *Gateway) handleWatch(w http.ResponseWriter, r *http.Request) error {
 
 	ctx, cancel = g.callContext(r)
 	defer cancel()
-	info, err := events.Call[events.AcpGetDurableSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpGetSession),
+	info, err := rpc.Call[events.AcpGetDurableSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpGetSession),
 		&events.AcpGetDurableSessionRequest{SessionID: new(string(sid))}, nil)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 )
 
 // otherSeqs returns the sequences of the other session write interleaves.
@@ -146,7 +147,7 @@ func TestCursorOfAnotherSession(t *testing.T) {
 
 // Events pruned past the byte cap expire cursors as the count cap does.
 func TestCursorExpiredByBytes(t *testing.T) {
-	h := startWith(t, eventlog.Options{MaxBytesPerSession: 1000})
+	h := startWith(t, streams.Options{MaxBytesPerSession: 1000})
 	seqs := h.write(t, "s1", 40) // about 90 bytes each
 	page, err := h.read(t, &events.AcpReadHistoryRequest{SessionID: new("s1"), Limit: new(uint32(100))})
 	if err != nil {

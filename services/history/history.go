@@ -20,9 +20,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"skein.dev/internal/defaults"
 	"skein.dev/internal/natsmetrics"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/sessionstate"
+	"skein.dev/pkg/events/streams"
 )
 
 // Config configures the history service. The largest page is not
@@ -39,13 +43,26 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		fmt.Sprintf("history page size when the request names none (at most %d)", events.MaxHistoryLimit))
 }
 
-// Validate fills in defaults.
+// DefaultConfig returns the configuration RegisterFlags installs before
+// any flag is parsed.
+func DefaultConfig() Config {
+	var c Config
+	c.RegisterFlags(flag.NewFlagSet("history", flag.ContinueOnError))
+	return c
+}
+
+// WithDefaults returns c with RegisterFlags' defaults in the fields left
+// zero.
+func (c Config) WithDefaults() Config {
+	defaults.Set(&c.DefaultLimit, DefaultConfig().DefaultLimit)
+	return c
+}
+
+// Validate reports every invalid field; it changes nothing. New validates
+// c.WithDefaults().
 func (c *Config) Validate() error {
-	if c.DefaultLimit <= 0 {
-		c.DefaultLimit = events.DefaultHistoryLimit
-	}
-	if c.DefaultLimit > events.MaxHistoryLimit {
-		return fmt.Errorf("history.default-limit %d exceeds the largest page, %d", c.DefaultLimit, events.MaxHistoryLimit)
+	if c.DefaultLimit <= 0 || c.DefaultLimit > events.MaxHistoryLimit {
+		return fmt.Errorf("history.default-limit must be in [1, %d] (the largest page), got %d", events.MaxHistoryLimit, c.DefaultLimit)
 	}
 	return nil
 }
@@ -76,6 +93,7 @@ type Service struct {
 
 // New returns a Service; it does no I/O.
 func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) (*Service, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -127,7 +145,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: s.cfg.Replicas}, false); err != nil {
+	if err := streams.Provision(ctx, js, streams.Options{Replicas: s.cfg.Replicas}, false); err != nil {
 		return err
 	}
 	s.js = js
@@ -157,7 +175,7 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-indexCtx.Done():
 		}
 	})
-	eps, err := events.StartEndpoints(ctx, s.nc, s.lg, events.ServiceConfig{Config: micro.Config{
+	eps, err := rpc.StartEndpoints(ctx, s.nc, s.lg, rpc.ServiceConfig{Config: micro.Config{
 		Name:        events.APIServiceHistory,
 		Description: "Skein history service: storage-only reads",
 		QueueGroup:  events.APIServiceHistory,
@@ -165,7 +183,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("history service: %w", err)
 	}
-	endpoints := map[events.Op]events.OpHandler{
+	endpoints := map[events.Op]rpc.OpHandler{
 		events.OpReadHistory:  s.readHistory,
 		events.OpGetSession:   s.getSession,
 		events.OpListSessions: s.listSessions,
@@ -192,7 +210,7 @@ func (s *Service) Run(ctx context.Context) error {
 		},
 	}
 	for op, h := range endpoints {
-		if err := eps.Add(events.Endpoint{Name: string(op), Subject: events.APIWildcard(op), Handler: h}); err != nil {
+		if err := eps.Add(rpc.Endpoint{Name: string(op), Subject: events.APIWildcard(op), Handler: h}); err != nil {
 			eps.Stop(0)
 			return err
 		}
@@ -287,6 +305,12 @@ func (s *Service) readHistory(ctx context.Context, ns events.Namespace, data []b
 // events are interleaved with other sessions' (eventlog.Backward finds a
 // backward page by event number instead of stepping back to it).
 //
+// A page is bounded by bytes as well as by count (pageBudget): it is sent
+// in one NATS reply, below the connection's max_payload, and an event
+// larger than that is a page of its own, which the transport chunks
+// (rpc.RequestChunked). hasMoreBefore and hasMoreAfter are exact either
+// way: a page cut short by bytes has more in its direction.
+//
 // Cursors are ACP_LOG stream sequences, positions in the stream's order:
 // any sequence is one, a sequence of another session's record included, and
 // the page holds this session's events after (or before) it, so a cursor
@@ -319,6 +343,7 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 	}
 	first := oldest[0]
 	pruned := eventlog.EventNo(first) > 1
+	budget := s.pageBudget(includeState)
 	var recs []*eventlog.Record
 	dir := dirForward
 	switch {
@@ -328,12 +353,11 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 		if pruned && *after < first.Sequence-1 { // not after+1: it wraps at the largest sequence
 			return nil, "", events.Errorf(events.CodeCursorExpired, "events after %d are no longer retained; the oldest retained is %d", *after, first.Sequence)
 		}
-		if recs, err = eventlog.Forward(ctx, s.js, events.StreamLog, subject, *after, limit+1); err != nil {
+		if recs, page.HasMoreAfter, err = eventlog.ForwardPage(ctx, s.js, events.StreamLog, subject, *after, limit, budget.payload); err != nil {
 			return nil, "", unavailable(err)
 		}
-		page.HasMoreAfter = len(recs) > limit
-		if page.HasMoreAfter {
-			recs = recs[:limit]
+		if n := budget.fitForward(string(sid), recs); n < len(recs) {
+			recs, page.HasMoreAfter = recs[:n], true
 		}
 		page.HasMoreBefore = len(recs) > 0 && recs[0].Sequence > first.Sequence || len(recs) == 0 && *after >= first.Sequence
 	default:
@@ -345,18 +369,17 @@ func (s *Service) page(ctx context.Context, ns events.Namespace, sid events.Sess
 			}
 			cursor = *before
 		}
-		if recs, err = eventlog.Backward(ctx, s.js, events.StreamLog, subject, cursor, limit+1); err != nil {
+		if recs, page.HasMoreBefore, err = eventlog.BackwardPage(ctx, s.js, events.StreamLog, subject, cursor, limit, budget.payload); err != nil {
 			return nil, "", unavailable(err)
 		}
-		page.HasMoreBefore = len(recs) > limit
-		if page.HasMoreBefore {
-			recs = recs[1:]
+		if n := budget.fitBackward(string(sid), recs); n < len(recs) {
+			recs, page.HasMoreBefore = recs[len(recs)-n:], true
 		}
 		page.HasMoreAfter = before != nil && *before <= last.Sequence
 	}
 	page.Events = make([]events.AcpDurableHistoryEntry, 0, len(recs))
 	for _, r := range recs {
-		e, err := events.Entry(sid, r.Sequence, r.Time, r.Header, r.Data)
+		e, err := eventlog.HistoryEntry(sid, r.Sequence, r.Time, r.Header, r.Data)
 		if err != nil {
 			return nil, "", fmt.Errorf("session %s record %d: %w", sid, r.Sequence, err)
 		}
@@ -454,21 +477,22 @@ func (s *Service) currentState(ctx context.Context, ns events.Namespace, sid eve
 	}
 	switch {
 	case open && st.TurnID == turnID:
-		if !st.TurnOpen() {
-			st.Status = events.StatusRunning
-		}
+		// The projected turn is still open: waiting if the projection
+		// says so, running however else it lags.
+		st.Status = sessionstate.Facts{TurnOpen: true, Waiting: st.Status == events.StatusWaiting}.Status()
 	case open:
-		st = &events.SessionState{Status: events.StatusRunning, TurnID: turnID}
+		st = &events.SessionState{Status: sessionstate.Facts{TurnOpen: true}.Status(), TurnID: turnID}
 	case st.TurnOpen():
 		// The projected turn ended after the projection was written.
 		finished, err := s.turnFinishedAfter(ctx, ns, sid, meta.LogPosition, st.TurnID)
 		if err != nil {
 			return nil, err
 		}
-		st = &events.SessionState{Status: events.StatusIdle}
-		if finished != nil && finished.Failed() {
+		failed := finished != nil && finished.Failed()
+		st = &events.SessionState{Status: sessionstate.Facts{LastFailed: failed}.Status()}
+		if failed {
 			e := finished.Failure()
-			st = &events.SessionState{Status: events.StatusFailed, Error: &events.StateError{Code: e.Code, Message: e.Message}}
+			st.Error = &events.StateError{Code: e.Code, Message: e.Message}
 		}
 	default:
 		return meta.Info.State, nil
@@ -548,14 +572,22 @@ func (s *Service) listAgents(ctx context.Context, _ events.Namespace, data []byt
 // sessionMeta reads the session's ACP_SESSIONS entry: session_not_found
 // when there is none.
 func (s *Service) sessionMeta(ctx context.Context, ns events.Namespace, sid events.SessionID) (*events.SessionMeta, error) {
-	entry, err := s.meta.Get(ctx, events.SessionKey(ns, sid))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sid)
+	key := events.SessionKey(ns, sid)
+	entry, err := s.meta.Get(ctx, key)
+	if err == nil {
+		return events.Decode[events.SessionMeta](entry.Value())
 	}
+	if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, unavailable(err)
+	}
+	value, err := leaderEntry(ctx, s.js, events.BucketSessions, key)
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	return events.Decode[events.SessionMeta](entry.Value())
+	if value == nil {
+		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sid)
+	}
+	return events.Decode[events.SessionMeta](value)
 }
 
 // onSession serves a request on one session: it decodes and checks the

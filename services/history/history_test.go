@@ -14,6 +14,8 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/streams"
 	"skein.dev/services/history"
 )
 
@@ -26,12 +28,12 @@ type harness struct {
 // most maxEvents records per subject.
 func start(t *testing.T, maxEvents int64) *harness {
 	t.Helper()
-	return startWith(t, eventlog.Options{MaxEventsPerSession: maxEvents})
+	return startWith(t, streams.Options{MaxEventsPerSession: maxEvents})
 }
 
 // startWith runs the history service on an embedded NATS whose streams are
 // provisioned with o.
-func startWith(t *testing.T, o eventlog.Options) *harness {
+func startWith(t *testing.T, o streams.Options) *harness {
 	t.Helper()
 	h := provision(t, o)
 	serve(t, h.nc, history.Config{DefaultLimit: 5})
@@ -40,14 +42,14 @@ func startWith(t *testing.T, o eventlog.Options) *harness {
 
 // provision starts an embedded NATS and provisions its streams with o;
 // nothing serves them yet.
-func provision(tb testing.TB, o eventlog.Options) *harness {
+func provision(tb testing.TB, o streams.Options) *harness {
 	tb.Helper()
 	nc := natstest.Connect(tb, natstest.Run(tb))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := eventlog.Provision(tb.Context(), js, o, true); err != nil {
+	if err := streams.Provision(tb.Context(), js, o, true); err != nil {
 		tb.Fatal(err)
 	}
 	return &harness{nc: nc, js: js}
@@ -100,7 +102,7 @@ func (h *harness) write(t *testing.T, sid events.SessionID, n int) []uint64 {
 
 func (h *harness) read(t *testing.T, req *events.AcpReadHistoryRequest) (*events.AcpHistoryPageResponse, error) {
 	t.Helper()
-	return events.Call[events.AcpHistoryPageResponse](t.Context(), h.nc, events.APISubject("default", events.OpReadHistory), req, nil)
+	return rpc.Call[events.AcpHistoryPageResponse](t.Context(), h.nc, events.APISubject("default", events.OpReadHistory), req, nil)
 }
 
 func seqsOf(p *events.AcpHistoryPageResponse) []uint64 {
@@ -165,7 +167,7 @@ func TestErrors(t *testing.T) {
 		{"wrong request type", &events.AcpPromptRequest{Content: events.JSON("[]")}, events.CodeInvalidPayload},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := events.Request(t.Context(), h.nc, events.APISubject("default", events.OpReadHistory), tc.req, nil)
+			_, err := rpc.Request(t.Context(), h.nc, events.APISubject("default", events.OpReadHistory), tc.req, nil)
 			if e := events.AsError(err); e == nil || e.Code != tc.want {
 				t.Errorf("readHistory = %v, want %s", err, tc.want)
 			}
@@ -175,7 +177,7 @@ func TestErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := events.AsError(events.ReplyError(msg)); e == nil || e.Code != events.CodeInvalidPayload {
+	if e := events.AsError(rpc.ReplyError(msg)); e == nil || e.Code != events.CodeInvalidPayload {
 		t.Errorf("garbage request = %v, want %s", e, events.CodeInvalidPayload)
 	}
 }
@@ -231,14 +233,14 @@ func TestGetSession(t *testing.T) {
 	if _, err := kv.Put(t.Context(), events.SessionKey("default", "s1"), data); err != nil {
 		t.Fatal(err)
 	}
-	got, err := events.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession), &events.AcpGetDurableSessionRequest{SessionID: new("s1")}, nil)
+	got, err := rpc.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession), &events.AcpGetDurableSessionRequest{SessionID: new("s1")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Session.Agent != "test" || got.Session.LatestSequence != seqs[1] {
 		t.Errorf("getSession = %+v, want agent test and latestSequence %d", got.Session, seqs[1])
 	}
-	_, err = events.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession), &events.AcpGetDurableSessionRequest{SessionID: new("nope")}, nil)
+	_, err = rpc.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession), &events.AcpGetDurableSessionRequest{SessionID: new("nope")}, nil)
 	if events.AsError(err).Code != events.CodeSessionNotFound {
 		t.Errorf("getSession(nope) = %v, want %s", err, events.CodeSessionNotFound)
 	}
@@ -259,7 +261,7 @@ func TestListAgents(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := events.Call[events.AcpListAgentsResponse](t.Context(), h.nc, events.APISubject("default", events.OpListAgents), &events.AcpListAgentsRequest{}, nil)
+	got, err := rpc.Call[events.AcpListAgentsResponse](t.Context(), h.nc, events.APISubject("default", events.OpListAgents), &events.AcpListAgentsRequest{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,20 +294,20 @@ func TestCachedGetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	sid := "s1"
-	cfg, err := events.Call[events.AcpSessionConfigResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSessionConfig), &events.AcpGetSessionConfigRequest{SessionID: &sid}, nil)
+	cfg, err := rpc.Call[events.AcpSessionConfigResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSessionConfig), &events.AcpGetSessionConfigRequest{SessionID: &sid}, nil)
 	if err != nil || cfg.Revision != 3 || string(cfg.Options) != `[{"id":"mode"},{"id":"model"}]` {
 		t.Errorf("getSessionConfig = %+v, %v", cfg, err)
 	}
-	caps, err := events.Call[events.AcpSessionCapabilitiesResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSessionCapabilities), &events.AcpGetSessionCapabilitiesRequest{SessionID: &sid}, nil)
+	caps, err := rpc.Call[events.AcpSessionCapabilitiesResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSessionCapabilities), &events.AcpGetSessionCapabilitiesRequest{SessionID: &sid}, nil)
 	if err != nil || string(caps.Capabilities) != `{"loadSession":true}` {
 		t.Errorf("getSessionCapabilities = %+v, %v", caps, err)
 	}
-	info, err := events.Call[events.AcpSessionAgentInfoResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSessionAgentInfo), &events.AcpGetSessionAgentInfoRequest{SessionID: &sid}, nil)
+	info, err := rpc.Call[events.AcpSessionAgentInfoResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSessionAgentInfo), &events.AcpGetSessionAgentInfoRequest{SessionID: &sid}, nil)
 	if err != nil || string(info.AgentInfo) != `{"name":"a","version":"1"}` {
 		t.Errorf("getSessionAgentInfo = %+v, %v", info, err)
 	}
 	nope := "nope"
-	if _, err := events.Call[events.AcpSessionConfigResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSessionConfig), &events.AcpGetSessionConfigRequest{SessionID: &nope}, nil); events.AsError(err).Code != events.CodeSessionNotFound {
+	if _, err := rpc.Call[events.AcpSessionConfigResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSessionConfig), &events.AcpGetSessionConfigRequest{SessionID: &nope}, nil); events.AsError(err).Code != events.CodeSessionNotFound {
 		t.Errorf("getSessionConfig(nope) = %v, want %s", err, events.CodeSessionNotFound)
 	}
 }

@@ -9,7 +9,8 @@ import (
 	"go.uber.org/goleak"
 
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/streams"
 	"skein.dev/services/history"
 )
 
@@ -18,7 +19,7 @@ import (
 // goroutine is left but those that were running before it started (the
 // embedded server's and the connection's).
 func TestRunLeavesNothing(t *testing.T) {
-	h := provision(t, eventlog.Options{})
+	h := provision(t, streams.Options{})
 	h.write(t, "s1", 3)
 	before := goleak.IgnoreCurrent()
 
@@ -43,7 +44,7 @@ func TestRunLeavesNothing(t *testing.T) {
 		t.Fatal("readHistory returned no events")
 	}
 	// listSessions waits for the index, which Run's own goroutines build.
-	if _, err := events.Call[events.AcpListDurableSessionsResponse](t.Context(), h.nc, events.APISubject("default", events.OpListSessions), &events.AcpListDurableSessionsRequest{}, nil); err != nil {
+	if _, err := rpc.Call[events.AcpListDurableSessionsResponse](t.Context(), h.nc, events.APISubject("default", events.OpListSessions), &events.AcpListDurableSessionsRequest{}, nil); err != nil {
 		t.Fatal(err)
 	}
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 	"skein.dev/services/history"
 )
 
@@ -17,7 +17,7 @@ import (
 // starts takes to build its index from ACP_SESSIONS (rebuild-s).
 func BenchmarkListSessions(b *testing.B) {
 	const sessions, page = 100_000, 100
-	h := provision(b, eventlog.Options{})
+	h := provision(b, streams.Options{})
 	js := h.js
 	// The projections, written as the session service writes them, but
 	// in flight together.

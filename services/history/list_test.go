@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/streams"
 	"skein.dev/services/history"
 )
 
@@ -43,7 +44,7 @@ func (h *harness) list(t testing.TB, ns events.Namespace, cursor *string, limit 
 	if limit != 0 {
 		req.Limit = &limit
 	}
-	return events.Call[events.AcpListDurableSessionsResponse](t.Context(), h.nc, events.APISubject(ns, events.OpListSessions), req, nil)
+	return rpc.Call[events.AcpListDurableSessionsResponse](t.Context(), h.nc, events.APISubject(ns, events.OpListSessions), req, nil)
 }
 
 // listAll pages through ns, limit sessions a page, calling between(page)
@@ -202,7 +203,7 @@ func TestListSessionsRequests(t *testing.T) {
 	}
 	for _, limit := range []uint32{0, events.MaxListLimit + 1} {
 		req := &events.AcpListDurableSessionsRequest{Limit: &limit}
-		if _, err := events.Call[events.AcpListDurableSessionsResponse](t.Context(), h.nc, events.APISubject("default", events.OpListSessions), req, nil); err == nil || events.AsError(err).Code != events.CodeInvalidRequest {
+		if _, err := rpc.Call[events.AcpListDurableSessionsResponse](t.Context(), h.nc, events.APISubject("default", events.OpListSessions), req, nil); err == nil || events.AsError(err).Code != events.CodeInvalidRequest {
 			t.Errorf("limit %d: %v, want %s", limit, err, events.CodeInvalidRequest)
 		}
 	}
@@ -210,7 +211,7 @@ func TestListSessionsRequests(t *testing.T) {
 
 // A replica that starts builds its index from the bucket alone.
 func TestListSessionsIndexRebuilt(t *testing.T) {
-	h := provision(t, eventlog.Options{})
+	h := provision(t, streams.Options{})
 	for i := range 20 {
 		h.project(t, "default", fmt.Sprintf("s%02d", i), time.Duration(i)*time.Second)
 	}

@@ -9,6 +9,8 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/streams"
 	"skein.dev/services/history"
 )
 
@@ -19,7 +21,7 @@ import (
 // each turn accepted by a user message and ended by a TurnFinished.
 func BenchmarkReadHistory(b *testing.B) {
 	const turns, messages, limit = 50, 20, 100
-	h := provision(b, eventlog.Options{})
+	h := provision(b, streams.Options{})
 	serve(b, h.nc, history.Config{})
 	w := eventlog.NewWriter(h.js, "default", "s1", eventlog.Position{}, "w")
 	appendOne := func(e eventlog.Entry) {
@@ -50,7 +52,7 @@ func BenchmarkReadHistory(b *testing.B) {
 				}
 				start := time.Now()
 				for b.Loop() {
-					p, err := events.Call[events.AcpHistoryPageResponse](b.Context(), h.nc, events.APISubject("default", events.OpReadHistory), req, nil)
+					p, err := rpc.Call[events.AcpHistoryPageResponse](b.Context(), h.nc, events.APISubject("default", events.OpReadHistory), req, nil)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -8,10 +8,11 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/sessionstate"
 )
 
 // State changes in history (readHistory with includeState): the session's
-// state changes (events.StateChangeOf) interleaved among its events, in
+// state changes (sessionstate.ChangeOf) interleaved among its events, in
 // sequence order, a change caused by an event just before it.
 //
 // A page's cursors and paging are those of the page without them: limit
@@ -55,8 +56,8 @@ func (s *Service) withState(ctx context.Context, ns events.Namespace, sid events
 		lifecycle = append(lifecycle, got...)
 	}
 	slices.SortFunc(lifecycle, func(a, b *eventlog.Record) int { return cmp.Compare(a.Sequence, b.Sequence) })
-	tracker := &events.StateTracker{Lookup: func(seq uint64) (bool, error) {
-		failed, err := eventlog.LastTurnFailed(ctx, s.js, ns, sid, seq)
+	tracker := &sessionstate.Tracker{Lookup: func(seq uint64) (bool, error) {
+		failed, err := sessionstate.LastTurnFailed(ctx, s.js, ns, sid, seq)
 		if err != nil {
 			return false, unavailable(err)
 		}
@@ -69,7 +70,7 @@ func (s *Service) withState(ctx context.Context, ns events.Namespace, sid events
 			return fmt.Errorf("session %s record %d: state change: %w", sid, r.Sequence, err)
 		}
 		if c != nil {
-			out = append(out, *events.StateEntry(sid, r.Sequence, r.Time, c))
+			out = append(out, *sessionstate.Entry(sid, r.Sequence, r.Time, c))
 		}
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
 )
 
@@ -86,7 +87,7 @@ func shown(t *testing.T, p *events.AcpHistoryPageResponse) []string {
 			out = append(out, fmt.Sprintf("%s:%s@%d", c.Change, c.Status, e.Sequence))
 			continue
 		}
-		data, err := events.PublicDurableJSON(e)
+		data, err := eventjson.Durable(e)
 		if err != nil {
 			t.Fatal(err)
 		}

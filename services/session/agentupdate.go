@@ -6,11 +6,12 @@ import (
 
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
 )
 
 // What an agent says cannot pass for Skein. A session update's public type
-// is the agent's own sessionUpdate value (events.PublicDurableJSON), so an
+// is the agent's own sessionUpdate value (eventjson.Durable), so an
 // agent that sent "permission_response" with a status "accepted" would be
 // stored, and shown, as a record of the user's approval. Two rules keep
 // the agent's words apart from Skein's:
@@ -33,14 +34,13 @@ import (
 // permission events are shown with these types today; "session_update" is
 // reserved too, so that no agent update can name the union's wrapper.
 var reservedKinds = []string{
-	"session_update",
-	events.PublicTypePermissionRequest,
-	events.PublicTypePermissionResponse,
+	"session_update", eventjson.TypePermissionRequest, eventjson.TypePermissionResponse, eventjson.TypeInputRequest,
+
 	// Skein's additions to the union (inputs.go).
-	events.PublicTypeInputRequest,
-	events.PublicTypeInputResponse,
+	eventjson.TypeInputResponse, eventjson.TypeSessionState,
+
 	// The state changes every viewer follows (sessionstate.go).
-	events.PublicTypeSessionState,
+
 }
 
 // reservedKind reports whether an agent's update kind is one of Skein's

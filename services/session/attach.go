@@ -11,6 +11,7 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/session/internal/applier"
 )
 
@@ -205,7 +206,7 @@ func (r *route) startAdapter(ctx context.Context) (tier, reason string, _ *event
 	if prev := sess.meta.AcpSessionID; prev != "" {
 		// The instruction settings go with every restore, as with the
 		// create: the agent is given its instructions again.
-		ready, err := events.Call[events.AdapterReady](ctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerRestore), &events.RestoreRequest{
+		ready, err := rpc.Call[events.AdapterReady](ctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerRestore), &events.RestoreRequest{
 			Resume: events.AcpResumeSessionRequest{
 				SessionID: prev, AgentType: o.Agent, Cwd: o.Cwd, AdditionalDirectories: dirs, McpServers: mcp, Env: env,
 			},
@@ -217,7 +218,7 @@ func (r *route) startAdapter(ctx context.Context) (tier, reason string, _ *event
 		}
 		return ready.Tier, ready.Reason, &ready.Session, nil
 	}
-	created, err := events.Call[events.AcpSessionCreatedResponse](ctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerCreate), &events.AcpCreateSessionRequest{
+	created, err := rpc.Call[events.AcpSessionCreatedResponse](ctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerCreate), &events.AcpCreateSessionRequest{
 		AgentType: o.Agent, Cwd: o.Cwd, ProtocolVersion: 1, McpServers: mcp, Env: env, AdditionalDirectories: dirs,
 		SkipOsInstructions: o.SkipOsInstructions, AdditionalInstructions: o.AdditionalInstructions,
 		ClientCapabilities: sess.clientCapabilities(),
@@ -253,7 +254,7 @@ func (r *route) stopAdapter(ctx context.Context) {
 	sess.detach()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sess.svc.cfg.CallTimeout)
 	defer cancel()
-	if _, err := events.Call[events.RunnerAck](ctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerStop), &events.AcpCloseSessionRequest{SessionID: r.acpSessionID}, r.header()); err != nil {
+	if _, err := rpc.Call[events.RunnerAck](ctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerStop), &events.AcpCloseSessionRequest{SessionID: r.acpSessionID}, r.header()); err != nil {
 		sess.lg.Warn("stop adapter", events.LogKeyErr, err)
 	}
 }

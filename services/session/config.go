@@ -1,16 +1,21 @@
 package session
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"time"
 
+	"skein.dev/internal/defaults"
 	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 )
 
-// Config configures the session service.
+// Config configures the session service. RegisterFlags holds every
+// default (DefaultConfig); New takes them for the fields a Config built in
+// code leaves zero (WithDefaults).
 type Config struct {
 	// Replicas of the streams and buckets the service provisions.
 	Replicas int
@@ -101,6 +106,94 @@ type Config struct {
 // longest JetStream election seen (a leader's loss costs a few seconds).
 const DefaultIOGapTimeout = 60 * time.Second
 
+// DefaultConfig returns the configuration RegisterFlags installs before
+// any flag is parsed.
+func DefaultConfig() Config {
+	var c Config
+	c.RegisterFlags(flag.NewFlagSet("session", flag.ContinueOnError))
+	return c
+}
+
+// WithDefaults returns c with RegisterFlags' default in each field left
+// zero whose zero value stands for "the default". The fields whose zero
+// means something of its own keep it: no idle timeout, no adapter age, no
+// quota, the NATS server's record size, the runner's directory.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
+	defaults.Set(&c.AttachTimeout, d.AttachTimeout)
+	defaults.Set(&c.CallTimeout, d.CallTimeout)
+	defaults.Set(&c.MaxPromptBytes, d.MaxPromptBytes)
+	defaults.Set(&c.MaxPromptBlocks, d.MaxPromptBlocks)
+	defaults.Set(&c.DrainWait, d.DrainWait)
+	defaults.Set(&c.CancelGrace, d.CancelGrace)
+	defaults.Set(&c.MaxMessageBytes, d.MaxMessageBytes)
+	defaults.Set(&c.MaxTurnOutputBytes, d.MaxTurnOutputBytes)
+	defaults.Set(&c.MaxPendingPermissions, d.MaxPendingPermissions)
+	defaults.Set(&c.MaxPreambleBytes, d.MaxPreambleBytes)
+	defaults.Set(&c.SweepInterval, d.SweepInterval)
+	defaults.Set(&c.GroupCommitMin, d.GroupCommitMin)
+	defaults.Set(&c.IOGapTimeout, d.IOGapTimeout)
+	defaults.Set(&c.OwnerTTL, d.OwnerTTL)
+	return c
+}
+
+// Validate reports every invalid field; it changes nothing. New validates
+// c.WithDefaults().
+func (c *Config) Validate() error {
+	var errs []error
+	positive := func(name string, v time.Duration) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("session.%s must be positive, got %v", name, v))
+		}
+	}
+	positive("attach-timeout", c.AttachTimeout)
+	positive("call-timeout", c.CallTimeout)
+	positive("drain-wait", c.DrainWait)
+	positive("cancel-grace", c.CancelGrace)
+	positive("sweep-interval", c.SweepInterval)
+	positive("io-gap-timeout", c.IOGapTimeout)
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"max-prompt-bytes", int64(c.MaxPromptBytes)},
+		{"max-prompt-blocks", int64(c.MaxPromptBlocks)},
+		{"max-message-bytes", c.MaxMessageBytes},
+		{"max-turn-output-bytes", c.MaxTurnOutputBytes},
+		{"max-pending-permissions", int64(c.MaxPendingPermissions)},
+		{"max-preamble-bytes", int64(c.MaxPreambleBytes)},
+		{"group-commit-min", int64(c.GroupCommitMin)},
+	} {
+		if f.v <= 0 {
+			errs = append(errs, fmt.Errorf("session.%s must be positive, got %d", f.name, f.v))
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"idle-timeout", c.IdleTimeout}, {"max-adapter-age", c.MaxAdapterAge}} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("session.%s must not be negative (0: never), got %v", f.name, f.v))
+		}
+	}
+	if c.MaxRecordBytes < 0 {
+		errs = append(errs, fmt.Errorf("session.max-record-bytes must not be negative (0: the NATS max payload), got %d", c.MaxRecordBytes))
+	}
+	if c.MaxPromptBlocks > events.MaxPromptBlocks {
+		errs = append(errs, fmt.Errorf("session.max-prompt-blocks is %d: a prompt's blocks are appended in one atomic batch, which holds at most %d", c.MaxPromptBlocks, events.MaxPromptBlocks))
+	}
+	if err := c.WorkspaceRoots.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("session.workspace-roots: %w", err))
+	}
+	if err := c.WorkspaceGrants.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("session.workspace-grants: %w", err))
+	}
+	if c.OwnerTTL < time.Second {
+		errs = append(errs, fmt.Errorf("session.owner-ttl %v is under the 1s minimum", c.OwnerTTL))
+	}
+	return errors.Join(errs...)
+}
+
 // RegisterFlags registers the service's flags in fs, prefixed "session.".
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DefaultCwd, "session.default-cwd", "", "working directory of sessions opened without one (empty: the runner's per-session directory)")
@@ -120,7 +213,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.IdleTimeout, "session.idle-timeout", 30*time.Minute, "unload an adapter idle this long (0: never)")
 	fs.DurationVar(&c.MaxAdapterAge, "session.max-adapter-age", 24*time.Hour, "unload an adapter attached this long, between turns (0: never)")
 	fs.DurationVar(&c.SweepInterval, "session.sweep-interval", 2*time.Second, "how often idle adapters and running turns are checked")
-	fs.DurationVar(&c.OwnerTTL, "session.owner-ttl", eventlog.DefaultOwnerTTL, "how long a session's owner lease outlives its last renewal (at least 1s)")
+	fs.DurationVar(&c.OwnerTTL, "session.owner-ttl", streams.DefaultOwnerTTL, "how long a session's owner lease outlives its last renewal (at least 1s)")
 	fs.Int64Var(&c.MaxEventsPerSession, "session.max-events-per-session", eventlog.DefaultMaxEventsPerSession, "most public events ACP_LOG keeps of a session; the oldest are pruned first")
 	fs.Int64Var(&c.MaxBytesPerSession, "session.max-bytes-per-session", eventlog.DefaultMaxBytesPerSession, "most bytes of public event payloads ACP_LOG keeps of a session; the oldest are pruned first")
 	fs.DurationVar(&c.IOGapTimeout, "session.io-gap-timeout", DefaultIOGapTimeout, "how long a turn waits, without progress, for an adapter's records stored out of order before failing output_lost; keep it well past the longest JetStream election")
@@ -128,63 +221,4 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.MaxAdaptersPerNamespace, "session.max-adapters-per-namespace", "most live adapters one namespace may hold: a number, or a percentage of the live runners' capacity (\"50%\"); 0: unlimited")
 	fs.Var(&c.MaxAdaptersPerPrincipal, "session.max-adapters-per-principal", "most live adapters one principal (the gateway's token name) may hold: a number, or a percentage of the live runners' capacity (\"25%\"); 0: unlimited")
 	fs.IntVar(&c.GroupCommitMin, "session.group-commit-min", 8, "on replicated streams, the smallest group of queued adapter output written as one atomic batch")
-}
-
-// Validate fills in defaults for zero values.
-func (c *Config) Validate() error {
-	if c.AttachTimeout <= 0 {
-		c.AttachTimeout = 60 * time.Second
-	}
-	if c.CallTimeout <= 0 {
-		c.CallTimeout = 10 * time.Second
-	}
-	if c.MaxPromptBytes <= 0 {
-		c.MaxPromptBytes = events.DefaultMaxPromptBytes
-	}
-	if c.MaxPromptBlocks <= 0 {
-		c.MaxPromptBlocks = events.DefaultMaxPromptBlocks
-	}
-	if c.MaxPromptBlocks > events.MaxPromptBlocks {
-		return fmt.Errorf("session.max-prompt-blocks is %d: a prompt's blocks are appended in one atomic batch, which holds at most %d", c.MaxPromptBlocks, events.MaxPromptBlocks)
-	}
-	if c.DrainWait <= 0 {
-		c.DrainWait = 5 * time.Second
-	}
-	if c.CancelGrace <= 0 {
-		c.CancelGrace = 10 * time.Second
-	}
-	if c.MaxMessageBytes <= 0 {
-		c.MaxMessageBytes = 64 << 20
-	}
-	if c.MaxTurnOutputBytes <= 0 {
-		c.MaxTurnOutputBytes = 256 << 20
-	}
-	if c.MaxPendingPermissions <= 0 {
-		c.MaxPendingPermissions = 1000
-	}
-	if c.MaxPreambleBytes <= 0 {
-		c.MaxPreambleBytes = 4 << 20
-	}
-	if c.SweepInterval <= 0 {
-		c.SweepInterval = 2 * time.Second
-	}
-	if c.GroupCommitMin <= 0 {
-		c.GroupCommitMin = 8
-	}
-	if c.IOGapTimeout <= 0 {
-		c.IOGapTimeout = DefaultIOGapTimeout
-	}
-	if err := c.WorkspaceRoots.Validate(); err != nil {
-		return fmt.Errorf("session.workspace-roots: %w", err)
-	}
-	if err := c.WorkspaceGrants.Validate(); err != nil {
-		return fmt.Errorf("session.workspace-grants: %w", err)
-	}
-	if c.OwnerTTL <= 0 {
-		c.OwnerTTL = eventlog.DefaultOwnerTTL
-	}
-	if c.OwnerTTL < time.Second {
-		return fmt.Errorf("session.owner-ttl %v is under the 1s minimum", c.OwnerTTL)
-	}
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/services/session"
 )
@@ -24,7 +25,7 @@ type option struct {
 
 func (h *rig) setConfig(t *testing.T, sid, configID, value string) (*events.AcpSessionConfigResponse, error) {
 	t.Helper()
-	return events.Call[events.AcpSessionConfigResponse](t.Context(), h.nc, events.APISubject("default", events.OpSetSessionConfigOption),
+	return rpc.Call[events.AcpSessionConfigResponse](t.Context(), h.nc, events.APISubject("default", events.OpSetSessionConfigOption),
 		&events.AcpSetSessionConfigOptionRequest{SessionID: &sid, ConfigID: configID, Value: events.JSON(value)}, nil)
 }
 

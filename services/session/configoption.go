@@ -9,6 +9,7 @@ import (
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 )
 
 // setConfigOption is setSessionConfigOption: it may restore the adapter,
@@ -63,7 +64,7 @@ func (sess *session) sendOption(ctx context.Context, configID string, value even
 	r := sess.adapter
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
-	resp, err := events.Call[events.RunnerConfigResponse](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerSetConfig),
+	resp, err := rpc.Call[events.RunnerConfigResponse](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerSetConfig),
 		&events.RunnerSetConfigRequest{ConfigID: configID, Value: value}, r.header())
 	if err != nil {
 		if cctx.Err() != nil && ctx.Err() == nil {

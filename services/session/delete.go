@@ -14,6 +14,7 @@ import (
 	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 )
 
 // delete removes the session: the runtime first (the running turn is
@@ -36,6 +37,7 @@ func (sess *session) delete(ctx context.Context) error {
 		sess.turn.endReason = events.ReasonSessionDeleted
 		sess.abortTurn(ctx, ioPos{}, events.OutcomeCancelled, nil)
 	}
+	sess.endLate(ctx, events.ReasonSessionDeleted)
 	if r := sess.adapter; r != nil {
 		r.stopAdapter(ctx)
 	}
@@ -171,7 +173,7 @@ func (sess *session) removeFiles(ctx context.Context) {
 	var wg sync.WaitGroup
 	for id := range sess.svc.runners.aliveSet() {
 		wg.Go(func() {
-			if _, err := events.Call[events.RunnerAck](ctx, sess.svc.nc, events.RunnerSubject(events.RunnerID(id), events.RunnerRemove), req, hdr); err != nil {
+			if _, err := rpc.Call[events.RunnerAck](ctx, sess.svc.nc, events.RunnerSubject(events.RunnerID(id), events.RunnerRemove), req, hdr); err != nil {
 				sess.lg.Warn("a runner did not remove the deleted session's files", "runner", id, events.LogKeyErr, err)
 			}
 		})

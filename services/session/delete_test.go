@@ -18,13 +18,14 @@ import (
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/session"
 	"skein.dev/testagent"
 )
 
 func (h *rig) deleteSession(t *testing.T, sid string) {
 	t.Helper()
-	if _, err := events.Call[events.AcpDeleteSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpDeleteSession),
+	if _, err := rpc.Call[events.AcpDeleteSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpDeleteSession),
 		&events.AcpDeleteSessionRequest{SessionID: &sid}, nil); err != nil {
 		t.Fatalf("delete %s: %v", sid, err)
 	}
@@ -134,7 +135,7 @@ func TestDeleteRacesTurnAndResponse(t *testing.T) {
 
 // delete is deleteSession for the loops of parallelLoops.
 func (h *harness) delete(ctx context.Context, sid string) error {
-	_, err := events.Call[events.AcpDeleteSessionResponse](ctx, h.nc, events.APISubject("default", events.OpDeleteSession),
+	_, err := rpc.Call[events.AcpDeleteSessionResponse](ctx, h.nc, events.APISubject("default", events.OpDeleteSession),
 		&events.AcpDeleteSessionRequest{SessionID: &sid}, nil)
 	return err
 }

@@ -8,11 +8,12 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/session"
 )
 
 func (h *harness) discard(ctx context.Context, sid string) error {
-	_, err := events.Call[events.DiscardSessionResponse](ctx, h.nc, events.APISubject("default", events.OpDiscardSession),
+	_, err := rpc.Call[events.DiscardSessionResponse](ctx, h.nc, events.APISubject("default", events.OpDiscardSession),
 		&events.DiscardSessionRequest{SessionID: &sid}, nil)
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // Causes of an eviction (HeaderEvict, acp_session_evictions_total), and
@@ -44,7 +45,7 @@ func (s *Service) placeAdapter(ctx context.Context, sess *session) (events.Runne
 	if err := s.ledger.catchUp(ctx); err != nil {
 		return "", err
 	}
-	principal := events.RequestHeaders(ctx).Get(events.HeaderPrincipal)
+	principal := rpc.RequestHeaders(ctx).Get(events.HeaderPrincipal)
 	key, alive := sess.key(), s.runners.aliveSet()
 	capacity := s.runners.capacity()
 	type quota struct {
@@ -149,7 +150,7 @@ func (s *Service) unloadHosted(ctx context.Context, h hostedAdapter, cause strin
 	if err != nil {
 		return err
 	}
-	_, err = events.RequestMsg(ctx, s.nc, &nats.Msg{Subject: events.OwnerSubject(moved.owner, h.ns, events.OpUnloadSession),
+	_, err = rpc.RequestMsg(ctx, s.nc, &nats.Msg{Subject: events.OwnerSubject(moved.owner, h.ns, events.OpUnloadSession),
 		Data: data, Header: nats.Header{events.HeaderEvict: []string{cause}}})
 	return err
 }
@@ -179,7 +180,7 @@ func (sess *session) evictIfIdle(ctx context.Context, cause string) error {
 		sess.project(ctx)
 		return nil
 	}
-	if sess.turn != nil || r.drain != nil {
+	if sess.turn != nil || r.drain != nil || !sess.late.empty() {
 		return events.Errorf(events.CodeSessionBusy, "session %s is not idle: not evicted", sess.sid)
 	}
 	if err := sess.unload(ctx, events.UnloadEvicted); err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // File ops (events.OpFile*): the session service owns no file, but it
@@ -22,7 +23,7 @@ import (
 // session's adapter; the runner that hosted it last, while alive; else
 // the first alive runner with the session's agent installed. The last two
 // read the same directory only when runners share the workspace, which a
-// restore on another runner needs anyway (docs/ARCHITECTURE.md,
+// restore on another runner needs anyway (docs/design/workspaces.md,
 // Attachments).
 
 func (s *Service) handleFileBegin(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
@@ -92,10 +93,10 @@ func fileCall[T any, PT interface {
 		events.HeaderSessionID: []string{string(sess.sid)},
 	}
 	// The runner bounds the uploads in progress of each principal.
-	if p := events.RequestHeaders(ctx).Get(events.HeaderPrincipal); p != "" {
+	if p := rpc.RequestHeaders(ctx).Get(events.HeaderPrincipal); p != "" {
 		hdr.Set(events.HeaderPrincipal, p)
 	}
-	resp, err := events.Call[T, PT](cctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerFile), req, hdr)
+	resp, err := rpc.Call[T, PT](cctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerFile), req, hdr)
 	if err != nil {
 		if cctx.Err() != nil && ctx.Err() == nil {
 			return nil, events.Errorf(events.CodeTimeout, "runner %s did not answer a file request in %v", runner, sess.svc.cfg.CallTimeout)

@@ -7,11 +7,12 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/session"
 )
 
 func (h *harness) fork(ctx context.Context, src, fork string, at *uint64) (*events.ForkSessionResponse, error) {
-	return events.Call[events.ForkSessionResponse](ctx, h.nc, events.APISubject("default", events.OpForkSession),
+	return rpc.Call[events.ForkSessionResponse](ctx, h.nc, events.APISubject("default", events.OpForkSession),
 		&events.ForkSessionRequest{SessionID: &src, NewSessionID: fork, AtSequence: at}, nil)
 }
 

@@ -8,12 +8,13 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // routed serves op for sessions this replica owns, and forwards requests
 // for sessions another replica owns to it. A forwarded request whose owner
 // is gone (nobody serves its subject) evicts that lease and is served here.
-func (s *Service) routed(op events.Op, h events.OpHandler) events.OpHandler {
+func (s *Service) routed(op events.Op, h rpc.OpHandler) rpc.OpHandler {
 	return func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
 		v, err := h(ctx, ns, data)
 		moved, ok := errors.AsType[*ownedElsewhere](err)
@@ -36,7 +37,7 @@ func (s *Service) routed(op events.Op, h events.OpHandler) events.OpHandler {
 // which a replica of the bucket that has not applied the delete yet may
 // answer with the dead owner still in it: the request is served again, a
 // few times over about a second, while the lease still names that owner.
-func (s *Service) afterEviction(ctx context.Context, ns events.Namespace, op events.Op, data []byte, h events.OpHandler, dead string) (events.Variant, error) {
+func (s *Service) afterEviction(ctx context.Context, ns events.Namespace, op events.Op, data []byte, h rpc.OpHandler, dead string) (events.Variant, error) {
 	wait := 50 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		v, err := h(ctx, ns, data)
@@ -71,12 +72,12 @@ func (s *Service) forward(ctx context.Context, ns events.Namespace, op events.Op
 	// The principal counts against its quota on the owner, and an
 	// eviction is one there too (evict.go): their headers go along.
 	for _, h := range []string{events.HeaderPrincipal, events.HeaderEvict} {
-		if v := events.RequestHeaders(ctx).Get(h); v != "" {
+		if v := rpc.RequestHeaders(ctx).Get(h); v != "" {
 			if msg.Header == nil {
 				msg.Header = nats.Header{}
 			}
 			msg.Header.Set(h, v)
 		}
 	}
-	return events.RequestMsg(ctx, s.nc, msg)
+	return rpc.RequestMsg(ctx, s.nc, msg)
 }

@@ -64,3 +64,7 @@ require (
 )
 
 replace skein.dev/internal => ../../internal
+
+require skein.dev/pkg/client v0.0.0
+
+replace skein.dev/pkg/client => ../../pkg/client

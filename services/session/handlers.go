@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 func (s *Service) handleOpen(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
@@ -38,7 +39,7 @@ func (s *Service) handlePrompt(ctx context.Context, ns events.Namespace, data []
 	if err != nil {
 		return nil, err
 	}
-	if err := events.CheckAttachmentRefs(blocks); err != nil {
+	if err := checkAttachmentRefs(blocks); err != nil {
 		return nil, err
 	}
 	return s.session(ns, sid).prompt(ctx, req, blocks)
@@ -85,7 +86,7 @@ func (s *Service) handleUnload(ctx context.Context, ns events.Namespace, data []
 	if err != nil {
 		return nil, err
 	}
-	if cause := events.RequestHeaders(ctx).Get(events.HeaderEvict); cause != "" {
+	if cause := rpc.RequestHeaders(ctx).Get(events.HeaderEvict); cause != "" {
 		if err := sess.evictIfIdle(ctx, cause); err != nil {
 			return nil, err
 		}

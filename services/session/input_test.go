@@ -4,17 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/session"
 )
 
@@ -32,7 +30,7 @@ func (h *harness) respondInput(ctx context.Context, sid, requestID, action, cont
 	if content != "" {
 		req.Content = events.JSON(content)
 	}
-	return events.Call[events.RespondInputResponse](ctx, h.nc, events.APISubject("default", events.OpRespondInput), req, nil)
+	return rpc.Call[events.RespondInputResponse](ctx, h.nc, events.APISubject("default", events.OpRespondInput), req, nil)
 }
 
 // waitInputRequest waits until the newest public event of sid is an
@@ -81,7 +79,7 @@ type inputState struct {
 
 func projectedInputs(t testing.TB, h *rig, sid string) inputState {
 	t.Helper()
-	resp, err := events.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession),
+	resp, err := rpc.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession),
 		&events.AcpGetDurableSessionRequest{SessionID: &sid}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -356,16 +354,6 @@ func TestInputTakeover(t *testing.T) {
 	}
 }
 
-// inputRace runs n iterations of a race over a pending input request,
-// spread over four sessions, as permRace does for permissions.
-func inputRace(t *testing.T, h *rig, n int,
-	contend func(sid string, i int, req *events.InputRequest) (any, error),
-	check func(sid string, i int, req *events.InputRequest, got any, pr promptResult) error,
-) {
-	t.Helper()
-	requestRace(t, h, n, []string{"q0", "q1", "q2", "q3"}, events.AcpOpenSessionRequest{}, inputScript, h.waitInputRequest, contend, check)
-}
-
 // turnOfInput returns the finish of the turn that asked requestID, the
 // agent's text in it, and the durable responses to the request, from the
 // audited log. It fails no test itself: parallelLoops' goroutines call it.
@@ -395,114 +383,6 @@ func turnOfInput(ctx context.Context, h *rig, sid, requestID string) (*events.Tu
 		}
 	}
 	return nil, "", nil, fmt.Errorf("no turn asked %s", requestID)
-}
-
-// An answer against a cancel: one winner, recorded once; the loser's
-// answer names it.
-func TestRespondInputRacesCancel(t *testing.T) {
-	h := startRig(t, session.Config{})
-	ctx := t.Context()
-	type answers struct {
-		respond *events.RespondInputResponse
-		cancel  *events.AcpCancelPromptResponse
-	}
-	var answerWon, cancelWon atomic.Int64
-	inputRace(t, h, iterations(200),
-		func(sid string, i int, req *events.InputRequest) (any, error) {
-			var a answers
-			var rerr, cerr error
-			race(i,
-				func() { a.respond, rerr = h.respondInput(ctx, sid, req.RequestID, "accept", `{"name":"n"}`) },
-				func() { a.cancel, cerr = h.cancelPrompt(ctx, sid) })
-			return a, errors.Join(rerr, cerr)
-		},
-		func(sid string, i int, req *events.InputRequest, got any, pr promptResult) error {
-			a := got.(answers)
-			finish, _, resps, err := turnOfInput(ctx, h, sid, req.RequestID)
-			if err != nil {
-				return err
-			}
-			if len(resps) != 1 {
-				return fmt.Errorf("%d input responses for %s, want 1", len(resps), req.RequestID)
-			}
-			resp := resps[0]
-			switch a.respond.Status {
-			case events.PermissionAccepted:
-				answerWon.Add(1)
-				if resp.Status != events.PermissionAccepted {
-					return fmt.Errorf("the answer was accepted, the log says %+v", resp)
-				}
-				switch {
-				case a.cancel.Status == events.CancelCancelled && finish.Outcome == events.OutcomeCancelled:
-				case (a.cancel.Status == events.OutcomeCompleted || a.cancel.Status == events.CancelNoActivePrompt) && finish.Outcome == events.OutcomeCompleted:
-				default:
-					return fmt.Errorf("cancel answered %s, the turn ended %s", a.cancel.Status, finish.Outcome)
-				}
-			case events.PermissionNotPending:
-				cancelWon.Add(1)
-				if a.respond.Reason == nil || *a.respond.Reason != events.ReasonPromptCancelled {
-					return fmt.Errorf("the answer lost with reason %v, want %s", a.respond.Reason, events.ReasonPromptCancelled)
-				}
-				if resp.Status != events.PermissionTerminal || resp.Reason == nil || *resp.Reason != events.ReasonPromptCancelled {
-					return fmt.Errorf("cancel won, the log's response is %+v", resp)
-				}
-				if a.cancel.Status != events.CancelCancelled || finish.Outcome != events.OutcomeCancelled {
-					return fmt.Errorf("cancel won, it answered %s and the turn ended %s", a.cancel.Status, finish.Outcome)
-				}
-			default:
-				return fmt.Errorf("the answer got %+v", a.respond)
-			}
-			if pr.err != nil || pr.res.StopReason != finish.StopReason {
-				return fmt.Errorf("prompt = %+v, %v; the turn ended %s/%s", pr.res, pr.err, finish.Outcome, finish.StopReason)
-			}
-			return nil
-		})
-	t.Logf("answer won %d, cancel won %d", answerWon.Load(), cancelWon.Load())
-}
-
-// An answer against an answer: one accepted, the other
-// not_pending/already_resolved, and the agent gets the winner's.
-func TestRespondInputRacesRespond(t *testing.T) {
-	h := startRig(t, session.Config{})
-	ctx := t.Context()
-	type answers struct {
-		accept, decline *events.RespondInputResponse
-	}
-	inputRace(t, h, iterations(200),
-		func(sid string, i int, req *events.InputRequest) (any, error) {
-			var a answers
-			var aerr, derr error
-			var wg sync.WaitGroup
-			wg.Go(func() { a.accept, aerr = h.respondInput(ctx, sid, req.RequestID, "accept", `{"name":"n"}`) })
-			wg.Go(func() { a.decline, derr = h.respondInput(ctx, sid, req.RequestID, "decline", "") })
-			wg.Wait()
-			return a, errors.Join(aerr, derr)
-		},
-		func(sid string, i int, req *events.InputRequest, got any, pr promptResult) error {
-			a := got.(answers)
-			winner, loser, response, said := a.accept, a.decline, `{"action":"accept","content":{"name":"n"}}`, `input: accept {"name":"n"}`
-			if a.decline.Status == events.PermissionAccepted {
-				winner, loser, response, said = a.decline, a.accept, `{"action":"decline"}`, "input: decline"
-			}
-			if winner.Status != events.PermissionAccepted || loser.Status != events.PermissionNotPending ||
-				loser.Reason == nil || *loser.Reason != events.ReasonAlreadyResolved {
-				return fmt.Errorf("answers %+v and %+v, want one accepted and one not_pending/already_resolved", a.accept, a.decline)
-			}
-			_, text, resps, err := turnOfInput(ctx, h, sid, req.RequestID)
-			if err != nil {
-				return err
-			}
-			if len(resps) != 1 || resps[0].Status != events.PermissionAccepted || string(resps[0].Response) != response {
-				return fmt.Errorf("input responses %+v, want one accepted with %s", resps, response)
-			}
-			if pr.err != nil || !strings.Contains(string(pr.res.Message), "after") {
-				return fmt.Errorf("prompt = %+v, %v", pr.res, pr.err)
-			}
-			if text != said+"\nafter" {
-				return fmt.Errorf("agent output %q, want %q", text, said+"\nafter")
-			}
-			return nil
-		})
 }
 
 // A request Skein cannot forward (here a schema that is not an object's)

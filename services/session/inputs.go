@@ -6,26 +6,26 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/inputform"
+	"skein.dev/pkg/events/rpc"
 )
 
-// Input requests (ACP elicitation/create) follow the permission requests'
-// rules (permissions.go): the request is a durable input_request event
-// under the runner's correlation ID, it waits with no timeout for the
-// first of respondInput, a cancel, an unload, the adapter's exit or the
-// session's deletion, and the first resolution wins, recorded as a
-// durable input_response event. A session opened with InputPolicyDecline
+// Input requests (ACP elicitation/create) are requests waiting for a
+// person (waiting.go): the request is a durable input_request event under
+// the runner's correlation ID, and the first resolution wins, recorded as
+// a durable input_response event. A session opened with InputPolicyDecline
 // records the request and its decline together and answers at once.
 
 // input is an elicitation/create waiting for a person's answer.
 type input struct {
-	id      string              // the runner's correlation ID, never the adapter's JSON-RPC id
-	request events.JSON         // as stored: the ACP params without the private sessionId
-	schema  *events.InputSchema // the requested schema, to check answers against
+	id      string            // the runner's correlation ID, never the adapter's JSON-RPC id
+	request events.JSON       // as stored: the ACP params without the private sessionId
+	schema  *inputform.Schema // the requested schema, to check answers against
 }
 
 // newInput reads the requested schema of an input request.
 func newInput(id string, request events.JSON) (*input, error) {
-	schema, err := events.ParseInputRequest(request)
+	schema, err := inputform.Parse(request)
 	if err != nil {
 		return nil, err
 	}
@@ -44,9 +44,9 @@ func (sess *session) clientCapabilities() events.JSON {
 
 // onInputRequest handles an elicitation/create the runner forwarded.
 func (sess *session) onInputRequest(ctx context.Context, at ioPos, r *route, req *events.AdapterInputRequest) {
-	cancelled := events.InputResponseJSON(events.InputCancel, nil)
-	if sess.turn == nil || r.drain != nil {
-		// No turn wants it (or its turn was cancelled): cancelled at once.
+	cancelled := inputResponseJSON(events.InputCancel, nil)
+	if r.drain != nil {
+		// Its turn was cancelled: cancelled at once.
 		sess.answerInput(ctx, r, req.RequestID, cancelled)
 		return
 	}
@@ -60,9 +60,10 @@ func (sess *session) onInputRequest(ctx context.Context, at ioPos, r *route, req
 		// The runner checked it: only a runner of another version gets here.
 		sess.svc.m.ioRejected.WithLabelValues("malformed_input").Inc()
 		sess.answerInput(ctx, r, req.RequestID, cancelled)
-		sess.abortTurn(ctx, at, events.OutcomeFailed, events.Errorf(events.CodeAdapterProtocol, "input request: %v", events.AsError(err).Message))
+		sess.refuseRequest(ctx, at, events.Errorf(events.CodeAdapterProtocol, "input request: %v", events.AsError(err).Message))
 		return
 	}
+	w := sess.waitingFor()
 	entries := []eventlog.Entry{{Kind: events.LogEvents, Value: &events.InputRequest{RequestID: in.id, Request: in.request}}}
 	declined := sess.opened.InputPolicy == events.InputPolicyDecline
 	if declined {
@@ -70,33 +71,31 @@ func (sess *session) onInputRequest(ctx context.Context, at ioPos, r *route, req
 		// together, before the agent hears of it.
 		reason := events.ReasonInputPolicy
 		entries = append(entries, eventlog.Entry{Kind: events.LogEvents, Value: &events.InputResponse{
-			RequestID: in.id, Response: events.InputResponseJSON(events.InputDecline, nil), Status: events.PermissionTerminal, Reason: &reason,
+			RequestID: in.id, Response: inputResponseJSON(events.InputDecline, nil), Status: events.PermissionTerminal, Reason: &reason,
 		}})
-	} else if len(sess.turn.inputs) >= sess.svc.cfg.MaxPendingPermissions {
+	} else if len(w.inputs) >= sess.svc.cfg.MaxPendingPermissions {
 		sess.answerInput(ctx, r, req.RequestID, cancelled)
-		sess.abortTurn(ctx, at, events.OutcomeFailed, events.Errorf(events.CodePayloadTooLarge, "more than %d input requests pending", sess.svc.cfg.MaxPendingPermissions))
+		sess.refuseRequest(ctx, at, events.Errorf(events.CodePayloadTooLarge, "more than %d input requests pending", sess.svc.cfg.MaxPendingPermissions))
 		return
 	}
 	if _, err := sess.append(ctx, at, entries...); err != nil {
 		sess.answerInput(ctx, r, req.RequestID, cancelled)
-		sess.abortTurn(ctx, at, events.OutcomeFailed, events.Errorf(events.CodeOutputLost,
+		sess.refuseRequest(ctx, at, events.Errorf(events.CodeOutputLost,
 			"the agent's input request could not be written to the session's log: %s", events.AsError(err).Message))
 		return
 	}
 	if declined {
 		sess.resolve(in.id, events.ReasonInputPolicy)
-		sess.answerInput(ctx, r, in.id, events.InputResponseJSON(events.InputDecline, nil))
+		sess.answerInput(ctx, r, in.id, inputResponseJSON(events.InputDecline, nil))
 		return
 	}
-	sess.turn.inputs = append(sess.turn.inputs, in)
+	w.inputs = append(w.inputs, in)
 	sess.project(ctx)
 }
 
-// respondInput is respondInput: the first resolution of a request wins,
-// against cancels, exits, deletion and other answers, all serialised by
-// the session lock and recorded in the log in that order. Content that
-// does not fit the requested schema is invalid_request, and nothing is
-// written or sent.
+// respondInput is respondInput: the first resolution of a request wins
+// (waiting.go). Content that does not fit the requested schema is
+// invalid_request, and nothing is written or sent.
 func (sess *session) respondInput(ctx context.Context, req *events.RespondInputRequest) (*events.RespondInputResponse, error) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
@@ -110,16 +109,10 @@ func (sess *session) respondInput(ctx context.Context, req *events.RespondInputR
 		}
 		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sess.sid)
 	}
-	var in *input
-	if t := sess.turn; t != nil {
-		if i := slices.IndexFunc(t.inputs, func(in *input) bool { return in.id == req.RequestID }); i >= 0 {
-			in = t.inputs[i]
-		}
-	}
+	w, _, in, reason := sess.waitingWith(req.RequestID)
 	if in == nil {
-		reason, ok := sess.resolved[req.RequestID]
-		if !ok {
-			reason = events.ReasonUnknownRequest
+		if w != nil {
+			reason = events.ReasonUnknownRequest // a permission request's ID
 		}
 		return inputNotPending(reason), nil
 	}
@@ -128,7 +121,7 @@ func (sess *session) respondInput(ctx context.Context, req *events.RespondInputR
 			return nil, err
 		}
 	}
-	response := events.InputResponseJSON(req.Action, req.Content)
+	response := inputResponseJSON(req.Action, req.Content)
 	if err := sess.answerInput(ctx, sess.adapter, in.id, response); err != nil {
 		// Not delivered: the adapter is gone. Its exit, applied next, makes
 		// the request terminal; this answer lost.
@@ -139,7 +132,7 @@ func (sess *session) respondInput(ctx context.Context, req *events.RespondInputR
 	}}); err != nil {
 		return nil, err
 	}
-	sess.turn.inputs = slices.DeleteFunc(sess.turn.inputs, func(x *input) bool { return x == in })
+	w.inputs = slices.DeleteFunc(w.inputs, func(x *input) bool { return x == in })
 	sess.resolve(in.id, events.ReasonAlreadyResolved)
 	sess.project(ctx)
 	return &events.RespondInputResponse{Status: events.PermissionAccepted}, nil
@@ -149,58 +142,11 @@ func inputNotPending(reason string) *events.RespondInputResponse {
 	return &events.RespondInputResponse{Status: events.PermissionNotPending, Reason: &reason}
 }
 
-// terminateInputs ends every pending input request of the running turn
-// with reason: the adapter is answered cancel (if it is still there) and
-// each ending is recorded as a terminal input_response event.
-func (sess *session) terminateInputs(ctx context.Context, at ioPos, reason string) {
-	t := sess.turn
-	if t == nil || len(t.inputs) == 0 {
-		return
-	}
-	inputs := t.inputs
-	t.inputs = nil
-	cancelled := events.InputResponseJSON(events.InputCancel, nil)
-	entries := make([]eventlog.Entry, 0, len(inputs))
-	for _, in := range inputs {
-		if reason != events.ReasonAdapterExited && sess.adapter != nil {
-			sess.answerInput(ctx, sess.adapter, in.id, cancelled) // a failure is logged; the request ends here either way
-		}
-		entries = append(entries, terminalInput(in.id, reason))
-		sess.resolve(in.id, reason)
-	}
-	if _, err := sess.append(ctx, at, entries...); err != nil {
-		sess.svc.m.lostRecords.WithLabelValues("InputResponse").Add(float64(len(entries)))
-		sess.lg.Warn("record terminal input requests", events.LogKeyErr, err)
-	}
-}
-
 // terminalInput is the input_response that ends request id unanswered.
 func terminalInput(id, reason string) eventlog.Entry {
 	return eventlog.Entry{Kind: events.LogEvents, Value: &events.InputResponse{
-		RequestID: id, Response: events.InputResponseJSON(events.InputCancel, nil), Status: events.PermissionTerminal, Reason: &reason,
+		RequestID: id, Response: inputResponseJSON(events.InputCancel, nil), Status: events.PermissionTerminal, Reason: &reason,
 	}}
-}
-
-// openInputs returns, oldest first, the input requests among a turn's
-// records that no input_response ended: what a takeover rebuilds and a
-// reconcile ends. The log alone says it; a request whose schema cannot be
-// read is left out (the runner checked it, so only a bug puts one there).
-func (sess *session) openInputs(recs []*eventlog.Record) []*input {
-	var open []*input
-	for _, rec := range recs {
-		switch v, _ := events.Unmarshal(rec.Data); v := v.(type) {
-		case *events.InputRequest:
-			in, err := newInput(v.RequestID, v.Request)
-			if err != nil {
-				sess.lg.Warn("unreadable input request in the log", events.LogKeySeq, rec.Sequence, events.LogKeyErr, err)
-				continue
-			}
-			open = append(open, in)
-		case *events.InputResponse:
-			open = slices.DeleteFunc(open, func(in *input) bool { return in.id == v.RequestID })
-		}
-	}
-	return open
 }
 
 // answerInput tells the adapter, through its runner, what became of input
@@ -212,7 +158,7 @@ func (sess *session) answerInput(ctx context.Context, r *route, requestID string
 	}
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
-	_, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerInput),
+	_, err := rpc.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerInput),
 		&events.RunnerInputAnswer{RequestID: requestID, Response: response}, r.header())
 	if err != nil {
 		sess.lg.Warn("answer an input request", events.LogKeyErr, err)

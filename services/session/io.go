@@ -465,6 +465,7 @@ func (r *route) onExit(ctx context.Context, at ioPos, ev *events.AcpAgentExitedE
 	sess.buf.reset()
 	r.endDrain()
 	sess.detach() // first: nothing is sent to the dead adapter any more
+	sess.endLate(ctx, events.ReasonAdapterExited)
 	if _, err := sess.append(ctx, at, eventlog.Entry{Kind: events.LogControl, Value: ev}); err != nil {
 		// The exit is in ACP_IO still (when the runner saw it): a later
 		// owner's takeover finds the adapter gone and closes the turn.

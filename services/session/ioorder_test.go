@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"skein.dev/internal/testutil"
+	"skein.dev/pkg/client/turnwait"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/services/session"
@@ -92,7 +93,7 @@ func (s *ioScript) await(t *testing.T) *events.TurnFinished {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), testutil.PollTimeout)
 	defer cancel()
-	f, err := eventlog.AwaitTurn(ctx, s.h.js, "default", events.SessionID(s.sid), s.acc)
+	f, err := turnwait.Await(ctx, s.h.js, "default", events.SessionID(s.sid), s.acc)
 	if err != nil {
 		t.Fatalf("await the turn: %v", err)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"skein.dev/pkg/events/lifecycle"
+	"skein.dev/internal/lifecycle"
 )
 
 // lifetime is one Run of the service, lent to the work that has no context

@@ -12,6 +12,7 @@ import (
 
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
 )
 
@@ -140,7 +141,7 @@ func (l logReader) preamble(ctx context.Context, before uint64, maxBytes int) (s
 		if err != nil {
 			continue // a permission event
 		}
-		if k, _ := events.PublicJSONType(u.Update); k == acp.UpdateUserMessageChunk && !userPrompt(r) {
+		if k, _ := eventjson.Type(u.Update); k == acp.UpdateUserMessageChunk && !userPrompt(r) {
 			// The agent said the user said it: never the user's words to
 			// the agent that takes over (agentupdate.go).
 			continue

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/session"
 )
 
@@ -15,7 +16,7 @@ import (
 // client does.
 func (h *harness) commands(t *testing.T, sid string) string {
 	t.Helper()
-	resp, err := events.Call[events.SessionCommandsResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSessionCommands),
+	resp, err := rpc.Call[events.SessionCommandsResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSessionCommands),
 		&events.GetSessionCommandsRequest{SessionID: &sid}, nil)
 	if err != nil {
 		t.Fatalf("getSessionCommands %s: %v", sid, err)

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -16,12 +15,14 @@ import (
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/session"
 )
 
-// The permission rules under forced races: a response against a cancel,
-// another response, or the adapter's exit; and the requests a turn keeps
-// pending together.
+// The permission rules: a response against the adapter's exit, and the
+// requests a turn keeps pending together. The races both kinds of request
+// share (an answer against a cancel or another answer) are in
+// waiting_race_test.go.
 
 // permissionScript asks for one permission, then speaks.
 const permissionScript = "permission call_1 allow_once=yes,reject_once=no\nsay after"
@@ -222,6 +223,10 @@ type sessionState struct {
 		RequestID string          `json:"requestId"`
 		Request   json.RawMessage `json:"request"`
 	} `json:"requests"`
+	Inputs []struct {
+		RequestID string          `json:"requestId"`
+		Request   json.RawMessage `json:"request"`
+	} `json:"inputs"`
 	Error *struct {
 		Code string `json:"code"`
 	} `json:"error"`
@@ -250,7 +255,7 @@ func projectedMeta(t testing.TB, h *rig, sid string) *events.SessionMeta {
 // prompt returned.
 func projectedState(t testing.TB, h *rig, sid string) sessionState {
 	t.Helper()
-	resp, err := events.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession),
+	resp, err := rpc.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession),
 		&events.AcpGetDurableSessionRequest{SessionID: &sid}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -319,120 +324,6 @@ func requestRace[R any](t *testing.T, h *rig, n int, sids []string, open events.
 	for _, sid := range sids {
 		h.readLog(t, sid) // the audit
 	}
-}
-
-// respondPermission against cancelPrompt: one winner, recorded once; the
-// loser's answer names it.
-func TestRespondRacesCancel(t *testing.T) {
-	h := startRig(t, session.Config{})
-	ctx := t.Context()
-	type answers struct {
-		respond *events.AcpRespondPermissionResponse
-		cancel  *events.AcpCancelPromptResponse
-	}
-	var respondWon, cancelWon atomic.Int64
-	permRace(t, h, iterations(200),
-		func(sid string, i int, req *events.AcpDurablePermissionRequest) (any, error) {
-			var a answers
-			var rerr, cerr error
-			race(i,
-				func() { a.respond, rerr = h.respondPermission(ctx, sid, req.RequestID, "yes") },
-				func() { a.cancel, cerr = h.cancelPrompt(ctx, sid) })
-			return a, errors.Join(rerr, cerr)
-		},
-		func(sid string, i int, req *events.AcpDurablePermissionRequest, got any, pr promptResult) error {
-			a := got.(answers)
-			turn, resps, err := turnOfRequest(t, h, sid, req.RequestID)
-			if err != nil {
-				return err
-			}
-			if len(resps) != 1 {
-				return fmt.Errorf("%d permission responses for %s, want 1", len(resps), req.RequestID)
-			}
-			resp := resps[0].resp
-			switch a.respond.Status {
-			case events.PermissionAccepted:
-				respondWon.Add(1)
-				if resp.Status != events.PermissionAccepted {
-					return fmt.Errorf("respond accepted, the log says %s", resp.Status)
-				}
-				// The cancel came second: it cancelled the rest of the turn,
-				// or found it over.
-				switch {
-				case a.cancel.Status == events.CancelCancelled && turn.Finish.Outcome == events.OutcomeCancelled:
-				case (a.cancel.Status == events.OutcomeCompleted || a.cancel.Status == events.CancelNoActivePrompt) && turn.Finish.Outcome == events.OutcomeCompleted:
-				default:
-					return fmt.Errorf("cancel answered %s, the turn ended %s", a.cancel.Status, turn.Finish.Outcome)
-				}
-			case events.PermissionNotPending:
-				cancelWon.Add(1)
-				if a.respond.Reason == nil || *a.respond.Reason != events.ReasonPromptCancelled {
-					return fmt.Errorf("respond lost with reason %v, want %s", a.respond.Reason, events.ReasonPromptCancelled)
-				}
-				if resp.Status != events.PermissionTerminal || resp.Reason == nil || *resp.Reason != events.ReasonPromptCancelled {
-					return fmt.Errorf("cancel won, the log's response is %+v", resp)
-				}
-				if a.cancel.Status != events.CancelCancelled || turn.Finish.Outcome != events.OutcomeCancelled {
-					return fmt.Errorf("cancel won, it answered %s and the turn ended %s", a.cancel.Status, turn.Finish.Outcome)
-				}
-			default:
-				return fmt.Errorf("respond answered %+v", a.respond)
-			}
-			if pr.err != nil || pr.res.StopReason != turn.Finish.StopReason {
-				return fmt.Errorf("prompt = %+v, %v; the turn ended %s/%s", pr.res, pr.err, turn.Finish.Outcome, turn.Finish.StopReason)
-			}
-			return nil
-		})
-	t.Logf("respond won %d, cancel won %d", respondWon.Load(), cancelWon.Load())
-	// Each request's wait is timed once, by how it ended, before the
-	// winner answers.
-	for end, want := range map[string]int64{"answered": respondWon.Load(), "terminal": cancelWon.Load()} {
-		if n := testutil.Metric(t, h.reg, "acp_session_permission_wait_seconds", "end", end); n != float64(want) {
-			t.Errorf("permission waits ended %s: %v observed, want %d", end, n, want)
-		}
-	}
-}
-
-// respondPermission against respondPermission: one accepted, the other
-// not_pending/already_resolved, and the agent acts on the winner's option.
-func TestRespondRacesRespond(t *testing.T) {
-	h := startRig(t, session.Config{})
-	ctx := t.Context()
-	type answers struct {
-		yes, no *events.AcpRespondPermissionResponse
-	}
-	permRace(t, h, iterations(200),
-		func(sid string, i int, req *events.AcpDurablePermissionRequest) (any, error) {
-			var a answers
-			var yerr, nerr error
-			var wg sync.WaitGroup
-			wg.Go(func() { a.yes, yerr = h.respondPermission(ctx, sid, req.RequestID, "yes") })
-			wg.Go(func() { a.no, nerr = h.respondPermission(ctx, sid, req.RequestID, "no") })
-			wg.Wait()
-			return a, errors.Join(yerr, nerr)
-		},
-		func(sid string, i int, req *events.AcpDurablePermissionRequest, got any, pr promptResult) error {
-			a := got.(answers)
-			winner, loser, option := a.yes, a.no, "yes"
-			if a.no.Status == events.PermissionAccepted {
-				winner, loser, option = a.no, a.yes, "no"
-			}
-			if winner.Status != events.PermissionAccepted || loser.Status != events.PermissionNotPending ||
-				loser.Reason == nil || *loser.Reason != events.ReasonAlreadyResolved {
-				return fmt.Errorf("answers %+v and %+v, want one accepted and one not_pending/already_resolved", a.yes, a.no)
-			}
-			_, resps, err := turnOfRequest(t, h, sid, req.RequestID)
-			if err != nil {
-				return err
-			}
-			if len(resps) != 1 || resps[0].resp.Status != events.PermissionAccepted || !strings.Contains(string(resps[0].resp.Response), `"`+option+`"`) {
-				return fmt.Errorf("permission responses %+v, want one accepted with %s", resps, option)
-			}
-			if pr.err != nil || !strings.Contains(string(pr.res.Message), "after") {
-				return fmt.Errorf("prompt = %+v, %v", pr.res, pr.err)
-			}
-			return nil
-		})
 }
 
 // respondPermission against the adapter's death (SIGKILL): either the answer

@@ -12,6 +12,7 @@ import (
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 )
 
 // permission is a session/request_permission waiting for a caller's answer
@@ -63,15 +64,14 @@ func (sess *session) resolve(requestID, reason string) {
 	sess.resolvedOrder = append(sess.resolvedOrder, requestID)
 }
 
-// onPermissionRequest handles session/request_permission: an automatic
-// policy answers at once and nothing is stored or shown; policy ask makes
-// the request a durable permission_request event and waits, with no
-// timeout, for respondPermission, a cancel, the adapter's exit or the
-// session's deletion, whichever comes first. The request's ID is the
-// runner's correlation ID: it is the public requestId too.
+// onPermissionRequest handles session/request_permission under the rules
+// of waiting requests (waiting.go): an automatic policy answers at once
+// and nothing is stored or shown; policy ask makes the request a durable
+// permission_request event and waits for respondPermission. The request's
+// ID is the runner's correlation ID: it is the public requestId too.
 func (sess *session) onPermissionRequest(ctx context.Context, at ioPos, r *route, req *events.AdapterPermissionRequest) {
-	if sess.turn == nil || r.drain != nil {
-		// No turn wants it (or its turn was cancelled): cancelled at once.
+	if r.drain != nil {
+		// Its turn was cancelled: cancelled at once.
 		sess.answer(ctx, r, req.RequestID, nil)
 		return
 	}
@@ -84,42 +84,42 @@ func (sess *session) onPermissionRequest(ctx context.Context, at ioPos, r *route
 	if err != nil {
 		sess.svc.m.ioRejected.WithLabelValues("malformed_permission").Inc()
 		sess.answer(ctx, r, req.RequestID, nil)
-		sess.abortTurn(ctx, at, events.OutcomeFailed, events.Errorf(events.CodeAdapterProtocol, "permission request: %v", err))
+		sess.refuseRequest(ctx, at, events.Errorf(events.CodeAdapterProtocol, "permission request: %v", err))
 		return
 	}
 	if sess.opened.PermissionPolicy != events.PolicyAsk {
 		optionID, err := sess.decidePermission(req.Request)
 		if err != nil {
 			// The policy cannot answer: the adapter is told the request was
-			// cancelled, and the turn fails.
+			// cancelled, and its turn fails.
 			sess.answer(ctx, r, req.RequestID, nil)
-			sess.abortTurn(ctx, at, events.OutcomeFailed, events.AsError(err))
+			sess.refuseRequest(ctx, at, events.AsError(err))
 			return
 		}
 		sess.answer(ctx, r, req.RequestID, &optionID)
 		return
 	}
-	if len(sess.turn.perms) >= sess.svc.cfg.MaxPendingPermissions {
+	w := sess.waitingFor()
+	if len(w.perms) >= sess.svc.cfg.MaxPendingPermissions {
 		sess.answer(ctx, r, req.RequestID, nil)
-		sess.abortTurn(ctx, at, events.OutcomeFailed, events.Errorf(events.CodePayloadTooLarge, "more than %d permission requests pending", sess.svc.cfg.MaxPendingPermissions))
+		sess.refuseRequest(ctx, at, events.Errorf(events.CodePayloadTooLarge, "more than %d permission requests pending", sess.svc.cfg.MaxPendingPermissions))
 		return
 	}
 	if _, err := sess.append(ctx, at, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurablePermissionRequest{RequestID: p.id, Request: p.request}}); err != nil {
 		// The log did not take the request (after the writer's retries):
 		// a fault, not the turn's doing.
 		sess.answer(ctx, r, req.RequestID, nil)
-		sess.abortTurn(ctx, at, events.OutcomeFailed, events.Errorf(events.CodeOutputLost,
+		sess.refuseRequest(ctx, at, events.Errorf(events.CodeOutputLost,
 			"the agent's permission request could not be written to the session's log: %s", events.AsError(err).Message))
 		return
 	}
 	p.requested = time.Now()
-	sess.turn.perms = append(sess.turn.perms, p)
+	w.perms = append(w.perms, p)
 	sess.project(ctx)
 }
 
-// respond is respondPermission: the first resolution of a request wins,
-// against cancels, exits, deletion and other responses, all serialised by
-// the session lock and recorded in the log in that order.
+// respond is respondPermission: the first resolution of a request wins
+// (waiting.go).
 func (sess *session) respond(ctx context.Context, requestID, optionID string) (*events.AcpRespondPermissionResponse, error) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
@@ -133,16 +133,10 @@ func (sess *session) respond(ctx context.Context, requestID, optionID string) (*
 		}
 		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sess.sid)
 	}
-	var p *permission
-	if t := sess.turn; t != nil {
-		if i := slices.IndexFunc(t.perms, func(p *permission) bool { return p.id == requestID }); i >= 0 {
-			p = t.perms[i]
-		}
-	}
+	w, p, _, reason := sess.waitingWith(requestID)
 	if p == nil {
-		reason, ok := sess.resolved[requestID]
-		if !ok {
-			reason = events.ReasonUnknownRequest
+		if w != nil {
+			reason = events.ReasonUnknownRequest // an input request's ID
 		}
 		return notPending(reason), nil
 	}
@@ -161,7 +155,7 @@ func (sess *session) respond(ctx context.Context, requestID, optionID string) (*
 		return nil, err
 	}
 	sess.waited(p, permAnswered)
-	sess.turn.perms = slices.DeleteFunc(sess.turn.perms, func(x *permission) bool { return x == p })
+	w.perms = slices.DeleteFunc(w.perms, func(x *permission) bool { return x == p })
 	sess.resolve(p.id, events.ReasonAlreadyResolved)
 	sess.project(ctx)
 	return &events.AcpRespondPermissionResponse{Status: events.PermissionAccepted}, nil
@@ -171,35 +165,12 @@ func notPending(reason string) *events.AcpRespondPermissionResponse {
 	return &events.AcpRespondPermissionResponse{Status: events.PermissionNotPending, Reason: &reason}
 }
 
-// terminatePermissions ends every pending request of the running turn with
-// reason: the adapter is answered cancelled (if it is still there) and each
-// ending is recorded as a terminal permission_response event.
-func (sess *session) terminatePermissions(ctx context.Context, at ioPos, reason string) {
-	t := sess.turn
-	if t == nil || len(t.perms) == 0 {
-		return
-	}
-	perms := t.perms
-	t.perms = nil
-	entries := make([]eventlog.Entry, 0, len(perms))
-	for _, p := range perms {
-		if reason != events.ReasonAdapterExited && sess.adapter != nil {
-			sess.answer(ctx, sess.adapter, p.id, nil) // a failure is logged; the request ends here either way
-		}
-		reasonCopy := reason
-		entries = append(entries, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurablePermissionResponse{
-			RequestID: p.id, Response: events.JSON(acp.PermissionCancelled()), Status: events.PermissionTerminal, Reason: &reasonCopy,
-		}})
-		sess.resolve(p.id, reason)
-	}
-	if _, err := sess.append(ctx, at, entries...); err != nil {
-		sess.svc.m.lostRecords.WithLabelValues("AcpDurablePermissionResponse").Add(float64(len(entries)))
-		sess.lg.Warn("record terminal permission requests", events.LogKeyErr, err)
-		return
-	}
-	for _, p := range perms {
-		sess.waited(p, permTerminal)
-	}
+// terminalPermission is the permission_response that ends request id
+// unanswered.
+func terminalPermission(id, reason string) eventlog.Entry {
+	return eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurablePermissionResponse{
+		RequestID: id, Response: events.JSON(acp.PermissionCancelled()), Status: events.PermissionTerminal, Reason: &reason,
+	}}
 }
 
 // answer tells the adapter, through its runner, what became of permission
@@ -211,7 +182,7 @@ func (sess *session) answer(ctx context.Context, r *route, requestID string, opt
 	}
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
-	_, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerPermission),
+	_, err := rpc.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerPermission),
 		&events.RunnerPermissionAnswer{RequestID: requestID, OptionID: optionID}, r.header())
 	if err != nil {
 		sess.lg.Warn("answer a permission request", events.LogKeyErr, err)

@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"skein.dev/internal/lifecycle"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
-	"skein.dev/pkg/events/lifecycle"
+	"skein.dev/pkg/events/streams"
 )
 
 // runnerDirectory mirrors ACP_RUNNERS: which runners are alive, what agents
@@ -83,7 +83,7 @@ func watchRunners(ctx context.Context, bg *sync.WaitGroup, kv jetstream.KeyValue
 // last put; checking it once two puts are missed ends its turns
 // (adapter_exited) within the TTL, the ping included, where waiting for
 // the expiry took the TTL and the ping.
-const heartbeatLate = 2 * eventlog.DefaultRunnerTTL / 3
+const heartbeatLate = 2 * streams.DefaultRunnerTTL / 3
 
 // checkLate checks, once per missed stretch, each runner whose heartbeat
 // is overdue. The check (checkRunner) pings it: one that answers, or

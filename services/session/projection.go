@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/sessionstate"
 )
 
 // project writes the ACP_SESSIONS projection. It is best effort: the log is
@@ -102,12 +103,16 @@ func (sess *session) overwritableMarker(ctx context.Context) (uint64, bool) {
 // projection is the session's ACP_SESSIONS entry now.
 func (sess *session) projection() events.SessionMeta {
 	state := events.SessionState{Status: sess.status()}
+	lists := []*waiting{&sess.late}
 	if sess.turn != nil {
 		state.TurnID = sess.turn.id
-		for _, p := range sess.turn.perms {
+		lists = append(lists, &sess.turn.waiting)
+	}
+	for _, w := range lists {
+		for _, p := range w.perms {
 			state.Requests = append(state.Requests, events.PendingPermission{RequestID: p.id, Request: p.request})
 		}
-		for _, in := range sess.turn.inputs {
+		for _, in := range w.inputs {
 			state.Inputs = append(state.Inputs, events.PendingInput{RequestID: in.id, Request: in.request})
 		}
 	}
@@ -149,18 +154,14 @@ func (sess *session) projection() events.SessionMeta {
 	return m
 }
 
-// status is the session state derived from the log: waiting while a turn
-// waits for permission or input answers, running while a turn is open, failed after
-// a failed turn, idle otherwise.
+// status is the session state derived from the log: waiting while a
+// request of the agent waits for a person's answer (a turn's, or one
+// raised outside any turn), running while a turn is open, failed after a
+// failed turn, idle otherwise.
 func (sess *session) status() events.SessionStatus {
-	switch {
-	case sess.turn != nil && (len(sess.turn.perms) > 0 || len(sess.turn.inputs) > 0):
-		return events.StatusWaiting
-	case sess.turn != nil:
-		return events.StatusRunning
-	case sess.failure != nil:
-		return events.StatusFailed
-	default:
-		return events.StatusIdle
-	}
+	return sessionstate.Facts{
+		TurnOpen:   sess.turn != nil,
+		Waiting:    !sess.late.empty() || sess.turn != nil && !sess.turn.waiting.empty(),
+		LastFailed: sess.failure != nil,
+	}.Status()
 }

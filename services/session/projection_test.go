@@ -16,6 +16,7 @@ import (
 
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/session"
 )
 
@@ -54,7 +55,7 @@ func TestStaleOwnerProjection(t *testing.T) {
 			a := startReplica(t, h.connect(), cfg, h.lg)
 			aOpened := make(chan error, 1)
 			go func() {
-				_, err := events.Call[events.AcpOpenSessionResponse](ctx, h.nc, events.APISubject("default", events.OpOpenSession), &openReq, nil)
+				_, err := rpc.Call[events.AcpOpenSessionResponse](ctx, h.nc, events.APISubject("default", events.OpOpenSession), &openReq, nil)
 				aOpened <- err
 			}()
 			if tc.pending {
@@ -91,7 +92,7 @@ func TestStaleOwnerProjection(t *testing.T) {
 			var newer jetstream.KeyValueEntry
 			switch tc.newer {
 			case "delete":
-				if _, err := events.Call[events.AcpDeleteSessionResponse](ctx, h.nc, events.OwnerSubject(bID, "default", events.OpDeleteSession),
+				if _, err := rpc.Call[events.AcpDeleteSessionResponse](ctx, h.nc, events.OwnerSubject(bID, "default", events.OpDeleteSession),
 					&events.AcpDeleteSessionRequest{SessionID: new(sid)}, nil); err != nil {
 					t.Fatalf("delete on B: %v", err)
 				}
@@ -99,7 +100,7 @@ func TestStaleOwnerProjection(t *testing.T) {
 					t.Fatalf("after B's delete: %v", err)
 				}
 			case "project":
-				if _, err := events.Call[events.AcpOpenSessionResponse](ctx, h.nc, events.OwnerSubject(bID, "default", events.OpOpenSession), &openReq, nil); err != nil {
+				if _, err := rpc.Call[events.AcpOpenSessionResponse](ctx, h.nc, events.OwnerSubject(bID, "default", events.OpOpenSession), &openReq, nil); err != nil {
 					t.Fatalf("open on B: %v", err)
 				}
 				if newer, err = meta.Get(ctx, key); err != nil {
@@ -123,7 +124,7 @@ func TestStaleOwnerProjection(t *testing.T) {
 			} else {
 				// A serves an open of the session it believes it owns
 				// without a write to the log: only the projection.
-				if _, err := events.Call[events.AcpOpenSessionResponse](ctx, h.nc, events.OwnerSubject(aID, "default", events.OpOpenSession), &openReq, nil); err != nil {
+				if _, err := rpc.Call[events.AcpOpenSessionResponse](ctx, h.nc, events.OwnerSubject(aID, "default", events.OpOpenSession), &openReq, nil); err != nil {
 					t.Logf("the stale open on A: %v", err)
 				}
 			}
@@ -145,7 +146,7 @@ func TestStaleOwnerProjection(t *testing.T) {
 				}
 				// (On B, the owner: A, until it notices, answers
 				// write_conflict, "retry".)
-				if _, err := events.Call[events.PromptAccepted](ctx, h.nc, events.OwnerSubject(bID, "default", events.OpPrompt), promptRequest(sid, "", "say zombie"), nil); code(err) != events.CodeSessionNotFound {
+				if _, err := rpc.Call[events.PromptAccepted](ctx, h.nc, events.OwnerSubject(bID, "default", events.OpPrompt), promptRequest(sid, "", "say zombie"), nil); code(err) != events.CodeSessionNotFound {
 					t.Errorf("prompt on the deleted session = %v, want %s", err, events.CodeSessionNotFound)
 				}
 			case "project":

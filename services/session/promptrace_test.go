@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"skein.dev/pkg/client/turnwait"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
 	"skein.dev/services/session"
 	"skein.dev/testagent"
 )
@@ -84,7 +84,7 @@ func TestPromptRacesPrompt(t *testing.T) {
 		if err := testagent.Release(ctx, h.control, names[w]); err != nil {
 			return err
 		}
-		f, err := eventlog.AwaitTurn(ctx, h.js, "default", events.SessionID(sid), accs[w])
+		f, err := turnwait.Await(ctx, h.js, "default", events.SessionID(sid), accs[w])
 		if err != nil {
 			return fmt.Errorf("await the winner's turn: %w", err)
 		}
@@ -179,8 +179,8 @@ func TestKeyedPromptRacesItself(t *testing.T) {
 		for k := range callers {
 			wg.Go(func() {
 				var f *events.TurnFinished
-				if f, errs[k] = eventlog.AwaitTurn(ctx, h.js, "default", events.SessionID(sid), accs[k]); errs[k] == nil {
-					results[k], errs[k] = eventlog.PromptResult(ctx, h.js, "default", events.SessionID(sid), f)
+				if f, errs[k] = turnwait.Await(ctx, h.js, "default", events.SessionID(sid), accs[k]); errs[k] == nil {
+					results[k], errs[k] = turnwait.Result(ctx, h.js, "default", events.SessionID(sid), f)
 				}
 			})
 		}

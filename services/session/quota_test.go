@@ -14,8 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/pkg/client/turnwait"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/services/session"
 	"skein.dev/testagent"
@@ -86,7 +88,7 @@ func as(principal string) nats.Header {
 func (q *quotaRig) open(t *testing.T, ns events.Namespace, sid, principal string) error {
 	t.Helper()
 	req := &events.AcpOpenSessionRequest{SessionID: &sid, Agent: "test"}
-	_, err := events.Call[events.AcpOpenSessionResponse](t.Context(), q.nc, events.APISubject(ns, events.OpOpenSession), req, as(principal))
+	_, err := rpc.Call[events.AcpOpenSessionResponse](t.Context(), q.nc, events.APISubject(ns, events.OpOpenSession), req, as(principal))
 	return err
 }
 
@@ -96,7 +98,7 @@ func (q *quotaRig) open(t *testing.T, ns events.Namespace, sid, principal string
 func (q *quotaRig) pauseTurn(t *testing.T, ns events.Namespace, sid, principal string) {
 	t.Helper()
 	content, _ := json.Marshal([]map[string]string{{"type": "text", "text": "pause " + sid + "\nsay done"}})
-	if _, err := eventlog.AcceptWith(t.Context(), q.nc, ns, &events.AcpPromptRequest{SessionID: &sid, Content: content}, as(principal)); err != nil {
+	if _, err := turnwait.AcceptWith(t.Context(), q.nc, ns, &events.AcpPromptRequest{SessionID: &sid, Content: content}, as(principal)); err != nil {
 		t.Fatalf("prompt %s/%s: %v", ns, sid, err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -116,11 +118,11 @@ func (q *quotaRig) prompt(t *testing.T, ns events.Namespace, sid, principal, scr
 	t.Helper()
 	content, _ := json.Marshal([]map[string]string{{"type": "text", "text": script}})
 	req := &events.AcpPromptRequest{SessionID: &sid, Content: content}
-	acc, err := eventlog.AcceptWith(t.Context(), q.nc, ns, req, as(principal))
+	acc, err := turnwait.AcceptWith(t.Context(), q.nc, ns, req, as(principal))
 	if err != nil {
 		t.Fatalf("prompt %s/%s: %v", ns, sid, err)
 	}
-	if _, err := eventlog.AwaitTurn(t.Context(), q.js, ns, events.SessionID(sid), acc); err != nil {
+	if _, err := turnwait.Await(t.Context(), q.js, ns, events.SessionID(sid), acc); err != nil {
 		t.Fatalf("turn of %s/%s: %v", ns, sid, err)
 	}
 }
@@ -307,7 +309,7 @@ func TestSecurityPrincipalQuota(t *testing.T) {
 	// too: m1's restore is refused while mallory's two are busy.
 	content, _ := json.Marshal([]map[string]string{{"type": "text", "text": "say hi"}})
 	sid := "m1"
-	_, err = eventlog.AcceptWith(t.Context(), q.nc, "team-a", &events.AcpPromptRequest{SessionID: &sid, Content: content}, as("mallory"))
+	_, err = turnwait.AcceptWith(t.Context(), q.nc, "team-a", &events.AcpPromptRequest{SessionID: &sid, Content: content}, as("mallory"))
 	if code(err) != events.CodeRateLimited {
 		t.Fatalf("mallory's prompt restoring a third adapter = %v, want rate_limited", err)
 	}
@@ -358,7 +360,7 @@ func TestSecurityQuotaAcrossReplicas(t *testing.T) {
 	}
 	on := func(replica, sid string) error {
 		req := &events.AcpOpenSessionRequest{SessionID: &sid, Agent: "test"}
-		_, err := events.Call[events.AcpOpenSessionResponse](t.Context(), q.nc, events.OwnerSubject(replica, "team-a", events.OpOpenSession), req, nil)
+		_, err := rpc.Call[events.AcpOpenSessionResponse](t.Context(), q.nc, events.OwnerSubject(replica, "team-a", events.OpOpenSession), req, nil)
 		return err
 	}
 	if err := on(second, "a3"); err != nil {

@@ -142,6 +142,7 @@ func (sess *session) unload(ctx context.Context, reason string) error {
 	if r == nil {
 		return nil
 	}
+	sess.endLate(ctx, events.ReasonSessionUnloaded)
 	r.stopAdapter(ctx)
 	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: reason}}); err != nil {
 		return err
@@ -158,7 +159,7 @@ func (sess *session) unload(ctx context.Context, reason string) error {
 // attach; reads never count.
 // A nil route (no adapter) has nothing to unload.
 func (r *route) reclaimReason(now time.Time, idle, maxAge time.Duration) string {
-	if r == nil || r.sess.turn != nil || r.drain != nil {
+	if r == nil || r.sess.turn != nil || r.drain != nil || !r.sess.late.empty() {
 		return ""
 	}
 	sess := r.sess

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/session"
 )
 
@@ -32,7 +33,7 @@ func BenchmarkRestore(b *testing.B) {
 			var lat []time.Duration
 			for b.Loop() {
 				if tc.tier != "loaded" {
-					if _, err := events.Call[events.AcpUnloadSessionResponse](ctx, h.nc, events.APISubject("default", events.OpUnloadSession),
+					if _, err := rpc.Call[events.AcpUnloadSessionResponse](ctx, h.nc, events.APISubject("default", events.OpUnloadSession),
 						&events.AcpUnloadSessionRequest{SessionID: &sid}, nil); err != nil {
 						b.Fatal(err)
 					}

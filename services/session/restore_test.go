@@ -6,6 +6,7 @@ import (
 
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/session"
 	"skein.dev/testagent"
 )
@@ -28,7 +29,7 @@ func (h *rig) tiers(t *testing.T, sid string) []string {
 
 func (h *rig) unload(t *testing.T, sid string) {
 	t.Helper()
-	if _, err := events.Call[events.AcpUnloadSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpUnloadSession),
+	if _, err := rpc.Call[events.AcpUnloadSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpUnloadSession),
 		&events.AcpUnloadSessionRequest{SessionID: &sid}, nil); err != nil {
 		t.Fatalf("unload %s: %v", sid, err)
 	}
@@ -164,7 +165,7 @@ func TestUnloadCancelsTheTurn(t *testing.T) {
 	if r.err != nil || r.res.StopReason != "cancelled" {
 		t.Errorf("prompt during unload = %+v, %v, want stopReason cancelled", r.res, r.err)
 	}
-	if _, err := events.Call[events.AcpUnloadSessionResponse](ctx, h.nc, events.APISubject("default", events.OpUnloadSession),
+	if _, err := rpc.Call[events.AcpUnloadSessionResponse](ctx, h.nc, events.APISubject("default", events.OpUnloadSession),
 		&events.AcpUnloadSessionRequest{SessionID: ptr("nope")}, nil); code(err) != events.CodeSessionNotFound {
 		t.Errorf("unload of a missing session = %v, want %s", err, events.CodeSessionNotFound)
 	}

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -18,10 +17,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/stacktest"
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/services/history"
 	"skein.dev/services/session"
@@ -30,9 +32,13 @@ import (
 
 // rig is a harness whose session service and runner can be stopped and
 // started again on the same NATS server, and whose session service runs
-// with a Config and a metrics registry the test chooses.
+// with a Config and a metrics registry the test chooses. It is a
+// stacktest.Stack with the session service's agents: the stack starts
+// its services, and counts no request (a stopped service's requests find
+// no responder at once).
 type rig struct {
 	*harness
+	st *stacktest.Stack
 	t  testing.TB
 	lg *slog.Logger
 	// ns is the rig's NATS server; connect opens another connection to it.
@@ -55,34 +61,23 @@ type rig struct {
 // its own connection, as in production.
 func startRig(t testing.TB, cfg session.Config) *rig {
 	t.Helper()
-	ns := natstest.Run(t)
-	nc := natstest.Connect(t, ns)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.DrainWait == 0 {
-		// A test that ends with a turn still open must not wait 5 s.
-		cfg.DrainWait = 200 * time.Millisecond
-	}
+	st := stacktest.Start(t, stacktest.WithoutServices(), stacktest.Uncounted())
+	ns := st.Server()
 	r := &rig{
-		harness:  &harness{nc: nc, js: js, control: t.TempDir()},
+		harness:  &harness{nc: st.Conn(), js: st.JetStream(), control: st.ControlDir()},
+		st:       st,
 		stateDir: t.TempDir(),
 		t:        t,
 		ns:       ns,
 		connect:  func() *nats.Conn { return natstest.Connect(t, ns) },
-		lg:       slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		lg:       stacktest.Logger(t),
 		cfg:      cfg,
 	}
 	r.startRunner("r1")
 	r.startSession()
 	// The real history service: getSession, the read a client makes after
 	// a prompt returns, is the one tests check states with.
-	hist, err := history.New(history.Config{}, r.lg, r.connect(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	runStoppable(t, "history", hist)
+	st.StartHistory(history.Config{}, r.connect())
 	return r
 }
 
@@ -96,8 +91,8 @@ func (r *rig) startRunner(id string) {
 func (r *rig) startRunnerOn(id string, nc *nats.Conn) {
 	r.t.Helper()
 	env := map[string]string{testagent.EnvControlDir: r.control}
-	runner, err := adapterrunner.New(adapterrunner.Config{
-		ID: id, DataDir: r.t.TempDir(), StopGrace: 200 * time.Millisecond, OSInstructionsFile: r.osInstructionsFile,
+	r.stopRunner = r.st.StartRunner(adapterrunner.Config{
+		ID: id, DataDir: r.t.TempDir(), OSInstructionsFile: r.osInstructionsFile,
 		Builtin: []adapterrunner.Agent{
 			{ID: "test", Command: testAgent, Env: env},
 			// An adapter that never hears session/cancel: a filter in front
@@ -119,13 +114,8 @@ func (r *rig) startRunnerOn(id string, nc *nats.Conn) {
 			{ID: "configurable", Command: testAgent, Args: []string{"--config-options=mode,model", "--resume", "--state-dir", r.stateDir}, Env: env},
 			{ID: "legacy", Command: testAgent, Args: []string{"--legacy-modes", "--legacy-models"}, Env: env},
 		},
-	}, r.lg, nc, prometheus.NewRegistry())
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.stopRunner = runStoppable(r.t, "runner "+id, runner)
+	}, nc)
 	r.runnerNC = nc
-	flush(r.t, nc)
 }
 
 // partitionRunner cuts the runner off NATS without letting it say goodbye:
@@ -139,13 +129,7 @@ func (r *rig) partitionRunner() {
 func (r *rig) startSession() {
 	r.t.Helper()
 	r.reg = prometheus.NewRegistry()
-	nc := r.connect()
-	svc, err := session.New(r.cfg, r.lg, nc, r.reg)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.stopSvc = runStoppable(r.t, "session", svc)
-	flush(r.t, nc)
+	r.stopSvc = r.st.StartSession(r.cfg, r.connect(), r.reg)
 }
 
 // flush waits until the server has processed everything nc sent: Ready
@@ -159,37 +143,11 @@ func flush(t testing.TB, nc *nats.Conn) {
 }
 
 // runStoppable starts svc and returns a function that stops it and waits
-// for Run to return. The function is also called when the test ends; a
-// second call does nothing.
-func runStoppable(t testing.TB, name string, svc interface {
-	Run(context.Context) error
-	Ready() <-chan struct{}
-}) func() {
+// for Run to return (stacktest.RunService). The function is also called
+// when the test ends; a second call does nothing.
+func runStoppable(t testing.TB, name string, svc stacktest.Service) func() {
 	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	var runErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runErr = svc.Run(ctx)
-	}()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			<-done
-			if runErr != nil {
-				t.Errorf("%s: %v", name, runErr)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	select {
-	case <-svc.Ready():
-	case <-done:
-		t.Fatalf("%s stopped: %v", name, runErr)
-	}
-	return stop
+	return stacktest.RunService(t, name, svc)
 }
 
 // dispatches returns acp_session_prompt_dispatches_total of the session
@@ -200,12 +158,12 @@ func (r *rig) dispatches() float64 {
 }
 
 func (h *harness) cancelPrompt(ctx context.Context, sid string) (*events.AcpCancelPromptResponse, error) {
-	return events.Call[events.AcpCancelPromptResponse](ctx, h.nc, events.APISubject("default", events.OpCancelPrompt),
+	return rpc.Call[events.AcpCancelPromptResponse](ctx, h.nc, events.APISubject("default", events.OpCancelPrompt),
 		&events.AcpCancelPromptRequest{SessionID: &sid}, nil)
 }
 
 func (h *harness) respondPermission(ctx context.Context, sid, requestID, optionID string) (*events.AcpRespondPermissionResponse, error) {
-	return events.Call[events.AcpRespondPermissionResponse](ctx, h.nc, events.APISubject("default", events.OpRespondPermission),
+	return rpc.Call[events.AcpRespondPermissionResponse](ctx, h.nc, events.APISubject("default", events.OpRespondPermission),
 		&events.AcpRespondPermissionRequest{SessionID: sid, RequestID: requestID, OptionID: optionID}, nil)
 }
 
@@ -262,11 +220,11 @@ func (h *harness) publicMessage(t testing.TB, sid string, f *events.TurnFinished
 	if err != nil || rec == nil {
 		t.Fatalf("the message record %d of turn %s: %v, %v", f.MessageSeq, f.TurnID, rec, err)
 	}
-	entry, err := events.Entry(events.SessionID(sid), rec.Sequence, rec.Time, rec.Header, rec.Data)
+	entry, err := eventlog.HistoryEntry(events.SessionID(sid), rec.Sequence, rec.Time, rec.Header, rec.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := events.PublicDurableJSON(entry)
+	b, err := eventjson.Durable(entry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,9 +417,9 @@ func promptRequest(sid, key, script string) *events.AcpPromptRequest {
 
 // accept sends a prompt and returns the service's answer: the turn it
 // accepted (or joined, or found finished), without waiting for the turn's
-// end, which eventlog.AwaitTurn reads from the log.
+// end, which turnwait.Await reads from the log.
 func (h *harness) accept(ctx context.Context, sid, key, script string) (*events.PromptAccepted, error) {
-	return events.Call[events.PromptAccepted](ctx, h.nc, events.APISubject("default", events.OpPrompt), promptRequest(sid, key, script), nil)
+	return rpc.Call[events.PromptAccepted](ctx, h.nc, events.APISubject("default", events.OpPrompt), promptRequest(sid, key, script), nil)
 }
 
 // audit is readLog for the loops of parallelLoops, whose goroutines must

@@ -10,7 +10,7 @@ import (
 
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 	"skein.dev/services/session"
 	"skein.dev/testagent"
 )
@@ -198,9 +198,9 @@ func TestRunnerGoneWhenHeartbeatExpires(t *testing.T) {
 		if code(r.err) != events.CodeAdapterExited {
 			t.Fatalf("prompt on a runner whose heartbeat expired = %+v, %v, want %s", r.res, r.err, events.CodeAdapterExited)
 		}
-		t.Logf("the turn ended adapter_exited %.1fs after the runner was cut off (heartbeat TTL %v)", time.Since(cut).Seconds(), eventlog.DefaultRunnerTTL)
-	case <-time.After(4 * eventlog.DefaultRunnerTTL):
-		t.Fatalf("the turn on a runner whose heartbeat expired never ended (waited %s)", 4*eventlog.DefaultRunnerTTL)
+		t.Logf("the turn ended adapter_exited %.1fs after the runner was cut off (heartbeat TTL %v)", time.Since(cut).Seconds(), streams.DefaultRunnerTTL)
+	case <-time.After(4 * streams.DefaultRunnerTTL):
+		t.Fatalf("the turn on a runner whose heartbeat expired never ended (waited %s)", 4*streams.DefaultRunnerTTL)
 	}
 	if gone := h.runnerChecks("gone"); gone != 1 {
 		t.Errorf("runner checks gone = %v, want 1", gone)

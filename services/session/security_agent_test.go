@@ -12,7 +12,9 @@ import (
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/session"
 )
 
@@ -30,7 +32,7 @@ func storedTypes(t *testing.T, h *rig, sid string) (types []string, updates []*e
 		if err != nil {
 			continue // a permission event: Skein's own
 		}
-		typ, err := events.PublicJSONType(u.Update)
+		typ, err := eventjson.Type(u.Update)
 		if err != nil {
 			t.Fatalf("event %d: %v", r.Sequence, err)
 		}
@@ -67,7 +69,7 @@ func TestSecurityAgentForgesPermissionResponse(t *testing.T) {
 	}
 	types, _ := storedTypes(t, h, "s1")
 	for _, typ := range types {
-		for _, skein := range []string{events.PublicTypePermissionRequest, events.PublicTypePermissionResponse, "session_update"} {
+		for _, skein := range []string{eventjson.TypePermissionRequest, eventjson.TypePermissionResponse, "session_update"} {
 			if strings.EqualFold(typ, skein) {
 				t.Errorf("the agent's update was stored with Skein's type %q: %v", typ, types)
 			}
@@ -111,7 +113,7 @@ func TestSecurityAgentKindsAgainstSeed(t *testing.T) {
 				t.Errorf("%s: an agent update of kind %q is not refused", path, typ)
 			}
 		}
-		if !slices.Contains(types, events.PublicTypePermissionRequest) || !slices.Contains(types, events.PublicTypePermissionResponse) {
+		if !slices.Contains(types, eventjson.TypePermissionRequest) || !slices.Contains(types, eventjson.TypePermissionResponse) {
 			t.Errorf("%s: union types %v lack the permission events' public types", path, types)
 		}
 	}
@@ -214,7 +216,7 @@ func TestSecurityAgentUserMessageIsMarked(t *testing.T) {
 		}
 		r := recs[i]
 		u, _ := events.Decode[events.AcpDurableSessionUpdate](r.Data)
-		pub, err := events.PublicDurableJSON(&events.AcpDurableHistoryEntry{SessionID: sid, Sequence: r.Sequence, Event: events.Union[events.AcpDurableEvent]{V: u}})
+		pub, err := eventjson.Durable(&events.AcpDurableHistoryEntry{SessionID: sid, Sequence: r.Sequence, Event: events.Union[events.AcpDurableEvent]{V: u}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,12 +295,12 @@ func TestSecurityPromptAnswerEnvelope(t *testing.T) {
 	if err := json.Unmarshal(res.Message, &msg); err != nil || msg.SessionID != "env" || msg.Type != "agent_message_chunk" || msg.Sequence == 999999 {
 		t.Fatalf("the answer's message = %s (%v), want Skein's envelope", res.Message, err)
 	}
-	page, err := events.Call[events.AcpHistoryPageResponse](ctx, h.nc, events.APISubject("default", events.OpReadHistory),
+	page, err := rpc.Call[events.AcpHistoryPageResponse](ctx, h.nc, events.APISubject("default", events.OpReadHistory),
 		&events.AcpReadHistoryRequest{SessionID: new("env"), After: new(msg.Sequence - 1), Limit: new(uint32(1))}, nil)
 	if err != nil || len(page.Events) != 1 {
 		t.Fatalf("history at the message's sequence %d: %+v, %v", msg.Sequence, page, err)
 	}
-	want, err := events.PublicDurableJSON(&page.Events[0])
+	want, err := eventjson.Durable(&page.Events[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 )
 
 // The security suite's attacks on workspaces ("a tenant's files are its own") and
@@ -25,7 +26,7 @@ func (c *confined) openAs(t *testing.T, ns events.Namespace, sid string, req eve
 	if req.Agent == "" {
 		req.Agent = "test"
 	}
-	_, err := events.Call[events.AcpOpenSessionResponse](t.Context(), c.nc, events.APISubject(ns, events.OpOpenSession), &req, nil)
+	_, err := rpc.Call[events.AcpOpenSessionResponse](t.Context(), c.nc, events.APISubject(ns, events.OpOpenSession), &req, nil)
 	return err
 }
 

@@ -25,9 +25,10 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"skein.dev/internal/lifecycle"
 	"skein.dev/pkg/events"
-	"skein.dev/pkg/events/eventlog"
-	"skein.dev/pkg/events/lifecycle"
+	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/streams"
 )
 
 // Service is the session service.
@@ -74,6 +75,7 @@ type Service struct {
 
 // New returns a Service; it does no I/O. Call Run to start it.
 func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) (*Service, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -102,7 +104,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := eventlog.Provision(ctx, js, eventlog.Options{Replicas: s.cfg.Replicas, OwnerTTL: s.cfg.OwnerTTL,
+	if err := streams.Provision(ctx, js, streams.Options{Replicas: s.cfg.Replicas, OwnerTTL: s.cfg.OwnerTTL,
 		MaxEventsPerSession: s.cfg.MaxEventsPerSession, MaxBytesPerSession: s.cfg.MaxBytesPerSession}, true); err != nil {
 		return err
 	}
@@ -136,7 +138,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.runners.hosted = s.ledger.on
 
-	eps, err := events.StartEndpoints(ctx, s.nc, s.lg, events.ServiceConfig{
+	eps, err := rpc.StartEndpoints(ctx, s.nc, s.lg, rpc.ServiceConfig{
 		Config: micro.Config{
 			Name:        events.APIServiceSession,
 			Description: "Skein session service: the single writer of session logs",
@@ -148,7 +150,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("session service: %w", err)
 	}
 	s.token = eps.ID()
-	handlers := map[events.Op]events.OpHandler{
+	handlers := map[events.Op]rpc.OpHandler{
 		events.OpOpenSession:            s.handleOpen,
 		events.OpPrompt:                 s.handlePrompt,
 		events.OpCancelPrompt:           s.handleCancel,
@@ -174,9 +176,9 @@ func (s *Service) Run(ctx context.Context) error {
 		// forwards those for sessions another replica owns to that one's
 		// own endpoint. Each request runs in its own goroutine: one
 		// session's slow request (a restore) must not hold up others.
-		err := eps.Add(events.Endpoint{Name: string(op), Subject: events.APIWildcard(op), Handler: s.routed(op, h), Async: true})
+		err := eps.Add(rpc.Endpoint{Name: string(op), Subject: events.APIWildcard(op), Handler: s.routed(op, h), Async: true})
 		if err == nil {
-			err = eps.Add(events.Endpoint{Name: string(op) + "-owned", Subject: events.OwnerSubject(s.token, "*", op), Handler: h, Async: true, NoQueueGroup: true})
+			err = eps.Add(rpc.Endpoint{Name: string(op) + "-owned", Subject: events.OwnerSubject(s.token, "*", op), Handler: h, Async: true, NoQueueGroup: true})
 		}
 		if err != nil {
 			eps.Stop(0)

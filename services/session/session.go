@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 )
@@ -61,6 +60,10 @@ type session struct {
 	// resolved them (bounded by maxResolved, oldest first out).
 	resolved      map[string]string
 	resolvedOrder []string
+
+	// late are the requests the agent raised outside any turn, waiting
+	// for a person (waiting.go).
+	late waiting
 }
 
 // route is the attached adapter, and the path of its output: it follows
@@ -173,6 +176,9 @@ func (sess *session) rebuild(ctx context.Context) error {
 		if err := sess.reconcile(ctx, last); err != nil {
 			return err
 		}
+		if sess.opened != nil {
+			sess.adoptLate(ctx)
+		}
 	}
 	return nil
 }
@@ -223,30 +229,8 @@ func (sess *session) reconcile(ctx context.Context, last *eventlog.Record) error
 		finish.IdempotencyKey = &key
 	}
 	// Requests the turn asked and nobody answered end with it.
-	var entries []eventlog.Entry
-	pending := map[string]bool{}
-	var order []string
-	for _, r := range recs {
-		switch v, _ := events.Unmarshal(r.Data); v := v.(type) {
-		case *events.AcpDurablePermissionRequest:
-			pending[v.RequestID] = true
-			order = append(order, v.RequestID)
-		case *events.AcpDurablePermissionResponse:
-			delete(pending, v.RequestID)
-		}
-	}
-	reason := events.ReasonTurnFailed
-	for _, id := range order {
-		if pending[id] {
-			entries = append(entries, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurablePermissionResponse{
-				RequestID: id, Response: events.JSON(acp.PermissionCancelled()), Status: events.PermissionTerminal, Reason: &reason,
-			}})
-		}
-	}
-	inputs := sess.openInputs(recs)
-	for _, in := range inputs {
-		entries = append(entries, terminalInput(in.id, reason))
-	}
+	unanswered := openRequests(sess.lg, recs)
+	entries := unanswered.terminals(events.ReasonTurnFailed)
 	entry := eventlog.Entry{Kind: events.LogControl, Value: finish}
 	if finish.IdempotencyKey != nil {
 		entry.Subject = events.KeySubject(sess.ns, sess.sid, *finish.IdempotencyKey)
@@ -261,14 +245,7 @@ func (sess *session) reconcile(ctx context.Context, last *eventlog.Record) error
 	if _, err := sess.append(ctx, ioPos{}, entries...); err != nil {
 		return err
 	}
-	for _, id := range order {
-		if pending[id] {
-			sess.resolve(id, reason)
-		}
-	}
-	for _, in := range inputs {
-		sess.resolve(in.id, reason)
-	}
+	sess.resolveAll(&unanswered, events.ReasonTurnFailed)
 	sess.failure = events.ErrDeliveryUncertain.Response()
 	// The projection still says what the earlier owner last wrote: the
 	// turn running. Listing reads it, so it says failed now, as reading

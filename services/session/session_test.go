@@ -17,8 +17,10 @@ import (
 
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/testutil"
+	"skein.dev/pkg/client/turnwait"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/services/session"
 	"skein.dev/testagent"
@@ -92,7 +94,7 @@ func (h *harness) open(t testing.TB, sid string, req events.AcpOpenSessionReques
 	if req.Agent == "" {
 		req.Agent = "test"
 	}
-	_, err := events.Call[events.AcpOpenSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpOpenSession), &req, nil)
+	_, err := rpc.Call[events.AcpOpenSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpOpenSession), &req, nil)
 	return err
 }
 
@@ -102,7 +104,7 @@ func (h *harness) prompt(ctx context.Context, sid, key, script string) (*events.
 	if key != "" {
 		req.IdempotencyKey = &key
 	}
-	return eventlog.Prompt(ctx, h.js, "default", req)
+	return turnwait.Prompt(ctx, h.js, "default", req)
 }
 
 func code(err error) events.Code {
@@ -168,7 +170,7 @@ func TestOpenIsIdempotent(t *testing.T) {
 			req.Agent = ""
 			err := func() error {
 				req.SessionID = &sid
-				_, err := events.Call[events.AcpOpenSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpOpenSession), &req, nil)
+				_, err := rpc.Call[events.AcpOpenSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpOpenSession), &req, nil)
 				return err
 			}()
 			if code(err) != events.CodeInvalidRequest {
@@ -323,7 +325,7 @@ func TestPromptValidation(t *testing.T) {
 		"key with space":  {content: `[{"type":"text","text":"x"}]`, key: new("a b")},
 	} {
 		req := &events.AcpPromptRequest{SessionID: &sid, Content: events.JSON(tc.content), IdempotencyKey: tc.key}
-		if _, err := events.Call[events.PromptAccepted](t.Context(), h.nc, events.APISubject("default", events.OpPrompt), req, nil); code(err) != events.CodeInvalidRequest {
+		if _, err := rpc.Call[events.PromptAccepted](t.Context(), h.nc, events.APISubject("default", events.OpPrompt), req, nil); code(err) != events.CodeInvalidRequest {
 			t.Errorf("%s: prompt = %v, want %s", name, err, events.CodeInvalidRequest)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/session"
 )
 
@@ -48,7 +49,7 @@ func TestPromptLimits(t *testing.T) {
 		"too many bytes":  `[{"type":"text","text":"` + strings.Repeat("x", 200) + `"}]`,
 	} {
 		req := &events.AcpPromptRequest{SessionID: &sid, Content: events.JSON(content)}
-		if _, err := events.Call[events.PromptAccepted](t.Context(), h.nc, events.APISubject("default", events.OpPrompt), req, nil); code(err) != events.CodePayloadTooLarge {
+		if _, err := rpc.Call[events.PromptAccepted](t.Context(), h.nc, events.APISubject("default", events.OpPrompt), req, nil); code(err) != events.CodePayloadTooLarge {
 			t.Errorf("%s: prompt = %v, want %s", name, err, events.CodePayloadTooLarge)
 		}
 	}

@@ -8,7 +8,9 @@ import (
 
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/session/internal/applier"
 )
 
@@ -35,7 +37,7 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 	hdr.Set(events.HeaderTurnID, turnID)
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
-	st, err := events.Call[events.AdapterStatus](cctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerStatus),
+	st, err := rpc.Call[events.AdapterStatus](cctx, sess.svc.nc, events.RunnerSubject(runner, events.RunnerStatus),
 		&events.AcpGetSessionStateRequest{SessionID: m.AcpSessionID}, hdr)
 	if err != nil {
 		sess.lg.Info("the open turn's runner does not answer; closing the turn", events.LogKeyTurn, turnID, events.LogKeyRunner, m.RunnerID, events.LogKeyErr, err)
@@ -54,39 +56,21 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 	// stamp is the old owner's newest record that says where it was in
 	// ACP_IO: the last carrying a resume point, or the acceptance.
 	stamp := accept
-	pending := map[string]*permission{}
-	var order []string
 	for _, rec := range recs {
 		if rec.Header.Get(events.HeaderIOResume) != "" {
 			stamp = rec
 		}
 		switch v, _ := events.Unmarshal(rec.Data); v := v.(type) {
 		case *events.AcpDurableSessionUpdate:
-			if kind, _ := events.PublicJSONType(v.Update); kind == acp.UpdateAgentMessageChunk {
+			if kind, _ := eventjson.Type(v.Update); kind == acp.UpdateAgentMessageChunk {
 				t.lastMessage, t.lastMessageSeq = v.Update, rec.Sequence
 			}
 			t.outputBytes += int64(len(v.Update))
-		case *events.AcpDurablePermissionRequest:
-			// Its ID is the runner's correlation ID: the runner answers it
-			// to the adapter, so the log alone rebuilds it.
-			p, err := newPermission(v.RequestID, v.Request)
-			if err != nil {
-				sess.lg.Warn("unreadable permission request in the log", events.LogKeySeq, rec.Sequence, events.LogKeyErr, err)
-				continue
-			}
-			pending[p.id] = p
-			order = append(order, p.id)
-		case *events.AcpDurablePermissionResponse:
-			delete(pending, v.RequestID)
 		}
 	}
-	for _, id := range order {
-		if p, ok := pending[id]; ok {
-			t.perms = append(t.perms, p)
-		}
-	}
-	// Input requests are rebuilt the same way: the runner answers them.
-	t.inputs = sess.openInputs(recs)
+	// The requests nobody answered wait on: the runner answers them to the
+	// adapter by their IDs, so the log alone rebuilds them.
+	t.waiting = openRequests(sess.lg, recs)
 
 	point, ok := applier.ParseResumePoint(stamp.Header.Get(events.HeaderIOResume))
 	if !ok {

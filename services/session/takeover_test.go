@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"skein.dev/internal/testutil"
+	"skein.dev/pkg/client/turnwait"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/services/session"
@@ -192,7 +193,7 @@ func TestTakeoverAfterAMultiBlockAcceptance(t *testing.T) {
 	content := events.JSON(`[{"type":"text","text":"pause tm\nsay done"},{"type":"text","text":"a second block"},{"type":"text","text":"a third"}]`)
 	first := make(chan promptResult, 1)
 	go func() {
-		res, err := eventlog.Prompt(ctx, h.js, "default", &events.AcpPromptRequest{SessionID: &sid, Content: content})
+		res, err := turnwait.Prompt(ctx, h.js, "default", &events.AcpPromptRequest{SessionID: &sid, Content: content})
 		first <- promptResult{res, err}
 	}()
 	if err := testagent.WaitPaused(ctx, h.control, "tm"); err != nil {

@@ -7,11 +7,12 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/session"
 )
 
 func (h *harness) rename(ctx context.Context, sid, title string) (*events.RenameSessionResponse, error) {
-	return events.Call[events.RenameSessionResponse](ctx, h.nc, events.APISubject("default", events.OpRenameSession),
+	return rpc.Call[events.RenameSessionResponse](ctx, h.nc, events.APISubject("default", events.OpRenameSession),
 		&events.RenameSessionRequest{SessionID: &sid, Title: title}, nil)
 }
 
@@ -19,7 +20,7 @@ func (h *harness) rename(ctx context.Context, sid, title string) (*events.Rename
 // history service.
 func (h *harness) getSession(t *testing.T, sid string) events.AcpDurableSessionInfo {
 	t.Helper()
-	resp, err := events.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession),
+	resp, err := rpc.Call[events.AcpGetDurableSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpGetSession),
 		&events.AcpGetDurableSessionRequest{SessionID: &sid}, nil)
 	if err != nil {
 		t.Fatalf("getSession %s: %v", sid, err)

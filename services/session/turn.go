@@ -16,12 +16,13 @@ import (
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
 )
 
 // turn is a prompt in flight. It ends exactly once, through endTurn, which
 // appends its TurnFinished. Nobody waits on it in memory: a prompt's caller
 // is answered once the turn is accepted, and reads the log for its end
-// (eventlog.AwaitTurn), so the wait survives this replica.
+// (turnwait.Await), so the wait survives this replica.
 type turn struct {
 	id    string
 	key   *string
@@ -41,8 +42,7 @@ type turn struct {
 	lastMessageRec events.Variant
 	lastMessageSeq uint64
 	outputBytes    int64 // every update of the turn, for MaxTurnOutputBytes
-	perms          []*permission
-	inputs         []*input // pending input requests (inputs.go)
+	waiting              // its requests waiting for a person (waiting.go)
 	// endReason is why the requests still pending end with the turn (""
 	// when its outcome says: endTurn).
 	endReason string
@@ -238,7 +238,7 @@ func (r *route) sendPrompt(ctx context.Context, t *turn, content events.JSON, wa
 	sess := r.sess
 	cctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	_, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerPrompt),
+	_, err := rpc.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerPrompt),
 		&events.RunnerPromptRequest{TurnID: t.id, Prompt: content}, r.header())
 	return err
 }
@@ -278,7 +278,7 @@ func (r *route) confirmDelivery(ctx context.Context, t *turn, content events.JSO
 	backoff := 100 * time.Millisecond
 	for {
 		cctx, cancel := context.WithTimeout(ctx, confirmWait)
-		st, err := events.Call[events.AdapterStatus](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerStatus),
+		st, err := rpc.Call[events.AdapterStatus](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerStatus),
 			&events.AcpGetSessionStateRequest{SessionID: r.acpSessionID}, hdr)
 		cancel()
 		switch {
@@ -358,8 +358,7 @@ func (sess *session) endTurn(ctx context.Context, at ioPos, outcome, stopReason 
 	case failure != nil && failure.Code == events.CodeAdapterExited:
 		reason = events.ReasonAdapterExited
 	}
-	sess.terminatePermissions(ctx, ioPos{}, reason)
-	sess.terminateInputs(ctx, ioPos{}, reason)
+	sess.terminate(ctx, ioPos{}, &t.waiting, reason)
 	rec := &events.TurnFinished{TurnID: t.id, Outcome: outcome, StopReason: stopReason, IdempotencyKey: t.key, ContentHash: t.hash}
 	rec.Timing = t.finishTiming()
 	entry := eventlog.Entry{Kind: events.LogControl, Value: rec}
@@ -429,7 +428,7 @@ func (sess *session) abortTurn(ctx context.Context, at ioPos, outcome string, fa
 	d.timer = sess.svc.life.afterFunc(sess.svc.cfg.CancelGrace, func(ctx context.Context) { r.evictDrained(ctx, d) })
 	cctx, cancel := context.WithTimeout(ctx, sess.svc.cfg.CallTimeout)
 	defer cancel()
-	if _, err := events.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerCancel),
+	if _, err := rpc.Call[events.RunnerAck](cctx, sess.svc.nc, events.RunnerSubject(r.runner, events.RunnerCancel),
 		&events.RunnerCancelRequest{TurnID: t.id}, r.header()); err != nil {
 		sess.lg.Warn("send session/cancel", events.LogKeyErr, err)
 	}
@@ -464,6 +463,7 @@ func (r *route) evictDrained(ctx context.Context, d *drain) {
 func (r *route) evictAdapter(ctx context.Context, reason string) {
 	sess := r.sess
 	r.endDrain()
+	sess.endLate(ctx, events.ReasonSessionUnloaded)
 	r.stopAdapter(ctx)
 	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: reason}}); err != nil {
 		sess.lg.Warn("record the eviction of an adapter", events.LogKeyErr, err)

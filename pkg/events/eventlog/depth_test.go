@@ -14,6 +14,7 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 )
 
 // writeBursty stores n events of session "long" among other sessions'
@@ -233,7 +234,7 @@ func setupRetention(tb testing.TB, maxEvents, maxBytes int64) jetstream.JetStrea
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := eventlog.Provision(tb.Context(), js, eventlog.Options{MaxEventsPerSession: maxEvents, MaxBytesPerSession: maxBytes}, true); err != nil {
+	if err := streams.Provision(tb.Context(), js, streams.Options{MaxEventsPerSession: maxEvents, MaxBytesPerSession: maxBytes}, true); err != nil {
 		tb.Fatal(err)
 	}
 	return js

@@ -1,6 +1,7 @@
 // Package eventlog reads and writes the JetStream side of the contract in
-// package events: it provisions the streams and buckets, appends to a
-// session's log as its single writer, and reads records back by sequence.
+// package events: it appends to a session's log as its single writer, and
+// reads records back by sequence. Package streams makes the streams it
+// reads and writes.
 //
 // Writers: only the session service appends to ACP_LOG, through Writer. Every
 // append is a compare-and-set on the last sequence of the session's subjects
@@ -11,10 +12,4 @@
 //
 // Readers: history pages and state rebuilds use direct gets (one request per
 // page, not per record), which on a single replica are read-after-write.
-//
-// Waiters: a prompt's caller does not hold a request through the turn. The
-// prompt operation answers events.PromptAccepted, and AwaitTurn (or Prompt,
-// which does both) reads the session's control records after the
-// acceptance until the turn's TurnFinished: subscribe to the tail first,
-// then read, then dedupe by sequence (await.go).
 package eventlog

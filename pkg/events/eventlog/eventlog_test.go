@@ -13,6 +13,7 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 )
 
 func setup(tb testing.TB) jetstream.JetStream {
@@ -22,7 +23,7 @@ func setup(tb testing.TB) jetstream.JetStream {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := eventlog.Provision(tb.Context(), js, eventlog.Options{}, true); err != nil {
+	if err := streams.Provision(tb.Context(), js, streams.Options{}, true); err != nil {
 		tb.Fatal(err)
 	}
 	return js
@@ -330,5 +331,48 @@ func TestDirectGetUnansweredEnds(t *testing.T) {
 		t.Logf("an unanswered direct get: %v", err)
 	case <-time.After(time.Minute):
 		t.Fatal("an unanswered direct get with no deadline still waits after a minute")
+	}
+}
+
+// An append rides out a stream that answers no publish for a while, as
+// ACP_LOG during a leader election: it is sent again, with the same
+// message IDs, until the stream stores it. Here the stream stops capturing
+// the session's subjects, then captures them again once the writer has
+// retried.
+func TestAppendRidesOutNoResponders(t *testing.T) {
+	js := setup(t)
+	w := eventlog.NewWriter(js, "default", "s1", eventlog.Position{}, "w")
+	ctx, retries := eventlog.ObserveAppendRetries(t.Context())
+	s, err := js.Stream(ctx, events.StreamLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	away := cfg
+	away.Subjects, away.RePublish = []string{"acp.elsewhere.>"}, nil
+	if _, err := js.UpdateStream(ctx, away); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.Append(ctx, eventlog.Entry{Kind: events.LogControl, Value: &events.SessionUnloaded{Reason: events.UnloadIdle}})
+		done <- err
+	}()
+	select {
+	case <-retries:
+	case err := <-done:
+		t.Fatalf("Append without responders = %v before any retry", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Append did not retry within 30s")
+	}
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Append once the stream is back = %v, want it stored", err)
+	}
+	last, err := eventlog.Last(ctx, js, events.StreamLog, "acp.log.default.s1.ctl")
+	if err != nil || last == nil || last.Header.Get(events.HeaderRecord) != events.RecordSessionUnloaded {
+		t.Fatalf("newest control record = %v (%v), want the SessionUnloaded", last, err)
 	}
 }

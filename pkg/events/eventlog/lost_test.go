@@ -13,6 +13,7 @@ import (
 	"skein.dev/internal/natstest"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/streams"
 )
 
 // A direct get nobody answers (its replica died with it, or was catching
@@ -27,7 +28,7 @@ func TestReadsAskAgainAfterALostRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eventlog.Provision(t.Context(), js, eventlog.Options{}, true); err != nil {
+	if err := streams.Provision(t.Context(), js, streams.Options{}, true); err != nil {
 		t.Fatal(err)
 	}
 	w := eventlog.NewWriter(js, "default", "s1", eventlog.Position{}, "w1")

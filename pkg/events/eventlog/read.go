@@ -29,6 +29,10 @@ type directGetRequest struct {
 	UpToSeq      uint64   `json:"up_to_seq,omitempty"`
 	// StartTime: the first record at or after it (with NextBySubj).
 	StartTime *time.Time `json:"start_time,omitempty"`
+	// MaxBytes ends a batch after the record that brings what it sent
+	// (subjects, headers and payloads) to MaxBytes; 0 is the server's
+	// max_pending (64 MiB by default).
+	MaxBytes int `json:"max_bytes,omitempty"`
 }
 
 // Last returns the newest record whose subject matches subject, which may
@@ -177,10 +181,26 @@ func Backward(ctx context.Context, js jetstream.JetStream, stream, subject strin
 	if limit == 1 {
 		return []*Record{hi}, nil
 	}
+	first, err := firstOf(ctx, js, stream, subject)
+	if err != nil {
+		return nil, err
+	}
+	return backwardFrom(ctx, js, stream, subject, before, limit, first, hi)
+}
+
+// firstOf returns the oldest record on subject, or nil.
+func firstOf(ctx context.Context, js jetstream.JetStream, stream, subject string) (*Record, error) {
 	first, err := directGet(ctx, js, stream, directGetRequest{Seq: 1, NextBySubj: subject})
 	if err != nil {
 		return nil, fmt.Errorf("first of %s: %w", subject, err)
 	}
+	return first, nil
+}
+
+// backwardFrom is Backward once it has read hi, the newest numbered
+// record before before, and first, the subject's oldest (or nil).
+func backwardFrom(ctx context.Context, js jetstream.JetStream, stream, subject string, before uint64, limit int, first, hi *Record) ([]*Record, error) {
+	nHi := EventNo(hi)
 	if first == nil || EventNo(first) == 0 || EventNo(first) > nHi || first.Sequence > hi.Sequence {
 		// Pruned or deleted between the two reads: read the slow way.
 		return fallBack(ctx, js, stream, subject, before, limit)
@@ -188,6 +208,7 @@ func Backward(ctx context.Context, js jetstream.JetStream, stream, subject strin
 	// The page is the events from wantNo to nHi.
 	wantNo := EventNo(first)
 	var recs []*Record
+	var err error
 	if nHi >= uint64(limit) && nHi-uint64(limit)+1 > wantNo {
 		wantNo = nHi - uint64(limit) + 1
 		recs, err = seekPage(ctx, js, stream, subject, anchor{first.Sequence, EventNo(first)}, anchor{hi.Sequence, nHi}, wantNo, slackFor(limit))
@@ -404,52 +425,80 @@ func directBatch(ctx context.Context, js jetstream.JetStream, stream string, req
 	if err != nil {
 		return nil, err
 	}
-	return tryAgain(ctx, js.Conn(), func(ctx context.Context) ([]*Record, error) {
+	b, err := tryAgain(ctx, js.Conn(), func(ctx context.Context) (batch, error) {
+		return directBatchOnce(ctx, js, stream, body, limit)
+	})
+	return b.recs, err
+}
+
+// batch is what one batch direct get answered: its records, and, when it
+// ended before its count, how many more records the subject held past them
+// when the server sent its end-of-batch marker (Nats-Num-Pending).
+type batch struct {
+	recs    []*Record
+	pending uint64
+}
+
+// headerNumPending is the end-of-batch marker's count of the records past
+// the batch (nats.go names no constant for it).
+const headerNumPending = "Nats-Num-Pending"
+
+// directBatchMore is directBatch that also returns the end-of-batch
+// marker's count of the records past the batch.
+func directBatchMore(ctx context.Context, js jetstream.JetStream, stream string, req directGetRequest, limit int) (batch, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return batch{}, err
+	}
+	return tryAgain(ctx, js.Conn(), func(ctx context.Context) (batch, error) {
 		return directBatchOnce(ctx, js, stream, body, limit)
 	})
 }
 
 // directBatchOnce is one attempt of directBatch, with the request's body.
-func directBatchOnce(ctx context.Context, js jetstream.JetStream, stream string, body []byte, limit int) ([]*Record, error) {
+func directBatchOnce(ctx context.Context, js jetstream.JetStream, stream string, body []byte, limit int) (batch, error) {
 	nc := js.Conn()
 	inbox := nc.NewInbox()
 	ch := make(chan *nats.Msg, limit+1) // the records and the end-of-batch marker
 	sub, err := nc.ChanSubscribe(inbox, ch)
 	if err != nil {
-		return nil, err
+		return batch{}, err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if err := nc.PublishRequest(directSubject(js, stream), inbox, body); err != nil {
-		return nil, err
+		return batch{}, err
 	}
-	out := make([]*Record, 0, limit)
+	out := make([]*Record, 0, min(limit, 1024))
 	for len(out) < limit {
 		var msg *nats.Msg
 		select {
 		case msg = <-ch:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return batch{}, ctx.Err()
 		}
 		switch status := msg.Header.Get("Status"); {
 		case status == "204" && len(msg.Data) == 0: // end of batch
-			return out, nil
+			pending, _ := strconv.ParseUint(msg.Header.Get(headerNumPending), 10, 64)
+			return batch{out, pending}, nil
 		case status == "404": // nothing (more) to get
-			return out, nil
+			return batch{recs: out}, nil
 		case status == "503":
 			// No responders: no replica of the stream serves direct gets
 			// now (an election, every node restarting). Callers retry
 			// nats.ErrNoResponders as they do a timeout.
-			return nil, fmt.Errorf("direct get from %s: %w", stream, nats.ErrNoResponders)
+			return batch{}, fmt.Errorf("direct get from %s: %w", stream, nats.ErrNoResponders)
 		case status != "":
-			return nil, fmt.Errorf("status %s %s", status, msg.Header.Get("Description"))
+			return batch{}, fmt.Errorf("status %s %s", status, msg.Header.Get("Description"))
 		}
 		r, err := recordFromDirect(msg)
 		if err != nil {
-			return nil, err
+			return batch{}, err
 		}
 		out = append(out, r)
 	}
-	return out, nil
+	// As many as asked for: the end-of-batch marker is not waited for,
+	// and pending is unknown (callers that need it ask for one more).
+	return batch{recs: out}, nil
 }
 
 // EventNo returns the HeaderEventNo of r, or 0 when it has none.

@@ -37,14 +37,11 @@ import (
 //
 // Only public events count and are pruned: the control records of a session
 // (a few per turn) are what rebuilds it, and its first one opens it.
-// Sessions written before the header existed are bounded by count only: a
-// writer that finds its newest event without a total does not start one.
 
 // retention is a writer's view of Retention and of what the session holds.
 type retention struct {
 	Retention
-	loaded  bool
-	tracked bool // events carry HeaderEventBytes; the byte cap applies
+	loaded bool
 	// base is the running total before the oldest retained event, when
 	// baseKnown: the session retains pos.EventBytes - base bytes.
 	base      uint64
@@ -103,19 +100,14 @@ func (w *Writer) prepare(ctx context.Context) error {
 		return events.Errorf(events.CodeUnavailable, "append to %s/%s: read %s: %v", w.ns, w.sid, events.StreamLog, err)
 	}
 	w.ret.Retention = ret
-	switch {
-	case w.pos.LastEventNo == 0 || w.pos.EventBytes > 0:
-		w.ret.tracked = true
-	default:
-		// A position without a total: the newest event has it, or the
-		// session predates totals.
+	if w.pos.LastEventNo > 0 && w.pos.EventBytes == 0 {
+		// A position without a total: the newest event carries it.
 		ev, err := Last(ctx, w.js, events.StreamLog, w.evSubj)
 		if err != nil {
 			return events.Errorf(events.CodeUnavailable, "append to %s/%s: %v", w.ns, w.sid, err)
 		}
-		if ev != nil && EventNo(ev) == w.pos.LastEventNo && EventBytes(ev) > 0 {
+		if ev != nil && EventNo(ev) == w.pos.LastEventNo {
 			w.pos.EventBytes = EventBytes(ev)
-			w.ret.tracked = true
 		}
 	}
 	w.ret.loaded = true
@@ -169,7 +161,7 @@ func (w *Writer) prune(ctx context.Context) {
 func (w *Writer) pruneBytes(ctx context.Context) error {
 	r := &w.ret
 	total, limit := w.pos.EventBytes, uint64(r.MaxBytes)
-	if !r.tracked || total <= limit || r.baseKnown && total-r.base <= limit {
+	if total <= limit || r.baseKnown && total-r.base <= limit {
 		return nil
 	}
 	first, err := directGet(ctx, w.js, events.StreamLog, directGetRequest{Seq: 1, NextBySubj: w.evSubj})
@@ -177,11 +169,8 @@ func (w *Writer) pruneBytes(ctx context.Context) error {
 		return err
 	}
 	ft := EventBytes(first)
-	if ft == 0 || ft < uint64(len(first.Data)) {
-		// The oldest events predate totals: leave them to the count cap,
-		// and look again once the retained totals alone pass the cap.
-		r.base, r.baseKnown = 0, true
-		return nil
+	if ft < uint64(len(first.Data)) {
+		return fmt.Errorf("event %d carries a running total of %d, below its own %d bytes", first.Sequence, ft, len(first.Data))
 	}
 	r.base, r.baseKnown = ft-uint64(len(first.Data)), true
 	if total-r.base <= limit {
@@ -192,8 +181,8 @@ func (w *Writer) pruneBytes(ctx context.Context) error {
 		return err
 	}
 	lt := EventBytes(last)
-	if lt == 0 {
-		return nil
+	if lt < ft {
+		return fmt.Errorf("event %d carries a running total of %d, below the oldest's %d", last.Sequence, lt, ft)
 	}
 	// Retention starts after the first event whose total reaches want: then
 	// at most lowWater bytes remain.
@@ -226,3 +215,43 @@ func (w *Writer) pruneBytes(ctx context.Context) error {
 	r.baseKnown = false // read again when the total next passes the cap
 	return nil
 }
+
+// MetaMaxBytesPerSession is the ACP_LOG metadata key of the byte cap: the
+// stream carries its retention, so every writer applies the one the
+// operator set.
+const MetaMaxBytesPerSession = "skein.max_bytes_per_session"
+
+// Retention is what ACP_LOG keeps of each session's public events: at most
+// MaxEvents events and MaxBytes bytes of event payloads, the oldest pruned
+// first. JetStream prunes by count itself (the stream's per-subject message
+// limit); the session's writer prunes by bytes after an append (Writer). An
+// append with more events or bytes than either is rejected whole.
+type Retention struct {
+	MaxEvents int64
+	MaxBytes  int64
+}
+
+// RetentionOf reads the retention of an ACP_LOG configuration, with the
+// defaults for what it does not say.
+func RetentionOf(cfg jetstream.StreamConfig) Retention {
+	r := Retention{MaxEvents: cfg.MaxMsgsPerSubject, MaxBytes: DefaultMaxBytesPerSession}
+	if r.MaxEvents <= 0 {
+		r.MaxEvents = DefaultMaxEventsPerSession
+	}
+	if n, err := strconv.ParseInt(cfg.Metadata[MetaMaxBytesPerSession], 10, 64); err == nil && n > 0 {
+		r.MaxBytes = n
+	}
+	return r
+}
+
+// The retention of a session's history when ACP_LOG does not say.
+const (
+	// DefaultMaxEventsPerSession is the retention of a session's history:
+	// beyond it the oldest records of the subject are pruned (and a cursor
+	// into them is cursor_expired).
+	DefaultMaxEventsPerSession = 1_000_000
+	// DefaultMaxBytesPerSession is the other bound of a session's history:
+	// the payload bytes of its public events. JetStream bounds bytes per
+	// stream only, so the session's writer enforces it (Retention).
+	DefaultMaxBytesPerSession = 1 << 30
+)

@@ -2,19 +2,17 @@ package eventlog
 
 import "context"
 
-// trace observes steps of this package's reads, waits and appends that
-// their results do not show: how a wait found its end, a backward read
-// that fell back to stepping, a retried append. Tests use it to prove the
+// trace observes steps of this package's reads and appends that their
+// results do not show: a backward read that fell back to stepping, a
+// retried append. Tests use it to prove the
 // path a call took (export_test.go installs one). In the manner of
 // net/http/httptrace it rides on the context of the call it observes, so
 // that no package state is shared between calls, and a call without one
 // pays a context lookup and nothing more.
 type trace struct {
-	awaitFirstRead func()           // a wait is subscribed and has read the log
-	awaitFound     func(how string) // how a wait found its end: foundByRead, foundLive
-	stepBack       func()           // Backward fell back to stepping record by record
-	probe          func()           // locate made one probe
-	appendRetry    func()           // an append is about to be sent again
+	stepBack    func() // Backward fell back to stepping record by record
+	probe       func() // locate made one probe
+	appendRetry func() // an append is about to be sent again
 }
 
 type traceKey struct{}
@@ -28,18 +26,6 @@ func withTrace(ctx context.Context, t *trace) context.Context {
 func traceOf(ctx context.Context) *trace {
 	t, _ := ctx.Value(traceKey{}).(*trace)
 	return t
-}
-
-func (t *trace) onAwaitFirstRead() {
-	if t != nil && t.awaitFirstRead != nil {
-		t.awaitFirstRead()
-	}
-}
-
-func (t *trace) onAwaitFound(how string) {
-	if t != nil && t.awaitFound != nil {
-		t.awaitFound(how)
-	}
 }
 
 func (t *trace) onStepBack() {

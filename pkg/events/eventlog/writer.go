@@ -171,7 +171,7 @@ func (w *Writer) Append(ctx context.Context, entries ...Entry) ([]Appended, erro
 			return nil, w.conflict()
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 			return nil, err
-		case isRetryable(err):
+		case Transient(err):
 			continue
 		default:
 			return nil, fmt.Errorf("append to %s/%s: %w", w.ns, w.sid, err)
@@ -210,10 +210,8 @@ func (w *Writer) buildAt(entries []Entry, pos Position) ([]*nats.Msg, []Appended
 			eventNo++
 			out[i].EventNo = eventNo
 			hdr.Set(events.HeaderEventNo, strconv.FormatUint(eventNo, 10))
-			if w.ret.tracked {
-				eventBytes += uint64(len(data))
-				hdr.Set(events.HeaderEventBytes, strconv.FormatUint(eventBytes, 10))
-			}
+			eventBytes += uint64(len(data))
+			hdr.Set(events.HeaderEventBytes, strconv.FormatUint(eventBytes, 10))
 			subj = w.evSubj
 		case events.LogControl:
 			if e.Subject != "" {
@@ -310,12 +308,12 @@ const (
 	appendRetryWait = 250 * time.Millisecond
 )
 
-// isRetryable reports a failure that passes: the stream cannot answer now,
+// Transient reports a failure that passes: the stream cannot answer now,
 // or the connection lost the request with its socket (a node that died
 // under it: the write fails with a broken pipe or a reset, and the
 // connection moves to another node). The retry carries the same message
 // IDs, so what the lost request did store is not stored twice.
-func isRetryable(err error) bool {
+func Transient(err error) bool {
 	if _, ok := errors.AsType[*net.OpError](err); ok {
 		return true
 	}

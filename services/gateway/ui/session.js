@@ -231,8 +231,11 @@ export function SessionView({ id, onChanged, navigate }) {
   }
   const tl = timeline.current;
   const items = tl ? tl.items() : [];
-  const status = (info && info.state && info.state.status) || '';
-  const turnOn = status === 'running' || status === 'waiting' || busy;
+  const state = (info && info.state) || {};
+  const status = state.status || '';
+  // A session may wait on a request its agent raised after its turn
+  // ended: waiting, with no turn to cancel.
+  const turnOn = status === 'running' || (status === 'waiting' && !!state.turnId) || busy;
   return html`<div class="main-pane session" data-session=${id}>
     <${Header} id=${id} info=${info} conn=${conn} turnOn=${turnOn}
       onRename=${(title) => act('Rename', async () => setInfo(await api('PATCH', sessionPath(id), { title })))}

@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
 
 	"github.com/spf13/cobra"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 func (a *app) answerCommand() *cobra.Command {
@@ -62,18 +61,13 @@ type answerRequest struct {
 
 // answer sends the answer to input request requestID of session sid.
 func (c *client) answer(ctx context.Context, sid, requestID string, req answerRequest) (*statusResponse, error) {
-	var resp statusResponse
-	u := c.sessionPath(sid, "/inputs/"+url.PathEscape(requestID))
-	if err := c.do(ctx, http.MethodPost, u, req, &resp); err != nil {
-		return nil, err
-	}
-	return &resp, nil
+	return c.resolve(ctx, sid, "/inputs/", requestID, req)
 }
 
 // input prints an input event of a turn: the agent's question with the
 // skein answer command that answers it, or how it ended.
 func (p *printer) input(e *event) {
-	if e.Type == events.PublicTypeInputRequest {
+	if e.Type == eventjson.TypeInputRequest {
 		p.line(fmt.Sprintf("[input] %s (request %s)", rawString(e.Message), e.RequestID))
 		hint := "  answer: skein answer " + e.RequestID + " accept '<json object>' | decline | cancel"
 		if p.session != "" && p.session != defaultSession {

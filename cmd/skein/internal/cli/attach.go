@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -91,15 +90,9 @@ func (t *turn) attachTurn(ctx context.Context) error {
 		for range f.events { // the feed ends with sctx
 		}
 	}()
-	// A gateway without state events (an older one) never says the
-	// turn finished: the session's status, polled, does. A gateway with
-	// them says so on the stream, and is not polled: a poll could see
-	// the end before the stream delivers its reason.
-	end := make(chan ending, 1)
-	if !t.cl.hasStateEvents(ctx, t.session) {
-		go t.pollEnd(sctx, turnID, end)
-	}
-	return v.watch(ctx, f, end, turnID, interrupts)
+	// The stream's state events say when the turn ends, and why: the
+	// view's end channel is the prompt's answer, which attach has none of.
+	return v.watch(ctx, f, nil, turnID, interrupts)
 }
 
 // turnSoFar returns the durable events of the turn turnID so far, from
@@ -142,44 +135,8 @@ func (t *turn) turnSoFar(ctx context.Context, turnID string) ([]*event, error) {
 	return nil, nil
 }
 
-// pollEnd sends the turn's end on end once the session's status shows it
-// ended (the session is no longer running or waiting, or runs another
-// turn), for a gateway whose stream has no state events. It checks every
-// second until ctx ends.
-func (t *turn) pollEnd(ctx context.Context, turnID string, end chan<- ending) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-		info, err := t.cl.session(ctx, t.session)
-		if err != nil {
-			continue // the stream's feed reports the gateway's troubles
-		}
-		s := info.State
-		if (s.Status == "running" || s.Status == "waiting") && s.TurnID == turnID {
-			continue
-		}
-		var res ending
-		if s.Status == "failed" && s.Error != nil {
-			res.err = &APIError{Code: s.Error.Code, Message: s.Error.Message}
-		}
-		end <- res
-		return
-	}
-}
-
-// hasStateEvents reports whether the gateway's streams carry state
-// events: its history takes include=state, which came with them.
-func (c *client) hasStateEvents(ctx context.Context, sid string) bool {
-	one := uint32(1)
-	_, err := c.history(ctx, sid, historyQuery{Limit: &one, IncludeState: true})
-	return err == nil
-}
-
-// turnEnded is the stop reason of a turn whose end was seen without its
-// reason (a gateway without state events).
+// turnEnded is the stop reason of a turn whose end was seen without a
+// reason.
 const turnEnded = ""
 
 // describeEnd returns how a stop reason is printed.

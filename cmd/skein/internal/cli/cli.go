@@ -427,9 +427,9 @@ func (a *app) respondCommand() *cobra.Command {
 OPTION_ID, as printed by skein prompt (or found in the session's events), and
 print "accepted", or "not pending: REASON" when the request was already
 answered or ended (already_resolved, prompt_cancelled, adapter_exited,
-turn_failed, session_deleted, unknown_request). Both exit 0; an option the
-request does not offer fails with invalid_permission_option and leaves the
-request pending.`,
+turn_failed, session_unloaded, session_deleted, unknown_request). Both exit
+0; an option the request does not offer fails with invalid_permission_option
+and leaves the request pending.`,
 		Args:         cobra.ExactArgs(2),
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -447,8 +447,8 @@ request pending.`,
 	return cmd
 }
 
-// describeAnswer returns how a permission answer is printed: "accepted",
-// or "not pending: REASON".
+// describeAnswer returns how an answer to a permission or input request
+// is printed: "accepted", or "not pending: REASON".
 func describeAnswer(r *statusResponse) string {
 	if r.Status == events.PermissionNotPending {
 		return "not pending: " + Visible(orDefault(r.Reason, "no reason given"))

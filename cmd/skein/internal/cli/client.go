@@ -226,9 +226,15 @@ type respondRequest struct {
 
 // respond answers the permission request requestID with optionID.
 func (c *client) respond(ctx context.Context, sid, requestID, optionID string) (*statusResponse, error) {
+	return c.resolve(ctx, sid, "/permissions/", requestID, respondRequest{OptionID: optionID})
+}
+
+// resolve posts answer to the request requestID of session sid that waits
+// for a person, under kind ("/permissions/" or "/inputs/"): accepted, or
+// not pending with the reason, for either kind.
+func (c *client) resolve(ctx context.Context, sid, kind, requestID string, answer any) (*statusResponse, error) {
 	var resp statusResponse
-	u := c.sessionPath(sid, "/permissions/"+url.PathEscape(requestID))
-	if err := c.do(ctx, http.MethodPost, u, respondRequest{OptionID: optionID}, &resp); err != nil {
+	if err := c.do(ctx, http.MethodPost, c.sessionPath(sid, kind+url.PathEscape(requestID)), answer, &resp); err != nil {
 		return nil, err
 	}
 	return &resp, nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 // stateChange is an SSE `event: state` (docs/API.md, "Turn state"): a
@@ -141,7 +142,7 @@ func (f *feed) pump(ctx context.Context, s *eventStream, after, lastState *uint6
 		switch ev.Name {
 		case "error":
 			return progressed, streamError(ev)
-		case events.DurabilityDurable:
+		case eventjson.DurabilityDurable:
 			seq, err := strconv.ParseUint(ev.ID, 10, 64)
 			if err != nil {
 				return progressed, fmt.Errorf("durable event with id %q: %w", ev.ID, err)
@@ -165,7 +166,7 @@ func (f *feed) pump(ctx context.Context, s *eventStream, after, lastState *uint6
 					*after = seq
 				}
 			}
-		case events.DurabilityEphemeral:
+		case eventjson.DurabilityEphemeral:
 		default:
 			continue // an event this client does not know
 		}

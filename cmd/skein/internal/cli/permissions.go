@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 // asker answers a turn's permission requests with choices typed on the
@@ -54,12 +55,12 @@ type pendingRequest struct {
 // observe follows the durable permission events of the turn.
 func (a *asker) observe(e *event) {
 	switch e.Type {
-	case events.PublicTypePermissionRequest:
+	case eventjson.TypePermissionRequest:
 		a.pending = append(a.pending, &pendingRequest{id: e.RequestID, options: e.permissionOptions()})
 		if len(a.pending) == 1 {
 			a.ask()
 		}
-	case events.PublicTypePermissionResponse:
+	case eventjson.TypePermissionResponse:
 		// Answered here, elsewhere, or ended by a cancel or a failure.
 		i := slices.IndexFunc(a.pending, func(p *pendingRequest) bool { return p.id == e.RequestID })
 		if i < 0 {

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"skein.dev/pkg/acp"
-	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 // printer renders a turn live: the agent's reply as it streams, tool calls
@@ -303,7 +303,7 @@ func (p *printer) render(e *event) {
 	case acp.UpdateUserMessageChunk:
 		// A prompt starts a turn: tool call IDs are the turn's own.
 		clear(p.tools)
-		if text, ok := e.text(); ok && p.showUser && e.Durability != events.DurabilityEphemeral {
+		if text, ok := e.text(); ok && p.showUser && e.Durability != eventjson.DurabilityEphemeral {
 			p.endLine()
 			for l := range strings.SplitSeq(strings.TrimRight(text, "\n"), "\n") {
 				p.line(p.style(sgrDim, "> "+l))
@@ -322,15 +322,15 @@ func (p *printer) render(e *event) {
 			return
 		}
 		p.redraw()
-	case events.PublicTypePermissionRequest:
+	case eventjson.TypePermissionRequest:
 		p.permission(e)
-	case events.PublicTypePermissionResponse:
+	case eventjson.TypePermissionResponse:
 		detail := e.resolution()
 		if detail != "" {
 			detail = " (" + detail + ")"
 		}
 		p.line(fmt.Sprintf("[permission] request %s: %s%s", e.RequestID, e.Status, detail))
-	case events.PublicTypeInputRequest, events.PublicTypeInputResponse:
+	case eventjson.TypeInputRequest, eventjson.TypeInputResponse:
 		p.input(e)
 	}
 	// The rest (available commands, modes, usage, ...) is not part of
@@ -355,7 +355,7 @@ func (p *printer) text(kind string, streamed *strings.Builder, durability, text 
 			p.open = kind
 		}
 	}
-	if durability == events.DurabilityEphemeral {
+	if durability == eventjson.DurabilityEphemeral {
 		out(text)
 		streamed.WriteString(text)
 		return

@@ -13,6 +13,7 @@ import (
 
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
 // turn is one `skein prompt` or `skein attach`.
@@ -313,7 +314,7 @@ func (v *view) show(ctx context.Context, ev sseEvent) (*stateChange, error) {
 			}
 		}
 		return &sc, nil
-	case events.DurabilityDurable, events.DurabilityEphemeral:
+	case eventjson.DurabilityDurable, eventjson.DurabilityEphemeral:
 	default:
 		return nil, nil
 	}
@@ -321,7 +322,7 @@ func (v *view) show(ctx context.Context, ev sseEvent) (*stateChange, error) {
 	if err := decodeVisible(ev.Data, &e); err != nil {
 		return nil, fmt.Errorf("decode %s event: %w", ev.Name, err)
 	}
-	if ev.Name == events.DurabilityDurable {
+	if ev.Name == eventjson.DurabilityDurable {
 		seq, err := strconv.ParseUint(ev.ID, 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("durable event with id %q: %w", ev.ID, err)
@@ -353,9 +354,9 @@ func (v *view) accepted(ctx context.Context) {
 // tells of.
 func (v *view) showEvent(e *event) {
 	switch e.Type {
-	case events.PublicTypePermissionRequest, events.PublicTypeInputRequest:
+	case eventjson.TypePermissionRequest, eventjson.TypeInputRequest:
 		v.p.setPhase(phaseWaiting)
-	case events.PublicTypePermissionResponse, events.PublicTypeInputResponse:
+	case eventjson.TypePermissionResponse, eventjson.TypeInputResponse:
 		if v.p.phase == phaseWaiting {
 			v.p.setPhase(phaseThinking)
 		}

@@ -8,10 +8,11 @@ import (
 
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 )
 
-// event is the part of an event's public JSON (events.PublicDurableJSON,
-// events.PublicEphemeralJSON) that the commands read.
+// event is the part of an event's public JSON (eventjson.Durable,
+// eventjson.Ephemeral) that the commands read.
 type event struct {
 	SessionID     string          `json:"sessionId"`
 	Sequence      uint64          `json:"sequence"`
@@ -178,20 +179,20 @@ func summary(e *event) string {
 			parts[i] = planMark(entry.Status) + " " + strconv.Quote(entry.Content)
 		}
 		summary = strings.Join(parts, " ")
-	case events.PublicTypePermissionRequest:
+	case eventjson.TypePermissionRequest:
 		summary = e.RequestID
 		if e.ToolCall != nil {
 			summary += " " + strconv.Quote(e.ToolCall.Title)
 		}
-	case events.PublicTypePermissionResponse:
+	case eventjson.TypePermissionResponse:
 		summary = e.RequestID + " " + e.Status
-	case events.PublicTypeInputRequest:
+	case eventjson.TypeInputRequest:
 		summary = e.RequestID + " " + strconv.Quote(rawString(e.Message))
 	case "usage_update":
 		if e.Used != nil && e.Size != nil {
 			summary = fmt.Sprintf("%d/%d", *e.Used, *e.Size)
 		}
-	case events.PublicTypeInputResponse:
+	case eventjson.TypeInputResponse:
 		summary = strings.TrimSpace(e.RequestID + " " + e.Status + " " + rawString(e.Action))
 	}
 	return summary

@@ -17,6 +17,7 @@ import (
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
+	"skein.dev/pkg/events/streams"
 )
 
 // rec is one record to store as is: the audit must judge logs that no
@@ -116,7 +117,7 @@ func setup(t *testing.T) jetstream.JetStream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eventlog.Provision(t.Context(), js, eventlog.Options{}, true); err != nil {
+	if err := streams.Provision(t.Context(), js, streams.Options{}, true); err != nil {
 		t.Fatal(err)
 	}
 	return js

@@ -1,0 +1,87 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"skein.dev/internal/natstest"
+	"skein.dev/internal/stacktest"
+	"skein.dev/internal/testutil"
+	"skein.dev/pkg/events"
+)
+
+// skein history, watch and events read back a session of large messages,
+// three answers of 4 MB and one of 20 MB, on skein dev's max_payload of
+// 8 MiB: every durable event once, in order, and every byte of the
+// answers.
+func TestLargeMessages(t *testing.T) {
+	e := newEnv(t, func(o *envOptions) {
+		o.stack = append(o.stack, stacktest.WithServer(natstest.Run(t, natstest.WithMaxPayload(8<<20))))
+	})
+	e.open("s1", "plain")
+	var seqs []uint64
+	for _, script := range []string{"big 4000000", "big 4000000", "big 4000000", strings.Repeat("big 4000000\n", 5)} {
+		seqs = append(seqs, e.Turn(events.SessionID("s1"), script)...)
+	}
+	const answers = 3*4_000_000 + 20_000_000
+	// check reads printed lines of public JSON: every durable event of
+	// the session once, in order, with all of the answers' text.
+	check := func(what, out string) {
+		t.Helper()
+		var got []uint64
+		text := 0
+		for line := range strings.SplitSeq(strings.TrimSuffix(out, "\n"), "\n") {
+			var ev struct {
+				Sequence   uint64 `json:"sequence"`
+				Durability string `json:"durability"`
+				Type       string `json:"type"`
+				Content    struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			}
+			if err := json.Unmarshal([]byte(line), &ev); err != nil {
+				t.Fatalf("%s: line of %d bytes: %v", what, len(line), err)
+			}
+			if ev.Durability != "durable" || ev.Type == "session_state" {
+				continue // a delta, or a state change (events --json)
+			}
+			got = append(got, ev.Sequence)
+			if ev.Type == "agent_message_chunk" {
+				text += len(ev.Content.Text)
+			}
+		}
+		if len(got) != len(seqs) || text != answers {
+			t.Fatalf("%s printed %d events %v (%d bytes of answers), want %d %v (%d)", what, len(got), got, text, len(seqs), seqs, answers)
+		}
+		for i := range got {
+			if got[i] != seqs[i] {
+				t.Fatalf("%s printed %v, want %v", what, got, seqs)
+			}
+		}
+	}
+	for _, limit := range []string{"7", "10000"} {
+		r := e.run(t.Context(), "", "history", "-s", "s1", "--all", "--json", "--limit", limit)
+		if r.err != nil {
+			t.Fatalf("history --all --limit %s: %v\n%s", limit, r.err, r.stderr)
+		}
+		check("history --all --limit "+limit, r.stdout)
+	}
+	for _, cmd := range []string{"watch", "events"} {
+		ctx, cancel := context.WithCancel(t.Context())
+		var stdout, stderr testutil.Buffer
+		done := make(chan error, 1)
+		go func() {
+			done <- execute(ctx, map[string]string{"SKEIN_URL": e.url}, "", &stdout, &stderr, cmd, "--json", "-s", "s1")
+		}()
+		last := fmt.Sprintf(`"sequence":%d,`, seqs[len(seqs)-1])
+		testutil.Eventually(t, cmd+" printing every event", func() bool { return strings.Contains(stdout.String(), last) })
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s interrupted = %v, want nil", cmd, err)
+		}
+		check(cmd, stdout.String())
+	}
+}

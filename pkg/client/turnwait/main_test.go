@@ -1,0 +1,9 @@
+package turnwait_test
+
+import (
+	"testing"
+
+	"skein.dev/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m, nil) }

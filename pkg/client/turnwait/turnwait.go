@@ -1,0 +1,421 @@
+package turnwait
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
+	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/rpc"
+)
+
+// Waiting for a turn is a read of the log, never a held request (DESIGN
+// invariant 7). The prompt operation answers as soon as the turn is
+// accepted (events.PromptAccepted); whoever wants the turn's outcome then
+// reads the session's control records after the accepting one until the
+// turn's TurnFinished. Whichever session service replica ends the turn,
+// and however many die meanwhile, the record lands in the same log, so
+// the wait survives the restart of any service.
+//
+// The reader's algorithm is the schema's for every live reader:
+//
+//  1. subscribe live: the stream's RePublish of the session's control
+//     subjects, acp.tail.<ns>.<sid>.ctl and acp.tail.<ns>.<sid>.key.*
+//     (a keyed prompt's TurnFinished is on its key's subject), both into
+//     one channel;
+//  2. fetch: read those subjects forward from the accepting record's
+//     sequence, so that a record stored before the subscription existed is
+//     found too;
+//  3. dedupe by sequence: a record may arrive both ways.
+//
+// The turn ends at the TurnFinished whose TurnID is the accepted one. A
+// SessionDeleted after the acceptance ends the wait with
+// session_not_found: the deletion purged what the turn left.
+//
+// Core NATS may drop a message (a slow consumer, a reconnect, a follower
+// that lags on R3 when the fetch ran). Two safety nets: a control record
+// whose Nats-Last-Sequence names a record this reader has not seen makes
+// it read the gap at once; and every awaitRereadInterval it reads both
+// subjects again after the last record it fetched. A wait therefore costs
+// one subscription per subject and O(control records after the acceptance)
+// reads, plus two empty reads per interval.
+
+// awaitRereadInterval is how often a waiting reader reads the log again in
+// case the live subscription dropped the record it waits for.
+const awaitRereadInterval = 2 * time.Second
+
+// DefaultAcceptTimeout bounds Prompt's request for the acceptance of a
+// turn (not the wait for its end).
+const DefaultAcceptTimeout = 2 * time.Minute
+
+// awaitBatch is the page size of the forward reads.
+const awaitBatch = 256
+
+// awaitPending is the live channel's capacity. Control records are few
+// (one TurnFinished per turn, a handful of lifecycle records); an overflow
+// is dropped by the client library and found by the next read.
+const awaitPending = 64
+
+// Await blocks until the turn acc accepted is finished in the session's
+// log and returns its TurnFinished. When acc.Finished is set (a keyed
+// retry of a turn that already ended) it returns that without reading.
+//
+// The wait has no deadline of its own: ctx bounds it, and its end returns
+// ctx's cause. A SessionDeleted after the acceptance, without the turn's
+// TurnFinished before it, is CodeSessionNotFound. Transient read failures
+// (a timeout, a reconnect) are retried at the next interval; other read
+// failures are returned.
+func Await(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID, acc *events.PromptAccepted) (*events.TurnFinished, error) {
+	if acc == nil {
+		return nil, events.Errorf(events.CodeInvalidRequest, "await turn: no acceptance")
+	}
+	if acc.Finished != nil {
+		return acc.Finished, nil
+	}
+	if !ns.Valid() {
+		return nil, events.Errorf(events.CodeInvalidNamespace, "await turn: namespace %q is not valid", ns)
+	}
+	if !sid.Valid() {
+		return nil, events.Errorf(events.CodeInvalidSessionID, "await turn: session ID %q is not valid", sid)
+	}
+	if acc.TurnID == "" || acc.Sequence == 0 {
+		return nil, events.Errorf(events.CodeInvalidPayload, "await turn: acceptance without a turn ID or a sequence")
+	}
+	w := &turnWaiter{
+		js:       js,
+		sid:      sid,
+		turnID:   acc.TurnID,
+		accepted: acc.Sequence,
+		ctl:      events.LogSubject(ns, sid, events.LogControl),
+		keys:     keyFilter(ns, sid),
+	}
+	w.ctlRead, w.keyRead, w.ctlKnown = acc.Sequence, acc.Sequence, acc.Sequence
+
+	// 1. Subscribe live, before any read. The control subject says when the
+	// session is deleted, and carries the finish of a turn without a key;
+	// a keyed turn's finish is on the key subjects (acc.Keyed nil: either).
+	nc := js.Conn()
+	ch := make(chan *nats.Msg, awaitPending)
+	subjects := []string{events.TailSubject(ns, sid, events.LogControl), tailKeyFilter(ns, sid)}
+	if acc.Keyed != nil && !*acc.Keyed {
+		subjects, w.keys = subjects[:1], ""
+	}
+	for _, subj := range subjects {
+		sub, err := nc.ChanSubscribe(subj, ch)
+		if err != nil {
+			return nil, fmt.Errorf("await turn %s: subscribe %s: %w", acc.TurnID, subj, err)
+		}
+		defer func() { _ = sub.Unsubscribe() }() // nothing to do if the connection is gone
+	}
+
+	// 2. Fetch what was stored before the subscription. No flush is needed
+	// in between: the server handles one connection's protocol in order,
+	// so the subscription exists before the read's request arrives, and a
+	// record stored after the read looked is delivered live.
+	tr := traceOf(ctx)
+	if f, err := w.read(ctx); f != nil || err != nil {
+		return tr.found(f, err, foundByRead)
+	}
+	tr.onAwaitFirstRead()
+
+	// 3. Follow, deduplicating by sequence.
+	tick := time.NewTicker(awaitRereadInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("await turn %s: %w", acc.TurnID, context.Cause(ctx))
+		case m := <-ch:
+			f, gap, err := w.live(m)
+			if f != nil || err != nil {
+				return tr.found(f, err, foundLive)
+			}
+			if gap {
+				if f, err := w.read(ctx); f != nil || err != nil {
+					return tr.found(f, err, foundByRead)
+				}
+			}
+		case <-tick.C:
+			if f, err := w.read(ctx); f != nil || err != nil {
+				return tr.found(f, err, foundByRead)
+			}
+		}
+	}
+}
+
+// How a wait found its end, for its trace (export_test.go).
+const (
+	foundByRead = "read"
+	foundLive   = "live"
+)
+
+// found returns a wait's end, telling the trace how it was found.
+func (t *trace) found(f *events.TurnFinished, err error, how string) (*events.TurnFinished, error) {
+	t.onAwaitFound(how)
+	return f, err
+}
+
+// Prompt sends req to acp.api.<ns>.prompt and, once the turn is accepted,
+// waits for it (Await): the helper for Go callers on NATS. It returns
+// the turn's result (TurnFinished.Result): the AcpPromptResponse of a turn
+// that completed or was cancelled, the turn's error otherwise. A refusal
+// (session_busy, idempotency_conflict, ...) is returned as the service
+// answered it.
+//
+// The request for the acceptance is bounded by DefaultAcceptTimeout, or
+// ctx's deadline when that comes first: accepting may restore an unloaded
+// session, but a replica that died holding the request must not hold the
+// caller. Whether a prompt whose acceptance timed out was accepted is
+// unknown; retry it with the same idempotency key to find out. The wait
+// for the turn is bounded by ctx only.
+func Prompt(ctx context.Context, js jetstream.JetStream, ns events.Namespace, req *events.AcpPromptRequest) (*events.AcpPromptResponse, error) {
+	if req == nil {
+		return nil, events.Errorf(events.CodeInvalidRequest, "prompt: nil request")
+	}
+	sid, err := events.OptionalSessionID(req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if !ns.Valid() {
+		return nil, events.Errorf(events.CodeInvalidNamespace, "namespace %q must match [a-z0-9][a-z0-9_-]{0,62}", ns)
+	}
+	actx, cancel := context.WithTimeout(ctx, DefaultAcceptTimeout)
+	acc, err := Accept(actx, js.Conn(), ns, req)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	f, err := Await(ctx, js, ns, sid, acc)
+	if err != nil {
+		return nil, err
+	}
+	return Result(ctx, js, ns, sid, f)
+}
+
+// Result is the prompt's answer once its turn finished with f: the
+// protocol's AcpPromptResponse, or the turn's error. The message is the
+// turn's last completed agent message in its public form, exactly as
+// history shows it (eventjson.Durable), read from its record: the
+// envelope (sessionId, sequence, eventNo, timestamp) is Skein's, never
+// what the agent wrote into the update. A message whose record retention
+// pruned is left out. A finish recorded before finishes named their
+// message's record carries the message as the agent sent it.
+func Result(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID, f *events.TurnFinished) (*events.AcpPromptResponse, error) {
+	if e := f.Failure(); e != nil {
+		return nil, &events.Error{Code: events.Code(e.Code), Message: e.Message}
+	}
+	resp := &events.AcpPromptResponse{SessionID: string(sid), StopReason: f.StopReason}
+	if f.MessageSeq == 0 {
+		resp.Message = f.Message
+		return resp, nil
+	}
+	rec, err := eventlog.At(ctx, js, events.StreamLog, f.MessageSeq)
+	if err != nil {
+		return nil, events.Errorf(events.CodeUnavailable, "read the message of turn %s: %v", f.TurnID, err)
+	}
+	if rec == nil || rec.Subject != events.LogSubject(ns, sid, events.LogEvents) {
+		return resp, nil
+	}
+	entry, err := eventlog.HistoryEntry(sid, rec.Sequence, rec.Time, rec.Header, rec.Data)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := eventjson.Durable(entry)
+	if err != nil {
+		return nil, err
+	}
+	resp.Message = msg
+	return resp, nil
+}
+
+// Accept sends req to acp.api.<ns>.prompt and returns its acceptance: the
+// first half of Prompt, for callers that wait for the turn themselves
+// (the gateway). ctx bounds it.
+//
+// A prompt with an idempotency key is safe to send again: the session
+// service joins the turn it already accepted, or answers the stored outcome
+// of one that ended. So when no answer comes — the replica that took the
+// request died before answering, or none serves yet — a keyed prompt is
+// sent again, each attempt bounded by AcceptAttempt, until ctx ends: a
+// caller in flight across a session service's kill -9 gets its turn. A
+// prompt without a key is sent once; if its answer is lost, whether it was
+// accepted is unknown (timeout).
+func Accept(ctx context.Context, nc *nats.Conn, ns events.Namespace, req *events.AcpPromptRequest) (*events.PromptAccepted, error) {
+	return AcceptWith(ctx, nc, ns, req, nil)
+}
+
+// AcceptWith is Accept with the request's headers hdr: the gateway names
+// the principal it authenticated (events.HeaderPrincipal).
+func AcceptWith(ctx context.Context, nc *nats.Conn, ns events.Namespace, req *events.AcpPromptRequest, hdr nats.Header) (*events.PromptAccepted, error) {
+	subject := events.APISubject(ns, events.OpPrompt)
+	if req.IdempotencyKey == nil {
+		return rpc.Call[events.PromptAccepted](ctx, nc, subject, req, hdr)
+	}
+	backoff := acceptBackoff
+	for {
+		actx, cancel := context.WithTimeout(ctx, AcceptAttempt)
+		acc, err := rpc.Call[events.PromptAccepted](actx, nc, subject, req, hdr)
+		cancel()
+		if err == nil || !resendable(err) || ctx.Err() != nil {
+			if err != nil && ctx.Err() != nil && resendable(err) {
+				return nil, events.Errorf(events.CodeTimeout, "no acceptance of the keyed prompt from %s in time: %v", subject, err)
+			}
+			return acc, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, events.Errorf(events.CodeTimeout, "no acceptance of the keyed prompt from %s in time: %v", subject, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// AcceptAttempt bounds one attempt of a keyed prompt's acceptance: longer
+// than an acceptance takes without a restore, short enough that a replica
+// that died holding the request costs the caller little. An attempt cut
+// short while a restore runs is harmless: the next joins the same turn.
+const AcceptAttempt = 5 * time.Second
+
+// acceptBackoff is the first pause between attempts; it doubles up to 1 s.
+const acceptBackoff = 50 * time.Millisecond
+
+// resendable reports whether an acceptance may be asked again: no answer
+// came (timeout, no responders), or the service said to retry
+// (unavailable, write_conflict: the session moved between replicas).
+func resendable(err error) bool {
+	switch events.AsError(err).Code {
+	case events.CodeTimeout, events.CodeUnavailable, events.CodeWriteConflict:
+		return true
+	}
+	return false
+}
+
+// turnWaiter is the state of one Await.
+type turnWaiter struct {
+	js       jetstream.JetStream
+	sid      events.SessionID
+	turnID   string
+	accepted uint64 // the accepting record's sequence
+	ctl      string // the session's LogControl subject
+	keys     string // its keyed-finish subjects, a wildcard ("": the turn has no key)
+
+	// ctlRead and keyRead are the last sequences fetched on ctl and keys:
+	// the next read starts after them. ctlKnown is the sequence up to
+	// which every ctl record has been seen, fetched or live.
+	ctlRead, keyRead, ctlKnown uint64
+}
+
+// read fetches both subjects after what was last fetched, and returns the
+// turn's end if it is there. A transient failure returns nothing: the
+// next interval reads again.
+func (w *turnWaiter) read(ctx context.Context) (*events.TurnFinished, error) {
+	f, err := w.readSubject(ctx, w.ctl, &w.ctlRead)
+	w.ctlKnown = max(w.ctlKnown, w.ctlRead)
+	if f != nil || err != nil || w.keys == "" {
+		return f, err
+	}
+	return w.readSubject(ctx, w.keys, &w.keyRead)
+}
+
+// readSubject reads subject forward after *cursor, moving the cursor past
+// every record it checks.
+func (w *turnWaiter) readSubject(ctx context.Context, subject string, cursor *uint64) (*events.TurnFinished, error) {
+	for {
+		recs, err := eventlog.Forward(ctx, w.js, events.StreamLog, subject, *cursor, awaitBatch)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("await turn %s: %w", w.turnID, context.Cause(ctx))
+		case transient(err):
+			return nil, nil
+		default:
+			return nil, fmt.Errorf("await turn %s: %w", w.turnID, err)
+		}
+		for _, r := range recs {
+			*cursor = r.Sequence
+			if f, err := w.check(r.Header, r.Sequence, r.Data); f != nil || err != nil {
+				return f, err
+			}
+		}
+		if len(recs) < awaitBatch {
+			return nil, nil
+		}
+	}
+}
+
+// live handles a record received on the tail. gap reports that a control
+// record stored before it was not seen (its Nats-Last-Sequence is past
+// what this reader knows): read the log now.
+func (w *turnWaiter) live(m *nats.Msg) (f *events.TurnFinished, gap bool, err error) {
+	seq, perr := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if perr != nil {
+		return nil, false, nil // not a republished record; nothing to learn
+	}
+	isCtl := strings.HasSuffix(m.Subject, "."+string(events.LogControl))
+	if isCtl && seq <= w.ctlRead || !isCtl && seq <= w.keyRead {
+		return nil, false, nil // fetched already: dedupe by sequence
+	}
+	if f, err := w.check(m.Header, seq, m.Data); f != nil || err != nil {
+		return f, false, err
+	}
+	if !isCtl {
+		return nil, false, nil // a key subject: each has its own sequence chain
+	}
+	prev, _ := strconv.ParseUint(m.Header.Get(jetstream.LastSequenceHeader), 10, 64)
+	if prev > w.ctlKnown {
+		return nil, true, nil
+	}
+	w.ctlKnown = max(w.ctlKnown, seq)
+	return nil, false, nil
+}
+
+// check returns the turn's TurnFinished when the record at seq is it, or
+// CodeSessionNotFound when it is the session's deletion. Records up to the
+// acceptance, and other records, are neither.
+func (w *turnWaiter) check(hdr nats.Header, seq uint64, data []byte) (*events.TurnFinished, error) {
+	switch hdr.Get(events.HeaderRecord) {
+	case events.RecordTurnFinished:
+		if id := hdr.Get(events.HeaderTurnID); id != "" && id != w.turnID {
+			return nil, nil // another turn's, named without decoding
+		}
+		f, err := events.Decode[events.TurnFinished](data)
+		if err != nil {
+			return nil, fmt.Errorf("await turn %s: record %d: %w", w.turnID, seq, err)
+		}
+		if f.TurnID != w.turnID {
+			return nil, nil
+		}
+		return f, nil
+	case events.RecordSessionDeleted:
+		if seq <= w.accepted {
+			return nil, nil // an earlier life of the session ID, republished late
+		}
+		return nil, events.Errorf(events.CodeSessionNotFound, "session %s was deleted before turn %s finished", w.sid, w.turnID)
+	}
+	return nil, nil
+}
+
+// keyFilter returns "acp.log.<ns>.<sid>.key.*", every keyed-finish subject
+// of the session (events.KeySubject).
+func keyFilter(ns events.Namespace, sid events.SessionID) string {
+	return events.LogSubject(ns, sid, "key") + ".*"
+}
+
+// tailKeyFilter is keyFilter's RePublish: "acp.tail.<ns>.<sid>.key.*".
+func tailKeyFilter(ns events.Namespace, sid events.SessionID) string {
+	return events.TailSubject(ns, sid, "key") + ".*"
+}
+
+// transient reports a read failure worth retrying at the next interval: a
+// timeout, no responder (a stream leader changing), a reconnect.
+func transient(err error) bool {
+	return eventlog.Transient(err)
+}

@@ -1,0 +1,111 @@
+package rpc_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"skein.dev/internal/natstest"
+	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/rpc"
+)
+
+// replyWait bounds a request whose reply is sent at once or never.
+const replyWait = 10 * time.Second
+
+// bigPage is a history page of one event of n bytes of text.
+func bigPage(n int) *events.AcpHistoryPageResponse {
+	text := strings.Repeat("x", n)
+	return &events.AcpHistoryPageResponse{Events: []events.AcpDurableHistoryEntry{{
+		SessionID: "s1", Sequence: 7, Timestamp: "2026-01-01T00:00:00Z", EventNo: 1,
+		Event: events.Union[events.AcpDurableEvent]{V: &events.AcpDurableSessionUpdate{
+			Update: events.JSON(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + text + `"}}`)}},
+	}}}
+}
+
+// logBuffer is a slog handler's output, safe to read while the service
+// writes.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A reply larger than one NATS message carries fails the request at once,
+// typed payload_too_large, and is logged; a requester that accepts
+// chunked replies (CallChunked) gets it whole, in chunks. Both for
+// handlers answered through micro and for those answered by publishing.
+func TestReplyLargerThanMaxPayload(t *testing.T) {
+	const maxPayload = 64 << 10
+	for _, async := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sync", true: "async"}[async], func(t *testing.T) {
+			nc := natstest.Connect(t, natstest.Run(t, natstest.WithMaxPayload(maxPayload)))
+			var logs logBuffer
+			eps, err := rpc.StartEndpoints(t.Context(), nc, slog.New(slog.NewTextHandler(&logs, nil)), rpc.ServiceConfig{Config: micro.Config{Name: "skein-test"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer eps.Stop(0)
+			for name, size := range map[string]int{"small": 100, "large": 3*maxPayload + 5} {
+				page := bigPage(size)
+				if err := eps.Add(rpc.Endpoint{Name: name, Subject: "test." + name, Async: async,
+					Handler:   func(context.Context, events.Namespace, []byte) (events.Variant, error) { return page, nil },
+					Namespace: func(req micro.Request) (events.Namespace, error) { return "", nil },
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := eps.Listening(); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), replyWait)
+			defer cancel()
+			_, err = rpc.Call[events.AcpHistoryPageResponse](ctx, nc, "test.large", &events.AcpGetSessionStateRequest{SessionID: "s1"}, nil)
+			if e := events.AsError(err); e == nil || e.Code != events.CodePayloadTooLarge {
+				t.Fatalf("a reply larger than max_payload = %v, want %s at once", err, events.CodePayloadTooLarge)
+			}
+			if !strings.Contains(logs.String(), "reply too large") {
+				t.Errorf("the unsendable reply was not logged; log:\n%s", logs.String())
+			}
+			for name, size := range map[string]int{"small": 100, "large": 3*maxPayload + 5} {
+				got, err := rpc.CallChunked[events.AcpHistoryPageResponse](ctx, nc, "test."+name, &events.AcpGetSessionStateRequest{SessionID: "s1"}, nil)
+				if err != nil {
+					t.Fatalf("CallChunked %s: %v", name, err)
+				}
+				want, _ := events.Marshal(bigPage(size))
+				if body, _ := events.Marshal(got); !bytes.Equal(body, want) {
+					t.Errorf("CallChunked %s: a reply of %d bytes, want the %d sent", name, len(body), len(want))
+				}
+			}
+		})
+	}
+}
+
+// A chunked request to a subject nobody serves is unavailable at once.
+func TestCallChunkedNoResponders(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Run(t))
+	ctx, cancel := context.WithTimeout(t.Context(), replyWait)
+	defer cancel()
+	_, err := rpc.CallChunked[events.AcpHistoryPageResponse](ctx, nc, "test.nobody", &events.AcpGetSessionStateRequest{SessionID: "s1"}, nats.Header{})
+	if e := events.AsError(err); e == nil || e.Code != events.CodeUnavailable {
+		t.Errorf("CallChunked to nobody = %v, want %s", err, events.CodeUnavailable)
+	}
+}
