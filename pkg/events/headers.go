@@ -33,11 +33,6 @@ const (
 	// one's sequence less the index: a new owner finds a turn's start from
 	// whichever of its records ends the log.
 	HeaderTurnBlock = "Acp-Turn-Block"
-	// HeaderIOApplied, on a turn's accepting record, is the ACP_IO sequence
-	// of the last adapter record the owner had applied when it accepted the
-	// turn: where a new owner taking the turn over resumes reading, at the
-	// latest (records of the turn carry HeaderIOSeq, later).
-	HeaderIOApplied = "Acp-Io-Applied"
 	// HeaderTurnStart, on every record of a turn after its acceptance, is
 	// the sequence of the accepting record: where a new owner finds the
 	// turn's idempotency key and content hash in one read.
@@ -56,13 +51,6 @@ const (
 	// an AdapterUpdates record, the update's number there after a dot, from
 	// 1 ("1234.3"): the updates after it are still to be applied.
 	HeaderIOSeq = "Acp-Io-Seq"
-	// HeaderIOHeld, beside HeaderIOSeq, is the ACP_IO position (the same
-	// form) of the first chunk of a message in progress that the owner held
-	// in memory when it wrote the record (chunks become durable only when
-	// their message ends). A new owner taking the turn over reads the
-	// chunks again from there, and applies what follows HeaderIOSeq as
-	// usual.
-	HeaderIOHeld = "Acp-Io-Held"
 	// HeaderIOResume, beside HeaderIOSeq (and on a turn's accepting
 	// record), tells a new owner where to resume the adapter process's
 	// records, which the owner applies in record-number order
@@ -71,9 +59,7 @@ const (
 	// every record of the process not yet applied; applied is the last
 	// update applied and held the first chunk held in memory, by record
 	// number ("17", or "17.3" for the third update of record number 17;
-	// applied "0": none yet). A record without it was written by an owner
-	// that applied records in stream order: HeaderIOSeq and HeaderIOHeld
-	// say all.
+	// applied "0": none yet). A takeover resumes only from it.
 	HeaderIOResume = "Acp-Io-Resume"
 	// HeaderPrincipal, on a request of the session API, names the
 	// principal the gateway authenticated for it (its token's name). The
