@@ -96,7 +96,7 @@ func (s *Stack) startSkein(o options) {
 	if len(cfg.Session.WorkspaceRoots) == 0 && runs("session") && runs("adapter-runner") {
 		// One process, one file system: the session service refuses at
 		// open what its runner would refuse at launch.
-		runner := cfg.Runner
+		runner := cfg.Runner.WithDefaults()
 		if err := runner.Validate(); err == nil {
 			cfg.Session.WorkspaceRoots = runner.WorkspaceRoots
 			if len(cfg.Session.WorkspaceGrants) == 0 {
