@@ -35,6 +35,7 @@ package tail
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -162,7 +163,9 @@ func (c *Chain) Offer(ctx context.Context, m *nats.Msg, deliver func(*Record) er
 }
 
 // CatchUp reads the chain's records after Last from the log, up to and
-// including upTo (0: up to the log's end), and delivers them in order.
+// including upTo (0: up to the log's end), and delivers them in order. A
+// failed read is CodeUnavailable and wraps the read's error; a deliver
+// error is returned as it is.
 func (c *Chain) CatchUp(ctx context.Context, upTo uint64, deliver func(*Record) error) error {
 	for {
 		recs, more, err := eventlog.ForwardPage(ctx, c.js, c.stream, c.subject, c.last, PageRecords, PageBytes)
@@ -170,7 +173,9 @@ func (c *Chain) CatchUp(ctx context.Context, upTo uint64, deliver func(*Record) 
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
-			return events.Errorf(events.CodeUnavailable, "read %s after %d: %v", c.subject, c.last, err)
+			// Unavailable, with the read's own failure beneath it, so a
+			// reader can tell one worth trying again (eventlog.Transient).
+			return fmt.Errorf("%w: %w", events.Errorf(events.CodeUnavailable, "read %s after %d", c.subject, c.last), err)
 		}
 		for _, r := range recs {
 			if upTo != 0 && r.Sequence > upTo {
