@@ -207,16 +207,14 @@ func Prompt(ctx context.Context, js jetstream.JetStream, ns events.Namespace, re
 // history shows it (eventjson.Durable), read from its record: the
 // envelope (sessionId, sequence, eventNo, timestamp) is Skein's, never
 // what the agent wrote into the update. A message whose record retention
-// pruned is left out. A finish recorded before finishes named their
-// message's record carries the message as the agent sent it.
+// pruned is left out, and so is one of a turn that sent none.
 func Result(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID, f *events.TurnFinished) (*events.AcpPromptResponse, error) {
 	if e := f.Failure(); e != nil {
 		return nil, &events.Error{Code: events.Code(e.Code), Message: e.Message}
 	}
 	resp := &events.AcpPromptResponse{SessionID: string(sid), StopReason: f.StopReason}
 	if f.MessageSeq == 0 {
-		resp.Message = f.Message
-		return resp, nil
+		return resp, nil // the turn sent no message
 	}
 	rec, err := eventlog.At(ctx, js, events.StreamLog, f.MessageSeq)
 	if err != nil {
