@@ -114,13 +114,25 @@ const (
 // the message's record's sequence.
 func (c *Chain) Decide(m *nats.Msg) (seq uint64, a Action) {
 	seq, prev, _, ok := Republished(m)
-	switch {
-	case !ok || c.known && seq <= c.last:
+	if !ok {
 		return seq, Skip
-	case c.known && prev > c.last:
-		return seq, Fill
 	}
-	return seq, Deliver
+	return seq, c.DecideAt(seq, prev)
+}
+
+// DecideAt is Decide for a record known by its sequence seq and its
+// predecessor's prev (0: none), for a reader that has them from elsewhere
+// than the message (a fan-out's decoded item): at or below Last it is
+// Skip, with its predecessor past Last it is Fill, else Deliver. A chain
+// that starts from its first record (Joined) delivers that one as it is.
+func (c *Chain) DecideAt(seq, prev uint64) Action {
+	switch {
+	case c.known && seq <= c.last:
+		return Skip
+	case c.known && prev > c.last:
+		return Fill
+	}
+	return Deliver
 }
 
 // Delivered moves the chain past seq, a record the reader delivered
