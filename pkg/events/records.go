@@ -86,7 +86,7 @@ type TurnFinished struct {
 	Message        JSON    `msgpack:"message,omitempty"` // the turn's last completed agent message update
 	// MessageSeq is the sequence of Message's record in the log: a
 	// prompt's result shows the message as history does, from the record
-	// (turnwait.Result). 0 in finishes recorded before it existed.
+	// (turnwait.Result). 0: the turn sent no message.
 	MessageSeq uint64            `msgpack:"messageSeq,omitempty"`
 	Error      *AcpErrorResponse `msgpack:"error,omitempty"`
 	// Timing is the turn's timing as the owner that accepted it measured

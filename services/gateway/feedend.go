@@ -115,9 +115,9 @@ func (f *feed) checkEnd(ctx context.Context, cause string) {
 		open = false
 	}
 	complete := true
-	if last.Sequence > max(f.lastSeq, f.known) {
+	if last.Sequence > max(f.events.Last(), f.known) {
 		f.lg.Debug("live feed behind the log's end", logKeyReason, cause,
-			events.LogKeySeq, last.Sequence, logKeyLastSent, f.lastSeq)
+			events.LogKeySeq, last.Sequence, logKeyLastSent, f.events.Last())
 		complete = f.reach(ctx, last)
 		// The session's state may have changed (a turn's end that the
 		// feed missed): watches answer with it.
@@ -130,7 +130,7 @@ func (f *feed) checkEnd(ctx context.Context, cause string) {
 		// leaves its viewers waiting: say so, once, with what it knows.
 		f.lg.Warn("live feed cannot reach the log's end", logKeyReason, cause, "checks", f.behind,
 			events.LogKeySeq, last.Sequence, events.LogKeySubject, last.Subject,
-			logKeyLastSent, f.lastSeq, logKeyEventNo, f.lastNo, "known", f.known)
+			logKeyLastSent, f.events.Last(), logKeyEventNo, f.lastNo, "known", f.known)
 	}
 	f.setTurnOpen(open || !complete)
 }
@@ -138,17 +138,17 @@ func (f *feed) checkEnd(ctx context.Context, cause string) {
 // reach fans out the public events up to last, the log's newest record,
 // and reports whether the feed now holds all of them.
 func (f *feed) reach(ctx context.Context, last *eventlog.Record) bool {
-	if f.lastSeq == 0 {
+	if f.events.Last() == 0 {
 		return f.seed(ctx, last)
 	}
-	before := f.lastSeq
+	before := f.events.Last()
 	if !f.readForward(ctx, 0) {
 		return false
 	}
-	if f.lastSeq != before {
+	if f.events.Last() != before {
 		f.h.g.metrics.gapFills.Inc()
 	}
-	if last.Subject == f.logSubject && f.lastSeq < last.Sequence {
+	if last.Subject == f.logSubject && f.events.Last() < last.Sequence {
 		return false // read from a follower behind the one that answered Last
 	}
 	f.known = max(f.known, last.Sequence)

@@ -37,14 +37,18 @@ import (
 // A viewer whose queue is full is cut off alone (its stream ends with an
 // error it resumes from); the feed and the other viewers go on.
 //
-// Gaps. Public events carry a contiguous per-session number
-// (events.HeaderEventNo). Once the feed has fanned out one event, an event
-// whose number is not the next one proves that the feed missed some (a
-// message lost in transit, a slow subscription). The feed then reads the
-// missing records from ACP_LOG with batch direct gets (eventlog.Forward)
-// and fans them out, in order, before the event: one catch-up for all of
-// the session's viewers, not one history read each. A delta that follows
-// a sequence above everything the feed knows triggers the same catch-up.
+// Gaps. The feed keeps its place among the public events as a tail.Chain
+// joined at the first it hears. Once it has fanned out one, a tail event
+// whose predecessor (Nats-Last-Sequence) lies past that place proves that
+// the feed missed some (a message lost in transit, a slow subscription).
+// The feed then reads the missing records from ACP_LOG with batch direct
+// gets (eventlog.ForwardPage) and fans them out, in order, before the
+// event: one catch-up for all of the session's viewers, not one history
+// read each. It reads every record of the session, control records too,
+// so it is not the chain's CatchUp, and records read back name no
+// predecessor: there the contiguous per-session event number
+// (events.HeaderEventNo) tells a pruned record. A delta that follows a
+// sequence above everything the feed knows triggers the same catch-up.
 //
 // The catch-up is an economy, not what makes a stream complete. Every item
 // says which public event precedes it (prev: Nats-Last-Sequence for a tail
@@ -265,9 +269,13 @@ type feed struct {
 	viewers map[*viewer]struct{}
 
 	// The feed goroutine's own state.
-	lastSeq uint64 // the newest public event fanned out; 0 until the first
-	lastNo  uint64 // its event number
-	known   uint64 // no public event lies in (lastSeq, known]
+	// events is the feed's place among the public events: the newest
+	// fanned out (Last; 0 until the first), joined at the first the feed
+	// hears. A tail event whose predecessor lies past it proves the feed
+	// missed some.
+	events *tail.Chain
+	lastNo uint64 // the event number of events.Last(), for catch-ups
+	known  uint64 // no public event lies in (events.Last(), known]
 	// lastCtl is the newest control record the feed has handled: one at
 	// or below it is not fanned out again (a catch-up read the log ahead
 	// of the tail).
@@ -308,6 +316,7 @@ func (h *hub) startFeed(ctx context.Context, key string, ns events.Namespace, si
 		done:        make(chan struct{}),
 		viewers:     map[*viewer]struct{}{},
 	}
+	f.events = tail.Joined(h.g.js, events.StreamLog, f.logSubject)
 	// Both subscriptions feed one channel, filled by the connection's
 	// read loop in arrival order (two callback subscriptions would each
 	// have a goroutine of their own, and could reorder). The caller
@@ -374,7 +383,7 @@ func (f *feed) run(ctx context.Context) {
 				// the durable events are read back at once rather than
 				// when the next one shows the gap, which may be long.
 				f.lg.Warn("live feed dropped messages", logKeyDropped, n)
-				if f.lastSeq > 0 {
+				if f.events.Last() > 0 {
 					f.catchUp(ctx, "dropped", 0)
 				}
 			}
@@ -404,16 +413,17 @@ func (f *feed) handle(ctx context.Context, m *nats.Msg) {
 				events.LogKeySeq, m.Header.Get(jetstream.SequenceHeader), events.LogKeyErr, err)
 			return
 		}
-		if entry.Sequence <= f.lastSeq {
+		switch f.events.DecideAt(entry.Sequence, prev) {
+		case tail.Skip:
 			return // fanned out already, by a catch-up
-		}
-		switch {
-		case f.lastSeq > 0 && entry.EventNo > f.lastNo+1:
+		case tail.Fill:
 			f.catchUp(ctx, "tail", entry.Sequence)
-		case missedEnd && f.lastSeq > 0 && entry.Sequence-1 > max(f.lastSeq, f.known):
-			f.catchUp(ctx, "turn end", entry.Sequence)
+		default:
+			if missedEnd && f.events.Last() > 0 && entry.Sequence-1 > max(f.events.Last(), f.known) {
+				f.catchUp(ctx, "turn end", entry.Sequence)
+			}
 		}
-		if entry.Sequence <= f.lastSeq {
+		if entry.Sequence <= f.events.Last() {
 			return
 		}
 		f.durable(entry, prev, m.Header, m.Data)
@@ -442,7 +452,8 @@ func (f *feed) durable(e *events.AcpDurableHistoryEntry, prev uint64, hdr nats.H
 	} else {
 		it.frame = appendEvent(it.frame, strconv.FormatUint(e.Sequence, 10), "durable", data)
 	}
-	f.lastSeq, f.lastNo = e.Sequence, e.EventNo
+	f.events.Delivered(e.Sequence)
+	f.lastNo = e.EventNo
 	f.fanOut(it)
 }
 
@@ -481,7 +492,7 @@ func (f *feed) wakeWatches() {
 // for themselves, from history.
 func (f *feed) catchUp(ctx context.Context, cause string, upTo uint64) bool {
 	f.h.g.metrics.gapFills.Inc()
-	f.lg.Debug("live feed gap", logKeyReason, cause, events.LogKeySeq, upTo, logKeyLastSent, f.lastSeq)
+	f.lg.Debug("live feed gap", logKeyReason, cause, events.LogKeySeq, upTo, logKeyLastSent, f.events.Last())
 	return f.readForward(ctx, upTo)
 }
 
@@ -491,7 +502,7 @@ func (f *feed) readForward(ctx context.Context, upTo uint64) bool {
 	g := f.h.g
 	// Every record of the session, control records too: a state change
 	// the tail lost is read back with the events around it.
-	after := f.lastSeq
+	after := f.events.Last()
 	for {
 		// Bounded by bytes as well as by count, so that a session of
 		// large messages is read a page at a time, and more says
@@ -501,7 +512,7 @@ func (f *feed) readForward(ctx context.Context, upTo uint64) bool {
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
-				f.lg.Warn("live feed catch-up failed", logKeyLastSent, f.lastSeq, events.LogKeyErr, err)
+				f.lg.Warn("live feed catch-up failed", logKeyLastSent, f.events.Last(), events.LogKeyErr, err)
 			}
 			return false
 		}
@@ -517,7 +528,7 @@ func (f *feed) readForward(ctx context.Context, upTo uint64) bool {
 				continue
 			}
 			if no := eventlog.EventNo(r); no != f.lastNo+1 {
-				f.lg.Warn("live feed catch-up found events missing", logKeyLastSent, f.lastSeq,
+				f.lg.Warn("live feed catch-up found events missing", logKeyLastSent, f.events.Last(),
 					events.LogKeySeq, r.Sequence, logKeyEventNo, no)
 				return false
 			}
@@ -526,7 +537,7 @@ func (f *feed) readForward(ctx context.Context, upTo uint64) bool {
 				f.lg.Warn("live feed catch-up read an undecodable record", events.LogKeySeq, r.Sequence, events.LogKeyErr, err)
 				return false
 			}
-			f.durable(e, f.lastSeq, r.Header, r.Data)
+			f.durable(e, f.events.Last(), r.Header, r.Data)
 		}
 		if !more {
 			return true

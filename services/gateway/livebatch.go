@@ -41,18 +41,18 @@ func (f *feed) live(ctx context.Context, m *nats.Msg) {
 	f.setTurnOpen(true)
 	var prev uint64
 	prevKnown := false
-	if f.lastSeq > 0 {
+	if f.events.Last() > 0 {
 		ok := true
-		if after > max(f.lastSeq, f.known) {
+		if after > max(f.events.Last(), f.known) {
 			ok = f.catchUp(ctx, "delta", after+1)
 			if ok {
 				f.known = max(f.known, after)
 			}
 		}
-		// Below lastSeq the delta is stale for every stream that has the
+		// Below events.Last() the delta is stale for every stream that has the
 		// feed's events; a stream decides that itself.
-		if ok && after >= f.lastSeq {
-			prev, prevKnown = f.lastSeq, true
+		if ok && after >= f.events.Last() {
+			prev, prevKnown = f.events.Last(), true
 		}
 	}
 	d := events.AcpEphemeralSessionUpdateEvent{SessionID: sid, AfterSequence: after}

@@ -12,6 +12,7 @@ import (
 
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
 	"skein.dev/pkg/events/streams"
@@ -69,16 +70,42 @@ func TestPromptOutlivesTheAcceptingReplica(t *testing.T) {
 	}
 
 	// Replica B takes the session over and finishes the turn.
+	// Its finish names the turn's reply by its record, as the session
+	// service's does.
 	b := eventlog.NewWriter(js, ns, "s1", w.Position(), "replica-b")
-	if _, err := b.Append(t.Context(),
+	reply := events.JSON(TextChunk("agent_message_chunk", "done"))
+	got, err := b.Append(t.Context(),
 		eventlog.Entry{Kind: events.LogControl, Value: &events.OwnerChanged{Owner: "b", LeaseRevision: 2}},
-		eventlog.Entry{Kind: events.LogControl, Value: &events.TurnFinished{TurnID: acc.TurnID, Outcome: events.OutcomeCompleted, StopReason: "end_turn",
-			Message: events.JSON(TextChunk("agent_message_chunk", "done"))}},
-	); err != nil {
+		eventlog.Entry{Kind: events.LogEvents, Header: map[string][]string{events.HeaderTurnID: {acc.TurnID}},
+			Value: &events.AcpDurableSessionUpdate{Update: reply}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := got[1].Seq
+	if _, err := b.Append(t.Context(), eventlog.Entry{Kind: events.LogControl, Value: &events.TurnFinished{TurnID: acc.TurnID,
+		Outcome: events.OutcomeCompleted, StopReason: "end_turn", Message: reply, MessageSeq: msg}}); err != nil {
 		t.Fatal(err)
 	}
 	r := <-prompt
-	want := `{"sessionId":"s1","message":` + TextChunk("agent_message_chunk", "done") + `,"stopReason":"end_turn"}`
+	// The reply as history shows it: the agent's update in Skein's
+	// envelope, from its record.
+	rec, err := eventlog.At(t.Context(), js, events.StreamLog, msg)
+	if err != nil || rec == nil {
+		t.Fatalf("the reply's record %d: %v, %v", msg, rec, err)
+	}
+	entry, err := eventlog.HistoryEntry("s1", rec.Sequence, rec.Time, rec.Header, rec.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	public, err := eventjson.Durable(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(public), `"text":"done"`) {
+		t.Fatalf("the reply as history shows it = %s, want its text", public)
+	}
+	want := `{"sessionId":"s1","message":` + string(public) + `,"stopReason":"end_turn"}`
 	if r.status != http.StatusOK || string(r.body) != want {
 		t.Errorf("prompt = %d %s, want 200 %s", r.status, r.body, want)
 	}

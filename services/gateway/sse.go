@@ -12,6 +12,7 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventjson"
+	"skein.dev/pkg/events/tail"
 )
 
 // The event stream, GET /v1/sessions/{id}/events (DESIGN "Live tail").
@@ -122,9 +123,11 @@ type stream struct {
 	ns  events.Namespace
 	sid events.SessionID
 
-	// last is the highest sequence sent with an id (a durable event, a
-	// control record's state event), or the client's cursor.
-	last uint64
+	// sent is the stream's place in the session's records: the highest
+	// sequence sent with an id (a durable event, a control record's state
+	// event), or the client's cursor. Its gaps are read back from
+	// history, not the log (fill).
+	sent *tail.Chain
 	// known is a sequence at or below which every durable event has been
 	// sent: the end of the last fill that found no more.
 	known   uint64
@@ -151,7 +154,7 @@ func (g *Gateway) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		rc:    http.NewResponseController(w),
 		ns:    ns,
 		sid:   sid,
-		last:  cursor,
+		sent:  tail.NewChain(g.js, events.StreamLog, events.LogFilter(ns, sid), cursor),
 		known: cursor,
 	}
 	s.lg = g.lg.With(logKeyRequestID, requestID(r), events.LogKeyNamespace, ns, events.LogKeySession, sid)
@@ -160,7 +163,7 @@ func (g *Gateway) handleEvents(w http.ResponseWriter, r *http.Request) error {
 	s.lg.Debug("event stream started", events.LogKeySeq, cursor)
 	reason := s.serve(r.Context())
 	g.metrics.streamEnds.WithLabelValues(reason).Inc()
-	s.lg.Debug("event stream ended", logKeyReason, reason, events.LogKeySeq, s.last)
+	s.lg.Debug("event stream ended", logKeyReason, reason, events.LogKeySeq, s.sent.Last())
 	return nil // the stream reported its own errors, in it or before it began
 }
 
@@ -265,14 +268,14 @@ func (s *stream) handle(ctx context.Context, it *liveItem) error {
 		return s.controlItem(ctx, it)
 	}
 	if it.durable {
-		if it.seq <= s.last {
+		switch s.sent.DecideAt(it.seq, it.prev) {
+		case tail.Skip:
 			return nil // already sent, by the backfill or a fill
-		}
-		if it.prev > s.last {
+		case tail.Fill:
 			if err := s.gapFill(ctx, "tail", it.prev); err != nil {
 				return err
 			}
-			if it.seq <= s.last {
+			if it.seq <= s.sent.Last() {
 				return nil
 			}
 		}
@@ -280,19 +283,19 @@ func (s *stream) handle(ctx context.Context, it *liveItem) error {
 	}
 	if it.prevKnown {
 		// The feed vouches that no public event lies in (prev, after].
-		if it.prev > s.last {
+		if it.prev > s.sent.Last() {
 			if err := s.gapFill(ctx, "delta", it.prev); err != nil {
 				return err
 			}
 		}
 		s.known = max(s.known, it.after)
-	} else if it.after > max(s.last, s.known) {
+	} else if it.after > max(s.sent.Last(), s.known) {
 		if err := s.gapFill(ctx, "delta", it.after); err != nil {
 			return err
 		}
 		s.known = max(s.known, it.after)
 	}
-	if it.after < s.last {
+	if it.after < s.sent.Last() {
 		return nil // stale: see step 5 of the algorithm
 	}
 	if err := s.write(it.frame); err != nil {
@@ -303,23 +306,26 @@ func (s *stream) handle(ctx context.Context, it *liveItem) error {
 }
 
 // controlItem emits a control record's state event of the feed, once the
-// stream holds every record before it, and advances s.last. The feed
+// stream holds every record before it, and moves s.sent past it. The feed
 // vouches for that (prevKnown) up to the public event prev; without it,
 // the stream reads history unless it has sent everything up to the record
 // already.
 func (s *stream) controlItem(ctx context.Context, it *liveItem) error {
-	if it.seq <= s.last {
+	a := s.sent.DecideAt(it.seq, it.prev)
+	if a == tail.Skip {
 		return nil // already sent, by the backfill or a fill
 	}
-	gap := it.prev > s.last
+	gap := a == tail.Fill
 	if !it.prevKnown {
-		gap = it.seq-1 > max(s.last, s.known)
+		// No predecessor to decide by: nothing may lie between what was
+		// sent (or known sent) and the record.
+		gap = it.seq-1 > max(s.sent.Last(), s.known)
 	}
 	if gap {
 		if err := s.gapFill(ctx, "state", it.seq); err != nil {
 			return err
 		}
-		if it.seq <= s.last {
+		if it.seq <= s.sent.Last() {
 			return nil
 		}
 	}
@@ -328,11 +334,11 @@ func (s *stream) controlItem(ctx context.Context, it *liveItem) error {
 	if err := s.write(it.frame); err != nil {
 		return err
 	}
-	s.last = it.seq
+	s.sent.Delivered(it.seq)
 	return nil
 }
 
-// durableItem emits a durable event of the feed and advances s.last.
+// durableItem emits a durable event of the feed and moves s.sent past it.
 func (s *stream) durableItem(it *liveItem) error {
 	if it.frame != nil {
 		if err := s.write(it.frame); err != nil {
@@ -340,7 +346,7 @@ func (s *stream) durableItem(it *liveItem) error {
 		}
 		s.g.metrics.durableEvents.Inc()
 	}
-	s.last = it.seq
+	s.sent.Delivered(it.seq)
 	return nil
 }
 
@@ -349,18 +355,18 @@ func (s *stream) durableItem(it *liveItem) error {
 func (s *stream) gapFill(ctx context.Context, cause string, seq uint64) error {
 	s.g.metrics.gapFills.Inc()
 	s.lg.Debug("event stream gap", logKeyReason, cause,
-		events.LogKeySeq, seq, logKeyLastSent, s.last)
+		events.LogKeySeq, seq, logKeyLastSent, s.sent.Last())
 	return s.fill(ctx)
 }
 
 // logKeyLastSent is the last durable sequence an event stream sent.
 const logKeyLastSent = "last_sent"
 
-// fill emits every durable event after s.last that history holds.
+// fill emits every durable event after s.sent that history holds.
 func (s *stream) fill(ctx context.Context) error {
 	limit := uint32(s.g.cfg.BackfillPage)
 	for {
-		after := s.last
+		after := s.sent.Last()
 		req := &events.AcpReadHistoryRequest{SessionID: new(string(s.sid)), After: &after, Limit: &limit, IncludeState: true}
 		cctx, cancel := context.WithTimeout(ctx, s.g.cfg.RequestTimeout)
 		page, err := s.g.readHistory(cctx, s.ns, req)
@@ -377,7 +383,7 @@ func (s *stream) fill(ctx context.Context) error {
 			}
 		}
 		for i := range page.Events {
-			if page.Events[i].Sequence <= s.last {
+			if page.Events[i].Sequence <= s.sent.Last() {
 				continue
 			}
 			if err := s.durable(&page.Events[i]); err != nil {
@@ -385,18 +391,19 @@ func (s *stream) fill(ctx context.Context) error {
 			}
 		}
 		if !page.HasMoreAfter {
-			s.known = max(s.known, s.last)
+			s.known = max(s.known, s.sent.Last())
 			return nil
 		}
-		if s.last == after {
+		if s.sent.Last() == after {
 			return events.Errorf(events.CodeInternal, "history after %d has more but returned no newer event", after)
 		}
 	}
 }
 
-// durable emits one durable event or state event of history and advances
-// s.last. An event that has no public form (a writer bug) is logged and
-// skipped rather than ending every stream of the session on it forever.
+// durable emits one durable event or state event of history and moves
+// s.sent past it. An event that has no public form (a writer bug) is
+// logged and skipped rather than ending every stream of the session on it
+// forever.
 func (s *stream) durable(e *events.AcpDurableHistoryEntry) error {
 	if c, ok := e.Event.V.(*events.SessionStateChange); ok {
 		return s.state(e, c)
@@ -404,19 +411,19 @@ func (s *stream) durable(e *events.AcpDurableHistoryEntry) error {
 	data, err := eventjson.Durable(e)
 	if err != nil {
 		s.lg.Error("durable event has no public form", events.LogKeySeq, e.Sequence, events.LogKeyErr, err)
-		s.last = e.Sequence
+		s.sent.Delivered(e.Sequence)
 		return nil
 	}
 	if err := s.event(strconv.FormatUint(e.Sequence, 10), "durable", data); err != nil {
 		return err
 	}
-	s.last = e.Sequence
+	s.sent.Delivered(e.Sequence)
 	s.g.metrics.durableEvents.Inc()
 	return nil
 }
 
 // state emits one state event of history. One caused by a durable event
-// has no id and leaves s.last alone: the event follows it.
+// has no id and leaves s.sent alone: the event follows it.
 func (s *stream) state(e *events.AcpDurableHistoryEntry, c *events.SessionStateChange) error {
 	data, err := eventjson.Durable(e)
 	if err != nil {
@@ -430,7 +437,7 @@ func (s *stream) state(e *events.AcpDurableHistoryEntry, c *events.SessionStateC
 		return err
 	}
 	if id != "" {
-		s.last = e.Sequence
+		s.sent.Delivered(e.Sequence)
 	}
 	return nil
 }

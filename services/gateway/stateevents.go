@@ -89,7 +89,7 @@ func (f *feed) tailControl(ctx context.Context, m *nats.Msg) {
 	if seq <= f.lastCtl {
 		return // handled already, by a catch-up
 	}
-	vouched := f.lastSeq > 0 && seq-1 <= max(f.lastSeq, f.known)
+	vouched := f.events.Last() > 0 && seq-1 <= max(f.events.Last(), f.known)
 	if vouched {
 		f.known = max(f.known, seq)
 	}
@@ -101,10 +101,10 @@ func (f *feed) tailControl(ctx context.Context, m *nats.Msg) {
 		f.lg.Error("tail record without a store time", events.LogKeySubject, m.Subject, events.LogKeySeq, seq)
 		return
 	}
-	if !vouched && f.lastSeq > 0 {
-		before := f.lastSeq
+	if !vouched && f.events.Last() > 0 {
+		before := f.events.Last()
 		vouched = f.readForward(ctx, seq)
-		if f.lastSeq != before {
+		if f.events.Last() != before {
 			f.h.g.metrics.gapFills.Inc()
 			f.lg.Debug("live feed gap", logKeyReason, "control", events.LogKeySeq, seq, logKeyLastSent, before)
 		}
@@ -135,7 +135,7 @@ func (f *feed) control(seq uint64, stored time.Time, hdr nats.Header, data []byt
 		return
 	}
 	f.fanOut(&liveItem{
-		durable: true, control: true, seq: seq, prev: f.lastSeq, prevKnown: vouched,
+		durable: true, control: true, seq: seq, prev: f.events.Last(), prevKnown: vouched,
 		frame: appendEvent(nil, strconv.FormatUint(seq, 10), "state", body),
 	})
 }

@@ -2,9 +2,8 @@ package turnwait
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,6 +13,7 @@ import (
 	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/tail"
 )
 
 // Waiting for a turn is a read of the log, never a held request (DESIGN
@@ -24,28 +24,24 @@ import (
 // and however many die meanwhile, the record lands in the same log, so
 // the wait survives the restart of any service.
 //
-// The reader's algorithm is the schema's for every live reader:
-//
-//  1. subscribe live: the stream's RePublish of the session's control
-//     subjects, acp.tail.<ns>.<sid>.ctl and acp.tail.<ns>.<sid>.key.*
-//     (a keyed prompt's TurnFinished is on its key's subject), both into
-//     one channel;
-//  2. fetch: read those subjects forward from the accepting record's
-//     sequence, so that a record stored before the subscription existed is
-//     found too;
-//  3. dedupe by sequence: a record may arrive both ways.
+// The wait reads a live tail (package tail): it subscribes to the
+// stream's RePublish of the session's control subjects,
+// acp.tail.<ns>.<sid>.ctl and acp.tail.<ns>.<sid>.key.* (a keyed prompt's
+// TurnFinished is on its key's subject), reads them back from the log
+// after the accepting record, then follows them, a Chain each, deduped by
+// sequence and with gaps read back.
 //
 // The turn ends at the TurnFinished whose TurnID is the accepted one. A
 // SessionDeleted after the acceptance ends the wait with
 // session_not_found: the deletion purged what the turn left.
 //
-// Core NATS may drop a message (a slow consumer, a reconnect, a follower
-// that lags on R3 when the fetch ran). Two safety nets: a control record
-// whose Nats-Last-Sequence names a record this reader has not seen makes
-// it read the gap at once; and every awaitRereadInterval it reads both
-// subjects again after the last record it fetched. A wait therefore costs
-// one subscription per subject and O(control records after the acceptance)
-// reads, plus two empty reads per interval.
+// A record may be lost in transit with nothing after it to say so (a
+// reconnect, a message the library dropped, a leader that died between
+// storing and republishing). After a reconnect or a drop the wait reads
+// both subjects to their end at once; and every awaitRereadInterval it
+// reads them again regardless. A wait therefore costs one subscription per
+// subject and O(control records after the acceptance) reads, plus two
+// empty reads per interval.
 
 // awaitRereadInterval is how often a waiting reader reads the log again in
 // case the live subscription dropped the record it waits for.
@@ -54,9 +50,6 @@ const awaitRereadInterval = 2 * time.Second
 // DefaultAcceptTimeout bounds Prompt's request for the acceptance of a
 // turn (not the wait for its end).
 const DefaultAcceptTimeout = 2 * time.Minute
-
-// awaitBatch is the page size of the forward reads.
-const awaitBatch = 256
 
 // awaitPending is the live channel's capacity. Control records are few
 // (one TurnFinished per turn, a handful of lifecycle records); an overflow
@@ -88,63 +81,72 @@ func Await(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid
 	if acc.TurnID == "" || acc.Sequence == 0 {
 		return nil, events.Errorf(events.CodeInvalidPayload, "await turn: acceptance without a turn ID or a sequence")
 	}
-	w := &turnWaiter{
-		js:       js,
-		sid:      sid,
-		turnID:   acc.TurnID,
-		accepted: acc.Sequence,
-		ctl:      events.LogSubject(ns, sid, events.LogControl),
-		keys:     keyFilter(ns, sid),
-	}
-	w.ctlRead, w.keyRead, w.ctlKnown = acc.Sequence, acc.Sequence, acc.Sequence
+	w := &turnWaiter{sid: sid, turnID: acc.TurnID, accepted: acc.Sequence}
 
-	// 1. Subscribe live, before any read. The control subject says when the
-	// session is deleted, and carries the finish of a turn without a key;
-	// a keyed turn's finish is on the key subjects (acc.Keyed nil: either).
-	nc := js.Conn()
-	ch := make(chan *nats.Msg, awaitPending)
-	subjects := []string{events.TailSubject(ns, sid, events.LogControl), tailKeyFilter(ns, sid)}
+	// Subscribe before any read. The control subject says when the session
+	// is deleted, and carries the finish of a turn without a key; a keyed
+	// turn's finish is on the key subjects (acc.Keyed nil: either). No
+	// flush is needed before the read: the server handles one connection's
+	// protocol in order, so the subscriptions exist before the read's
+	// request arrives, and a record stored after the read looked is
+	// delivered live.
+	ctlTail := events.TailSubject(ns, sid, events.LogControl)
+	subjects := []string{ctlTail, tailKeyFilter(ns, sid)}
+	chains := []*tail.Chain{tail.NewChain(js, events.StreamLog, events.LogSubject(ns, sid, events.LogControl), acc.Sequence)}
 	if acc.Keyed != nil && !*acc.Keyed {
-		subjects, w.keys = subjects[:1], ""
+		subjects = subjects[:1]
+	} else {
+		// One chain for every key subject: a keyed record whose
+		// predecessor on its own subject is past the chain's place proves
+		// a record of the filter missed all the same.
+		chains = append(chains, tail.NewChain(js, events.StreamLog, keyFilter(ns, sid), acc.Sequence))
 	}
-	for _, subj := range subjects {
-		sub, err := nc.ChanSubscribe(subj, ch)
-		if err != nil {
-			return nil, fmt.Errorf("await turn %s: subscribe %s: %w", acc.TurnID, subj, err)
-		}
-		defer func() { _ = sub.Unsubscribe() }() // nothing to do if the connection is gone
+	sub, err := tail.Open(js.Conn(), awaitPending, subjects...)
+	if err != nil {
+		return nil, fmt.Errorf("await turn %s: %w", acc.TurnID, err)
 	}
+	defer sub.Stop()
 
-	// 2. Fetch what was stored before the subscription. No flush is needed
-	// in between: the server handles one connection's protocol in order,
-	// so the subscription exists before the read's request arrives, and a
-	// record stored after the read looked is delivered live.
 	tr := traceOf(ctx)
-	if f, err := w.read(ctx); f != nil || err != nil {
+	if f, err := w.read(ctx, chains); f != nil || err != nil {
 		return tr.found(f, err, foundByRead)
 	}
 	tr.onAwaitFirstRead()
 
-	// 3. Follow, deduplicating by sequence.
 	tick := time.NewTicker(awaitRereadInterval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("await turn %s: %w", acc.TurnID, context.Cause(ctx))
-		case m := <-ch:
-			f, gap, err := w.live(m)
-			if f != nil || err != nil {
-				return tr.found(f, err, foundLive)
+		case <-sub.Reconnected():
+			if f, err := w.read(ctx, chains); f != nil || err != nil {
+				return tr.found(f, err, foundByRead)
 			}
-			if gap {
-				if f, err := w.read(ctx); f != nil || err != nil {
+		case <-tick.C:
+			if f, err := w.read(ctx, chains); f != nil || err != nil {
+				return tr.found(f, err, foundByRead)
+			}
+		case m := <-sub.Messages():
+			if sub.Lost() > 0 {
+				// What was lost came before m: read it back first.
+				if f, err := w.read(ctx, chains); f != nil || err != nil {
 					return tr.found(f, err, foundByRead)
 				}
 			}
-		case <-tick.C:
-			if f, err := w.read(ctx); f != nil || err != nil {
-				return tr.found(f, err, foundByRead)
+			chain := chains[0]
+			if m.Subject != ctlTail {
+				if len(chains) == 1 {
+					continue
+				}
+				chain = chains[1]
+			}
+			how := foundLive
+			if _, a := chain.Decide(m); a == tail.Fill {
+				how = foundByRead // what it fills is read back, and m with it
+			}
+			if f, err := w.done(ctx, chain.Offer(ctx, m, w.deliver)); f != nil || err != nil {
+				return tr.found(f, err, how)
 			}
 		}
 	}
@@ -205,16 +207,14 @@ func Prompt(ctx context.Context, js jetstream.JetStream, ns events.Namespace, re
 // history shows it (eventjson.Durable), read from its record: the
 // envelope (sessionId, sequence, eventNo, timestamp) is Skein's, never
 // what the agent wrote into the update. A message whose record retention
-// pruned is left out. A finish recorded before finishes named their
-// message's record carries the message as the agent sent it.
+// pruned is left out, and so is one of a turn that sent none.
 func Result(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid events.SessionID, f *events.TurnFinished) (*events.AcpPromptResponse, error) {
 	if e := f.Failure(); e != nil {
 		return nil, &events.Error{Code: events.Code(e.Code), Message: e.Message}
 	}
 	resp := &events.AcpPromptResponse{SessionID: string(sid), StopReason: f.StopReason}
 	if f.MessageSeq == 0 {
-		resp.Message = f.Message
-		return resp, nil
+		return resp, nil // the turn sent no message
 	}
 	rec, err := eventlog.At(ctx, js, events.StreamLog, f.MessageSeq)
 	if err != nil {
@@ -298,83 +298,55 @@ func resendable(err error) bool {
 	return false
 }
 
-// turnWaiter is the state of one Await.
+// turnWaiter is the state of one Await: the turn it waits for, and,
+// once a record ends the wait, how.
 type turnWaiter struct {
-	js       jetstream.JetStream
 	sid      events.SessionID
 	turnID   string
 	accepted uint64 // the accepting record's sequence
-	ctl      string // the session's LogControl subject
-	keys     string // its keyed-finish subjects, a wildcard ("": the turn has no key)
 
-	// ctlRead and keyRead are the last sequences fetched on ctl and keys:
-	// the next read starts after them. ctlKnown is the sequence up to
-	// which every ctl record has been seen, fetched or live.
-	ctlRead, keyRead, ctlKnown uint64
+	finished *events.TurnFinished
+	err      error
 }
 
-// read fetches both subjects after what was last fetched, and returns the
-// turn's end if it is there. A transient failure returns nothing: the
-// next interval reads again.
-func (w *turnWaiter) read(ctx context.Context) (*events.TurnFinished, error) {
-	f, err := w.readSubject(ctx, w.ctl, &w.ctlRead)
-	w.ctlKnown = max(w.ctlKnown, w.ctlRead)
-	if f != nil || err != nil || w.keys == "" {
-		return f, err
+// errEnded stops a chain's delivery at the record that ends the wait.
+var errEnded = errors.New("the wait ended")
+
+// deliver checks one record of the chains, ending the delivery at the
+// turn's end.
+func (w *turnWaiter) deliver(r *tail.Record) error {
+	w.finished, w.err = w.check(r.Header, r.Sequence, r.Data)
+	if w.finished != nil || w.err != nil {
+		return errEnded
 	}
-	return w.readSubject(ctx, w.keys, &w.keyRead)
+	return nil
 }
 
-// readSubject reads subject forward after *cursor, moving the cursor past
-// every record it checks.
-func (w *turnWaiter) readSubject(ctx context.Context, subject string, cursor *uint64) (*events.TurnFinished, error) {
-	for {
-		recs, err := eventlog.Forward(ctx, w.js, events.StreamLog, subject, *cursor, awaitBatch)
-		switch {
-		case err == nil:
-		case ctx.Err() != nil:
-			return nil, fmt.Errorf("await turn %s: %w", w.turnID, context.Cause(ctx))
-		case transient(err):
-			return nil, nil
-		default:
-			return nil, fmt.Errorf("await turn %s: %w", w.turnID, err)
-		}
-		for _, r := range recs {
-			*cursor = r.Sequence
-			if f, err := w.check(r.Header, r.Sequence, r.Data); f != nil || err != nil {
-				return f, err
-			}
-		}
-		if len(recs) < awaitBatch {
-			return nil, nil
+// read reads every chain to the log's end, and returns the turn's end if
+// it is there. A transient failure returns nothing: the next interval
+// reads again.
+func (w *turnWaiter) read(ctx context.Context, chains []*tail.Chain) (*events.TurnFinished, error) {
+	for _, c := range chains {
+		if f, err := w.done(ctx, c.CatchUp(ctx, 0, w.deliver)); f != nil || err != nil {
+			return f, err
 		}
 	}
+	return nil, nil
 }
 
-// live handles a record received on the tail. gap reports that a control
-// record stored before it was not seen (its Nats-Last-Sequence is past
-// what this reader knows): read the log now.
-func (w *turnWaiter) live(m *nats.Msg) (f *events.TurnFinished, gap bool, err error) {
-	seq, perr := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-	if perr != nil {
-		return nil, false, nil // not a republished record; nothing to learn
+// done returns the turn's end after a chain's delivery returned err.
+func (w *turnWaiter) done(ctx context.Context, err error) (*events.TurnFinished, error) {
+	switch {
+	case err == nil:
+		return nil, nil
+	case errors.Is(err, errEnded):
+		return w.finished, w.err
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("await turn %s: %w", w.turnID, context.Cause(ctx))
+	case transient(err):
+		return nil, nil
 	}
-	isCtl := strings.HasSuffix(m.Subject, "."+string(events.LogControl))
-	if isCtl && seq <= w.ctlRead || !isCtl && seq <= w.keyRead {
-		return nil, false, nil // fetched already: dedupe by sequence
-	}
-	if f, err := w.check(m.Header, seq, m.Data); f != nil || err != nil {
-		return f, false, err
-	}
-	if !isCtl {
-		return nil, false, nil // a key subject: each has its own sequence chain
-	}
-	prev, _ := strconv.ParseUint(m.Header.Get(jetstream.LastSequenceHeader), 10, 64)
-	if prev > w.ctlKnown {
-		return nil, true, nil
-	}
-	w.ctlKnown = max(w.ctlKnown, seq)
-	return nil, false, nil
+	return nil, fmt.Errorf("await turn %s: %w", w.turnID, err)
 }
 
 // check returns the turn's TurnFinished when the record at seq is it, or

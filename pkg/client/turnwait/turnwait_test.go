@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -84,7 +85,6 @@ func (l *turnLog) finish(id string, key *string, stopReason string, named bool) 
 func finishEntry(sid events.SessionID, id string, key *string, stopReason string) eventlog.Entry {
 	e := eventlog.Entry{Kind: events.LogControl, Value: &events.TurnFinished{
 		TurnID: id, IdempotencyKey: key, ContentHash: "h", Outcome: events.OutcomeCompleted, StopReason: stopReason,
-		Message: events.JSON(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"done"}}`),
 	}}
 	if key != nil {
 		e.Subject = events.KeySubject("default", sid, *key)
@@ -420,7 +420,18 @@ func promptService(t *testing.T, js jetstream.JetStream, sid events.SessionID, r
 			return err
 		}
 		e := finishEntry(sid, id, p.IdempotencyKey, "end_turn")
-		if failure != nil {
+		if failure == nil {
+			// The turn's reply, named by its finish as the session
+			// service names it.
+			reply := events.JSON(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"done"}}`)
+			got, err := w.Append(ctx, eventlog.Entry{Kind: events.LogEvents, Header: nats.Header{events.HeaderTurnID: {id}},
+				Value: &events.AcpDurableSessionUpdate{Update: reply}})
+			if err != nil {
+				return err
+			}
+			f := e.Value.(*events.TurnFinished)
+			f.Message, f.MessageSeq = reply, got[0].Seq
+		} else {
 			f := e.Value.(*events.TurnFinished)
 			f.Outcome, f.StopReason, f.Message, f.Error = events.OutcomeFailed, "", nil, failure
 		}
@@ -464,6 +475,12 @@ func TestPrompt(t *testing.T) {
 		}
 		if resp.SessionID != "s1" || resp.StopReason != "end_turn" || len(resp.Message) == 0 {
 			t.Errorf("Prompt = %+v, want s1, end_turn and the message", resp)
+		}
+		// The message in its public form, as history shows it.
+		for _, want := range []string{`"sessionId":"s1"`, `"type":"agent_message_chunk"`, `"text":"done"`} {
+			if !strings.Contains(string(resp.Message), want) {
+				t.Errorf("Prompt's message = %s, want it to hold %s", resp.Message, want)
+			}
 		}
 	})
 	t.Run("failed", func(t *testing.T) {

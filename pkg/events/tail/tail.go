@@ -35,6 +35,7 @@ package tail
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -113,13 +114,25 @@ const (
 // the message's record's sequence.
 func (c *Chain) Decide(m *nats.Msg) (seq uint64, a Action) {
 	seq, prev, _, ok := Republished(m)
-	switch {
-	case !ok || c.known && seq <= c.last:
+	if !ok {
 		return seq, Skip
-	case c.known && prev > c.last:
-		return seq, Fill
 	}
-	return seq, Deliver
+	return seq, c.DecideAt(seq, prev)
+}
+
+// DecideAt is Decide for a record known by its sequence seq and its
+// predecessor's prev (0: none), for a reader that has them from elsewhere
+// than the message (a fan-out's decoded item): at or below Last it is
+// Skip, with its predecessor past Last it is Fill, else Deliver. A chain
+// that starts from its first record (Joined) delivers that one as it is.
+func (c *Chain) DecideAt(seq, prev uint64) Action {
+	switch {
+	case c.known && seq <= c.last:
+		return Skip
+	case c.known && prev > c.last:
+		return Fill
+	}
+	return Deliver
 }
 
 // Delivered moves the chain past seq, a record the reader delivered
@@ -162,7 +175,9 @@ func (c *Chain) Offer(ctx context.Context, m *nats.Msg, deliver func(*Record) er
 }
 
 // CatchUp reads the chain's records after Last from the log, up to and
-// including upTo (0: up to the log's end), and delivers them in order.
+// including upTo (0: up to the log's end), and delivers them in order. A
+// failed read is CodeUnavailable and wraps the read's error; a deliver
+// error is returned as it is.
 func (c *Chain) CatchUp(ctx context.Context, upTo uint64, deliver func(*Record) error) error {
 	for {
 		recs, more, err := eventlog.ForwardPage(ctx, c.js, c.stream, c.subject, c.last, PageRecords, PageBytes)
@@ -170,7 +185,9 @@ func (c *Chain) CatchUp(ctx context.Context, upTo uint64, deliver func(*Record) 
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
-			return events.Errorf(events.CodeUnavailable, "read %s after %d: %v", c.subject, c.last, err)
+			// Unavailable, with the read's own failure beneath it, so a
+			// reader can tell one worth trying again (eventlog.Transient).
+			return fmt.Errorf("%w: %w", events.Errorf(events.CodeUnavailable, "read %s after %d", c.subject, c.last), err)
 		}
 		for _, r := range recs {
 			if upTo != 0 && r.Sequence > upTo {

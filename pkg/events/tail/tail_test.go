@@ -2,6 +2,7 @@ package tail_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -306,4 +307,69 @@ func (d *gatedDialer) reopen() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	close(d.open)
+}
+
+// The rule of a chain, for records known by sequence and predecessor: a
+// chain placed at 10 skips what it has, fills past a missed predecessor,
+// delivers the rest; one joined at its first record delivers that alone,
+// then holds to the same rule.
+func TestDecideAt(t *testing.T) {
+	placed := tail.NewChain(nil, events.StreamLog, "acp.log.default.s1.ev", 10)
+	for _, tc := range []struct {
+		seq, prev uint64
+		want      tail.Action
+	}{
+		{9, 5, tail.Skip},
+		{10, 7, tail.Skip},
+		{12, 10, tail.Deliver},
+		{12, 0, tail.Deliver}, // the subject's first record
+		{15, 11, tail.Fill},
+		{15, 14, tail.Fill},
+	} {
+		if got := placed.DecideAt(tc.seq, tc.prev); got != tc.want {
+			t.Errorf("placed at 10: DecideAt(%d, %d) = %v, want %v", tc.seq, tc.prev, got, tc.want)
+		}
+	}
+	joined := tail.Joined(nil, events.StreamLog, "acp.log.default.s1.ev")
+	if got := joined.DecideAt(20, 17); got != tail.Deliver {
+		t.Errorf("joined: DecideAt(20, 17) = %v, want Deliver", got)
+	}
+	joined.Delivered(20)
+	if got, want := joined.DecideAt(20, 17), tail.Skip; got != want {
+		t.Errorf("joined at 20: DecideAt(20, 17) = %v, want %v", got, want)
+	}
+	if got, want := joined.DecideAt(23, 21), tail.Fill; got != want {
+		t.Errorf("joined at 20: DecideAt(23, 21) = %v, want %v", got, want)
+	}
+	joined.Delivered(18) // behind the place: stays
+	if joined.Last() != 20 {
+		t.Errorf("Last after Delivered(18) = %d, want 20", joined.Last())
+	}
+}
+
+// A read back that fails is unavailable and keeps why, so a reader can
+// tell a transient failure (no responder) from a lasting one.
+func TestCatchUpErrorKeepsItsCause(t *testing.T) {
+	ns := natstest.Run(t)
+	js, err := jetstream.New(natstest.Connect(t, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := streams.Provision(t.Context(), js, streams.Options{}, true); err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(t.Context(), events.StreamLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.AllowDirect = false // no direct get is answered: no responders
+	if _, err := js.UpdateStream(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	c := tail.NewChain(js, events.StreamLog, events.LogSubject("default", "s1", events.LogEvents), 0)
+	err = c.CatchUp(t.Context(), 0, func(*tail.Record) error { return nil })
+	if !errors.Is(err, events.ErrUnavailable) || !eventlog.Transient(err) {
+		t.Fatalf("CatchUp without direct gets = %v, want unavailable, and transient beneath", err)
+	}
 }
