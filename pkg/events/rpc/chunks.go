@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -88,9 +89,7 @@ func RequestChunked(ctx context.Context, nc *nats.Conn, subject string, req even
 		return nil, err
 	}
 	h := nats.Header{}
-	for k, v := range hdr {
-		h[k] = v
-	}
+	maps.Copy(h, hdr)
 	h.Set(events.HeaderAcceptChunks, "1")
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
