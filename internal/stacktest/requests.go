@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/rpc"
 )
@@ -63,6 +64,9 @@ func (o *observer) drain() {
 func (o *observer) stop() {
 	o.drain()
 	_ = o.sub.Unsubscribe() // the connection may be closed already
+	// Until the server has the unsubscription, a request may still reach
+	// the observer alone and wait out its timeout.
+	_ = o.nc.FlushTimeout(testutil.PollTimeout)
 }
 
 func (o *observer) calls(op events.Op) int {

@@ -127,11 +127,13 @@ func (s *Stack) startSkein(o options) {
 		s.run("session", svc)
 	}
 	if runs("history") {
-		hist, err := history.New(cfg.History, lg, connect(), s.reg)
+		nc := connect()
+		hist, err := history.New(cfg.History, lg, nc, s.reg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.stopHistory = s.run("history", hist)
+		stop := s.run("history", hist)
+		s.stopHistory = func() { stop(); _ = nc.FlushTimeout(testutil.PollTimeout) }
 	}
 	if runs("gateway") {
 		gw, err := gateway.New(cfg.Gateway, lg, connect(), s.reg)

@@ -248,8 +248,11 @@ func (s *Stack) StartHistory(cfg history.Config, nc *nats.Conn) (stop func()) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	s.stopHistory = s.run("history", hist)
+	run := s.run("history", hist)
 	flush(s.t, nc)
+	// Once stopped, the server must have dropped the service's
+	// subscriptions before a test asks for no responder.
+	s.stopHistory = func() { run(); _ = nc.FlushTimeout(testutil.PollTimeout) }
 	return s.stopHistory
 }
 
