@@ -12,6 +12,7 @@ import (
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/tail"
 	"skein.dev/services/session/internal/applier"
 )
 
@@ -116,6 +117,7 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 	}
 	// A new process numbers its records from 1.
 	r.io = applier.New[*eventlog.Record](r.processID, read)
+	r.ioTail = tail.NewChain(svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid), read)
 	ioStart := read + 1
 	if r.sub, err = svc.nc.Subscribe(events.IOTailSubject(sess.ns, sess.sid), func(m *nats.Msg) { r.onTail(m) }); err != nil {
 		return runner, events.Errorf(events.CodeUnavailable, "follow io: %v", err)

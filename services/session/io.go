@@ -8,31 +8,31 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/tail"
 	"skein.dev/services/session/internal/applier"
 )
 
 // onTail receives one record of the session's ACP_IO, republished as it was
-// stored. Records are read strictly in stream order: a record whose
-// predecessor (Nats-Last-Sequence) was not read first has the gap filled
-// from the stream. Each record read then goes to ingest, which applies the
-// records of the adapter process in their number order, whatever order
-// the stream stored them in (ioorder.go, internal/applier). A republished
-// record the live tail misses with nothing after it is found by the
-// sweep's tail check (checkTail) and after a reconnect
+// stored. The route's place in the stream (ioTail, package tail) delivers
+// records strictly in stream order and once each: a record whose
+// predecessor (Nats-Last-Sequence) was not read first has the gap read
+// back from the stream before it. Each record delivered goes to ingest,
+// which applies the records of the adapter process in their number order,
+// whatever order the stream stored them in (ioorder.go, internal/applier).
+// A republished record the live tail misses with nothing after it is
+// found by the sweep's tail check (checkTail) and after a reconnect
 // (catchUpAfterReconnects).
 func (r *route) onTail(m *nats.Msg) {
 	sess := r.sess
 	received := time.Now()
-	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-	if err != nil {
+	seq, _, _, ok := tail.Republished(m)
+	if !ok {
 		return
 	}
-	prev, _ := strconv.ParseUint(m.Header.Get(jetstream.LastSequenceHeader), 10, 64)
 	sess.svc.heard.note(r.runner, received)
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
@@ -40,21 +40,54 @@ func (r *route) onTail(m *nats.Msg) {
 		return
 	}
 	r.arrived = received
-	if seq <= r.io.Read() {
+	if _, a := r.ioTail.Decide(m); a == tail.Skip {
 		return
 	}
 	// A callback has no context of its own: it borrows the service's
 	// lifetime, and does nothing once the service has stopped.
 	sess.svc.life.do(func(ctx context.Context) {
-		if prev > r.io.Read() {
-			r.catchUp(ctx, prev)
-		}
-		if sess.adapter == r && prev <= r.io.Read() {
-			r.received = received
-			r.ingest(ctx, &eventlog.Record{Sequence: seq, Header: m.Header, Data: m.Data})
-		}
+		r.received = received
+		r.readIO(r.ioTail.Offer(ctx, m, r.deliverIO(ctx, seq)))
 		r.commitUnlessMore(ctx)
 	})
+}
+
+// errRouteEnded stops a read of ACP_IO once the route it read for ended;
+// errNotCommitted, once what it read could not be written to the log (the
+// turn failed output_lost already).
+var (
+	errRouteEnded   = errors.New("the route ended")
+	errNotCommitted = errors.New("the adapter's output was not committed")
+)
+
+// deliverIO returns the function that takes each record ioTail delivers to
+// ingest: the live record live, or one read back from the stream before
+// it. A read back that queued a full batch commits it before it reads on.
+// The caller holds sess.mu.
+func (r *route) deliverIO(ctx context.Context, live uint64) func(*tail.Record) error {
+	sess := r.sess
+	return func(rec *tail.Record) error {
+		if sess.adapter != r {
+			return errRouteEnded
+		}
+		if rec.Sequence != live {
+			sess.svc.m.ioGapRecords.Inc()
+			r.received = time.Now()
+		}
+		r.ingest(ctx, rec)
+		if len(sess.pending) >= eventlog.MaxBatch && !sess.commitOrFail(ctx) {
+			return errNotCommitted
+		}
+		return nil
+	}
+}
+
+// readIO logs a read of the session's ACP_IO that failed. A read the route
+// stopped itself is no failure: it is over.
+func (r *route) readIO(err error) {
+	if err != nil && !errors.Is(err, errRouteEnded) && !errors.Is(err, errNotCommitted) {
+		r.sess.lg.Warn("read the session's io", events.LogKeyErr, err)
+	}
 }
 
 // commitUnlessMore commits queued output unless more of the adapter's
@@ -90,30 +123,16 @@ func (sess *session) commitOrFail(ctx context.Context) bool {
 }
 
 // catchUp reads the records of the session's ACP_IO after the last one
-// read, up to and including seq (0: up to the newest), and ingests them.
+// read, up to the newest, ingests them, and commits what they queued.
 // The caller holds sess.mu.
-func (r *route) catchUp(ctx context.Context, upTo uint64) {
+func (r *route) catchUp(ctx context.Context) {
 	sess := r.sess
-	for sess.adapter == r && (upTo == 0 || r.io.Read() < upTo) {
-		recs, err := eventlog.Forward(ctx, sess.svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid), r.io.Read(), 256)
-		if err != nil {
-			sess.lg.Warn("read io gap", events.LogKeyErr, err)
-			return
-		}
-		if len(recs) == 0 {
-			return
-		}
-		for _, rec := range recs {
-			if upTo != 0 && rec.Sequence > upTo || sess.adapter != r {
-				return
-			}
-			sess.svc.m.ioGapRecords.Inc()
-			r.received = time.Now()
-			r.ingest(ctx, rec)
-		}
-		if !sess.commitOrFail(ctx) {
-			return
-		}
+	if err := r.ioTail.CatchUp(ctx, 0, r.deliverIO(ctx, 0)); err != nil {
+		r.readIO(err)
+		return
+	}
+	if sess.adapter == r {
+		sess.commitOrFail(ctx)
 	}
 }
 

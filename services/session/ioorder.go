@@ -121,7 +121,7 @@ func (r *route) gapTimedOut(ctx context.Context, g *gapWait) {
 	if sess.adapter != r || r.gap != g {
 		return
 	}
-	r.catchUp(ctx, 0)
+	r.catchUp(ctx)
 	if sess.adapter != r || r.gap != g {
 		return // it progressed (or the route ended)
 	}
@@ -207,11 +207,11 @@ func (r *route) checkTail(ctx context.Context, quiet time.Duration) {
 		sess.lg.Warn("look up the end of the session's io", events.LogKeyErr, err)
 		return
 	}
-	if last == nil || last.Sequence <= r.io.Read() {
+	if last == nil || last.Sequence <= r.ioTail.Last() {
 		return
 	}
 	sess.svc.m.ioTailMisses.Inc()
-	r.catchUp(ctx, 0)
+	r.catchUp(ctx)
 }
 
 // catchUpAfterReconnects reads every route's ACP_IO from the stream each
@@ -240,7 +240,7 @@ func (s *Service) catchUpAfterReconnects(ctx context.Context) {
 		for _, sess := range s.loaded() {
 			sess.mu.Lock()
 			if r := sess.adapter; r != nil {
-				r.catchUp(ctx, 0)
+				r.catchUp(ctx)
 			}
 			sess.mu.Unlock()
 		}

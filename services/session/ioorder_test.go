@@ -267,6 +267,42 @@ func TestIOMissedRepublishOfLastRecord(t *testing.T) {
 	h.readLog(t, "miss") // audits
 }
 
+// A record whose republish was lost in the middle of a turn is read back
+// from ACP_IO when the next record names it as its predecessor
+// (Nats-Last-Sequence): the owner's live tail is package tail's, and this
+// is its gap fill.
+func TestIOMissedRepublishIsReadBack(t *testing.T) {
+	h := startRig(t, session.Config{})
+	ctx := t.Context()
+	s := scriptIO(t, h, "gap")
+	s.publish(t, 1, chunk(text, "one "))
+	str, err := h.js.Stream(ctx, events.StreamIO)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := str.CachedInfo().Config
+	republish := cfg.RePublish
+	cfg.RePublish = nil
+	if _, err := h.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	s.publish(t, 2, chunk(text, "two "))
+	cfg.RePublish = republish
+	if _, err := h.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	s.publish(t, 3, chunk(text, "three"))
+	s.publish(t, 4, s.end())
+	f := s.await(t)
+	if f.Outcome != events.OutcomeCompleted || !strings.Contains(string(f.Message), "one two three") {
+		t.Fatalf("the turn ended %s (%v), message %s; want completed with every chunk", f.Outcome, f.Error, f.Message)
+	}
+	if gap := testutil.Metric(t, h.reg, "acp_session_io_gap_records_total"); gap < 1 {
+		t.Errorf("gap records read back %v, want the missed chunk read from the stream", gap)
+	}
+	h.readLog(t, "gap") // audits
+}
+
 // An owner stops while it holds records stored out of number order (and
 // the chunks of a message in progress): the next owner takes the turn over
 // from the stamp on the old owner's last record, which says to read ACP_IO

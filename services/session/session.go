@@ -12,6 +12,7 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/tail"
 )
 
 // session is one session's state, derived from its log. Every field is
@@ -76,8 +77,12 @@ type route struct {
 	processID    string
 	acpSessionID string
 	sub          *nats.Subscription // the session's IOTailSubject
+	// ioTail is the owner's place in the session's ACP_IO: the one
+	// live-tail reader (package tail) delivers each record once, in
+	// stream order, gaps read back from the stream, to io.
+	ioTail *tail.Chain
 	// io orders the records of processID: it knows how far ACP_IO was
-	// read and applied, and holds what waits behind a gap (ioorder.go).
+	// applied, and holds what waits behind a gap (ioorder.go).
 	io         *ioApplier
 	gap        *gapWait // the wait for missing records (nil when none is held)
 	drain      *drain   // a turn that ended before the adapter answered it

@@ -11,6 +11,7 @@ import (
 	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
+	"skein.dev/pkg/events/tail"
 	"skein.dev/services/session/internal/applier"
 )
 
@@ -78,6 +79,7 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 		return false
 	}
 	r.io = applier.Resume[*eventlog.Record](r.processID, point)
+	r.ioTail = tail.NewChain(sess.svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid), point.From-1)
 	if r.sub, err = sess.svc.nc.Subscribe(events.IOTailSubject(sess.ns, sess.sid), func(msg *nats.Msg) { r.onTail(msg) }); err != nil {
 		return false
 	}
@@ -86,7 +88,7 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 	sess.turn = t
 	sess.lg.Info("took over the open turn", events.LogKeyTurn, turnID, events.LogKeyProcess, r.processID, "resume", point.String())
 	sess.svc.m.takeovers.Inc()
-	r.catchUp(ctx, 0)
+	r.catchUp(ctx)
 	sess.project(ctx)
 	return true
 }

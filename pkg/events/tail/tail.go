@@ -31,6 +31,11 @@
 // Nats-Last-Sequence; a reader of many subjects (every session of a
 // namespace) keeps a Chain per subject. Neither type starts a goroutine:
 // the reader drives them from its own.
+//
+// Its readers: the gateway's event streams and live feed, pkg/client's
+// Subscribe and Follow, turnwait's wait for a turn, and the session
+// owner's read of its adapter's ACP_IO (a callback subscription that
+// offers each message to its Chain).
 package tail
 
 import (
