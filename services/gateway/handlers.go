@@ -81,6 +81,9 @@ func (g *Gateway) handlePrompt(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The accepted turn, on the answer whatever it is: a client that
+	// follows the session's events knows its turn_finished by it.
+	w.Header().Set(HeaderTurnID, acc.TurnID)
 	finished, err := turnwait.Await(r.Context(), g.js, ns, sid, acc)
 	if err != nil {
 		return err

@@ -18,6 +18,11 @@ import (
 // the request, so a masked error can be found in the log.
 const HeaderRequestID = "X-Request-Id"
 
+// HeaderTurnID names the response header of a prompt that was accepted:
+// its turn's ID, whatever the prompt answers, so that a client following
+// the session's events knows which turn_finished ends it.
+const HeaderTurnID = "X-Skein-Turn-Id"
+
 // Log keys the gateway adds to those of events.LogKey*.
 const (
 	logKeyRequestID = "request_id"

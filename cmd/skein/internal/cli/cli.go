@@ -1,6 +1,7 @@
 // Package cli implements the client commands of the skein binary: open,
 // prompt, cancel, unload, delete, rename, respond, answer, history, events, watch,
-// agents, list, config, info, commands, discard, fork, dirs, upload, files and download.
+// agents, list, config, info, commands, discard, fork, dirs, upload, files, download
+// and acp.
 // They talk to a gateway over its HTTP API (services/gateway),
 // never to NATS, so they work against any deployment.
 //
@@ -66,7 +67,7 @@ func Commands(getenv func(string) string, stdout, stderr io.Writer) []*cobra.Com
 		a.renameCommand(), a.respondCommand(), a.answerCommand(), a.historyCommand(), a.eventsCommand(),
 		a.watchCommand(), a.agentsCommand(), a.listCommand(), a.configCommand(), a.infoCommand(),
 		a.commandsCommand(), a.discardCommand(), a.forkCommand(), a.dirsCommand(),
-		a.uploadCommand(), a.filesCommand(), a.downloadCommand(), a.versionCommand(),
+		a.uploadCommand(), a.filesCommand(), a.downloadCommand(), a.versionCommand(), a.acpCommand(),
 	}
 	for _, cmd := range cmds {
 		a.decorate(cmd)
