@@ -60,6 +60,28 @@ type promptCapabilities struct {
 	EmbeddedContext bool `json:"embeddedContext"`
 }
 
+// The members of promptCapabilities, as --prompt-capabilities names them.
+const (
+	capImage           = "image"
+	capAudio           = "audio"
+	capEmbeddedContext = "embeddedContext"
+)
+
+// missing returns the member of c that a prompt block of type blockType
+// needs and c lacks, or "": text, resource_link and types ACP does not
+// define need none.
+func (c promptCapabilities) missing(blockType string) string {
+	switch {
+	case blockType == "image" && !c.Image:
+		return capImage
+	case blockType == "audio" && !c.Audio:
+		return capAudio
+	case blockType == "resource" && !c.EmbeddedContext:
+		return capEmbeddedContext
+	}
+	return ""
+}
+
 type mcpCapabilities struct {
 	HTTP bool `json:"http"`
 	SSE  bool `json:"sse"`

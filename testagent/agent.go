@@ -410,7 +410,7 @@ func (a *agent) initialize(msg inMessage) {
 	}
 	caps := agentCapabilities{
 		LoadSession:        a.cfg.LoadSession,
-		PromptCapabilities: promptCapabilities{Image: true, Audio: true, EmbeddedContext: true},
+		PromptCapabilities: a.cfg.PromptCapabilities,
 	}
 	if a.cfg.Resume {
 		caps.SessionCapabilities.Resume = &struct{}{}

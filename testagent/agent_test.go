@@ -54,7 +54,8 @@ func FuzzHandleLine(f *testing.F) {
 
 func TestEnvNames(t *testing.T) {
 	exported := []string{EnvLoadSession, EnvResume, EnvClose, EnvConfigOptions, EnvForgetConfig, EnvLegacyModes, EnvLegacyModels,
-		EnvCommands, EnvStateDir, EnvControlDir, EnvExitOnEOF, EnvLogLevel, EnvAuthMethod, EnvSilent, EnvGarbage, EnvFailLoad}
+		EnvCommands, EnvStateDir, EnvControlDir, EnvExitOnEOF, EnvLogLevel, EnvAuthMethod, EnvSilent, EnvGarbage, EnvFailLoad,
+		EnvPromptCapabilities}
 	var c config
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	c.registerFlags(fs)
@@ -76,8 +77,42 @@ func TestParseConfig(t *testing.T) {
 	if c.ExitOnEOF || c.Resume || c.LogLevel != slog.LevelDebug || !slices.Equal(c.ConfigOptions, []string{"model", "mode"}) {
 		t.Errorf("parseConfig = %+v, want exit-on-eof off (env), resume off (flag beats env), debug, [model mode]", c)
 	}
-	if c, err := parseConfig(nil, func(string) string { return "" }, io.Discard); err != nil || !c.ExitOnEOF {
-		t.Errorf("default config = %+v, %v; want exit-on-eof on", c, err)
+	all := promptCapabilities{Image: true, Audio: true, EmbeddedContext: true}
+	if c, err := parseConfig(nil, func(string) string { return "" }, io.Discard); err != nil || !c.ExitOnEOF || c.PromptCapabilities != all {
+		t.Errorf("default config = %+v, %v; want exit-on-eof on, every prompt capability", c, err)
+	}
+}
+
+func TestParsePromptCapabilities(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want promptCapabilities
+	}{
+		{nil, "", promptCapabilities{Image: true, Audio: true, EmbeddedContext: true}},
+		{[]string{"--prompt-capabilities="}, "", promptCapabilities{}},
+		{[]string{"--prompt-capabilities=none"}, "", promptCapabilities{}},
+		{[]string{"--prompt-capabilities=image"}, "", promptCapabilities{Image: true}},
+		{[]string{"--prompt-capabilities", "audio, embeddedContext"}, "", promptCapabilities{Audio: true, EmbeddedContext: true}},
+		{nil, "none", promptCapabilities{}},
+		{nil, "embeddedContext", promptCapabilities{EmbeddedContext: true}},
+		{[]string{"--prompt-capabilities=image"}, "audio", promptCapabilities{Image: true}}, // the flag wins
+	} {
+		getenv := func(k string) string {
+			if k == EnvPromptCapabilities {
+				return tc.env
+			}
+			return ""
+		}
+		c, err := parseConfig(tc.args, getenv, io.Discard)
+		if err != nil || c.PromptCapabilities != tc.want {
+			t.Errorf("parseConfig(%q, %s=%q) = %+v, %v; want %+v", tc.args, EnvPromptCapabilities, tc.env, c.PromptCapabilities, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"video", "Image", "image,embedded_context"} {
+		if _, err := parseConfig([]string{"--prompt-capabilities=" + bad}, func(string) string { return "" }, io.Discard); err == nil {
+			t.Errorf("--prompt-capabilities=%s: no error, want one", bad)
+		}
 	}
 }
 

@@ -16,22 +16,23 @@ import (
 // SKEIN_TESTAGENT_ + the flag name upper-cased with '-' turned into '_'.
 // Booleans take the strconv.ParseBool forms ("1", "true", "0", "false").
 const (
-	EnvLoadSession   = "SKEIN_TESTAGENT_LOAD_SESSION"
-	EnvResume        = "SKEIN_TESTAGENT_RESUME"
-	EnvClose         = "SKEIN_TESTAGENT_CLOSE"
-	EnvConfigOptions = "SKEIN_TESTAGENT_CONFIG_OPTIONS"
-	EnvForgetConfig  = "SKEIN_TESTAGENT_FORGET_CONFIG"
-	EnvLegacyModes   = "SKEIN_TESTAGENT_LEGACY_MODES"
-	EnvLegacyModels  = "SKEIN_TESTAGENT_LEGACY_MODELS"
-	EnvCommands      = "SKEIN_TESTAGENT_COMMANDS"
-	EnvStateDir      = "SKEIN_TESTAGENT_STATE_DIR"
-	EnvControlDir    = "SKEIN_TESTAGENT_CONTROL_DIR"
-	EnvAuthMethod    = "SKEIN_TESTAGENT_AUTH_METHOD"
-	EnvExitOnEOF     = "SKEIN_TESTAGENT_EXIT_ON_EOF"
-	EnvLogLevel      = "SKEIN_TESTAGENT_LOG_LEVEL"
-	EnvSilent        = "SKEIN_TESTAGENT_SILENT"
-	EnvGarbage       = "SKEIN_TESTAGENT_GARBAGE"
-	EnvFailLoad      = "SKEIN_TESTAGENT_FAIL_LOAD"
+	EnvLoadSession        = "SKEIN_TESTAGENT_LOAD_SESSION"
+	EnvResume             = "SKEIN_TESTAGENT_RESUME"
+	EnvClose              = "SKEIN_TESTAGENT_CLOSE"
+	EnvConfigOptions      = "SKEIN_TESTAGENT_CONFIG_OPTIONS"
+	EnvForgetConfig       = "SKEIN_TESTAGENT_FORGET_CONFIG"
+	EnvLegacyModes        = "SKEIN_TESTAGENT_LEGACY_MODES"
+	EnvLegacyModels       = "SKEIN_TESTAGENT_LEGACY_MODELS"
+	EnvCommands           = "SKEIN_TESTAGENT_COMMANDS"
+	EnvStateDir           = "SKEIN_TESTAGENT_STATE_DIR"
+	EnvControlDir         = "SKEIN_TESTAGENT_CONTROL_DIR"
+	EnvAuthMethod         = "SKEIN_TESTAGENT_AUTH_METHOD"
+	EnvExitOnEOF          = "SKEIN_TESTAGENT_EXIT_ON_EOF"
+	EnvLogLevel           = "SKEIN_TESTAGENT_LOG_LEVEL"
+	EnvSilent             = "SKEIN_TESTAGENT_SILENT"
+	EnvGarbage            = "SKEIN_TESTAGENT_GARBAGE"
+	EnvFailLoad           = "SKEIN_TESTAGENT_FAIL_LOAD"
+	EnvPromptCapabilities = "SKEIN_TESTAGENT_PROMPT_CAPABILITIES"
 )
 
 const envPrefix = "SKEIN_TESTAGENT_"
@@ -75,6 +76,12 @@ type config struct {
 	// gemini-cli does when it lost the session's chat file; failAlways
 	// makes every one fail.
 	FailLoad int
+	// PromptCapabilities is what initialize advertises in
+	// agentCapabilities.promptCapabilities, and so the content blocks a
+	// prompt may carry besides text and resource_link: a prompt with
+	// another is refused (-32602). All three unless
+	// --prompt-capabilities names fewer.
+	PromptCapabilities promptCapabilities
 }
 
 // failAlways is FailLoad for --fail-load=always.
@@ -111,6 +118,24 @@ func (c *config) registerFlags(fs *flag.FlagSet) {
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "stderr log level: debug, info, warn, error")
 	fs.BoolVar(&c.Silent, "silent", false, "answer nothing: every request is logged to stderr and dropped")
 	fs.IntVar(&c.Garbage, "garbage", 0, "write this many non-JSON lines to stdout at start")
+	c.PromptCapabilities = promptCapabilities{Image: true, Audio: true, EmbeddedContext: true}
+	fs.Func("prompt-capabilities", "comma-separated promptCapabilities to advertise: image, audio, embeddedContext, or none (default all three); a prompt block needing another is refused", func(s string) error {
+		c.PromptCapabilities = promptCapabilities{}
+		for part := range strings.SplitSeq(s, ",") {
+			switch part = strings.TrimSpace(part); part {
+			case "", "none":
+			case capImage:
+				c.PromptCapabilities.Image = true
+			case capAudio:
+				c.PromptCapabilities.Audio = true
+			case capEmbeddedContext:
+				c.PromptCapabilities.EmbeddedContext = true
+			default:
+				return fmt.Errorf("unknown prompt capability %q (want %s, %s, %s or none)", part, capImage, capAudio, capEmbeddedContext)
+			}
+		}
+		return nil
+	})
 	fs.Func("fail-load", "answer the first N session/load and session/resume calls of each session with -32603 Internal error (N, or always)", func(s string) error {
 		if s == "always" {
 			c.FailLoad = failAlways

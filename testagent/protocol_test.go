@@ -70,6 +70,38 @@ func TestInitializeNewPromptEcho(t *testing.T) {
 	})
 }
 
+// An agent started with --prompt-capabilities advertises only those, and
+// refuses a prompt with a block that needs another (-32602), as a strict
+// agent would; text and resource_link blocks always go.
+func TestPromptCapabilities(t *testing.T) {
+	forEachMode(t, func(t *testing.T, start startFunc) {
+		p := start(t, opts{args: []string{"--prompt-capabilities=image"}})
+		init := p.initialize()
+		caps, _ := init["agentCapabilities"].(map[string]any)
+		if diff := cmp.Diff(map[string]any{"image": true, "audio": false, "embeddedContext": false}, caps["promptCapabilities"]); diff != "" {
+			t.Errorf("promptCapabilities mismatch (-want +got):\n%s", diff)
+		}
+		res := result[map[string]any](p.t, p.call("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}}))
+		sid, _ := res["sessionId"].(string)
+		text := map[string]any{"type": "text", "text": "blocks"}
+		image := map[string]any{"type": "image", "data": "AA==", "mimeType": "image/png"}
+		link := map[string]any{"type": "resource_link", "uri": "file:///tmp/a.txt", "name": "a.txt"}
+		for _, refused := range []map[string]any{
+			{"type": "audio", "data": "AA==", "mimeType": "audio/wav"},
+			{"type": "resource", "resource": map[string]any{"uri": "file:///tmp/a.txt", "text": "a"}},
+		} {
+			wantError(t, p.call("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{text, refused}}), -32602)
+		}
+		ups, resp := p.until(p.request("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{text, image, link}}))
+		if stop := result[struct{ StopReason string }](p.t, resp).StopReason; stop != "end_turn" {
+			t.Errorf("stopReason = %q, want end_turn", stop)
+		}
+		if got := agentText(ups); strings.Count(got, "block ") != 2 {
+			t.Errorf("the agent reported %q, want the image and the link", got)
+		}
+	})
+}
+
 func TestChunksMessagesThoughts(t *testing.T) {
 	forEachMode(t, func(t *testing.T, start startFunc) {
 		p := start(t, opts{})

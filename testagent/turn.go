@@ -107,13 +107,19 @@ func (a *agent) startPrompt(ctx context.Context, msg inMessage) {
 		return
 	}
 	var text strings.Builder
-	for _, block := range p.Prompt {
+	for i, block := range p.Prompt {
 		var b struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		}
 		if err := json.Unmarshal(block, &b); err != nil {
 			a.respondErr(msg.ID, errInvalidParams("prompt: content block: %v", err))
+			return
+		}
+		// ACP: a client sends only the blocks the agent advertised. A
+		// strict agent shows a client that does not.
+		if need := a.cfg.PromptCapabilities.missing(b.Type); need != "" {
+			a.respondErr(msg.ID, errInvalidParams("prompt: content block %d is %s, but promptCapabilities.%s was not advertised", i, b.Type, need))
 			return
 		}
 		if b.Type == "text" {

@@ -1,6 +1,7 @@
 // Package acp is the vocabulary of the Agent Client Protocol (ACP v1) that
 // Skein reads inside the payloads it carries: session update kinds, stop
-// reasons, permission option kinds and outcomes, and the routing view of
+// reasons, permission option kinds and outcomes, the content block types a
+// prompt may carry by the agent's promptCapabilities, and the routing view of
 // an update, of a session/update's params or of a permission request. It
 // has no JSON-RPC: no envelopes, ids or method calls (that is
 // pkg/acp/acpwire, which builds on this package and which only the

@@ -22,6 +22,7 @@ const (
 	CodePayloadTooLarge     Code = "payload_too_large"    // over a configured size or count limit
 	CodeUnknownAgent        Code = "unknown_agent"        // no registry entry has that agent ID
 	CodeIdempotencyConflict Code = "idempotency_conflict" // same idempotency key, different content
+	CodeUnsupportedContent  Code = "unsupported_content"  // a prompt block the session's agent did not advertise (promptCapabilities)
 
 	// Access. Nothing was changed.
 	CodeUnauthenticated Code = "unauthenticated" // no bearer token, or one that names no principal
@@ -72,7 +73,7 @@ var Codes = []Code{
 	CodeWriteConflict, CodeUnavailable, CodeTimeout, CodeInternal,
 	CodeAgentNotInstalled, CodeUnauthenticated, CodeForbidden,
 	CodeRateLimited, CodeOutputLost, CodeSessionNotEmpty, CodeFileNotFound,
-	CodeNotFound, CodeMethodNotAllowed,
+	CodeNotFound, CodeMethodNotAllowed, CodeUnsupportedContent,
 }
 
 // Known reports whether c is in the registry.

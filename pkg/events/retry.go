@@ -46,6 +46,7 @@ var retries = map[Code]Retry{
 	CodePayloadTooLarge:     GiveUp,
 	CodeUnknownAgent:        GiveUp,
 	CodeIdempotencyConflict: GiveUp, // the key names another prompt: use a new key for this one
+	CodeUnsupportedContent:  GiveUp, // the agent takes no such block: leave it out, or send it as text or a resource_link
 	CodeUnauthenticated:     GiveUp,
 	CodeForbidden:           GiveUp,
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"skein.dev/internal/buildinfo"
+	"skein.dev/pkg/acp"
 	"skein.dev/pkg/acp/acpwire"
 	"skein.dev/pkg/events"
 )
@@ -38,13 +39,9 @@ func (p *process) initialize(ctx context.Context, clientCaps events.JSON) (*acpw
 			return nil, p.failed("authenticate", err)
 		}
 	}
-	var agentCaps struct {
-		PromptCapabilities struct {
-			EmbeddedContext bool `json:"embeddedContext"`
-		} `json:"promptCapabilities"`
-	}
-	_ = json.Unmarshal(init.AgentCapabilities, &agentCaps)
-	p.embedContext = agentCaps.PromptCapabilities.EmbeddedContext
+	// Read as the session service reads it to check prompts: the one
+	// reader of promptCapabilities.
+	p.embedContext = acp.ParsePromptCapabilities(init.AgentCapabilities).EmbeddedContext
 	return init, nil
 }
 

@@ -113,6 +113,9 @@ func (r *rig) startRunnerOn(id string, nc *nats.Conn) {
 			// model lists.
 			{ID: "configurable", Command: testAgent, Args: []string{"--config-options=mode,model", "--resume", "--state-dir", r.stateDir}, Env: env},
 			{ID: "legacy", Command: testAgent, Args: []string{"--legacy-modes", "--legacy-models"}, Env: env},
+			// An agent that takes text and resource_link blocks only: it
+			// advertises no promptCapabilities.
+			{ID: "textonly", Command: testAgent, Args: []string{"--prompt-capabilities=none", "--resume", "--state-dir", r.stateDir}, Env: env},
 		},
 	}, nc)
 	r.runnerNC = nc

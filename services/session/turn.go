@@ -140,6 +140,12 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 			return nil, err
 		}
 	}
+	// Only now are the agent's prompt capabilities known for certain: a
+	// session that had no adapter (unloaded, evicted, a fork's first
+	// prompt) learns them from the attach's initialize.
+	if err := checkPromptCapabilities(blocks, sess.meta.AgentCapabilities); err != nil {
+		return nil, err
+	}
 	// The first message with text names a session that has no title. Its
 	// record goes before the acceptance, not into the turn: a turn's
 	// records are the user's message and what the agent made of it, and a

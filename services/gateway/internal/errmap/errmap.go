@@ -38,6 +38,9 @@ var table = map[events.Code]Entry{
 	events.CodePayloadTooLarge:     {Status: http.StatusRequestEntityTooLarge},
 	events.CodeUnknownAgent:        {Status: http.StatusNotFound},
 	events.CodeIdempotencyConflict: {Status: http.StatusConflict},
+	// A block the session's agent did not advertise: the request is
+	// well-formed, but this session cannot take it as it is.
+	events.CodeUnsupportedContent: {Status: http.StatusBadRequest},
 	// Access. The 401's message never says why a token was refused.
 	events.CodeUnauthenticated: {Status: http.StatusUnauthorized},
 	events.CodeForbidden:       {Status: http.StatusForbidden},
