@@ -16,6 +16,10 @@ FUZZ_TIME ?= 20s
 # tests skip, saying so, where they are not installed.
 REAL_ADAPTERS ?= $(CURDIR)/.cache/real-adapters
 export SKEIN_REAL_ADAPTERS ?= $(REAL_ADAPTERS)
+# The official ACP TypeScript SDK, the client of the ACP door's tests
+# (make acp-sdk); they skip, saying so, where it is not installed.
+ACP_SDK ?= $(CURDIR)/.cache/acp-sdk
+export SKEIN_ACP_SDK ?= $(ACP_SDK)
 
 .DEFAULT_GOAL := help
 
@@ -62,6 +66,12 @@ real-adapters: ## install the real adapters (claude-agent-acp, codex-acp, gemini
 	@mkdir -p $(REAL_ADAPTERS)
 	cp services/adapter-runner/testdata/real-adapters/package.json services/adapter-runner/testdata/real-adapters/package-lock.json $(REAL_ADAPTERS)/
 	cd $(REAL_ADAPTERS) && npm ci --no-audit --no-fund --ignore-scripts
+
+.PHONY: acp-sdk
+acp-sdk: ## install the ACP TypeScript SDK the ACP door's tests drive Skein with (test/acp_sdk_test.go)
+	@mkdir -p $(ACP_SDK)
+	cp test/testdata/acp-sdk/package.json test/testdata/acp-sdk/package-lock.json $(ACP_SDK)/
+	cd $(ACP_SDK) && npm ci --no-audit --no-fund --ignore-scripts
 
 .PHONY: test-security
 test-security: ## the security suite alone: every attack on tenants, the edge and the sandbox
