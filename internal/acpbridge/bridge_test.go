@@ -73,6 +73,11 @@ type client struct {
 }
 
 func connect(t *testing.T, url string) *client {
+	return connectWith(t, url, map[string]any{})
+}
+
+// connectWith is connect for a client of the capabilities caps.
+func connectWith(t *testing.T, url string, caps map[string]any) *client {
 	t.Helper()
 	p := newPipe()
 	c := &client{t: t, p: p, served: make(chan error, 1)}
@@ -82,7 +87,7 @@ func connect(t *testing.T, url string) *client {
 		p.close()
 		<-c.served
 	})
-	c.call("initialize", map[string]any{"protocolVersion": 1})
+	c.call("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": caps})
 	return c
 }
 
@@ -246,4 +251,51 @@ func TestDisconnectMidTurn(t *testing.T) {
 		b.result(b.call("session/load", map[string]any{"sessionId": sid, "cwd": "", "mcpServers": []any{}}))
 		return strings.Contains(text(b.seen), "finished")
 	})
+}
+
+// An agent's input request goes to a client that takes forms as
+// elicitation/create; its answer is the session's, and the turn goes on
+// with it. A client that takes no forms is not asked.
+func TestElicitationToAClientThatTakesForms(t *testing.T) {
+	url := startSkein(t)
+	forms := connectWith(t, url, map[string]any{"elicitation": map[string]any{"form": map[string]any{}}})
+	sid := forms.result(forms.call("session/new", map[string]any{"cwd": "", "mcpServers": []any{}}))["sessionId"].(string)
+	plain := connect(t, url)
+	plain.result(plain.call("session/resume", map[string]any{"sessionId": sid, "cwd": ""}))
+
+	forms.send(map[string]any{"jsonrpc": "2.0", "id": 77, "method": "session/prompt", "params": map[string]any{"sessionId": sid,
+		"prompt": []any{map[string]any{"type": "text", "text": `elicit "Your name?" {"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}` + "\nsay thanks"}}}})
+	var ask map[string]any
+	for ask == nil {
+		if m := forms.next(); m["method"] == "elicitation/create" {
+			ask = m
+		}
+	}
+	params := ask["params"].(map[string]any)
+	if params["sessionId"] != sid || params["message"] != "Your name?" || params["mode"] != "form" {
+		t.Errorf("elicitation/create params %v", params)
+	}
+	forms.send(map[string]any{"jsonrpc": "2.0", "id": ask["id"], "result": map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}}})
+	for {
+		m := forms.next()
+		if m["id"] == float64(77) && m["method"] == nil {
+			if got := forms.result(m)["stopReason"]; got != "end_turn" {
+				t.Fatalf("stopReason %v", got)
+			}
+			break
+		}
+	}
+	if got := text(forms.seen); !strings.Contains(got, `input: accept {"name":"Ada"}`) || !strings.Contains(got, "thanks") {
+		t.Errorf("the turn's text %q: the answer did not reach the agent", got)
+	}
+	// The other client's stream passed the request once it shows the
+	// turn's last words.
+	for !strings.Contains(text(plain.seen), "thanks") {
+		plain.next()
+	}
+	for _, m := range plain.seen {
+		if m["method"] == "elicitation/create" {
+			t.Errorf("a client that takes no forms was asked: %v", m)
+		}
+	}
 }
