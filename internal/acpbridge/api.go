@@ -1,7 +1,6 @@
 package acpbridge
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,6 +11,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"skein.dev/internal/sse"
 )
 
 // api is the part of Skein's public HTTP API (docs/API.md) the bridge
@@ -287,18 +288,11 @@ func (a *api) history(ctx context.Context, sid string, after uint64, limit int) 
 	return &p, nil
 }
 
-// sseEvent is one event of a session's event stream.
-type sseEvent struct {
-	ID    string
-	Event string // durable, ephemeral, state or error
-	Data  []byte
-}
-
 // eventStream is GET …/events: the session's events after a sequence,
 // then live.
 type eventStream struct {
 	body io.ReadCloser
-	r    *bufio.Reader
+	*sse.Reader
 }
 
 func (a *api) events(ctx context.Context, sid string, after uint64) (*eventStream, error) {
@@ -315,42 +309,7 @@ func (a *api) events(ctx context.Context, sid string, after uint64) (*eventStrea
 		defer resp.Body.Close()
 		return nil, responseError(resp)
 	}
-	return &eventStream{body: resp.Body, r: bufio.NewReaderSize(resp.Body, 64<<10)}, nil
-}
-
-// Next returns the next event; comments (keep-alives) are skipped.
-func (s *eventStream) Next() (sseEvent, error) {
-	var ev sseEvent
-	var data bytes.Buffer
-	for {
-		line, err := s.r.ReadBytes('\n')
-		if err != nil {
-			return ev, err
-		}
-		line = bytes.TrimRight(line, "\r\n")
-		switch {
-		case len(line) == 0:
-			if data.Len() > 0 || ev.Event != "" {
-				ev.Data = data.Bytes()
-				return ev, nil
-			}
-		case line[0] == ':':
-		default:
-			field, value, _ := bytes.Cut(line, []byte(":"))
-			value = bytes.TrimPrefix(value, []byte(" "))
-			switch string(field) {
-			case "id":
-				ev.ID = string(value)
-			case "event":
-				ev.Event = string(value)
-			case "data":
-				if data.Len() > 0 {
-					data.WriteByte('\n')
-				}
-				data.Write(value)
-			}
-		}
-	}
+	return &eventStream{body: resp.Body, Reader: sse.NewReader(resp.Body)}, nil
 }
 
 func (s *eventStream) Close() error { return s.body.Close() }

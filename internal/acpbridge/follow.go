@@ -227,7 +227,7 @@ func (f *follow) stream(ctx context.Context, after uint64) (uint64, error) {
 				after = n
 			}
 		}
-		switch ev.Event {
+		switch ev.Name {
 		case "durable":
 			f.durable(ctx, ev.Data)
 		case "ephemeral":

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,6 +11,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"skein.dev/internal/sse"
 )
 
 // APIError is a failure the gateway reported: the error body of its HTTP
@@ -378,61 +379,16 @@ func (c *client) events(ctx context.Context, sid string, after uint64) (*eventSt
 		defer resp.Body.Close()
 		return nil, c.responseError(resp)
 	}
-	return &eventStream{body: resp.Body, r: bufio.NewReader(resp.Body)}, nil
+	return &eventStream{body: resp.Body, Reader: sse.NewReader(resp.Body)}, nil
 }
 
-// sseEvent is one event of a stream.
-type sseEvent struct {
-	ID   string // the durable sequence, or "" for ephemeral and error events
-	Name string // durable, ephemeral or error
-	Data []byte
-}
+// sseEvent is one event of a stream (package sse).
+type sseEvent = sse.Event
 
-// eventStream reads Server-Sent Events. Lines end in LF or CRLF (the
-// gateway writes LF); comments and unknown fields are skipped.
+// eventStream reads a session's Server-Sent Events.
 type eventStream struct {
 	body io.ReadCloser
-	r    *bufio.Reader
-}
-
-// Next returns the next event, or io.EOF when the stream ended cleanly.
-func (s *eventStream) Next() (sseEvent, error) {
-	var (
-		ev   sseEvent
-		data [][]byte
-		has  bool
-	)
-	for {
-		line, err := s.r.ReadBytes('\n')
-		if err != nil {
-			if errors.Is(err, io.EOF) && len(line) == 0 {
-				return sseEvent{}, io.EOF
-			}
-			return sseEvent{}, fmt.Errorf("read event stream: %w", err)
-		}
-		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
-		if len(line) == 0 {
-			if has {
-				ev.Data = bytes.Join(data, []byte("\n"))
-				return ev, nil
-			}
-			continue
-		}
-		if line[0] == ':' {
-			continue // a comment: keepalive
-		}
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		has = true
-		switch string(field) {
-		case "id":
-			ev.ID = string(value)
-		case "event":
-			ev.Name = string(value)
-		case "data":
-			data = append(data, value)
-		}
-	}
+	*sse.Reader
 }
 
 // Close ends the stream.

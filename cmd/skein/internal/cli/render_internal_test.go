@@ -1,13 +1,14 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
 	"strings"
 	"testing"
+
+	"skein.dev/internal/sse"
 )
 
 func TestPrinter(t *testing.T) {
@@ -161,7 +162,7 @@ func FuzzEventStream(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		s := &eventStream{body: io.NopCloser(nil), r: newReader(in)}
+		s := &eventStream{body: io.NopCloser(nil), Reader: sse.NewReader(bytes.NewReader(in))}
 		for range 1000 {
 			ev, err := s.Next()
 			if err != nil {
@@ -179,5 +180,3 @@ func FuzzEventStream(f *testing.F) {
 		}
 	})
 }
-
-func newReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
