@@ -168,6 +168,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		// cancellation: a prompt in flight survives the start of shutdown
 		// and gets ShutdownTimeout to finish.
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		Protocols:   serverProtocols(),
 	}
 	ln = newLimitListener(ln, g.cfg.MaxConnsPerAddr)
 	g.mu.Lock()
@@ -221,6 +222,20 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return fmt.Errorf("gateway: close: %w", err)
 	}
 	return nil
+}
+
+// serverProtocols are the HTTP versions the gateway speaks: HTTP/1.1,
+// which Node's fetch (the official ACP SDK's Streamable HTTP client) and
+// every WebSocket upgrade use; HTTP/2 over TLS, for a listener that
+// terminates it; and HTTP/2 without TLS (h2c, with prior knowledge), which
+// the ACP transport RFD asks of Streamable HTTP, for clients and proxies
+// that speak it to a plain-text port.
+func serverProtocols() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return &p
 }
 
 // counted returns h run as work of handlers: once handlers is closed, a
