@@ -68,6 +68,9 @@ require skein.dev/internal v0.0.0
 
 replace skein.dev/internal => ../../internal
 
-require skein.dev/pkg/client v0.0.0
+require (
+	github.com/coder/websocket v1.8.15
+	skein.dev/pkg/client v0.0.0
+)
 
 replace skein.dev/pkg/client => ../../pkg/client
