@@ -233,7 +233,11 @@ func (c *acpHTTPConn) inboundLocked(m acpMessage, header string) (undo func(), e
 }
 
 // end ends the connection for reason, once: its bridge reads the end of
-// input and its context ends, its streams end, and its ID is forgotten.
+// input, its streams end, and its ID is forgotten. A client that closed
+// the connection or left it idle is gone, and the bridge ends as it does
+// when its client goes (its context ends once it returned); otherwise the
+// bridge's context ends now too, so that nothing it does outlasts the
+// gateway, the token or a client that reads nothing.
 func (c *acpHTTPConn) end(reason string) {
 	c.mu.Lock()
 	if c.ended != "" {
@@ -243,7 +247,9 @@ func (c *acpHTTPConn) end(reason string) {
 	c.ended = reason
 	c.mu.Unlock()
 	close(c.done)
-	c.cancel()
+	if reason != acpEndClosed && reason != acpEndIdle {
+		c.cancel()
+	}
 	e := c.g.acp
 	e.mu.Lock()
 	if e.conns[c.id] == c {
@@ -412,6 +418,7 @@ func (g *Gateway) acpInitialize(w http.ResponseWriter, r *http.Request, body []b
 	g.metrics.acpConns.WithLabelValues(acpTransportHTTP).Inc()
 	started := g.acp.work.Go(func() {
 		err := acpbridge.Serve(ctx, cfg, c)
+		cancel()
 		reason := acpServeEnd(err)
 		if reason == acpEndError {
 			lg.Warn("ACP bridge failed", events.LogKeyErr, err)
