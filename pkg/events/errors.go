@@ -39,6 +39,12 @@ const (
 	// HTTP routing, answered by the gateway alone. Nothing was changed.
 	CodeNotFound         Code = "not_found"          // no route has that path
 	CodeMethodNotAllowed Code = "method_not_allowed" // the path's routes take other methods (the Allow header lists them)
+	// The ACP endpoint's HTTP profile (/acp): a request in a media type it
+	// does not take or asking for one it does not give, and a stream that
+	// already has its one receiver.
+	CodeUnsupportedMediaType Code = "unsupported_media_type" // a body in a media type the route does not take
+	CodeNotAcceptable        Code = "not_acceptable"         // an Accept header that admits nothing the route answers with
+	CodeStreamBusy           Code = "stream_busy"            // the stream already has a receiver
 
 	// Turns and adapters.
 	CodePromptDeliveryUncertain     Code = "prompt_delivery_uncertain" // accepted, but no proof the adapter received it; never replayed
@@ -74,6 +80,7 @@ var Codes = []Code{
 	CodeAgentNotInstalled, CodeUnauthenticated, CodeForbidden,
 	CodeRateLimited, CodeOutputLost, CodeSessionNotEmpty, CodeFileNotFound,
 	CodeNotFound, CodeMethodNotAllowed, CodeUnsupportedContent,
+	CodeUnsupportedMediaType, CodeNotAcceptable, CodeStreamBusy,
 }
 
 // Known reports whether c is in the registry.

@@ -64,6 +64,12 @@ var retries = map[Code]Retry{
 	// Routing: the same request names the same missing route.
 	CodeNotFound:         GiveUp,
 	CodeMethodNotAllowed: GiveUp,
+	// The same request asks for the same media types.
+	CodeUnsupportedMediaType: GiveUp,
+	CodeNotAcceptable:        GiveUp,
+	// Nothing was done: once the stream's receiver goes, the same request
+	// takes its place.
+	CodeStreamBusy: RetrySameKey,
 
 	// Turns and adapters: each is the outcome of a turn that was accepted
 	// and ended, except for a placement that found no runner, which

@@ -324,7 +324,9 @@ var errUnauthenticated = &events.Error{Code: events.CodeUnauthenticated, Message
 func isPublic(rt route) bool { return rt.path == "/healthz" || rt.path == "/readyz" }
 
 // isRead reports whether a route only reads: the read role may use it.
-func isRead(rt route) bool { return rt.method == http.MethodGet }
+// /acp is open to every role: the bridge behind it calls the API with the
+// caller's own token, and each route it reaches checks the role (acp.go).
+func isRead(rt route) bool { return rt.method == http.MethodGet || rt.path == acpPath }
 
 // callerKey is the context key of the caller authorize resolved.
 type callerKey struct{}

@@ -47,6 +47,11 @@ const (
 	DefaultBodyReadTimeout  = 30 * time.Second
 	DefaultAuthFailuresFree = 5
 	DefaultAuthBackoffMax   = 30 * time.Second
+	// The ACP endpoint (/acp): the connections a principal may hold open
+	// at once, and how long a Streamable HTTP connection lives without a
+	// receiver or a message (a WebSocket's, without an answered ping).
+	DefaultACPMaxConns    = 32
+	DefaultACPIdleTimeout = 5 * time.Minute
 	// DefaultReadyMaxLoad is the percent of the descriptor or thread limit
 	// past which /readyz says unready.
 	DefaultReadyMaxLoad = 90
@@ -129,6 +134,13 @@ type Config struct {
 	// (RLIMIT_NOFILE) or thread limit at which /readyz says unready
 	// (procload.go); 0 checks neither.
 	ReadyMaxLoad int
+	// ACPMaxConns bounds the ACP connections (/acp, both profiles) a
+	// principal holds open at once: one more is rate_limited.
+	ACPMaxConns int
+	// ACPIdleTimeout ends a Streamable HTTP ACP connection that has had
+	// no stream receiver and no message for that long, and a WebSocket
+	// whose ping is not answered within it.
+	ACPIdleTimeout time.Duration
 }
 
 // RegisterFlags registers the configuration in fs under "gateway." names
@@ -156,6 +168,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.AuthBackoffMax, "gateway.auth-backoff-max", DefaultAuthBackoffMax, "longest wait of an address whose requests keep failing authentication")
 	fs.DurationVar(&c.ShutdownTimeout, "gateway.shutdown-timeout", DefaultShutdownTimeout, "how long to wait for in-flight requests on shutdown")
 	fs.IntVar(&c.ReadyMaxLoad, "gateway.ready-max-load", DefaultReadyMaxLoad, "percent of the process's descriptor limit (RLIMIT_NOFILE) or thread limit at which /readyz says unready (0: never)")
+	fs.IntVar(&c.ACPMaxConns, "gateway.acp-max-conns", DefaultACPMaxConns, "ACP connections (/acp) a principal may hold open at once")
+	fs.DurationVar(&c.ACPIdleTimeout, "gateway.acp-idle-timeout", DefaultACPIdleTimeout, "how long an ACP connection over HTTP lives without a stream receiver or a message, and how long a WebSocket's ping may go unanswered")
 	c.Auth.RegisterFlags(fs)
 }
 
@@ -226,6 +240,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ReadyMaxLoad < 0 || c.ReadyMaxLoad > 100 {
 		errs = append(errs, fmt.Errorf("gateway.ready-max-load must be a percent in [0, 100], got %d", c.ReadyMaxLoad))
+	}
+	if c.ACPMaxConns <= 0 {
+		errs = append(errs, fmt.Errorf("gateway.acp-max-conns must be positive, got %d", c.ACPMaxConns))
+	}
+	if c.ACPIdleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("gateway.acp-idle-timeout must be positive, got %v", c.ACPIdleTimeout))
 	}
 	errs = append(errs, c.Auth.validate()...)
 	return errors.Join(errs...)

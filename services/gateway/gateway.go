@@ -33,6 +33,10 @@
 //	GET  /v1/sessions/{id}/agent-info    {"agentInfo": ... | null}, no adapter started
 //	GET  /v1/sessions/{id}/commands      {"commands": [...]}: the agent's last announced commands, no adapter started
 //	GET  /v1/agents                      {"agents":[{"id","installed","adapterEntrypoint"}...]}, sorted by ID
+//	GET  /acp                            Upgrade: websocket → ACP over WebSocket (acpws.go); else
+//	                                     Accept: text/event-stream → a Streamable HTTP connection's stream
+//	POST /acp                            one ACP message of a Streamable HTTP connection (acphttp.go)
+//	DELETE /acp                          ends a Streamable HTTP connection
 //	GET  /healthz, /readyz
 //	GET  /ui/                            the web console (ui.go); GET / redirects there
 //
@@ -47,6 +51,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -67,6 +72,7 @@ type Gateway struct {
 	metrics *metrics
 	handler http.Handler
 	hub     *hub // the live feeds of event streams, one per watched session
+	acp     *acpEndpoint
 	limits  *limiter
 	auth    *authenticator // nil when authentication is off
 	backoff *authBackoff   // of addresses failing authentication; nil when it is off
@@ -111,6 +117,7 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 		stopping: make(chan struct{}),
 	}
 	g.hub = newHub(g)
+	g.acp = newACPEndpoint()
 	g.limits = newLimiter(&g.cfg)
 	// The one read New makes: a tokens file that does not parse stops
 	// the start rather than refusing every request.
@@ -168,6 +175,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		// cancellation: a prompt in flight survives the start of shutdown
 		// and gets ShutdownTimeout to finish.
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		Protocols:   serverProtocols(),
 	}
 	ln = newLimitListener(ln, g.cfg.MaxConnsPerAddr)
 	g.mu.Lock()
@@ -195,6 +203,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		g.stop()
 		_ = srv.Close()
 		handlers.Close()
+		g.acp.shutdown()
 		g.hub.shutdown()
 		return fmt.Errorf("gateway: serve: %w", err)
 	case <-ctx.Done():
@@ -211,8 +220,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	// Closing connections does not wait for their handlers: they are
 	// waited for (their requests' contexts ended with their connections),
-	// and then the live feeds, which end with their last stream or watch.
+	// then the ACP bridges and their requests (the WebSocket ones ended
+	// with their handlers), and then the live feeds, which end with their
+	// last stream or watch.
 	handlers.Close()
+	g.acp.shutdown()
 	g.hub.shutdown()
 	if serr := <-serveErr; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		return fmt.Errorf("gateway: serve: %w", serr)
@@ -221,6 +233,20 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return fmt.Errorf("gateway: close: %w", err)
 	}
 	return nil
+}
+
+// serverProtocols are the HTTP versions the gateway speaks: HTTP/1.1,
+// which Node's fetch (the official ACP SDK's Streamable HTTP client) and
+// every WebSocket upgrade use; HTTP/2 over TLS, for a listener that
+// terminates it; and HTTP/2 without TLS (h2c, with prior knowledge), which
+// the ACP transport RFD asks of Streamable HTTP, for clients and proxies
+// that speak it to a plain-text port.
+func serverProtocols() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return &p
 }
 
 // counted returns h run as work of handlers: once handlers is closed, a
@@ -297,7 +323,7 @@ var routeTable = []route{
 // routes returns the API's ServeMux, one handler per row of routeTable.
 func (g *Gateway) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	for _, r := range routeTable {
+	for _, r := range slices.Concat(routeTable, acpRoutes) {
 		h := r.handler
 		mux.HandleFunc(r.method+" "+r.path, func(w http.ResponseWriter, req *http.Request) {
 			if err := g.checkRequest(req); err != nil {

@@ -6,7 +6,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	go.uber.org/goleak v1.3.0
-	skein.dev/pkg/acp v0.0.0 // indirect
+	skein.dev/pkg/acp v0.0.0
 	skein.dev/pkg/events v0.0.0
 	skein.dev/services/history v0.0.0
 )
@@ -68,6 +68,9 @@ require skein.dev/internal v0.0.0
 
 replace skein.dev/internal => ../../internal
 
-require skein.dev/pkg/client v0.0.0
+require (
+	github.com/coder/websocket v1.8.15
+	skein.dev/pkg/client v0.0.0
+)
 
 replace skein.dev/pkg/client => ../../pkg/client

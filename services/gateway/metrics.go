@@ -37,6 +37,9 @@ type metrics struct {
 
 	liveSubscriptions prometheus.Gauge
 	unready           *prometheus.CounterVec // by reason (procload.go)
+
+	acpConns *prometheus.GaugeVec   // by transport (acp.go)
+	acpEnds  *prometheus.CounterVec // by reason
 }
 
 // newMetrics builds the instruments and registers them with reg. A nil reg
@@ -85,6 +88,17 @@ func newMetrics(reg prometheus.Registerer, nc *nats.Conn) *metrics {
 	}, []string{"reason"})
 	for _, r := range unreadyReasons {
 		m.unready.WithLabelValues(r)
+	}
+	m.acpConns = f.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "acp_gateway_acp_connections",
+		Help: "ACP connections of the /acp endpoint open now, by transport: http (Streamable HTTP) or websocket.",
+	}, []string{"transport"})
+	m.acpEnds = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "acp_gateway_acp_connection_ends_total",
+		Help: "ACP connections of the /acp endpoint ended, by reason: closed, idle, shutdown, overflow, revoked, error.",
+	}, []string{"reason"})
+	for _, t := range []string{acpTransportHTTP, acpTransportWebSocket} {
+		m.acpConns.WithLabelValues(t)
 	}
 	m.durableEvents = m.streamEvents.WithLabelValues(eventjson.DurabilityDurable)
 	m.ephemeralEvents = m.streamEvents.WithLabelValues(eventjson.DurabilityEphemeral)

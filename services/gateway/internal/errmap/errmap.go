@@ -59,6 +59,10 @@ var table = map[events.Code]Entry{
 	// Routing: a path no route has, or a method its routes do not take.
 	events.CodeNotFound:         {Status: http.StatusNotFound},
 	events.CodeMethodNotAllowed: {Status: http.StatusMethodNotAllowed},
+	// The ACP endpoint's HTTP profile (/acp).
+	events.CodeUnsupportedMediaType: {Status: http.StatusUnsupportedMediaType},
+	events.CodeNotAcceptable:        {Status: http.StatusNotAcceptable},
+	events.CodeStreamBusy:           {Status: http.StatusConflict},
 
 	// Turns and adapters. The adapter is the upstream the gateway fronts,
 	// so its failures are 502; a policy the adapter cannot satisfy and an
