@@ -196,9 +196,14 @@ func (g *Gateway) bridgeConfig(r *http.Request, lg *slog.Logger) acpbridge.Confi
 			hdr[k] = slices.Clone(v)
 		}
 	}
+	// The defaults of the connection's new sessions, as skein acp's flags
+	// give them: /acp?agent=claude&policy=allow_all.
+	q := r.URL.Query()
 	return acpbridge.Config{
 		BaseURL: acpBridgeBaseURL,
 		Header:  hdr,
+		Agent:   q.Get("agent"),
+		Policy:  q.Get("policy"),
 		Client:  &http.Client{Transport: &inProcess{h: g.handler, work: &g.acp.work, lg: lg, remoteAddr: r.RemoteAddr}},
 		Logger:  lg,
 	}

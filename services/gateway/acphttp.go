@@ -37,9 +37,9 @@ import (
 //
 // Where a message of the bridge goes (connection.js, routeOutbound): a
 // response goes where its request's route was (a request that named a
-// session, to that session's stream, but session/load's to the
-// connection's: the client reads the replay on the session's stream before
-// the answer that ends it); a request or notification whose params name a
+// session, to that session's stream; session/load's too, after its replay,
+// where the SDK's server puts it on the connection's stream and the
+// answer may overtake the replay); a request or notification whose params name a
 // session, to the session's stream (and the client's answer to such a
 // request must name that session); anything else to the connection's
 // stream. A stream without a receiver keeps its messages for the next;
@@ -220,9 +220,10 @@ func (c *acpHTTPConn) inboundLocked(m acpMessage, header string) (undo func(), e
 	if route == "" {
 		route = m.sessionID
 	}
-	if m.method == "session/load" {
-		route = "" // the replay comes on the session's stream, the answer after it on the connection's
-	}
+	// session/load's answer too goes on the session's stream, after its
+	// replay: the SDK's own server puts it on the connection's, where it
+	// may overtake the replay, and the SDK's client takes an answer on
+	// either.
 	key := m.idKey
 	c.requests[key] = route
 	return func() {
@@ -320,19 +321,25 @@ func (g *Gateway) handleACPPost(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// A body that is no message is answered as the other transports answer
+	// it, with JSON-RPC's error, id null (a batch: ACP uses none, and the
+	// SDK's server answers one error without looking at the entries), with
+	// 400: the body is JSON-RPC's, not the edge's, what the client reads as
+	// the answer.
+	var refusal []byte
 	switch shapeOf(body) {
 	case acpInvalid:
-		return events.Errorf(events.CodeInvalidRequest, "the body is not JSON")
+		refusal = acpParseError
 	case acpBatch:
-		// ACP uses no batches: the SDK's server answers one JSON-RPC error,
-		// id null, without looking at the entries. The body is JSON-RPC's,
-		// not the edge's: it is what the client reads as the answer.
+		refusal = acpBatchError
+	case acpOther:
+		refusal = acpInvalidError
+	}
+	if refusal != nil {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
-		_, _ = w.Write(acpBatchError)
+		_, _ = w.Write(refusal)
 		return nil
-	case acpOther:
-		return events.Errorf(events.CodeInvalidRequest, "an ACP message is a JSON object")
 	}
 	m, err := parseACPMessage(body)
 	if err != nil {
