@@ -1,6 +1,7 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,8 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"skein.dev/internal/acpbridge"
 	"skein.dev/internal/memstat"
@@ -24,6 +28,7 @@ import (
 //
 //	BenchmarkACPFirstChunk/via=pipe: the test agent's stdio, no Skein
 //	BenchmarkACPFirstChunk/via=skein-acp: skein acp's stdio, the whole stack behind it
+//	BenchmarkACPFirstChunk/via=acp-ws: the gateway's /acp over a WebSocket
 //	BenchmarkACPConnectionMemory/conns=N: what N connections that follow one session cost
 
 // firstChunk measures, each loop, a prompt sent on conn to the first
@@ -44,7 +49,15 @@ func firstChunk(b *testing.B, conn *acpwire.Conn, sid string, chunks <-chan stru
 		case <-chunks:
 			d = time.Since(start)
 		case err := <-done:
-			b.Fatalf("the turn ended before its first chunk: %v", err)
+			// The chunk's notification may be read just before the answer,
+			// and the select take the answer.
+			select {
+			case <-chunks:
+				d = time.Since(start)
+			default:
+				b.Fatalf("the turn ended without a chunk: %v", err)
+			}
+			done <- err
 		}
 		if err := <-done; err != nil {
 			b.Fatal(err)
@@ -120,6 +133,59 @@ func BenchmarkACPFirstChunk(b *testing.B) {
 		}
 		firstChunk(b, conn, sess.SessionID, chunks)
 	})
+	b.Run("via=acp-ws", func(b *testing.B) {
+		const token = "bench-token"
+		st := startStackTB(b, natstest.Run(b), b.TempDir(), unlimited, func(c *stackConfig) { c.Gateway.Auth.Tokens = devTokens(token) })
+		ws, _, err := websocket.Dial(b.Context(), "ws"+strings.TrimPrefix(st.url, "http")+"/acp?agent=test&policy=allow_all",
+			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = ws.CloseNow() })
+		ws.SetReadLimit(acpbridge.MaxMessageBytes)
+		r, w := wsLines(b, ws)
+		on, chunks := chunkNotifications()
+		conn := acpwire.NewConn(r, w, acpwire.Options{OnNotification: on})
+		if _, err := conn.Initialize(b.Context(), acpwire.InitializeParams{}); err != nil {
+			b.Fatal(err)
+		}
+		sess, err := conn.NewSession(b.Context(), acpwire.NewSessionParams{Cwd: ""})
+		if err != nil {
+			b.Fatal(err)
+		}
+		firstChunk(b, conn, sess.SessionID, chunks)
+	})
+}
+
+// wsLines carries newline-delimited JSON-RPC, as acpwire speaks it, over a
+// WebSocket of one message a text frame: the reader yields each frame
+// read as a line, and each line written goes as a frame.
+func wsLines(b *testing.B, ws *websocket.Conn) (io.Reader, io.Writer) {
+	pr, pw := io.Pipe()
+	go func() {
+		for {
+			_, data, err := ws.Read(context.Background())
+			if err != nil {
+				_ = pw.CloseWithError(err)
+				return
+			}
+			if _, err := pw.Write(append(data, '\n')); err != nil {
+				return
+			}
+		}
+	}()
+	b.Cleanup(func() { _ = pr.Close() })
+	return pr, frameWriter{ws}
+}
+
+// frameWriter sends what acpwire writes, one line a call, as one frame.
+type frameWriter struct{ ws *websocket.Conn }
+
+func (f frameWriter) Write(p []byte) (int, error) {
+	if err := f.ws.Write(context.Background(), websocket.MessageText, bytes.TrimSuffix(p, []byte("\n"))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // BenchmarkACPConnectionMemory measures what ACP connections that follow

@@ -66,10 +66,12 @@ replace skein.dev/testagent => ../testagent
 
 replace skein.dev/pkg/acp => ../pkg/acp
 
-require skein.dev/internal v0.0.0
+require (
+	github.com/coder/websocket v1.8.15
+	skein.dev/internal v0.0.0
+)
 
 require (
-	github.com/coder/websocket v1.8.15 // indirect
 	github.com/elastic/go-seccomp-bpf v1.6.0 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/landlock-lsm/go-landlock v0.11.2 // indirect
