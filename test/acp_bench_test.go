@@ -204,6 +204,7 @@ func BenchmarkACPConnectionMemory(b *testing.B) {
 			before := memstat.Read(b)
 			ctx, cancel := context.WithCancel(b.Context())
 			done := make(chan struct{}, conns)
+			var clients []io.Closer
 			for range conns {
 				cr, cw := io.Pipe() // the client's writes
 				sr, sw := io.Pipe() // the bridge's writes
@@ -219,12 +220,17 @@ func BenchmarkACPConnectionMemory(b *testing.B) {
 				if _, err := conn.ResumeSession(ctx, acpwire.ResumeSessionParams{SessionID: "mem", Cwd: ""}); err != nil {
 					b.Fatal(err)
 				}
-				b.Cleanup(func() { _ = cw.Close() })
+				clients = append(clients, cw)
 			}
 			after := memstat.Read(b)
 			b.ReportMetric((float64(after.Heap+after.Stacks)-float64(before.Heap+before.Stacks))/conns, "B/conn")
 			b.ReportMetric(float64(after.Goroutines-before.Goroutines)/conns, "goroutines/conn")
+			// A client that goes away ends its connection: the stdio
+			// transport reads the end of its input.
 			cancel()
+			for _, c := range clients {
+				_ = c.Close()
+			}
 			for range conns {
 				<-done
 			}

@@ -26,7 +26,7 @@ type Reader struct {
 }
 
 // NewReader returns a Reader of r.
-func NewReader(r io.Reader) *Reader { return &Reader{r: bufio.NewReaderSize(r, 64<<10)} }
+func NewReader(r io.Reader) *Reader { return &Reader{r: bufio.NewReader(r)} }
 
 // Next returns the next event, or io.EOF when the stream ended at a line's
 // end (an event not yet ended by its blank line is dropped).

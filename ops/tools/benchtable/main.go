@@ -89,6 +89,14 @@ var rows = []row{
 	{"memory per loaded session, runner alone, 1,000 sessions", "BenchmarkLoadedAdapterMemory/sessions=1000", "B/session", "BenchmarkLoadedSessionMemory/sessions=1000", "B/session", ""},
 	{"goroutines per loaded session, session service + runner", "BenchmarkLoadedSessionMemory/sessions=1000", "goroutines/session", "", "", ""},
 	{"goroutines per loaded session, runner alone", "BenchmarkLoadedAdapterMemory/sessions=1000", "goroutines/session", "BenchmarkLoadedSessionMemory/sessions=1000", "goroutines/session", ""},
+	// The ACP door (docs/EDITORS.md): an ACP client's prompt to its first
+	// agent_message_chunk, beside the same agent over a direct pipe.
+	{"ACP prompt to first agent_message_chunk p50, skein acp", "BenchmarkACPFirstChunk/via=skein-acp", "p50-ms", "BenchmarkACPFirstChunk/via=pipe", "p50-ms", "<= 3x pipe + 1 ms"},
+	{"ACP prompt to first agent_message_chunk p99, skein acp", "BenchmarkACPFirstChunk/via=skein-acp", "p99-ms", "BenchmarkACPFirstChunk/via=pipe", "p99-ms", "<= 3x pipe + 1 ms"},
+	{"ACP prompt to first agent_message_chunk p50, /acp WebSocket", "BenchmarkACPFirstChunk/via=acp-ws", "p50-ms", "BenchmarkACPFirstChunk/via=pipe", "p50-ms", "<= 3x pipe + 1 ms"},
+	{"ACP prompt to first agent_message_chunk p99, /acp WebSocket", "BenchmarkACPFirstChunk/via=acp-ws", "p99-ms", "BenchmarkACPFirstChunk/via=pipe", "p99-ms", "<= 3x pipe + 1 ms"},
+	{"memory per ACP connection following a session, 100 connections", "BenchmarkACPConnectionMemory/conns=100", "B/conn", "", "", ""},
+	{"goroutines per ACP connection following a session", "BenchmarkACPConnectionMemory/conns=100", "goroutines/conn", "", "", ""},
 	// A history page read from the log: our batch direct gets beside
 	// orbit.go's jetstreamext, which allocates a 64k-entry channel per request.
 	{"history page of 50, forward (one batch direct get)", "BenchmarkReadPage/dir=forward,path=eventlog,page=50", "page-ms", "BenchmarkReadPage/dir=forward,path=jetstreamext,page=50", "page-ms", ""},
