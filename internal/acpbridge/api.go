@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -35,12 +36,6 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
 
-// isCode reports whether err is an *apiError with code.
-func isCode(err error, code string) bool {
-	e, ok := errors.AsType[*apiError](err)
-	return ok && e.Code == code
-}
-
 func (a *api) sessionURL(sid, suffix string) string {
 	return a.base + "/v1/sessions/" + url.PathEscape(sid) + suffix
 }
@@ -60,9 +55,7 @@ func (a *api) request(ctx context.Context, method, u string, in any) (*http.Requ
 	if err != nil {
 		return nil, err
 	}
-	for k, v := range a.header {
-		req.Header[k] = v
-	}
+	maps.Copy(req.Header, a.header)
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
