@@ -62,12 +62,17 @@ type raised struct {
 // event that raised it.
 type openSet map[string]json.RawMessage
 
-// startFollow follows sid from after on, first raising the requests that
-// wait in its state (a session's state JSON) or that a replay left open.
-func (c *conn) startFollow(sid string, after uint64, state json.RawMessage, open openSet) {
+// startFollow makes sid followed from after on, first raising the
+// requests that wait in its state (a session's state JSON) or that a
+// replay left open, and returns the function that starts it. A method
+// makes the follow before its answer, so that a request the client sends
+// once it has the answer (a prompt) finds it, and starts it after, so
+// that nothing of the session goes out before the answer.
+func (c *conn) startFollow(sid string, after uint64, state json.RawMessage, open openSet) (start func()) {
 	ctx, cancel := context.WithCancel(c.life)
 	f := &follow{c: c, sid: sid, cancel: cancel, done: make(chan struct{}),
 		finished: map[string]bool{}, waiters: map[string][]chan struct{}{}, raised: map[string]*raised{}}
+	gate := make(chan struct{})
 	c.mu.Lock()
 	old := c.follows[sid]
 	c.follows[sid] = f
@@ -77,9 +82,16 @@ func (c *conn) startFollow(sid string, after uint64, state json.RawMessage, open
 	}
 	c.wg.Go(func() {
 		defer close(f.done)
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return
+		}
 		f.raiseOpen(ctx, state, open)
 		f.run(ctx, after)
 	})
+	var once sync.Once
+	return func() { once.Do(func() { close(gate) }) }
 }
 
 // stop ends the follow and waits for it.
@@ -127,7 +139,7 @@ func (c *conn) followed(ctx context.Context, sid string) (*follow, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.startFollow(sid, info.LatestSequence, info.State, nil)
+	c.startFollow(sid, info.LatestSequence, info.State, nil)()
 	c.mu.Lock()
 	f = c.follows[sid]
 	c.mu.Unlock()

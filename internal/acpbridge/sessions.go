@@ -209,7 +209,7 @@ func (c *conn) newSession(ctx context.Context, raw json.RawMessage) (any, func()
 	}
 	result := c.sessionSetup(ctx, sid)
 	result["sessionId"] = sid
-	return result, func() { c.startFollow(sid, info.LatestSequence, info.State, nil) }, nil
+	return result, c.startFollow(sid, info.LatestSequence, info.State, nil), nil
 }
 
 // sessionSetup is what session/new, load and resume answer: the session's
@@ -306,7 +306,7 @@ func (c *conn) loadSession(ctx context.Context, raw json.RawMessage) (any, func(
 		return nil, nil, err
 	}
 	result := c.sessionSetup(ctx, p.SessionID)
-	return result, func() { c.startFollow(p.SessionID, last, nil, open) }, nil
+	return result, c.startFollow(p.SessionID, last, nil, open), nil
 }
 
 // resumeSession follows the session live from its newest record, without
@@ -323,9 +323,8 @@ func (c *conn) resumeSession(ctx context.Context, raw json.RawMessage) (any, fun
 	if err != nil {
 		return nil, nil, err
 	}
-	c.stopFollow(p.SessionID)
 	result := c.sessionSetup(ctx, p.SessionID)
-	return result, func() { c.startFollow(p.SessionID, info.LatestSequence, info.State, nil) }, nil
+	return result, c.startFollow(p.SessionID, info.LatestSequence, info.State, nil), nil
 }
 
 // closeSession stops following the session on this connection. The
