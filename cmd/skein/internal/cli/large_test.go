@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/stacktest"
@@ -76,8 +77,22 @@ func TestLargeMessages(t *testing.T) {
 		go func() {
 			done <- execute(ctx, map[string]string{"SKEIN_URL": e.url}, "", &stdout, &stderr, cmd, "--json", "-s", "s1")
 		}()
+		// 32 MB of answers through the race detector: on a loaded machine
+		// that takes longer than one wait's bound, so the wait is for
+		// progress, and fails when the command prints nothing more for
+		// eventProgress. The unit of progress is one event, and the last
+		// is 20 MB: read, decoded and printed escaped, under the race
+		// detector and beside another test run it alone took over 30 s.
+		const eventProgress = 5 * time.Minute
 		last := fmt.Sprintf(`"sequence":%d,`, seqs[len(seqs)-1])
-		testutil.Eventually(t, cmd+" printing every event", func() bool { return strings.Contains(stdout.String(), last) })
+		for !strings.Contains(stdout.String(), last) {
+			n := stdout.Len()
+			if err := testutil.PollWithin(t.Context(), eventProgress, cmd+" printing more of the session", func() (bool, error) {
+				return stdout.Len() > n, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("%s interrupted = %v, want nil", cmd, err)
