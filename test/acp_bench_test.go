@@ -100,6 +100,16 @@ func chunkNotifications() (func(*acpwire.Message), chan struct{}) {
 	}, ch
 }
 
+// acpBenchToken is the bearer token of startACPStack's gateway.
+const acpBenchToken = "bench-token"
+
+// startACPStack starts the four services, unlimited, the gateway taking
+// acpBenchToken, as an ACP client's token is always checked.
+func startACPStack(b *testing.B) *testStack {
+	b.Helper()
+	return startStackTB(b, natstest.Run(b), b.TempDir(), unlimited, func(c *stackConfig) { c.Gateway.Auth.Tokens = devTokens(acpBenchToken) })
+}
+
 func BenchmarkACPFirstChunk(b *testing.B) {
 	b.Run("via=pipe", func(b *testing.B) {
 		on, chunks := chunkNotifications()
@@ -111,10 +121,9 @@ func BenchmarkACPFirstChunk(b *testing.B) {
 		firstChunk(b, conn, sess.SessionID, chunks)
 	})
 	b.Run("via=skein-acp", func(b *testing.B) {
-		const token = "bench-token"
-		st := startStackTB(b, natstest.Run(b), b.TempDir(), unlimited, func(c *stackConfig) { c.Gateway.Auth.Tokens = devTokens(token) })
+		st := startACPStack(b)
 		cmd := exec.CommandContext(b.Context(), skeinBin(b), "acp", "--server", st.url, "--agent", "test", "--policy", "allow_all")
-		cmd.Env = append(os.Environ(), "SKEIN_TOKEN="+token)
+		cmd.Env = append(os.Environ(), "SKEIN_TOKEN="+acpBenchToken)
 		cmd.Stderr = os.Stderr
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()
@@ -134,10 +143,9 @@ func BenchmarkACPFirstChunk(b *testing.B) {
 		firstChunk(b, conn, sess.SessionID, chunks)
 	})
 	b.Run("via=acp-ws", func(b *testing.B) {
-		const token = "bench-token"
-		st := startStackTB(b, natstest.Run(b), b.TempDir(), unlimited, func(c *stackConfig) { c.Gateway.Auth.Tokens = devTokens(token) })
+		st := startACPStack(b)
 		ws, _, err := websocket.Dial(b.Context(), "ws"+strings.TrimPrefix(st.url, "http")+"/acp?agent=test&policy=allow_all",
-			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + acpBenchToken}}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -195,10 +203,9 @@ func (f frameWriter) Write(p []byte) (int, error) {
 func BenchmarkACPConnectionMemory(b *testing.B) {
 	const conns = 100
 	b.Run(fmt.Sprintf("conns=%d", conns), func(b *testing.B) {
-		const token = "bench-token"
-		st := startStackTB(b, natstest.Run(b), b.TempDir(), unlimited, func(c *stackConfig) { c.Gateway.Auth.Tokens = devTokens(token) })
-		mustDoToken(b, token, http.MethodPut, st.url+"/v1/sessions/mem", `{"agent":"test"}`)
-		cfg := acpbridge.Config{BaseURL: st.url, Header: http.Header{"Authorization": {"Bearer " + token}}, Agent: "test",
+		st := startACPStack(b)
+		mustDoToken(b, acpBenchToken, http.MethodPut, st.url+"/v1/sessions/mem", `{"agent":"test"}`)
+		cfg := acpbridge.Config{BaseURL: st.url, Header: http.Header{"Authorization": {"Bearer " + acpBenchToken}}, Agent: "test",
 			Client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}}}
 		for b.Loop() {
 			before := memstat.Read(b)

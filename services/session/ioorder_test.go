@@ -83,6 +83,28 @@ func (s *ioScript) publish(t *testing.T, i uint64, v events.Variant) {
 	}
 }
 
+// unrepublished stores the script's record i, v, with ACP_IO's RePublish
+// off, as when the owner's connection is down: its republish never comes.
+func (s *ioScript) unrepublished(t *testing.T, i uint64, v events.Variant) {
+	t.Helper()
+	ctx := t.Context()
+	str, err := s.h.js.Stream(ctx, events.StreamIO)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := str.CachedInfo().Config
+	republish := cfg.RePublish
+	cfg.RePublish = nil
+	if _, err := s.h.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	s.publish(t, i, v)
+	cfg.RePublish = republish
+	if _, err := s.h.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // end is the record that answers the turn's session/prompt.
 func (s *ioScript) end() *events.AdapterPromptResult {
 	return &events.AdapterPromptResult{TurnID: s.acc.TurnID, StopReason: "end_turn"}
@@ -240,24 +262,9 @@ func TestIORunnerGoneDuringGapFailsOutputLost(t *testing.T) {
 // ends.
 func TestIOMissedRepublishOfLastRecord(t *testing.T) {
 	h := startRig(t, session.Config{SweepInterval: 20 * time.Millisecond})
-	ctx := t.Context()
 	s := scriptIO(t, h, "miss")
 	s.publish(t, 1, chunk(text, "one "))
-	str, err := h.js.Stream(ctx, events.StreamIO)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := str.CachedInfo().Config
-	republish := cfg.RePublish
-	cfg.RePublish = nil
-	if _, err := h.js.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	s.publish(t, 2, s.end())
-	cfg.RePublish = republish
-	if _, err := h.js.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	s.unrepublished(t, 2, s.end())
 	if f := s.await(t); f.Outcome != events.OutcomeCompleted || !strings.Contains(string(f.Message), "one") {
 		t.Fatalf("the turn ended %s (%v), message %s; want completed", f.Outcome, f.Error, f.Message)
 	}
@@ -273,24 +280,9 @@ func TestIOMissedRepublishOfLastRecord(t *testing.T) {
 // is its gap fill.
 func TestIOMissedRepublishIsReadBack(t *testing.T) {
 	h := startRig(t, session.Config{})
-	ctx := t.Context()
 	s := scriptIO(t, h, "gap")
 	s.publish(t, 1, chunk(text, "one "))
-	str, err := h.js.Stream(ctx, events.StreamIO)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := str.CachedInfo().Config
-	republish := cfg.RePublish
-	cfg.RePublish = nil
-	if _, err := h.js.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	s.publish(t, 2, chunk(text, "two "))
-	cfg.RePublish = republish
-	if _, err := h.js.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	s.unrepublished(t, 2, chunk(text, "two "))
 	s.publish(t, 3, chunk(text, "three"))
 	s.publish(t, 4, s.end())
 	f := s.await(t)
