@@ -15,19 +15,21 @@ import (
 )
 
 // skein history, watch and events read back a session of large messages,
-// three answers of 4 MB and one of 20 MB, on skein dev's max_payload of
-// 8 MiB: every durable event once, in order, and every byte of the
-// answers.
+// three answers of one chunk and one of five (testutil.LargeScale: 4 MB
+// and 20 MB on skein dev's max_payload of 8 MiB in make test-long): every
+// durable event once, in order, and every byte of the answers.
 func TestLargeMessages(t *testing.T) {
+	maxPayload, chunk := testutil.LargeScale()
 	e := newEnv(t, func(o *envOptions) {
-		o.stack = append(o.stack, stacktest.WithServer(natstest.Run(t, natstest.WithMaxPayload(8<<20))))
+		o.stack = append(o.stack, stacktest.WithServer(natstest.Run(t, natstest.WithMaxPayload(maxPayload))))
 	})
 	e.open("s1", "plain")
 	var seqs []uint64
-	for _, script := range []string{"big 4000000", "big 4000000", "big 4000000", strings.Repeat("big 4000000\n", 5)} {
+	big := fmt.Sprintf("big %d", chunk)
+	for _, script := range []string{big, big, big, strings.Repeat(big+"\n", 5)} {
 		seqs = append(seqs, e.Turn(events.SessionID("s1"), script)...)
 	}
-	const answers = 3*4_000_000 + 20_000_000
+	answers := 3*chunk + 5*chunk
 	// check reads printed lines of public JSON: every durable event of
 	// the session once, in order, with all of the answers' text.
 	check := func(what, out string) {
@@ -77,21 +79,28 @@ func TestLargeMessages(t *testing.T) {
 		go func() {
 			done <- execute(ctx, map[string]string{"SKEIN_URL": e.url}, "", &stdout, &stderr, cmd, "--json", "-s", "s1")
 		}()
-		// 32 MB of answers through the race detector: on a loaded machine
-		// that takes longer than one wait's bound, so the wait is for
-		// progress, and fails when the command prints nothing more for
-		// eventProgress. The unit of progress is one event, and the last
-		// is 20 MB: read, decoded and printed escaped, under the race
-		// detector and beside another test run it alone took over 30 s.
+		// Megabytes of answers through the race detector: on a loaded
+		// machine that takes longer than one wait's bound, so the wait is
+		// for progress, and fails when the command prints nothing more for
+		// eventProgress. The unit of progress is one event: at 4 MB, read,
+		// decoded and printed escaped, under the race detector and beside
+		// another test run, one took seconds.
 		const eventProgress = 5 * time.Minute
 		last := fmt.Sprintf(`"sequence":%d,`, seqs[len(seqs)-1])
-		for !strings.Contains(stdout.String(), last) {
+		start := time.Now()
+		for {
+			// The length before the look: output that lands between the
+			// two is progress the wait below sees at once.
 			n := stdout.Len()
+			if strings.Contains(stdout.String(), last) {
+				break
+			}
 			if err := testutil.PollWithin(t.Context(), eventProgress, cmd+" printing more of the session", func() (bool, error) {
 				return stdout.Len() > n, nil
 			}); err != nil {
-				t.Fatal(err)
+				t.Fatalf("%v after %d bytes of output; stderr:\n%s", err, n, stderr.String())
 			}
+			t.Logf("%s: %d bytes after %v", cmd, stdout.Len(), time.Since(start).Round(time.Millisecond))
 		}
 		cancel()
 		if err := <-done; err != nil {
