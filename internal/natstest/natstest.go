@@ -56,9 +56,11 @@ func Run(tb testing.TB, opts ...Option) *server.Server {
 		ns.Shutdown()
 		tb.Fatal("natstest: server not ready after 10s")
 	}
+	quiet := attachLogger(tb, ns, o.ServerName)
 	tb.Cleanup(func() {
 		ns.Shutdown()
 		ns.WaitForShutdown()
+		quiet()
 	})
 	return ns
 }
