@@ -12,6 +12,7 @@ import (
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/tail"
 	"skein.dev/services/session/internal/applier"
 )
 
@@ -194,24 +195,37 @@ const tailQuiet = time.Second
 // republish the owner missed (its connection was down, its server died) is
 // noticed on the next record's Nats-Last-Sequence, and when none follows
 // (the turn's last record, its prompt result) the turn would wait for
-// ever. When nothing arrived for a while, one direct get of the subject's
-// last message says whether the stream is ahead; if it is, the owner reads
-// the rest from there. The caller holds sess.mu.
+// ever. When nothing arrived for a while and nothing waits in the
+// subscription, the owner reads the stream after the last record it has:
+// nothing there costs one small reply; a record there is one it missed,
+// read once. (It does not fetch the subject's last message to compare
+// sequences: that message may be megabytes, and a turn whose agent is
+// slow to write its next record would fetch it every sweep.) The caller
+// holds sess.mu.
 func (r *route) checkTail(ctx context.Context, quiet time.Duration) {
 	sess := r.sess
 	if time.Since(r.arrived) < quiet {
 		return
 	}
-	last, err := eventlog.Last(ctx, sess.svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid))
+	if waiting, _, err := r.sub.Pending(); err == nil && waiting > 0 {
+		return // the tail is alive; its callbacks wait for sess.mu
+	}
+	missed := false
+	deliver := r.deliverIO(ctx, 0)
+	err := r.ioTail.CatchUp(ctx, 0, func(rec *tail.Record) error {
+		if !missed {
+			missed = true
+			sess.svc.m.ioTailMisses.Inc()
+		}
+		return deliver(rec)
+	})
 	if err != nil {
-		sess.lg.Warn("look up the end of the session's io", events.LogKeyErr, err)
+		r.readIO(err)
 		return
 	}
-	if last == nil || last.Sequence <= r.ioTail.Last() {
-		return
+	if missed && sess.adapter == r {
+		sess.commitOrFail(ctx)
 	}
-	sess.svc.m.ioTailMisses.Inc()
-	r.catchUp(ctx)
 }
 
 // catchUpAfterReconnects reads every route's ACP_IO from the stream each
