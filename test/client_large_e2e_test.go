@@ -2,21 +2,25 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/client"
 	"skein.dev/pkg/events"
 )
 
 // The Go client reads back a session of large messages, three answers of
-// 4 MB and one of 20 MB on skein dev's max_payload of 8 MiB: history both
-// ways at its largest page size, and a subscription from the start.
+// one chunk and one of five (testutil.LargeScale: 4 MB and 20 MB on skein
+// dev's max_payload of 8 MiB in make test-long): history both ways at its
+// largest page size, and a subscription from the start.
 func TestGoClientLargeMessages(t *testing.T) {
-	ns := natstest.Run(t, natstest.WithMaxPayload(8<<20))
+	maxPayload, chunk := testutil.LargeScale()
+	ns := natstest.Run(t, natstest.WithMaxPayload(maxPayload))
 	startStack(t, ns, t.TempDir())
 	cl, err := client.New(natstest.Connect(t, ns), client.WithPageSize(events.MaxHistoryLimit))
 	if err != nil {
@@ -27,12 +31,13 @@ func TestGoClientLargeMessages(t *testing.T) {
 	if err := cl.Open(ctx, "big", events.AcpOpenSessionRequest{Agent: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, script := range []string{"big 4000000", "big 4000000", "big 4000000", strings.Repeat("big 4000000\n", 5)} {
+	big := fmt.Sprintf("big %d", chunk)
+	for _, script := range []string{big, big, big, strings.Repeat(big+"\n", 5)} {
 		if _, err := cl.PromptText(ctx, "big", script); err != nil {
 			t.Fatal(err)
 		}
 	}
-	const answers = 3*4_000_000 + 20_000_000
+	answers := 8 * chunk
 	read := func(evs func(yield func(*events.AcpDurableHistoryEntry, error) bool), n int) ([]uint64, int) {
 		var seqs []uint64
 		text := 0

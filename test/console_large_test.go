@@ -10,21 +10,24 @@ import (
 )
 
 // TestConsoleLargeMessages: the console reads back a session of large
-// messages, three answers of 4 MB and one of 20 MB (stored in records
-// that each fit a NATS message), on skein dev's max_payload of 8 MiB:
-// every page of its history answers, and scrolled to the start, the page
-// shows every byte of every answer.
+// messages, three answers of one chunk and one of five (stored in records
+// that each fit a NATS message; testutil.LargeScale: 4 MB and 20 MB on
+// skein dev's max_payload of 8 MiB in make test-long): every page of its
+// history answers, and scrolled to the start, the page shows every byte of
+// every answer.
 func TestConsoleLargeMessages(t *testing.T) {
-	const answers = 3*4_000_000 + 20_000_000
+	maxPayload, chunk := testutil.LargeScale()
+	answers := 8 * chunk
+	big := fmt.Sprintf("big %d", chunk)
 	b := newBrowser(t)
-	ns := natstest.Run(t, natstest.WithMaxPayload(8<<20))
+	ns := natstest.Run(t, natstest.WithMaxPayload(maxPayload))
 	st := startConsoleStack(t, ns, testutil.TempDir(t), "")
 	base := st.url + "/v1/sessions/large"
 	call(t, "PUT", base, consoleToken, `{"agent":"test"}`)
 	for range 3 {
-		call(t, "POST", base+"/prompt", consoleToken, promptBody("big 4000000"))
+		call(t, "POST", base+"/prompt", consoleToken, promptBody(big))
 	}
-	call(t, "POST", base+"/prompt", consoleToken, promptBody(strings.Repeat("big 4000000\n", 5)))
+	call(t, "POST", base+"/prompt", consoleToken, promptBody(strings.Repeat(big+"\n", 5)))
 
 	b.signIn(st.url, consoleToken)
 	b.openSession("large")

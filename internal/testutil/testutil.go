@@ -247,3 +247,22 @@ func searchableAbove(path string) {
 		}
 	}
 }
+
+// Long reports whether the long runs are asked for (make test-long sets
+// SKEIN_LONG): soaks, faults that wait out real timeouts, and the
+// large-message tests at full scale.
+func Long() bool { return os.Getenv("SKEIN_LONG") != "" }
+
+// LargeScale is the scale of the large-message tests that run a whole
+// stack: the server's max_payload and the size of one large answer. The
+// tests store three answers of one chunk and one of five, so pages hold
+// one or two events and the largest answer spans records. make test runs
+// them at a max_payload of 1 MiB and answers of 500 kB; make test-long at
+// skein dev's 8 MiB and answers of 4 MB and 20 MB, which under the race
+// detector beside another test run take minutes of a two-core machine.
+func LargeScale() (maxPayload int32, chunk int) {
+	if Long() {
+		return 8 << 20, 4_000_000
+	}
+	return 1 << 20, 500_000
+}

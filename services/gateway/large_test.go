@@ -14,10 +14,8 @@ import (
 
 	"skein.dev/internal/natstest"
 	"skein.dev/internal/stacktest"
+	"skein.dev/internal/testutil"
 )
-
-// devPayload is skein dev's max_payload.
-const devPayload = 8 << 20
 
 // withPayload runs the gateway's NATS server with max_payload n.
 func withPayload(n int32) func(*envOptions) {
@@ -29,19 +27,21 @@ func withPayload(n int32) func(*envOptions) {
 	}
 }
 
-// largeSession opens s1 and stores three answers of 4 MB and one of 20 MB
-// (in records that each fit a NATS message, as the session service
-// stores a message larger than one), and returns every durable event's
-// sequence and the agent's text, in order.
-func largeSession(t *testing.T, e *env) ([]uint64, []int) {
+// largeSession opens s1 and stores three answers of one chunk and one of
+// five (testutil.LargeScale: 4 MB and 20 MB in make test-long), in records
+// that each fit a NATS message, as the session service stores a message
+// larger than one, and returns every durable event's sequence and the
+// agent's text, in order.
+func largeSession(t *testing.T, e *env, chunk int) ([]uint64, []int) {
 	t.Helper()
 	e.backend.Open("s1", "demo")
+	big := fmt.Sprintf("big %d", chunk)
 	var seqs []uint64
 	for range 3 {
-		seqs = append(seqs, e.backend.Turn("s1", "big 4000000")...)
+		seqs = append(seqs, e.backend.Turn("s1", big)...)
 	}
-	seqs = append(seqs, e.backend.Turn("s1", strings.Repeat("big 4000000\n", 5))...)
-	return seqs, []int{4_000_000, 4_000_000, 4_000_000, 20_000_000}
+	seqs = append(seqs, e.backend.Turn("s1", strings.Repeat(big+"\n", 5))...)
+	return seqs, []int{chunk, chunk, chunk, 5 * chunk}
 }
 
 // largePage is GET .../history's body, as far as these tests read it.
@@ -68,8 +68,9 @@ func agentBytes(content json.RawMessage) int {
 // paged both ways at any limit, and replayed by an event stream and by
 // watch from the start.
 func TestLargeMessagesReadBack(t *testing.T) {
-	e := newEnv(t, withPayload(devPayload))
-	seqs, answers := largeSession(t, e)
+	maxPayload, chunk := testutil.LargeScale()
+	e := newEnv(t, withPayload(maxPayload))
+	seqs, answers := largeSession(t, e, chunk)
 	total := 0
 	for _, n := range answers {
 		total += n
