@@ -23,7 +23,7 @@ type testLogger struct {
 }
 
 // noteworthy are the parts of a notice that make it evidence.
-var noteworthy = []string{"Slow Consumer", "slow consumer", "leader", "JetStream", "insufficient", "Closed", "Stale", "rror"}
+var noteworthy = []string{"Slow Consumer", "slow consumer", "leader", "insufficient", "Stale", "rror"}
 
 // attachLogger makes ns log to tb until tb's cleanup ends it.
 func attachLogger(tb testing.TB, ns *server.Server, name string) func() {

@@ -164,6 +164,11 @@ const (
 // APISubject returns "acp.api.<ns>.<op>".
 func APISubject(ns Namespace, op Op) string { return join("acp.api", string(ns), string(op)) }
 
+// IsAPISubject reports whether subject is a request API subject,
+// "acp.api.<ns>.<op>": one a pool of replicas serves, unlike an instance's
+// own (OwnerSubject, RunnerSubject), which one process serves or nobody.
+func IsAPISubject(subject string) bool { return strings.HasPrefix(subject, "acp.api.") }
+
 // APIWildcard returns "acp.api.*.<op>", the subject a service listens on to
 // serve op for every namespace.
 func APIWildcard(op Op) string { return join("acp.api", "*", string(op)) }

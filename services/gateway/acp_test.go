@@ -335,7 +335,10 @@ func TestACPConnectionLimit(t *testing.T) {
 }
 
 // TestACPIdle: a connection with no receiver and no message ends after
-// ACPIdleTimeout; one whose stream is read does not.
+// ACPIdleTimeout; one whose stream is read does not. Without a backend,
+// each initialize waits out rpc.NoRespondersGrace for the agents' list,
+// longer than the idle timeout: a connection whose initialize is still
+// being answered is not idle either.
 func TestACPIdle(t *testing.T) {
 	e := newEnv(t, withoutBackend, withConfig(func(c *gateway.Config) { c.ACPIdleTimeout = time.Second }))
 	read := e.acpOpen(nil)

@@ -86,7 +86,7 @@ type acpHTTPConn struct {
 	// asked are the bridge's requests waiting for the client's answer, by
 	// ID key: the session the answer must name ("" none).
 	asked      map[string]string
-	receivers  int       // streams being read
+	receivers  int       // streams being read, and the initialize waiting for its answer
 	lastActive time.Time // the last message of the client, or the last receiver's leaving
 }
 
@@ -438,6 +438,19 @@ func (g *Gateway) acpInitialize(w http.ResponseWriter, r *http.Request, body []b
 	}
 	lg.Debug("ACP connection opened", events.LogKeyNamespace, acpNamespace(g, r))
 
+	// The client waits on this request for its answer, as a receiver
+	// waits on a stream: the connection is not idle meanwhile, however
+	// long the bridge takes (the agents' list, a service restarting).
+	c.mu.Lock()
+	c.receivers++
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		if c.receivers--; c.receivers == 0 {
+			c.lastActive = time.Now()
+		}
+		c.mu.Unlock()
+	}()
 	timer := time.NewTimer(g.cfg.RequestTimeout)
 	defer timer.Stop()
 	var first []byte

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -148,7 +149,12 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, req events.Vari
 // RequestMsg is Request for a body already encoded: a request passed on
 // as it came.
 func RequestMsg(ctx context.Context, nc *nats.Conn, msg *nats.Msg) (events.Variant, error) {
-	reply, err := nc.RequestMsgWithContext(ctx, msg)
+	var reply *nats.Msg
+	err := whileNoResponders(ctx, msg.Subject, func() error {
+		var err error
+		reply, err = nc.RequestMsgWithContext(ctx, msg)
+		return err
+	})
 	if err != nil {
 		return nil, transportError(msg.Subject, err)
 	}
@@ -173,6 +179,44 @@ func Call[T any, PT interface {
 		return nil, events.Errorf(events.CodeInvalidPayload, "reply from %s is %s, want %s", subject, v.VariantName(), want.VariantName())
 	}
 	return t, nil
+}
+
+// NoRespondersGrace is how long a request of the API (events.IsAPISubject)
+// that reached no service is sent again before it is CodeUnavailable. No
+// responders is the server's word that nobody received the request, so
+// sending it again is safe for any operation; and for a subject a pool of
+// replicas serves, it is what a caller sees for a moment while the pool
+// changes: a service ready on its own node whose subscription is not yet
+// known across the cluster's routes, or its one replica restarting. A
+// request to one instance's subject (a runner, a session replica) is
+// unavailable at once: there, nobody answering means that instance is
+// gone, which its caller acts on.
+const NoRespondersGrace = 2 * time.Second
+
+// whileNoResponders calls send until it returns anything but
+// nats.ErrNoResponders, for at most NoRespondersGrace or until ctx ends,
+// with a growing pause between the calls: for an API subject; for another,
+// once.
+func whileNoResponders(ctx context.Context, subject string, send func() error) error {
+	if !events.IsAPISubject(subject) {
+		return send()
+	}
+	deadline := time.Now().Add(NoRespondersGrace)
+	pause := 20 * time.Millisecond
+	for {
+		err := send()
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		pause = min(2*pause, 500*time.Millisecond)
+	}
 }
 
 func transportError(subject string, err error) error {

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"strconv"
@@ -96,6 +97,25 @@ func RequestChunked(ctx context.Context, nc *nats.Conn, subject string, req even
 		ctx, cancel = context.WithTimeout(ctx, nc.Opts.Timeout)
 		defer cancel()
 	}
+	var reply events.Variant
+	err = whileNoResponders(ctx, subject, func() error {
+		var err error
+		reply, err = requestChunks(ctx, nc, subject, &nats.Msg{Subject: subject, Data: body, Header: h})
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, ctx.Err()) {
+			return nil, transportError(subject, err)
+		}
+		return nil, err
+	}
+	return reply, nil
+}
+
+// requestChunks sends msg once, on an inbox of its own, and reassembles
+// its reply. Nobody to answer is nats.ErrNoResponders; ctx's end, its
+// error.
+func requestChunks(ctx context.Context, nc *nats.Conn, subject string, msg *nats.Msg) (events.Variant, error) {
 	inbox := nc.NewInbox()
 	// Room for every chunk a reply may have: a full channel would drop
 	// one, and the request would wait out its deadline for it.
@@ -105,7 +125,8 @@ func RequestChunked(ctx context.Context, nc *nats.Conn, subject string, req even
 		return nil, transportError(subject, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }() // the connection may be closing
-	if err := nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: body, Header: h}); err != nil {
+	msg.Reply = inbox
+	if err := nc.PublishMsg(msg); err != nil {
 		return nil, transportError(subject, err)
 	}
 	var r chunkReader
@@ -114,10 +135,10 @@ func RequestChunked(ctx context.Context, nc *nats.Conn, subject string, req even
 		select {
 		case msg = <-ch:
 		case <-ctx.Done():
-			return nil, transportError(subject, ctx.Err())
+			return nil, ctx.Err()
 		}
 		if msg.Header.Get("Status") == "503" && len(msg.Data) == 0 {
-			return nil, transportError(subject, nats.ErrNoResponders)
+			return nil, nats.ErrNoResponders
 		}
 		reply, err := r.add(msg)
 		if err != nil {

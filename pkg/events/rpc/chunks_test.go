@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/rpc"
 )
@@ -99,7 +101,7 @@ func TestReplyLargerThanMaxPayload(t *testing.T) {
 	}
 }
 
-// A chunked request to a subject nobody serves is unavailable at once.
+// A chunked request to a subject nobody serves is unavailable.
 func TestCallChunkedNoResponders(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Run(t))
 	ctx, cancel := context.WithTimeout(t.Context(), replyWait)
@@ -107,5 +109,67 @@ func TestCallChunkedNoResponders(t *testing.T) {
 	_, err := rpc.CallChunked[events.AcpHistoryPageResponse](ctx, nc, "test.nobody", &events.AcpGetSessionStateRequest{SessionID: "s1"}, nats.Header{})
 	if e := events.AsError(err); e == nil || e.Code != events.CodeUnavailable {
 		t.Errorf("CallChunked to nobody = %v, want %s", err, events.CodeUnavailable)
+	}
+}
+
+// A request of the API that reached no service is sent again, within
+// rpc.NoRespondersGrace: a service whose subscription the server learns of
+// after the first attempt (a service starting, its interest crossing the
+// cluster's routes) answers it. One to an instance's subject is not.
+func TestNoRespondersSentAgain(t *testing.T) {
+	srv := natstest.Run(t)
+	for _, chunked := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Call", true: "CallChunked"}[chunked], func(t *testing.T) {
+			nc, svc := natstest.Connect(t, srv), natstest.Connect(t, srv)
+			subject := events.APISubject("late", events.Op("op"+strconv.FormatBool(chunked)))
+			in, out := nc.Stats().InMsgs, nc.Stats().OutMsgs
+			errc := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(t.Context(), replyWait)
+				defer cancel()
+				req := &events.AcpGetSessionStateRequest{SessionID: "s1"}
+				var err error
+				if chunked {
+					_, err = rpc.CallChunked[events.AcpSessionStateResponse](ctx, nc, subject, req, nil)
+				} else {
+					_, err = rpc.Call[events.AcpSessionStateResponse](ctx, nc, subject, req, nil)
+				}
+				errc <- err
+			}()
+			// The service subscribes once the first attempt's answer, no
+			// responders, is back: what follows is a second attempt.
+			testutil.Eventually(t, "the first attempt answered by no responders", func() bool { return nc.Stats().InMsgs > in })
+			sub, err := svc.Subscribe(subject, func(m *nats.Msg) {
+				body, _ := events.Marshal(&events.AcpSessionStateResponse{})
+				_ = m.Respond(body)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			if err := svc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-errc; err != nil {
+				t.Fatalf("a request to a service that subscribed after its first attempt = %v, want its answer", err)
+			}
+			if sent := nc.Stats().OutMsgs - out; sent < 2 {
+				t.Errorf("the request was sent %d times, want at least 2", sent)
+			}
+		})
+	}
+}
+
+// A request to one instance's subject that reached nobody is unavailable
+// at once, sent once: nobody answering means the instance is gone.
+func TestNoRespondersInstanceOnce(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Run(t))
+	out := nc.Stats().OutMsgs
+	_, err := rpc.Call[events.AcpSessionStateResponse](t.Context(), nc, events.OwnerSubject("gone", "default", events.OpGetSession), &events.AcpGetSessionStateRequest{SessionID: "s1"}, nil)
+	if e := events.AsError(err); e == nil || e.Code != events.CodeUnavailable {
+		t.Errorf("Call to a gone instance = %v, want %s", err, events.CodeUnavailable)
+	}
+	if sent := nc.Stats().OutMsgs - out; sent != 1 {
+		t.Errorf("the request was sent %d times, want 1", sent)
 	}
 }
