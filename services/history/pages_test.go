@@ -12,15 +12,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
 	"skein.dev/pkg/events/streams"
 	"skein.dev/services/history"
 )
-
-// devPayload is skein dev's max_payload.
-const devPayload = 8 << 20
 
 // startPayload runs the history service on an embedded NATS whose
 // max_payload is maxPayload.
@@ -131,13 +129,15 @@ func (h *harness) readAll(t *testing.T, sid string, forward, state bool, limit u
 // A session of large messages reads back, both ways, at every limit: each
 // page is bounded by bytes below the payload limit as well as by count,
 // with exact hasMore flags, and a message larger than a page comes in a
-// page of its own.
+// page of its own. (testutil.LargeScale: answers of 4 MB and 20 MB on
+// skein dev's max_payload of 8 MiB in make test-long.)
 func TestLargeMessagesPage(t *testing.T) {
-	h := startPayload(t, devPayload)
-	// Three answers of 4 MB; then a 20 MB answer, as the session service
+	maxPayload, chunk := testutil.LargeScale()
+	h := startPayload(t, maxPayload)
+	// Three answers of a chunk; then one of five, as the session service
 	// stores it: in records that each fit a NATS message.
-	const record = devPayload - 16<<10 - 256
-	sizes := []int{4_000_000, 4_000_000, 4_000_000, record, record, 20_000_000 - 2*record}
+	record := int(maxPayload) - 16<<10 - 256
+	sizes := []int{chunk, chunk, chunk, record, record, 5*chunk - 2*record}
 	msgs := h.writeSizes(t, "big", sizes...)
 	all, _ := h.readAll(t, "big", true, false, events.MaxHistoryLimit)
 	if len(all) != 2*len(sizes) {
@@ -174,7 +174,7 @@ func TestPagesBoundedByBytes(t *testing.T) {
 	const maxPayload = 1 << 20
 	h := startPayload(t, maxPayload)
 	var sizes []int
-	for i := range 40 {
+	for i := range 20 {
 		sizes = append(sizes, []int{300_000, 10, 200_000, 1000, 600_000}[i%5])
 	}
 	h.writeSizes(t, "mixed", sizes...)
