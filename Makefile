@@ -8,6 +8,12 @@ BIN       ?= bin
 DATA      ?= .skein
 HTTP      ?= 127.0.0.1:8080
 TEST_FLAGS ?= -race -shuffle=on -count=1 -timeout=15m
+# The packages whose tests take longest, named before the rest: go test
+# starts test binaries in the order it is given them, two at a time on two
+# cores, and the end-to-end package alone takes most of the run. Started
+# last, it ran alone for minutes at the end; started first, the others
+# share the second slot beside it.
+TEST_FIRST ?= skein.dev/test skein.dev/services/session skein.dev/services/gateway
 BENCH     ?= .
 BENCH_TIME ?= 2s
 BENCH_COUNT ?= 3
@@ -59,7 +65,7 @@ cluster-stop: ## stop the cluster make cluster started (its data stays in CLUSTE
 
 .PHONY: test
 test: ## unit, embedded-NATS and end-to-end tests, race detector on
-	$(GO) test $(TEST_FLAGS) work
+	$(GO) test $(TEST_FLAGS) $(TEST_FIRST) work
 
 .PHONY: real-adapters
 real-adapters: ## install the real adapters (claude-agent-acp, codex-acp, gemini-cli) the sandbox tests run
@@ -79,7 +85,7 @@ test-security: ## the security suite alone: every attack on tenants, the edge an
 
 .PHONY: test-long
 test-long: ## the long soak, load and fault runs as well, and the capacity sweep
-	SKEIN_LONG=1 $(GO) test $(TEST_FLAGS) -timeout=60m work
+	SKEIN_LONG=1 $(GO) test $(TEST_FLAGS) -timeout=60m $(TEST_FIRST) work
 	@# The capacity sweep measures CPU and latency: no race detector.
 	@mkdir -p $(BIN)
 	SKEIN_LONG=1 $(GO) test -run='^$$' -bench='^BenchmarkCapacitySweep$$' -benchtime=1x -count=1 -timeout=30m ./test | tee $(BIN)/capacity.txt
