@@ -53,7 +53,6 @@ func (g *Gateway) acpWebSocket(w http.ResponseWriter, r *http.Request) error {
 	lg := g.lg.With(logKeyACPConnection, id, logKeyTransport, acpTransportWebSocket)
 	lg.Debug("ACP connection opened", events.LogKeyNamespace, acpNamespace(g, r))
 	g.metrics.acpConns.WithLabelValues(acpTransportWebSocket).Inc()
-	defer g.metrics.acpConns.WithLabelValues(acpTransportWebSocket).Dec()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &acpWSTransport{ws: ws, writeTimeout: g.cfg.StreamWriteTimeout}
@@ -79,6 +78,9 @@ func (g *Gateway) acpWebSocket(w http.ResponseWriter, r *http.Request) error {
 	cancel()
 	watches.Wait()
 	reason := ended.get()
+	// Open no longer, then ended, as the Streamable HTTP side does: whoever
+	// sees the end counted sees the connection gone from the gauge.
+	g.metrics.acpConns.WithLabelValues(acpTransportWebSocket).Dec()
 	g.metrics.acpEnds.WithLabelValues(reason).Inc()
 	lg.Debug("ACP connection ended", logKeyReason, reason)
 	return nil
