@@ -380,12 +380,17 @@ func messageText(evs []decoded, turnID, kind string) string {
 	return s.String()
 }
 
-// iterations returns n, or n/10 (at least 20) with -short.
+// iterations is how many rounds a race test runs: n in make test-long, half
+// of it in make test (the race tests were a third of the package's time
+// beside another run), n/10 (at least 20) with -short.
 func iterations(n int) int {
-	if testing.Short() {
+	switch {
+	case testing.Short():
 		return max(20, n/10)
+	case testutil.Long():
+		return n
 	}
-	return n
+	return n / 2
 }
 
 // parallelLoops runs body(sid, i) for i in [0, n) spread over the sessions

@@ -306,8 +306,13 @@ func TestFirstSince(t *testing.T) {
 // request timeout, though its context has no deadline. It waited for ever:
 // a session service held a session's lock so for twenty minutes.
 func TestDirectGetUnansweredEnds(t *testing.T) {
-	js := setup(t)
-	nc := js.Conn()
+	// The get has no deadline of its own: the connection's request
+	// timeout ends it, here 3 s rather than natstest's 30.
+	nc := natstest.Connect(t, natstest.Run(t), nats.Timeout(3*time.Second))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A responder that takes the requests of a stream's direct get and
 	// answers none, as a request on its way to a node that died is.
 	sub, err := nc.Subscribe("$JS.API.DIRECT.GET.SILENT", func(*nats.Msg) {})
