@@ -129,7 +129,7 @@ func BenchmarkCapacitySweep(b *testing.B) {
 			}
 			sizes = append(sizes, n)
 		}
-	} else if os.Getenv("SKEIN_LONG") == "" {
+	} else if !testutil.Long() {
 		b.Skip("the capacity sweep runs with SKEIN_LONG=1 (make test-long)")
 	}
 	window := 5 * time.Second

@@ -67,7 +67,7 @@ type faultRig struct {
 }
 
 func startFaultRig(t *testing.T) *faultRig {
-	if os.Getenv("SKEIN_LONG") == "" {
+	if !testutil.Long() {
 		t.Skip("fault tests on a cluster of processes: make test-long (SKEIN_LONG=1)")
 	}
 	exe := skeinBin(t)

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/cluster"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
 )
@@ -64,7 +65,7 @@ const (
 // test-long runs it: services and agents race-built too), the audit 12 s
 // and the whole test 85 s; without -race 23, 21 and 49 s.
 func TestClusterSoak(t *testing.T) {
-	if os.Getenv("SKEIN_LONG") == "" {
+	if !testutil.Long() {
 		t.Skip("a soak run: make test-long (SKEIN_LONG=1)")
 	}
 	prompts := soakPrompts
@@ -91,7 +92,7 @@ func TestClusterSoak(t *testing.T) {
 //
 //	soak fault node=n2 killed_at_s=... back_after_s=...
 func TestClusterSoakFaults(t *testing.T) {
-	if os.Getenv("SKEIN_LONG") == "" {
+	if !testutil.Long() {
 		t.Skip("a soak run under node faults: make test-long (SKEIN_LONG=1)")
 	}
 	runSoak(t, soak{duration: soakFaultsFor, faultEvery: soakFaultEvery})

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -286,7 +285,7 @@ func (w *lineWatch) waitFor(ctx context.Context, subs ...string) (string, error)
 // round, by SIGTERM (a deploy), and a new process takes its place. Every
 // turn of every round completes, and every log passes the audit.
 func TestSoakRollingSessionReplicas(t *testing.T) {
-	if os.Getenv("SKEIN_LONG") == "" {
+	if !testutil.Long() {
 		t.Skip("a soak run: make test-long (SKEIN_LONG=1)")
 	}
 	const sessions, rounds = 50, 6

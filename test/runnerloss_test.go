@@ -83,7 +83,7 @@ func lossAgents(t *testing.T, control, state string) string {
 // test-long (SKEIN_LONG=1), as it waits out the heartbeat's TTL on top of
 // a cluster's start.
 func TestRunnerLostCluster(t *testing.T) {
-	if os.Getenv("SKEIN_LONG") == "" {
+	if !testutil.Long() {
 		t.Skip("a runner lost on a cluster of processes: make test-long (SKEIN_LONG=1)")
 	}
 	control, state := t.TempDir(), t.TempDir()

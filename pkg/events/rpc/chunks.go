@@ -104,7 +104,7 @@ func RequestChunked(ctx context.Context, nc *nats.Conn, subject string, req even
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, ctx.Err()) {
+		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return nil, transportError(subject, err)
 		}
 		return nil, err
