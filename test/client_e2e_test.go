@@ -67,6 +67,17 @@ func TestGoClient(t *testing.T) {
 	subCtx, stopSubs := context.WithCancel(ctx)
 	follow := collectFrom(cl.Follow(subCtx))
 	sub := collectFrom(cl.Subscribe(subCtx, "c1", 0))
+	// Follow reads from when its iteration subscribes, in its own
+	// goroutine here: it is live once it has seen a turn of c2's, and only
+	// then does c1's first turn begin.
+	if err := pollFor(ctx, "the follow to be live", func() bool {
+		if _, err := cl.PromptText(ctx, "c2", "say ready"); err != nil {
+			t.Fatalf("prompt c2: %v", err)
+		}
+		return len(follow.of("c2")) > 0
+	}); err != nil {
+		t.Fatal(err)
+	}
 
 	res, err := cl.PromptText(ctx, "c1", "chunks 3 x\nsay done")
 	if err != nil || res.StopReason != "end_turn" || !strings.Contains(string(res.Message), "done") {
