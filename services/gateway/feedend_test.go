@@ -63,10 +63,10 @@ func TestLiveFeedMissedTurnEnd(t *testing.T) {
 
 	// A watch waits after a2. The turn's last event and its end are
 	// stored unseen, and nothing follows.
-	reads := e.backend.Calls(events.OpReadHistory)
+	reads := e.backend.Calls(events.OpGetSession)
 	woke := make(chan watchResult, 1)
 	go func() { woke <- e.watch(t, "s1", "?timeout=30&after="+strconv.FormatUint(a2, 10)) }()
-	testutil.Eventually(t, "the watch to read its page", func() bool { return e.backend.Calls(events.OpReadHistory) > reads })
+	testutil.Eventually(t, "the watch to read the state", func() bool { return e.backend.Calls(events.OpGetSession) > reads })
 	var a3 uint64
 	e.backend.WithoutTail(func() {
 		e.backend.Release("p2")
@@ -80,7 +80,7 @@ func TestLiveFeedMissedTurnEnd(t *testing.T) {
 		wantDurable(t, s.next(), a3)
 	}
 	w := <-woke
-	if len(w.Events) != 1 || w.Events[0].Sequence != a3 || *w.Cursor != a3 {
+	if len(w.Events) != 1 || w.Events[0].Sequence != a3 || *w.Cursor < a3 {
 		t.Errorf("the watch after %d = %+v, want event %d (it timed out if none)", a2, w, a3)
 	}
 }

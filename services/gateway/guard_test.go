@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -229,9 +230,14 @@ func TestSecurityRevokedTokenEndsStreams(t *testing.T) {
 
 	// bob's stream of s1, and carol's watch of s2, each holding a feed.
 	s := e.stream("/v1/sessions/s1/events", withHeader("Authorization", "Bearer "+userToken))
+	// A watch after where s2's log ends waits.
+	var opened struct{ Cursor uint64 }
+	if r := e.send(http.MethodGet, "/v1/sessions/s2/watch?timeout=1ms", "", bearer(readToken)); r.status != http.StatusOK || json.Unmarshal(r.body, &opened) != nil {
+		t.Fatalf("carol's first watch = %d %s", r.status, r.body)
+	}
 	watched := make(chan response, 1)
 	go func() {
-		watched <- e.send(http.MethodGet, "/v1/sessions/s2/watch?timeout=30", "", bearer(readToken))
+		watched <- e.send(http.MethodGet, "/v1/sessions/s2/watch?timeout=30&after="+strconv.FormatUint(opened.Cursor, 10), "", bearer(readToken))
 	}()
 	testutil.Eventually(t, "both feeds subscribed", func() bool { return subs() == 4 })
 

@@ -30,20 +30,30 @@ type watchQuery struct {
 
 // handleWatch serves GET /v1/sessions/{id}/watch?after=&timeout=&limit=:
 // a long poll for clients that cannot hold a stream. It answers as soon as
-// the session has durable events after the cursor, or its state changes,
-// with a history page after the cursor and the session's state:
-// {events, hasMoreBefore, hasMoreAfter, state, cursor}; at the timeout,
-// with no events and the same cursor. cursor is what to ask after next.
+// the session's log holds a record after the cursor (a durable event, or
+// a record that may change the state, such as a turn's end), with a
+// history page after the cursor and the session's state: {events,
+// hasMoreBefore, hasMoreAfter, state, cursor}; at the timeout, with no
+// events, the state, and the same cursor. cursor is what to ask after
+// next.
 //
 // Waiting is a read of the log: the handler joins the session's live feed
-// (hub.go) first, then reads the page, and only something stored after
-// that read can wake it; no request is held open across a turn anywhere
-// behind the gateway. The feed wakes it for a public event or a lifecycle
-// record (a turn's end changes the state), and for a record the feed
-// found by reading where the log ends rather than by its republish: a
-// watch does not sit until its timeout for a record whose republish
-// nobody on this gateway received (feedend.go). The session's watches
-// and event streams on this gateway share the feed's two subscriptions.
+// (hub.go) first, then reads the state, with the log sequence it is as of
+// (AcpDurableSessionInfo.LogSequence), and answers at once when that is
+// past the cursor. Else only something stored after that read can wake
+// it; no request is held open across a turn anywhere behind the gateway.
+// The feed wakes it for a public event or a lifecycle record, and for a
+// record the feed found by reading where the log ends rather than by its
+// republish: a watch does not sit until its timeout for a record whose
+// republish nobody on this gateway received (feedend.go). The session's
+// watches and event streams on this gateway share the feed's two
+// subscriptions.
+//
+// The cursor answered covers the records the answer's state reflects, not
+// only its events: a turn's end is a lifecycle record, no public event,
+// and a watch that answered "running" with a cursor at the turn's last
+// event would, when the end was stored before the next poll joined the
+// feed, find no event after the cursor and nothing to wake it.
 func (g *Gateway) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	ns, sid, err := g.target(r)
 	if err != nil {
@@ -66,25 +76,23 @@ func (g *Gateway) handleWatch(w http.ResponseWriter, r *http.Request) error {
 		return events.Errorf(events.CodeUnavailable, "flush subscription: %v", err)
 	}
 
-	req := &events.AcpReadHistoryRequest{SessionID: new(string(sid)), After: &q.after, Limit: q.limit}
-	page, err := g.watchPage(r, ns, req)
+	info, err := g.watchState(r, ns, sid)
 	if err != nil {
 		return err
 	}
-	if len(page.Events) == 0 {
+	woke := info.LogSequence > q.after
+	if !woke {
 		timeout := time.NewTimer(q.timeout)
 		defer timeout.Stop()
 		select {
 		case <-v.wake:
+			woke = true
 			coalesce := time.NewTimer(watchCoalesce)
 			select {
 			case <-coalesce.C:
 			case <-r.Context().Done():
 				coalesce.Stop()
 				return nil
-			}
-			if page, err = g.watchPage(r, ns, req); err != nil {
-				return err
 			}
 		case <-timeout.C:
 		case <-g.stopping:
@@ -97,26 +105,39 @@ func (g *Gateway) handleWatch(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 		}
+		if info, err = g.watchState(r, ns, sid); err != nil {
+			return err
+		}
 	}
 
-	ctx, cancel = g.callContext(r)
-	defer cancel()
-	info, err := rpc.Call[events.AcpGetDurableSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpGetSession),
-		&events.AcpGetDurableSessionRequest{SessionID: new(string(sid))}, nil)
-	if err != nil {
-		return err
+	// A watch that did not wake answers no events and the same cursor,
+	// and the state as it is now: when that reflects records past the
+	// cursor (the narrow windows in which a record's republish reached no
+	// feed on this gateway), the next poll answers at once.
+	page := &events.AcpHistoryPageResponse{
+		Events: []events.AcpDurableHistoryEntry{},
+		// Exact when nothing was stored after the cursor: the newest
+		// event is at or before it.
+		HasMoreBefore: info.LatestSequence != 0 && info.LatestSequence <= q.after,
+	}
+	cursor := q.after
+	if woke && info.LogSequence > q.after {
+		req := &events.AcpReadHistoryRequest{SessionID: new(string(sid)), After: &q.after, Limit: q.limit}
+		ctx, cancel := g.callContext(r)
+		page, err = g.readHistory(ctx, ns, req)
+		cancel()
+		if err != nil {
+			return err
+		}
+		cursor = watchCursor(page, q.after, info.LogSequence)
 	}
 	b, err := renderHistory(page)
 	if err != nil {
 		return err
 	}
-	cursor := q.after
-	if n := len(page.Events); n > 0 {
-		cursor = page.Events[n-1].Sequence
-	}
 	b = b[:len(b)-1] // the page's closing brace
 	b = append(b, `,"state":`...)
-	b = append(b, info.Session.State...)
+	b = append(b, info.State...)
 	b = append(b, `,"cursor":`...)
 	b = strconv.AppendUint(b, cursor, 10)
 	b = append(b, '}')
@@ -124,11 +145,39 @@ func (g *Gateway) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// watchPage reads the page after the watch's cursor.
-func (g *Gateway) watchPage(r *http.Request, ns events.Namespace, req *events.AcpReadHistoryRequest) (*events.AcpHistoryPageResponse, error) {
+// watchState reads the session's info: its state, and the log sequence
+// the state is as of.
+func (g *Gateway) watchState(r *http.Request, ns events.Namespace, sid events.SessionID) (*events.AcpDurableSessionInfo, error) {
 	ctx, cancel := g.callContext(r)
 	defer cancel()
-	return g.readHistory(ctx, ns, req)
+	res, err := rpc.Call[events.AcpGetDurableSessionResponse](ctx, g.nc, events.APISubject(ns, events.OpGetSession),
+		&events.AcpGetDurableSessionRequest{SessionID: new(string(sid))}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &res.Session, nil
+}
+
+// watchCursor is the cursor a watch answers with, given that the state
+// was read as of the log sequence stateSeq and then page, after the
+// cursor after. The page's events past stateSeq are dropped from it:
+// stored after the state was read, they come with a state that reflects
+// them, on the next poll, at once. The cursor is then stateSeq, the
+// records the state reflects, when the page holds every event up to it;
+// when a limit cut the page short, the page's last event.
+func watchCursor(page *events.AcpHistoryPageResponse, after, stateSeq uint64) uint64 {
+	n := len(page.Events)
+	for n > 0 && page.Events[n-1].Sequence > stateSeq {
+		n--
+	}
+	if n < len(page.Events) {
+		page.Events, page.HasMoreAfter = page.Events[:n], true
+		return max(after, stateSeq)
+	}
+	if page.HasMoreAfter && n > 0 {
+		return page.Events[n-1].Sequence
+	}
+	return max(after, stateSeq)
 }
 
 // parseWatchQuery reads watch's query: after (default 0), timeout (whole

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -34,27 +35,61 @@ func (e *env) watch(t *testing.T, sid, query string) watchResult {
 	return w
 }
 
-// A watch answers at once when there are events after its cursor; else it
-// waits for the next ones (the answer holds them: it woke, since a watch
-// that times out answers none); at its timeout it answers none and the same
-// cursor.
+// A watch answers at once when the log holds records after its cursor;
+// else it waits for the next ones, and answers with them when one wakes
+// it (a watch that times out answers none and the same cursor, so one
+// that moved its cursor woke); at its timeout it answers none and the
+// same cursor. The cursor covers what the state reflects: a watch after
+// the turn's last event, which is before the turn's end, answers at once.
 func TestWatch(t *testing.T) {
 	e := newEnv(t)
 	e.backend.Open("s1", "demo")
 
 	w := e.watch(t, "s1", "?timeout=100ms")
-	if len(w.Events) != 0 || *w.Cursor != 0 || w.State.Status != "idle" {
-		t.Fatalf("watch of an idle session = %+v, want no events, cursor 0, idle", w)
+	if len(w.Events) != 0 || *w.Cursor == 0 || w.State.Status != "idle" {
+		t.Fatalf("watch of an idle session = %+v, want no events, the open's cursor, idle", w)
+	}
+	opened := *w.Cursor
+	w = e.watch(t, "s1", "?timeout=100ms&after="+strconv.FormatUint(opened, 10))
+	if len(w.Events) != 0 || *w.Cursor != opened || w.State.Status != "idle" {
+		t.Fatalf("a watch that times out = %+v, want no events and cursor %d", w, opened)
 	}
 
-	woke := make(chan watchResult, 1)
-	go func() { woke <- e.watch(t, "s1", "?after=0&timeout=30") }()
+	type answer struct {
+		w     watchResult
+		after uint64
+	}
+	woke := make(chan answer, 64)
+	go func() {
+		// Until the turn is over, every poll is woken by a record: one
+		// stores each record of the turn, its end the last.
+		// (A record of the open's may come after the first watches.)
+		busy := false
+		for after := opened; ; {
+			w := e.watch(t, "s1", "?timeout=30&after="+strconv.FormatUint(after, 10))
+			woke <- answer{w, after}
+			busy = busy || w.State.Status != "idle" || len(w.Events) > 0
+			if busy && w.State.Status == "idle" || *w.Cursor == after {
+				close(woke)
+				return
+			}
+			after = *w.Cursor
+		}
+	}()
 	if r := e.do(http.MethodPost, "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"say one\nmessage\nsay two"}]}`); r.status != http.StatusOK {
 		t.Fatalf("prompt = %d %s", r.status, r.body)
 	}
-	w = <-woke
-	if len(w.Events) == 0 || *w.Cursor != w.Events[len(w.Events)-1].Sequence {
-		t.Fatalf("the watch woken by a prompt = %+v, want its events and the last one's sequence as cursor", w)
+	var seen []uint64
+	for a := range woke {
+		if *a.w.Cursor <= a.after {
+			t.Fatalf("a watch after %d = %+v, want it woken, its cursor moved", a.after, a.w)
+		}
+		for _, ev := range a.w.Events {
+			if ev.Sequence > *a.w.Cursor {
+				t.Errorf("a watch answered event %d past its cursor %d", ev.Sequence, *a.w.Cursor)
+			}
+			seen = append(seen, ev.Sequence)
+		}
 	}
 
 	// Events after the cursor: at once, a page at a time.
@@ -62,14 +97,31 @@ func TestWatch(t *testing.T) {
 	if all.HasMoreAfter || len(all.Events) < 3 {
 		t.Fatalf("everything = %+v", all)
 	}
+	var want []uint64
+	for _, ev := range all.Events {
+		want = append(want, ev.Sequence)
+	}
+	if !slices.Equal(seen, want) {
+		t.Errorf("the woken watches answered %v, want the turn's events %v", seen, want)
+	}
 	first := e.watch(t, "s1", "?after=0&limit=2")
 	if len(first.Events) != 2 || !first.HasMoreAfter || *first.Cursor != all.Events[1].Sequence {
 		t.Errorf("a page of 2 = %+v, want 2 events, more after, cursor %d", first, all.Events[1].Sequence)
 	}
-	last := *all.Cursor
-	w = e.watch(t, "s1", "?timeout=100ms&after="+strconv.FormatUint(last, 10))
-	if len(w.Events) != 0 || *w.Cursor != last || w.State.Status != "idle" {
-		t.Errorf("a watch that times out = %+v, want no events and cursor %d", w, last)
+
+	// After the turn's last event, its end (a lifecycle record) is still
+	// to be answered: at once, with the state it made, and a cursor past
+	// it. (A cursor of events alone left such a watch waiting its whole
+	// timeout for a turn that had ended.)
+	lastEv := all.Events[len(all.Events)-1].Sequence
+	w = e.watch(t, "s1", "?timeout=30&after="+strconv.FormatUint(lastEv, 10))
+	if len(w.Events) != 0 || *w.Cursor <= lastEv || w.State.Status != "idle" {
+		t.Errorf("a watch after the turn's last event = %+v, want no events, idle, a cursor past %d", w, lastEv)
+	}
+	end := *all.Cursor
+	w = e.watch(t, "s1", "?timeout=100ms&after="+strconv.FormatUint(end, 10))
+	if len(w.Events) != 0 || *w.Cursor != end || w.State.Status != "idle" {
+		t.Errorf("a watch that times out = %+v, want no events and cursor %d", w, end)
 	}
 }
 

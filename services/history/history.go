@@ -447,6 +447,10 @@ func (s *Service) sessionInfo(ctx context.Context, ns events.Namespace, sid even
 	if lastEv != nil {
 		info.LatestSequence = lastEv.Sequence
 	}
+	info.LogSequence = 0
+	if last != nil {
+		info.LogSequence = last.Sequence // the state below is as of it
+	}
 	if info.State, err = s.currentState(ctx, ns, sid, meta, last); err != nil {
 		return nil, err
 	}
