@@ -65,6 +65,7 @@ var extraFields = map[string]string{
 	"AcpDurableSessionEvent.eventNo":       "Skein extension: same as AcpDurableHistoryEntry.eventNo, on live delivery",
 	"AcpDurableSessionInfo.usage":          "Skein extension: the agent's last usage_update, cached (offers.go)",
 	"AcpDurableSessionInfo.lastTurnTiming": "Skein extension: the last turn's timing, measured by the session service (offers.go)",
+	"AcpDurableSessionInfo.logSequence":    "Skein extension: the log sequence the state is as of, the gateway watch's cursor (services/gateway/watch.go)",
 	"AcpReadHistoryRequest.includeState":   "Skein extension: interleave the session's state changes among the events (sessionstate.go)",
 	"AcpOpenSessionRequest.inputPolicy":    "Skein extension: who answers the session's input requests (ACP elicitation), input.go",
 }
