@@ -63,6 +63,7 @@ const (
 	// The system.
 	CodeWriteConflict Code = "write_conflict" // the log moved under a writer: it is no longer the owner
 	CodeUnavailable   Code = "unavailable"    // a dependency (NATS, a service) is not reachable; retry
+	CodeStorageFull   Code = "storage_full"   // JetStream refuses writes: its store is at its limit; free space or raise the limit
 	CodeTimeout       Code = "timeout"        // the operation's deadline passed
 	CodeRateLimited   Code = "rate_limited"   // over the principal's request rate, or its streams or prompts open at once; retry after Retry-After
 	CodeInternal      Code = "internal"       // a bug; details are in the server log only
@@ -81,6 +82,7 @@ var Codes = []Code{
 	CodeRateLimited, CodeOutputLost, CodeSessionNotEmpty, CodeFileNotFound,
 	CodeNotFound, CodeMethodNotAllowed, CodeUnsupportedContent,
 	CodeUnsupportedMediaType, CodeNotAcceptable, CodeStreamBusy,
+	CodeStorageFull,
 }
 
 // Known reports whether c is in the registry.

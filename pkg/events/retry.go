@@ -95,7 +95,11 @@ var retries = map[Code]Retry{
 	CodeUnavailable:   RetrySameKey,
 	CodeTimeout:       RetrySameKey,
 	CodeRateLimited:   RetrySameKey,
-	CodeInternal:      GiveUp, // a bug: the server log has it under the request ID
+	// The store refuses writes: a refused prompt recorded nothing, and a
+	// turn that could not store its output ended with it. Either way,
+	// once an operator frees space, a new prompt runs.
+	CodeStorageFull: PromptAgain,
+	CodeInternal:    GiveUp, // a bug: the server log has it under the request ID
 }
 
 // Retry returns the code's rule, or 0 for a code outside the registry.

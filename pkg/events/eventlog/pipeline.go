@@ -116,7 +116,7 @@ func (w *Writer) sendWindow(ctx context.Context, entries []Entry) ([]Appended, e
 		}
 	}
 	var stored []Appended
-	var uncertain error
+	var uncertain, full error
 	broken := false
 	for i, fut := range futs {
 		select {
@@ -145,6 +145,9 @@ func (w *Writer) sendWindow(ctx context.Context, entries []Entry) ([]Appended, e
 				continue
 			}
 			uncertain = err
+			if StorageFull(err) {
+				full = err
+			}
 		case <-time.After(pipelineAckWait):
 			uncertain = fmt.Errorf("no acknowledgement in %v", pipelineAckWait)
 		case <-ctx.Done():
@@ -157,6 +160,9 @@ func (w *Writer) sendWindow(ctx context.Context, entries []Entry) ([]Appended, e
 	// Some outcome is unknown: learn from the log how far it got.
 	if err := w.resync(ctx, futs); err != nil {
 		return stored, err
+	}
+	if full != nil {
+		return stored, storageFull(w.ns, w.sid, full)
 	}
 	return stored, events.Errorf(events.CodeUnavailable, "append to %s/%s: %v", w.ns, w.sid, uncertain)
 }

@@ -173,6 +173,8 @@ func (w *Writer) Append(ctx context.Context, entries ...Entry) ([]Appended, erro
 			return nil, err
 		case Transient(err):
 			continue
+		case StorageFull(err):
+			return nil, storageFull(w.ns, w.sid, err)
 		default:
 			return nil, fmt.Errorf("append to %s/%s: %w", w.ns, w.sid, err)
 		}
@@ -290,6 +292,32 @@ func apiErrorCode(err error) jetstream.ErrorCode {
 func isConflict(err error) bool {
 	c := apiErrorCode(err)
 	return c == jetstream.JSErrCodeStreamWrongLastSequence || c == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// JetStream's codes for a write refused for want of room: the server's
+// store at its limit (max_file_store), the account's limits, the
+// account's storage.
+const (
+	errCodeInsufficientResources jetstream.ErrorCode = 10023
+	errCodeAccountResources      jetstream.ErrorCode = 10002
+	errCodeStorageResources      jetstream.ErrorCode = 10047
+)
+
+// StorageFull reports whether err is JetStream refusing a write because
+// its store, or the account's share of it, is full: an append's, or a KV
+// bucket's put. Nothing was stored, and nothing will be until space is
+// freed or the limit raised: it is no transient fault to retry at once.
+func StorageFull(err error) bool {
+	switch apiErrorCode(err) {
+	case errCodeInsufficientResources, errCodeAccountResources, errCodeStorageResources:
+		return true
+	}
+	return false
+}
+
+// storageFull is the typed error of an append the store refused.
+func storageFull(ns events.Namespace, sid events.SessionID, err error) error {
+	return events.Errorf(events.CodeStorageFull, "append to %s/%s: the NATS store refuses writes (%v): free space, or raise JetStream's store limit", ns, sid, err)
 }
 
 // errCodeBatchDuplicate: "atomic publish batch contains duplicate message id":

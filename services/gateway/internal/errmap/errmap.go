@@ -86,9 +86,11 @@ var table = map[events.Code]Entry{
 	// next attempt reaches the new owner, so it is a retryable 503.
 	events.CodeWriteConflict: {Status: http.StatusServiceUnavailable},
 	events.CodeUnavailable:   {Status: http.StatusServiceUnavailable},
-	events.CodeTimeout:       {Status: http.StatusGatewayTimeout},
-	events.CodeRateLimited:   {Status: http.StatusTooManyRequests},
-	events.CodeInternal:      {Status: http.StatusInternalServerError, Mask: true},
+	// Not a 503: retrying does not help until an operator frees space.
+	events.CodeStorageFull: {Status: http.StatusInsufficientStorage},
+	events.CodeTimeout:     {Status: http.StatusGatewayTimeout},
+	events.CodeRateLimited: {Status: http.StatusTooManyRequests},
+	events.CodeInternal:    {Status: http.StatusInternalServerError, Mask: true},
 }
 
 // Lookup returns the entry of c, or false when c is not in the table.
