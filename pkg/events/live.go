@@ -44,3 +44,30 @@ func (EphemeralUpdates) VariantName() string { return RecordEphemeralUpdates }
 func init() {
 	register(func() Variant { return new(EphemeralUpdates) })
 }
+
+// TurnEndUnrecorded says, on EndNoticeSubject, that the session's owner ended
+// a turn whose TurnFinished the log cannot take yet: JetStream's store
+// refuses writes (Error is storage_full). The owner holds the record and
+// appends it, first of anything, as soon as the store takes writes
+// again; until then it publishes this every few seconds, so that a
+// caller waiting for the turn's end (package turnwait) learns it within
+// a bound rather than waiting for a record that cannot be written. The
+// record, once stored, says the same: Outcome and Error are the held
+// TurnFinished's.
+//
+// It is Skein's own record, not the protocol schema's.
+type TurnEndUnrecorded struct {
+	SessionID string            `msgpack:"sessionId"`
+	TurnID    string            `msgpack:"turnId"`
+	Outcome   string            `msgpack:"outcome"`
+	Error     *AcpErrorResponse `msgpack:"error,omitempty"`
+}
+
+// RecordTurnEndUnrecorded is the HeaderRecord of a TurnEndUnrecorded.
+const RecordTurnEndUnrecorded = "TurnEndUnrecorded"
+
+func (TurnEndUnrecorded) VariantName() string { return RecordTurnEndUnrecorded }
+
+func init() {
+	register(func() Variant { return new(TurnEndUnrecorded) })
+}

@@ -116,6 +116,14 @@ func LiveSubject(ns Namespace, sid SessionID) string {
 	return join("acp.live", string(ns), string(sid))
 }
 
+// EndNoticeSubject returns "acp.live.<ns>.<sid>.end": TurnEndUnrecorded,
+// which the session's owner publishes while a turn's end waits for a full
+// store to take it. Core NATS only, as LiveSubject; a prompt's wait
+// (package turnwait) subscribes to it beside the log's tail.
+func EndNoticeSubject(ns Namespace, sid SessionID) string {
+	return join("acp.live", string(ns), string(sid), "end")
+}
+
 // IOSubject returns "acp.io.<ns>.<sid>".
 func IOSubject(ns Namespace, sid SessionID) string {
 	return join("acp.io", string(ns), string(sid))

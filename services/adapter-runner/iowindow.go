@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 )
 
 // An adapter process's records reach ACP_IO through its ioWindow, which
@@ -437,7 +438,7 @@ func (w *ioWindow) unconfirmed(r *ioRecord) {
 // would fail again: too large for the server (max_payload) or the stream,
 // a connection closed for good, or any other refusal of the stream's but
 // those that pass (a 503, stream not found while a leader is elected, the
-// same message ID still being stored). Timeouts, no responders and
+// same message ID still being stored, a full store). Timeouts, no responders and
 // disconnections pass.
 func refusedForGood(err error) bool {
 	if errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrBadSubject) {
@@ -449,6 +450,12 @@ func refusedForGood(err error) bool {
 	}
 	switch {
 	case api.Code >= 500, api.ErrorCode == jetstream.JSErrCodeStreamNotFound, api.ErrorCode == jsErrCodeDuplicateInProcess:
+		return false
+	case eventlog.StorageFull(err):
+		// The store is full (the account's limit answers 400): the record
+		// is stored once an operator makes room. Until then the window
+		// fills and the adapter blocks; the session's owner ends the turn
+		// (storage_full).
 		return false
 	}
 	return true

@@ -63,6 +63,10 @@ func (sess *session) queue(at ioPos, entries ...eventlog.Entry) {
 // least GroupCommitMin goes as atomic batches and a smaller one record by
 // record.
 func (sess *session) commit(ctx context.Context) error {
+	// A turn's end the full store refused goes before anything after it.
+	if err := sess.storeHeld(ctx); err != nil {
+		return err
+	}
 	if len(sess.pending) == 0 {
 		return nil
 	}
@@ -127,6 +131,9 @@ func (sess *session) wrote(err error) error {
 	if err != nil {
 		code := events.AsError(err).Code
 		sess.svc.m.appends.WithLabelValues(string(code)).Inc()
+		if code == events.CodeStorageFull {
+			sess.svc.store.Refused()
+		}
 		if code == events.CodeWriteConflict {
 			sess.svc.m.appendConflicts.Inc()
 			sess.lg.Warn("log moved under this replica; forgetting the session", events.LogKeyErr, err)
@@ -135,6 +142,7 @@ func (sess *session) wrote(err error) error {
 		return err
 	}
 	sess.svc.m.appends.WithLabelValues("ok").Inc()
+	sess.svc.store.Stored()
 	sess.updatedAt = time.Now()
 	return nil
 }

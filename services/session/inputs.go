@@ -122,6 +122,9 @@ func (sess *session) respondInput(ctx context.Context, req *events.RespondInputR
 		}
 	}
 	response := inputResponseJSON(req.Action, req.Content)
+	if err := sess.svc.refuseIfFull(ctx); err != nil {
+		return nil, err
+	}
 	if err := sess.answerInput(ctx, sess.adapter, in.id, response); err != nil {
 		// Not delivered: the adapter is gone. Its exit, applied next, makes
 		// the request terminal; this answer lost.

@@ -116,8 +116,12 @@ func (sess *session) commitOrFail(ctx context.Context) bool {
 	}
 	sess.lg.Warn("append adapter output", events.LogKeyErr, err)
 	if sess.turn != nil {
-		sess.abortTurn(ctx, ioPos{}, events.OutcomeFailed, events.Errorf(events.CodeOutputLost,
-			"the agent's output could not be written to the session's log: %s", events.AsError(err).Message))
+		failure := events.Errorf(events.CodeOutputLost,
+			"the agent's output could not be written to the session's log: %s", events.AsError(err).Message)
+		if isStorageFull(err) {
+			failure = storageFullFailure(err)
+		}
+		sess.abortTurn(ctx, ioPos{}, events.OutcomeFailed, failure)
 	}
 	return false
 }

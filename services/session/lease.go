@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 )
 
 // Owner leases. A session is served by the replica holding its lease in
@@ -68,7 +69,7 @@ func (s *Service) acquireLease(ctx context.Context, key string) (uint64, error) 
 				return rev, nil
 			}
 			if !errors.Is(err, jetstream.ErrKeyExists) {
-				return 0, events.Errorf(events.CodeUnavailable, "owner lease of %s: %v", key, err)
+				return 0, leaseError(key, err)
 			}
 			continue // taken meanwhile: read who holds it
 		case err != nil:
@@ -79,12 +80,26 @@ func (s *Service) acquireLease(ctx context.Context, key string) (uint64, error) 
 			return 0, &ownedElsewhere{key: key, owner: owner, rev: e.Revision()}
 		}
 		// Ours, from a holder this replica has forgotten: take it as new.
-		if rev, err := s.owners.Update(ctx, key, self, e.Revision()); err == nil {
+		rev, err := s.owners.Update(ctx, key, self, e.Revision())
+		if err == nil {
 			s.m.leases.WithLabelValues("acquired").Inc()
 			return rev, nil
 		}
+		if eventlog.StorageFull(err) {
+			return 0, leaseError(key, err)
+		}
 	}
 	return 0, events.Errorf(events.CodeUnavailable, "owner lease of %s is contended; retry", key)
+}
+
+// leaseError is the typed error of a lease write that failed: storage_full
+// when the store refused it (a full store is no contention, and no retry
+// helps until space is freed), else unavailable.
+func leaseError(key string, err error) error {
+	if eventlog.StorageFull(err) {
+		return events.Errorf(events.CodeStorageFull, "owner lease of %s: the NATS store refuses writes (%v): free space, or raise JetStream's store limit", key, err)
+	}
+	return events.Errorf(events.CodeUnavailable, "owner lease of %s: %v", key, err)
 }
 
 // evictLease deletes a lease whose holder no longer answers (nobody serves

@@ -88,6 +88,7 @@ type metrics struct {
 	// counted here.
 	ioRejected        *prometheus.CounterVec // ACP_IO records not applied, by reason
 	livePublishErrors prometheus.Counter
+	heldEnds          prometheus.Gauge
 	lostRecords       *prometheus.CounterVec // records that could not be appended, by record
 	claimsSkipped     *prometheus.CounterVec // lease claims that did not load the session, by reason
 	projectionSkips   *prometheus.CounterVec // projection writes refused, by reason
@@ -142,7 +143,9 @@ func newMetrics(reg prometheus.Registerer, nc *nats.Conn) *metrics {
 		ioHeld:        f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_held_records_total", Help: "ACP_IO records held until the records numbered before them were stored (stored out of number order after a fault)."}),
 		ioTailMisses:  f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_tail_misses_total", Help: "Times a running turn's live tail was silent while ACP_IO had records it had not delivered (a republish lost), found by the sweep's read after the last record it has."}),
 
-		ioRejected:        f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_io_rejected_total", Help: "ACP_IO records not applied, by reason (undecodable, unexpected, unnumbered, malformed_update, malformed_permission, reserved_kind)."}, []string{"reason"}),
+		ioRejected: f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_io_rejected_total", Help: "ACP_IO records not applied, by reason (undecodable, unexpected, unnumbered, malformed_update, malformed_permission, reserved_kind)."}, []string{"reason"}),
+		heldEnds: f.NewGauge(prometheus.GaugeOpts{Name: "acp_session_turn_ends_held",
+			Help: "Turns ended on this replica whose TurnFinished the full store refused, held until it takes writes (storagefull.go)."}),
 		livePublishErrors: f.NewCounter(prometheus.CounterOpts{Name: "acp_session_live_publish_errors_total", Help: "Live events (deltas, stderr) that could not be published."}),
 		lostRecords:       f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_unrecorded_total", Help: "Records the service could not append, by record (the log is left for the next owner to reconcile)."}, []string{"record"}),
 		claimsSkipped:     f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_claims_skipped_total", Help: "Claims that did not load their session, by reason (idle, owned, unreadable, failed)."}, []string{"reason"}),

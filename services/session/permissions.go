@@ -143,6 +143,12 @@ func (sess *session) respond(ctx context.Context, requestID, optionID string) (*
 	if !slices.Contains(p.options, optionID) {
 		return nil, events.Errorf(events.CodeInvalidPermissionOption, "option %q is not one of %s", events.Truncate(optionID, 64), offered(p.options))
 	}
+	// The answer is delivered before it is recorded: not while the store
+	// refuses writes, when the agent would act on an answer the log
+	// cannot have.
+	if err := sess.svc.refuseIfFull(ctx); err != nil {
+		return nil, err
+	}
 	if err := sess.answer(ctx, sess.adapter, p.id, &optionID); err != nil {
 		// Not delivered: the adapter is gone. Its exit, applied next, makes
 		// the request terminal; this response lost.

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/internal/lifecycle"
+	"skein.dev/internal/storewatch"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/rpc"
 	"skein.dev/pkg/events/streams"
@@ -49,6 +50,7 @@ type Service struct {
 
 	// Set by Run.
 	js      jetstream.JetStream
+	store   *storewatch.Watch // whether the store refuses writes (storagefull.go)
 	meta    jetstream.KeyValue
 	owners  jetstream.KeyValue
 	runners *runnerDirectory
@@ -109,6 +111,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	s.js = js
+	s.store = storewatch.New(js)
 	if s.meta, err = js.KeyValue(ctx, events.BucketSessions); err != nil {
 		return fmt.Errorf("sessions bucket: %w", err)
 	}
@@ -232,10 +235,14 @@ func (s *Service) sweep(ctx context.Context) {
 
 func (s *Service) sweepOnce(ctx context.Context) {
 	now := time.Now()
+	var silent []*session // with a turn whose agent is silent: starved by a full store?
 	for _, sess := range s.loaded() {
 		sess.mu.Lock()
 		if r := sess.adapter; r != nil && sess.turn != nil {
 			r.checkTail(ctx, min(tailQuiet, s.cfg.SweepInterval))
+			if sess.starving(now) {
+				silent = append(silent, sess)
+			}
 		} else if reason := sess.adapter.reclaimReason(now, s.cfg.IdleTimeout, s.cfg.MaxAdapterAge); reason != "" {
 			if err := sess.unload(ctx, reason); err != nil {
 				sess.lg.Warn("reclaim adapter", "reason", reason, events.LogKeyErr, err)
@@ -246,6 +253,22 @@ func (s *Service) sweepOnce(ctx context.Context) {
 			// Unloaded and idle: give the session up (and its lease);
 			// the next request loads it again, on any replica.
 			sess.release(nil)
+		}
+		sess.mu.Unlock()
+	}
+	// A turn whose agent is silent may be starved by a store with no
+	// room for the largest record a runner may hold for ACP_IO. Asked
+	// outside the sessions' locks: it may read the account's usage.
+	if len(silent) == 0 {
+		return
+	}
+	if _, full := s.store.Full(ctx, uint64(s.nc.MaxPayload())); !full {
+		return
+	}
+	for _, sess := range silent {
+		sess.mu.Lock()
+		if sess.starving(time.Now()) {
+			sess.endStarved(ctx)
 		}
 		sess.mu.Unlock()
 	}

@@ -38,8 +38,9 @@ type session struct {
 	opened    *events.SessionOpened // nil: no such session
 	createdAt time.Time
 	updatedAt time.Time
-	adapter   *route // nil: no adapter attached
-	turn      *turn  // nil: idle
+	adapter   *route   // nil: no adapter attached
+	turn      *turn    // nil: idle
+	held      *heldEnd // a turn's end the full store refused (storagefull.go)
 	buf       coalescer
 	pending   []eventlog.Entry         // queued adapter output, see queue
 	failure   *events.AcpErrorResponse // the last turn's error, while the session is failed
@@ -270,6 +271,7 @@ func (sess *session) release(err error) {
 	}
 	sess.detach()
 	sess.turn = nil
+	sess.dropHeld() // the next owner closes the turn the log has open
 	sess.pending = nil
 	sess.loaded = false
 	sess.moved(onRelease)

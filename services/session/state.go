@@ -32,12 +32,16 @@ const (
 	// stateDraining: no turn runs, and the adapter owes the answer to a
 	// turn that ended before it did (route.drain): a new prompt waits.
 	stateDraining
+	// stateEndHeld: a turn ended, and the full store refused its
+	// TurnFinished (sess.held, storagefull.go): it goes first of
+	// anything the session appends next.
+	stateEndHeld
 
 	// stateAny, as the from of a transition, is every state.
 	stateAny state = -1
 )
 
-var stateNames = [...]string{"unloaded", "absent", "detached", "attaching", "idle", "running", "draining"}
+var stateNames = [...]string{"unloaded", "absent", "detached", "attaching", "idle", "running", "draining", "end-held"}
 
 func (s state) String() string {
 	if s >= 0 && int(s) < len(stateNames) {
@@ -59,7 +63,8 @@ const (
 	onAttach   move = "attach"   // a route follows ACP_IO; the runner is asked for an adapter
 	onAttached move = "attached" // the runner started the adapter (AdapterAttached follows)
 	onAccept   move = "accept"   // a prompt's user message, with Acp-Turn-Accepted, appended
-	onFinish   move = "finish"   // TurnFinished appended (endTurn)
+	onFinish   move = "finish"   // TurnFinished appended (endTurn, storeHeld)
+	onHold     move = "hold"     // a turn ended; the full store refused its TurnFinished (hold)
 	onCancel   move = "cancel"   // the turn ended before its adapter did: session/cancel sent
 	onDrained  move = "drained"  // the drain ended: the adapter answered, exited or went
 	onDetach   move = "detach"   // the route ended (detach): SessionUnloaded, AgentExited, a delete, a failed start
@@ -92,6 +97,10 @@ var transitions = []transition{
 	{stateIdle, onAccept, stateRunning, "the prompt's user message, with Acp-Turn-Accepted"},
 	{stateRunning, onFinish, stateIdle, "TurnFinished: the adapter's AdapterPromptResult, or a failure"},
 	{stateRunning, onFinish, stateDetached, "TurnFinished after the adapter went first (AgentExited, its runner gone)"},
+	{stateRunning, onHold, stateEndHeld, "a turn ended (its output refused, or its end), and the full store refused its TurnFinished: held; RunnerCancel sent unless the adapter answered"},
+	{stateEndHeld, onFinish, stateIdle, "the held TurnFinished stored: the store takes writes again"},
+	{stateEndHeld, onFinish, stateDraining, "the held TurnFinished stored while the adapter still owes the cancelled turn's answer"},
+	{stateEndHeld, onFinish, stateDetached, "the held TurnFinished stored after the adapter went"},
 	{stateIdle, onCancel, stateDraining, "a TurnFinished (cancelled, or failed by a cap) before the adapter answered: RunnerCancel sent"},
 	{stateDraining, onDrained, stateIdle, "the adapter's AdapterPromptResult for the ended turn, AgentExited, or the route's end"},
 	{stateIdle, onDetach, stateDetached, "SessionUnloaded (unload, reclaim, eviction), AgentExited, or a delete"},
@@ -106,6 +115,8 @@ func (sess *session) state() state {
 		return stateUnloaded
 	case sess.opened == nil:
 		return stateAbsent
+	case sess.held != nil:
+		return stateEndHeld
 	case sess.turn != nil:
 		return stateRunning
 	case r == nil:

@@ -103,6 +103,10 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 		if err := sess.loadExisting(ctx); err != nil {
 			return nil, err
 		}
+		// The end of a turn the full store refused goes first.
+		if err := sess.storeHeld(ctx); err != nil {
+			return nil, err
+		}
 		if t := sess.turn; t != nil {
 			if req.IdempotencyKey != nil && t.key != nil && *t.key == *req.IdempotencyKey {
 				if t.hash != hash {
@@ -371,9 +375,20 @@ func (sess *session) endTurn(ctx context.Context, at ioPos, outcome, stopReason 
 	if t.key != nil {
 		entry.Subject = events.KeySubject(sess.ns, sess.sid, *t.key)
 	}
+	// Stamped now, with the turn's headers, as append would: the entry is
+	// kept as it is should the full store refuse it (hold).
+	stamped := []eventlog.Entry{entry}
+	sess.stamp(at, stamped)
+	entry = stamped[0]
 	// The turn's queued records first: the finish names the sequence of
 	// its message, which is known once the message is stored.
 	err := sess.commit(ctx)
+	if isStorageFull(err) && sess.turn == t {
+		// The turn's last output could not be stored: that is its end.
+		outcome, stopReason, failure = events.OutcomeFailed, "", storageFullFailure(err)
+		rec.Outcome, rec.StopReason = outcome, stopReason
+		err = nil
+	}
 	if err == nil {
 		if failure != nil {
 			rec.Error = failure.Response()
@@ -385,6 +400,10 @@ func (sess *session) endTurn(ctx context.Context, at ioPos, outcome, stopReason 
 	if sess.turn != t {
 		return // the append failed and released the session
 	}
+	if isStorageFull(err) {
+		sess.hold(ctx, t, entry, rec, outcome, stopReason, failure)
+		return
+	}
 	if err != nil {
 		// Not recorded: the turn stays open in the log, and whoever loads
 		// the session next (this replica's next request, a claim) closes it
@@ -395,6 +414,11 @@ func (sess *session) endTurn(ctx context.Context, at ioPos, outcome, stopReason 
 		return
 	}
 	sess.turn = nil
+	sess.finished(ctx, t, rec, outcome, stopReason, failure)
+}
+
+// finished completes the end of turn t, whose TurnFinished rec is stored.
+func (sess *session) finished(ctx context.Context, t *turn, rec *events.TurnFinished, outcome, stopReason string, failure *events.Error) {
 	sess.moved(onFinish)
 	sess.last = &finishedTurn{id: t.id, outcome: outcome, at: time.Now()}
 	if rec.Timing != nil {

@@ -31,6 +31,12 @@ import (
 // after the accepting record, then follows them, a Chain each, deduped by
 // sequence and with gaps read back.
 //
+// While JetStream's store is full, a turn's end may not be recordable:
+// its owner then ends the turn all the same and, until the store takes
+// the record, publishes TurnEndUnrecorded on events.EndNoticeSubject every
+// few seconds (services/session, storagefull.go). The wait subscribes to
+// that too, and takes the notice for its turn as the turn's end.
+//
 // The turn ends at the TurnFinished whose TurnID is the accepted one. A
 // SessionDeleted after the acceptance ends the wait with
 // session_not_found: the deletion purged what the turn left.
@@ -91,10 +97,11 @@ func Await(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid
 	// request arrives, and a record stored after the read looked is
 	// delivered live.
 	ctlTail := events.TailSubject(ns, sid, events.LogControl)
-	subjects := []string{ctlTail, tailKeyFilter(ns, sid)}
+	notices := events.EndNoticeSubject(ns, sid)
+	subjects := []string{ctlTail, notices, tailKeyFilter(ns, sid)}
 	chains := []*tail.Chain{tail.NewChain(js, events.StreamLog, events.LogSubject(ns, sid, events.LogControl), acc.Sequence)}
 	if acc.Keyed != nil && !*acc.Keyed {
-		subjects = subjects[:1]
+		subjects = subjects[:2]
 	} else {
 		// One chain for every key subject: a keyed record whose
 		// predecessor on its own subject is past the chain's place proves
@@ -134,6 +141,12 @@ func Await(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid
 					return tr.found(f, err, foundByRead)
 				}
 			}
+			if m.Subject == notices {
+				if f := w.notice(m); f != nil {
+					return tr.found(f, nil, foundNotice)
+				}
+				continue
+			}
 			chain := chains[0]
 			if m.Subject != ctlTail {
 				if len(chains) == 1 {
@@ -156,6 +169,7 @@ func Await(ctx context.Context, js jetstream.JetStream, ns events.Namespace, sid
 const (
 	foundByRead = "read"
 	foundLive   = "live"
+	foundNotice = "notice"
 )
 
 // found returns a wait's end, telling the trace how it was found.
@@ -373,6 +387,20 @@ func (w *turnWaiter) check(hdr nats.Header, seq uint64, data []byte) (*events.Tu
 		return nil, events.Errorf(events.CodeSessionNotFound, "session %s was deleted before turn %s finished", w.sid, w.turnID)
 	}
 	return nil, nil
+}
+
+// notice returns the turn's end a TurnEndUnrecorded of its owner says,
+// when m is one for the awaited turn: the TurnFinished the owner holds
+// for a full store to take, as the log will have it once it does.
+func (w *turnWaiter) notice(m *nats.Msg) *events.TurnFinished {
+	if m.Header.Get(events.HeaderRecord) != events.RecordTurnEndUnrecorded {
+		return nil
+	}
+	n, err := events.Decode[events.TurnEndUnrecorded](m.Data)
+	if err != nil || n.TurnID != w.turnID {
+		return nil
+	}
+	return &events.TurnFinished{TurnID: n.TurnID, Outcome: n.Outcome, Error: n.Error}
 }
 
 // keyFilter returns "acp.log.<ns>.<sid>.key.*", every keyed-finish subject
