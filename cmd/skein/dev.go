@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -34,6 +35,7 @@ type devConfig struct {
 	natsListen string
 	natsAny    bool // --nats-listen-any: natsListen may be other than loopback
 	maxPayload int
+	maxStore   string // --nats-max-store: "" is nats-server's own choice
 	pprofAddr  string
 }
 
@@ -96,6 +98,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 	fs.BoolVar(&c.natsAny, "nats-listen-any", false, "allow a --nats-listen address that is not loopback (0.0.0.0, ::, a LAN address, a host name): other machines can then reach NATS, still only with a user's password")
 	fs.StringVar(&c.stack.Runner.AgentsFile, "agents", "", "agent registry file (same as --adapter-runner.agents; env SKEIN_AGENTS)")
 	fs.IntVar(&c.maxPayload, "nats-max-payload", 8<<20, "largest NATS message the embedded server accepts")
+	fs.StringVar(&c.maxStore, "nats-max-store", "", "JetStream's file store limit, as 512MB, 20GB or bytes (default: 75% of the disk's free space at start, nats-server's choice); fixed until skein dev restarts. At the limit, writes answer 507 storage_full")
 	fs.StringVar(&c.pprofAddr, "pprof", "", pprofUsage)
 	var printCfg bool
 	fs.BoolVar(&printCfg, "print-config", false, printConfigUsage)
@@ -197,7 +200,11 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, star
 			return fmt.Errorf("--nats-listen %s: cannot listen (is another skein dev, or something it left, running there?): %w", c.natsListen, err)
 		}
 	}
-	ns, err := startEmbeddedNATS(filepath.Join(dataDir, "nats"), c.natsListen, c.maxPayload, auth)
+	maxStore, err := parseSize(c.maxStore)
+	if err != nil {
+		return fmt.Errorf("--nats-max-store: %w", err)
+	}
+	ns, err := startEmbeddedNATS(filepath.Join(dataDir, "nats"), c.natsListen, c.maxPayload, maxStore, auth)
 	if err != nil {
 		return err
 	}
@@ -457,7 +464,7 @@ func isSet(fs *flag.FlagSet, name string) bool {
 // startEmbeddedNATS starts a JetStream server storing under dir, whose
 // clients must be users of auth. With listen it also accepts TCP
 // connections there, so the nats CLI works.
-func startEmbeddedNATS(dir, listen string, maxPayload int, auth *devNATSAuth) (*server.Server, error) {
+func startEmbeddedNATS(dir, listen string, maxPayload int, maxStore int64, auth *devNATSAuth) (*server.Server, error) {
 	opts := &server.Options{}
 	if err := auth.apply(opts); err != nil {
 		return nil, err
@@ -469,6 +476,7 @@ func startEmbeddedNATS(dir, listen string, maxPayload int, auth *devNATSAuth) (*
 	opts.NoSigs = true
 	opts.NoLog = true
 	opts.MaxPayload = int32(maxPayload)
+	opts.JetStreamMaxStore = maxStore // 0: the server's own choice
 	if listen != "" {
 		host, port, err := net.SplitHostPort(listen)
 		if err != nil {
@@ -494,7 +502,60 @@ func startEmbeddedNATS(dir, listen string, maxPayload int, auth *devNATSAuth) (*
 		ns.Shutdown()
 		return nil, errors.New("embedded nats: not ready after 10s")
 	}
+	if err := limitAccountStore(ns); err != nil {
+		ns.Shutdown()
+		return nil, err
+	}
 	return ns, nil
+}
+
+// skeinAccount is the account of accounts.conf that holds everything of
+// Skein's.
+const skeinAccount = "SKEIN"
+
+// limitAccountStore gives Skein's account the server's store limit as its
+// own: the server refuses writes at either, and only an account's limit
+// is what JetStream's account info tells the services ($JS.API.INFO), for
+// the gateway's /readyz and the store metrics (storage_full).
+func limitAccountStore(ns *server.Server) error {
+	acc, err := ns.LookupAccount(skeinAccount)
+	if err != nil {
+		return fmt.Errorf("embedded nats: account %s: %w", skeinAccount, err)
+	}
+	// What streams reserve (their max_bytes) is the server's, not the
+	// account's to give; and the server checks the change from the
+	// account's unlimited -1, one byte more than the limit itself.
+	_, reserved, err := ns.JetStreamReservedResources()
+	if err != nil {
+		return fmt.Errorf("embedded nats: %w", err)
+	}
+	limit := server.JetStreamAccountLimits{MaxMemory: -1, MaxStore: ns.JetStreamConfig().MaxStore - reserved - 1, MaxStreams: -1, MaxConsumers: -1}
+	if err := acc.UpdateJetStreamLimits(map[string]server.JetStreamAccountLimits{"": limit}); err != nil {
+		return fmt.Errorf("embedded nats: limit account %s's store: %w", skeinAccount, err)
+	}
+	return nil
+}
+
+// parseSize reads a size as nats-server's configuration does: bytes, or a
+// number with K, M, G or T (each 1024 times the last), with or without a
+// B or iB after it, any case. "" is 0.
+func parseSize(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	num := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	unit := strings.ToUpper(strings.TrimSpace(s[len(num):]))
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q is not a size (512MB, 20GB, or bytes)", s)
+	}
+	unit = strings.TrimSuffix(strings.TrimSuffix(unit, "IB"), "B")
+	shift := map[string]uint{"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
+	sh, ok := shift[unit]
+	if !ok || n > math.MaxInt64>>sh {
+		return 0, fmt.Errorf("%q is not a size (512MB, 20GB, or bytes)", s)
+	}
+	return n << sh, nil
 }
 
 // probeListen fails when addr cannot be listened on now (a port taken).

@@ -120,6 +120,7 @@ type Streams struct {
 	timeout time.Duration
 
 	messages, bytes, replicas, lagMax, leader, consumers *prometheus.Desc
+	storeBytes, storeLimit                               *prometheus.Desc
 	errors                                               prometheus.Counter
 }
 
@@ -137,24 +138,26 @@ func NewStreams(nc *nats.Conn, timeout time.Duration) (*Streams, error) {
 	}
 	s := []string{"stream"}
 	return &Streams{
-		js:        js,
-		timeout:   timeout,
-		messages:  prometheus.NewDesc("acp_stream_messages", "Messages stored in the stream (JetStream stream info State.Msgs), read at scrape.", s, nil),
-		bytes:     prometheus.NewDesc("acp_stream_bytes", "Bytes stored in the stream (State.Bytes), read at scrape.", s, nil),
-		consumers: prometheus.NewDesc("acp_stream_consumers", "Consumers of the stream (State.Consumers), read at scrape.", s, nil),
-		replicas:  prometheus.NewDesc("acp_stream_replicas", "The stream's followers by state as its leader reports them (Cluster.Replicas: current, lagging = online but not current, offline). All 0 on a single server, which has no followers.", []string{"stream", "state"}, nil),
-		lagMax:    prometheus.NewDesc("acp_stream_replica_lag_max", "The largest follower lag of the stream, in operations behind the leader (max of Cluster.Replicas[].Lag); 0 without followers.", s, nil),
-		leader:    prometheus.NewDesc("acp_stream_leader_present", "1 if the stream has a leader (its info names one, or a single server without cluster info answered), else 0: the info names no leader, or did not come within the scrape's timeout (a replicated stream without a leader does not answer). Absent for a stream that does not exist.", s, nil),
+		js:         js,
+		timeout:    timeout,
+		messages:   prometheus.NewDesc("acp_stream_messages", "Messages stored in the stream (JetStream stream info State.Msgs), read at scrape.", s, nil),
+		bytes:      prometheus.NewDesc("acp_stream_bytes", "Bytes stored in the stream (State.Bytes), read at scrape.", s, nil),
+		consumers:  prometheus.NewDesc("acp_stream_consumers", "Consumers of the stream (State.Consumers), read at scrape.", s, nil),
+		replicas:   prometheus.NewDesc("acp_stream_replicas", "The stream's followers by state as its leader reports them (Cluster.Replicas: current, lagging = online but not current, offline). All 0 on a single server, which has no followers.", []string{"stream", "state"}, nil),
+		lagMax:     prometheus.NewDesc("acp_stream_replica_lag_max", "The largest follower lag of the stream, in operations behind the leader (max of Cluster.Replicas[].Lag); 0 without followers.", s, nil),
+		leader:     prometheus.NewDesc("acp_stream_leader_present", "1 if the stream has a leader (its info names one, or a single server without cluster info answered), else 0: the info names no leader, or did not come within the scrape's timeout (a replicated stream without a leader does not answer). Absent for a stream that does not exist.", s, nil),
+		storeBytes: prometheus.NewDesc("acp_jetstream_store_bytes", "The file store the account's streams use (JetStream account info Store), read at scrape: with acp_jetstream_store_limit_bytes, how near the store is to refusing writes (storage_full).", nil, nil),
+		storeLimit: prometheus.NewDesc("acp_jetstream_store_limit_bytes", "The account's file store limit (account info Limits.MaxStore), read at scrape; absent when the account has none (the server's max_file_store then bounds it, which /jsz shows).", nil, nil),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "acp_stream_info_errors_total",
-			Help: "Stream info requests of a scrape that failed or timed out: that scrape then has no size, consumer or replica series for the stream (and acp_stream_leader_present 0 unless the stream does not exist).",
+			Help: "Stream (or account) info requests of a scrape that failed or timed out: that scrape then has no size, consumer or replica series for the stream (and acp_stream_leader_present 0 unless the stream does not exist).",
 		}),
 	}, nil
 }
 
 // Describe implements prometheus.Collector.
 func (c *Streams) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.messages, c.bytes, c.consumers, c.replicas, c.lagMax, c.leader} {
+	for _, d := range []*prometheus.Desc{c.messages, c.bytes, c.consumers, c.replicas, c.lagMax, c.leader, c.storeBytes, c.storeLimit} {
 		ch <- d
 	}
 	c.errors.Describe(ch)
@@ -169,6 +172,15 @@ func (c *Streams) Collect(ch chan<- prometheus.Metric) {
 	infos := make([]*jetstream.StreamInfo, len(names))
 	unanswered := make([]bool, len(names))
 	var wg sync.WaitGroup
+	var account *jetstream.AccountInfo
+	wg.Go(func() {
+		info, err := c.js.AccountInfo(ctx)
+		if err != nil {
+			c.errors.Inc()
+			return
+		}
+		account = info
+	})
 	for i, name := range names {
 		wg.Go(func() {
 			st, err := c.js.Stream(ctx, name) // one stream info request
@@ -181,6 +193,12 @@ func (c *Streams) Collect(ch chan<- prometheus.Metric) {
 		})
 	}
 	wg.Wait()
+	if account != nil {
+		ch <- prometheus.MustNewConstMetric(c.storeBytes, prometheus.GaugeValue, float64(account.Store))
+		if account.Limits.MaxStore > 0 {
+			ch <- prometheus.MustNewConstMetric(c.storeLimit, prometheus.GaugeValue, float64(account.Limits.MaxStore))
+		}
+	}
 	for i, info := range infos {
 		name := names[i]
 		if info == nil {

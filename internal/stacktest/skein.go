@@ -17,6 +17,7 @@ import (
 	"skein.dev/services/gateway"
 	"skein.dev/services/history"
 	"skein.dev/services/session"
+	"skein.dev/testagent"
 )
 
 // Config is the four services' configuration, as skein's flags hold it:
@@ -87,9 +88,11 @@ func (s *Stack) startSkein(o options) {
 	s.agent = o.agent[0]
 	if len(cfg.Runner.Builtin) == 0 {
 		args := slices.Clip(o.agent[1:])
+		// Their pauses are the stack's (Paused, Release).
+		env := map[string]string{testagent.EnvControlDir: s.control}
 		cfg.Runner.Builtin = []adapterrunner.Agent{
-			{ID: "test", Command: s.agent, Args: args},
-			{ID: "demo", Command: s.agent, Args: args},
+			{ID: "test", Command: s.agent, Args: args, Env: env},
+			{ID: "demo", Command: s.agent, Args: args, Env: env},
 		}
 	}
 	cfg.Session.Replicas, cfg.Runner.Replicas, cfg.History.Replicas = cfg.Replicas, cfg.Replicas, cfg.Replicas

@@ -60,6 +60,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"skein.dev/internal/lifecycle"
+	"skein.dev/internal/storewatch"
 	"skein.dev/pkg/events"
 )
 
@@ -74,8 +75,9 @@ type Gateway struct {
 	hub     *hub // the live feeds of event streams, one per watched session
 	acp     *acpEndpoint
 	limits  *limiter
-	auth    *authenticator // nil when authentication is off
-	backoff *authBackoff   // of addresses failing authentication; nil when it is off
+	auth    *authenticator    // nil when authentication is off
+	backoff *authBackoff      // of addresses failing authentication; nil when it is off
+	store   *storewatch.Watch // whether JetStream's store refuses writes (storefull.go)
 
 	// streamSubscribed, set by tests only (export_test.go), runs once an
 	// event stream's subscriptions are on the server and before its
@@ -112,6 +114,7 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 		lg:       lg.With("svc", "gateway"),
 		nc:       nc,
 		js:       js,
+		store:    storewatch.New(js),
 		metrics:  newMetrics(reg, nc),
 		ready:    make(chan struct{}),
 		stopping: make(chan struct{}),
@@ -373,9 +376,10 @@ func (g *Gateway) handleHealthz(w http.ResponseWriter, _ *http.Request) error {
 }
 
 // handleReadyz reports whether the gateway should receive traffic: it is
-// not stopping, its NATS connection is up, and its process is not near
-// its descriptor or thread limit (procload.go).
-func (g *Gateway) handleReadyz(w http.ResponseWriter, _ *http.Request) error {
+// not stopping, its NATS connection is up, JetStream's store takes writes
+// (storefull.go), and its process is not near its descriptor or thread
+// limit (procload.go).
+func (g *Gateway) handleReadyz(w http.ResponseWriter, r *http.Request) error {
 	select {
 	case <-g.stopping:
 		g.metrics.unready.WithLabelValues(unreadyStopping).Inc()
@@ -386,6 +390,11 @@ func (g *Gateway) handleReadyz(w http.ResponseWriter, _ *http.Request) error {
 	if !g.nc.IsConnected() {
 		g.metrics.unready.WithLabelValues(unreadyNATS).Inc()
 		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"status":"nats disconnected"}`))
+		return nil
+	}
+	if body, full := g.storageFullBody(r.Context()); full {
+		g.metrics.unready.WithLabelValues(unreadyStorageFull).Inc()
+		writeJSON(w, http.StatusServiceUnavailable, body)
 		return nil
 	}
 	if reason, status := readProcLoad().near(g.cfg.ReadyMaxLoad); reason != "" {

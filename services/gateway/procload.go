@@ -25,7 +25,7 @@ const (
 	unreadyThreads     = "threads"
 )
 
-var unreadyReasons = []string{unreadyStopping, unreadyNATS, unreadyDescriptors, unreadyThreads}
+var unreadyReasons = []string{unreadyStopping, unreadyNATS, unreadyStorageFull, unreadyDescriptors, unreadyThreads}
 
 // procLoad is what the process holds of the two limits.
 type procLoad struct {

@@ -115,6 +115,7 @@ type errorDetail struct {
 // masked, at debug level when it is the client's own doing. It returns the
 // HTTP status and the body.
 func (g *Gateway) publicError(r *http.Request, err error) (int, errorBody) {
+	g.noteStorageFull(err)
 	p := errmap.Map(err)
 	id := requestID(r)
 	attrs := []any{logKeyRequestID, id, logKeyRoute, r.Pattern, logKeyStatus, p.Status, events.LogKeyErr, err}
