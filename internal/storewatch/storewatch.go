@@ -2,16 +2,17 @@
 // writes: the gateway's /readyz says so, and the session service ends a
 // turn whose agent's output cannot be stored (storage_full).
 //
-// A Watch knows it two ways. It is told of every write refused for want of
-// room (Refused; eventlog.StorageFull): the store refused one just now,
-// whatever the limit that refused it (the server's max_file_store, the
-// account's), and it counts as full for RefusalFor, or until it is told
-// of a write the store took (Stored). And it reads the
-// account's JetStream usage ($JS.API.INFO), at most every InfoEvery while
-// asked: within Headroom of the account's store limit, when the account
-// has one, the store is full too (skein dev gives Skein's account the
-// server's limit; a cluster's operator sets one in accounts.conf to have
-// it seen before a write is refused).
+// A Watch knows it two ways. It reads the account's JetStream usage
+// ($JS.API.INFO), at most every InfoEvery while asked: within a headroom
+// of the account's store limit, when the account has one, the store is
+// full (skein dev gives Skein's account the server's limit; a cluster's
+// operator sets one in accounts.conf to have it seen before a write is
+// refused). And it is told of every write refused for want of room
+// (Refused; eventlog.StorageFull), whatever the limit that refused it
+// (the server's max_file_store, the account's): the store counts as full
+// until a usage read after the refusal says otherwise, when the account
+// has a limit; else for RefusalFor, or until it is told of a write the
+// store took (Stored).
 package storewatch
 
 import (
@@ -50,6 +51,7 @@ type Watch struct {
 	refused time.Time // the last refusal noted
 	read    time.Time // the last read of the account's usage (or try)
 	usage   Usage
+	usageAt time.Time // when usage was read
 }
 
 // New returns a Watch that reads the usage of js's account.
@@ -76,17 +78,35 @@ func (w *Watch) Stored() {
 // It reads the usage when the last read is InfoEvery old; a read that
 // fails leaves the last one.
 func (w *Watch) Full(ctx context.Context, headroom uint64) (Usage, bool) {
+	return w.full(ctx, headroom, InfoEvery)
+}
+
+// FullNow is Full with the account's usage read now: for a caller about
+// to act on the answer once, where a usage InfoEvery old could refuse
+// what the store takes again.
+func (w *Watch) FullNow(ctx context.Context, headroom uint64) (Usage, bool) {
+	return w.full(ctx, headroom, 0)
+}
+
+// full is Full with usage read when older than maxAge. A refusal counts
+// until a usage read after it says how full the store is, when the
+// account has a limit; else for RefusalFor, or until a write is stored.
+func (w *Watch) full(ctx context.Context, headroom uint64, maxAge time.Duration) (Usage, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
-	if now.Sub(w.read) >= InfoEvery {
-		w.read = now
+	if now.Sub(w.read) >= maxAge {
 		cctx, cancel := context.WithTimeout(ctx, infoTimeout)
 		info, err := w.js.AccountInfo(cctx)
 		cancel()
 		if err == nil {
 			w.usage = Usage{Bytes: info.Store, Limit: info.Limits.MaxStore}
+			w.usageAt = now
 		}
+		w.read = now
+	}
+	if w.usage.Limit > 0 && !w.usageAt.Before(w.refused) {
+		return w.usage, w.usage.Bytes+headroom >= uint64(w.usage.Limit)
 	}
 	refused := !w.refused.IsZero() && now.Sub(w.refused) < RefusalFor
 	atLimit := w.usage.Limit > 0 && w.usage.Bytes+headroom >= uint64(w.usage.Limit)

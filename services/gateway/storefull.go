@@ -13,8 +13,9 @@ import (
 // deployment: the session service answers them storage_full (507), and
 // ends the turns that cannot store their output. /readyz says so, as
 // status storage_full, while the gateway's storewatch.Watch holds the
-// store full: it relayed a storage_full answer in the last
-// storewatch.RefusalFor, or the account's usage is at its store limit.
+// store full: the account's usage is at its store limit, or, for an
+// account without one, the gateway relayed a storage_full answer in the
+// last storewatch.RefusalFor.
 // The series for an alert before it comes to that are the history
 // service's: acp_jetstream_store_bytes and acp_jetstream_store_limit_bytes
 // (natsmetrics.Streams).

@@ -163,7 +163,7 @@ func (sess *session) announceHeld() {
 // account at its limit), for what delivers something to the agent before
 // it records it: an answer to a request.
 func (s *Service) refuseIfFull(ctx context.Context) error {
-	if _, full := s.store.Full(ctx, storewatch.Headroom); full {
+	if _, full := s.store.FullNow(ctx, storewatch.Headroom); full {
 		return events.Errorf(events.CodeStorageFull, "the NATS store refuses writes: the answer cannot be recorded; free space, or raise JetStream's store limit")
 	}
 	return nil
