@@ -81,8 +81,7 @@ var Codes = []Code{
 	CodeAgentNotInstalled, CodeUnauthenticated, CodeForbidden,
 	CodeRateLimited, CodeOutputLost, CodeSessionNotEmpty, CodeFileNotFound,
 	CodeNotFound, CodeMethodNotAllowed, CodeUnsupportedContent,
-	CodeUnsupportedMediaType, CodeNotAcceptable, CodeStreamBusy,
-	CodeStorageFull,
+	CodeUnsupportedMediaType, CodeNotAcceptable, CodeStreamBusy, CodeStorageFull,
 }
 
 // Known reports whether c is in the registry.

@@ -45,17 +45,11 @@ func init() {
 	register(func() Variant { return new(EphemeralUpdates) })
 }
 
-// TurnEndUnrecorded says, on EndNoticeSubject, that the session's owner ended
-// a turn whose TurnFinished the log cannot take yet: JetStream's store
-// refuses writes (Error is storage_full). The owner holds the record and
-// appends it, first of anything, as soon as the store takes writes
-// again; until then it publishes this every few seconds, so that a
-// caller waiting for the turn's end (package turnwait) learns it within
-// a bound rather than waiting for a record that cannot be written. The
-// record, once stored, says the same: Outcome and Error are the held
-// TurnFinished's.
-//
-// It is Skein's own record, not the protocol schema's.
+// TurnEndUnrecorded says, on EndNoticeSubject, that the owner ended a
+// turn whose TurnFinished a full store refuses (Error: storage_full). The
+// owner holds the record, appends it first once the store takes writes,
+// and repeats this every few seconds until then: a caller waiting for
+// the turn (package turnwait) takes it as the TurnFinished. Skein's own.
 type TurnEndUnrecorded struct {
 	SessionID string            `msgpack:"sessionId"`
 	TurnID    string            `msgpack:"turnId"`

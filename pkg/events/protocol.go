@@ -212,10 +212,8 @@ type AcpDurableSessionInfo struct {
 	// timing as the session service measured it; nil when none is known.
 	Usage          *SessionUsage `msgpack:"usage,omitempty"`
 	LastTurnTiming *TurnTiming   `msgpack:"lastTurnTiming,omitempty"`
-	// LogSequence, a Skein addition, is the ACP_LOG sequence of the
-	// session's newest record, of any kind, that State reflects: a
-	// history cursor after which every record is one State may not
-	// reflect yet (the gateway's watch, watch.go). 0 when not known.
+	// LogSequence, a Skein addition: the ACP_LOG sequence of the newest
+	// record, of any kind, State reflects (the gateway's watch's cursor).
 	LogSequence uint64 `msgpack:"logSequence,omitempty"`
 }
 

@@ -95,9 +95,8 @@ var retries = map[Code]Retry{
 	CodeUnavailable:   RetrySameKey,
 	CodeTimeout:       RetrySameKey,
 	CodeRateLimited:   RetrySameKey,
-	// The store refuses writes: a refused prompt recorded nothing, and a
-	// turn that could not store its output ended with it. Either way,
-	// once an operator frees space, a new prompt runs.
+	// A refused prompt recorded nothing; a starved turn ended: once
+	// there is room, a new prompt runs.
 	CodeStorageFull: PromptAgain,
 	CodeInternal:    GiveUp, // a bug: the server log has it under the request ID
 }

@@ -116,10 +116,8 @@ func LiveSubject(ns Namespace, sid SessionID) string {
 	return join("acp.live", string(ns), string(sid))
 }
 
-// EndNoticeSubject returns "acp.live.<ns>.<sid>.end": TurnEndUnrecorded,
-// which the session's owner publishes while a turn's end waits for a full
-// store to take it. Core NATS only, as LiveSubject; a prompt's wait
-// (package turnwait) subscribes to it beside the log's tail.
+// EndNoticeSubject returns "acp.live.<ns>.<sid>.end", core NATS: the
+// owner's TurnEndUnrecorded while a full store refuses a turn's end.
 func EndNoticeSubject(ns Namespace, sid SessionID) string {
 	return join("acp.live", string(ns), string(sid), "end")
 }

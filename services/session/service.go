@@ -240,7 +240,7 @@ func (s *Service) sweepOnce(ctx context.Context) {
 		sess.mu.Lock()
 		if r := sess.adapter; r != nil && sess.turn != nil {
 			r.checkTail(ctx, min(tailQuiet, s.cfg.SweepInterval))
-			if sess.starving(now) {
+			if sess.turn.starving(r, now) {
 				silent = append(silent, sess)
 			}
 		} else if reason := sess.adapter.reclaimReason(now, s.cfg.IdleTimeout, s.cfg.MaxAdapterAge); reason != "" {
@@ -267,8 +267,9 @@ func (s *Service) sweepOnce(ctx context.Context) {
 	}
 	for _, sess := range silent {
 		sess.mu.Lock()
-		if sess.starving(time.Now()) {
-			sess.endStarved(ctx)
+		if sess.turn.starving(sess.adapter, time.Now()) {
+			sess.lg.Warn("the store refuses writes and the turn's agent is silent: ending the turn", events.LogKeyTurn, sess.turn.id)
+			sess.abortTurn(ctx, ioPos{}, events.OutcomeFailed, errStarved)
 		}
 		sess.mu.Unlock()
 	}

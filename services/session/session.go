@@ -271,7 +271,7 @@ func (sess *session) release(err error) {
 	}
 	sess.detach()
 	sess.turn = nil
-	sess.dropHeld() // the next owner closes the turn the log has open
+	sess.held.drop(sess) // the next owner closes the turn the log has open
 	sess.pending = nil
 	sess.loaded = false
 	sess.moved(onRelease)

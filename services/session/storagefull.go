@@ -30,33 +30,28 @@ import (
 
 // storeQuiet is how long a running turn may hear nothing of its agent,
 // since it was accepted, while the store refuses writes, before its owner
-// ends it (endStarved). A turn waiting for a person's answer is not
+// ends it (the sweep, turn.starving). A turn waiting for a person's answer is not
 // starved: it waits, and the answer, which the full store refuses, can be
 // given again once it takes writes.
 const storeQuiet = 5 * time.Second
 
-// starving reports whether the running turn has heard nothing of its
-// agent for storeQuiet, since it was accepted, and waits for no person's
-// answer. The caller holds sess.mu.
-func (sess *session) starving(now time.Time) bool {
-	t, r := sess.turn, sess.adapter
+// starving reports whether turn t, running on route r, has heard
+// nothing of its agent for storeQuiet, since it was accepted, and waits
+// for no person's answer. Such a turn, while the store refuses writes,
+// most likely has its output held by its runner, which cannot store it in
+// ACP_IO (the runner keeps what it could not store and sends it again
+// until the store takes it, iowindow.go, so the agent's pipe fills and it
+// blocks): nothing would end it before the store took writes again. Its
+// owner ends it (the sweep) as a turn whose output it could not store:
+// storage_full. The caller holds the session's lock.
+func (t *turn) starving(r *route, now time.Time) bool {
 	return t != nil && r != nil && t.waiting.empty() &&
 		now.Sub(t.acceptedAt) >= storeQuiet && now.Sub(r.arrived) >= storeQuiet
 }
 
-// endStarved ends the running turn, whose agent has been silent for
-// storeQuiet while the store refuses writes: its output is most likely
-// held by its runner, which cannot store it in ACP_IO (the runner keeps
-// what it could not store and sends it again until the store takes it,
-// iowindow.go, so the agent's pipe fills and it blocks). Nothing would
-// end the turn before the store took writes again. It ends as a turn
-// whose output the owner could not store does: storage_full, its end
-// held. The caller holds sess.mu.
-func (sess *session) endStarved(ctx context.Context) {
-	sess.lg.Warn("the store refuses writes and the turn's agent is silent: ending the turn", events.LogKeyTurn, sess.turn.id)
-	sess.abortTurn(ctx, ioPos{}, events.OutcomeFailed, events.Errorf(events.CodeStorageFull,
-		"the NATS store refuses writes: the agent's output cannot be stored; free space, or raise JetStream's store limit"))
-}
+// errStarved is the failure of a turn its owner ended as starving.
+var errStarved = events.Errorf(events.CodeStorageFull,
+	"the NATS store refuses writes: the agent's output cannot be stored; free space, or raise JetStream's store limit")
 
 // storeRetry is how often an owner holding a turn's end tries to store
 // it, and tells the turn's waiters that it ended.
@@ -91,13 +86,13 @@ func (sess *session) hold(ctx context.Context, t *turn, entry eventlog.Entry, re
 	sess.svc.m.heldEnds.Inc()
 	sess.lg.Warn("the store refuses writes: the turn ended, its end held until the store takes it",
 		events.LogKeyTurn, t.id, "outcome", outcome)
-	sess.announceHeld()
-	sess.retryHeld(h)
+	h.announce(sess)
+	h.retry(sess)
 }
 
-// retryHeld tries to store h after storeRetry, and again after each
-// failure, while h is the session's held end.
-func (sess *session) retryHeld(h *heldEnd) {
+// retry tries to store h after storeRetry, and again after each failure,
+// while h is sess's held end.
+func (h *heldEnd) retry(sess *session) {
 	h.timer = sess.svc.life.afterFunc(storeRetry, func(ctx context.Context) {
 		sess.mu.Lock()
 		defer sess.mu.Unlock()
@@ -105,8 +100,8 @@ func (sess *session) retryHeld(h *heldEnd) {
 			return
 		}
 		if err := sess.storeHeld(ctx); err != nil && sess.held == h {
-			sess.announceHeld()
-			sess.retryHeld(h)
+			h.announce(sess)
+			h.retry(sess)
 		}
 	})
 }
@@ -122,24 +117,25 @@ func (sess *session) storeHeld(ctx context.Context) error {
 	if _, err := sess.write(ctx, []eventlog.Entry{h.entry}); err != nil {
 		return err
 	}
-	sess.dropHeld()
+	h.drop(sess)
 	sess.finished(ctx, h.t, h.rec, h.outcome, h.stopReason, h.failure)
 	sess.lg.Info("the store takes writes again: the held end of a turn is stored", events.LogKeyTurn, h.t.id)
 	return nil
 }
 
-// dropHeld forgets the held end: stored, or left to the next owner.
-func (sess *session) dropHeld() {
-	if h := sess.held; h != nil {
+// drop forgets h, sess's held end (h may be nil: none): stored, or left
+// to the next owner.
+func (h *heldEnd) drop(sess *session) {
+	if h != nil {
 		h.timer.Stop()
 		sess.held = nil
 		sess.svc.m.heldEnds.Dec()
 	}
 }
 
-// announceHeld tells the held turn's waiters that it ended, and how.
-func (sess *session) announceHeld() {
-	h := sess.held
+// announce tells the waiters of h's turn, of sess, that it ended, and
+// how.
+func (h *heldEnd) announce(sess *session) {
 	v := &events.TurnEndUnrecorded{SessionID: string(sess.sid), TurnID: h.t.id, Outcome: h.outcome}
 	if h.failure != nil {
 		v.Error = h.failure.Response()
