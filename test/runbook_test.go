@@ -77,6 +77,7 @@ var runbookChecks = []runbookCheck{
 	{pattern: `server list$`, want: []string{`\bn1\b`, `\bn2\b`, `\bn3\b`}},
 	{pattern: `server report jetstream$`, want: []string{`\bn1\b`, `\bn2\b`, `\bn3\b`}},
 	{pattern: `^nats stream info ACP_LOG$`, want: []string{`Cluster Information`, `Leader: n\d`, `acp\.log\.>`}},
+	{pattern: `^nats account info$`, want: []string{`Storage`}},
 	{pattern: `^nats stream report$`, want: []string{`ACP_LOG`, `ACP_IO`, `KV_ACP_SESSIONS`, `KV_ACP_OWNERS`}},
 	{pattern: `^nats server check stream --stream [A-Z_]+ `, want: []string{`OK`}, poll: true},
 	{pattern: `server check meta `, want: []string{`OK`}, poll: true},

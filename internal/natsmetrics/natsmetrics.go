@@ -147,7 +147,7 @@ func NewStreams(nc *nats.Conn, timeout time.Duration) (*Streams, error) {
 		lagMax:     prometheus.NewDesc("acp_stream_replica_lag_max", "The largest follower lag of the stream, in operations behind the leader (max of Cluster.Replicas[].Lag); 0 without followers.", s, nil),
 		leader:     prometheus.NewDesc("acp_stream_leader_present", "1 if the stream has a leader (its info names one, or a single server without cluster info answered), else 0: the info names no leader, or did not come within the scrape's timeout (a replicated stream without a leader does not answer). Absent for a stream that does not exist.", s, nil),
 		storeBytes: prometheus.NewDesc("acp_jetstream_store_bytes", "The file store the account's streams use (JetStream account info Store), read at scrape: with acp_jetstream_store_limit_bytes, how near the store is to refusing writes (storage_full).", nil, nil),
-		storeLimit: prometheus.NewDesc("acp_jetstream_store_limit_bytes", "The account's file store limit (account info Limits.MaxStore), read at scrape; absent when the account has none (the server's max_file_store then bounds it, which /jsz shows).", nil, nil),
+		storeLimit: prometheus.NewDesc("acp_jetstream_store_limit_bytes", "The account's file store limit (account info Limits.MaxStore), read at scrape; 0 when the account has none (the server's max_file_store then bounds it, which /jsz shows).", nil, nil),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "acp_stream_info_errors_total",
 			Help: "Stream (or account) info requests of a scrape that failed or timed out: that scrape then has no size, consumer or replica series for the stream (and acp_stream_leader_present 0 unless the stream does not exist).",
@@ -195,9 +195,7 @@ func (c *Streams) Collect(ch chan<- prometheus.Metric) {
 	wg.Wait()
 	if account != nil {
 		ch <- prometheus.MustNewConstMetric(c.storeBytes, prometheus.GaugeValue, float64(account.Store))
-		if account.Limits.MaxStore > 0 {
-			ch <- prometheus.MustNewConstMetric(c.storeLimit, prometheus.GaugeValue, float64(account.Limits.MaxStore))
-		}
+		ch <- prometheus.MustNewConstMetric(c.storeLimit, prometheus.GaugeValue, float64(max(account.Limits.MaxStore, 0)))
 	}
 	for i, info := range infos {
 		name := names[i]
