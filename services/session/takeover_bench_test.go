@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,11 @@ import (
 	"skein.dev/services/session"
 )
 
+// benchWait bounds each wait of BenchmarkTakeover: its thousand sessions'
+// claims take seconds on an idle machine, and many times that on a loaded
+// one, where the test suite's PollTimeout is too short.
+const benchWait = 5 * time.Minute
+
 // BenchmarkTakeover measures how long a surviving session service replica
 // takes to take over sessions=N sessions, each with a turn running (the
 // test agent sleeps mid-turn), after their owner dies. Death is the
@@ -30,14 +36,13 @@ import (
 // log, the runner asked, ACP_IO followed again).
 //
 // One iteration is one death: a new survivor starts and settles (untimed:
-// its start-up claims find every lease held), the current owner dies, and the clock stops when the survivor has taken over all N
-// turns. takeover-s (and ns/op) therefore include waiting out the TTL;
-// claim-s is the time from the survivor's first takeover to its last.
-// benchWait bounds each wait of BenchmarkTakeover: its thousand sessions'
-// claims take seconds on an idle machine, and many times that on a loaded
-// one, where the test suite's PollTimeout is too short.
-const benchWait = 5 * time.Minute
-
+// its start-up claims find the leases held), the current owner dies, and
+// the clock stops when the survivor has taken over all N turns.
+// takeover-s (and ns/op) therefore include waiting out the TTL; claim-s
+// is the time from the survivor's first takeover to its last. On a
+// machine so loaded that the owner renews later than the TTL, the
+// survivor takes some turns before the death (early-takeovers, per
+// iteration; 0 on an idle machine), and the figures cover the rest.
 func BenchmarkTakeover(b *testing.B) {
 	const ttl = time.Second
 	for _, n := range []int{1000} {
@@ -90,34 +95,46 @@ func BenchmarkTakeover(b *testing.B) {
 			}
 
 			var total, claim time.Duration
+			var early float64
 			for b.Loop() {
 				b.StopTimer()
 				survivor := startReplica(b, natstest.Connect(b, ns), cfg, lg)
-				// Its start-up claims find every lease held by a live owner.
-				var held float64
+				// Its start-up claims find every lease held by a live
+				// owner, or, on a machine loaded enough that the owner's
+				// renewals come later than the one-second TTL, free: the
+				// survivor then takes those turns before the owner dies,
+				// and the figures cover the rest (early-takeovers says
+				// how many).
+				var held, acquired float64
 				if err := testutil.PollWithin(ctx, benchWait, "the survivor's start-up claims", func() (bool, error) {
 					held = testutil.Metric(b, survivor.reg, "acp_session_owner_leases_total", "event", "held_elsewhere")
-					return held == float64(n), nil
+					acquired = testutil.Metric(b, survivor.reg, "acp_session_owner_leases_total", "event", "acquired")
+					return held+acquired >= float64(n), nil
 				}); err != nil {
-					b.Fatalf("%v: %v of %d leases found held", err, held, n)
+					b.Fatalf("%v: of %d leases, %v found held and %v acquired; claims skipped: %s; leases of the owner: %s; projected sessions: %d",
+						err, n, held, acquired, claimsSkipped(b, survivor.reg), leaseEvents(b, owner.reg), projected(b, h.js))
 				}
+				taken0 := testutil.Metric(b, survivor.reg, "acp_session_takeovers_total")
+				early += taken0
 				b.StartTimer()
 				died := time.Now()
 				owner.die()
 				var first time.Time
+				var taken float64
 				if err := testutil.PollWithin(ctx, benchWait, "the survivor to take every turn over", func() (bool, error) {
-					taken := testutil.Metric(b, survivor.reg, "acp_session_takeovers_total")
-					if taken > 0 && first.IsZero() {
+					taken = testutil.Metric(b, survivor.reg, "acp_session_takeovers_total")
+					if taken > taken0 && first.IsZero() {
 						first = time.Now()
 					}
-					return taken == float64(n), nil
+					return taken >= float64(n), nil
 				}); err != nil {
-					b.Fatal(err)
+					b.Fatalf("%v: %v of %d turns taken over (%v before the owner died)", err, taken, n, taken0)
 				}
 				claim += time.Since(first)
 				total += time.Since(died)
 				owner = survivor
 			}
+			b.ReportMetric(early/float64(b.N), "early-takeovers")
 			b.ReportMetric(total.Seconds()/float64(b.N), "takeover-s")
 			b.ReportMetric(claim.Seconds()/float64(b.N), "claim-s")
 			b.ReportMetric(float64(n)/(claim.Seconds()/float64(b.N)), "claims/s")
@@ -169,4 +186,40 @@ func startBenchRunner(b *testing.B, connect func() *nats.Conn, n int, lg *slog.L
 	}
 	runStoppable(b, "runner", runner)
 	return &harness{nc: nc, js: js}
+}
+
+// claimsSkipped lists reg's claims skipped, by reason.
+func claimsSkipped(tb testing.TB, reg prometheus.Gatherer) string {
+	var out []string
+	for _, reason := range []string{"idle", "owned", "unreadable", "failed"} {
+		out = append(out, fmt.Sprintf("%s %v", reason, testutil.Metric(tb, reg, "acp_session_claims_skipped_total", "reason", reason)))
+	}
+	return strings.Join(out, ", ")
+}
+
+// projected counts the sessions in the ACP_SESSIONS projection: those a
+// replica's start-up claims list.
+func projected(tb testing.TB, js jetstream.JetStream) int {
+	kv, err := js.KeyValue(tb.Context(), events.BucketSessions)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	keys, err := kv.ListKeys(tb.Context())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n := 0
+	for range keys.Keys() {
+		n++
+	}
+	return n
+}
+
+// leaseEvents lists reg's owner lease events.
+func leaseEvents(tb testing.TB, reg prometheus.Gatherer) string {
+	var out []string
+	for _, event := range []string{"acquired", "held_elsewhere", "renewed", "renew_failed", "lost", "evicted"} {
+		out = append(out, fmt.Sprintf("%s %v", event, testutil.Metric(tb, reg, "acp_session_owner_leases_total", "event", event)))
+	}
+	return strings.Join(out, ", ")
 }
