@@ -80,6 +80,11 @@ func TestAwaitServingAfterRestore(t *testing.T) {
 		if err := natstest.RestoreStream(ctx, nc, b); err != nil {
 			t.Fatal(err)
 		}
+		str, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: snapshot of %d bytes, state %s; restored: %d records, last %d", name, len(b.Data), b.State, str.CachedInfo().State.Msgs, str.CachedInfo().State.LastSeq)
 	}
 
 	lacking := 0
