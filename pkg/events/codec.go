@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"skein.dev/pkg/events/internal/msgpackcheck"
 )
 
 // CodecVersion is the "v" of every payload Marshal writes. See the package
@@ -167,8 +169,8 @@ func appendStr(b []byte, s string) []byte {
 // variant it names. An undecodable payload, an unknown version or an unknown
 // variant is an *Error with CodeInvalidPayload.
 //
-// The payload must be exactly one msgpack value, with containers nested at
-// most maxDepth deep (see checkMsgpack). Unmarshal checks that before
+// The payload must be exactly one msgpack value, with containers nested
+// at most msgpackcheck.MaxDepth deep. Unmarshal checks that before
 // decoding, because the msgpack library decodes recursively: without the
 // check, an 8 MiB payload of nested arrays overflows the goroutine stack,
 // which kills the process, and each MiB below that costs half a second.
@@ -180,7 +182,7 @@ func Unmarshal(data []byte) (Variant, error) {
 // before its body is decoded, so that a union field never decodes (and never
 // recurses into) a variant that it would then reject.
 func unmarshal(data []byte, member func(Variant) error) (Variant, error) {
-	if err := checkMsgpack(data); err != nil {
+	if err := msgpackcheck.Check(data); err != nil {
 		return nil, Errorf(CodeInvalidPayload, "decode envelope: %v", err)
 	}
 	w, ok := envelope(data)
@@ -219,7 +221,7 @@ func unmarshal(data []byte, member func(Variant) error) (Variant, error) {
 
 // envelope reads the envelope of a payload laid out exactly as Marshal
 // writes it (a map of v, type and body, in that order), without decoding
-// it: the body is the rest of data, which checkMsgpack found to be one
+// it: the body is the rest of data, which msgpackcheck.Check found to be one
 // value. Any other layout, valid or not, is left to the msgpack decoder
 // (ok false). The general decode copies the body out (msgpack.RawMessage)
 // after skipping over it, which made the envelope cost as much as the

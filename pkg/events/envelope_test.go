@@ -8,10 +8,12 @@ import (
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"skein.dev/pkg/events/internal/msgpackcheck"
 )
 
 // FuzzEnvelope checks envelope against the general decode: on any payload
-// checkMsgpack accepts, an envelope it reads must be the one the msgpack
+// msgpackcheck.Check accepts, an envelope it reads must be the one the msgpack
 // decoder reads, and every payload Marshal writes must take its path.
 func FuzzEnvelope(f *testing.F) {
 	for _, v := range []Variant{
@@ -33,7 +35,7 @@ func FuzzEnvelope(f *testing.F) {
 	f.Add([]byte("\x83\xa1v\x01\xa4type\xa1X\xa4body"))
 	f.Add([]byte("\x83\xa1v\x01\xa4type\xd9\x01X\xa4body\xc0"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if checkMsgpack(data) != nil {
+		if msgpackcheck.Check(data) != nil {
 			return
 		}
 		w, ok := envelope(data)

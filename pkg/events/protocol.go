@@ -96,16 +96,24 @@ type AcpListAgentsResponse struct {
 // The durable session API.
 
 type AcpOpenSessionRequest struct {
-	SessionID              *string `msgpack:"sessionId,omitempty"`
-	Agent                  string  `msgpack:"agent"`
-	Cwd                    *string `msgpack:"cwd,omitempty"`
-	AdditionalDirectories  JSON    `msgpack:"additionalDirectories,omitempty"`
-	Env                    JSON    `msgpack:"env,omitempty"`
-	McpServers             JSON    `msgpack:"mcpServers,omitempty"`
-	PermissionPolicy       *string `msgpack:"permissionPolicy,omitempty"`
-	SkipOsInstructions     *bool   `msgpack:"skipOsInstructions,omitempty"`
-	AdditionalInstructions *string `msgpack:"additionalInstructions,omitempty"`
-	InputPolicy            *string `msgpack:"inputPolicy,omitempty"` // Skein extension (input.go)
+	SessionID              *string    `msgpack:"sessionId,omitempty"`
+	Agent                  string     `msgpack:"agent"`
+	Cwd                    *string    `msgpack:"cwd,omitempty"`
+	AdditionalDirectories  JSON       `msgpack:"additionalDirectories,omitempty"`
+	Env                    JSON       `msgpack:"env,omitempty"`
+	McpServers             JSON       `msgpack:"mcpServers,omitempty"`
+	PermissionPolicy       *string    `msgpack:"permissionPolicy,omitempty"`
+	SkipOsInstructions     *bool      `msgpack:"skipOsInstructions,omitempty"`
+	AdditionalInstructions *string    `msgpack:"additionalInstructions,omitempty"`
+	InputPolicy            *string    `msgpack:"inputPolicy,omitempty"` // Skein extension (input.go)
+	Placement              *Placement `msgpack:"placement,omitempty"`   // Skein extension
+}
+
+// Placement pins a session to one runner: named, or the least loaded of
+// those with every label given. The session never moves off it.
+type Placement struct {
+	Runner *string           `msgpack:"runner,omitempty"`
+	Labels map[string]string `msgpack:"labels,omitempty"`
 }
 
 type AcpGetDurableSessionRequest struct {

@@ -26,6 +26,8 @@ type SessionOpened struct {
 	// InputPolicy is InputPolicyDecline, or "" for the default: a person
 	// answers input requests (InputPolicyAsk).
 	InputPolicy string `msgpack:"inputPolicy,omitempty"`
+	// Runner is the runner a placed session is pinned to; "" for none.
+	Runner string `msgpack:"runner,omitempty"`
 }
 
 // Permission policies (AcpOpenSessionRequest.permissionPolicy).
@@ -277,6 +279,11 @@ type RunnerInfo struct {
 	// "*"); an agent absent from it allows none. The session service
 	// refuses any other at open (workspace.CheckEnv).
 	AllowEnv AllowEnvLists `msgpack:"allowEnv,omitempty"`
+	// Labels describe the runner to placement ({"where": "laptop"}).
+	Labels map[string]string `msgpack:"labels,omitempty"`
+	// PlacedOnly: the runner hosts only sessions placed on it (an edge
+	// runner, on a developer's machine).
+	PlacedOnly bool `msgpack:"placedOnly,omitempty"`
 }
 
 // AllowEnvLists is RunnerInfo.AllowEnv: per agent ID, its allowed

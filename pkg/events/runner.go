@@ -3,27 +3,18 @@ package events
 // The conversation between the session service and an adapter-runner. The
 // runner alone speaks ACP JSON-RPC to the adapter (pkg/acp/acpwire): the
 // session service sends it typed requests on RunnerSubject, and reads what
-// the adapter did as typed records on the session's ACP_IO subject. ACP
-// payloads inside (an update, a permission request's params, a prompt's
-// content, configuration options) stay raw JSON bytes, unchanged; no
-// JSON-RPC envelope, id or method name crosses NATS.
-//
-// ACP_IO records, in the order the runner observed them on the adapter's
-// stdout (then stderr and the exit):
-//
-//	AdapterUpdate             a session/update's update object
-//	AdapterUpdates            several, the adapter wrote them together
-//	AdapterPermissionRequest  a session/request_permission, with the runner's correlation ID
-//	AdapterPromptResult       the answer to a turn's session/prompt (or its JSON-RPC error)
-//	AcpAgentStderrEvent       a chunk of the adapter's stderr
-//	AdapterLimitHit           the adapter, or a process it spawned, met one of its limits
-//	AcpAgentExitedEvent       an exit nobody asked for
-//
-// Every record carries HeaderProcessID (the process it came from) and
-// HeaderRecord. Other agent-to-client requests (fs/*, terminal/*, ...) are
+// the adapter did as typed records on the session's ACP_IO subject, in the
+// order the runner observed them: AdapterUpdate (a session/update's
+// update), AdapterUpdates (several written together),
+// AdapterPermissionRequest (with the runner's correlation ID),
+// AdapterPromptResult (a turn's answer or JSON-RPC error),
+// AcpAgentStderrEvent, AdapterLimitHit (the adapter, or a process it
+// spawned, met a limit) and AcpAgentExitedEvent (an exit nobody asked
+// for). Each carries HeaderProcessID and HeaderRecord. ACP payloads inside
+// stay raw JSON bytes, unchanged; no JSON-RPC envelope, id or method name
+// crosses NATS. Other agent-to-client requests (fs/*, terminal/*, ...) are
 // answered by the runner itself (Skein advertises none of those
-// capabilities) and other notifications are not session history: neither
-// reaches ACP_IO.
+// capabilities); other notifications are not session history.
 
 // RunnerPromptRequest asks RunnerPrompt to send a turn's session/prompt to
 // the adapter. The runner acknowledges (RunnerAck) once the request is

@@ -68,6 +68,7 @@ var extraFields = map[string]string{
 	"AcpDurableSessionInfo.logSequence":    "Skein extension: the log sequence the state is as of, the gateway watch's cursor (services/gateway/watch.go)",
 	"AcpReadHistoryRequest.includeState":   "Skein extension: interleave the session's state changes among the events (sessionstate.go)",
 	"AcpOpenSessionRequest.inputPolicy":    "Skein extension: who answers the session's input requests (ACP elicitation), input.go",
+	"AcpOpenSessionRequest.placement":      "Skein extension: the runner, or the labels of the runner, a session is pinned to (edge runners; services/session/placement.go)",
 }
 
 // extraMembers allows Go variants to join a union of the schema, keyed

@@ -169,6 +169,14 @@ type Config struct {
 	// lets a session work in the root itself or in another namespace's
 	// directory.
 	WorkspaceGrants workspace.Grants
+	// Labels describe this runner to placement: a session opened with
+	// "placement": {"labels": {...}} is pinned to a runner that has them
+	// all (flag adapter-runner.label, k=v, repeated).
+	Labels map[string]string
+	// PlacedOnly makes the runner host only sessions placed on it: an
+	// edge runner (skein runner --join) takes no session of the cluster's
+	// by default.
+	PlacedOnly bool
 	// Capacity is how many adapters this runner hosts at once; past it, a
 	// create is refused agent_unavailable ("runner r1 full: 64 of 64
 	// adapters"), so that a new session goes to another runner rather

@@ -253,7 +253,8 @@ func (r *Runner) Info() *events.RunnerInfo {
 	r.mu.Lock()
 	load := len(r.procs)
 	r.mu.Unlock()
-	info := &events.RunnerInfo{ID: r.cfg.ID, Capacity: uint32(r.cfg.Capacity), Load: uint32(load)}
+	info := &events.RunnerInfo{ID: r.cfg.ID, Capacity: uint32(r.cfg.Capacity), Load: uint32(load),
+		Labels: r.cfg.Labels, PlacedOnly: r.cfg.PlacedOnly}
 	for _, a := range r.agents {
 		info.Agents = append(info.Agents, events.AcpAgentEntry{ID: a.ID, Installed: installed(a), AdapterEntrypoint: a.Command})
 		if len(a.AllowEnv) > 0 {

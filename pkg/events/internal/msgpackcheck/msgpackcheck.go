@@ -1,4 +1,6 @@
-package events
+// Package msgpackcheck checks untrusted msgpack before the library
+// decodes it: events.Unmarshal's first step.
+package msgpackcheck
 
 import (
 	"encoding/binary"
@@ -6,18 +8,18 @@ import (
 	"fmt"
 )
 
-// maxDepth bounds how deeply the containers of a payload may nest. The
+// MaxDepth bounds how deeply the containers of a payload may nest. The
 // deepest payload Skein writes is an AcpHistoryPageResponse: envelope, body,
 // events, entry, nested event envelope, its body, six levels. The rest is
 // room for fields a newer writer adds. The limit keeps a hostile payload
 // from driving the (recursive) decoder into a stack overflow, which no
 // recover can catch.
-const maxDepth = 32
+const MaxDepth = 32
 
 var errTruncated = errors.New("msgpack: truncated")
 
-// checkMsgpack reports whether data is exactly one well-formed msgpack value
-// whose containers nest at most maxDepth deep and never declare more items
+// Check reports whether data is exactly one well-formed msgpack value
+// whose containers nest at most MaxDepth deep and never declare more items
 // than there are bytes left to hold them (every item takes at least one
 // byte). It allocates nothing and does not recurse.
 //
@@ -29,10 +31,10 @@ var errTruncated = errors.New("msgpack: truncated")
 // untrusted bytes could allocate gigabytes for a few bytes of input.
 // Unmarshal is safe from that today only because it skips over the body
 // (which reads every item) before decoding it.
-func checkMsgpack(data []byte) error {
+func Check(data []byte) error {
 	// open[d] is the number of items still expected at depth d; depth 0
 	// is the top level, which expects exactly one value.
-	var open [maxDepth + 1]uint64
+	var open [MaxDepth + 1]uint64
 	open[0] = 1
 	depth := 0
 	i := 0
@@ -119,8 +121,8 @@ func checkMsgpack(data []byte) error {
 		if items > left {
 			return fmt.Errorf("msgpack: container at offset %d declares %d items in %d bytes", at, items, left)
 		}
-		if depth == maxDepth {
-			return fmt.Errorf("msgpack: containers nested more than %d deep", maxDepth)
+		if depth == MaxDepth {
+			return fmt.Errorf("msgpack: containers nested more than %d deep", MaxDepth)
 		}
 		depth++
 		open[depth] = items

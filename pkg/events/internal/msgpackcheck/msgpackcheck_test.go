@@ -1,7 +1,6 @@
-package events
+package msgpackcheck
 
-// An internal test: checkMsgpack is unexported, and its oracle is the
-// msgpack library itself.
+// Check's oracle is the msgpack library itself.
 
 import (
 	"bytes"
@@ -21,7 +20,7 @@ func TestCheckMsgpack(t *testing.T) {
 		{"nil", []byte{0xc0}, true},
 		{"empty map", []byte{0x80}, true},
 		{"map", []byte{0x81, 0xa1, 'a', 0x01}, true},
-		{"nested arrays at the limit", append(bytes.Repeat([]byte{0x91}, maxDepth), 0xc0), true},
+		{"nested arrays at the limit", append(bytes.Repeat([]byte{0x91}, MaxDepth), 0xc0), true},
 		{"bin8", []byte{0xc4, 0x02, 0x00, 0xff}, true},
 		{"fixext4", []byte{0xd6, 0x01, 0, 0, 0, 0}, true},
 		{"ext8", []byte{0xc7, 0x01, 0x05, 0xaa}, true},
@@ -34,23 +33,23 @@ func TestCheckMsgpack(t *testing.T) {
 		{"truncated length", []byte{0xc5, 0x01}, false},
 		{"truncated uint64", []byte{0xcf, 0, 0}, false},
 		{"truncated ext8", []byte{0xc7, 0x01, 0x05}, false},
-		{"nested one too deep", append(bytes.Repeat([]byte{0x91}, maxDepth+1), 0xc0), false},
+		{"nested one too deep", append(bytes.Repeat([]byte{0x91}, MaxDepth+1), 0xc0), false},
 		{"array32 bomb", []byte{0xdd, 0xff, 0xff, 0xff, 0xff, 0xc0}, false},
 		{"map32 bomb", []byte{0xdf, 0x80, 0x00, 0x00, 0x00, 0xc0, 0xc0}, false},
 		{"bin32 bomb", []byte{0xc6, 0xff, 0xff, 0xff, 0xff}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := checkMsgpack(tt.in); (err == nil) != tt.ok {
-				t.Errorf("checkMsgpack(%x) = %v, want ok %v", tt.in, err, tt.ok)
+			if err := Check(tt.in); (err == nil) != tt.ok {
+				t.Errorf("Check(%x) = %v, want ok %v", tt.in, err, tt.ok)
 			}
 		})
 	}
 }
 
-// FuzzCheckMsgpack: whatever checkMsgpack accepts, the msgpack library
+// FuzzCheckMsgpack: whatever Check accepts, the msgpack library
 // reads as exactly one value that spans all of the input. And whatever the
-// library reads that way, checkMsgpack accepts unless it nests too deep or
+// library reads that way, Check accepts unless it nests too deep or
 // its counts are implausible, which the library does not check.
 func FuzzCheckMsgpack(f *testing.F) {
 	for _, v := range []any{nil, 1, -1, 1.5, "s", []byte{1}, []any{1, "a"}, map[string]any{"a": []int{1}}, []any{[]any{[]any{}}}} {
@@ -62,16 +61,16 @@ func FuzzCheckMsgpack(f *testing.F) {
 	}
 	f.Add([]byte{0xdd, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		err := checkMsgpack(data)
+		err := Check(data)
 		r := bytes.NewReader(data) // an io.ByteScanner: the decoder reads it unbuffered
 		skipErr := msgpack.NewDecoder(r).Skip()
 		rest := r.Len()
 		libOK := skipErr == nil && rest == 0
 		if err == nil && !libOK {
-			t.Fatalf("checkMsgpack(%x) = nil, but the library: %v with %d bytes left", data, skipErr, rest)
+			t.Fatalf("Check(%x) = nil, but the library: %v with %d bytes left", data, skipErr, rest)
 		}
 		if err != nil && libOK && !strings.Contains(err.Error(), "nested") && !strings.Contains(err.Error(), "declares") {
-			t.Fatalf("checkMsgpack(%x) = %v, but the library reads it", data, err)
+			t.Fatalf("Check(%x) = %v, but the library reads it", data, err)
 		}
 	})
 }
