@@ -256,6 +256,7 @@ func (s *Service) renewAll(ctx context.Context, wait time.Duration) (failed int)
 	for i, r := range inflight {
 		select {
 		case ack := <-r.ack.Ok():
+			s.renewedAt.Store(time.Now().UnixNano())
 			if !r.sess.lease.CompareAndSwap(r.rev, ack.Sequence) {
 				// Given up while the renewal flew: give it up again.
 				_ = s.owners.Delete(ctx, r.sess.key(), jetstream.LastRevision(ack.Sequence))
@@ -278,6 +279,28 @@ func (s *Service) renewAll(ctx context.Context, wait time.Duration) (failed int)
 		}
 	}
 	return failed
+}
+
+// judges reports whether this replica may find another process gone on
+// the strength of its own observations (a runner that does not answer its
+// pings, runnerliveness.go): it holds no lease, so it would end nothing,
+// or one of its lease renewals was acknowledged within a renewal period
+// (and a retry) before since. A replica cut off from the majority (a
+// partition of its node, or of its connection) sees every runner fall
+// silent; ending their turns adapter_exited would fail turns whose
+// adapters are working, for a fault of its own.
+func (s *Service) judges(since time.Time) bool {
+	held := false
+	for _, sess := range s.loaded() {
+		if sess.lease.Load() != 0 {
+			held = true
+			break
+		}
+	}
+	if !held {
+		return true
+	}
+	return s.renewedAt.Load() >= since.Add(-s.cfg.OwnerTTL/3-renewRetry).UnixNano()
 }
 
 // stepDown drops the session from this replica after its lease at rev was

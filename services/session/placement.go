@@ -49,6 +49,9 @@ type runnerDirectory struct {
 	// arrived meanwhile (heard, when set).
 	gone  func(ctx context.Context, id events.RunnerID)
 	heard *heardFrom
+	// judges, when set, says whether this replica may find a runner gone
+	// (runnerliveness.go): not while it is cut off from the majority.
+	judges func(since time.Time) bool
 	// m, when set, is told how many runners there are and how much room
 	// they have after each change.
 	m *metrics
@@ -63,11 +66,11 @@ type runnerDirectory struct {
 // watchRunners returns a directory kept current by a watch that runs, in
 // bg, until ctx is done; so do the checks of runners that lose their
 // heartbeat, which ping them over nc.
-func watchRunners(ctx context.Context, bg *sync.WaitGroup, kv jetstream.KeyValue, nc *nats.Conn, lg *slog.Logger, m *metrics, checks *prometheus.CounterVec, gone func(context.Context, events.RunnerID), heard *heardFrom) (*runnerDirectory, error) {
+func watchRunners(ctx context.Context, bg *sync.WaitGroup, kv jetstream.KeyValue, nc *nats.Conn, lg *slog.Logger, m *metrics, checks *prometheus.CounterVec, gone func(context.Context, events.RunnerID), heard *heardFrom, judges func(time.Time) bool) (*runnerDirectory, error) {
 	d := &runnerDirectory{kv: kv, pinger: natsPinger{nc}, lg: lg, bg: bg, runners: map[string]*events.RunnerInfo{},
 		instances: map[string]string{}, learning: map[string]bool{}, checking: map[string]bool{},
 		seen: map[string]time.Time{}, late: map[string]bool{},
-		gone: gone, heard: heard, m: m, checks: checks}
+		gone: gone, heard: heard, judges: judges, m: m, checks: checks}
 	w, err := kv.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("watch runners: %w", err)

@@ -112,11 +112,24 @@ func (d *runnerDirectory) checkRunner(ctx context.Context, id string) {
 		delete(d.checking, id)
 		d.mu.Unlock()
 	}()
-	for warned := false; ; {
+	for warned, unsure := false, false; ; {
 		start := time.Now()
 		if !d.answers(ctx, id) && (d.heard == nil || !d.heard.since(events.RunnerID(id), start)) {
 			if ctx.Err() != nil {
 				return
+			}
+			if d.judges != nil && !d.judges(start) {
+				// Silence heard from behind a partition proves nothing.
+				if !unsure {
+					d.lg.Warn("runner lost its heartbeat and does not answer, but this replica's own writes are not acknowledged: no verdict until they are", events.LogKeyRunner, id)
+					unsure = true
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(runnerRecheck):
+				}
+				continue
 			}
 			d.checks.WithLabelValues(verdictGone).Inc()
 			d.lg.Warn("runner lost its heartbeat and does not answer; its adapters are gone", events.LogKeyRunner, id)

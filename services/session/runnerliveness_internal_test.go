@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -89,6 +90,49 @@ func TestRunnerHeardFromIsNotGone(t *testing.T) {
 		}
 		if got := testutil.ToFloat64(checks.WithLabelValues(verdictGone)); got != 1 {
 			t.Errorf("checks that found the runner gone = %v, want 1", got)
+		}
+	})
+}
+
+// A replica whose own writes go unacknowledged (cut off from the majority)
+// gives no verdict on a runner that does not answer: from behind a
+// partition, every runner falls silent. Once its writes are acknowledged
+// again, the next check finds the runner gone. Found by
+// TestClusterPartitions: a session service on a partitioned node ended a
+// working adapter's turn adapter_exited.
+func TestRunnerNotJudgedFromBehindAPartition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		checks := newRunnerChecks(prometheus.NewRegistry())
+		gone := make(chan events.RunnerID, 1)
+		var bg sync.WaitGroup
+		var quorate atomic.Bool
+		d := &runnerDirectory{pinger: unanswered{}, lg: slog.New(slog.DiscardHandler), bg: &bg,
+			runners: map[string]*events.RunnerInfo{}, instances: map[string]string{"r9": "no-such-instance"},
+			learning: map[string]bool{}, checking: map[string]bool{"r9": true},
+			gone:   func(_ context.Context, id events.RunnerID) { gone <- id },
+			judges: func(time.Time) bool { return quorate.Load() }, checks: checks}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer func() {
+			cancel()
+			bg.Wait()
+		}()
+		bg.Go(func() { d.checkRunner(ctx, "r9") })
+
+		check := runnerPingAttempts * runnerPingWait
+		time.Sleep(3 * (check + runnerRecheck))
+		synctest.Wait()
+		select {
+		case id := <-gone:
+			t.Fatalf("runner %s counted gone by a replica whose writes are not acknowledged", id)
+		default:
+		}
+		if got := testutil.ToFloat64(checks.WithLabelValues(verdictGone)); got != 0 {
+			t.Errorf("checks that found the runner gone = %v, want 0", got)
+		}
+
+		quorate.Store(true)
+		if id := <-gone; id != "r9" {
+			t.Errorf("gone: %s, want r9", id)
 		}
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -61,6 +62,9 @@ type Service struct {
 	claimQueue chan string
 	live       liveness
 	heard      heardFrom // when each runner's output last arrived
+	// renewedAt is when a lease renewal of this replica's was last
+	// acknowledged (Unix nanoseconds): proof that it reaches the majority.
+	renewedAt atomic.Int64
 	// life is lent to NATS callbacks and timers, which have no context of
 	// their own (lifetime.go).
 	life *lifetime
@@ -132,7 +136,7 @@ func (s *Service) Run(ctx context.Context) error {
 	defer s.bg.Wait()
 	defer s.life.stop()
 	runCtx := s.life.context()
-	if s.runners, err = watchRunners(runCtx, &s.bg, runnersKV, s.nc, s.lg, s.m, s.runnerChecks, s.runnerGone, &s.heard); err != nil {
+	if s.runners, err = watchRunners(runCtx, &s.bg, runnersKV, s.nc, s.lg, s.m, s.runnerChecks, s.runnerGone, &s.heard, s.judges); err != nil {
 		return err
 	}
 
