@@ -97,7 +97,7 @@ func (r *faultRig) connectionFault(name, user string) fault {
 // for the request's first answer), new prompts work, and history reads
 // whole.
 func TestClusterFaultNodes(t *testing.T) {
-	r := startFaultRig(t)
+	r := startFaultRig(t, rigOptions{})
 	r.run(fault{
 		name:    "none",
 		inject:  func() string { return "" },
@@ -172,7 +172,7 @@ func TestClusterFaultNodes(t *testing.T) {
 		returnWithin: 30 * time.Second,
 	})
 	// Old sessions' history reads, whole, after the restart.
-	for i := range faultSessions {
+	for i := range r.sessions {
 		sid := fmt.Sprint("f", i)
 		log := eventlogtest.Audit(t, r.js, events.DefaultNamespace, events.SessionID(sid))
 		code, body := r.do(t.Context(), i, http.MethodGet, "/v1/sessions/"+sid+"/history?after=0&limit=10000", nil)

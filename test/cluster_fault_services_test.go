@@ -14,7 +14,7 @@ import (
 // turns in flight fail adapter_exited, and once it is back new prompts
 // work.
 func TestClusterFaultServices(t *testing.T) {
-	r := startFaultRig(t)
+	r := startFaultRig(t, rigOptions{})
 	for _, name := range []string{"gateway-1", "session-1", "adapter-runner-1", "history-1", "gateway-2", "session-2"} {
 		p := r.c.Service(name)
 		f := fault{

@@ -46,29 +46,47 @@ import (
 // The figures are reported, never asserted. Long: make test-long
 // (SKEIN_LONG=1).
 
-// faultSessions is how many sessions have a turn in flight at each fault.
+// faultSessions is how many sessions have a turn in flight at each fault
+// of the long tests; a quick rig (rigOptions.quick) has fewer.
 const faultSessions = 20
+
+// rigOptions say what cluster a fault rig runs.
+type rigOptions struct {
+	// sessions have a turn in flight at each fault (faultSessions when 0).
+	sessions int
+	// relayed runs every route and service connection through a relay,
+	// for partitions (cluster.Options.Relayed).
+	relayed bool
+	// quick runs in make test, not only make test-long.
+	quick bool
+	// args are extra skein serve flags per target.
+	args map[string][]string
+}
 
 // faultRig is a cluster with faultSessions sessions open, each followed
 // by an SSE viewer for the whole test.
 type faultRig struct {
-	t       *testing.T
-	c       *cluster.Cluster
-	nc      *nats.Conn // the ops user's
-	js      jetstream.JetStream
-	control string // the test agent's control dir
-	client  *http.Client
-	viewers []*sseViewer
-	phases  int // faults run so far: each put one turn in every session
+	t        *testing.T
+	c        *cluster.Cluster
+	nc       *nats.Conn // the ops user's
+	js       jetstream.JetStream
+	control  string // the test agent's control dir
+	sessions int    // with a turn in flight at each fault
+	client   *http.Client
+	viewers  []*sseViewer
+	phases   int // faults run so far: each put one turn in every session
 
 	// baseline is how long the turns took with no fault (turn durations,
 	// sorted), once the "none" phase ran: each fault's cost is beside it.
 	baseline []time.Duration
 }
 
-func startFaultRig(t *testing.T) *faultRig {
-	if !testutil.Long() {
+func startFaultRig(t *testing.T, o rigOptions) *faultRig {
+	if !o.quick && !testutil.Long() {
 		t.Skip("fault tests on a cluster of processes: make test-long (SKEIN_LONG=1)")
+	}
+	if o.sessions == 0 {
+		o.sessions = faultSessions
 	}
 	exe := skeinBin(t)
 	// The runner's adapters get a minimal environment, so the test agent
@@ -82,8 +100,11 @@ func startFaultRig(t *testing.T) *faultRig {
 	if err := os.WriteFile(agents, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := startCluster(t, cluster.Options{Sessions: 2, Gateways: 2,
-		Args: map[string][]string{cluster.Runner: {"--adapter-runner.agents=" + agents}}})
+	args := map[string][]string{cluster.Runner: {"--adapter-runner.agents=" + agents}}
+	for target, a := range o.args {
+		args[target] = append(args[target], a...)
+	}
+	c := startCluster(t, cluster.Options{Sessions: 2, Gateways: 2, Relayed: o.relayed, Args: args})
 	nc, err := nats.Connect(c.URL(cluster.UserOps), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -93,14 +114,14 @@ func startFaultRig(t *testing.T) *faultRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &faultRig{t: t, c: c, nc: nc, js: js, control: control,
+	r := &faultRig{t: t, c: c, nc: nc, js: js, control: control, sessions: o.sessions,
 		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
-	for i := range faultSessions {
+	for i := range r.sessions {
 		r.open(fmt.Sprint("f", i))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for i := range faultSessions {
+	for i := range r.sessions {
 		v := &sseViewer{sid: fmt.Sprint("f", i), seen: map[uint64]uint64{}}
 		r.viewers = append(r.viewers, v)
 		wg.Go(func() { v.run(ctx, r, i) })
@@ -275,13 +296,13 @@ func (r *faultRig) run(f fault) {
 	key := func(i int) string { return fmt.Sprintf("%s-%d", f.name, i) }
 	// Each prompt's client retries a retryable error with its key, against
 	// the other gateway first, unless the fault must not show.
-	answers := make([]answer, faultSessions)
-	retried := make([]bool, faultSessions)
-	returned := make([]time.Time, faultSessions)
+	answers := make([]answer, r.sessions)
+	retried := make([]bool, r.sessions)
+	returned := make([]time.Time, r.sessions)
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
-	for i := range faultSessions {
+	for i := range r.sessions {
 		wg.Go(func() {
 			code, body := r.prompt(pctx, i, fmt.Sprint("f", i), key(i), script(i))
 			answers[i] = answer{code, body}
@@ -292,12 +313,12 @@ func (r *faultRig) run(f fault) {
 			returned[i] = time.Now()
 		})
 	}
-	for i := range faultSessions {
+	for i := range r.sessions {
 		if err := testagent.WaitPaused(pctx, r.control, key(i)); err != nil {
 			t.Fatalf("%s: session f%d never paused: %v", f.name, i, err)
 		}
 	}
-	for i := range faultSessions {
+	for i := range r.sessions {
 		if err := testagent.Release(pctx, r.control, key(i)); err != nil {
 			t.Fatal(err)
 		}
@@ -315,7 +336,7 @@ func (r *faultRig) run(f fault) {
 	}
 	recovery, probeErr := r.probe(ctx, killed, f.gw, probe, f.name)
 	wg.Wait()
-	turns := make([]time.Duration, faultSessions)
+	turns := make([]time.Duration, r.sessions)
 	for i, at := range returned {
 		turns[i] = at.Sub(killed)
 	}
@@ -336,7 +357,7 @@ func (r *faultRig) run(f fault) {
 	// Every prompt in flight returns: its outcome, or (where the fault
 	// may show) an error it retries with its key until it gets one.
 	nretried, outcomes := 0, map[string]int{}
-	for i := range faultSessions {
+	for i := range r.sessions {
 		a := answers[i]
 		if retried[i] {
 			nretried++
@@ -375,7 +396,7 @@ func (r *faultRig) run(f fault) {
 	}
 	t.Logf("fault=%s recovery=%s inflight=%.2fs retried=%d/%d outcomes=%v settle=%.2fs turn_p50=%.2fs turn_max=%.2fs%s %s",
 		f.name, seconds(recovery, probeErr), slices.MaxFunc(returned, time.Time.Compare).Sub(killed).Seconds(),
-		nretried, faultSessions, outcomes, time.Since(settled).Seconds(),
+		nretried, r.sessions, outcomes, time.Since(settled).Seconds(),
 		turns[len(turns)/2].Seconds(), turns[len(turns)-1].Seconds(), cost, note)
 	if f.name == "none" {
 		r.baseline = turns

@@ -105,6 +105,10 @@ type Options struct {
 	// <dir>/tls (Cluster.TLS). The services and provision connect with
 	// --nats-tls-ca/cert/key, and URL gives tls:// URLs.
 	TLS bool
+	// Relayed runs every route and every service's connection through a
+	// relay the test controls, for partitions (relay.go). Not with
+	// Detach: the relays live in the starting process.
+	Relayed bool
 	// TestAgents makes every runner offer the built-in test agent as
 	// "test" and "demo" (--adapter-runner.test-agents): the cluster's
 	// tests and the walkthrough of `make cluster` talk to it.
@@ -129,7 +133,8 @@ type Cluster struct {
 	// otherwise: a client needs the CA and the client certificate.
 	TLS *TLSFiles
 
-	opts Options
+	opts   Options
+	relays *relays // Options.Relayed
 }
 
 // Start starts the nodes, waits for the cluster to be healthy, provisions
@@ -213,7 +218,12 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			}
 		}
 		args = append(append(args, c.TLS.skeinArgs()...), o.Args[target]...)
-		env := append(append([]string{"NATS_URL=" + c.URL(serviceUser[target])}, o.SkeinEnv...), o.Env[target]...)
+		natsURL, err := c.clientURL(name, serviceUser[target])
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		env := append(append([]string{"NATS_URL=" + natsURL}, o.SkeinEnv...), o.Env[target]...)
 		c.Services = append(c.Services, &Proc{Name: name, Path: o.Skein[0], Args: args, Env: env,
 			Log: filepath.Join(o.Dir, "logs", name+".log"), Ready: "skein serving", Detach: o.Detach})
 	}
@@ -274,6 +284,16 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 	for i, p := range c.RoutePorts {
 		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", p)
 	}
+	conf := filepath.Join(c.opts.ConfDir, c.TLS.nodeConf())
+	if c.opts.Relayed {
+		if err := c.startRouteRelays(); err != nil {
+			return err
+		}
+		var err error
+		if conf, err = c.relayedConf(); err != nil {
+			return err
+		}
+	}
 	for i := range 3 {
 		name := fmt.Sprintf("n%d", i+1)
 		env := []string{
@@ -282,16 +302,19 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 			"NATS_PORT=" + strconv.Itoa(c.ClientPorts[i]),
 			"NATS_HTTP_PORT=" + strconv.Itoa(c.MonitorPorts[i]),
 			"NATS_CLUSTER_PORT=" + strconv.Itoa(c.RoutePorts[i]),
-			"NATS_ROUTES=[" + strings.Join(routes, ", ") + "]",
+			"NATS_ROUTES=" + c.routesOf(i, routes),
 			// Quoted: nats-server reads an unquoted value only up to a comma.
 			"NATS_STORE_DIR=" + strconv.Quote(filepath.Join(c.Dir, "nodes", name)),
+		}
+		if c.relays != nil {
+			env = append(env, "NATS_CLUSTER_ADVERTISE="+c.relayedAdvertise(i))
 		}
 		env = append(env, c.TLS.nodeTLSEnv()...)
 		for user, v := range passwordEnv {
 			env = append(env, v+"="+c.Passwords[user])
 		}
 		c.Nodes = append(c.Nodes, &Proc{Name: name, Path: c.opts.NATSServer,
-			Args: []string{"-c", filepath.Join(c.opts.ConfDir, c.TLS.nodeConf())}, Env: env,
+			Args: []string{"-c", conf}, Env: env,
 			Log: filepath.Join(c.Dir, "logs", name+".log"), Health: fmt.Sprintf("http://127.0.0.1:%d/healthz", c.MonitorPorts[i]), Detach: c.opts.Detach})
 	}
 	for _, n := range c.Nodes {
@@ -364,6 +387,16 @@ func (c *Cluster) Node(name string) *Proc {
 func (c *Cluster) Stop() {
 	stopAll(c.Services)
 	stopAll(c.Nodes)
+	c.closeRelays()
+}
+
+// routesOf is node i's NATS_ROUTES: every node's route URL, or, relayed,
+// its relays to the others.
+func (c *Cluster) routesOf(i int, routes []string) string {
+	if c.relays != nil {
+		return c.relayedRoutes(i)
+	}
+	return "[" + strings.Join(routes, ", ") + "]"
 }
 
 func stopAll(ps []*Proc) {

@@ -33,6 +33,9 @@ type Relay struct {
 	// blackhole waits on it.
 	healed chan struct{}
 	conns  map[net.Conn]struct{}
+	// dialed are the connections to the target, by their local port: the
+	// port the target sees the client at.
+	dialed map[int]net.Conn
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -52,7 +55,7 @@ func New(target string) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Relay{ln: ln, target: target, healed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	r := &Relay{ln: ln, target: target, healed: make(chan struct{}), conns: map[net.Conn]struct{}{}, dialed: map[int]net.Conn{}}
 	r.wg.Go(r.accept)
 	return r, nil
 }
@@ -63,6 +66,15 @@ func (r *Relay) Addr() string { return r.ln.Addr().String() }
 
 // Port is the relay's port.
 func (r *Relay) Port() int { return r.ln.Addr().(*net.TCPAddr).Port }
+
+// Dialed reports whether the target sees a connection of this relay's at
+// port: the client port its monitoring (a nats-server's /connz) shows.
+func (r *Relay) Dialed(port int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.dialed[port]
+	return ok
+}
 
 // Cut closes every connection, and every new one at once, until Heal.
 func (r *Relay) Cut() {
@@ -114,6 +126,7 @@ func (r *Relay) closeConnsLocked() {
 		c.Close()
 	}
 	clear(r.conns)
+	clear(r.dialed)
 }
 
 func (r *Relay) accept() {
@@ -148,7 +161,8 @@ func (r *Relay) serve(in net.Conn) {
 		in.Close()
 		return
 	}
-	if !r.track(out) {
+	port := out.LocalAddr().(*net.TCPAddr).Port
+	if !r.track(out, port) {
 		in.Close()
 		out.Close()
 		return
@@ -159,16 +173,21 @@ func (r *Relay) serve(in net.Conn) {
 	wg.Wait()
 	r.forget(in)
 	r.forget(out)
+	r.mu.Lock()
+	delete(r.dialed, port)
+	r.mu.Unlock()
 }
 
-// track remembers c, unless the relay cut or closed meanwhile.
-func (r *Relay) track(c net.Conn) bool {
+// track remembers out, dialed from port, unless the relay cut or closed
+// meanwhile.
+func (r *Relay) track(out net.Conn, port int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.state == refused || r.closed {
 		return false
 	}
-	r.conns[c] = struct{}{}
+	r.conns[out] = struct{}{}
+	r.dialed[port] = out
 	return true
 }
 
