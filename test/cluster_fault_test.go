@@ -72,9 +72,12 @@ type faultRig struct {
 	js       jetstream.JetStream
 	control  string // the test agent's control dir
 	sessions int    // with a turn in flight at each fault
-	client   *http.Client
-	viewers  []*sseViewer
-	phases   int // faults run so far: each put one turn in every session
+	// hist records every client operation on a session, checked for
+	// linearizability after each fault (linearize_test.go).
+	hist    *opHistory
+	client  *http.Client
+	viewers []*sseViewer
+	phases  int // faults run so far: each put one turn in every session
 
 	// baseline is how long the turns took with no fault (turn durations,
 	// sorted), once the "none" phase ran: each fault's cost is beside it.
@@ -114,7 +117,7 @@ func startFaultRig(t *testing.T, o rigOptions) *faultRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &faultRig{t: t, c: c, nc: nc, js: js, control: control, sessions: o.sessions,
+	r := &faultRig{t: t, c: c, nc: nc, js: js, control: control, sessions: o.sessions, hist: newOpHistory(),
 		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
 	for i := range r.sessions {
 		r.open(fmt.Sprint("f", i))
@@ -133,6 +136,12 @@ func startFaultRig(t *testing.T, o rigOptions) *faultRig {
 // do sends a request with the admin token to gateway gw and returns the
 // status and body (0 and the error's text when there was no answer).
 func (r *faultRig) do(ctx context.Context, gw int, method, path string, body any) (int, []byte) {
+	code, b, _ := r.send(ctx, gw, method, path, body)
+	return code, b
+}
+
+// send is do, with the answer's headers.
+func (r *faultRig) send(ctx context.Context, gw int, method, path string, body any) (int, []byte, http.Header) {
 	var rd *strings.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -142,20 +151,20 @@ func (r *faultRig) do(ctx context.Context, gw int, method, path string, body any
 	}
 	req, err := http.NewRequestWithContext(ctx, method, r.c.HTTP[gw%len(r.c.HTTP)]+path, rd)
 	if err != nil {
-		return 0, []byte(err.Error())
+		return 0, []byte(err.Error()), nil
 	}
 	req.Header.Set("Authorization", "Bearer "+r.c.Token)
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return 0, []byte(err.Error())
+		return 0, []byte(err.Error()), nil
 	}
 	defer resp.Body.Close()
 	var b strings.Builder
 	_, err = bufio.NewReader(resp.Body).WriteTo(&b)
 	if err != nil {
-		return 0, []byte(err.Error())
+		return 0, []byte(err.Error()), nil
 	}
-	return resp.StatusCode, []byte(b.String())
+	return resp.StatusCode, []byte(b.String()), resp.Header
 }
 
 // open opens a session of the test agent, retrying for a minute while the
@@ -163,9 +172,11 @@ func (r *faultRig) do(ctx context.Context, gw int, method, path string, body any
 func (r *faultRig) open(sid string) {
 	r.t.Helper()
 	deadline := time.Now().Add(time.Minute)
+	call := r.hist.now()
 	for i := 0; ; i++ {
 		code, body := r.do(r.t.Context(), i, http.MethodPut, "/v1/sessions/"+sid, map[string]string{"agent": "test"})
 		if code == http.StatusOK {
+			r.hist.add(0, call, sessionOp{Session: sid, Kind: "open"}, sessionResult{Status: "ok"})
 			return
 		}
 		if time.Now().After(deadline) {
@@ -178,9 +189,10 @@ func (r *faultRig) open(sid string) {
 }
 
 // prompt posts a keyed prompt of text to sid through gateway gw.
-func (r *faultRig) prompt(ctx context.Context, gw int, sid, key, text string) (int, []byte) {
-	return r.do(ctx, gw, http.MethodPost, "/v1/sessions/"+sid+"/prompt",
+func (r *faultRig) prompt(ctx context.Context, gw int, sid, key, text string) answer {
+	code, body, h := r.send(ctx, gw, http.MethodPost, "/v1/sessions/"+sid+"/prompt",
 		map[string]any{"idempotencyKey": key, "content": []map[string]string{{"type": "text", "text": text}}})
+	return answer{code: code, body: body, turn: h.Get("X-Skein-Turn-Id")}
 }
 
 // wait waits d unless ctx ends first, and reports whether it waited: the
@@ -194,10 +206,12 @@ func wait(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// answer is what an HTTP prompt returned.
+// answer is what an HTTP prompt returned: with the turn it was accepted
+// as, when it was.
 type answer struct {
 	code int
 	body []byte
+	turn string
 }
 
 // completed reports whether a is a completed turn whose message is want:
@@ -304,15 +318,22 @@ func (r *faultRig) run(f fault) {
 	var wg sync.WaitGroup
 	for i := range r.sessions {
 		wg.Go(func() {
-			code, body := r.prompt(pctx, i, fmt.Sprint("f", i), key(i), script(i))
-			answers[i] = answer{code, body}
+			sid := fmt.Sprint("f", i)
+			call := r.hist.now()
+			answers[i] = r.prompt(pctx, i, sid, key(i), script(i))
 			if !f.strict && answers[i].retryable() && pctx.Err() == nil {
 				retried[i] = true
-				answers[i] = r.retryKeyed(pctx, i+1, fmt.Sprint("f", i), key(i), script(i))
+				answers[i] = r.retryKeyed(pctx, i+1, sid, key(i), script(i))
 			}
+			r.recordPrompt(i, call, sid, key(i), answers[i])
 			returned[i] = time.Now()
 		})
 	}
+	// A reader of every session's state for the whole fault, through
+	// both gateways, for the checked history.
+	gctx, stopGets := context.WithCancel(pctx)
+	var gets sync.WaitGroup
+	gets.Go(func() { r.readStates(gctx) })
 	for i := range r.sessions {
 		if err := testagent.WaitPaused(pctx, r.control, key(i)); err != nil {
 			t.Fatalf("%s: session f%d never paused: %v", f.name, i, err)
@@ -336,6 +357,8 @@ func (r *faultRig) run(f fault) {
 	}
 	recovery, probeErr := r.probe(ctx, killed, f.gw, probe, f.name)
 	wg.Wait()
+	stopGets()
+	gets.Wait()
 	turns := make([]time.Duration, r.sessions)
 	for i, at := range returned {
 		turns[i] = at.Sub(killed)
@@ -405,6 +428,7 @@ func (r *faultRig) run(f fault) {
 		t.Errorf("%s: no new prompt was answered after the fault: %v", f.name, probeErr)
 	}
 	r.audit(f)
+	r.hist.check(t, f.name)
 }
 
 func seconds(d time.Duration, err error) string {
@@ -419,9 +443,8 @@ func seconds(d time.Duration, err error) string {
 func (r *faultRig) retryKeyed(ctx context.Context, gw int, sid, key, text string) answer {
 	for {
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		code, body := r.prompt(actx, gw, sid, key, text)
+		a := r.prompt(actx, gw, sid, key, text)
 		cancel()
-		a := answer{code, body}
 		if !a.retryable() || !wait(ctx, 100*time.Millisecond) {
 			return a
 		}
@@ -436,9 +459,10 @@ func (r *faultRig) probe(ctx context.Context, since time.Time, gw int, sid, name
 	var last answer
 	for attempt := 0; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		code, body := r.prompt(actx, gw, sid, fmt.Sprintf("%s-%d", sid, attempt), "say probe "+name)
+		call := r.hist.now()
+		last = r.prompt(actx, gw, sid, fmt.Sprintf("%s-%d", sid, attempt), "say probe "+name)
 		cancel()
-		last = answer{code, body}
+		r.recordPrompt(r.sessions+2, call, sid, fmt.Sprintf("%s-%d", sid, attempt), last)
 		if last.completed("probe " + name) {
 			return time.Since(since), nil
 		}

@@ -260,7 +260,7 @@ func soakPrompt(ctx context.Context, client *http.Client, token, url, key, scrip
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		code, body := soakDo(ctx, client, token, http.MethodPost, url, string(b))
-		if code == http.StatusOK || !(answer{code, body}).retryable() || time.Now().After(deadline) || !wait(ctx, 100*time.Millisecond) {
+		if code == http.StatusOK || !(answer{code: code, body: body}).retryable() || time.Now().After(deadline) || !wait(ctx, 100*time.Millisecond) {
 			return code, body
 		}
 	}

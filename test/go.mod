@@ -72,6 +72,7 @@ require (
 )
 
 require (
+	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/elastic/go-seccomp-bpf v1.6.0 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/landlock-lsm/go-landlock v0.11.2 // indirect

@@ -1,0 +1,373 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"skein.dev/pkg/events"
+)
+
+// Checked histories (issue 31 §6). The fault tests record every client
+// operation on a session, with the times it was called and answered, and
+// check the history of each session with porcupine against a sequential
+// model of a session: one turn at a time; a cancel and a turn's completion
+// race, and whichever the log records first wins; a permission request
+// takes one answer; a deleted session stays deleted until it is opened
+// again. A history no order of the operations within their times explains
+// fails the test, with porcupine's visualization.
+//
+// A blocking HTTP prompt is two operations over the same interval: its
+// acceptance (a turn starts, or joins the turn of its idempotency key, or
+// is refused), and its turn's end with its outcome. Both happened while
+// the request was open, acceptance first.
+
+// sessionOp is an operation's input.
+type sessionOp struct {
+	Session string
+	Kind    string // open, prompt, await, cancel, respond, delete, get
+	Key     string // prompt: the idempotency key
+	Turn    string // await: the turn
+	Request string // respond: the permission request
+}
+
+// sessionResult is an operation's output.
+//
+//	open     ok
+//	prompt   accepted (Turn), busy, not_found
+//	await    Outcome: completed, cancelled, failed, or stop:<reason>
+//	cancel   cancelled, no_active_prompt, not_found, or ended (Outcome: the
+//	         turn ended on its own while the cancel waited)
+//	respond  accepted, not_pending, not_found
+//	delete   ok
+//	get      idle, busy (Turn: the running turn, when the answer names it),
+//	         not_found
+type sessionResult struct {
+	Status  string
+	Turn    string
+	Outcome string
+}
+
+// modelState is the model's state of one session. Steps return a new
+// one; the maps are never changed in place.
+type modelState struct {
+	exists   bool
+	running  string            // the running turn, or ""
+	key      string            // its idempotency key
+	outcomes map[string]string // turn → outcome, once ended
+	keys     map[string]string // idempotency key → turn
+	answered map[string]bool   // permission requests answered
+	deleted  map[string]bool   // turns ended by the session's deletion
+}
+
+func (s modelState) clone() modelState {
+	s.outcomes = maps.Clone(s.outcomes)
+	s.keys = maps.Clone(s.keys)
+	s.answered = maps.Clone(s.answered)
+	s.deleted = maps.Clone(s.deleted)
+	return s
+}
+
+func (s modelState) String() string {
+	return fmt.Sprintf("exists=%v running=%q key=%q outcomes=%v answered=%v", s.exists, s.running, s.key, s.outcomes, slices.Sorted(maps.Keys(s.answered)))
+}
+
+// end ends the running turn with outcome.
+func (s modelState) end(outcome string) modelState {
+	s = s.clone()
+	if s.outcomes == nil {
+		s.outcomes = map[string]string{}
+	}
+	s.outcomes[s.running] = outcome
+	s.running, s.key = "", ""
+	return s
+}
+
+// deletedOutcome: a turn the session's deletion cancelled answers as a
+// cancel's would, or with the deletion's error.
+func deletedOutcome(outcome string) bool {
+	return outcome == "cancelled" || outcome == "failed"
+}
+
+// stepSession is the model: whether a session in state s can do op with
+// result res, and the state after.
+func stepSession(s modelState, op sessionOp, res sessionResult) (bool, modelState) {
+	switch op.Kind {
+	case "open":
+		if s.exists {
+			return true, s // reopening is a no-op
+		}
+		return true, modelState{exists: true}
+	case "prompt":
+		switch res.Status {
+		case "not_found":
+			return !s.exists, s
+		case "busy":
+			return s.exists && s.running != "" && s.key != op.Key, s
+		case "accepted":
+			if !s.exists {
+				return false, s
+			}
+			if op.Key != "" && s.keys[op.Key] != "" {
+				return s.keys[op.Key] == res.Turn, s // joins its key's turn
+			}
+			if s.running != "" {
+				return false, s // two turns at once
+			}
+			if _, ended := s.outcomes[res.Turn]; ended {
+				return false, s // a turn that ended, begun again
+			}
+			s = s.clone()
+			s.running, s.key = res.Turn, op.Key
+			if op.Key != "" {
+				if s.keys == nil {
+					s.keys = map[string]string{}
+				}
+				s.keys[op.Key] = res.Turn
+			}
+			return true, s
+		}
+	case "await":
+		if s.running == op.Turn {
+			return true, s.end(res.Outcome)
+		}
+		if got, ended := s.outcomes[op.Turn]; ended {
+			return got == res.Outcome || (s.deleted[op.Turn] && deletedOutcome(res.Outcome)), s
+		}
+		return false, s
+	case "cancel":
+		switch res.Status {
+		case "not_found":
+			return !s.exists, s
+		case "no_active_prompt":
+			return s.exists && s.running == "", s
+		case "cancelled":
+			return s.running != "", s.end("cancelled")
+		case "ended":
+			return s.running != "", s.end(res.Outcome)
+		}
+	case "respond":
+		switch res.Status {
+		case "not_found":
+			return !s.exists, s
+		case "not_pending":
+			return true, s
+		case "accepted":
+			if !s.exists || s.answered[op.Request] {
+				return false, s // a second answer
+			}
+			s = s.clone()
+			if s.answered == nil {
+				s.answered = map[string]bool{}
+			}
+			s.answered[op.Request] = true
+			return true, s
+		}
+	case "delete":
+		if s.running != "" {
+			turn := s.running
+			s = s.end("cancelled")
+			if s.deleted == nil {
+				s.deleted = map[string]bool{}
+			}
+			s.deleted[turn] = true
+		}
+		s = s.clone()
+		s.exists, s.keys, s.answered = false, nil, nil
+		return true, s
+	case "get":
+		switch res.Status {
+		case "not_found":
+			return !s.exists, s
+		case "idle":
+			return s.exists && s.running == "", s
+		case "busy":
+			return s.exists && s.running != "" && (res.Turn == "" || res.Turn == s.running), s
+		}
+	}
+	return false, s
+}
+
+// sessionModel is the porcupine model: histories partitioned by session.
+var sessionModel = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		by := map[string][]porcupine.Operation{}
+		for _, op := range history {
+			sid := op.Input.(sessionOp).Session
+			by[sid] = append(by[sid], op)
+		}
+		var out [][]porcupine.Operation
+		for _, sid := range slices.Sorted(maps.Keys(by)) {
+			out = append(out, by[sid])
+		}
+		return out
+	},
+	Init: func() any { return modelState{} },
+	Step: func(state, input, output any) (bool, any) {
+		return stepSession(state.(modelState), input.(sessionOp), output.(sessionResult))
+	},
+	Equal: func(a, b any) bool { return a.(modelState).String() == b.(modelState).String() },
+	DescribeOperation: func(input, output any) string {
+		op, res := input.(sessionOp), output.(sessionResult)
+		arg := strings.TrimSpace(op.Key + " " + op.Turn + " " + op.Request)
+		out := strings.TrimSpace(res.Status + " " + res.Turn + " " + res.Outcome)
+		return fmt.Sprintf("%s(%s) → %s", op.Kind, arg, out)
+	},
+	DescribeState: func(state any) string { return state.(modelState).String() },
+}
+
+// opHistory records the operations of a test's clients.
+type opHistory struct {
+	start time.Time
+
+	mu  sync.Mutex
+	ops []porcupine.Operation
+	// unknown are sessions with an operation whose effect is unknown (no
+	// answer, nothing retried it to one): their histories are not
+	// checked, and the test says so.
+	unknown map[string]string
+	// failed: a check failed; later ones, of the same history, would
+	// only repeat it.
+	failed bool
+}
+
+func newOpHistory() *opHistory {
+	return &opHistory{start: time.Now(), unknown: map[string]string{}}
+}
+
+// now is a time of the history: nanoseconds since it began, monotonic.
+func (h *opHistory) now() int64 { return int64(time.Since(h.start)) }
+
+// add records an operation called at call and answered now, by client.
+func (h *opHistory) add(client int, call int64, op sessionOp, res sessionResult) {
+	ret := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: op, Call: call, Output: res, Return: ret})
+}
+
+// lost notes that an operation on sid had an unknown effect.
+func (h *opHistory) lost(sid, why string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.unknown[sid] = why
+}
+
+// check checks every session's history that is whole; one that does not
+// linearize fails t, and porcupine's visualization is written to a file
+// that outlives the test, whose path the failure names.
+func (h *opHistory) check(t *testing.T, name string) {
+	t.Helper()
+	h.mu.Lock()
+	if h.failed {
+		h.mu.Unlock()
+		return
+	}
+	var ops []porcupine.Operation
+	for _, op := range h.ops {
+		if _, skip := h.unknown[op.Input.(sessionOp).Session]; !skip {
+			ops = append(ops, op)
+		}
+	}
+	unknown := maps.Clone(h.unknown)
+	h.mu.Unlock()
+	for sid, why := range unknown {
+		t.Logf("%s: session %s's history is not checked: %s", name, sid, why)
+	}
+	res, info := porcupine.CheckOperationsVerbose(sessionModel, ops, time.Minute)
+	t.Logf("%s: %d operations checked for linearizability: %s", name, len(ops), res)
+	if res == porcupine.Ok {
+		return
+	}
+	h.mu.Lock()
+	h.failed = true
+	h.mu.Unlock()
+	dir, err := os.MkdirTemp("", "skein-porcupine-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name+".html")
+	if err := porcupine.VisualizePath(sessionModel, info, path); err != nil {
+		t.Errorf("%s: write the visualization: %v", name, err)
+	}
+	t.Errorf("%s: the clients' history of the sessions is not linearizable (%s): see %s", name, res, path)
+}
+
+// recordPrompt records a prompt of sid with key, called at call, that
+// answered a (after any keyed retries: one operation), by client.
+func (r *faultRig) recordPrompt(client int, call int64, sid, key string, a answer) {
+	op := sessionOp{Session: sid, Kind: "prompt", Key: key}
+	switch {
+	case a.turn != "":
+		r.hist.add(client, call, op, sessionResult{Status: "accepted", Turn: a.turn})
+		r.hist.add(client, call, sessionOp{Session: sid, Kind: "await", Turn: a.turn}, sessionResult{Outcome: a.outcome()})
+	case a.errorCode() == string(events.CodeSessionBusy):
+		r.hist.add(client, call, op, sessionResult{Status: "busy"})
+	case a.errorCode() == string(events.CodeSessionNotFound):
+		r.hist.add(client, call, op, sessionResult{Status: "not_found"})
+	default:
+		r.hist.lost(sid, fmt.Sprintf("prompt %s answered %v", key, a))
+	}
+}
+
+// outcome is the outcome of an accepted prompt's turn, as the model
+// names it.
+func (a answer) outcome() string {
+	if a.code != http.StatusOK {
+		return "failed"
+	}
+	var res struct {
+		StopReason string `json:"stopReason"`
+	}
+	_ = json.Unmarshal(a.body, &res)
+	switch res.StopReason {
+	case "end_turn":
+		return "completed"
+	case "cancelled":
+		return "cancelled"
+	}
+	return "stop:" + res.StopReason
+}
+
+// readStates reads every fault session's state, in turn, through each
+// gateway, until ctx ends, and records each answer. A read that fails has
+// no effect and is not recorded.
+func (r *faultRig) readStates(ctx context.Context) {
+	for n := 0; ctx.Err() == nil; n++ {
+		sid := fmt.Sprint("f", n%r.sessions)
+		call := r.hist.now()
+		code, body := r.do(ctx, n, http.MethodGet, "/v1/sessions/"+sid, nil)
+		var info struct {
+			State events.SessionState `json:"state"`
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(body, &info)
+		op := sessionOp{Session: sid, Kind: "get"}
+		switch {
+		case code == http.StatusOK && info.State.TurnID != "":
+			r.hist.add(r.sessions+n%2, call, op, sessionResult{Status: "busy", Turn: info.State.TurnID})
+		case code == http.StatusOK && info.State.Status == events.StatusRunning:
+			r.hist.add(r.sessions+n%2, call, op, sessionResult{Status: "busy"})
+		case code == http.StatusOK:
+			r.hist.add(r.sessions+n%2, call, op, sessionResult{Status: "idle"})
+		case code == http.StatusNotFound && info.Error.Code == string(events.CodeSessionNotFound):
+			r.hist.add(r.sessions+n%2, call, op, sessionResult{Status: "not_found"})
+		}
+		if !wait(ctx, 20*time.Millisecond) {
+			return
+		}
+	}
+}
