@@ -169,12 +169,15 @@ func (r *faultRig) send(ctx context.Context, gw int, method, path string, body a
 
 // open opens a session of the test agent, retrying for a minute while the
 // cluster cannot serve it.
-func (r *faultRig) open(sid string) {
+func (r *faultRig) open(sid string) { r.openWith(sid, map[string]string{"agent": "test"}) }
+
+// openWith is open with the request body of PUT /v1/sessions/{id}.
+func (r *faultRig) openWith(sid string, req map[string]string) {
 	r.t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	call := r.hist.now()
 	for i := 0; ; i++ {
-		code, body := r.do(r.t.Context(), i, http.MethodPut, "/v1/sessions/"+sid, map[string]string{"agent": "test"})
+		code, body := r.do(r.t.Context(), i, http.MethodPut, "/v1/sessions/"+sid, req)
 		if code == http.StatusOK {
 			r.hist.add(0, call, sessionOp{Session: sid, Kind: "open"}, sessionResult{Status: "ok"})
 			return
@@ -345,6 +348,13 @@ func (r *faultRig) run(f fault) {
 		}
 	}
 
+	// Sessions of their own take every kind of operation meanwhile.
+	mctx, stopMixed := context.WithCancel(ctx)
+	var mixed sync.WaitGroup
+	for i := range mixedSessions {
+		mixed.Go(func() { r.mixedOps(mctx, r.sessions+3+3*i, fmt.Sprintf("m-%s-%d", f.name, i)) })
+	}
+
 	killed := time.Now()
 	note := f.inject()
 	if f.runnerOn != nil && f.runnerOn() {
@@ -359,6 +369,8 @@ func (r *faultRig) run(f fault) {
 	wg.Wait()
 	stopGets()
 	gets.Wait()
+	stopMixed()
+	mixed.Wait()
 	turns := make([]time.Duration, r.sessions)
 	for i, at := range returned {
 		turns[i] = at.Sub(killed)

@@ -286,7 +286,12 @@ func (h *opHistory) check(t *testing.T, name string) {
 		t.Logf("%s: session %s's history is not checked: %s", name, sid, why)
 	}
 	res, info := porcupine.CheckOperationsVerbose(sessionModel, ops, time.Minute)
-	t.Logf("%s: %d operations checked for linearizability: %s", name, len(ops), res)
+	kinds := map[string]int{}
+	for _, op := range ops {
+		in, out := op.Input.(sessionOp), op.Output.(sessionResult)
+		kinds[in.Kind+":"+out.Status+out.Outcome]++
+	}
+	t.Logf("%s: %d operations checked for linearizability: %s %v", name, len(ops), res, kinds)
 	if res == porcupine.Ok {
 		return
 	}
@@ -341,33 +346,172 @@ func (a answer) outcome() string {
 }
 
 // readStates reads every fault session's state, in turn, through each
-// gateway, until ctx ends, and records each answer. A read that fails has
-// no effect and is not recorded.
+// gateway, until ctx ends.
 func (r *faultRig) readStates(ctx context.Context) {
 	for n := 0; ctx.Err() == nil; n++ {
-		sid := fmt.Sprint("f", n%r.sessions)
-		call := r.hist.now()
-		code, body := r.do(ctx, n, http.MethodGet, "/v1/sessions/"+sid, nil)
-		var info struct {
-			State events.SessionState `json:"state"`
-			Error struct {
-				Code string `json:"code"`
-			} `json:"error"`
-		}
-		_ = json.Unmarshal(body, &info)
-		op := sessionOp{Session: sid, Kind: "get"}
-		switch {
-		case code == http.StatusOK && info.State.TurnID != "":
-			r.hist.add(r.sessions+n%2, call, op, sessionResult{Status: "busy", Turn: info.State.TurnID})
-		case code == http.StatusOK && info.State.Status == events.StatusRunning:
-			r.hist.add(r.sessions+n%2, call, op, sessionResult{Status: "busy"})
-		case code == http.StatusOK:
-			r.hist.add(r.sessions+n%2, call, op, sessionResult{Status: "idle"})
-		case code == http.StatusNotFound && info.Error.Code == string(events.CodeSessionNotFound):
-			r.hist.add(r.sessions+n%2, call, op, sessionResult{Status: "not_found"})
-		}
+		r.readState(ctx, r.sessions+n%2, fmt.Sprint("f", n%r.sessions))
 		if !wait(ctx, 20*time.Millisecond) {
 			return
 		}
+	}
+}
+
+// readState reads sid's state through a gateway, as client, records the
+// answer, and returns the first pending permission request it names. A
+// read that fails has no effect and is not recorded.
+func (r *faultRig) readState(ctx context.Context, client int, sid string) string {
+	call := r.hist.now()
+	code, body := r.do(ctx, client, http.MethodGet, "/v1/sessions/"+sid, nil)
+	var info struct {
+		State events.SessionState `json:"state"`
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(body, &info)
+	op := sessionOp{Session: sid, Kind: "get"}
+	switch {
+	case code == http.StatusOK && info.State.TurnID != "":
+		r.hist.add(client, call, op, sessionResult{Status: "busy", Turn: info.State.TurnID})
+	case code == http.StatusOK && info.State.Status == events.StatusRunning:
+		r.hist.add(client, call, op, sessionResult{Status: "busy"})
+	case code == http.StatusOK:
+		r.hist.add(client, call, op, sessionResult{Status: "idle"})
+	case code == http.StatusNotFound && info.Error.Code == string(events.CodeSessionNotFound):
+		r.hist.add(client, call, op, sessionResult{Status: "not_found"})
+	}
+	if len(info.State.Requests) > 0 {
+		return info.State.Requests[0].RequestID
+	}
+	return ""
+}
+
+// mixedSessions is how many sessions, besides the fault's own, take every
+// kind of operation during each fault.
+const mixedSessions = 2
+
+// mixedOps opens sid, then, until ctx ends, runs rounds of operations on
+// it from three clients (client, client+1, client+2), and deletes it. A
+// round is a keyed prompt whose turn asks a permission and then streams
+// for a moment; two clients answer the request at once (one answer is
+// accepted, the other is not pending), and one of them then cancels the
+// turn, racing its completion. After the deletion a get and a prompt must
+// find no session. Every operation is recorded; one whose answer never
+// came (retried while the answer was an error that says retry, until ctx
+// ends) leaves the session's history unchecked.
+func (r *faultRig) mixedOps(ctx context.Context, client int, sid string) {
+	r.openWith(sid, map[string]string{"agent": "test", "permissionPolicy": "ask"})
+	// A round begun is finished: its operations outlive ctx, each bounded.
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
+	defer cancel()
+	for round := 0; ctx.Err() == nil; round++ {
+		key := fmt.Sprintf("%s-r%d", sid, round)
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			call := r.hist.now()
+			a := r.retryPrompt(octx, client, sid, key, "permission c1\nstamp 5 update 40ms")
+			r.recordPrompt(client, call, sid, key, a)
+		}()
+		req := r.awaitRequest(octx, client+1, sid, ended)
+		if req != "" {
+			var answers sync.WaitGroup
+			for c := range 2 {
+				answers.Go(func() { r.respond(octx, client+1+c, sid, req) })
+			}
+			answers.Wait()
+			r.cancel(octx, client+2, sid)
+		}
+		<-ended
+	}
+	// Deleted: stays deleted.
+	call := r.hist.now()
+	if code, body := r.retryDo(octx, client, http.MethodDelete, "/v1/sessions/"+sid, nil); code != http.StatusOK {
+		r.hist.lost(sid, fmt.Sprintf("delete answered %d %s", code, body))
+		return
+	}
+	r.hist.add(client, call, sessionOp{Session: sid, Kind: "delete"}, sessionResult{Status: "ok"})
+	call = r.hist.now()
+	a := r.retryPrompt(octx, client, sid, sid+"-after", "say resurrected")
+	r.recordPrompt(client, call, sid, sid+"-after", a)
+}
+
+// retryPrompt is prompt, sent again with its key while the answer says to
+// retry and ctx lasts: one operation.
+func (r *faultRig) retryPrompt(ctx context.Context, gw int, sid, key, text string) answer {
+	for {
+		a := r.prompt(ctx, gw, sid, key, text)
+		if !a.retryable() || !wait(ctx, 100*time.Millisecond) {
+			return a
+		}
+		gw++
+	}
+}
+
+// retryDo is do, sent again while there is no answer or the answer says
+// to retry, and ctx lasts.
+func (r *faultRig) retryDo(ctx context.Context, gw int, method, path string, body any) (int, []byte) {
+	for {
+		code, b := r.do(ctx, gw, method, path, body)
+		if !(answer{code: code, body: b}).retryable() || !wait(ctx, 100*time.Millisecond) {
+			return code, b
+		}
+		gw++
+	}
+}
+
+// awaitRequest reads sid's state, each read recorded, until it names a
+// pending permission request, and returns its ID: "" when the prompt's
+// turn ended first (ended is closed) or ctx did.
+func (r *faultRig) awaitRequest(ctx context.Context, client int, sid string, ended <-chan struct{}) string {
+	for {
+		if req := r.readState(ctx, client, sid); req != "" {
+			return req
+		}
+		select {
+		case <-ended:
+			return ""
+		case <-ctx.Done():
+			return ""
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// respond answers sid's permission request req, as one operation.
+func (r *faultRig) respond(ctx context.Context, client int, sid, req string) {
+	call := r.hist.now()
+	code, body := r.retryDo(ctx, client, http.MethodPost, "/v1/sessions/"+sid+"/permissions/"+req, map[string]string{"optionId": "allow"})
+	var res struct {
+		Status string `json:"status"`
+	}
+	op := sessionOp{Session: sid, Kind: "respond", Request: req}
+	switch a := (answer{code: code, body: body}); {
+	case code == http.StatusOK && json.Unmarshal(body, &res) == nil && (res.Status == "accepted" || res.Status == "not_pending"):
+		r.hist.add(client, call, op, sessionResult{Status: res.Status})
+	case a.errorCode() == string(events.CodeSessionNotFound):
+		r.hist.add(client, call, op, sessionResult{Status: "not_found"})
+	default:
+		r.hist.lost(sid, fmt.Sprintf("answer to %s: %d %s", req, code, body))
+	}
+}
+
+// cancel cancels sid's turn, as one operation.
+func (r *faultRig) cancel(ctx context.Context, client int, sid string) {
+	call := r.hist.now()
+	code, body := r.retryDo(ctx, client, http.MethodPost, "/v1/sessions/"+sid+"/cancel", nil)
+	var res struct {
+		Status string `json:"status"`
+	}
+	op := sessionOp{Session: sid, Kind: "cancel"}
+	switch a := (answer{code: code, body: body}); {
+	case code == http.StatusOK && json.Unmarshal(body, &res) == nil && (res.Status == "cancelled" || res.Status == "no_active_prompt"):
+		r.hist.add(client, call, op, sessionResult{Status: res.Status})
+	case code == http.StatusOK && res.Status != "":
+		r.hist.add(client, call, op, sessionResult{Status: "ended", Outcome: res.Status})
+	case a.errorCode() == string(events.CodeSessionNotFound):
+		r.hist.add(client, call, op, sessionResult{Status: "not_found"})
+	default:
+		r.hist.lost(sid, fmt.Sprintf("cancel: %d %s", code, body))
 	}
 }
