@@ -357,3 +357,25 @@ func TestPinnedSessionEvictsOnItsRunner(t *testing.T) {
 		t.Fatal(r.err)
 	}
 }
+
+// A pinned session whose runner is cut off NATS, its heartbeat not yet
+// gone, does not wait for it either: the attach finds nobody to answer
+// and the prompt is agent_unavailable naming the runner, not unavailable
+// to retry elsewhere.
+func TestPinnedSessionRunnerCutOff(t *testing.T) {
+	h := startRig(t, session.Config{})
+	if err := h.open(t, "cut", events.AcpOpenSessionRequest{Placement: onRunner("r1")}); err != nil {
+		t.Fatal(err)
+	}
+	h.unload(t, "cut")
+	h.partitionRunner()
+	h.startRunner("r2") // another runner with the agent, which the session must not use
+	_, err := h.prompt(t.Context(), "cut", "", "say where")
+	if e := events.AsError(err); e == nil || e.Code != events.CodeAgentUnavailable || !strings.Contains(e.Message, "runner r1 ") ||
+		!strings.HasSuffix(e.Message, "session cut is pinned to it") {
+		t.Errorf("prompt with r1 cut off = %v, want agent_unavailable naming r1 and the pin", err)
+	}
+	if n, err := h.countCtl(t.Context(), "cut", "AdapterAttached"); err != nil || n != 1 {
+		t.Errorf("cut has %d AdapterAttached records (%v), want only the open's", n, err)
+	}
+}
