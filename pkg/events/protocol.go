@@ -90,7 +90,20 @@ type AcpAgentEntry struct {
 }
 
 type AcpListAgentsResponse struct {
-	Agents []AcpAgentEntry `msgpack:"agents"`
+	Agents  []AcpAgentEntry `msgpack:"agents"`
+	Runners []RunnerEntry   `msgpack:"runners,omitempty"` // Skein extension
+}
+
+// RunnerEntry is one live runner in AcpListAgentsResponse: what it
+// offers, and what placement knows of it (RunnerInfo, without what only
+// the session service needs).
+type RunnerEntry struct {
+	ID         string            `msgpack:"id"`
+	Agents     []AcpAgentEntry   `msgpack:"agents"`
+	Labels     map[string]string `msgpack:"labels,omitempty"`
+	PlacedOnly bool              `msgpack:"placedOnly,omitempty"`
+	Load       uint32            `msgpack:"load"`
+	Capacity   uint32            `msgpack:"capacity"`
 }
 
 // The durable session API.
@@ -223,6 +236,8 @@ type AcpDurableSessionInfo struct {
 	// LogSequence, a Skein addition: the ACP_LOG sequence of the newest
 	// record, of any kind, State reflects (the gateway's watch's cursor).
 	LogSequence uint64 `msgpack:"logSequence,omitempty"`
+	// Runner, a Skein addition: the runner a placed session is pinned to.
+	Runner string `msgpack:"runner,omitempty"`
 }
 
 type AcpOpenSessionResponse struct {

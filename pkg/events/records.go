@@ -27,7 +27,9 @@ type SessionOpened struct {
 	// answers input requests (InputPolicyAsk).
 	InputPolicy string `msgpack:"inputPolicy,omitempty"`
 	// Runner is the runner a placed session is pinned to; "" for none.
-	Runner string `msgpack:"runner,omitempty"`
+	// Labels are the labels of a placement by labels, which chose Runner.
+	Runner string            `msgpack:"runner,omitempty"`
+	Labels map[string]string `msgpack:"labels,omitempty"`
 }
 
 // Permission policies (AcpOpenSessionRequest.permissionPolicy).

@@ -69,6 +69,8 @@ var extraFields = map[string]string{
 	"AcpReadHistoryRequest.includeState":   "Skein extension: interleave the session's state changes among the events (sessionstate.go)",
 	"AcpOpenSessionRequest.inputPolicy":    "Skein extension: who answers the session's input requests (ACP elicitation), input.go",
 	"AcpOpenSessionRequest.placement":      "Skein extension: the runner, or the labels of the runner, a session is pinned to (edge runners; services/session/placement.go)",
+	"AcpDurableSessionInfo.runner":         "Skein extension: the runner a placed session is pinned to (services/session/placement.go)",
+	"AcpListAgentsResponse.runners":        "Skein extension: each live runner, what it offers, its labels and load, for placement (services/history)",
 }
 
 // extraMembers allows Go variants to join a union of the schema, keyed

@@ -3,6 +3,9 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
+	"regexp"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -34,6 +37,9 @@ import (
 //     env names under the agent's allowEnv, needs configuration and the
 //     file system: package workspace checks them, in the session service
 //     at open and in the runner at launch.
+//   - An open request's placement names a runner (a RunnerID) or labels
+//     (ValidLabels, at least one), not both. Whether such a runner is
+//     connected is the session service's to say (agent_unavailable).
 
 // Limits shared by the services that check them: the gateway's and the
 // session service's flags default to these, and the history service serves
@@ -72,6 +78,10 @@ const (
 	MaxOptionIDBytes = 1024
 	// MaxConfigIDBytes bounds a config option ID (the agent's).
 	MaxConfigIDBytes = 256
+	// MaxLabels bounds the labels of a placement or a runner, and
+	// MaxLabelBytes each label's key and value.
+	MaxLabels     = 16
+	MaxLabelBytes = 63
 )
 
 // PromptLimits bounds a prompt's content. The zero value means the
@@ -209,7 +219,38 @@ func (r *AcpOpenSessionRequest) Validate() (SessionID, error) {
 	if r.InputPolicy != nil && *r.InputPolicy != InputPolicyAsk && *r.InputPolicy != InputPolicyDecline {
 		return "", Errorf(CodeInvalidRequest, "inputPolicy must be %s or %s", InputPolicyAsk, InputPolicyDecline)
 	}
+	if p := r.Placement; p != nil {
+		switch {
+		case p.Runner != nil && p.Labels != nil:
+			return "", Errorf(CodeInvalidRequest, "placement names a runner or labels, not both")
+		case p.Runner != nil && !RunnerID(*p.Runner).Valid():
+			return "", Errorf(CodeInvalidRequest, "placement.runner %q is not a runner ID ([A-Za-z0-9_-]{1,128})", Truncate(*p.Runner, 80))
+		case p.Runner == nil && len(p.Labels) == 0:
+			return "", Errorf(CodeInvalidRequest, "placement must name a runner or at least one label")
+		}
+		if err := ValidLabels(p.Labels); err != nil {
+			return "", err
+		}
+	}
 	return sid, nil
+}
+
+var labelRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,63}$`)
+
+// ValidLabels checks labels, a placement's or a runner's: at most
+// MaxLabels, each key and value 1 to MaxLabelBytes letters, digits, '.',
+// '_' or '-', so that "k=v,k=v" is always readable back.
+func ValidLabels(labels map[string]string) error {
+	if len(labels) > MaxLabels {
+		return Errorf(CodeInvalidRequest, "%d labels, more than %d", len(labels), MaxLabels)
+	}
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		if !labelRE.MatchString(k) || !labelRE.MatchString(labels[k]) {
+			return Errorf(CodeInvalidRequest, "label %q=%q: keys and values are 1 to %d letters, digits, '.', '_' or '-'",
+				Truncate(k, 80), Truncate(labels[k], 80), MaxLabelBytes)
+		}
+	}
+	return nil
 }
 
 // Validate checks a cancelPrompt request: its session.

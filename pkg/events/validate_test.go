@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -98,6 +99,24 @@ func TestOpenValidate(t *testing.T) {
 		{"mcpServers of strings", events.AcpOpenSessionRequest{Agent: "demo", McpServers: events.JSON(`["x"]`)}, "", events.CodeInvalidRequest},
 		{"mcpServers with null", events.AcpOpenSessionRequest{Agent: "demo", McpServers: events.JSON(`[null]`)}, "", events.CodeInvalidRequest},
 		{"bad policy", events.AcpOpenSessionRequest{Agent: "demo", PermissionPolicy: new("maybe")}, "", events.CodeInvalidRequest},
+		{"placed on a runner", events.AcpOpenSessionRequest{Agent: "demo", Placement: &events.Placement{Runner: new("laptop")}}, "main", ""},
+		{"placed by labels", events.AcpOpenSessionRequest{Agent: "demo", Placement: &events.Placement{Labels: map[string]string{"where": "laptop", "gpu.vendor": "x_1-2"}}}, "main", ""},
+		{"placed by 16 labels", events.AcpOpenSessionRequest{Agent: "demo", Placement: &events.Placement{Labels: labels(16)}}, "main", ""},
+		{"label of 63 bytes", events.AcpOpenSessionRequest{Agent: "demo", Placement: &events.Placement{Labels: map[string]string{strings.Repeat("k", 63): strings.Repeat("v", 63)}}}, "main", ""},
+		{"placement empty", events.AcpOpenSessionRequest{Agent: "demo", Placement: &events.Placement{}}, "", events.CodeInvalidRequest},
+		{"placement with no labels", events.AcpOpenSessionRequest{Agent: "demo", Placement: &events.Placement{Labels: map[string]string{}}}, "", events.CodeInvalidRequest},
+		{"placement both", events.AcpOpenSessionRequest{Agent: "demo", Placement: &events.Placement{Runner: new("r1"), Labels: map[string]string{"a": "b"}}}, "", events.CodeInvalidRequest},
+		{"placement runner empty", events.AcpOpenSessionRequest{Agent: "demo", Placement: &events.Placement{Runner: new("")}}, "", events.CodeInvalidRequest},
+		{"placement runner not an ID", events.AcpOpenSessionRequest{Agent: "demo", Placement: &events.Placement{Runner: new("a.b")}}, "", events.CodeInvalidRequest},
+		{"17 labels", events.AcpOpenSessionRequest{Agent: "demo", Placement: &events.Placement{Labels: labels(17)}}, "", events.CodeInvalidRequest},
+		{"label key empty", events.AcpOpenSessionRequest{Agent: "demo", Placement: &events.Placement{Labels: map[string]string{"": "v"}}}, "", events.CodeInvalidRequest},
+		{"label value empty", events.AcpOpenSessionRequest{Agent: "demo", Placement: &events.Placement{Labels: map[string]string{"k": ""}}}, "", events.CodeInvalidRequest},
+		{"label key of 64 bytes", events.AcpOpenSessionRequest{Agent: "demo", Placement: &events.Placement{Labels: map[string]string{strings.Repeat("k", 64): "v"}}}, "", events.CodeInvalidRequest},
+		{"label value of 64 bytes", events.AcpOpenSessionRequest{Agent: "demo", Placement: &events.Placement{Labels: map[string]string{"k": strings.Repeat("v", 64)}}}, "", events.CodeInvalidRequest},
+		{"label with =", events.AcpOpenSessionRequest{Agent: "demo", Placement: &events.Placement{Labels: map[string]string{"a=b": "c"}}}, "", events.CodeInvalidRequest},
+		{"label with a comma", events.AcpOpenSessionRequest{Agent: "demo", Placement: &events.Placement{Labels: map[string]string{"a": "b,c"}}}, "", events.CodeInvalidRequest},
+		{"label with a space", events.AcpOpenSessionRequest{Agent: "demo", Placement: &events.Placement{Labels: map[string]string{"a": "b c"}}}, "", events.CodeInvalidRequest},
+		{"label not ASCII", events.AcpOpenSessionRequest{Agent: "demo", Placement: &events.Placement{Labels: map[string]string{"wo": "Köln"}}}, "", events.CodeInvalidRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,6 +124,15 @@ func TestOpenValidate(t *testing.T) {
 			wantValid(t, got, err, tt.want, tt.code)
 		})
 	}
+}
+
+// labels returns n distinct labels.
+func labels(n int) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		m[fmt.Sprintf("k%d", i)] = "v"
+	}
+	return m
 }
 
 func TestSessionOnlyValidate(t *testing.T) {
@@ -256,10 +284,10 @@ func FuzzPromptValidate(f *testing.F) {
 }
 
 func FuzzOpenValidate(f *testing.F) {
-	f.Add("demo", "/w", []byte(`["/a"]`), []byte(`{"A":"1"}`), []byte(`[{"name":"x"}]`), "ask")
-	f.Add("", "", []byte(`null`), []byte(`[]`), []byte(`{}`), "")
-	f.Add("../x", "w", []byte(`["a"]`), []byte(`{"A":1}`), []byte(`[null]`), "maybe")
-	f.Fuzz(func(t *testing.T, agent, cwd string, dirs, env, mcp []byte, policy string) {
+	f.Add("demo", "/w", []byte(`["/a"]`), []byte(`{"A":"1"}`), []byte(`[{"name":"x"}]`), "ask", "", "where", "laptop")
+	f.Add("", "", []byte(`null`), []byte(`[]`), []byte(`{}`), "", "laptop", "", "")
+	f.Add("../x", "w", []byte(`["a"]`), []byte(`{"A":1}`), []byte(`[null]`), "maybe", "a.b", "k=v", "")
+	f.Fuzz(func(t *testing.T, agent, cwd string, dirs, env, mcp []byte, policy, runner, key, value string) {
 		req := &events.AcpOpenSessionRequest{Agent: agent, AdditionalDirectories: dirs, Env: env, McpServers: mcp}
 		if cwd != "" {
 			req.Cwd = &cwd
@@ -267,8 +295,29 @@ func FuzzOpenValidate(f *testing.F) {
 		if policy != "" {
 			req.PermissionPolicy = &policy
 		}
+		if runner != "" || key != "" {
+			req.Placement = &events.Placement{}
+			if runner != "" {
+				req.Placement.Runner = &runner
+			}
+			if key != "" {
+				req.Placement.Labels = map[string]string{key: value}
+			}
+		}
 		got, err := req.Validate()
 		checkValidateResult(t, got, err)
+		if err != nil || req.Placement == nil {
+			return
+		}
+		// An accepted placement names exactly one of the two, and its
+		// names are subject tokens and "k=v" pairs that read back.
+		p := req.Placement
+		if (p.Runner != nil) == (len(p.Labels) > 0) || p.Runner != nil && !events.RunnerID(*p.Runner).Valid() {
+			t.Fatalf("accepted placement %+v", p)
+		}
+		if key != "" && strings.ContainsAny(key+value, "=, \t\n") || len(key) > events.MaxLabelBytes || len(value) > events.MaxLabelBytes {
+			t.Fatalf("accepted label %q=%q", key, value)
+		}
 	})
 }
 

@@ -463,9 +463,11 @@ func TestListAgents(t *testing.T) {
 		t.Fatalf("GET /v1/agents = %d %s %s, want 200 application/json", r.status, r.header.Get("Content-Type"), r.body)
 	}
 	// Sorted by ID, whatever the runner's order (plain, demo).
-	want := `{"agents":[` +
+	// And the runner that offers them, with its labels and load.
+	agents := `[` +
 		`{"id":"demo","installed":true,"adapterEntrypoint":"` + testAgent + `"},` +
-		`{"id":"plain","installed":true,"adapterEntrypoint":"` + testAgent + `"}]}`
+		`{"id":"plain","installed":true,"adapterEntrypoint":"` + testAgent + `"}]`
+	want := `{"agents":` + agents + `,"runners":[{"id":"r1","agents":` + agents + `,"labels":{},"placedOnly":false,"load":0,"capacity":64}]}`
 	if string(r.body) != want {
 		t.Errorf("GET /v1/agents = %s, want %s", r.body, want)
 	}
@@ -479,8 +481,8 @@ func TestListAgents(t *testing.T) {
 		r = e.do(http.MethodGet, "/v1/agents", "")
 		return r.status != http.StatusOK || string(r.body) != want
 	})
-	if r.status != http.StatusOK || string(r.body) != `{"agents":[]}` {
-		t.Errorf("GET /v1/agents without agents = %d %s, want 200 {\"agents\":[]}", r.status, r.body)
+	if r.status != http.StatusOK || string(r.body) != `{"agents":[],"runners":[]}` {
+		t.Errorf("GET /v1/agents without agents = %d %s, want 200 {\"agents\":[],\"runners\":[]}", r.status, r.body)
 	}
 }
 

@@ -73,6 +73,13 @@ type openBody struct {
 	SkipOsInstructions     *bool           `json:"skipOsInstructions"`
 	AdditionalInstructions *string         `json:"additionalInstructions"`
 	InputPolicy            *string         `json:"inputPolicy"`
+	Placement              *placementBody  `json:"placement"`
+}
+
+// placementBody is the JSON form of events.Placement.
+type placementBody struct {
+	Runner *string           `json:"runner"`
+	Labels map[string]string `json:"labels"`
 }
 
 // decodeOpen decodes and checks the body of PUT /v1/sessions/{id} for the
@@ -99,6 +106,9 @@ func decodeOpen(body []byte, sid events.SessionID) (*events.AcpOpenSessionReques
 	}
 	if present(b.McpServers) {
 		req.McpServers = events.JSON(b.McpServers)
+	}
+	if p := b.Placement; p != nil {
+		req.Placement = &events.Placement{Runner: p.Runner, Labels: p.Labels}
 	}
 	if _, err := req.Validate(); err != nil {
 		return nil, err

@@ -63,6 +63,10 @@ func FuzzDecodeOpen(f *testing.F) {
 		`{"agent":"demo","env":null}`,
 		`{"agent":"demo","env":{"A":1}}`,
 		`{"agent":"demo","permissionPolicy":"nope"}`,
+		`{"agent":"demo","placement":{"runner":"laptop"}}`,
+		`{"agent":"demo","placement":{"labels":{"where":"laptop","os":"mac"}}}`,
+		`{"agent":"demo","placement":{"runner":"laptop","labels":{}}}`,
+		`{"agent":"demo","placement":{"labels":{"a":1}}}`,
 		`{}`,
 		`null`,
 	} {
@@ -86,6 +90,9 @@ func FuzzDecodeOpen(f *testing.F) {
 		}
 		if req.SessionID == nil || *req.SessionID != "s1" {
 			t.Fatalf("decodeOpen(%q) session = %v, want s1", body, req.SessionID)
+		}
+		if p := req.Placement; p != nil && (p.Runner != nil) == (len(p.Labels) > 0) {
+			t.Fatalf("decodeOpen(%q) accepted placement %+v, want a runner or labels", body, p)
 		}
 	})
 }

@@ -357,7 +357,8 @@ func writeRaw(w http.ResponseWriter, what string, sid events.SessionID, v any) e
 }
 
 // handleListAgents serves GET /v1/agents: every agent a live adapter
-// runner knows, as the history service reports them (sorted by ID).
+// runner knows, and each live runner with what it offers, as the history
+// service reports them (sorted by ID).
 func (g *Gateway) handleListAgents(w http.ResponseWriter, r *http.Request) error {
 	ns, err := g.namespace(r)
 	if err != nil {
@@ -384,17 +385,41 @@ type agentJSON struct {
 	AdapterEntrypoint string `json:"adapterEntrypoint"`
 }
 
-// agentsJSON is AcpListAgentsResponse in JSON.
-type agentsJSON struct {
-	Agents []agentJSON `json:"agents"`
+// runnerJSON is RunnerEntry in JSON (a Skein addition).
+type runnerJSON struct {
+	ID         string            `json:"id"`
+	Agents     []agentJSON       `json:"agents"`
+	Labels     map[string]string `json:"labels"`
+	PlacedOnly bool              `json:"placedOnly"`
+	Load       uint32            `json:"load"`
+	Capacity   uint32            `json:"capacity"`
 }
 
-// renderAgents returns {"agents":[...]}, in the service's order. The list
-// is [] when no agent is known, never null.
+// agentsJSON is AcpListAgentsResponse in JSON.
+type agentsJSON struct {
+	Agents  []agentJSON  `json:"agents"`
+	Runners []runnerJSON `json:"runners"`
+}
+
+// renderAgents returns {"agents":[...],"runners":[...]}, in the service's
+// order. Each list is [] when empty, never null, and so are a runner's
+// agents and labels.
 func renderAgents(resp *events.AcpListAgentsResponse) ([]byte, error) {
-	out := agentsJSON{Agents: make([]agentJSON, 0, len(resp.Agents))}
-	for _, a := range resp.Agents {
-		out.Agents = append(out.Agents, agentJSON{ID: a.ID, Installed: a.Installed, AdapterEntrypoint: a.AdapterEntrypoint})
+	agents := func(in []events.AcpAgentEntry) []agentJSON {
+		out := make([]agentJSON, 0, len(in))
+		for _, a := range in {
+			out = append(out, agentJSON{ID: a.ID, Installed: a.Installed, AdapterEntrypoint: a.AdapterEntrypoint})
+		}
+		return out
+	}
+	out := agentsJSON{Agents: agents(resp.Agents), Runners: make([]runnerJSON, 0, len(resp.Runners))}
+	for _, r := range resp.Runners {
+		labels := r.Labels
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		out.Runners = append(out.Runners, runnerJSON{ID: r.ID, Agents: agents(r.Agents), Labels: labels,
+			PlacedOnly: r.PlacedOnly, Load: r.Load, Capacity: r.Capacity})
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
@@ -417,6 +442,7 @@ type sessionJSON struct {
 	UpdatedAt             string      `json:"updatedAt"`
 	Usage                 *usageJSON  `json:"usage,omitempty"`          // offers.go
 	LastTurnTiming        *timingJSON `json:"lastTurnTiming,omitempty"` // offers.go
+	Runner                string      `json:"runner,omitempty"`         // the runner a placed session is pinned to
 }
 
 // renderSession returns the JSON of a session. A JsonUtf8 field that is not
@@ -447,6 +473,7 @@ func renderSession(s *events.AcpDurableSessionInfo) ([]byte, error) {
 		UpdatedAt:             s.UpdatedAt,
 		Usage:                 usage,
 		LastTurnTiming:        timing,
+		Runner:                s.Runner,
 	})
 	if err != nil {
 		return nil, events.Errorf(events.CodeInternal, "render session %s: %v", s.SessionID, err)

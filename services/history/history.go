@@ -531,7 +531,9 @@ func (s *Service) turnFinishedAfter(ctx context.Context, ns events.Namespace, si
 
 // listAgents answers from the runners' heartbeats in ACP_RUNNERS: every
 // agent a live runner knows, installed when its command resolves on at
-// least one of them. It starts nothing.
+// least one of them; and each live runner, with what it offers, its
+// labels, whether it hosts placed sessions only, and its load (both
+// sorted by ID). It starts nothing.
 func (s *Service) listAgents(ctx context.Context, _ events.Namespace, data []byte) (events.Variant, error) {
 	if _, err := events.Decode[events.AcpListAgentsRequest](data); err != nil {
 		return nil, err
@@ -541,6 +543,7 @@ func (s *Service) listAgents(ctx context.Context, _ events.Namespace, data []byt
 		return nil, unavailable(err)
 	}
 	agents := map[string]*events.AcpAgentEntry{}
+	resp := &events.AcpListAgentsResponse{}
 	for key := range keys.Keys() {
 		e, err := s.runners.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -554,6 +557,13 @@ func (s *Service) listAgents(ctx context.Context, _ events.Namespace, data []byt
 			s.lg.Warn("undecodable runner heartbeat", "key", key, events.LogKeyErr, err)
 			continue
 		}
+		runner := events.RunnerEntry{ID: info.ID, Agents: info.Agents, Labels: info.Labels, PlacedOnly: info.PlacedOnly,
+			Load: info.Load, Capacity: info.Capacity}
+		if runner.Agents == nil {
+			runner.Agents = []events.AcpAgentEntry{}
+		}
+		slices.SortFunc(runner.Agents, func(a, b events.AcpAgentEntry) int { return strings.Compare(a.ID, b.ID) })
+		resp.Runners = append(resp.Runners, runner)
 		for _, a := range info.Agents {
 			got, ok := agents[a.ID]
 			switch {
@@ -565,11 +575,12 @@ func (s *Service) listAgents(ctx context.Context, _ events.Namespace, data []byt
 			}
 		}
 	}
-	resp := &events.AcpListAgentsResponse{Agents: make([]events.AcpAgentEntry, 0, len(agents))}
+	resp.Agents = make([]events.AcpAgentEntry, 0, len(agents))
 	for _, a := range agents {
 		resp.Agents = append(resp.Agents, *a)
 	}
 	slices.SortFunc(resp.Agents, func(a, b events.AcpAgentEntry) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(resp.Runners, func(a, b events.RunnerEntry) int { return strings.Compare(a.ID, b.ID) })
 	return resp, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"reflect"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -252,12 +253,16 @@ func TestListAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for id, agents := range map[string][]events.AcpAgentEntry{
-		"r1": {{ID: "test", Installed: true, AdapterEntrypoint: "/bin/skein"}, {ID: "codex", Installed: false, AdapterEntrypoint: "codex-acp"}},
-		"r2": {{ID: "codex", Installed: true, AdapterEntrypoint: "/usr/local/bin/codex-acp"}, {ID: "gemini", Installed: false, AdapterEntrypoint: "gemini"}},
+	for _, r := range []events.RunnerInfo{
+		{ID: "r2", Agents: []events.AcpAgentEntry{{ID: "codex", Installed: true, AdapterEntrypoint: "/usr/local/bin/codex-acp"}, {ID: "gemini", Installed: false, AdapterEntrypoint: "gemini"}},
+			Capacity: 4, Load: 1},
+		{ID: "r1", Agents: []events.AcpAgentEntry{{ID: "test", Installed: true, AdapterEntrypoint: "/bin/skein"}, {ID: "codex", Installed: false, AdapterEntrypoint: "codex-acp"}},
+			Capacity: 4},
+		{ID: "laptop", Agents: []events.AcpAgentEntry{{ID: "test", Installed: true, AdapterEntrypoint: "/home/me/skein"}},
+			Capacity: 2, Load: 2, Labels: map[string]string{"where": "laptop"}, PlacedOnly: true},
 	} {
-		data, _ := events.Marshal(&events.RunnerInfo{ID: id, Agents: agents, Capacity: 4})
-		if _, err := kv.Put(t.Context(), id, data); err != nil {
+		data, _ := events.Marshal(&r)
+		if _, err := kv.Put(t.Context(), r.ID, data); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -272,6 +277,19 @@ func TestListAgents(t *testing.T) {
 	}
 	if fmt.Sprint(got.Agents) != fmt.Sprint(want) {
 		t.Errorf("listAgents = %+v, want %+v", got.Agents, want)
+	}
+	// Which runner offers what, and what placement knows of each: by
+	// ID, each runner's agents by ID.
+	wantRunners := []events.RunnerEntry{
+		{ID: "laptop", Agents: []events.AcpAgentEntry{{ID: "test", Installed: true, AdapterEntrypoint: "/home/me/skein"}},
+			Capacity: 2, Load: 2, Labels: map[string]string{"where": "laptop"}, PlacedOnly: true},
+		{ID: "r1", Agents: []events.AcpAgentEntry{{ID: "codex", Installed: false, AdapterEntrypoint: "codex-acp"}, {ID: "test", Installed: true, AdapterEntrypoint: "/bin/skein"}},
+			Capacity: 4},
+		{ID: "r2", Agents: []events.AcpAgentEntry{{ID: "codex", Installed: true, AdapterEntrypoint: "/usr/local/bin/codex-acp"}, {ID: "gemini", Installed: false, AdapterEntrypoint: "gemini"}},
+			Capacity: 4, Load: 1},
+	}
+	if !reflect.DeepEqual(got.Runners, wantRunners) {
+		t.Errorf("listAgents runners = %+v, want %+v", got.Runners, wantRunners)
 	}
 }
 

@@ -3,6 +3,8 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -31,7 +33,16 @@ func (sess *session) open(ctx context.Context, o *events.SessionOpened) error {
 	}
 	created := false
 	if sess.opened == nil {
-		if err := sess.svc.runners.refusal(ctx, o.Agent); err != nil {
+		// A placement is resolved once, here, to the runner the session
+		// is pinned to for good; an unplaced session is refused now if no
+		// runner could ever take it.
+		if o.Runner != "" || len(o.Labels) > 0 {
+			runner, err := sess.svc.runners.resolve(ctx, o.Agent, o.Runner, o.Labels)
+			if err != nil {
+				return err
+			}
+			o.Runner = string(runner)
+		} else if err := sess.svc.runners.refusal(ctx, o.Agent); err != nil {
 			return err
 		}
 		opened := eventlog.Entry{Kind: events.LogControl, Value: o, Subject: events.OpenedSubject(sess.ns, sess.sid)}
@@ -43,6 +54,8 @@ func (sess *session) open(ctx context.Context, o *events.SessionOpened) error {
 		sess.createdAt = time.Now()
 		created = true
 		sess.lg.Info("session opened", events.LogKeyAgent, o.Agent)
+	} else if !samePlacement(sess.opened, o) {
+		return events.Errorf(events.CodeSessionConflict, "session %s exists %s; open it with the same placement, or delete it", sess.sid, placementOf(sess.opened))
 	} else if !sameOptions(sess.opened, o) {
 		return events.Errorf(events.CodeSessionConflict, "session %s exists with other options; delete it or open it with the same ones", sess.sid)
 	}
@@ -79,6 +92,27 @@ func sameOptions(a, b *events.SessionOpened) bool {
 		(a.AdditionalInstructions == nil || *a.AdditionalInstructions == *b.AdditionalInstructions)
 }
 
+// samePlacement reports whether a reopen's placement b is the one the
+// session was opened with (a): none for an unpinned session; for a pinned
+// one, the labels that chose its runner, or that runner named.
+func samePlacement(a, b *events.SessionOpened) bool {
+	if len(b.Labels) > 0 {
+		return maps.Equal(a.Labels, b.Labels)
+	}
+	return a.Runner == b.Runner
+}
+
+// placementOf says where a session was placed, for an error.
+func placementOf(o *events.SessionOpened) string {
+	switch {
+	case o.Runner == "":
+		return "without a placement"
+	case len(o.Labels) > 0:
+		return fmt.Sprintf("pinned to runner %s by labels %s", o.Runner, formatLabels(o.Labels))
+	}
+	return "pinned to runner " + o.Runner
+}
+
 // attach starts an adapter for the session on a runner and records it. Until
 // the restore ladder is built, every attach negotiates a new ACP session.
 func (sess *session) attach(ctx context.Context) error {
@@ -91,6 +125,10 @@ func (sess *session) attach(ctx context.Context) error {
 			return err
 		}
 		sess.svc.runners.forget(runner)
+	}
+	if pin := sess.opened.Runner; pin != "" {
+		// It has no other to go to: its runner is as good as gone.
+		return events.Errorf(events.CodeAgentUnavailable, "runner %s does not answer (%s); session %s is pinned to it", pin, events.AsError(err).Message, sess.sid)
 	}
 	return err
 }

@@ -39,7 +39,8 @@ const evictTries = 4
 // idle adapter is evicted first; with none idle, the attach is refused
 // rate_limited. When the runners with the agent are full, the least
 // recently used idle adapter on them is evicted, whoever's it is, and
-// only when none is idle is the attach refused as before. The caller
+// only when none is idle is the attach refused as before. A pinned
+// session's adapter goes to its runner or nowhere (placement.go). The caller
 // holds sess.mu; the principal is recorded for the projection.
 func (s *Service) placeAdapter(ctx context.Context, sess *session) (events.RunnerID, error) {
 	if err := s.ledger.catchUp(ctx); err != nil {
@@ -79,16 +80,20 @@ func (s *Service) placeAdapter(ctx context.Context, sess *session) (events.Runne
 		pos = sess.w.Position().LastSeq
 	}
 	s.ledger.reserve(key, reservation{ns: sess.ns, principal: principal, pos: pos, until: time.Now().Add(s.cfg.AttachTimeout)})
-	runner, err := s.runners.place(ctx, sess.opened.Agent)
+	agent, pin := sess.opened.Agent, sess.opened.Runner
+	runner, err := s.runners.place(ctx, agent, pin)
 	for range evictTries {
-		on := s.runners.full(sess.opened.Agent, err)
+		on := s.runners.full(agent, pin, err)
 		if on == nil || !s.evictOne(ctx, causeCapacity, func(h *hostedAdapter) bool { return on[h.runner] }, key) {
 			break
 		}
-		runner, err = s.runners.place(ctx, sess.opened.Agent)
+		runner, err = s.runners.place(ctx, agent, pin)
 	}
 	if err != nil {
 		s.ledger.unreserve(key)
+		if pin != "" {
+			err = pinned(err, sess.sid)
+		}
 		return "", err
 	}
 	sess.meta.Principal = principal

@@ -121,6 +121,13 @@ func (sess *session) fileTarget(ctx context.Context, transferID string) (events.
 		return runner, cwd, err
 	case sess.adapter != nil:
 		return sess.adapter.runner, cwd, nil
+	case sess.opened.Runner != "":
+		// Its files are where its agent works: on its runner only.
+		pin := sess.opened.Runner
+		if !sess.svc.runners.aliveSet()[pin] {
+			return "", "", events.Errorf(events.CodeAgentUnavailable, "runner %s is not connected; session %s is pinned to it", pin, sess.sid)
+		}
+		return events.RunnerID(pin), cwd, nil
 	}
 	if last := sess.meta.RunnerID; last != "" && sess.svc.runners.aliveSet()[last] {
 		return events.RunnerID(last), cwd, nil
@@ -130,8 +137,9 @@ func (sess *session) fileTarget(ctx context.Context, transferID string) (events.
 }
 
 // withAgent returns the first alive runner, by ID, that has agent
-// installed, whatever its load: a file op starts no adapter. A miss
-// re-reads the bucket once, as placement does.
+// installed, whatever its load, and is not placed-only (no session of
+// its is unpinned): a file op starts no adapter. A miss re-reads the
+// bucket once, as placement does.
 func (d *runnerDirectory) withAgent(ctx context.Context, agent string) (events.RunnerID, error) {
 	find := func() events.RunnerID {
 		d.mu.Lock()
@@ -139,7 +147,7 @@ func (d *runnerDirectory) withAgent(ctx context.Context, agent string) (events.R
 		var ids []string
 		for id, r := range d.runners {
 			for _, a := range r.Agents {
-				if a.ID == agent && a.Installed {
+				if a.ID == agent && a.Installed && eligible(r, "") {
 					ids = append(ids, id)
 				}
 			}

@@ -107,8 +107,12 @@ func (sess *session) fork(ctx context.Context, o *events.SessionOpened, f *event
 	if sess.opened != nil {
 		return events.Errorf(events.CodeSessionConflict, "session %s exists; a fork makes a new session", sess.sid)
 	}
-	if err := sess.svc.runners.refusal(ctx, o.Agent); err != nil {
-		return err
+	// A fork of a pinned session is pinned to the same runner, which
+	// its first prompt finds or names (placement.go).
+	if o.Runner == "" {
+		if err := sess.svc.runners.refusal(ctx, o.Agent); err != nil {
+			return err
+		}
 	}
 	if _, err := sess.append(ctx, ioPos{},
 		eventlog.Entry{Kind: events.LogControl, Value: o, Subject: events.OpenedSubject(sess.ns, sess.sid)},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +25,13 @@ import (
 // re-reads the bucket before giving up, so a runner that has just started is
 // found. A runner whose heartbeat is lost leaves placement at once, but
 // counts as gone only once a check finds it so (runnerliveness.go).
+//
+// Placement puts an unpinned session's adapter on the least-loaded
+// runner that has its agent, never on a placed-only one (an edge runner).
+// A session opened with a placement is pinned: its open resolves the
+// placement once (resolve) to the runner SessionOpened records, and every
+// adapter it ever has, created, restored or taken over, is on that runner
+// or nowhere. While its runner is away, it is agent_unavailable naming it.
 type runnerDirectory struct {
 	kv jetstream.KeyValue
 	// pinger checks on a runner whose heartbeat is lost (runnerliveness.go).
@@ -184,74 +192,220 @@ func (d *runnerDirectory) allowEnv(agent string) (allow []string, known bool) {
 }
 
 // place picks the least-loaded runner that has agent installed and room for
-// one more adapter.
-func (d *runnerDirectory) place(ctx context.Context, agent string) (events.RunnerID, error) {
-	id, err := d.pick(agent)
+// one more adapter, among those a session pinned to pin ("": none) may use
+// (eligible).
+func (d *runnerDirectory) place(ctx context.Context, agent, pin string) (events.RunnerID, error) {
+	id, err := d.pick(agent, pin)
 	if err == nil {
 		return id, nil
 	}
 	if rerr := d.refresh(ctx); rerr != nil {
 		return "", events.Errorf(events.CodeUnavailable, "read runners: %v", rerr)
 	}
-	return d.pick(agent)
+	return d.pick(agent, pin)
 }
 
-func (d *runnerDirectory) pick(agent string) (events.RunnerID, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var best *events.RunnerInfo
-	var knownBy []string // runners that list the agent without its command
-	var full []string    // runners with the agent installed and no room: "id (load of capacity)"
-	var command string
-	installed := false
+// eligible reports whether an adapter of a session pinned to pin may go to
+// r: a pinned session's to its runner only, wherever that is; any other
+// session's to any runner but a placed-only one (an edge runner, which
+// hosts only what is placed on it).
+func eligible(r *events.RunnerInfo, pin string) bool {
+	if pin != "" {
+		return r.ID == pin
+	}
+	return !r.PlacedOnly
+}
+
+// offer is what the directory knows of the runners that may host an
+// adapter of one agent for a session pinned to pin (survey).
+type offer struct {
+	agent, pin string
+	best       *events.RunnerInfo // the least loaded with room
+	installed  bool               // an eligible runner has the agent installed
+	full       []string           // those with no room: "id (load of capacity adapters)"
+	knownBy    []string           // eligible runners that list the agent without its command
+	command    string
+	placedOnly []string // placed-only runners that have it installed, which an unpinned session may not use
+	runners    int      // the runners alive
+	pinAlive   bool     // the runner pin is alive
+}
+
+// survey reads the directory for agent and pin. The caller holds d.mu.
+func (d *runnerDirectory) survey(agent, pin string) offer {
+	o := offer{agent: agent, pin: pin, runners: len(d.runners)}
 	for _, r := range d.runners {
+		if pin != "" && r.ID == pin {
+			o.pinAlive = true
+		}
 		for _, a := range r.Agents {
 			if a.ID != agent {
 				continue
 			}
-			if !a.Installed {
-				knownBy, command = append(knownBy, r.ID), a.AdapterEntrypoint
+			if !eligible(r, pin) {
+				if a.Installed && r.PlacedOnly {
+					o.placedOnly = append(o.placedOnly, r.ID)
+				}
 				continue
 			}
-			installed = true
+			if !a.Installed {
+				o.knownBy, o.command = append(o.knownBy, r.ID), a.AdapterEntrypoint
+				continue
+			}
+			o.installed = true
 			if d.hosted != nil {
 				// A heartbeat put before the runner's newest adapters
 				// started says less than the sessions' projections.
 				r.Load = max(r.Load, uint32(d.hosted(r.ID)))
 			}
 			if r.Load >= r.Capacity {
-				full = append(full, fmt.Sprintf("%s (%d of %d adapters)", r.ID, r.Load, r.Capacity))
+				o.full = append(o.full, fmt.Sprintf("%s (%d of %d adapters)", r.ID, r.Load, r.Capacity))
 				continue
 			}
-			if best == nil || float64(r.Load)/float64(r.Capacity) < float64(best.Load)/float64(best.Capacity) {
-				best = r
+			if o.best == nil || float64(r.Load)/float64(r.Capacity) < float64(o.best.Load)/float64(o.best.Capacity) {
+				o.best = r
 			}
 		}
 	}
-	switch {
-	case best != nil:
-		best.Load++ // until its next heartbeat says otherwise
-		return events.RunnerID(best.ID), nil
-	case installed:
-		slices.Sort(full)
-		return "", events.Errorf(events.CodeAgentUnavailable, "no runner with agent %q has room: runners full: %s", agent, strings.Join(full, ", "))
-	case len(knownBy) > 0:
-		return "", notInstalled(agent, command, knownBy)
-	case len(d.runners) == 0:
-		return "", events.Errorf(events.CodeAgentUnavailable, "no adapter-runner is alive")
-	default:
-		return "", events.Errorf(events.CodeUnknownAgent, "no runner knows agent %q", agent)
-	}
+	return o
 }
 
-// refusal is the refusal placement would give agent whatever the
-// runners' load, or nil: unknown_agent when runners are alive and none of
-// them lists agent, agent_not_installed when those that list it cannot
-// start it. With no runner alive nobody can tell: nil, and placement says
-// what is wrong. A refusal, and a directory that knows no runner (its
-// watch may not have delivered yet, just after a start), re-read the
-// bucket first, as placement does, so that a runner that has just started
-// is found.
+// refusal is why no eligible runner could ever take the agent, whatever
+// the load, or nil: the pinned runner is not connected or does not offer
+// it, it is not installed where it is known, only placed-only runners
+// offer it, or no runner knows it. With no runner alive nobody can tell
+// (nil).
+func (o offer) refusal() error {
+	switch {
+	case o.installed:
+		return nil
+	case o.pin != "" && !o.pinAlive:
+		return events.Errorf(events.CodeAgentUnavailable, "runner %s is not connected", o.pin)
+	case len(o.knownBy) > 0:
+		return notInstalled(o.agent, o.command, o.knownBy)
+	case o.pin != "":
+		return events.Errorf(events.CodeAgentUnavailable, "runner %s does not offer agent %q", o.pin, o.agent)
+	case len(o.placedOnly) > 0:
+		slices.Sort(o.placedOnly)
+		return events.Errorf(events.CodeAgentUnavailable, "agent %q is offered only by runners that host placed sessions only (%s): open the session with a placement",
+			o.agent, strings.Join(o.placedOnly, ", "))
+	case o.runners == 0:
+		return nil
+	}
+	return events.Errorf(events.CodeUnknownAgent, "no runner knows agent %q", o.agent)
+}
+
+func (d *runnerDirectory) pick(agent, pin string) (events.RunnerID, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	o := d.survey(agent, pin)
+	switch {
+	case o.best != nil:
+		o.best.Load++ // until its next heartbeat says otherwise
+		return events.RunnerID(o.best.ID), nil
+	case o.installed && pin != "":
+		return "", events.Errorf(events.CodeAgentUnavailable, "runner %s has no room: %s", pin, strings.Join(o.full, ", "))
+	case o.installed:
+		slices.Sort(o.full)
+		return "", events.Errorf(events.CodeAgentUnavailable, "no runner with agent %q has room: runners full: %s", agent, strings.Join(o.full, ", "))
+	}
+	if err := o.refusal(); err != nil {
+		return "", err
+	}
+	return "", events.Errorf(events.CodeAgentUnavailable, "no adapter-runner is alive")
+}
+
+// pinned adds, to placement's refusal of a pinned session's adapter, that
+// the session cannot go elsewhere: "runner laptop is not connected;
+// session s1 is pinned to it". Other errors are returned as they are.
+func pinned(err error, sid events.SessionID) error {
+	e := events.AsError(err)
+	if e.Code != events.CodeAgentUnavailable && e.Code != events.CodeAgentNotInstalled {
+		return err
+	}
+	return events.Errorf(e.Code, "%s; session %s is pinned to it", e.Message, sid)
+}
+
+// resolve returns the runner a new session's placement pins it to: the
+// runner named, when it is connected and offers agent; or, for labels,
+// the least loaded connected runner that has them all and offers agent
+// (placed-only or not). No such runner is agent_unavailable, naming the
+// runner or the labels. A miss re-reads the bucket once, as placement
+// does. Room is placement's to find when the adapter attaches.
+func (d *runnerDirectory) resolve(ctx context.Context, agent, runner string, labels map[string]string) (events.RunnerID, error) {
+	id, err := d.resolveNow(agent, runner, labels)
+	if err == nil {
+		return id, nil
+	}
+	if rerr := d.refresh(ctx); rerr != nil {
+		return "", events.Errorf(events.CodeUnavailable, "read runners: %v", rerr)
+	}
+	return d.resolveNow(agent, runner, labels)
+}
+
+func (d *runnerDirectory) resolveNow(agent, runner string, labels map[string]string) (events.RunnerID, error) {
+	if runner != "" {
+		d.mu.Lock()
+		o := d.survey(agent, runner)
+		d.mu.Unlock()
+		if err := o.refusal(); err != nil {
+			return "", err
+		}
+		return events.RunnerID(runner), nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var best *events.RunnerInfo
+	for _, r := range d.runners {
+		if !hasLabels(r, labels) || !slices.ContainsFunc(r.Agents, func(a events.AcpAgentEntry) bool { return a.ID == agent && a.Installed }) {
+			continue
+		}
+		if best == nil || loadOf(r) < loadOf(best) || loadOf(r) == loadOf(best) && r.ID < best.ID {
+			best = r
+		}
+	}
+	if best == nil {
+		return "", events.Errorf(events.CodeAgentUnavailable, "no connected runner has labels %s and offers agent %q", formatLabels(labels), agent)
+	}
+	return events.RunnerID(best.ID), nil
+}
+
+// loadOf is r's load as a share of its capacity; a runner without
+// capacity is full.
+func loadOf(r *events.RunnerInfo) float64 {
+	if r.Capacity == 0 {
+		return 1
+	}
+	return float64(r.Load) / float64(r.Capacity)
+}
+
+// hasLabels reports whether r has every label of want, with its value.
+func hasLabels(r *events.RunnerInfo, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := r.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// formatLabels writes labels as "k=v,k=v", by key.
+func formatLabels(labels map[string]string) string {
+	var b strings.Builder
+	for i, k := range slices.Sorted(maps.Keys(labels)) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k + "=" + labels[k])
+	}
+	return b.String()
+}
+
+// refusal is the refusal placement would give an unpinned session of
+// agent whatever the runners' load, or nil (offer.refusal). A refusal,
+// and a directory that knows no runner (its watch may not have delivered
+// yet, just after a start), re-read the bucket first, as placement does,
+// so that a runner that has just started is found. A pinned session's
+// runner is asked only when its adapter attaches: it may be away now.
 func (d *runnerDirectory) refusal(ctx context.Context, agent string) error {
 	if d.refusalNow(agent) == nil && len(d.aliveSet()) > 0 {
 		return nil
@@ -266,26 +420,7 @@ func (d *runnerDirectory) refusal(ctx context.Context, agent string) error {
 func (d *runnerDirectory) refusalNow(agent string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if len(d.runners) == 0 {
-		return nil
-	}
-	var knownBy []string
-	var command string
-	for _, r := range d.runners {
-		for _, a := range r.Agents {
-			if a.ID != agent {
-				continue
-			}
-			if a.Installed {
-				return nil
-			}
-			knownBy, command = append(knownBy, r.ID), a.AdapterEntrypoint
-		}
-	}
-	if len(knownBy) == 0 {
-		return events.Errorf(events.CodeUnknownAgent, "no runner knows agent %q", agent)
-	}
-	return notInstalled(agent, command, knownBy)
+	return d.survey(agent, "").refusal()
 }
 
 // notInstalled is agent_not_installed for agent, whose command does not
@@ -328,9 +463,10 @@ func (d *runnerDirectory) capacity() int {
 	return n
 }
 
-// full returns the runners that have agent installed when err is
-// placement's refusal for want of room (they are all full), else nil.
-func (d *runnerDirectory) full(agent string, err error) map[string]bool {
+// full returns the runners that have agent installed and that a session
+// pinned to pin may use, when err is placement's refusal for want of room
+// (they are all full), else nil.
+func (d *runnerDirectory) full(agent, pin string, err error) map[string]bool {
 	if err == nil || events.AsError(err).Code != events.CodeAgentUnavailable {
 		return nil
 	}
@@ -338,6 +474,9 @@ func (d *runnerDirectory) full(agent string, err error) map[string]bool {
 	defer d.mu.Unlock()
 	var on map[string]bool
 	for _, r := range d.runners {
+		if !eligible(r, pin) {
+			continue
+		}
 		for _, a := range r.Agents {
 			if a.ID == agent && a.Installed {
 				if on == nil {

@@ -144,6 +144,7 @@ func (sess *session) projection() events.SessionMeta {
 		LatestSequence:        sess.w.Position().LastEventSeq,
 		CreatedAt:             sess.createdAt.UTC().Format(events.TimestampFormat),
 		UpdatedAt:             sess.updatedAt.UTC().Format(events.TimestampFormat),
+		Runner:                sess.opened.Runner,
 	}
 	if sess.title != "" {
 		m.Info.Title = new(sess.title)

@@ -40,6 +40,13 @@ func (s *Service) normalizeOpen(req *events.AcpOpenSessionRequest, ns events.Nam
 		// The default (ask) is recorded as nothing, as before inputPolicy.
 		o.InputPolicy = events.InputPolicyDecline
 	}
+	if p := req.Placement; p != nil {
+		// Labels choose the runner when the session is recorded (open).
+		if p.Runner != nil {
+			o.Runner = *p.Runner
+		}
+		o.Labels = p.Labels
+	}
 	return o
 }
 

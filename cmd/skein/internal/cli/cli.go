@@ -17,10 +17,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -208,26 +210,46 @@ func (a *app) openCommand() *cobra.Command {
 		cwd    string
 		policy string
 		inputs string
+		runner string
+		labels []string
 	)
 	cmd := &cobra.Command{
 		Use:   "open",
 		Short: "Open a session (idempotent)",
 		Long: `Open the session, creating it with the given agent and options, or restoring
 its adapter if it exists. Opening an existing session with different options
-fails with session_conflict.`,
+fails with session_conflict.
+
+--runner ID pins a new session to that runner, and --label k=v (repeated) to
+the least loaded runner with every label: its agent then runs there and
+nowhere else, and while that runner is away its prompts fail
+agent_unavailable naming it. skein agents --runners lists the runners and
+their labels. An existing session is reopened with the runner it is pinned
+to unless the flags say otherwise.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			placement, err := placementFlags(runner, labels)
+			if err != nil {
+				return err
+			}
 			cl, done := a.client(&c)
 			defer done()
-			req := openRequest{Agent: agent}
+			req := openRequest{Agent: agent, Placement: placement}
+			info, err := cl.session(cmd.Context(), c.session)
+			exists := err == nil
+			if exists && placement == nil && info.Runner != "" {
+				// A pinned session is reopened where it is pinned, as
+				// with its cwd below.
+				req.Placement = &placementBody{Runner: &info.Runner}
+			}
 			if cmd.Flags().Changed("cwd") {
 				req.Cwd = &cwd
-			} else if info, err := cl.session(cmd.Context(), c.session); isCode(err, string(events.CodeSessionNotFound)) {
+			} else if isCode(err, string(events.CodeSessionNotFound)) {
 				// A new session works in the shell's directory when the
 				// workspace holds it.
 				req.Cwd = a.shellCwd(cmd.Context(), cl)
-			} else if err == nil && info.Cwd != "" {
+			} else if exists && info.Cwd != "" {
 				// An existing one keeps its own: reopened with it, so that
 				// a session opened in the shell's directory reopens from
 				// any other without a conflict.
@@ -242,7 +264,7 @@ fails with session_conflict.`,
 			if err := cl.open(cmd.Context(), c.session, req); err != nil {
 				return fmt.Errorf("open %s: %w", c.session, err)
 			}
-			_, err := fmt.Fprintf(a.stdout, "session %s is open\n", c.session)
+			_, err = fmt.Fprintf(a.stdout, "session %s is open\n", c.session)
 			return err
 		},
 	}
@@ -251,7 +273,35 @@ fails with session_conflict.`,
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the agent (default: the shell's when the workspace holds it, else the server's default)")
 	cmd.Flags().StringVar(&policy, "permission-policy", "", "allow_all (default), reject_all or ask")
 	cmd.Flags().StringVar(&inputs, "input-policy", "", "ask (default: a person answers the agent's input requests) or decline")
+	cmd.Flags().StringVar(&runner, "runner", "", "pin the session to the runner with this ID")
+	cmd.Flags().StringArrayVar(&labels, "label", nil, "pin the session to the least loaded runner with the label `k=v` (repeat for several)")
 	return cmd
+}
+
+// placementFlags returns the placement --runner and --label ask for, nil
+// for none. The gateway checks the IDs and labels (events.ValidLabels);
+// what the flags alone get wrong is a usage error.
+func placementFlags(runner string, labels []string) (*placementBody, error) {
+	switch {
+	case runner != "" && len(labels) > 0:
+		return nil, usagef("--runner and --label choose the runner two ways: give one of them")
+	case runner != "":
+		return &placementBody{Runner: &runner}, nil
+	case len(labels) == 0:
+		return nil, nil
+	}
+	p := &placementBody{Labels: map[string]string{}}
+	for _, l := range labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" || v == "" {
+			return nil, usagef("--label %q: want k=v", l)
+		}
+		if _, dup := p.Labels[k]; dup {
+			return nil, usagef("--label %s is given twice", k)
+		}
+		p.Labels[k] = v
+	}
+	return p, nil
 }
 
 func (a *app) promptCommand() *cobra.Command {
@@ -479,17 +529,28 @@ func (a *app) printEvent(raw []byte, asJSON bool) error {
 
 func (a *app) agentsCommand() *cobra.Command {
 	var (
-		c      common
-		asJSON bool
+		c       common
+		asJSON  bool
+		runners bool
 	)
 	cmd := &cobra.Command{
 		Use:   "agents",
-		Short: "List the agents the adapter runners know",
+		Short: "List the agents the adapter runners know, and the runners",
 		Long: `List every agent a live adapter runner knows, sorted by ID, one a line of
 tab-separated fields: its ID, "installed" (its command resolves on at least
-one runner) or "not installed", and the command a runner starts it with. With
+one runner) or "not installed", the command a runner starts it with, and the
+runners it is installed on, by ID, separated by commas ("-" for none). With
 --json, each agent is printed as a JSON object {id, installed,
-adapterEntrypoint} on a line.`,
+adapterEntrypoint, runners} on a line.
+
+With --runners, list the live runners instead, sorted by ID, one a line of
+tab-separated fields: its ID, its labels as k=v separated by commas ("-" for
+none), "placed-only" (it hosts only the sessions placed on it, as an edge
+runner does) or "any", its load as adapters/capacity, and the agents
+installed on it, separated by commas ("-" for none). With --json, each
+runner is printed as the gateway's JSON object {id, agents, labels,
+placedOnly, load, capacity} on a line. A session is pinned to a runner with
+skein open --runner or --label.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -499,8 +560,16 @@ adapterEntrypoint} on a line.`,
 			if err != nil {
 				return fmt.Errorf("list agents: %w", err)
 			}
-			for _, ag := range list {
-				if err := a.printAgent(ag, asJSON); err != nil {
+			if runners {
+				for _, r := range list.Runners {
+					if err := a.printRunner(r, asJSON); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			for _, ag := range list.Agents {
+				if err := a.printAgent(ag, installedOn(list.Runners, ag.ID), asJSON); err != nil {
 					return err
 				}
 			}
@@ -508,15 +577,34 @@ adapterEntrypoint} on a line.`,
 		},
 	}
 	c.registerServer(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print each agent as a JSON object on a line")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print each agent, or runner, as a JSON object on a line")
+	cmd.Flags().BoolVar(&runners, "runners", false, "list the runners: their labels, load and agents")
 	return cmd
 }
 
+// installedOn returns the runners, of runners, that have agent id
+// installed, in their order.
+func installedOn(runners []runner, id string) []string {
+	on := []string{}
+	for _, r := range runners {
+		for _, a := range r.Agents {
+			if a.ID == id && a.Installed {
+				on = append(on, r.ID)
+			}
+		}
+	}
+	return on
+}
+
 // printAgent prints one agent: as a JSON line, or as the tab-separated
-// fields ID, "installed" or "not installed", and ENTRYPOINT.
-func (a *app) printAgent(ag agent, asJSON bool) error {
+// fields ID, "installed" or "not installed", ENTRYPOINT and the runners
+// it is installed on.
+func (a *app) printAgent(ag agent, on []string, asJSON bool) error {
 	if asJSON {
-		b, err := json.Marshal(ag)
+		b, err := json.Marshal(struct {
+			agent
+			Runners []string `json:"runners"`
+		}{ag, on})
 		if err != nil {
 			return fmt.Errorf("encode agent %s: %w", ag.ID, err)
 		}
@@ -527,6 +615,50 @@ func (a *app) printAgent(ag agent, asJSON bool) error {
 	if ag.Installed {
 		installed = "installed"
 	}
-	_, err := fmt.Fprintf(a.stdout, "%s\t%s\t%s\n", Visible(ag.ID), installed, Visible(ag.AdapterEntrypoint))
+	_, err := fmt.Fprintf(a.stdout, "%s\t%s\t%s\t%s\n", Visible(ag.ID), installed, Visible(ag.AdapterEntrypoint), Visible(orDash(strings.Join(on, ","))))
 	return err
+}
+
+// printRunner prints one runner: as a JSON line, or as the tab-separated
+// fields ID, LABELS, "placed-only" or "any", LOAD/CAPACITY and the agents
+// installed on it.
+func (a *app) printRunner(r runner, asJSON bool) error {
+	if asJSON {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("encode runner %s: %w", r.ID, err)
+		}
+		_, err = a.stdout.Write(append(visibleJSON(b), '\n'))
+		return err
+	}
+	hosts := "any"
+	if r.PlacedOnly {
+		hosts = "placed-only"
+	}
+	var agents []string
+	for _, ag := range r.Agents {
+		if ag.Installed {
+			agents = append(agents, ag.ID)
+		}
+	}
+	_, err := fmt.Fprintf(a.stdout, "%s\t%s\t%s\t%d/%d\t%s\n", Visible(r.ID), Visible(orDash(labelsOf(r.Labels))), hosts,
+		r.Load, r.Capacity, Visible(orDash(strings.Join(agents, ","))))
+	return err
+}
+
+// labelsOf writes labels as k=v separated by commas, by key.
+func labelsOf(labels map[string]string) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		out = append(out, k+"="+labels[k])
+	}
+	return strings.Join(out, ",")
+}
+
+// orDash is s, or "-" when s is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -175,6 +177,55 @@ func TestOpen(t *testing.T) {
 	}
 	wantCode(t, e.run(t.Context(), "", "open", "-s", "work", "--agent", "plain").err, "session_conflict")
 	wantCode(t, e.run(t.Context(), "", "open", "--permission-policy", "yolo").err, "invalid_request")
+}
+
+// TestOpenPlaced: --runner and --label pin a new session; an existing
+// pinned one is reopened where it is pinned, without the flags; what the
+// flags get wrong is a usage error, what the gateway refuses its code.
+func TestOpenPlaced(t *testing.T) {
+	e := newEnv(t)
+	placement := func() *events.Placement {
+		t.Helper()
+		req, _ := e.LastRequest(events.OpOpenSession).(*events.AcpOpenSessionRequest)
+		if req == nil {
+			t.Fatal("no open request")
+		}
+		return req.Placement
+	}
+	if r := e.run(t.Context(), "", "open", "-s", "pinned", "--runner", "r1"); r.err != nil {
+		t.Fatalf("open --runner r1: %v", r.err)
+	}
+	if p := placement(); p == nil || p.Runner == nil || *p.Runner != "r1" || p.Labels != nil {
+		t.Errorf("open --runner r1 sent placement %+v", p)
+	}
+	// Reopened without the flags: on the runner it is pinned to.
+	if r := e.run(t.Context(), "", "open", "-s", "pinned"); r.err != nil {
+		t.Fatalf("reopen of a pinned session: %v", r.err)
+	}
+	if p := placement(); p == nil || p.Runner == nil || *p.Runner != "r1" {
+		t.Errorf("reopen sent placement %+v, want runner r1", p)
+	}
+	r := e.run(t.Context(), "", "open", "-s", "labelled", "--label", "where=laptop", "--label", "os=mac")
+	wantCode(t, r.err, "agent_unavailable")
+	if p := placement(); p == nil || !maps.Equal(p.Labels, map[string]string{"where": "laptop", "os": "mac"}) || p.Runner != nil {
+		t.Errorf("open --label sent placement %+v", p)
+	}
+	if !strings.Contains(r.err.Error(), "no connected runner has labels os=mac,where=laptop") {
+		t.Errorf("open with labels no runner has: %v, want the labels named", r.err)
+	}
+	wantCode(t, e.run(t.Context(), "", "open", "-s", "elsewhere", "--runner", "laptop").err, "agent_unavailable")
+	wantCode(t, e.run(t.Context(), "", "open", "-s", "bad", "--label", "a b=c").err, "invalid_request")
+	for _, args := range [][]string{
+		{"--runner", "r1", "--label", "a=b"},
+		{"--label", "ab"},
+		{"--label", "=b"},
+		{"--label", "a="},
+		{"--label", "a=b", "--label", "a=c"},
+	} {
+		if r := e.run(t.Context(), "", append([]string{"open", "-s", "bad"}, args...)...); cli.ExitCode(r.err) != cli.ExitUsage {
+			t.Errorf("open %v = %v (exit %d), want a usage error", args, r.err, cli.ExitCode(r.err))
+		}
+	}
 }
 
 func TestServerFlagWinsOverEnvironment(t *testing.T) {
@@ -400,7 +451,7 @@ func TestAgents(t *testing.T) {
 	e := newEnv(t)
 	r := e.run(t.Context(), "", "agents")
 	// Sorted by ID; the test binary stands in for the test agent.
-	want := "demo\tinstalled\t" + e.AgentCommand() + "\nother\tnot installed\tskein-no-such-agent\nplain\tinstalled\t" + e.AgentCommand() + "\n"
+	want := "demo\tinstalled\t" + e.AgentCommand() + "\tr1\nother\tnot installed\tskein-no-such-agent\t-\nplain\tinstalled\t" + e.AgentCommand() + "\tr1\n"
 	if r.err != nil || r.stdout != want {
 		t.Errorf("agents = %v, printed %q, want %q", r.err, r.stdout, want)
 	}
@@ -420,13 +471,38 @@ func TestAgents(t *testing.T) {
 	}
 	for i, w := range wantJSON {
 		var got struct {
-			ID                string `json:"id"`
-			Installed         bool   `json:"installed"`
-			AdapterEntrypoint string `json:"adapterEntrypoint"`
+			ID                string   `json:"id"`
+			Installed         bool     `json:"installed"`
+			AdapterEntrypoint string   `json:"adapterEntrypoint"`
+			Runners           []string `json:"runners"`
 		}
-		if err := json.Unmarshal([]byte(lines[i]), &got); err != nil || got.ID != w.ID || got.Installed != w.Installed || got.AdapterEntrypoint != w.AdapterEntrypoint {
-			t.Errorf("line %d = %s, want %+v", i, lines[i], w)
+		wantOn := []string{"r1"}
+		if !w.Installed {
+			wantOn = []string{}
 		}
+		if err := json.Unmarshal([]byte(lines[i]), &got); err != nil || got.ID != w.ID || got.Installed != w.Installed || got.AdapterEntrypoint != w.AdapterEntrypoint ||
+			!slices.Equal(got.Runners, wantOn) || got.Runners == nil {
+			t.Errorf("line %d = %s, want %+v on runners %q", i, lines[i], w, wantOn)
+		}
+	}
+
+	// The runners: labels, what they host, load, agents installed.
+	r = e.run(t.Context(), "", "agents", "--runners")
+	if want := "r1\t-\tany\t0/64\tdemo,plain\n"; r.err != nil || r.stdout != want {
+		t.Errorf("agents --runners = %v, printed %q, want %q", r.err, r.stdout, want)
+	}
+	r = e.run(t.Context(), "", "agents", "--runners", "--json")
+	var got struct {
+		ID         string            `json:"id"`
+		Agents     []json.RawMessage `json:"agents"`
+		Labels     map[string]string `json:"labels"`
+		PlacedOnly bool              `json:"placedOnly"`
+		Load       *uint32           `json:"load"`
+		Capacity   uint32            `json:"capacity"`
+	}
+	if r.err != nil || strings.Count(r.stdout, "\n") != 1 || json.Unmarshal([]byte(r.stdout), &got) != nil ||
+		got.ID != "r1" || len(got.Agents) != 3 || got.Labels == nil || got.PlacedOnly || got.Load == nil || got.Capacity != 64 {
+		t.Errorf("agents --runners --json = %v, printed %q", r.err, r.stdout)
 	}
 
 	if r := e.run(t.Context(), "", "agents", "-s", "main"); r.err == nil {

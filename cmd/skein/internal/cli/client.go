@@ -129,10 +129,17 @@ func (c *client) responseError(resp *http.Response) error {
 
 // openRequest is the body of PUT /v1/sessions/{id}.
 type openRequest struct {
-	Agent            string  `json:"agent"`
-	Cwd              *string `json:"cwd,omitempty"`
-	PermissionPolicy *string `json:"permissionPolicy,omitempty"`
-	InputPolicy      *string `json:"inputPolicy,omitempty"`
+	Agent            string         `json:"agent"`
+	Cwd              *string        `json:"cwd,omitempty"`
+	PermissionPolicy *string        `json:"permissionPolicy,omitempty"`
+	InputPolicy      *string        `json:"inputPolicy,omitempty"`
+	Placement        *placementBody `json:"placement,omitempty"`
+}
+
+// placementBody is an open's placement: a runner, or labels.
+type placementBody struct {
+	Runner *string           `json:"runner,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 func (c *client) open(ctx context.Context, sid string, req openRequest) error {
@@ -151,6 +158,7 @@ type sessionInfo struct {
 		FirstReplyMs *int64 `json:"firstReplyMs"`
 		FinishedMs   *int64 `json:"finishedMs"`
 	} `json:"lastTurnTiming"`
+	Runner string `json:"runner"` // the runner a placed session is pinned to
 }
 
 func (c *client) session(ctx context.Context, sid string) (*sessionInfo, error) {
@@ -345,15 +353,30 @@ type agent struct {
 	AdapterEntrypoint string `json:"adapterEntrypoint"`
 }
 
-// agents returns every agent the gateway lists, in its order (by ID).
-func (c *client) agents(ctx context.Context) ([]agent, error) {
-	var resp struct {
-		Agents []agent `json:"agents"`
-	}
+// runner is one runner of GET /v1/agents.
+type runner struct {
+	ID         string            `json:"id"`
+	Agents     []agent           `json:"agents"`
+	Labels     map[string]string `json:"labels"`
+	PlacedOnly bool              `json:"placedOnly"`
+	Load       uint32            `json:"load"`
+	Capacity   uint32            `json:"capacity"`
+}
+
+// agentList is GET /v1/agents.
+type agentList struct {
+	Agents  []agent  `json:"agents"`
+	Runners []runner `json:"runners"`
+}
+
+// agents returns every agent the gateway lists, and every runner, in its
+// order (by ID).
+func (c *client) agents(ctx context.Context) (*agentList, error) {
+	var resp agentList
 	if err := c.do(ctx, http.MethodGet, c.base+"/v1/agents", nil, &resp); err != nil {
 		return nil, err
 	}
-	return resp.Agents, nil
+	return &resp, nil
 }
 
 // events opens the session's event stream after the durable sequence

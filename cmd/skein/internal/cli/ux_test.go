@@ -273,7 +273,8 @@ func TestFollowersSurviveAGatewayRestart(t *testing.T) {
 	}
 }
 
-// TestCompletion: session IDs and agents are completed from the gateway.
+// TestCompletion: session IDs, agents and runners are completed from the
+// gateway.
 func TestCompletion(t *testing.T) {
 	e := newEnv(t)
 	e.open("s1", "demo")
@@ -292,6 +293,9 @@ func TestCompletion(t *testing.T) {
 	})
 	if out := complete("prompt", "-s", "s2", "--agent", "d"); !strings.Contains(out, "demo\tinstalled\n") || strings.Contains(out, "other") {
 		t.Errorf("completion of --agent d = %q, want demo alone", out)
+	}
+	if out := complete("open", "--runner", ""); !strings.HasPrefix(out, "r1\n") && !strings.HasPrefix(out, "r1\t") {
+		t.Errorf("completion of --runner = %q, want r1", out)
 	}
 }
 

@@ -43,10 +43,10 @@ func (c *client) serverVersion(ctx context.Context) (string, error) {
 // shell waits for it at every Tab.
 const completionTimeout = 2 * time.Second
 
-// complete completes the --session and --agent flags of cmd, when it has
-// them, from the gateway: session IDs from GET /v1/sessions (the first
-// page), agent IDs from GET /v1/agents. A gateway that does not answer
-// completes nothing.
+// complete completes the --session, --agent and --runner flags of cmd,
+// when it has them, from the gateway: session IDs from GET /v1/sessions
+// (the first page), agent and runner IDs from GET /v1/agents. A gateway
+// that does not answer completes nothing.
 func (a *app) complete(cmd *cobra.Command) {
 	flags := cmd.Flags()
 	if flags.Lookup("session") != nil {
@@ -83,13 +83,32 @@ func (a *app) complete(cmd *cobra.Command) {
 				return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
 			}
 			var ids []cobra.Completion
-			for _, ag := range list {
+			for _, ag := range list.Agents {
 				if strings.HasPrefix(ag.ID, prefix) {
 					desc := "installed"
 					if !ag.Installed {
 						desc = "not installed"
 					}
 					ids = append(ids, cobra.CompletionWithDesc(ag.ID, desc))
+				}
+			}
+			return ids, cobra.ShellCompDirectiveNoFileComp
+		})
+	}
+	if flags.Lookup("runner") != nil {
+		_ = cmd.RegisterFlagCompletionFunc("runner", func(cmd *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			cl, done := a.completionClient(cmd)
+			defer done()
+			ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
+			defer cancel()
+			list, err := cl.agents(ctx)
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
+			}
+			var ids []cobra.Completion
+			for _, r := range list.Runners {
+				if strings.HasPrefix(r.ID, prefix) {
+					ids = append(ids, cobra.CompletionWithDesc(r.ID, flat(labelsOf(r.Labels))))
 				}
 			}
 			return ids, cobra.ShellCompDirectiveNoFileComp
