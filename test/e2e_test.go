@@ -28,6 +28,13 @@ func do(t *testing.T, method, url, body string) (int, []byte) {
 // empty, and returns the answer's status and body.
 func doAs(t *testing.T, method, url, token, body string) (int, []byte) {
 	t.Helper()
+	code, b, _ := doHeader(t, method, url, token, body)
+	return code, b
+}
+
+// doHeader is doAs, with the answer's headers.
+func doHeader(t *testing.T, method, url, token, body string) (int, []byte, http.Header) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +52,7 @@ func doAs(t *testing.T, method, url, token, body string) (int, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.StatusCode, b
+	return resp.StatusCode, b, resp.Header
 }
 
 // sseEvent is one event of the gateway's event stream, decoded just enough

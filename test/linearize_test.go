@@ -44,12 +44,12 @@ type sessionOp struct {
 
 // sessionResult is an operation's output.
 //
-//	open     ok
-//	prompt   accepted (Turn), busy, not_found
+//	open     ok, refused (nothing done: the store is full)
+//	prompt   accepted (Turn), busy, not_found, refused
 //	await    Outcome: completed, cancelled, failed, or stop:<reason>
 //	cancel   cancelled, no_active_prompt, not_found, or ended (Outcome: the
 //	         turn ended on its own while the cancel waited)
-//	respond  accepted, not_pending, not_found
+//	respond  accepted, not_pending, not_found, refused
 //	delete   ok
 //	get      idle, busy (Turn: the running turn, when the answer names it),
 //	         not_found
@@ -105,6 +105,9 @@ func deletedOutcome(outcome string) bool {
 func stepSession(s modelState, op sessionOp, res sessionResult) (bool, modelState) {
 	switch op.Kind {
 	case "open":
+		if res.Status == "refused" {
+			return true, s
+		}
 		if s.exists {
 			return true, s // reopening is a no-op
 		}
@@ -114,7 +117,9 @@ func stepSession(s modelState, op sessionOp, res sessionResult) (bool, modelStat
 		case "not_found":
 			return !s.exists, s
 		case "busy":
-			return s.exists && s.running != "" && s.key != op.Key, s
+			return s.exists && s.running != "" && (op.Key == "" || s.key != op.Key), s
+		case "refused":
+			return true, s
 		case "accepted":
 			if !s.exists {
 				return false, s
@@ -161,7 +166,7 @@ func stepSession(s modelState, op sessionOp, res sessionResult) (bool, modelStat
 		switch res.Status {
 		case "not_found":
 			return !s.exists, s
-		case "not_pending":
+		case "not_pending", "refused":
 			return true, s
 		case "accepted":
 			if !s.exists || s.answered[op.Request] {
@@ -307,22 +312,42 @@ func (h *opHistory) check(t *testing.T, name string) {
 		t.Errorf("%s: write the visualization: %v", name, err)
 	}
 	t.Errorf("%s: the clients' history of the sessions is not linearizable (%s): see %s", name, res, path)
+	// The sessions at fault, their operations in the order called.
+	for _, part := range sessionModel.Partition(ops) {
+		if porcupine.CheckOperations(sessionModel, part) {
+			continue
+		}
+		slices.SortFunc(part, func(a, b porcupine.Operation) int { return int(a.Call - b.Call) })
+		var b strings.Builder
+		for _, op := range part {
+			fmt.Fprintf(&b, "\n  [%.3f, %.3f] client %d: %s", float64(op.Call)/1e9, float64(op.Return)/1e9, op.ClientId, sessionModel.DescribeOperation(op.Input, op.Output))
+		}
+		t.Logf("%s: session %s, not linearizable:%s", name, part[0].Input.(sessionOp).Session, b.String())
+	}
 }
 
 // recordPrompt records a prompt of sid with key, called at call, that
 // answered a (after any keyed retries: one operation), by client.
 func (r *faultRig) recordPrompt(client int, call int64, sid, key string, a answer) {
+	r.hist.prompt(client, call, sid, key, a)
+}
+
+// prompt records a prompt of sid with key ("" for none), called at call,
+// that answered a, by client.
+func (h *opHistory) prompt(client int, call int64, sid, key string, a answer) {
 	op := sessionOp{Session: sid, Kind: "prompt", Key: key}
 	switch {
 	case a.turn != "":
-		r.hist.add(client, call, op, sessionResult{Status: "accepted", Turn: a.turn})
-		r.hist.add(client, call, sessionOp{Session: sid, Kind: "await", Turn: a.turn}, sessionResult{Outcome: a.outcome()})
+		h.add(client, call, op, sessionResult{Status: "accepted", Turn: a.turn})
+		h.add(client, call, sessionOp{Session: sid, Kind: "await", Turn: a.turn}, sessionResult{Outcome: a.outcome()})
 	case a.errorCode() == string(events.CodeSessionBusy):
-		r.hist.add(client, call, op, sessionResult{Status: "busy"})
+		h.add(client, call, op, sessionResult{Status: "busy"})
 	case a.errorCode() == string(events.CodeSessionNotFound):
-		r.hist.add(client, call, op, sessionResult{Status: "not_found"})
+		h.add(client, call, op, sessionResult{Status: "not_found"})
+	case a.errorCode() == string(events.CodeStorageFull):
+		h.add(client, call, op, sessionResult{Status: "refused"})
 	default:
-		r.hist.lost(sid, fmt.Sprintf("prompt %s answered %v", key, a))
+		h.lost(sid, fmt.Sprintf("prompt %s answered %v", key, a))
 	}
 }
 

@@ -128,24 +128,54 @@ func TestStorageFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	session := func(sid string) string { return st.url + "/v1/sessions/" + sid }
+	// Every operation on a session is recorded, and the history checked
+	// for linearizability at the end (linearize_test.go).
+	hist := newOpHistory()
+	open := func(sid, body string) (int, []byte) {
+		call := hist.now()
+		code, b := do(t, http.MethodPut, session(sid), body)
+		switch a := (answer{code: code, body: b}); {
+		case code == http.StatusOK:
+			hist.add(0, call, sessionOp{Session: sid, Kind: "open"}, sessionResult{Status: "ok"})
+		case a.errorCode() == string(events.CodeStorageFull):
+			hist.add(0, call, sessionOp{Session: sid, Kind: "open"}, sessionResult{Status: "refused"})
+		default:
+			hist.lost(sid, fmt.Sprintf("open: %d %s", code, b))
+		}
+		return code, b
+	}
 	for _, sid := range []string{"a", "b"} {
-		if code, body := do(t, http.MethodPut, session(sid), `{"agent":"test","permissionPolicy":"ask"}`); code != http.StatusOK {
+		if code, body := open(sid, `{"agent":"test","permissionPolicy":"ask"}`); code != http.StatusOK {
 			t.Fatalf("PUT session %s = %d %s", sid, code, body)
 		}
 	}
 	prompt := func(sid, text string) (int, []byte) {
 		b, _ := json.Marshal(map[string]any{"content": []map[string]string{{"type": "text", "text": text}}})
-		return do(t, http.MethodPost, session(sid)+"/prompt", string(b))
+		call := hist.now()
+		code, body, h := doHeader(t, http.MethodPost, session(sid)+"/prompt", "", string(b))
+		hist.prompt(1, call, sid, "", answer{code: code, body: body, turn: h.Get("X-Skein-Turn-Id")})
+		return code, body
 	}
-	type answer struct {
-		code int
-		body []byte
+	respond := func(sid, req, body string) (int, []byte) {
+		call := hist.now()
+		code, b := do(t, http.MethodPost, session(sid)+"/permissions/"+req, body)
+		var res struct{ Status string }
+		op := sessionOp{Session: sid, Kind: "respond", Request: req}
+		switch a := (answer{code: code, body: b}); {
+		case code == http.StatusOK && json.Unmarshal(b, &res) == nil && res.Status != "":
+			hist.add(2, call, op, sessionResult{Status: res.Status})
+		case a.errorCode() == string(events.CodeStorageFull):
+			hist.add(2, call, op, sessionResult{Status: "refused"})
+		default:
+			hist.lost(sid, fmt.Sprintf("answer: %d %s", code, b))
+		}
+		return code, b
 	}
 	promptAsync := func(sid, text string) <-chan answer {
 		c := make(chan answer, 1)
 		go func() {
 			code, body := prompt(sid, text)
-			c <- answer{code, body}
+			c <- answer{code: code, body: body}
 		}()
 		return c
 	}
@@ -159,11 +189,19 @@ func TestStorageFull(t *testing.T) {
 		t.Helper()
 		var st stateJSON
 		if err := pollFor(t.Context(), what, func() bool {
+			call := hist.now()
 			code, body := do(t, http.MethodGet, session(sid), "")
 			var s struct{ State json.RawMessage }
 			if code != http.StatusOK || json.Unmarshal(body, &s) != nil || json.Unmarshal(s.State, &st) != nil {
 				return false
 			}
+			var turn struct{ TurnID string }
+			_ = json.Unmarshal(s.State, &turn)
+			res := sessionResult{Status: "idle"}
+			if turn.TurnID != "" || st.Status == "running" {
+				res = sessionResult{Status: "busy", Turn: turn.TurnID}
+			}
+			hist.add(3, call, sessionOp{Session: sid, Kind: "get"}, res)
 			return done(st)
 		}); err != nil {
 			t.Fatal(err)
@@ -201,9 +239,9 @@ func TestStorageFull(t *testing.T) {
 
 	code, body := prompt("a", "say more")
 	wantStorageFull("a prompt on the full store", code, body)
-	code, body = do(t, http.MethodPut, session("c"), `{"agent":"test"}`)
+	code, body = open("c", `{"agent":"test"}`)
 	wantStorageFull("an open on the full store", code, body)
-	code, body = do(t, http.MethodPost, session("b")+"/permissions/"+requestID, `{"optionId":"yes"}`)
+	code, body = respond("b", requestID, `{"optionId":"yes"}`)
 	wantStorageFull("an answer on the full store", code, body)
 	code, body = do(t, http.MethodGet, st.url+"/readyz", "")
 	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), `"status":"storage_full"`) {
@@ -216,7 +254,7 @@ func TestStorageFull(t *testing.T) {
 	if s := state("a", "a's held end to be stored", func(s stateJSON) bool { return s.Status != "running" }); s.Status != "failed" || s.Error == nil || s.Error.Code != string(events.CodeStorageFull) {
 		t.Errorf("session a after its turn ended storage_full = %+v, want failed, storage_full", s)
 	}
-	code, body = do(t, http.MethodPost, session("b")+"/permissions/"+requestID, `{"optionId":"yes"}`)
+	code, body = respond("b", requestID, `{"optionId":"yes"}`)
 	if code != http.StatusOK || !strings.Contains(string(body), `"accepted"`) {
 		t.Errorf("b's answer once the limit is raised = %d %s", code, body)
 	}
@@ -257,4 +295,5 @@ func TestStorageFull(t *testing.T) {
 			t.Errorf("session %s: turns ended %v, want %v", sid, outcomes, want)
 		}
 	}
+	hist.check(t, "storage-full")
 }

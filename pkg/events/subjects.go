@@ -55,6 +55,7 @@ const (
 	IOSubjectsAll   = "acp.io.>"
 	IOTailAll       = "acp.iotail.>"
 	LiveSubjectsAll = "acp.live.>"
+	EndNoticesAll   = "acp.live.*.*.end" // every session's EndNoticeSubject
 )
 
 // LogSubject returns "acp.log.<ns>.<sid>.<kind>". Never core-subscribe to it:
@@ -120,6 +121,20 @@ func LiveSubject(ns Namespace, sid SessionID) string {
 // owner's TurnEndUnrecorded while a full store refuses a turn's end.
 func EndNoticeSubject(ns Namespace, sid SessionID) string {
 	return join("acp.live", string(ns), string(sid), "end")
+}
+
+// ParseEndNoticeSubject returns the session of an EndNoticeSubject.
+func ParseEndNoticeSubject(subject string) (Namespace, SessionID, error) {
+	t := strings.Split(subject, ".")
+	if len(t) != 5 || t[0] != "acp" || t[1] != "live" || t[4] != "end" {
+		return "", "", Errorf(CodeInvalidRequest, "%q is not an end notice subject", subject)
+	}
+	ns, err := ParseNamespace(t[2])
+	if err != nil {
+		return "", "", err
+	}
+	sid, err := ParseSessionID(t[3])
+	return ns, sid, err
 }
 
 // IOSubject returns "acp.io.<ns>.<sid>".

@@ -87,6 +87,7 @@ type Service struct {
 	meta    jetstream.KeyValue
 	runners jetstream.KeyValue
 	index   *sessionIndex
+	held    heldEnds // turn ends a full store holds (heldends.go)
 	indexed prometheus.Gauge
 	lists   prometheus.Histogram
 }
@@ -175,6 +176,9 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-indexCtx.Done():
 		}
 	})
+	if err := s.held.follow(ctx, s.nc); err != nil {
+		return fmt.Errorf("follow turn end notices: %w", err)
+	}
 	eps, err := rpc.StartEndpoints(ctx, s.nc, s.lg, rpc.ServiceConfig{Config: micro.Config{
 		Name:        events.APIServiceHistory,
 		Description: "Skein history service: storage-only reads",
@@ -452,6 +456,9 @@ func (s *Service) sessionInfo(ctx context.Context, ns events.Namespace, sid even
 		info.LogSequence = last.Sequence // the state below is as of it
 	}
 	if info.State, err = s.currentState(ctx, ns, sid, meta, last); err != nil {
+		return nil, err
+	}
+	if info.State, err = s.held.applyJSON(ns, sid, info.State); err != nil {
 		return nil, err
 	}
 	info.LastTurnTiming = lastTurnTiming(meta, last)
