@@ -107,6 +107,9 @@ type ioWindow struct {
 
 	wake chan struct{} // one token: something for the pump to look at
 	done chan struct{} // closed when the pump returns
+	// finished, when set, is told each record number the stream stored or
+	// refused for good (the edge outbox removes it then, outbox.go).
+	finished func(no uint64)
 }
 
 // ioRecord is one record in the window.
@@ -371,6 +374,9 @@ func (w *ioWindow) settle(r *ioRecord, err error) {
 		w.m.ioPublishErrors.Inc()
 		w.lg.Error("runner record not stored", events.LogKeyRecord, r.msg.Header.Get(events.HeaderRecord),
 			logKeyRecordNo, r.no, events.LogKeyErr, err)
+	}
+	if w.finished != nil {
+		w.finished(r.no)
 	}
 	w.remove(r)
 }
