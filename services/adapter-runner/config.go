@@ -181,6 +181,15 @@ type Config struct {
 	// either (list_directories): its workspace is its own machine's, for
 	// the sessions placed there.
 	PlacedOnly bool
+	// JetStreamDomain, when set, is the domain of the cluster's JetStream,
+	// for a runner that reaches the cluster through a leaf node (skein
+	// runner --join): across a leaf, the cluster answers no JetStream API
+	// request and takes no $KV write of the account unless it names the
+	// domain. Such a runner checks no stream at start and writes its
+	// heartbeat through the domain (events.KVSubjectInDomain); its ACP_IO
+	// records are plain publishes, which cross the leaf as they are. No
+	// flag sets it.
+	JetStreamDomain string
 	// Capacity is how many adapters this runner hosts at once; past it, a
 	// create is refused agent_unavailable ("runner r1 full: 64 of 64
 	// adapters"), so that a new session goes to another runner rather
