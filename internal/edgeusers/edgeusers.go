@@ -282,7 +282,8 @@ func ParseCredential(b []byte) (Credential, error) {
 	if err != nil {
 		return Credential{}, err
 	}
-	return Credential{Runner: Runner{Name: name, Nkey: pub}, Seed: seed}, nil
+	// Wipe, deferred, zeroes the key pair's seed, which Seed shares.
+	return Credential{Runner: Runner{Name: name, Nkey: pub}, Seed: slices.Clone(seed)}, nil
 }
 
 // WriteCredential writes a credential file at path, readable by its owner

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 
 	"skein.dev/internal/edgeusers"
 )
@@ -230,8 +231,13 @@ func TestCredential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Runner != laptop || len(c.Seed) == 0 {
-		t.Errorf("ParseCredential = %v, want runner %v with a seed", c.Runner, laptop)
+	if c.Runner != laptop {
+		t.Errorf("ParseCredential = %v, want runner %v", c.Runner, laptop)
+	}
+	if kp, err := nkeys.FromSeed(c.Seed); err != nil {
+		t.Errorf("the credential's seed: %v", err)
+	} else if pub, _ := kp.PublicKey(); pub != laptop.Nkey {
+		t.Errorf("the credential's seed is the key of %s, want %s", pub, laptop.Nkey)
 	}
 	for _, bad := range []string{"", "not a credential", strings.Replace(string(b), "laptop", "a.b", 1)} {
 		if _, err := edgeusers.ParseCredential([]byte(bad)); err == nil {
