@@ -7,12 +7,12 @@ import (
 	"skein.dev/internal/testutil"
 )
 
-// TestGoFlagHelp: dev, serve, provision and provision runner print their help as the other
+// TestGoFlagHelp: dev, serve, provision, provision runner and runner print their help as the other
 // commands do: the description, the usage line, and every flag with two
 // dashes, on standard output; none of them starts.
 func TestGoFlagHelp(t *testing.T) {
 	for _, tt := range []struct{ cmd, flag string }{{"dev", "--data string"}, {"serve", "--target string"}, {"provision", "--dry-run"},
-		{"provision runner", "--revoke"}} {
+		{"provision runner", "--revoke"}, {"runner", "--join string"}} {
 		for _, help := range []string{"-h", "--help"} {
 			var stdout, stderr testutil.Buffer
 			code := run(t.Context(), append(strings.Fields(tt.cmd), help), func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)

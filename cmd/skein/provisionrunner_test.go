@@ -94,12 +94,20 @@ func TestProvisionRunnerEditsTheAccountsFile(t *testing.T) {
 	}
 }
 
-// What skein provision runner refuses before they touch
+// What skein provision runner and skein runner refuse before they touch
 // anything, each with what to do.
 func TestEdgeCommandsRefuse(t *testing.T) {
 	dir := t.TempDir()
 	notCreds := filepath.Join(dir, "not.creds")
 	if err := os.WriteFile(notCreds, []byte("hello\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, cred, err := edgeusers.NewCredential("laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := filepath.Join(dir, "laptop.creds")
+	if err := edgeusers.WriteCredential(creds, cred); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
@@ -112,6 +120,12 @@ func TestEdgeCommandsRefuse(t *testing.T) {
 		{[]string{"provision", "runner", "laptop", "--out", "x", "--revoke", "--accounts-file", "y", "--reload=false"}, "--out FILE"},
 		{[]string{"provision", "runner", "laptop", "--out", "x"}, "--accounts-file"},
 		{[]string{"provision", "runner", "laptop", "--out", "x", "--accounts-file", "y"}, "--sys-nats"},
+		{[]string{"runner", "--creds", notCreds}, "--join"},
+		{[]string{"runner", "--join", "nats-leaf://127.0.0.1:7422"}, "--creds"},
+		{[]string{"runner", "--join", "nats-leaf://127.0.0.1:7422", "--creds", notCreds}, "not a Skein edge runner's credential"},
+		{[]string{"runner", "--join", "http://127.0.0.1:7422", "--creds", creds, "--data", dir}, "nats-leaf:// or tls://"},
+		{[]string{"runner", "--join", "nats-leaf://u:p@127.0.0.1:7422", "--creds", creds, "--data", dir}, "not a user in the URL"},
+		{[]string{"runner", "--join", "tls://127.0.0.1:7422", "--creds", creds, "--data", dir, "--tls-ca", notCreds}, "no PEM certificate"},
 	} {
 		var stdout, stderr testutil.Buffer
 		code := run(t.Context(), tt.args, func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
