@@ -638,10 +638,12 @@ func (p *Proc) ready(ctx context.Context) bool {
 // leaves no idle connection's goroutines behind.
 var healthClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
 
-// Violations returns the permission violations the nodes logged, each
-// line naming the user ("SKEIN/user:skein-session") and the subject it was
-// refused. A service whose permissions in accounts.conf are too narrow
-// shows here first.
+// Violations returns the permission violations the nodes logged: a
+// client's, each line naming the user ("SKEIN/user:skein-session") and the
+// subject it was refused, and a leaf connection's (an edge runner's),
+// `Publish Violation on "<subject>" - Check other side configuration`
+// after the connection's address. A service whose permissions in
+// accounts.conf are too narrow shows here first.
 func (c *Cluster) Violations() []string {
 	var out []string
 	for _, n := range c.Nodes {
@@ -650,7 +652,7 @@ func (c *Cluster) Violations() []string {
 			continue
 		}
 		for line := range strings.Lines(string(b)) {
-			if strings.Contains(line, " Violation - ") {
+			if strings.Contains(line, " Violation - ") || strings.Contains(line, " Violation on ") {
 				out = append(out, n.Name+": "+strings.TrimSpace(line))
 			}
 		}
