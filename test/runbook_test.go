@@ -139,6 +139,10 @@ var runbookChecks = []runbookCheck{
 			}
 		}},
 	{pattern: `^skein prompt -s upgrade-check --agent demo "say upgrade ok"$`, want: []string{`upgrade ok`}},
+	{pattern: `^skein provision runner laptop --out laptop\.creds$`, want: []string{`runner laptop: issued`, `(?m)^n1: reloaded`, `(?m)^n2: reloaded`, `(?m)^n3: reloaded`}},
+	{pattern: `^skein runner --join "\$SKEIN_LEAF_URL" --creds laptop\.creds --id laptop --label where=laptop$`, want: []string{`^Runner laptop joined the cluster`}, stream: true},
+	{pattern: `^curl -fsS "\$NATS_MONITOR/leafz\?subs=1"$`, want: []string{`"leafnodes":\s*\d+`}},
+	{pattern: `^skein provision runner laptop --revoke$`, want: []string{`runner laptop: revoked`, `(?m)^n1: reloaded; \d+ leaf connection`, `heartbeat is removed`}},
 	{pattern: `^nats stream cluster step-down ACP_LOG$`, want: []string{`(?i)leader`}},
 	{pattern: `server cluster step-down$`, want: []string{`(?i)leader`}},
 }
