@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,10 +56,7 @@ func TestEdgeRunner(t *testing.T) {
 	if err := c.Service(cluster.Runner + "-1").Stop(); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{
-		"NATS_URL": c.URL(cluster.UserOps), "SKEIN_LEAF_URL": c.LeafURL(),
-		"SKEIN_ACCOUNTS_FILE": c.AccountsFile(), "SKEIN_SYS_NATS": c.URL(cluster.UserSys),
-	}
+	env := clusterEnv(t, c)
 	dir := t.TempDir()
 	creds := filepath.Join(dir, "laptop.creds")
 	if code, out, errOut := runSkein(t, env, "provision", "runner", "laptop", "--out", creds); code != 0 ||
@@ -274,6 +272,22 @@ func TestEdgeRunner(t *testing.T) {
 	if code, out, _ := runSkein(t, env, "provision", "runner", "laptop", "--revoke"); code == 0 {
 		t.Errorf("revoking laptop again succeeded: %s", out)
 	}
+}
+
+// clusterEnv is what make cluster's env file exports (cluster.Env), as
+// the variables a command run after `source .cluster/env` has.
+func clusterEnv(t *testing.T, c *cluster.Cluster) map[string]string {
+	t.Helper()
+	env := map[string]string{}
+	for line := range strings.Lines(c.Env()) {
+		k, v, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "export "), "=")
+		uq, err := strconv.Unquote(v)
+		if !ok || err != nil {
+			t.Fatalf("cluster.Env: %q", line)
+		}
+		env[k] = uq
+	}
+	return env
 }
 
 // startEdgeRunner starts skein runner --join as a process, with env and
