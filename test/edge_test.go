@@ -247,30 +247,57 @@ func TestEdgeRunner(t *testing.T) {
 		t.Errorf("runner desk's heartbeat after the refusal: %v, want none", err)
 	}
 
+	// A new key for laptop, to a new file: the old key's link is cut, and
+	// its runner exits saying why; the new one joins.
+	creds2 := filepath.Join(dir, "laptop2.creds")
+	if code, out, errOut := runSkein(t, env, "provision", "runner", "laptop", "--out", creds2); code != 0 ||
+		!strings.Contains(out, "the old one is revoked") || leafsClosed(out) == 0 {
+		t.Fatalf("skein provision runner laptop to a new file: exit %d, want the old key's link cut:\n%s%s", code, out, errOut)
+	}
+	awaitRefused(t, laptop)
+	laptop = startEdgeRunner(t, exe, env, filepath.Join(dir, "laptop"), "--creds", creds2, "--label", "where=laptop")
+
 	// Revoked: the hub cuts the link within seconds, and the runner exits
 	// saying why.
-	if code, out, errOut := runSkein(t, env, "provision", "runner", "laptop", "--revoke"); code != 0 ||
-		!strings.Contains(out, "leaf connection(s) closed") {
-		t.Fatalf("skein provision runner laptop --revoke: exit %d:\n%s%s", code, out, errOut)
+	if code, out, errOut := runSkein(t, env, "provision", "runner", "laptop", "--revoke"); code != 0 || leafsClosed(out) == 0 {
+		t.Fatalf("skein provision runner laptop --revoke: exit %d, want its link cut:\n%s%s", code, out, errOut)
 	}
 	revoked := time.Now()
 	if err := pollFor(ctx, "the hubs to hold no leaf connection", func() bool { return len(edgeLeafs(t, c)) == 0 }); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("the revoked runner's link was cut %v after skein provision runner --revoke returned", time.Since(revoked))
-	select {
-	case <-laptop.Exited():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the revoked runner still runs 30 s after --revoke")
-	}
-	if log := laptop.LogSince(); !strings.Contains(log, "the cluster refused the runner's credential") {
-		t.Errorf("the revoked runner exited without saying why:\n%s", log)
-	}
+	awaitRefused(t, laptop)
 	if _, err := runners.Get(ctx, "laptop"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Errorf("the revoked runner's heartbeat: %v, want none", err)
 	}
 	if code, out, _ := runSkein(t, env, "provision", "runner", "laptop", "--revoke"); code == 0 {
 		t.Errorf("revoking laptop again succeeded: %s", out)
+	}
+}
+
+// leafsClosed adds up the leaf connections skein provision runner says
+// it closed on each node.
+func leafsClosed(out string) int {
+	n := 0
+	for _, m := range regexp.MustCompile(`: reloaded; (\d+) leaf connection`).FindAllStringSubmatch(out, -1) {
+		i, _ := strconv.Atoi(m[1])
+		n += i
+	}
+	return n
+}
+
+// awaitRefused waits, for at most 30 s, for the edge runner p to exit
+// because the cluster refused its credential, and fails unless it said so.
+func awaitRefused(t *testing.T, p *cluster.Proc) {
+	t.Helper()
+	select {
+	case <-p.Exited():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s still runs 30 s after its credential was withdrawn", p.Name)
+	}
+	if log := p.LogSince(); !strings.Contains(log, "the cluster refused the runner's credential") {
+		t.Errorf("%s exited without saying why:\n%s", p.Name, log)
 	}
 }
 

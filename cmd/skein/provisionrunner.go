@@ -262,6 +262,9 @@ func reloadNodes(ctx context.Context, f *provisionRunnerFlags, keep []string, cu
 	if err != nil {
 		return err
 	}
+	// A runner given a new key keeps its name among the runners: its
+	// connections, made with the old key, go all the same.
+	keep = slices.DeleteFunc(slices.Clone(keep), func(name string) bool { return name == cut })
 	var errs []error
 	for _, s := range servers {
 		if err := sysRequest(ctx, nc, s.ID, "RELOAD", nil, nil); err != nil {
