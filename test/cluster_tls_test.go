@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,8 @@ import (
 // route TLS (the R3 streams are provisioned), a turn runs through every
 // service (skein serve and skein provision with --nats-tls-ca/cert/key),
 // and a client that speaks plain text, or TLS without a certificate the
-// CA signed, is refused.
+// CA signed, is refused. An edge runner joins the leafnodes listener over
+// TLS.
 func TestClusterTLS(t *testing.T) {
 	c := startCluster(t, cluster.Options{TLS: true})
 	ctx := t.Context()
@@ -47,10 +49,13 @@ func TestClusterTLS(t *testing.T) {
 				TLSRequired bool `json:"tls_required"`
 				TLSVerify   bool `json:"tls_verify"`
 			} `json:"cluster"`
+			Leaf struct {
+				TLSRequired bool `json:"tls_required"`
+			} `json:"leaf"`
 		}
 		tlsGetJSON(t, fmt.Sprintf("http://127.0.0.1:%d/varz", p), &varz)
-		if !varz.TLSRequired || !varz.TLSVerify || !varz.Cluster.TLSRequired || !varz.Cluster.TLSVerify {
-			t.Errorf("node on %d: /varz says %+v, want TLS required and verified for clients and routes", p, varz)
+		if !varz.TLSRequired || !varz.TLSVerify || !varz.Cluster.TLSRequired || !varz.Cluster.TLSVerify || !varz.Leaf.TLSRequired {
+			t.Errorf("node on %d: /varz says %+v, want TLS required and verified for clients and routes, and required for leaf nodes", p, varz)
 		}
 	}
 
@@ -77,6 +82,21 @@ func TestClusterTLS(t *testing.T) {
 	}
 	if code, _, errOut := runSkein(t, nil, "provision", "--nats="+c.URL(cluster.UserOps), "--nats-tls-cert="+c.TLS.ClientCert); code == exitOK || !strings.Contains(errOut, "go together") {
 		t.Errorf("a client certificate without its key: exit %d, %s", code, errOut)
+	}
+
+	// An edge runner joins over TLS, checking the nodes' certificate
+	// against the CA (SKEIN_TLS_CA), with what make cluster's env file
+	// gives skein provision runner: the system user's URL and the TLS
+	// files, for its reload.
+	edge := clusterEnv(t, c)
+	creds := filepath.Join(t.TempDir(), "laptop.creds")
+	if code, out, errOut := runSkein(t, edge, "provision", "runner", "laptop", "--out", creds); code != exitOK || strings.Count(out, ": reloaded") != 3 {
+		t.Errorf("skein provision runner over TLS: exit %d\n%s%s", code, out, errOut)
+	} else {
+		startEdgeRunner(t, skeinBin(t), edge, filepath.Join(t.TempDir(), "laptop"), "--creds", creds)
+		for _, l := range edgeLeafs(t, c) {
+			t.Logf("leaf %s", l.Name)
+		}
 	}
 
 	// Without a client certificate: refused in the handshake.

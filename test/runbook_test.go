@@ -139,6 +139,10 @@ var runbookChecks = []runbookCheck{
 			}
 		}},
 	{pattern: `^skein prompt -s upgrade-check --agent demo "say upgrade ok"$`, want: []string{`upgrade ok`}},
+	{pattern: `^skein provision runner laptop --out laptop\.creds$`, want: []string{`runner laptop: issued`, `(?m)^n1: reloaded`, `(?m)^n2: reloaded`, `(?m)^n3: reloaded`}},
+	{pattern: `^skein runner --join "\$SKEIN_LEAF_URL" --creds laptop\.creds --id laptop --label where=laptop$`, want: []string{`^Runner laptop joined the cluster`}, stream: true},
+	{pattern: `^curl -fsS "\$NATS_MONITOR/leafz\?subs=1"$`, want: []string{`"leafnodes":\s*\d+`}},
+	{pattern: `^skein provision runner laptop --revoke$`, want: []string{`runner laptop: revoked`, `(?m)^n1: reloaded; \d+ leaf connection`, `heartbeat is removed`}},
 	{pattern: `^nats stream cluster step-down ACP_LOG$`, want: []string{`(?i)leader`}},
 	{pattern: `server cluster step-down$`, want: []string{`(?i)leader`}},
 }
@@ -284,6 +288,9 @@ func checkFor(cmd string) *runbookCheck {
 	return nil
 }
 
+// runbookEnvFile are the variables .cluster/env exports (cluster.Env).
+var runbookEnvFile = []string{"NATS_URL", "SKEIN_URL", "SKEIN_TOKEN", "SKEIN_LEAF_URL", "SKEIN_ACCOUNTS_FILE", "SKEIN_SYS_NATS"}
+
 // runbookRun is one run of the runbook against a cluster.
 type runbookRun struct {
 	c       *cluster.Cluster
@@ -348,6 +355,7 @@ func TestRunbook(t *testing.T) {
 		"HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
 		// .cluster/env
 		"NATS_URL="+c.URL(cluster.UserOps), "SKEIN_URL="+c.HTTP[0], "SKEIN_TOKEN="+c.Token,
+		"SKEIN_LEAF_URL="+c.LeafURL(), "SKEIN_ACCOUNTS_FILE="+c.AccountsFile(), "SKEIN_SYS_NATS="+c.URL(cluster.UserSys),
 		// what the runbook asks the operator to set
 		"SID="+rb.sid, "NATS_SYS_URL="+c.URL(cluster.UserSys), "NATS_READER_URL="+c.URL(cluster.UserReader),
 		fmt.Sprintf("NATS_MONITOR=http://127.0.0.1:%d", c.MonitorPorts[0]),
@@ -423,8 +431,7 @@ func (rb *runbookRun) setup(t *testing.T, b runbookBlock) {
 		t.Fatal(err)
 	}
 	// What ops/tools/cluster writes as <dir>/env.
-	env := fmt.Sprintf("export NATS_URL=%q\nexport SKEIN_URL=%q\nexport SKEIN_TOKEN=%q\n", rb.c.URL(cluster.UserOps), rb.c.HTTP[0], rb.c.Token)
-	if err := os.WriteFile(filepath.Join(rb.c.Dir, "env"), []byte(env), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(rb.c.Dir, "env"), []byte(rb.c.Env()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -444,7 +451,7 @@ func (rb *runbookRun) setup(t *testing.T, b runbookBlock) {
 	cmd := exec.CommandContext(t.Context(), "bash", "-e", "-o", "pipefail", "-c", strings.Join(script, "\n"))
 	cmd.Dir = dir
 	for _, kv := range rb.env {
-		if k, _, _ := strings.Cut(kv, "="); !slices.Contains(exported, k) && !slices.Contains([]string{"NATS_URL", "SKEIN_URL", "SKEIN_TOKEN"}, k) {
+		if k, _, _ := strings.Cut(kv, "="); !slices.Contains(exported, k) && !slices.Contains(runbookEnvFile, k) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
@@ -458,7 +465,7 @@ func (rb *runbookRun) setup(t *testing.T, b runbookBlock) {
 			got[k] = v
 		}
 	}
-	for _, k := range append(exported, "NATS_URL", "SKEIN_URL", "SKEIN_TOKEN") {
+	for _, k := range append(exported, runbookEnvFile...) {
 		if got[k] == "" {
 			t.Errorf("%s:%d: the set-up block leaves %s unset", runbookPath, b.line, k)
 		}

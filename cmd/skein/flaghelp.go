@@ -58,16 +58,24 @@ func twoDashes(s string) string {
 	return b.String()
 }
 
-// withGoFlagHelp applies goFlagHelp to dev, serve and provision.
+// withGoFlagHelp applies goFlagHelp to dev, serve, provision, provision
+// runner and runner.
 func withGoFlagHelp(ctx context.Context, root *cobra.Command, getenv func(string) string, stdout io.Writer) {
 	usage := map[string]func(w io.Writer){
-		"dev":       func(w io.Writer) { _ = runDev(ctx, []string{"-h"}, getenv, "", io.Discard, w) },
-		"serve":     func(w io.Writer) { _ = runServe(ctx, []string{"-h"}, getenv, io.Discard, w) },
-		"provision": func(w io.Writer) { _ = runProvision(ctx, []string{"-h"}, getenv, io.Discard, w) },
+		"dev":              func(w io.Writer) { _ = runDev(ctx, []string{"-h"}, getenv, "", io.Discard, w) },
+		"serve":            func(w io.Writer) { _ = runServe(ctx, []string{"-h"}, getenv, io.Discard, w) },
+		"provision":        func(w io.Writer) { _ = runProvision(ctx, []string{"-h"}, getenv, io.Discard, w) },
+		"provision runner": func(w io.Writer) { _ = runProvisionRunner(ctx, []string{"-h"}, getenv, io.Discard, w) },
+		"runner":           func(w io.Writer) { _ = runRunner(ctx, []string{"-h"}, getenv, io.Discard, w) },
 	}
-	for _, cmd := range root.Commands() {
-		if u, ok := usage[cmd.Name()]; ok {
-			goFlagHelp(cmd, stdout, u)
+	var apply func(cmds []*cobra.Command)
+	apply = func(cmds []*cobra.Command) {
+		for _, cmd := range cmds {
+			if u, ok := usage[strings.TrimPrefix(cmd.CommandPath(), root.Name()+" ")]; ok {
+				goFlagHelp(cmd, stdout, u)
+			}
+			apply(cmd.Commands())
 		}
 	}
+	apply(root.Commands())
 }

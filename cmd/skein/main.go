@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	root.SetErr(stderr)
 	root.AddCommand(devCommand(getenv, stdout, stderr), serveCommand(getenv, stdout, stderr), followCommand(getenv, stdout))
 	root.AddCommand(decodeCommand(stdin, stdout), logCommand(getenv, stdout))
-	root.AddCommand(provisionCommand(getenv, stdout, stderr))
+	root.AddCommand(provisionCommand(getenv, stdout, stderr), runnerCommand(getenv, stdout, stderr))
 	root.AddCommand(cli.Commands(getenv, stdout, stderr)...)
 	withGoFlagHelp(ctx, root, getenv, stdout)
 	cli.MarkUsage(root)

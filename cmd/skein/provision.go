@@ -21,7 +21,7 @@ import (
 // bucket Skein uses, with the rights to do so, so that the services can
 // start with none (streams.Reconcile).
 func provisionCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "provision [--nats URL] [--replicas N] [--dry-run]",
 		Short: "Create or update Skein's streams and buckets on a NATS cluster",
 		Long: `Create every stream and KV bucket Skein uses that is missing, and bring the
@@ -37,12 +37,16 @@ the stream from its leader serves consumers nothing); it prints what it
 waits for, and "serving" for each stream. A dry run does not wait.
 The same configurations, for a three-server cluster, are ops/nats/*.json
 (nats stream add --config FILE).
+skein provision runner NAME issues an edge runner's credential (skein
+provision runner -h).
 Flags take one or two dashes; every flag also reads SKEIN_<NAME>.`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runProvision(cmd.Context(), args, getenv, stdout, stderr)
 		},
 	}
+	cmd.AddCommand(provisionRunnerCommand(getenv, stdout, stderr))
+	return cmd
 }
 
 // errRefused is runProvision's error when a difference was refused (or, in

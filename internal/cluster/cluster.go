@@ -72,7 +72,9 @@ type Options struct {
 	// Dir holds the cluster's state: node stores, runner data, logs, the
 	// gateway's tokens file, and cluster.json (see Save).
 	Dir string
-	// ConfDir is ops/cluster/nats: node.conf and accounts.conf.
+	// ConfDir is ops/cluster/nats: node.conf and accounts.conf. The nodes
+	// run a copy of it, <dir>/nats, in which skein provision runner writes
+	// the edge runners' users (AccountsFile).
 	ConfDir string
 	// NATSServer is the nats-server binary.
 	NATSServer string
@@ -123,8 +125,8 @@ type Cluster struct {
 	Passwords map[string]string
 	// Token is the gateway's admin token for namespace default.
 	Token string
-	// ClientPorts, RoutePorts and MonitorPorts are the nodes'.
-	ClientPorts, RoutePorts, MonitorPorts []int
+	// ClientPorts, RoutePorts, MonitorPorts and LeafPorts are the nodes'.
+	ClientPorts, RoutePorts, MonitorPorts, LeafPorts []int
 	// HTTP are the gateways' base URLs (http://127.0.0.1:8080), Metrics
 	// each service's /metrics URL by process name.
 	HTTP    []string
@@ -174,13 +176,16 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if err := c.writeTokens(); err != nil {
 		return nil, err
 	}
+	if err := c.copyConf(); err != nil {
+		return nil, err
+	}
 	services := o.Gateways + o.Sessions + o.Runners + 1
-	ports, err := c.ports(9 + 2*services)
+	ports, err := c.ports(12 + 2*services)
 	if err != nil {
 		return nil, err
 	}
-	c.ClientPorts, c.RoutePorts, c.MonitorPorts = ports[0:3], ports[3:6], ports[6:9]
-	httpPorts, metricsPorts := ports[9:9+o.Gateways], ports[9+o.Gateways:]
+	c.ClientPorts, c.RoutePorts, c.MonitorPorts, c.LeafPorts = ports[0:3], ports[3:6], ports[6:9], ports[9:12]
+	httpPorts, metricsPorts := ports[12:12+o.Gateways], ports[12+o.Gateways:]
 
 	if err := c.startNodes(ctx); err != nil {
 		c.Stop()
@@ -249,7 +254,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 // ports returns n ports: the fixed ones of make cluster, or free ones.
 func (c *Cluster) ports(n int) ([]int, error) {
 	if c.opts.FixedPorts {
-		p := []int{4222, 4223, 4224, 6222, 6223, 6224, 8222, 8223, 8224}
+		p := []int{4222, 4223, 4224, 6222, 6223, 6224, 8222, 8223, 8224, 7422, 7423, 7424}
 		for i := range c.opts.Gateways {
 			p = append(p, 8080+i)
 		}
@@ -284,7 +289,7 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 	for i, p := range c.RoutePorts {
 		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", p)
 	}
-	conf := filepath.Join(c.opts.ConfDir, c.TLS.nodeConf())
+	conf := filepath.Join(c.confDir(), c.TLS.nodeConf())
 	if c.opts.Relayed {
 		if err := c.startRouteRelays(); err != nil {
 			return err
@@ -302,6 +307,8 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 			"NATS_PORT=" + strconv.Itoa(c.ClientPorts[i]),
 			"NATS_HTTP_PORT=" + strconv.Itoa(c.MonitorPorts[i]),
 			"NATS_CLUSTER_PORT=" + strconv.Itoa(c.RoutePorts[i]),
+			"NATS_LEAF_HOST=127.0.0.1",
+			"NATS_LEAF_PORT=" + strconv.Itoa(c.LeafPorts[i]),
 			"NATS_ROUTES=" + c.routesOf(i, routes),
 			// Quoted: nats-server reads an unquoted value only up to a comma.
 			"NATS_STORE_DIR=" + strconv.Quote(filepath.Join(c.Dir, "nodes", name)),
@@ -360,6 +367,50 @@ func (c *Cluster) URL(user string) string {
 		urls[i] = u.String()
 	}
 	return strings.Join(urls, ",")
+}
+
+// LeafURL returns the nodes' leafnodes listeners, comma separated: what
+// skein runner --join takes (SKEIN_LEAF_URL).
+func (c *Cluster) LeafURL() string {
+	scheme := "nats-leaf"
+	if c.TLS != nil {
+		scheme = "tls"
+	}
+	urls := make([]string, len(c.LeafPorts))
+	for i, p := range c.LeafPorts {
+		urls[i] = fmt.Sprintf("%s://127.0.0.1:%d", scheme, p)
+	}
+	return strings.Join(urls, ",")
+}
+
+// AccountsFile is the accounts.conf the nodes run, in which skein
+// provision runner writes the edge runners' users.
+func (c *Cluster) AccountsFile() string { return filepath.Join(c.confDir(), "accounts.conf") }
+
+// confDir is the nodes' copy of Options.ConfDir.
+func (c *Cluster) confDir() string { return filepath.Join(c.Dir, "nats") }
+
+// Env is <dir>/env, what points the skein and nats CLIs at the cluster as
+// its operator: NATS_URL (the ops user), SKEIN_URL and SKEIN_TOKEN (the
+// gateway and its admin token), and what skein provision runner and skein
+// runner --join need: SKEIN_LEAF_URL, SKEIN_ACCOUNTS_FILE and
+// SKEIN_SYS_NATS (the system user, which asks the nodes to reload). With
+// TLS, the CA and client certificate too, for the nats CLI (NATS_CA, ...)
+// and for skein (SKEIN_NATS_TLS_*; SKEIN_TLS_CA, the CA skein runner
+// checks the leafnodes listener against).
+func (c *Cluster) Env() string {
+	var b strings.Builder
+	for _, kv := range [][2]string{
+		{"NATS_URL", c.URL(UserOps)}, {"SKEIN_URL", c.HTTP[0]}, {"SKEIN_TOKEN", c.Token},
+		{"SKEIN_LEAF_URL", c.LeafURL()}, {"SKEIN_ACCOUNTS_FILE", c.AccountsFile()}, {"SKEIN_SYS_NATS", c.URL(UserSys)},
+	} {
+		fmt.Fprintf(&b, "export %s=%q\n", kv[0], kv[1])
+	}
+	if c.TLS != nil {
+		fmt.Fprintf(&b, "export NATS_CA=%q\nexport NATS_CERT=%q\nexport NATS_KEY=%q\n", c.TLS.CA, c.TLS.ClientCert, c.TLS.ClientKey)
+		fmt.Fprintf(&b, "export SKEIN_NATS_TLS_CA=%q\nexport SKEIN_NATS_TLS_CERT=%q\nexport SKEIN_NATS_TLS_KEY=%q\nexport SKEIN_TLS_CA=%q\n", c.TLS.CA, c.TLS.ClientCert, c.TLS.ClientKey, c.TLS.CA)
+	}
+	return b.String()
 }
 
 // Service returns the service process of that name (gateway-1, ...), or nil.
@@ -620,10 +671,12 @@ func (p *Proc) ready(ctx context.Context) bool {
 // leaves no idle connection's goroutines behind.
 var healthClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
 
-// Violations returns the permission violations the nodes logged, each
-// line naming the user ("SKEIN/user:skein-session") and the subject it was
-// refused. A service whose permissions in accounts.conf are too narrow
-// shows here first.
+// Violations returns the permission violations the nodes logged: a
+// client's, each line naming the user ("SKEIN/user:skein-session") and the
+// subject it was refused, and a leaf connection's (an edge runner's),
+// `Publish Violation on "<subject>" - Check other side configuration`
+// after the connection's address. A service whose permissions in
+// accounts.conf are too narrow shows here first.
 func (c *Cluster) Violations() []string {
 	var out []string
 	for _, n := range c.Nodes {
@@ -632,7 +685,7 @@ func (c *Cluster) Violations() []string {
 			continue
 		}
 		for line := range strings.Lines(string(b)) {
-			if strings.Contains(line, " Violation - ") {
+			if strings.Contains(line, " Violation - ") || strings.Contains(line, " Violation on ") {
 				out = append(out, n.Name+": "+strings.TrimSpace(line))
 			}
 		}
@@ -678,6 +731,7 @@ type state struct {
 	ClientPorts  []int             `json:"clientPorts"`
 	RoutePorts   []int             `json:"routePorts"`
 	MonitorPorts []int             `json:"monitorPorts"`
+	LeafPorts    []int             `json:"leafPorts"`
 	HTTP         []string          `json:"http"`
 	Metrics      map[string]string `json:"metrics"`
 	TLS          *TLSFiles         `json:"tls,omitempty"`
@@ -692,7 +746,7 @@ type procState struct {
 // Save writes <dir>/cluster.json (mode 0600: it holds the passwords).
 func (c *Cluster) Save() error {
 	s := state{Dir: c.Dir, Passwords: c.Passwords, Token: c.Token, ClientPorts: c.ClientPorts,
-		RoutePorts: c.RoutePorts, MonitorPorts: c.MonitorPorts, HTTP: c.HTTP, Metrics: c.Metrics, TLS: c.TLS}
+		RoutePorts: c.RoutePorts, MonitorPorts: c.MonitorPorts, LeafPorts: c.LeafPorts, HTTP: c.HTTP, Metrics: c.Metrics, TLS: c.TLS}
 	for _, p := range c.Nodes {
 		s.Nodes = append(s.Nodes, procState{p.Name, p.Pid, p.Log})
 	}
@@ -718,7 +772,7 @@ func Load(dir string) (*Cluster, error) {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "cluster.json"), err)
 	}
 	c := &Cluster{Dir: s.Dir, Passwords: s.Passwords, Token: s.Token, ClientPorts: s.ClientPorts,
-		RoutePorts: s.RoutePorts, MonitorPorts: s.MonitorPorts, HTTP: s.HTTP, Metrics: s.Metrics, TLS: s.TLS}
+		RoutePorts: s.RoutePorts, MonitorPorts: s.MonitorPorts, LeafPorts: s.LeafPorts, HTTP: s.HTTP, Metrics: s.Metrics, TLS: s.TLS}
 	for _, p := range s.Nodes {
 		c.Nodes = append(c.Nodes, &Proc{Name: p.Name, Pid: p.Pid, Log: p.Log})
 	}

@@ -65,7 +65,7 @@ func (c *Cluster) relayedRoutes(i int) string {
 // block again with the advertise settings above (NATS_CLUSTER_ADVERTISE,
 // per node), and returns its path.
 func (c *Cluster) relayedConf() (string, error) {
-	rel, err := filepath.Rel(c.Dir, filepath.Join(c.opts.ConfDir, c.TLS.nodeConf()))
+	rel, err := filepath.Rel(c.Dir, filepath.Join(c.confDir(), c.TLS.nodeConf()))
 	if err != nil {
 		return "", err
 	}

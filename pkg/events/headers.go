@@ -98,3 +98,12 @@ const (
 	HeaderAcceptChunks = "Acp-Accept-Chunks"
 	HeaderChunk        = "Acp-Chunk"
 )
+
+// A KV write made as a plain JetStream publish on the key's subject
+// (KVSubject, or KVSubjectInDomain across a leaf node) carries what
+// nats.go's KV sets itself: HeaderKVOperation KVOperationDelete for a
+// delete; a put carries nothing.
+const (
+	HeaderKVOperation = "KV-Operation"
+	KVOperationDelete = "DEL"
+)

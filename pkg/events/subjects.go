@@ -36,6 +36,20 @@ func KVStream(bucket string) string { return "KV_" + bucket }
 // ("$KV.<bucket>.<key>"), for conditional publishes and direct gets.
 func KVSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
 
+// JetStreamDomain is the JetStream domain of Skein's cluster
+// (ops/cluster/nats/node.conf). Only what crosses a leaf node names it: a
+// cluster denies a leaf connection of an account its JetStream API and
+// $KV subjects, unless they are addressed to its domain.
+const JetStreamDomain = "skein"
+
+// KVSubjectInDomain returns the subject that writes key in bucket from a
+// leaf node, through JetStream domain ("$JS.<domain>.API.$KV.<bucket>.<key>"):
+// the cluster maps it to KVSubject(bucket, key), as nats.go's KV does for
+// a JetStream context of that domain.
+func KVSubjectInDomain(domain, bucket, key string) string {
+	return "$JS." + domain + ".API." + KVSubject(bucket, key)
+}
+
 // LogKind is the last token of a log subject.
 type LogKind string
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"skein.dev/internal/defaults"
 	"skein.dev/internal/workspace"
@@ -171,12 +173,23 @@ type Config struct {
 	WorkspaceGrants workspace.Grants
 	// Labels describe this runner to placement: a session opened with
 	// "placement": {"labels": {...}} is pinned to a runner that has them
-	// all (flag adapter-runner.label, k=v, repeated).
+	// all (flag adapter-runner.label, k=v, repeated or comma-separated).
 	Labels map[string]string
 	// PlacedOnly makes the runner host only sessions placed on it: an
 	// edge runner (skein runner --join) takes no session of the cluster's
-	// by default.
+	// by default. Such a runner serves no request of the namespaces' API
+	// either (list_directories): its workspace is its own machine's, for
+	// the sessions placed there.
 	PlacedOnly bool
+	// JetStreamDomain, when set, is the domain of the cluster's JetStream,
+	// for a runner that reaches the cluster through a leaf node (skein
+	// runner --join): across a leaf, the cluster answers no JetStream API
+	// request and takes no $KV write of the account unless it names the
+	// domain. Such a runner checks no stream at start and writes its
+	// heartbeat through the domain (events.KVSubjectInDomain); its ACP_IO
+	// records are plain publishes, which cross the leaf as they are. No
+	// flag sets it.
+	JetStreamDomain string
 	// Capacity is how many adapters this runner hosts at once; past it, a
 	// create is refused agent_unavailable ("runner r1 full: 64 of 64
 	// adapters"), so that a new session goes to another runner rather
@@ -291,6 +304,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AgentsFile, "adapter-runner.agents", "", "agent registry file (JSON: {\"agents\":[{\"id\",\"command\",\"args\",\"env\",\"allowEnv\"}]}); env SKEIN_AGENTS")
 	fs.StringVar(&c.DataDir, "adapter-runner.data-dir", filepath.Join(os.TempDir(), "skein-runner"), "directory for per-session HOME and TMPDIR, the default workspace root (<data-dir>/workspaces), and the record of running adapters by which a restarted runner kills what a killed one left")
 	fs.Var(&c.WorkspaceRoots, "adapter-runner.workspace-roots", "comma-separated directories adapters may work in; a session's cwd and additionalDirectories must lie under <root>/<namespace> for one of them (default <adapter-runner.data-dir>/workspaces)")
+	fs.Var(labelsFlag{&c.Labels}, "adapter-runner.label", "a label of this runner for placement, k=v; repeat the flag, or separate labels with commas (a session opened with \"placement\": {\"labels\": {...}} goes to a runner with them all)")
 	fs.Var(&c.WorkspaceGrants, "adapter-runner.workspace-grants", "comma-separated namespace=directory pairs: directories a namespace's sessions may work under besides <root>/<namespace> (none by default)")
 	fs.Int64Var(&c.FileMaxBytes, "adapter-runner.file-max-bytes", events.DefaultMaxFileBytes, "largest file a session may upload")
 	fs.DurationVar(&c.FileTransferTTL, "adapter-runner.file-transfer-ttl", defaultTransferTTL, "an upload not written for this long is abandoned and removed")
@@ -390,6 +404,11 @@ func (c *Config) Validate() error {
 	}
 	if err := c.WorkspaceGrants.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("adapter-runner.workspace-grants: %w", err))
+	}
+	for k, v := range c.Labels {
+		if err := checkLabel(k, v); err != nil {
+			errs = append(errs, fmt.Errorf("adapter-runner.label: %w", err))
+		}
 	}
 	for _, f := range []struct {
 		name string
@@ -521,4 +540,51 @@ func sanitizeID(s string) string {
 		b = b[:128]
 	}
 	return string(b)
+}
+
+// labelsFlag is adapter-runner.label: each k=v it is given, alone or in
+// a comma-separated list, is added to the map (a key given twice keeps
+// its last value).
+type labelsFlag struct{ m *map[string]string }
+
+func (f labelsFlag) String() string {
+	if f.m == nil {
+		return ""
+	}
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(*f.m)) {
+		out = append(out, k+"="+(*f.m)[k])
+	}
+	return strings.Join(out, ",")
+}
+
+func (f labelsFlag) Set(list string) error {
+	for kv := range strings.SplitSeq(list, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return fmt.Errorf("label %q: want key=value", kv)
+		}
+		if err := checkLabel(k, v); err != nil {
+			return err
+		}
+		if *f.m == nil {
+			*f.m = map[string]string{}
+		}
+		(*f.m)[k] = v
+	}
+	return nil
+}
+
+// checkLabel refuses a label a flag could not give back: an empty key,
+// or one holding '=', a comma or white space, and a value holding a comma
+// or a control character. What a placement may ask for is the session
+// service's to say; this keeps only the runner's own flag unambiguous.
+func checkLabel(k, v string) error {
+	if k == "" || strings.ContainsFunc(k, func(r rune) bool { return r == '=' || r == ',' || unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return fmt.Errorf("label key %q: want a word without '=', ',' or white space", k)
+	}
+	if strings.ContainsFunc(v, func(r rune) bool { return r == ',' || unicode.IsControl(r) }) {
+		return fmt.Errorf("label %s: value %q holds a comma or a control character", k, v)
+	}
+	return nil
 }

@@ -1,6 +1,8 @@
 package adapterrunner_test
 
 import (
+	"flag"
+	"io"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -61,5 +63,34 @@ func TestConfigValidateReportsAll(t *testing.T) {
 	var zero adapterrunner.Config
 	if err := zero.Validate(); err == nil || !strings.Contains(err.Error(), "adapter-runner.data-dir") {
 		t.Errorf("Config{}.Validate() = %v, want an error naming adapter-runner.data-dir", err)
+	}
+}
+
+// adapter-runner.label adds a label at each use, or several separated by
+// commas; what it holds prints back as it parses. A label the flag could
+// not give back is refused, by the flag and by Validate.
+func TestLabelFlag(t *testing.T) {
+	var c adapterrunner.Config
+	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.RegisterFlags(fs)
+	if err := fs.Parse([]string{"-adapter-runner.label", "where=laptop", "-adapter-runner.label=gpu=a100, os=linux", "-adapter-runner.label", "where=desk"}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"where": "desk", "gpu": "a100", "os": "linux"}
+	if !reflect.DeepEqual(c.Labels, want) {
+		t.Errorf("labels %v, want %v", c.Labels, want)
+	}
+	if got := fs.Lookup("adapter-runner.label").Value.String(); got != "gpu=a100,os=linux,where=desk" {
+		t.Errorf("the flag prints %q, want gpu=a100,os=linux,where=desk", got)
+	}
+	for _, bad := range []string{"where", "=laptop", "two words=x", "k=\x01"} {
+		if err := fs.Set("adapter-runner.label", bad); err == nil {
+			t.Errorf("adapter-runner.label %q accepted", bad)
+		}
+	}
+	c = adapterrunner.Config{DataDir: t.TempDir(), Labels: map[string]string{"a b": "c"}}.WithDefaults()
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "adapter-runner.label") {
+		t.Errorf("Validate() of a label key with a space = %v, want an error naming adapter-runner.label", err)
 	}
 }

@@ -2,10 +2,13 @@ package adapterrunner_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"maps"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/natstest"
@@ -78,5 +81,56 @@ func TestStartClearsADeadRunnersHeartbeat(t *testing.T) {
 	}
 	if ops[0] != "DEL" || ops[1] != "PUT" {
 		t.Errorf("heartbeat writes after the start: %v, want [DEL PUT]", ops)
+	}
+}
+
+// A runner that hosts only the sessions placed on it (an edge runner) says
+// so in its heartbeat, with its labels, and serves no namespace's request
+// API: listing folders is for the cluster's runners, whose workspaces the
+// namespaces share.
+func TestPlacedOnlyRunner(t *testing.T) {
+	ns := natstest.Run(t)
+	nc := natstest.Connect(t, ns)
+	ctx := t.Context()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := streams.Provision(ctx, js, streams.Options{}, false); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"where": "laptop"}
+	r, err := adapterrunner.New(adapterrunner.Config{ID: "edge", DataDir: t.TempDir(), PlacedOnly: true, Labels: labels},
+		slog.New(slog.DiscardHandler), natstest.Connect(t, ns), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-r.Ready():
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	kv, err := js.KeyValue(ctx, events.BucketRunners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, "edge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := events.Decode[events.RunnerInfo](e.Value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.PlacedOnly || !maps.Equal(info.Labels, labels) {
+		t.Errorf("heartbeat: placed only %v, labels %v; want true, %v", info.PlacedOnly, info.Labels, labels)
+	}
+	_, err = nc.Request(events.APISubject("default", events.OpListDirectories), nil, 5*time.Second)
+	if !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("list_directories with only a placed-only runner: %v, want no responders", err)
 	}
 }

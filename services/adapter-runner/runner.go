@@ -108,25 +108,34 @@ func (r *Runner) Run(ctx context.Context) error {
 	// windows bound what each adapter has in flight; the context's own
 	// bound on pending publishes only has to stay out of their way (a
 	// copy sent again leaves its predecessor pending until it resolves).
-	js, err := jetstream.New(r.nc, jetstream.WithPublishAsyncTimeout(ioAckTimeout),
-		jetstream.WithPublishAsyncMaxPending(max(4096, 2*r.cfg.Capacity*r.cfg.IOWindowRecords)))
+	jsOpts := []jetstream.JetStreamOpt{jetstream.WithPublishAsyncTimeout(ioAckTimeout),
+		jetstream.WithPublishAsyncMaxPending(max(4096, 2*r.cfg.Capacity*r.cfg.IOWindowRecords))}
+	var js jetstream.JetStream
+	var err error
+	if r.cfg.JetStreamDomain == "" {
+		js, err = jetstream.New(r.nc, jsOpts...)
+	} else {
+		js, err = jetstream.NewWithDomain(r.nc, r.cfg.JetStreamDomain, jsOpts...)
+	}
 	if err != nil {
 		return err
 	}
-	if err := streams.Provision(ctx, js, streams.Options{Replicas: r.cfg.Replicas}, false); err != nil {
-		return err
+	// Through a leaf node a runner's credential reaches no JetStream API
+	// (a stream's info would list every session's subjects): it checks
+	// nothing, and a stream that is missing fails its first write.
+	if r.cfg.JetStreamDomain == "" {
+		if err := streams.Provision(ctx, js, streams.Options{Replicas: r.cfg.Replicas}, false); err != nil {
+			return err
+		}
 	}
-	kv, err := js.KeyValue(ctx, events.BucketRunners)
-	if err != nil {
-		return fmt.Errorf("runner bucket: %w", err)
-	}
+	hb := r.heartbeats(js)
 	// A runner with this ID that died (kill -9, a crash) left its
 	// heartbeat, and its adapters died with it. Were this one's first
 	// heartbeat to replace it, no session service would learn of those
 	// exits (a heartbeat that is deleted or expires is how they do), and
 	// the turns they ran would wait forever. So it is deleted first, before
 	// this runner can host anything.
-	if err := kv.Delete(ctx, r.cfg.ID); err != nil {
+	if err := hb.delete(ctx); err != nil {
 		return fmt.Errorf("clear the previous heartbeat: %w", err)
 	}
 	eps, err := rpc.StartEndpoints(ctx, r.nc, r.lg, rpc.ServiceConfig{
@@ -196,18 +205,22 @@ func (r *Runner) Run(ctx context.Context) error {
 	// Listing folders is an op of the request API, for every namespace,
 	// answered by any one runner (directories.go). It reads the
 	// workspace as a file op does, in the slots of its namespace (a key
-	// no session's events.SessionKey can be).
+	// no session's events.SessionKey can be). A runner that hosts only
+	// the sessions placed on it (an edge runner) serves no namespace's
+	// API: its folders are those of its own machine.
 	listDirectories := func(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
 		return runFileOp(ctx, r.files.ops, "directories/"+string(ns), func() (events.Variant, error) {
 			return r.handleListDirectories(ctx, ns, data)
 		})
 	}
-	if err := eps.Add(rpc.Endpoint{Name: string(events.OpListDirectories), Subject: events.APIWildcard(events.OpListDirectories),
-		Handler: listDirectories, Async: true}); err != nil {
-		stop()
-		return fmt.Errorf("runner endpoint %s: %w", events.OpListDirectories, err)
+	if !r.cfg.PlacedOnly {
+		if err := eps.Add(rpc.Endpoint{Name: string(events.OpListDirectories), Subject: events.APIWildcard(events.OpListDirectories),
+			Handler: listDirectories, Async: true}); err != nil {
+			stop()
+			return fmt.Errorf("runner endpoint %s: %w", events.OpListDirectories, err)
+		}
 	}
-	if err := r.heartbeat(ctx, kv); err != nil {
+	if err := r.heartbeat(ctx, hb); err != nil {
 		stop()
 		if ctx.Err() != nil {
 			// Stopped while starting: the endpoints answer before the
@@ -228,7 +241,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-t.C:
-			if err := r.heartbeat(ctx, kv); err != nil && ctx.Err() == nil {
+			if err := r.heartbeat(ctx, hb); err != nil && ctx.Err() == nil {
 				r.lg.Warn("heartbeat failed", events.LogKeyErr, err)
 			}
 		case <-ctx.Done():
@@ -242,7 +255,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			js.CleanupPublisher()
 			cleanup, cancelCleanup := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			defer cancelCleanup()
-			_ = kv.Delete(cleanup, r.cfg.ID)
+			_ = hb.delete(cleanup)
 			return nil
 		}
 	}
@@ -268,12 +281,42 @@ func (r *Runner) Info() *events.RunnerInfo {
 	return info
 }
 
-func (r *Runner) heartbeat(ctx context.Context, kv jetstream.KeyValue) error {
+func (r *Runner) heartbeat(ctx context.Context, hb heartbeats) error {
 	data, err := events.Marshal(r.Info())
 	if err != nil {
 		return err
 	}
-	_, err = kv.Put(ctx, r.cfg.ID, data)
+	return hb.put(ctx, data)
+}
+
+// heartbeats writes the runner's entry of ACP_RUNNERS as nats.go's KV
+// does, with JetStream publishes on the key's subject, acknowledged once
+// stored: without a KV handle, whose making asks the JetStream API for the
+// bucket's stream, which a runner joined through a leaf node may not
+// (Config.JetStreamDomain). The subject is the only one such a runner may
+// write to the bucket.
+type heartbeats struct {
+	js      jetstream.JetStream
+	subject string
+}
+
+func (r *Runner) heartbeats(js jetstream.JetStream) heartbeats {
+	subject := events.KVSubject(events.BucketRunners, r.cfg.ID)
+	if r.cfg.JetStreamDomain != "" {
+		subject = events.KVSubjectInDomain(r.cfg.JetStreamDomain, events.BucketRunners, r.cfg.ID)
+	}
+	return heartbeats{js: js, subject: subject}
+}
+
+func (h heartbeats) put(ctx context.Context, data []byte) error {
+	_, err := h.js.Publish(ctx, h.subject, data)
+	return err
+}
+
+func (h heartbeats) delete(ctx context.Context) error {
+	m := nats.NewMsg(h.subject)
+	m.Header.Set(events.HeaderKVOperation, events.KVOperationDelete)
+	_, err := h.js.PublishMsg(ctx, m)
 	return err
 }
 

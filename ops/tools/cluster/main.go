@@ -94,18 +94,13 @@ func run(args []string, stdout io.Writer) error {
 // writeEnv writes <dir>/env, the variables that point the skein and nats
 // CLIs at the cluster as its operator, and prints where everything is.
 func writeEnv(c *cluster.Cluster, w io.Writer) error {
-	env := fmt.Sprintf("export NATS_URL=%q\nexport SKEIN_URL=%q\nexport SKEIN_TOKEN=%q\n", c.URL(cluster.UserOps), c.HTTP[0], c.Token)
-	if c.TLS != nil {
-		// The nats CLI reads its TLS files from these.
-		env += fmt.Sprintf("export NATS_CA=%q\nexport NATS_CERT=%q\nexport NATS_KEY=%q\n", c.TLS.CA, c.TLS.ClientCert, c.TLS.ClientKey)
-	}
 	envFile := filepath.Join(c.Dir, "env")
-	if err := os.WriteFile(envFile, []byte(env), 0o600); err != nil {
+	if err := os.WriteFile(envFile, []byte(c.Env()), 0o600); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "Skein is running as a cluster.\n\n")
 	for i, n := range c.Nodes {
-		fmt.Fprintf(w, "  nats %s   nats://127.0.0.1:%d  monitor http://127.0.0.1:%d  route %d  pid %d\n", n.Name, c.ClientPorts[i], c.MonitorPorts[i], c.RoutePorts[i], n.Pid)
+		fmt.Fprintf(w, "  nats %s   nats://127.0.0.1:%d  monitor http://127.0.0.1:%d  route %d  leafnodes %d  pid %d\n", n.Name, c.ClientPorts[i], c.MonitorPorts[i], c.RoutePorts[i], c.LeafPorts[i], n.Pid)
 	}
 	gateways := 0
 	for _, p := range c.Services {
@@ -117,6 +112,7 @@ func writeEnv(c *cluster.Cluster, w io.Writer) error {
 		fmt.Fprintln(w, line)
 	}
 	fmt.Fprintf(w, "\n  logs    %s\n  secrets %s (passwords, admin token; mode 0600)\n\n", filepath.Join(c.Dir, "logs"), filepath.Join(c.Dir, "cluster.json"))
-	fmt.Fprintf(w, "Operate it (docs/OPERATIONS.md):\n\n  source %s\n  skein list\n  nats stream info ACP_LOG\n  nats micro ls\n\nStop it: make cluster-stop\n", envFile)
+	fmt.Fprintf(w, "Operate it (docs/OPERATIONS.md):\n\n  source %s\n  skein list\n  nats stream info ACP_LOG\n  nats micro ls\n\n", envFile)
+	fmt.Fprintf(w, "Join a runner of your own machine (docs/OPERATIONS.md, Edge runners):\n\n  skein provision runner laptop --out laptop.creds\n  skein runner --join \"$SKEIN_LEAF_URL\" --creds laptop.creds --data ~/.skein-laptop\n\nStop it: make cluster-stop\n")
 	return nil
 }
