@@ -15,9 +15,11 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/edgeusers"
 	"skein.dev/pkg/events"
+	adapterrunner "skein.dev/services/adapter-runner"
 )
 
 // edgeLeaf is the nats-server skein runner --join embeds: a leaf node of
@@ -31,9 +33,10 @@ import (
 // the leafnodes listener is the one door the cluster opens to runners
 // outside it. The hub tells the leaf what the credential may do, and the
 // leaf itself forwards nothing else; the hub checks again, and cuts a leaf
-// that tries. The leaf is also where a later runner keeps its adapters'
-// output while the link is down (issue 31, §2), in a JetStream of its own
-// domain; it runs none yet.
+// that tries. The leaf is also where the runner keeps its adapters'
+// output while the link is down: a JetStream of its own domain
+// (edgeDomain), on the runner's disk, holds its outbox
+// (adapterrunner.Outbox).
 type edgeLeaf struct {
 	srv *server.Server
 	// refused is closed once the cluster refused the credential: revoked,
@@ -46,11 +49,17 @@ type edgeLeaf struct {
 // the cluster's (ops/cluster/nats/node.conf, max_payload).
 const edgeMaxPayload = 8 << 20
 
+// edgeDomain is the JetStream domain of runner id's leaf node: its own,
+// not the cluster's (events.JetStreamDomain), so that neither reaches
+// into the other's streams.
+func edgeDomain(id string) string { return "skein-runner-" + id }
+
 // startEdgeLeaf starts the leaf node for runner id, dialing urls (comma
-// separated, nats-leaf:// or tls://) with cred. tlsCA, when set, is the
-// PEM file of the CA that signed the cluster's certificates; a tls:// URL
-// without it checks them against the system's roots. Its log goes to lg.
-func startEdgeLeaf(lg *slog.Logger, id, urls string, cred edgeusers.Credential, tlsCA string) (*edgeLeaf, error) {
+// separated, nats-leaf:// or tls://) with cred, its JetStream's store in
+// storeDir. tlsCA, when set, is the PEM file of the CA that signed the
+// cluster's certificates; a tls:// URL without it checks them against the
+// system's roots. Its log goes to lg.
+func startEdgeLeaf(lg *slog.Logger, id, urls string, cred edgeusers.Credential, tlsCA, storeDir string) (*edgeLeaf, error) {
 	var remote server.RemoteLeafOpts
 	useTLS := tlsCA != ""
 	for raw := range strings.SplitSeq(urls, ",") {
@@ -71,6 +80,9 @@ func startEdgeLeaf(lg *slog.Logger, id, urls string, cred edgeusers.Credential, 
 		remote.URLs = append(remote.URLs, u)
 	}
 	remote.Nkey = string(cred.Seed)
+	// The outbox's subjects are the leaf's own: the link never carries
+	// them, whatever the hub asks.
+	remote.DenyExports = []string{adapterrunner.OutboxSubjects}
 	if useTLS {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 		if tlsCA != "" {
@@ -86,11 +98,14 @@ func startEdgeLeaf(lg *slog.Logger, id, urls string, cred edgeusers.Credential, 
 		remote.TLSConfig = cfg
 	}
 	opts := &server.Options{
-		ServerName: "skein-runner-" + id,
-		DontListen: true,
-		NoSigs:     true,
-		MaxPayload: edgeMaxPayload,
-		LeafNode:   server.LeafNodeOpts{Remotes: []*server.RemoteLeafOpts{&remote}},
+		ServerName:      "skein-runner-" + id,
+		DontListen:      true,
+		NoSigs:          true,
+		MaxPayload:      edgeMaxPayload,
+		LeafNode:        server.LeafNodeOpts{Remotes: []*server.RemoteLeafOpts{&remote}},
+		JetStream:       true,
+		JetStreamDomain: edgeDomain(id),
+		StoreDir:        storeDir,
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -138,6 +153,24 @@ var errLeafRefused = errors.New("the cluster refused the runner's credential: it
 func (l *edgeLeaf) connect(id string) (*nats.Conn, error) {
 	return nats.Connect("", nats.InProcessServer(l.srv), nats.Name("skein runner "+id),
 		nats.CustomInboxPrefix(edgeusers.InboxPrefix(id)), nats.MaxReconnects(-1))
+}
+
+// awaitJetStream waits until the leaf's own JetStream answers: it starts
+// after the server takes connections.
+func (l *edgeLeaf) awaitJetStream(ctx context.Context, js jetstream.JetStream) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		_, err := js.AccountInfo(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the leaf node's JetStream, for the outbox: %w", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func (l *edgeLeaf) shutdown() {

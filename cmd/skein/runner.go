@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
 	"skein.dev/internal/edgeusers"
 	"skein.dev/pkg/events"
+	adapterrunner "skein.dev/services/adapter-runner"
 )
 
 // runnerCommand is `skein runner --join URL --creds FILE`: an
@@ -58,6 +60,7 @@ func runRunner(ctx context.Context, args []string, getenv func(string) string, s
 		joinWait        time.Duration
 		printCfg        bool
 		id, dataDir     string
+		outboxSize      string
 		agentsFl        string
 	)
 	fs := flag.NewFlagSet("skein runner", flag.ContinueOnError)
@@ -67,6 +70,7 @@ func runRunner(ctx context.Context, args []string, getenv func(string) string, s
 	fs.StringVar(&creds, "creds", "", "the runner's credential file, from skein provision runner NAME --out FILE")
 	fs.StringVar(&ca, "tls-ca", "", "PEM file of the CA that signed the cluster's certificates, for a tls:// URL")
 	fs.DurationVar(&joinWait, "join-timeout", joinTimeout, "how long to wait for the link to the cluster at start")
+	fs.StringVar(&outboxSize, "outbox-bytes", "1GB", "bound of the adapters' output kept on this machine while the link to the cluster is down, as 512MB, 2GB or bytes: past it the adapters wait")
 	fs.StringVar(&id, "id", "", "runner ID (same as --adapter-runner.id; default: the credential's runner)")
 	fs.Var(fs.Lookup("adapter-runner.label").Value, "label", "a label of this runner for placement, k=v (same as --adapter-runner.label; repeat it)")
 	fs.StringVar(&agentsFl, "agents", "", "agent registry file (same as --adapter-runner.agents; env SKEIN_AGENTS)")
@@ -95,6 +99,10 @@ func runRunner(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	if agentsFl != "" {
 		c.Runner.AgentsFile = agentsFl
+	}
+	outboxBytes, err := parseSize(outboxSize)
+	if err != nil {
+		return fmt.Errorf("--outbox-bytes: %w", err)
 	}
 	var errs []error
 	if join == "" {
@@ -150,7 +158,7 @@ func runRunner(ctx context.Context, args []string, getenv func(string) string, s
 		}
 	}
 	id = c.Runner.ID
-	leaf, err := startEdgeLeaf(lg, id, join, cred, ca)
+	leaf, err := startEdgeLeaf(lg, id, join, cred, ca, filepath.Join(c.Runner.DataDir, "leaf"))
 	if err != nil {
 		return err
 	}
@@ -160,6 +168,20 @@ func runRunner(ctx context.Context, args []string, getenv func(string) string, s
 			return fmt.Errorf("%w (runner %s, %s)", err, cred.Name, creds)
 		}
 		return fmt.Errorf("join %s: %w", redactFlag("join", join), err)
+	}
+	// The runner's outbox lives in the leaf's own JetStream.
+	local, err := leaf.connect(id)
+	if err != nil {
+		return err
+	}
+	defer local.Close()
+	localJS, err := jetstream.New(local)
+	if err != nil {
+		return err
+	}
+	c.Runner.Outbox = &adapterrunner.OutboxConfig{Local: localJS, MaxBytes: outboxBytes}
+	if err := leaf.awaitJetStream(ctx, localJS); err != nil {
+		return err
 	}
 	st, err := newStack(&c, []string{TargetAdapterRunner}, lg, func(string) (*nats.Conn, error) { return leaf.connect(id) })
 	if err != nil {

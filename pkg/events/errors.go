@@ -59,6 +59,7 @@ const (
 	CodeMessageTooLarge             Code = "message_too_large"     // a completed message over its cap
 	CodeTurnOutputTooLarge          Code = "turn_output_too_large" // a turn's output over its cap
 	CodeOutputLost                  Code = "output_lost"           // accepted, then a fault kept some of the agent's output from the log
+	CodeEdgeLinkLost                Code = "edge_link_lost"        // the link to the session's edge runner stayed down past session.edge-link-timeout
 
 	// The system.
 	CodeWriteConflict Code = "write_conflict" // the log moved under a writer: it is no longer the owner
@@ -82,6 +83,7 @@ var Codes = []Code{
 	CodeRateLimited, CodeOutputLost, CodeSessionNotEmpty, CodeFileNotFound,
 	CodeNotFound, CodeMethodNotAllowed, CodeUnsupportedContent,
 	CodeUnsupportedMediaType, CodeNotAcceptable, CodeStreamBusy, CodeStorageFull,
+	CodeEdgeLinkLost,
 }
 
 // Known reports whether c is in the registry.

@@ -286,6 +286,9 @@ type RunnerInfo struct {
 	// PlacedOnly: the runner hosts only sessions placed on it (an edge
 	// runner, on a developer's machine).
 	PlacedOnly bool `msgpack:"placedOnly,omitempty"`
+	// Instance is the runner process's own: a runner started again under
+	// the same ID has another, and the adapters of the last one are gone.
+	Instance string `msgpack:"instance,omitempty"`
 }
 
 // AllowEnvLists is RunnerInfo.AllowEnv: per agent ID, its allowed

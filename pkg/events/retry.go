@@ -86,6 +86,7 @@ var retries = map[Code]Retry{
 	CodeMessageTooLarge:             PromptAgain,
 	CodeTurnOutputTooLarge:          PromptAgain,
 	CodeOutputLost:                  PromptAgain,
+	CodeEdgeLinkLost:                PromptAgain, // once the runner is back
 
 	// The system: nothing was recorded (unavailable: a dependency is
 	// starting, stopping or electing a leader; write_conflict: the

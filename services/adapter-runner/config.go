@@ -190,6 +190,9 @@ type Config struct {
 	// records are plain publishes, which cross the leaf as they are. No
 	// flag sets it.
 	JetStreamDomain string
+	// Outbox, when set, keeps the runner's records on its own disk until
+	// the hub stores them (an edge runner, outbox.go).
+	Outbox *OutboxConfig
 	// Capacity is how many adapters this runner hosts at once; past it, a
 	// create is refused agent_unavailable ("runner r1 full: 64 of 64
 	// adapters"), so that a new session goes to another runner rather

@@ -38,6 +38,9 @@ const (
 	OutboxStream = "SKEIN_OUTBOX"
 	// outboxPrefix is put before a record's ACP_IO subject in the outbox.
 	outboxPrefix = "skein.outbox."
+	// OutboxSubjects are the outbox's subjects, which never leave the
+	// edge runner's leaf node.
+	OutboxSubjects = outboxPrefix + ">"
 	// DefaultOutboxBytes bounds the outbox: hours of a busy agent's output.
 	DefaultOutboxBytes = 1 << 30
 	// outboxConfirmEvery is how often the records the hub stored are
@@ -78,7 +81,7 @@ func openOutbox(ctx context.Context, local, hub jetstream.JetStream, maxBytes in
 	str, err := local.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        OutboxStream,
 		Description: "an edge runner's ACP_IO records, until the hub stores them",
-		Subjects:    []string{outboxPrefix + ">"},
+		Subjects:    []string{OutboxSubjects},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardNew,

@@ -8,6 +8,7 @@ package adapterrunner
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -38,6 +39,8 @@ type Runner struct {
 	sandbox        *sandbox
 	contain        *containment // the adapters' cgroups (contain.go)
 	ready          chan struct{}
+	// instance is this process's, in every heartbeat (RunnerInfo.Instance).
+	instance string
 
 	// watchers runs one goroutine per adapter that forgets it once it
 	// exited. Run waits for them, and for the requests its endpoints run
@@ -80,6 +83,7 @@ func New(cfg Config, lg *slog.Logger, nc *nats.Conn, reg prometheus.Registerer) 
 		agents:         agents,
 		osInstructions: osInstructions,
 		ready:          make(chan struct{}),
+		instance:       rand.Text(),
 		procs:          map[string]*process{},
 	}
 	// File ops run in slots whose goroutines Run waits for (fileops.go).
@@ -128,6 +132,32 @@ func (r *Runner) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	// An edge runner's records go to the hub through its outbox, on its
+	// own disk, whether or not the link is up (outbox.go).
+	ioJS := js
+	var outboxDone chan error
+	if r.cfg.Outbox != nil {
+		o, err := openOutbox(ctx, r.cfg.Outbox.Local, js, r.cfg.Outbox.MaxBytes, r.lg, r.m)
+		if err != nil {
+			return err
+		}
+		ioJS = o.Publisher()
+		octx, stopOutbox := context.WithCancel(context.WithoutCancel(ctx))
+		outboxDone = make(chan error, 1)
+		go func() {
+			err := o.Run(octx)
+			if err != nil {
+				r.lg.Error("the outbox stopped forwarding records", events.LogKeyErr, err)
+			}
+			outboxDone <- err
+		}()
+		defer func() {
+			// What the hub has not stored stays on disk, for the
+			// runner that starts next on this data directory.
+			stopOutbox()
+			<-outboxDone
+		}()
+	}
 	hb := r.heartbeats(js)
 	// A runner with this ID that died (kill -9, a crash) left its
 	// heartbeat, and its adapters died with it. Were this one's first
@@ -168,10 +198,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		// each runs in a goroutine of its own. The others but prompt only
 		// write a line to the adapter, and keep their order.
 		{events.RunnerCreate, func(ctx context.Context, _ events.Namespace, data []byte) (events.Variant, error) {
-			return r.handleCreate(ctx, js, data)
+			return r.handleCreate(ctx, ioJS, data)
 		}, true},
 		{events.RunnerRestore, func(ctx context.Context, _ events.Namespace, data []byte) (events.Variant, error) {
-			return r.handleRestore(ctx, js, data)
+			return r.handleRestore(ctx, ioJS, data)
 		}, true},
 		// A prompt reads the attachments it names from the workspace
 		// (attachments.go), which its agent controls: it runs in a
@@ -267,7 +297,7 @@ func (r *Runner) Info() *events.RunnerInfo {
 	load := len(r.procs)
 	r.mu.Unlock()
 	info := &events.RunnerInfo{ID: r.cfg.ID, Capacity: uint32(r.cfg.Capacity), Load: uint32(load),
-		Labels: r.cfg.Labels, PlacedOnly: r.cfg.PlacedOnly}
+		Labels: r.cfg.Labels, PlacedOnly: r.cfg.PlacedOnly, Instance: r.instance}
 	for _, a := range r.agents {
 		info.Agents = append(info.Agents, events.AcpAgentEntry{ID: a.ID, Installed: installed(a), AdapterEntrypoint: a.Command})
 		if len(a.AllowEnv) > 0 {

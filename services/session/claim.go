@@ -14,14 +14,29 @@ import (
 // that then did not answer its ping (runnerliveness.go): its adapters are
 // gone with it, an exit observed only indirectly.
 func (s *Service) runnerGone(ctx context.Context, id events.RunnerID) {
+	s.adaptersGone(ctx, id, nil)
+}
+
+// edgeLinkLost handles an edge runner whose heartbeat has been lost for
+// Config.EdgeLinkTimeout (runnerliveness.go): its adapters may still run,
+// their output waiting in its outbox, but the turns on it end
+// edge_link_lost; the next prompt restores the session once it is back.
+func (s *Service) edgeLinkLost(ctx context.Context, id events.RunnerID) {
+	s.adaptersGone(ctx, id, events.Errorf(events.CodeEdgeLinkLost,
+		"the link to runner %s has been down for %v (session.edge-link-timeout); the next prompt restores the session once the runner is back", id, s.cfg.EdgeLinkTimeout))
+}
+
+// adaptersGone ends the adapters of runner id as exited, their turns
+// failing with failure (nil: adapter_exited).
+func (s *Service) adaptersGone(ctx context.Context, id events.RunnerID, failure *events.Error) {
 	for _, sess := range s.loaded() {
 		sess.mu.Lock()
 		if r := sess.adapter; r != nil && r.runner == id {
 			sess.lg.Warn("the adapter's runner is gone", events.LogKeyRunner, string(id))
-			r.onExit(ctx, ioPos{}, &events.AcpAgentExitedEvent{
+			r.onExitBecause(ctx, ioPos{}, &events.AcpAgentExitedEvent{
 				SessionID: string(sess.sid), AgentType: sess.opened.Agent, ProcessID: r.processID,
 				Restart: events.RestartNotAttempted, // ExitCode absent: observed indirectly
-			})
+			}, failure)
 		}
 		sess.mu.Unlock()
 	}

@@ -80,6 +80,11 @@ type Config struct {
 	// renewal (renewed every third of it): how long the sessions of a
 	// replica that stops answering wait before another takes them.
 	OwnerTTL time.Duration
+	// EdgeLinkTimeout is how long the turns on an edge runner (one that
+	// hosts only the sessions placed on it) outlive the loss of its
+	// heartbeat: its link to the cluster dropped, its output waits in its
+	// outbox. Past it they end edge_link_lost.
+	EdgeLinkTimeout time.Duration
 	// MaxEventsPerSession and MaxBytesPerSession bound the history ACP_LOG
 	// keeps of each session; the oldest events are pruned first, and an
 	// append larger than either is rejected (eventlog.Retention).
@@ -134,6 +139,7 @@ func (c Config) WithDefaults() Config {
 	defaults.Set(&c.GroupCommitMin, d.GroupCommitMin)
 	defaults.Set(&c.IOGapTimeout, d.IOGapTimeout)
 	defaults.Set(&c.OwnerTTL, d.OwnerTTL)
+	defaults.Set(&c.EdgeLinkTimeout, d.EdgeLinkTimeout)
 	return c
 }
 
@@ -214,6 +220,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MaxAdapterAge, "session.max-adapter-age", 24*time.Hour, "unload an adapter attached this long, between turns (0: never)")
 	fs.DurationVar(&c.SweepInterval, "session.sweep-interval", 2*time.Second, "how often idle adapters and running turns are checked")
 	fs.DurationVar(&c.OwnerTTL, "session.owner-ttl", streams.DefaultOwnerTTL, "how long a session's owner lease outlives its last renewal (at least 1s)")
+	fs.DurationVar(&c.EdgeLinkTimeout, "session.edge-link-timeout", 10*time.Minute, "how long a turn on an edge runner (skein runner --join) waits for the runner's link to come back before it ends edge_link_lost")
 	fs.Int64Var(&c.MaxEventsPerSession, "session.max-events-per-session", eventlog.DefaultMaxEventsPerSession, "most public events ACP_LOG keeps of a session; the oldest are pruned first")
 	fs.Int64Var(&c.MaxBytesPerSession, "session.max-bytes-per-session", eventlog.DefaultMaxBytesPerSession, "most bytes of public event payloads ACP_LOG keeps of a session; the oldest are pruned first")
 	fs.DurationVar(&c.IOGapTimeout, "session.io-gap-timeout", DefaultIOGapTimeout, "how long a turn waits, without progress, for an adapter's records stored out of order before failing output_lost; keep it well past the longest JetStream election")

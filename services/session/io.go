@@ -478,9 +478,16 @@ func (r *route) onLimitHit(ctx context.Context, at ioPos, ev *events.AdapterLimi
 }
 
 func (r *route) onExit(ctx context.Context, at ioPos, ev *events.AcpAgentExitedEvent) {
+	r.onExitBecause(ctx, at, ev, nil)
+}
+
+// onExitBecause is onExit, the turn's failure given (nil: adapter_exited).
+func (r *route) onExitBecause(ctx context.Context, at ioPos, ev *events.AcpAgentExitedEvent, failure *events.Error) {
 	sess := r.sess
-	failure := events.Errorf(events.CodeAdapterExited, "the agent exited during the turn")
-	if r.io.Waiting() > 0 {
+	if failure == nil {
+		failure = events.Errorf(events.CodeAdapterExited, "the agent exited during the turn")
+	}
+	if r.io.Waiting() > 0 && failure.Code == events.CodeAdapterExited {
 		// The owner was waiting for records the runner never stored; with
 		// the runner gone, none will come.
 		failure = r.lost("the agent's runner is gone")

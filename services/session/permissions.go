@@ -149,16 +149,23 @@ func (sess *session) respond(ctx context.Context, requestID, optionID string) (*
 	if err := sess.svc.refuseIfFull(ctx); err != nil {
 		return nil, err
 	}
+	owe := false
 	if err := sess.answer(ctx, sess.adapter, p.id, &optionID); err != nil {
-		// Not delivered: the adapter is gone. Its exit, applied next, makes
-		// the request terminal; this response lost.
-		return notPending(events.ReasonAdapterExited), nil
+		if sess.adapter == nil || !sess.svc.runners.isEdge(sess.adapter.runner) {
+			// Not delivered: the adapter is gone. Its exit, applied
+			// next, makes the request terminal; this response lost.
+			return notPending(events.ReasonAdapterExited), nil
+		}
+		owe = true // an edge runner's link is down, maybe (owed.go)
 	}
 	response := acp.PermissionSelected(optionID)
 	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurablePermissionResponse{
 		RequestID: p.id, Response: events.JSON(response), Status: events.PermissionAccepted,
 	}}); err != nil {
 		return nil, err
+	}
+	if owe {
+		sess.adapter.owe(p.id, &optionID)
 	}
 	sess.waited(p, permAnswered)
 	w.perms = slices.DeleteFunc(w.perms, func(x *permission) bool { return x == p })

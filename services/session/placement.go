@@ -60,6 +60,18 @@ type runnerDirectory struct {
 	// judges, when set, says whether this replica may find a runner gone
 	// (runnerliveness.go): not while it is cut off from the majority.
 	judges func(since time.Time) bool
+	// edgeLost is called, outside the lock, when an edge runner's
+	// heartbeat has been lost for edgeTimeout; lostEdges are the edge
+	// runners whose heartbeat is lost, since when, and the instance that
+	// wrote it last (runnerliveness.go).
+	edgeLost    func(ctx context.Context, id events.RunnerID)
+	edgeTimeout time.Duration
+	lostEdges   map[string]lostEdge
+	// edgeBack, when set, is called, outside the lock, when an edge
+	// runner's heartbeat is back from the same process; revs are the
+	// revisions of the runners' last heartbeats seen.
+	edgeBack func(ctx context.Context, id events.RunnerID)
+	revs     map[string]uint64
 	// m, when set, is told how many runners there are and how much room
 	// they have after each change.
 	m *metrics
@@ -74,11 +86,11 @@ type runnerDirectory struct {
 // watchRunners returns a directory kept current by a watch that runs, in
 // bg, until ctx is done; so do the checks of runners that lose their
 // heartbeat, which ping them over nc.
-func watchRunners(ctx context.Context, bg *sync.WaitGroup, kv jetstream.KeyValue, nc *nats.Conn, lg *slog.Logger, m *metrics, checks *prometheus.CounterVec, gone func(context.Context, events.RunnerID), heard *heardFrom, judges func(time.Time) bool) (*runnerDirectory, error) {
+func watchRunners(ctx context.Context, bg *sync.WaitGroup, kv jetstream.KeyValue, nc *nats.Conn, lg *slog.Logger, m *metrics, checks *prometheus.CounterVec, gone func(context.Context, events.RunnerID), heard *heardFrom, judges func(time.Time) bool, edgeLost, edgeBack func(context.Context, events.RunnerID), edgeTimeout time.Duration) (*runnerDirectory, error) {
 	d := &runnerDirectory{kv: kv, pinger: natsPinger{nc}, lg: lg, bg: bg, runners: map[string]*events.RunnerInfo{},
 		instances: map[string]string{}, learning: map[string]bool{}, checking: map[string]bool{},
 		seen: map[string]time.Time{}, late: map[string]bool{},
-		gone: gone, heard: heard, judges: judges, m: m, checks: checks}
+		gone: gone, heard: heard, judges: judges, edgeLost: edgeLost, edgeBack: edgeBack, edgeTimeout: edgeTimeout, m: m, checks: checks}
 	w, err := kv.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("watch runners: %w", err)
@@ -107,6 +119,9 @@ func (d *runnerDirectory) checkLate(ctx context.Context) {
 		if time.Since(at) < heartbeatLate || d.late[id] || d.checking[id] {
 			continue
 		}
+		if d.edgeHeartbeatLost(ctx, id) {
+			continue // an edge runner answers no ping: its turns wait
+		}
 		d.late[id], d.checking[id] = true, true
 		d.bg.Go(func() { d.checkRunner(ctx, id) })
 	}
@@ -117,6 +132,10 @@ func (d *runnerDirectory) apply(ctx context.Context, e jetstream.KeyValueEntry) 
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if e.Operation() != jetstream.KeyValuePut {
+		// An edge runner's link dropped, maybe: its turns wait.
+		if d.edgeHeartbeatLost(ctx, id) {
+			return
+		}
 		// Not a runner that answers nothing, maybe, but one placement
 		// must not pick until its heartbeat is back.
 		delete(d.runners, id)
@@ -133,6 +152,13 @@ func (d *runnerDirectory) apply(ctx context.Context, e jetstream.KeyValueEntry) 
 		d.lg.Warn("undecodable runner heartbeat", "key", id, events.LogKeyErr, err)
 		return
 	}
+	if !d.edgeHeartbeatBack(ctx, id, info, e.Revision()) {
+		return
+	}
+	if d.revs == nil {
+		d.revs = map[string]uint64{}
+	}
+	d.revs[id] = e.Revision()
 	d.runners[id] = info
 	d.seen[id], d.late[id] = time.Now(), false
 	d.counted()

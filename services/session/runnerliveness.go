@@ -283,3 +283,115 @@ func pingOf(m *nats.Msg) (*micro.Ping, bool) {
 	}
 	return &pong, true
 }
+
+// Edge runners. A runner that hosts only the sessions placed on it (an
+// edge runner, skein runner --join) reaches the cluster over a leaf link
+// that drops as laptops sleep and networks change, and answers no ping
+// ($SRV is not its credential's). Its adapters work on meanwhile, their
+// output kept in its outbox until the link is back. So a lost heartbeat
+// of an edge runner ends nothing at once: placement skips the runner, and
+// its turns wait, for Config.EdgeLinkTimeout. A heartbeat back from the
+// same process (RunnerInfo.Instance) and the turns go on, their output
+// arriving from the outbox; from another process (the runner restarted),
+// the last one's adapters are gone with it (adapter_exited). Past the
+// timeout, the turns end edge_link_lost.
+
+// lostEdge is an edge runner whose heartbeat is lost.
+type lostEdge struct {
+	since    time.Time
+	instance string
+	rev      uint64 // the revision of its last heartbeat seen
+}
+
+// edgeCheckEvery is how often a lost edge runner's timeout is looked at.
+const edgeCheckEvery = time.Second
+
+// edgeHeartbeatLost takes runner id's lost heartbeat when it is an edge
+// runner's, and reports whether it was. The caller holds d.mu.
+func (d *runnerDirectory) edgeHeartbeatLost(ctx context.Context, id string) bool {
+	if _, waiting := d.lostEdges[id]; waiting {
+		return true // its expiry, after it was found late
+	}
+	info := d.runners[id]
+	if info == nil || !info.PlacedOnly || d.edgeLost == nil {
+		return false
+	}
+	delete(d.runners, id)
+	delete(d.seen, id)
+	d.counted()
+	if d.lostEdges == nil {
+		d.lostEdges = map[string]lostEdge{}
+	}
+	d.lostEdges[id] = lostEdge{since: time.Now(), instance: info.Instance, rev: d.revs[id]}
+	d.lg.Warn("edge runner lost its heartbeat: its turns wait for its link", events.LogKeyRunner, id, "timeout", d.edgeTimeout)
+	d.bg.Go(func() { d.awaitEdge(ctx, id) })
+	return true
+}
+
+// edgeHeartbeatBack notes runner id's heartbeat, info at revision rev:
+// an edge runner whose heartbeat was lost is back, and when another
+// process wrote it, the last one's adapters are gone. It reports false
+// for a heartbeat no newer than the last one seen before the loss (a
+// re-read of the bucket finds it until it expires): the runner is not
+// back. The caller holds d.mu.
+func (d *runnerDirectory) edgeHeartbeatBack(ctx context.Context, id string, info *events.RunnerInfo, rev uint64) bool {
+	lost, ok := d.lostEdges[id]
+	if !ok {
+		return true
+	}
+	if rev <= lost.rev {
+		return false
+	}
+	delete(d.lostEdges, id)
+	if info.Instance == lost.instance {
+		d.lg.Info("edge runner is back", events.LogKeyRunner, id, "after", time.Since(lost.since))
+		if d.edgeBack != nil {
+			d.bg.Go(func() { d.edgeBack(ctx, events.RunnerID(id)) })
+		}
+		return true
+	}
+	d.lg.Warn("edge runner is back, restarted: its last process's adapters are gone", events.LogKeyRunner, id)
+	if d.gone != nil {
+		d.bg.Go(func() { d.gone(ctx, events.RunnerID(id)) })
+	}
+	return true
+}
+
+// isEdge reports whether runner id hosts only the sessions placed on it,
+// as its last heartbeat said.
+func (d *runnerDirectory) isEdge(id events.RunnerID) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if info := d.runners[string(id)]; info != nil {
+		return info.PlacedOnly
+	}
+	_, lost := d.lostEdges[string(id)]
+	return lost
+}
+
+// awaitEdge waits for the return of edge runner id, lost at most
+// d.edgeTimeout: past it, its turns end (d.edgeLost).
+func (d *runnerDirectory) awaitEdge(ctx context.Context, id string) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(edgeCheckEvery):
+		}
+		d.mu.Lock()
+		lost, ok := d.lostEdges[id]
+		over := ok && time.Since(lost.since) >= d.edgeTimeout && (d.judges == nil || d.judges(time.Now()))
+		if over {
+			delete(d.lostEdges, id)
+		}
+		d.mu.Unlock()
+		switch {
+		case !ok:
+			return // back
+		case over:
+			d.lg.Warn("edge runner's link stayed down past session.edge-link-timeout: its turns end", events.LogKeyRunner, id)
+			d.edgeLost(ctx, events.RunnerID(id))
+			return
+		}
+	}
+}

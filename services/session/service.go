@@ -136,7 +136,7 @@ func (s *Service) Run(ctx context.Context) error {
 	defer s.bg.Wait()
 	defer s.life.stop()
 	runCtx := s.life.context()
-	if s.runners, err = watchRunners(runCtx, &s.bg, runnersKV, s.nc, s.lg, s.m, s.runnerChecks, s.runnerGone, &s.heard, s.judges); err != nil {
+	if s.runners, err = watchRunners(runCtx, &s.bg, runnersKV, s.nc, s.lg, s.m, s.runnerChecks, s.runnerGone, &s.heard, s.judges, s.edgeLinkLost, s.edgeBack, s.cfg.EdgeLinkTimeout); err != nil {
 		return err
 	}
 

@@ -88,8 +88,9 @@ type route struct {
 	gap        *gapWait // the wait for missing records (nil when none is held)
 	drain      *drain   // a turn that ended before the adapter answered it
 	attachedAt time.Time
-	arrived    time.Time // when the owner last received a record of the session off the live tail
-	received   time.Time // when the record being applied reached this replica, for acp_session_live_delta_seconds
+	arrived    time.Time    // when the owner last received a record of the session off the live tail
+	received   time.Time    // when the record being applied reached this replica, for acp_session_live_delta_seconds
+	owed       []owedAnswer // answers its edge runner has not taken yet (owed.go)
 }
 
 func newSession(svc *Service, ns events.Namespace, sid events.SessionID) *session {

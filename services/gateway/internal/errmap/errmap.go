@@ -80,7 +80,8 @@ var table = map[events.Code]Entry{
 	events.CodeTurnOutputTooLarge:          {Status: http.StatusBadGateway},
 	// The turn ran and ended: a retry with its key answers this outcome
 	// again, so it is not the retryable 503 of unavailable.
-	events.CodeOutputLost: {Status: http.StatusBadGateway},
+	events.CodeOutputLost:   {Status: http.StatusBadGateway},
+	events.CodeEdgeLinkLost: {Status: http.StatusBadGateway},
 
 	// The system. A write conflict means the writer lost ownership; the
 	// next attempt reaches the new owner, so it is a retryable 503.
