@@ -607,9 +607,48 @@ func (s *Service) sessionMeta(ctx context.Context, ns events.Namespace, sid even
 		return nil, unavailable(err)
 	}
 	if value == nil {
-		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sid)
+		return s.metaFromLog(ctx, ns, sid)
 	}
 	return events.Decode[events.SessionMeta](value)
+}
+
+// metaFromLog is the projection of a session whose log holds it but whose
+// ACP_SESSIONS entry is not written yet: the projection is best effort,
+// written after the log, and an owner cut off from the store (a
+// partition) can have acknowledged the open whose projection it then
+// could not write. A client told that its open succeeded must not then
+// read that its session does not exist (the fault tests check every
+// client's history). So the session's SessionOpened, its newest record
+// not a deletion, is a projection of position 0, its state the log's
+// (currentState).
+func (s *Service) metaFromLog(ctx context.Context, ns events.Namespace, sid events.SessionID) (*events.SessionMeta, error) {
+	notFound := events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sid)
+	opened, err := eventlog.Last(ctx, s.js, events.StreamLog, events.OpenedSubject(ns, sid))
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if opened == nil {
+		return nil, notFound
+	}
+	last, err := eventlog.Last(ctx, s.js, events.StreamLog, events.LogFilter(ns, sid))
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if last == nil || last.Header.Get(events.HeaderRecord) == events.RecordSessionDeleted {
+		return nil, notFound
+	}
+	o, err := events.Decode[events.SessionOpened](opened.Data)
+	if err != nil {
+		return nil, err
+	}
+	idle, err := (&events.SessionState{Status: events.StatusIdle}).Encode()
+	if err != nil {
+		return nil, err
+	}
+	return &events.SessionMeta{Namespace: string(ns), PermissionPolicy: o.PermissionPolicy, Info: events.AcpDurableSessionInfo{
+		SessionID: string(sid), Agent: o.Agent, Cwd: o.Cwd, AdditionalDirectories: o.AdditionalDirectories, State: idle,
+		CreatedAt: opened.Time.UTC().Format(events.TimestampFormat), UpdatedAt: last.Time.UTC().Format(events.TimestampFormat), Runner: o.Runner,
+	}}, nil
 }
 
 // onSession serves a request on one session: it decodes and checks the
