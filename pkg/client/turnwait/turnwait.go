@@ -230,7 +230,7 @@ func Result(ctx context.Context, js jetstream.JetStream, ns events.Namespace, si
 	if f.MessageSeq == 0 {
 		return resp, nil // the turn sent no message
 	}
-	rec, err := eventlog.At(ctx, js, events.StreamLog, f.MessageSeq)
+	rec, err := messageAt(ctx, js, f.MessageSeq)
 	if err != nil {
 		return nil, events.Errorf(events.CodeUnavailable, "read the message of turn %s: %v", f.TurnID, err)
 	}
@@ -247,6 +247,31 @@ func Result(ctx context.Context, js jetstream.JetStream, ns events.Namespace, si
 	}
 	resp.Message = msg
 	return resp, nil
+}
+
+// messageLag bounds how long a turn's message is looked for when a read
+// finds nothing at its sequence: a direct get may be answered by a
+// replica still catching up (after a partition, TestClusterPartitions
+// saw one answer a completed turn without its message), while the
+// record, older than the TurnFinished that names it, is stored. One that
+// retention pruned is never found: the answer goes without it then.
+const messageLag = 2 * time.Second
+
+// messageAt reads the record at seq, looking again for up to messageLag
+// while no replica that answers has it.
+func messageAt(ctx context.Context, js jetstream.JetStream, seq uint64) (*eventlog.Record, error) {
+	deadline := time.Now().Add(messageLag)
+	for {
+		rec, err := eventlog.At(ctx, js, events.StreamLog, seq)
+		if err != nil || rec != nil || time.Now().After(deadline) {
+			return rec, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // Accept sends req to acp.api.<ns>.prompt and returns its acceptance: the
