@@ -58,12 +58,15 @@ func TestClusterPartitions(t *testing.T) {
 	r.run(r.gatewayPartition("gateway-1"))
 }
 
-// partitionFor is how long a partition lasts: past a leader election (6 to
-// 8 s on these nodes) and the session services' owner lease (15 s).
-const partitionFor = 20 * time.Second
+// How long a partition lasts: the leader's past an election (6 to 8 s on
+// these nodes), a session service's past its owner lease (15 s).
+const (
+	leaderPartitionFor  = 12 * time.Second
+	sessionPartitionFor = 20 * time.Second
+)
 
 // logLeaderPartition blackholes the ACP_LOG leader's routes, with both
-// session services connected to it, for partitionFor.
+// session services connected to it, for leaderPartitionFor.
 func (r *faultRig) logLeaderPartition() fault {
 	var node string
 	var sessions []string
@@ -77,9 +80,9 @@ func (r *faultRig) logLeaderPartition() fault {
 				r.pinService(s, i)
 			}
 			r.c.PartitionNode(i, (*tcprelay.Relay).Blackhole)
-			r.waitOrFail(partitionFor)
+			r.waitOrFail(leaderPartitionFor)
 			r.c.HealNode(i)
-			return fmt.Sprintf("node=%s for=%v", node, partitionFor)
+			return fmt.Sprintf("node=%s for=%v", node, leaderPartitionFor)
 		},
 		restore: func() {
 			for _, s := range sessions {
@@ -91,7 +94,7 @@ func (r *faultRig) logLeaderPartition() fault {
 }
 
 // sessionPartition blackholes every connection of session service name
-// for partitionFor.
+// for sessionPartitionFor.
 func (r *faultRig) sessionPartition(name string) fault {
 	return fault{
 		name: "partition-" + name,
@@ -99,11 +102,11 @@ func (r *faultRig) sessionPartition(name string) fault {
 			for _, rl := range r.c.ClientRelays(name) {
 				rl.Blackhole()
 			}
-			r.waitOrFail(partitionFor)
+			r.waitOrFail(sessionPartitionFor)
 			for _, rl := range r.c.ClientRelays(name) {
 				rl.Heal()
 			}
-			return fmt.Sprintf("for=%v", partitionFor)
+			return fmt.Sprintf("for=%v", sessionPartitionFor)
 		},
 		restore:      func() {},
 		returnWithin: time.Minute,
