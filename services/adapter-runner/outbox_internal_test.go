@@ -45,7 +45,12 @@ func startOutboxRig(t *testing.T) *outboxRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { relay.Close() })
-	hubConn, err := nats.Connect("nats://"+relay.Addr(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	// The hub as an edge runner reaches it: through its leaf node, whose
+	// in-process connection never drops. A publish while the link is down
+	// finds nobody, as here, where the client buffers nothing while it
+	// reconnects; a buffer would send old copies after newer records.
+	hubConn, err := nats.Connect("nats://"+relay.Addr(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
+		nats.ReconnectBufSize(-1))
 	if err != nil {
 		t.Fatal(err)
 	}
