@@ -321,21 +321,7 @@ func clusterEnv(t *testing.T, c *cluster.Cluster) map[string]string {
 // its data in dataDir, and waits until it joined.
 func startEdgeRunner(t *testing.T, exe string, env map[string]string, dataDir string, args ...string) *cluster.Proc {
 	t.Helper()
-	p := &cluster.Proc{Name: "edge-" + filepath.Base(dataDir), Path: exe,
-		Args: append([]string{"runner", "--data", dataDir, "--log-level", "debug"}, args...),
-		Log:  filepath.Join(t.TempDir(), "edge.log"), Ready: "skein runner joined"}
-	for k, v := range env {
-		p.Env = append(p.Env, k+"="+v)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = p.Stop()
-		if t.Failed() {
-			t.Logf("--- %s's log (tail):\n%s", p.Name, p.Tail(6000))
-		}
-	})
+	p := startEdgeRunnerNoWait(t, exe, env, dataDir, args...)
 	if err := p.WaitReady(t.Context()); err != nil {
 		t.Fatal(err)
 	}
