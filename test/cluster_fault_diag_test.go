@@ -262,7 +262,7 @@ func (r *faultRig) ioRecords(sid string) string {
 func (r *faultRig) readIO(sid string) (string, error) {
 	var proc string
 	var nos []uint64
-	for rec, err := range eventlog.Replay(r.t.Context(), r.js, events.StreamIO, events.IOSubject(events.DefaultNamespace, events.SessionID(sid)), 0) {
+	for rec, err := range eventlog.Replay(r.t.Context(), r.js, events.StreamIO, events.IOSessionSubjects(events.DefaultNamespace, events.SessionID(sid)), 0) {
 		if err != nil {
 			return err.Error(), err
 		}

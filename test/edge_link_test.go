@@ -200,7 +200,7 @@ func awaitLive(t *testing.T, sub *nats.Subscription, n int) {
 }
 
 // startEdgeRunnerNoWait is startEdgeRunner without the wait for its join.
-func startEdgeRunnerNoWait(t *testing.T, exe string, env map[string]string, dataDir string, args ...string) *cluster.Proc {
+func startEdgeRunnerNoWait(t testing.TB, exe string, env map[string]string, dataDir string, args ...string) *cluster.Proc {
 	t.Helper()
 	p := &cluster.Proc{Name: "edge-" + filepath.Base(dataDir), Path: exe,
 		Args: append([]string{"runner", "--data", dataDir, "--log-level", "debug"}, args...),

@@ -26,6 +26,7 @@ import (
 	"skein.dev/internal/edgeusers"
 	"skein.dev/pkg/client"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 )
 
 // TestEdgeRunner runs issue 31's edge runner on make cluster's topology:
@@ -156,6 +157,7 @@ func TestEdgeRunner(t *testing.T) {
 		"$JS.skein.API.$KV.ACP_RUNNERS.desk":                                      []byte("a heartbeat for another runner"),
 		"$JS.skein.API.$KV.ACP_SESSIONS.default.edge1":                            []byte("a session's metadata"),
 		"$JS.API.DIRECT.GET.ACP_LOG":                                              []byte(`{"seq":1}`),
+		"acp.io.default.edge1.desk":                                               []byte("a record on another runner's subject"),
 		"acp.api.default.prompt":                                                  nil,
 		"acp.runner.desk.status":                                                  nil,
 	}
@@ -164,6 +166,8 @@ func TestEdgeRunner(t *testing.T) {
 			t.Errorf("the edge credential's request to %s was answered: %s", subject, m.Data)
 		}
 	}
+	forgeRecord(t, c, probe, cl, js)
+
 	refusedSubs := []string{"acp.log.>", "acp.tail.>", "acp.live.>", "acp.iotail.>", "acp.runner.desk.>", "$KV.ACP_RUNNERS.>", "_INBOX.session.>"}
 	subs := make([]*nats.Subscription, len(refusedSubs))
 	for i, s := range refusedSubs {
@@ -217,6 +221,7 @@ func TestEdgeRunner(t *testing.T) {
 		{"Publish", "$JS.skein.API.$KV.ACP_RUNNERS.desk", "$KV.ACP_RUNNERS.desk"},
 		{"Publish", "$JS.skein.API.DIRECT.GET.ACP_LOG", "$JS.API.DIRECT.GET.ACP_LOG"},
 		{"Publish", "acp.runner.desk.status", ""},
+		{"Publish", "acp.io.default.edge1.desk", ""},
 	} {
 		before := len(c.Violations())
 		rawLeafViolation(t, c, cred, p.kind, p.subject)
@@ -271,8 +276,80 @@ func TestEdgeRunner(t *testing.T) {
 	if _, err := runners.Get(ctx, "laptop"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Errorf("the revoked runner's heartbeat: %v, want none", err)
 	}
+	// Its sessions answer agent_unavailable, naming it, at once: a
+	// heartbeat deleted is a runner gone, not a link that may come back.
+	_, err = cl.PromptText(ctx, "edge1", "say after the revoke")
+	if e := events.AsError(err); err == nil || e.Code != events.CodeAgentUnavailable || !strings.Contains(e.Message, "runner laptop") {
+		t.Errorf("a prompt to a session placed on the revoked runner: %v, want agent_unavailable naming laptop", err)
+	}
 	if code, out, _ := runSkein(t, env, "provision", "runner", "laptop", "--revoke"); code == 0 {
 		t.Errorf("revoking laptop again succeeded: %s", out)
+	}
+}
+
+// forgeRecord checks that a runner writes only for the sessions placed on
+// it (issue 31, §3). With the cluster's runner back, a session not placed
+// on laptop runs there; laptop's credential stores a record for it, on
+// its own subject, naming the session's adapter process and its next
+// record number, as if it were the adapter's next words. The owner drops
+// it and logs so, and the session's next turn has none of it. (A record
+// on another runner's subject is never stored: refusedRequests.)
+func forgeRecord(t *testing.T, c *cluster.Cluster, probe *nats.Conn, cl *client.Client, js jetstream.JetStream) {
+	t.Helper()
+	ctx := t.Context()
+	inside := c.Service(cluster.Runner + "-1")
+	if err := inside.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := inside.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Open(ctx, "inside", events.AcpOpenSessionRequest{Agent: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.PromptText(ctx, "inside", "say first"); err != nil {
+		t.Fatal(err)
+	}
+	att, err := lastRecord[events.AdapterAttached](ctx, js, "inside")
+	if err != nil || att == nil || att.RunnerID == "laptop" {
+		t.Fatalf("inside's adapter: %+v, %v; want one on the cluster's runner", att, err)
+	}
+	last, err := eventlog.Last(ctx, js, events.StreamIO, events.IOSubject("default", "inside", events.RunnerID(att.RunnerID)))
+	if err != nil || last == nil {
+		t.Fatalf("inside's last record: %v, %v", last, err)
+	}
+	no, _ := strconv.ParseUint(last.Header.Get(events.HeaderRecordNo), 10, 64)
+	forged, err := events.Marshal(&events.AdapterUpdate{Kind: "agent_message_chunk",
+		Update: events.JSON(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"forged by laptop"}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := len(c.Service(cluster.Session + "-1").LogSince())
+	m := nats.NewMsg(events.IOSubject("default", "inside", "laptop"))
+	m.Data = forged
+	m.Header.Set(events.HeaderRecord, "AdapterUpdate")
+	m.Header.Set(events.HeaderProcessID, att.ProcessID)
+	m.Header.Set(events.HeaderRecordNo, strconv.FormatUint(no+1, 10))
+	if ack, err := probe.RequestMsg(m, 5*time.Second); err != nil || strings.Contains(string(ack.Data), "error") {
+		t.Fatalf("laptop's record on its own subject was not stored: %v", err)
+	}
+	want := "dropped a record of a runner the session's adapter does not run on"
+	if err := pollFor(ctx, "the owner to log the dropped record", func() bool {
+		for line := range strings.Lines(c.Service(cluster.Session + "-1").LogSince()[before:]) {
+			if strings.Contains(line, want) && strings.Contains(line, "laptop") {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Error(err)
+	}
+	resp, err := cl.PromptText(ctx, "inside", "say second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(resp.Message), "forged") || !strings.Contains(string(resp.Message), "second") {
+		t.Errorf("inside's turn after the forged record: %s", resp.Message)
 	}
 }
 
@@ -303,7 +380,7 @@ func awaitRefused(t *testing.T, p *cluster.Proc) {
 
 // clusterEnv is what make cluster's env file exports (cluster.Env), as
 // the variables a command run after `source .cluster/env` has.
-func clusterEnv(t *testing.T, c *cluster.Cluster) map[string]string {
+func clusterEnv(t testing.TB, c *cluster.Cluster) map[string]string {
 	t.Helper()
 	env := map[string]string{}
 	for line := range strings.Lines(c.Env()) {
@@ -319,7 +396,7 @@ func clusterEnv(t *testing.T, c *cluster.Cluster) map[string]string {
 
 // startEdgeRunner starts skein runner --join as a process, with env and
 // its data in dataDir, and waits until it joined.
-func startEdgeRunner(t *testing.T, exe string, env map[string]string, dataDir string, args ...string) *cluster.Proc {
+func startEdgeRunner(t testing.TB, exe string, env map[string]string, dataDir string, args ...string) *cluster.Proc {
 	t.Helper()
 	p := startEdgeRunnerNoWait(t, exe, env, dataDir, args...)
 	if err := p.WaitReady(t.Context()); err != nil {
@@ -355,7 +432,7 @@ func edgeProbeLeaf(t *testing.T, c *cluster.Cluster, cred edgeusers.Credential) 
 		t.Fatal("probe leaf not ready")
 	}
 	if err := pollFor(t.Context(), "the probe leaf's link", func() bool {
-		return srv.NumLeafNodes() > 0 && srv.GlobalAccount().SubscriptionInterest(events.IOSubject("default", "x"))
+		return srv.NumLeafNodes() > 0 && srv.GlobalAccount().SubscriptionInterest(events.IOSubject("default", "x", events.RunnerID(cred.Name)))
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -155,7 +155,7 @@ func sameJSON(t testing.TB, a, b []byte) bool {
 // runSkein runs the skein command line args to its end, with env, a HOME
 // of its own and none of the SKEIN_ and NATS_ variables of the test's own
 // environment, and returns its exit code and what it printed.
-func runSkein(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
+func runSkein(t testing.TB, env map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), skeinBin(t), args...)
 	for _, kv := range os.Environ() {

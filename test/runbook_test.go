@@ -110,7 +110,7 @@ var runbookChecks = []runbookCheck{
 		want: []string{`"record":"SessionOpened"`}},
 	{pattern: `^skein log 'acp\.io\.default\.>' --since 1h$`,
 		want: []string{`"record":"Adapter(Update|Updates|PromptResult)"`}},
-	{pattern: `^skein log "acp\.io\.default\.\$SID" --headers$`, want: []string{`Acp-Process-Id`, `Acp-Record-No: 1\b`}},
+	{pattern: `^skein log "acp\.io\.default\.\$SID\.>" --headers$`, want: []string{`Acp-Process-Id`, `Acp-Record-No: 1\b`}},
 	{pattern: `^nats sub 'acp\.tail\.default\.>' --translate 'skein decode'$`, want: []string{`^\{"record":"[A-Za-z]+"`}, stream: true},
 	{pattern: `^nats --server "\$NATS_READER_URL" --inbox-prefix _INBOX\.reader-default sub 'acp\.tail\.default\.>' --translate 'skein decode'$`,
 		want: []string{`^\{"record":"[A-Za-z]+"`}, stream: true},

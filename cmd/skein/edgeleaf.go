@@ -43,6 +43,7 @@ type edgeLeaf struct {
 	// or another cluster's. The link is never back then.
 	refused chan struct{}
 	once    sync.Once
+	cred    events.RunnerID // the runner the credential is for
 }
 
 // edgeMaxPayload is the largest message the leaf takes from the runner:
@@ -111,7 +112,7 @@ func startEdgeLeaf(lg *slog.Logger, id, urls string, cred edgeusers.Credential, 
 	if err != nil {
 		return nil, fmt.Errorf("leaf node: %w", err)
 	}
-	l := &edgeLeaf{srv: srv, refused: make(chan struct{})}
+	l := &edgeLeaf{srv: srv, refused: make(chan struct{}), cred: events.RunnerID(cred.Name)}
 	srv.SetLoggerV2(&leafLog{lg: lg.With("svc", "leaf"), leaf: l}, false, false, false)
 	go srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
@@ -127,7 +128,10 @@ func startEdgeLeaf(lg *slog.Logger, id, urls string, cred edgeusers.Credential, 
 func (l *edgeLeaf) awaitLink(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	probe := events.IOSubject(events.DefaultNamespace, "probe")
+	// A subject the credential may publish: the hub tells the leaf only of
+	// those. (Whether the runner's ID is the credential's, the hub decides
+	// at its first heartbeat.)
+	probe := events.IOSubject(events.DefaultNamespace, "probe", l.cred)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {

@@ -66,9 +66,10 @@ const sessionInboxes = "_INBOX.session.>"
 // (publish) and what it may receive (subscribe), read as the leaf's (the
 // hub reverses a leaf user's rights internally):
 //
-//   - publish acp.io.>: its adapters' records. ACP_IO subjects name a
-//     session, not a runner, so the right cannot be narrower; the hub
-//     trusts nothing in them about other sessions (issue 31, §3).
+//   - publish acp.io.*.*.<id>: its adapters' records, on subjects that
+//     name it (events.IOSubject). A session's owner drops every record of
+//     a runner its adapter does not run on: the edge writes only for the
+//     sessions placed on it.
 //   - publish its own heartbeat, through the JetStream domain
 //     ($JS.skein.API.$KV.ACP_RUNNERS.<id>), and nothing else of JetStream:
 //     no stream info, no direct get, no consumer, no other key.
@@ -81,7 +82,7 @@ const sessionInboxes = "_INBOX.session.>"
 // could name itself another runner in its metadata).
 func Entry(r Runner) string {
 	id := events.RunnerID(r.Name)
-	pub := []string{events.IOSubjectsAll, events.KVSubjectInDomain(events.JetStreamDomain, events.BucketRunners, r.Name), sessionInboxes}
+	pub := []string{events.IOSubject("*", "*", id), events.KVSubjectInDomain(events.JetStreamDomain, events.BucketRunners, r.Name), sessionInboxes}
 	sub := []string{events.RunnerSubject(id, "*"), InboxPrefix(r.Name) + ".>"}
 	return fmt.Sprintf(`{nkey: %s, allowed_connection_types: ["LEAFNODE"], permissions: {publish: {allow: [%s]}, subscribe: {allow: [%s]}}}  # runner %s`,
 		r.Nkey, quoteAll(pub), quoteAll(sub), r.Name)

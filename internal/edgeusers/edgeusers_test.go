@@ -95,7 +95,7 @@ func TestWriteRead(t *testing.T) {
 			t.Errorf("runner %s: connection types %v, want LEAFNODE only", name, u.AllowedConnectionTypes)
 		}
 		pub, sub := u.Permissions.Publish.Allow, u.Permissions.Subscribe.Allow
-		if want := []string{"acp.io.>", "$JS.skein.API.$KV.ACP_RUNNERS." + name, "_INBOX.session.>"}; !slices.Equal(pub, want) {
+		if want := []string{"acp.io.*.*." + name, "$JS.skein.API.$KV.ACP_RUNNERS." + name, "_INBOX.session.>"}; !slices.Equal(pub, want) {
 			t.Errorf("runner %s may publish %q, want %q", name, pub, want)
 		}
 		if want := []string{"acp.runner." + name + ".*", "_INBOX.edge." + name + ".>"}; !slices.Equal(sub, want) {

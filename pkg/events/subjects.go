@@ -66,8 +66,8 @@ const (
 const (
 	LogSubjectsAll  = "acp.log.>"
 	TailSubjectsAll = "acp.tail.>"
-	IOSubjectsAll   = "acp.io.>"
-	IOTailAll       = "acp.iotail.>"
+	IOSubjectsAll   = "acp.io.*.*.*"     // not acp.io.>: see IOSubject
+	IOTailAll       = "acp.iotail.*.*.*" // ACP_IO's RePublish of IOSubjectsAll
 	LiveSubjectsAll = "acp.live.>"
 	EndNoticesAll   = "acp.live.*.*.end" // every session's EndNoticeSubject
 )
@@ -151,17 +151,43 @@ func ParseEndNoticeSubject(subject string) (Namespace, SessionID, error) {
 	return ns, sid, err
 }
 
-// IOSubject returns "acp.io.<ns>.<sid>".
-func IOSubject(ns Namespace, sid SessionID) string {
-	return join("acp.io", string(ns), string(sid))
+// IOSubject returns "acp.io.<ns>.<sid>.<runner>": the records runner's
+// adapter of the session writes. The last token is the hub's check on a
+// runner outside the cluster: its credential may publish only
+// acp.io.*.*.<its ID> (internal/edgeusers), and a session's owner drops
+// every record of a runner its adapter does not run on. ACP_IO captures
+// acp.io.*.*.*, not acp.io.>: a hub tells a leaf of its interest in a
+// subject only where the leaf may publish some subject it matches, and
+// nats-server 2.15 finds acp.io.*.*.<id> under acp.io.*.*.* but not
+// under acp.io.> (Sublist.ReverseMatch does not descend below a ">"):
+// with acp.io.>, an edge runner's leaf would forward none of its records.
+func IOSubject(ns Namespace, sid SessionID, runner RunnerID) string {
+	return join("acp.io", string(ns), string(sid), string(runner))
 }
 
-// IOTailSubject returns "acp.iotail.<ns>.<sid>": ACP_IO's RePublish of every
-// record stored on IOSubject, with Nats-Sequence and Nats-Last-Sequence (the
-// previous record of the session), so the session owner applies runner
-// output as soon as it is stored and fills any gap from the stream.
+// IOSessionSubjects returns "acp.io.<ns>.<sid>.*": every runner's records
+// of one session.
+func IOSessionSubjects(ns Namespace, sid SessionID) string {
+	return join("acp.io", string(ns), string(sid), "*")
+}
+
+// IOTailSubject returns "acp.iotail.<ns>.<sid>.*": ACP_IO's RePublish of
+// every record stored on the session's IOSubjects, with Nats-Sequence and
+// Nats-Last-Sequence (the previous record on the same subject: of the same
+// runner), so the session owner applies runner output as soon as it is
+// stored and fills any gap from the stream.
 func IOTailSubject(ns Namespace, sid SessionID) string {
-	return join("acp.iotail", string(ns), string(sid))
+	return join("acp.iotail", string(ns), string(sid), "*")
+}
+
+// IORunner returns the runner an ACP_IO or IOTailSubject subject names,
+// or "" if it names none.
+func IORunner(subject string) RunnerID {
+	t := strings.Split(subject, ".")
+	if len(t) != 5 || t[0] != "acp" || (t[1] != "io" && t[1] != "iotail") {
+		return ""
+	}
+	return RunnerID(t[4])
 }
 
 // SessionKey returns "<ns>.<sid>", the key of a session in BucketSessions and

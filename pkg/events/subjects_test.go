@@ -24,7 +24,9 @@ func TestSubjects(t *testing.T) {
 		{"KeySubject", events.KeySubject(ns, sid, "k1"), "acp.log.team-a.Main_1.key.6ab9f1eb8f7d3388f4f9d586f66e99fd"},
 		{"TailSubject", events.TailSubject(ns, sid, events.LogEvents), "acp.tail.team-a.Main_1.ev"},
 		{"LiveSubject", events.LiveSubject(ns, sid), "acp.live.team-a.Main_1"},
-		{"IOSubject", events.IOSubject(ns, sid), "acp.io.team-a.Main_1"},
+		{"IOSubject", events.IOSubject(ns, sid, "laptop"), "acp.io.team-a.Main_1.laptop"},
+		{"IOSessionSubjects", events.IOSessionSubjects(ns, sid), "acp.io.team-a.Main_1.*"},
+		{"IOTailSubject", events.IOTailSubject(ns, sid), "acp.iotail.team-a.Main_1.*"},
 		{"SessionKey", events.SessionKey(ns, sid), "team-a.Main_1"},
 		{"APISubject", events.APISubject(ns, events.OpPrompt), "acp.api.team-a.prompt"},
 		{"APIWildcard", events.APIWildcard(events.OpReadHistory), "acp.api.*.read_history"},
@@ -137,7 +139,9 @@ func checkSubjectTokens(t *testing.T, ns, sid string) {
 		{"KeySubject", events.KeySubject(n, s, "a key"), []string{"acp", "log", ns, sid, "key", ""}, -1, events.LogFilter(n, s)},
 		{"TailSubject", events.TailSubject(n, s, events.LogEvents), []string{"acp", "tail", ns, sid, "ev"}, -1, events.TailSubjectsAll},
 		{"LiveSubject", events.LiveSubject(n, s), []string{"acp", "live", ns, sid}, -1, events.LiveSubjectsAll},
-		{"IOSubject", events.IOSubject(n, s), []string{"acp", "io", ns, sid}, -1, events.IOSubjectsAll},
+		{"IOSubject", events.IOSubject(n, s, events.RunnerID(sid)), []string{"acp", "io", ns, sid, sid}, -1, events.IOSessionSubjects(n, s)},
+		{"IOSessionSubjects", events.IOSessionSubjects(n, s), []string{"acp", "io", ns, sid, "*"}, 4, events.IOSubjectsAll},
+		{"IOTailSubject", events.IOTailSubject(n, s), []string{"acp", "iotail", ns, sid, "*"}, 4, events.IOTailAll},
 		{"SessionKey", events.SessionKey(n, s), []string{ns, sid}, -1, ""},
 		{"APISubject", events.APISubject(n, events.OpPrompt), []string{"acp", "api", ns, "prompt"}, -1, events.APIWildcard(events.OpPrompt)},
 		{"RunnerSubject", events.RunnerSubject(events.RunnerID(sid), events.RunnerStop), []string{"acp", "runner", sid, "stop"}, -1, ""},
@@ -167,6 +171,15 @@ func checkSubjectTokens(t *testing.T, ns, sid string) {
 		if subjectMatches(events.LogFilter(n, s), events.LogSubject(n, other, events.LogEvents)) {
 			t.Fatalf("LogFilter(%q, %q) matches session %q", ns, sid, other)
 		}
+	}
+	// The runner a record's subject names is the one it was built with,
+	// on ACP_IO and on its RePublish.
+	io := events.IOSubject(n, s, events.RunnerID(sid))
+	if got := events.IORunner(io); got != events.RunnerID(sid) {
+		t.Fatalf("IORunner(%q) = %q, want %q", io, got, sid)
+	}
+	if tail := "acp.iotail." + strings.TrimPrefix(io, "acp.io."); events.IORunner(tail) != events.RunnerID(sid) || !subjectMatches(events.IOTailSubject(n, s), tail) {
+		t.Fatalf("IORunner(%q) = %q, or IOTailSubject does not match it", tail, events.IORunner(tail))
 	}
 	if got, err := events.NamespaceFromAPISubject(events.APISubject(n, events.OpPrompt)); got != n || err != nil {
 		t.Fatalf("NamespaceFromAPISubject(APISubject(%q)) = %q, %v; want %q, nil", ns, got, err, ns)

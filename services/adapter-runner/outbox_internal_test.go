@@ -102,7 +102,7 @@ func (r *outboxRig) send(t *testing.T, o *Outbox, from, to int) {
 	t.Helper()
 	w := newIOWindow(o.Publisher(), slog.New(slog.DiscardHandler), r.m, DefaultIOWindowRecords, DefaultIOWindowBytes)
 	for n := from; n < to; n++ {
-		w.add(uint64(n), &nats.Msg{Subject: events.IOSubject(events.DefaultNamespace, "s1"),
+		w.add(uint64(n), &nats.Msg{Subject: events.IOSubject(events.DefaultNamespace, "s1", "r1"),
 			Header: nats.Header{jetstream.MsgIDHeader: []string{ioMsgID(events.DefaultNamespace, "s1", "p", uint64(n))},
 				events.HeaderRecordNo: []string{strconv.Itoa(n)}},
 			Data: fmt.Appendf(nil, "record %d", n)})

@@ -136,6 +136,10 @@ type spawnSpec struct {
 	args         []string
 	env          map[string]string
 	maxLineBytes int
+	// runner is the runner's ID, the last token of its records' subject
+	// (events.IOSubject): the hub accepts a record only of the runner the
+	// session's adapter runs on.
+	runner events.RunnerID
 	// ioRecords and ioBytes bound the process's ACP_IO window.
 	ioRecords, ioBytes int
 	sandbox            *sandbox     // confines the adapter (sandbox.go)
@@ -263,7 +267,7 @@ func startProcess(lg *slog.Logger, js jetstream.JetStream, m *metrics, ns events
 		workdir:   workdir,
 		stdin:     stdin,
 		pid:       uint32(cmd.Process.Pid),
-		subject:   events.IOSubject(ns, sid),
+		subject:   events.IOSubject(ns, sid, spec.runner),
 		exited:    make(chan struct{}),
 		written:   map[string]bool{},
 		stderrMax: stderrMax,

@@ -219,7 +219,7 @@ func raceProbe(t *testing.T, h *harness, hdr nats.Header, sid string, script ...
 		t.Errorf("prompt %s: %v", sid, err)
 		return nil
 	}
-	subject := events.IOTailSubject("team-a", events.SessionID(sid))
+	subject := "acp.iotail." + strings.TrimPrefix(events.IOSubject("team-a", events.SessionID(sid), "r1"), "acp.io.")
 	var before []events.Variant
 	for {
 		select {

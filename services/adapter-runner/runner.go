@@ -456,7 +456,7 @@ func (r *Runner) create(ctx context.Context, js jetstream.JetStream, ns events.N
 		// this one is a leftover of an earlier owner.
 		old.stop()
 	}
-	spec.dataDir, spec.maxLineBytes = r.cfg.DataDir, r.cfg.MaxLineBytes
+	spec.dataDir, spec.maxLineBytes, spec.runner = r.cfg.DataDir, r.cfg.MaxLineBytes, events.RunnerID(r.cfg.ID)
 	spec.roots = r.cfg.WorkspaceRoots
 	spec.ioRecords, spec.ioBytes = r.cfg.IOWindowRecords, r.cfg.IOWindowBytes
 	spec.sandbox = r.sandbox

@@ -69,7 +69,7 @@ func readIO(ctx context.Context, js jetstream.JetStream, sid string) ([]storedRe
 		return nil, err
 	}
 	var out []storedRecord
-	subject := events.IOSubject("default", events.SessionID(sid))
+	subject := events.IOSessionSubjects("default", events.SessionID(sid))
 	for seq := uint64(1); ; {
 		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -14,7 +14,6 @@ import (
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
-	"skein.dev/pkg/events/tail"
 	"skein.dev/services/session/internal/applier"
 )
 
@@ -145,7 +144,7 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 	r := &route{sess: sess, runner: runner, processID: nuid.Next(), attachedAt: time.Now()}
 	// Follow the session's ACP_IO before the adapter exists, so nothing it
 	// says is missed: from the newest record there now.
-	last, err := eventlog.Last(ctx, svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid))
+	last, err := eventlog.Last(ctx, svc.js, events.StreamIO, r.ioSubject())
 	if err != nil {
 		return runner, events.Errorf(events.CodeUnavailable, "io stream: %v", err)
 	}
@@ -155,14 +154,10 @@ func (sess *session) attachOnce(ctx context.Context) (events.RunnerID, error) {
 	}
 	// A new process numbers its records from 1.
 	r.io = applier.New[*eventlog.Record](r.processID, read)
-	r.ioTail = tail.NewChain(svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid), read)
 	ioStart := read + 1
-	if r.sub, err = svc.nc.Subscribe(events.IOTailSubject(sess.ns, sess.sid), func(m *nats.Msg) { r.onTail(m) }); err != nil {
+	if err := r.follow(read); err != nil {
 		return runner, events.Errorf(events.CodeUnavailable, "follow io: %v", err)
 	}
-	// A slow owner must not lose records on the core subscription; a gap
-	// would be filled from the stream anyway.
-	_ = r.sub.SetPendingLimits(-1, -1)
 	sess.adapter = r
 	sess.moved(onAttach)
 

@@ -68,7 +68,7 @@ func (sess *session) delete(ctx context.Context) error {
 			stream  jetstream.Stream
 			subject string
 			keep    uint64
-		}{io, events.IOSubject(sess.ns, sess.sid), 0})
+		}{io, events.IOSessionSubjects(sess.ns, sess.sid), 0})
 	}
 	for _, p := range purges {
 		opts := []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject(p.subject)}

@@ -129,7 +129,7 @@ func TestUnansweredDispatchIsConfirmed(t *testing.T) {
 		t.Errorf("the owner asked about turn %s, the prompt was turn %s", turnID, log.Turns[1].ID)
 	}
 	// The adapter answered the turn once: its prompt was written once.
-	recs, err := eventlog.Forward(ctx, h.js, events.StreamIO, events.IOSubject("default", "s1"), 0, 1000)
+	recs, err := eventlog.Forward(ctx, h.js, events.StreamIO, events.IOSessionSubjects("default", "s1"), 0, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

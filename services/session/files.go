@@ -137,8 +137,8 @@ func (sess *session) fileTarget(ctx context.Context, transferID string) (events.
 }
 
 // withAgent returns the first alive runner, by ID, that has agent
-// installed, whatever its load, and is not placed-only (no session of
-// its is unpinned): a file op starts no adapter. A miss re-reads the
+// installed, whatever its load, and may host unpinned sessions (eligible):
+// a file op starts no adapter. A miss re-reads the
 // bucket once, as placement does.
 func (d *runnerDirectory) withAgent(ctx context.Context, agent string) (events.RunnerID, error) {
 	find := func() events.RunnerID {
@@ -147,7 +147,7 @@ func (d *runnerDirectory) withAgent(ctx context.Context, agent string) (events.R
 		var ids []string
 		for id, r := range d.runners {
 			for _, a := range r.Agents {
-				if a.ID == agent && a.Installed && eligible(r, "") {
+				if a.ID == agent && a.Installed && d.eligible(r, "") {
 					ids = append(ids, id)
 				}
 			}
@@ -163,6 +163,7 @@ func (d *runnerDirectory) withAgent(ctx context.Context, agent string) (events.R
 	if err := d.refresh(ctx); err != nil {
 		return "", events.Errorf(events.CodeUnavailable, "read runners: %v", err)
 	}
+	d.vouchAll(ctx)
 	if id := find(); id != "" {
 		return id, nil
 	}

@@ -113,7 +113,7 @@ func TestInputRequest(t *testing.T) {
 
 	// The runner's record of it: the same correlation ID, never the
 	// agent's JSON-RPC id (a number for the test agent).
-	ioRecs, err := eventlog.Forward(ctx, h.js, events.StreamIO, events.IOSubject("default", "in1"), 0, 10000)
+	ioRecs, err := eventlog.Forward(ctx, h.js, events.StreamIO, events.IOSessionSubjects("default", "in1"), 0, 10000)
 	if err != nil {
 		t.Fatal(err)
 	}

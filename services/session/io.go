@@ -33,6 +33,10 @@ func (r *route) onTail(m *nats.Msg) {
 	if !ok {
 		return
 	}
+	if runner := events.IORunner(m.Subject); runner != r.runner {
+		r.foreign(runner, seq)
+		return
+	}
 	sess.svc.heard.note(r.runner, received)
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
@@ -50,6 +54,43 @@ func (r *route) onTail(m *nats.Msg) {
 		r.readIO(r.ioTail.Offer(ctx, m, r.deliverIO(ctx, seq)))
 		r.commitUnlessMore(ctx)
 	})
+}
+
+// ioSubject is where the route's runner writes the session's records.
+func (r *route) ioSubject() string {
+	return events.IOSubject(r.sess.ns, r.sess.sid, r.runner)
+}
+
+// follow starts the route's reads of ACP_IO after sequence read: the live
+// tail of every runner's records of the session (to see, and drop, those
+// of a runner the adapter does not run on), and the chain of its own
+// runner's, from which gaps are read back.
+func (r *route) follow(read uint64) error {
+	sess := r.sess
+	r.ioTail = tail.NewChain(sess.svc.js, events.StreamIO, r.ioSubject(), read)
+	sub, err := sess.svc.nc.Subscribe(events.IOTailSubject(sess.ns, sess.sid), func(m *nats.Msg) { r.onTail(m) })
+	if err != nil {
+		return err
+	}
+	// A slow owner must not lose records on the core subscription; a gap
+	// would be filled from the stream anyway.
+	_ = sub.SetPendingLimits(-1, -1)
+	r.sub = sub
+	return nil
+}
+
+// foreign drops a record of the session that runner wrote, which is not
+// the runner of the route's adapter: a runner may write only for the
+// sessions placed on it (issue 31: the hub never trusts the edge), and
+// an earlier runner of the session writes for a process it no longer
+// serves. Each is counted; the first of each runner per route is logged.
+func (r *route) foreign(runner events.RunnerID, seq uint64) {
+	sess := r.sess
+	sess.svc.m.ioRejected.WithLabelValues("foreign_runner").Inc()
+	if _, seen := r.foreigners.LoadOrStore(runner, true); !seen {
+		sess.lg.Warn("dropped a record of a runner the session's adapter does not run on",
+			events.LogKeyRunner, string(runner), "adapter_runner", string(r.runner), events.LogKeySeq, seq)
+	}
 }
 
 // errRouteEnded stops a read of ACP_IO once the route it read for ended;

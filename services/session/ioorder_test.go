@@ -26,7 +26,8 @@ type ioScript struct {
 	sid     string
 	acc     *events.PromptAccepted
 	process string
-	base    uint64 // the runner's last record number
+	runner  events.RunnerID // the runner the adapter runs on
+	base    uint64          // the runner's last record number
 }
 
 // scriptIO opens sid, starts a turn whose agent pauses at once, and
@@ -48,8 +49,8 @@ func scriptIO(t *testing.T, h *rig, sid string) *ioScript {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &ioScript{h: h, sid: sid, acc: acc, process: att.ProcessID}
-	last, err := eventlog.Last(ctx, h.js, events.StreamIO, events.IOSubject("default", events.SessionID(sid)))
+	s := &ioScript{h: h, sid: sid, acc: acc, process: att.ProcessID, runner: events.RunnerID(att.RunnerID)}
+	last, err := eventlog.Last(ctx, h.js, events.StreamIO, events.IOSubject("default", events.SessionID(sid), s.runner))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,11 +70,17 @@ func (s *ioScript) no(i uint64) uint64 { return s.base + i }
 // window).
 func (s *ioScript) publish(t *testing.T, i uint64, v events.Variant) {
 	t.Helper()
+	s.publishAs(t, s.runner, i, v)
+}
+
+// publishAs is publish on the subject of runner's records.
+func (s *ioScript) publishAs(t *testing.T, runner events.RunnerID, i uint64, v events.Variant) {
+	t.Helper()
 	data, err := events.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := &nats.Msg{Subject: events.IOSubject("default", events.SessionID(s.sid)), Data: data, Header: nats.Header{
+	msg := &nats.Msg{Subject: events.IOSubject("default", events.SessionID(s.sid), runner), Data: data, Header: nats.Header{
 		events.HeaderRecord:    []string{v.VariantName()},
 		events.HeaderProcessID: []string{s.process},
 		events.HeaderRecordNo:  []string{strconv.FormatUint(s.no(i), 10)},
@@ -160,6 +167,32 @@ func TestIORecordsAppliedInNumberOrder(t *testing.T) {
 	}
 	if held := testutil.Metric(t, h.reg, "acp_session_io_held_records_total"); held != 3 {
 		t.Errorf("records held %v, want 3 (4, 5 and 6 waited for 3)", held)
+	}
+}
+
+// A runner writes only for the sessions placed on it: a record on
+// another runner's subject is dropped, and counted, even when it names the
+// adapter's process and the next record number (issue 31, §3: an edge
+// runner's credential publishes only on its own subjects, and this is
+// what stops it writing into a session that is not its). The turn takes
+// the record of its own runner with that number, and ends whole.
+func TestIORecordOfAnotherRunnerDropped(t *testing.T) {
+	h := startRig(t, session.Config{})
+	s := scriptIO(t, h, "foreign")
+	s.publishAs(t, "intruder", 1, chunk(text, "forged "))
+	s.publishAs(t, "intruder", 2, s.end())
+	s.publish(t, 1, chunk(text, "mine"))
+	s.publish(t, 2, s.end())
+	f := s.await(t)
+	if f.Outcome != events.OutcomeCompleted {
+		t.Fatalf("the turn ended %s (%v), want completed", f.Outcome, f.Error)
+	}
+	h.readLog(t, "foreign") // audits
+	if got := strings.Join(durableTexts(t, h, "foreign"), ","); got != "agent_message_chunk:mine" {
+		t.Errorf("durable updates %s, want only its own runner's", got)
+	}
+	if n := testutil.Metric(t, h.reg, "acp_session_io_rejected_total", "reason", "foreign_runner"); n != 2 {
+		t.Errorf("records of another runner dropped: %v, want 2", n)
 	}
 }
 

@@ -192,7 +192,7 @@ type agentRequest struct {
 
 func adapterPermissionRequests(t *testing.T, h *rig, sid string) []agentRequest {
 	t.Helper()
-	recs, err := eventlog.Forward(t.Context(), h.js, events.StreamIO, events.IOSubject("default", events.SessionID(sid)), 0, 10000)
+	recs, err := eventlog.Forward(t.Context(), h.js, events.StreamIO, events.IOSessionSubjects("default", events.SessionID(sid)), 0, 10000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,6 +132,9 @@ func (d *runnerDirectory) apply(ctx context.Context, e jetstream.KeyValueEntry) 
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if e.Operation() != jetstream.KeyValuePut {
+		if e.Operation() == jetstream.KeyValueDelete && d.edgeStopped(ctx, id) {
+			return
+		}
 		// An edge runner's link dropped, maybe: its turns wait.
 		if d.edgeHeartbeatLost(ctx, id) {
 			return
@@ -228,18 +231,47 @@ func (d *runnerDirectory) place(ctx context.Context, agent, pin string) (events.
 	if rerr := d.refresh(ctx); rerr != nil {
 		return "", events.Errorf(events.CodeUnavailable, "read runners: %v", rerr)
 	}
+	if pin == "" {
+		d.vouchAll(ctx)
+	}
 	return d.pick(agent, pin)
 }
 
 // eligible reports whether an adapter of a session pinned to pin may go to
 // r: a pinned session's to its runner only, wherever that is; any other
-// session's to any runner but a placed-only one (an edge runner, which
-// hosts only what is placed on it).
-func eligible(r *events.RunnerInfo, pin string) bool {
+// session's to a runner inside the cluster (vouched) that takes any
+// session (not placed-only). The caller holds d.mu.
+func (d *runnerDirectory) eligible(r *events.RunnerInfo, pin string) bool {
 	if pin != "" {
 		return r.ID == pin
 	}
-	return !r.PlacedOnly
+	return !r.PlacedOnly && d.vouched(r.ID)
+}
+
+// vouched reports whether runner id is inside the cluster: it answered a
+// ping of the runner service with its ID (learn). A heartbeat is the
+// runner's own word, and an edge runner's credential can write its own
+// with any content, placed-only or not; it cannot answer a ping (it may
+// not receive $SRV subjects), so it is never vouched for, and never hosts
+// a session not placed on it, whatever its heartbeat says (issue 31: the
+// hub never trusts the edge). The caller holds d.mu.
+func (d *runnerDirectory) vouched(id string) bool { return d.instances[id] != "" }
+
+// vouchAll learns, now, the micro instance of every runner that says it
+// takes any session and is not vouched for yet: a runner that has just
+// started is placed on at once, not after learn's ping in the background.
+func (d *runnerDirectory) vouchAll(ctx context.Context) {
+	d.mu.Lock()
+	var ids []string
+	for id, r := range d.runners {
+		if !r.PlacedOnly && !d.vouched(id) {
+			ids = append(ids, id)
+		}
+	}
+	d.mu.Unlock()
+	for _, id := range ids {
+		d.learn(ctx, id)
+	}
 }
 
 // offer is what the directory knows of the runners that may host an
@@ -251,7 +283,7 @@ type offer struct {
 	full       []string           // those with no room: "id (load of capacity adapters)"
 	knownBy    []string           // eligible runners that list the agent without its command
 	command    string
-	placedOnly []string // placed-only runners that have it installed, which an unpinned session may not use
+	placedOnly []string // placed-only or unvouched runners that have it installed, which an unpinned session may not use
 	runners    int      // the runners alive
 	pinAlive   bool     // the runner pin is alive
 }
@@ -267,8 +299,8 @@ func (d *runnerDirectory) survey(agent, pin string) offer {
 			if a.ID != agent {
 				continue
 			}
-			if !eligible(r, pin) {
-				if a.Installed && r.PlacedOnly {
+			if !d.eligible(r, pin) {
+				if a.Installed && (r.PlacedOnly || !d.vouched(r.ID)) {
 					o.placedOnly = append(o.placedOnly, r.ID)
 				}
 				continue
@@ -439,6 +471,7 @@ func (d *runnerDirectory) refusal(ctx context.Context, agent string) error {
 	if err := d.refresh(ctx); err != nil {
 		return nil // placement will say what is wrong
 	}
+	d.vouchAll(ctx)
 	return d.refusalNow(agent)
 }
 
@@ -500,7 +533,7 @@ func (d *runnerDirectory) full(agent, pin string, err error) map[string]bool {
 	defer d.mu.Unlock()
 	var on map[string]bool
 	for _, r := range d.runners {
-		if !eligible(r, pin) {
+		if !d.eligible(r, pin) {
 			continue
 		}
 		for _, a := range r.Agents {

@@ -233,6 +233,13 @@ func startFakeRunner(t testing.TB, h *rig, id events.RunnerID, agent string) *fa
 		t.Fatal(err)
 	}
 	nc := h.connect()
+	// It answers a ping of the runner service with its ID, as a runner
+	// inside the cluster does: placement puts unplaced sessions on no
+	// other (placement.go, vouched).
+	if _, err := micro.AddService(nc, micro.Config{Name: events.APIServiceRunner, Version: "0.0.0",
+		Metadata: map[string]string{"runner_id": string(id)}}); err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
 		f.release()

@@ -207,7 +207,7 @@ func TestCancelDropsBufferedChunks(t *testing.T) {
 	// The agent heard session/cancel: it leaves the pause unreleased and
 	// answers its prompt "cancelled".
 	if err := testutil.Poll(ctx, "the agent's cancelled answer", func() (bool, error) {
-		recs, err := eventlog.Forward(ctx, h.js, events.StreamIO, events.IOSubject("default", "s1"), 0, 1000)
+		recs, err := eventlog.Forward(ctx, h.js, events.StreamIO, events.IOSessionSubjects("default", "s1"), 0, 1000)
 		if err != nil {
 			return false, err
 		}

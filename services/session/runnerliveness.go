@@ -328,6 +328,30 @@ func (d *runnerDirectory) edgeHeartbeatLost(ctx context.Context, id string) bool
 	return true
 }
 
+// edgeStopped takes the deletion of runner id's heartbeat when it is an
+// edge runner's, and reports whether it was. A heartbeat expires when the
+// link drops (a purge marker, edgeHeartbeatLost); it is deleted when the
+// runner stops, after it stopped its adapters, or when its credential is
+// revoked (skein provision runner --revoke), which cuts its link: either
+// way its adapters are gone now, not after session.edge-link-timeout.
+// The caller holds d.mu.
+func (d *runnerDirectory) edgeStopped(ctx context.Context, id string) bool {
+	_, lost := d.lostEdges[id]
+	if info := d.runners[id]; !lost && (info == nil || !info.PlacedOnly) {
+		return false
+	}
+	delete(d.lostEdges, id)
+	delete(d.runners, id)
+	delete(d.seen, id)
+	delete(d.instances, id)
+	d.counted()
+	d.lg.Warn("edge runner stopped or was revoked: its adapters are gone", events.LogKeyRunner, id)
+	if d.gone != nil {
+		d.bg.Go(func() { d.gone(ctx, events.RunnerID(id)) })
+	}
+	return true
+}
+
 // edgeHeartbeatBack notes runner id's heartbeat, info at revision rev:
 // an edge runner whose heartbeat was lost is back, and when another
 // process wrote it, the last one's adapters are gone. It reports false

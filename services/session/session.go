@@ -91,6 +91,7 @@ type route struct {
 	arrived    time.Time    // when the owner last received a record of the session off the live tail
 	received   time.Time    // when the record being applied reached this replica, for acp_session_live_delta_seconds
 	owed       []owedAnswer // answers its edge runner has not taken yet (owed.go)
+	foreigners sync.Map     // runners whose records for the session it dropped (foreign)
 }
 
 func newSession(svc *Service, ns events.Namespace, sid events.SessionID) *session {

@@ -4,14 +4,11 @@ import (
 	"context"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"skein.dev/pkg/acp"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventjson"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
-	"skein.dev/pkg/events/tail"
 	"skein.dev/services/session/internal/applier"
 )
 
@@ -79,11 +76,9 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 		return false
 	}
 	r.io = applier.Resume[*eventlog.Record](r.processID, point)
-	r.ioTail = tail.NewChain(sess.svc.js, events.StreamIO, events.IOSubject(sess.ns, sess.sid), point.From-1)
-	if r.sub, err = sess.svc.nc.Subscribe(events.IOTailSubject(sess.ns, sess.sid), func(msg *nats.Msg) { r.onTail(msg) }); err != nil {
+	if err := r.follow(point.From - 1); err != nil {
 		return false
 	}
-	_ = r.sub.SetPendingLimits(-1, -1)
 	sess.adapter = r
 	sess.turn = t
 	sess.lg.Info("took over the open turn", events.LogKeyTurn, turnID, events.LogKeyProcess, r.processID, "resume", point.String())

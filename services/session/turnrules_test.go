@@ -457,7 +457,7 @@ func TestTurnCaps(t *testing.T) {
 // recorded them.
 func adapterText(t *testing.T, h *rig, sid, prefix string) string {
 	t.Helper()
-	recs, err := eventlog.Forward(t.Context(), h.js, events.StreamIO, events.IOSubject("default", events.SessionID(sid)), 0, 10000)
+	recs, err := eventlog.Forward(t.Context(), h.js, events.StreamIO, events.IOSessionSubjects("default", events.SessionID(sid)), 0, 10000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func IOConfig(o Options) jetstream.StreamConfig {
 		MaxConsumers: DefaultMaxConsumers,
 		RePublish: &jetstream.RePublish{
 			Source:      events.IOSubjectsAll,
-			Destination: events.IOTailAll,
+			Destination: "acp.iotail.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}", // events.IOTailAll, token for token
 		},
 	}
 	if cfg.Replicas == 1 {
