@@ -474,6 +474,11 @@ func (t commaFreeTB) TempDir() string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	// As t.TempDir's own: a runner run as root runs its adapters as
+	// another user, which must reach its data directory.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	return dir
 }
 

@@ -61,6 +61,13 @@ func (s *samples) add(d time.Duration) {
 	s.mu.Unlock()
 }
 
+// reset forgets the samples so far (a warm-up's).
+func (s *samples) reset() {
+	s.mu.Lock()
+	s.lat = nil
+	s.mu.Unlock()
+}
+
 func (s *samples) report(b *testing.B) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

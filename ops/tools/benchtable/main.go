@@ -97,6 +97,11 @@ var rows = []row{
 	{"ACP prompt to first agent_message_chunk p99, /acp WebSocket", "BenchmarkACPFirstChunk/via=acp-ws", "p99-ms", "BenchmarkACPFirstChunk/via=pipe", "p99-ms", "<= 3x pipe + 1 ms"},
 	{"memory per ACP connection following a session, 100 connections", "BenchmarkACPConnectionMemory/conns=100", "B/conn", "", "", ""},
 	{"goroutines per ACP connection following a session", "BenchmarkACPConnectionMemory/conns=100", "goroutines/conn", "", "", ""},
+	// The edge path (issue 31): a chunk from an agent on an edge runner,
+	// through its outbox and the leaf connection, beside one on the
+	// cluster's own runner, on make cluster's topology.
+	{"chunk to acp.live p50, edge runner through a leaf node", "BenchmarkEdgeChunk/runner=edge", "p50-ms", "BenchmarkEdgeChunk/runner=cluster", "p50-ms", ""},
+	{"chunk to acp.live p99, edge runner through a leaf node", "BenchmarkEdgeChunk/runner=edge", "p99-ms", "BenchmarkEdgeChunk/runner=cluster", "p99-ms", ""},
 	// A history page read from the log: our batch direct gets beside
 	// orbit.go's jetstreamext, which allocates a 64k-entry channel per request.
 	{"history page of 50, forward (one batch direct get)", "BenchmarkReadPage/dir=forward,path=eventlog,page=50", "page-ms", "BenchmarkReadPage/dir=forward,path=jetstreamext,page=50", "page-ms", ""},
