@@ -160,8 +160,15 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		}
 	}
 	// A runner started as root runs its adapters as another user, which
-	// must pass through to the runner's data directory: search, not list.
+	// must pass through to the runner's data directory: search, not list,
+	// it and the cluster's directory above it (make cluster's .cluster,
+	// which MkdirAll made 0700).
 	if err := os.Chmod(filepath.Join(o.Dir, "runner"), 0o711); err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(o.Dir); err != nil {
+		return nil, err
+	} else if err := os.Chmod(o.Dir, fi.Mode().Perm()|0o111); err != nil {
 		return nil, err
 	}
 	for user := range passwordEnv {
