@@ -36,7 +36,9 @@ function App() {
     setTok(t);
     changed();
   };
-  return html`<div class="app">
+  // On a narrow screen one pane shows at a time (style.css): the list on
+  // the home page, a session or the new-session form, each with a way back.
+  return html`<div class=${'app page-' + where.page}>
     <header class="top">
       <a class="brand" href="#/">Skein</a>
       <${TokenBar} token=${token} onSave=${saveToken} />
@@ -127,6 +129,12 @@ function SessionList({ version, current }) {
     if (next && el.scrollHeight - el.scrollTop - el.clientHeight < 120) load(next);
   };
 
+  // The tab's title counts the sessions that need their viewer.
+  const needing = rows.filter(needsOf).length;
+  useEffect(() => {
+    document.title = (needing ? '(' + needing + ') ' : '') + 'Skein console';
+  }, [needing]);
+
   return html`<div class="list" ref=${boxRef} onScroll=${onScroll} data-role="sessions">
     ${error ? html`<div class="error" data-role="list-error">${error instanceof ApiError && error.status === 401
       ? 'The gateway wants a bearer token: enter it above.'
@@ -137,9 +145,16 @@ function SessionList({ version, current }) {
   </div>`;
 }
 
+// needsOf says what session s waits on its viewer for: a permission, an
+// input, or nothing ('').
+function needsOf(s) {
+  const st = s.state || {};
+  return (st.requests || []).length ? 'permission' : (st.inputs || []).length ? 'input' : '';
+}
+
 function SessionRow({ s, current }) {
   const st = s.state || {};
-  const needs = (st.requests || []).length ? 'permission' : (st.inputs || []).length ? 'input' : '';
+  const needs = needsOf(s);
   return html`<a class=${'row' + (current ? ' current' : '')} href=${'#/s/' + encodeURIComponent(s.sessionId)}
       data-role="session-row" data-session=${s.sessionId}>
     <div class="row-top">
@@ -147,7 +162,7 @@ function SessionRow({ s, current }) {
       <span class=${'badge ' + (st.status || '')}>${st.status || ''}</span>
     </div>
     <div class="row-meta">
-      ${needs ? html`<span class="needs">needs ${needs}</span>` : null}
+      ${needs ? html`<span class="badge needs" data-role="needs">needs ${needs}</span>` : null}
       <span>${s.agent}</span>
       ${s.usage ? html`<span>${formatUsage(s.usage)}</span>` : null}
       <span class="when" title=${s.updatedAt}>${relativeTime(s.updatedAt)}</span>
@@ -190,6 +205,7 @@ function NewSession({ onOpened }) {
   };
   return html`<div class="main-pane">
     <form class="new-session" onSubmit=${submit} data-role="new-form">
+      <a class="back button" href="#/" data-role="back" aria-label="Back to the sessions">‹ Sessions</a>
       <h2>New session</h2>
       <label>Session ID <input name="id" data-role="session-id" value=${sid} required
         onInput=${(e) => setSid(e.currentTarget.value)} /></label>

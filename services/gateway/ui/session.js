@@ -8,6 +8,7 @@ import { EventStream } from './stream.js';
 import { Timeline } from './timeline.js';
 import { html, Item } from './items.js';
 import { formatTiming, formatUsage, relativeTime } from './render.js';
+import { askToNotify, canAskToNotify, notifyNeeded } from './notify.js';
 
 // The size of a history page, first and older.
 const pageSize = 200;
@@ -53,6 +54,8 @@ export function SessionView({ id, onChanged, navigate }) {
   const frame = useRef(0);
   const refreshTimer = useRef(0);
   const loading = useRef(false); // a page of older history is on its way
+  const titleRef = useRef(''); // the session's title, for a notification
+  titleRef.current = (info && info.title) || '';
 
   // bump re-renders once per frame however many events arrived.
   const bump = useCallback(() => {
@@ -110,6 +113,8 @@ export function SessionView({ id, onChanged, navigate }) {
         stream = new EventStream(id, after, {
           durable(ev) {
             if (!tl.add('durable', ev)) return;
+            if (ev.type === 'permission_request') notifyNeeded(id, titleRef.current, 'The agent asks for permission.');
+            if (ev.type === 'input_request') notifyNeeded(id, titleRef.current, 'The agent asks for input.');
             if (headerTypes.has(ev.type)) refreshSoon();
             if (ev.type === 'config_option_update' || ev.type === 'current_mode_update') refreshConfig();
             bump();
@@ -252,7 +257,8 @@ export function SessionView({ id, onChanged, navigate }) {
         : html`<div class="divider start" data-role="start">Beginning of the session</div>`}
       ${items.map((it) => html`<${Item} key=${it.key} item=${it} onPermission=${answerPermission} onInput=${answerInput} />`)}
     </div>
-    <${Composer} busy=${busy} onSend=${prompt} />
+    <${Composer} busy=${busy} onSend=${prompt} turnOn=${turnOn}
+      onCancel=${() => act('Cancel', () => api('POST', sessionPath(id, '/cancel'), {}))} />
   </div>`;
 }
 
@@ -267,10 +273,12 @@ function Header({ id, info, conn, turnOn, onRename, onCancel, onUnload, onDelete
   const [editing, setEditing] = useState(false);
   const [title, setTitle] = useState('');
   const [confirmDelete, setConfirmDelete] = useState(false);
+  const [, setAsked] = useState('');
   const st = (info && info.state) || {};
   const waiting = (st.requests || []).length + (st.inputs || []).length;
   return html`<div class="head">
     <div class="head-row">
+      <a class="back button" href="#/" data-role="back" aria-label="Back to the sessions">‹ Sessions</a>
       ${editing
         ? html`<form class="rename" onSubmit=${(e) => { e.preventDefault(); setEditing(false); onRename(title); }}>
             <input name="title" value=${title} maxLength="120" onInput=${(e) => setTitle(e.currentTarget.value)} />
@@ -296,6 +304,10 @@ function Header({ id, info, conn, turnOn, onRename, onCancel, onUnload, onDelete
     <div class="head-row actions">
       <button type="button" data-role="cancel" disabled=${!turnOn} onClick=${onCancel}>Cancel turn</button>
       <button type="button" data-role="unload" onClick=${onUnload}>Unload</button>
+      ${canAskToNotify()
+        ? html`<button type="button" data-role="notify" title="Be told when a session you watch needs you"
+            onClick=${async () => setAsked(await askToNotify())}>Notify me</button>`
+        : null}
       ${confirmDelete
         ? html`<button type="button" class="danger" data-role="confirm-delete" onClick=${() => { setConfirmDelete(false); onDelete(); }}>Delete for good</button>
             <button type="button" onClick=${() => setConfirmDelete(false)}>Keep</button>`
@@ -333,7 +345,9 @@ function flatten(options) {
   return out;
 }
 
-function Composer({ busy, onSend }) {
+// Composer is the prompt box, at the page's foot where a thumb reaches:
+// Send, and Stop while a turn runs.
+function Composer({ busy, onSend, turnOn, onCancel }) {
   const [text, setText] = useState('');
   const send = async () => {
     const t = text;
@@ -346,6 +360,9 @@ function Composer({ busy, onSend }) {
     <textarea data-role="prompt" placeholder="Prompt the agent (Ctrl+Enter sends)" value=${text}
       onInput=${(e) => setText(e.currentTarget.value)}
       onKeyDown=${(e) => { if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); send(); } }}></textarea>
-    <button type="submit" data-role="send" disabled=${busy || !text.trim()}>${busy ? 'Running…' : 'Send'}</button>
+    <div class="composer-actions">
+      <button type="submit" class="primary" data-role="send" disabled=${busy || !text.trim()}>${busy ? 'Running…' : 'Send'}</button>
+      ${turnOn ? html`<button type="button" class="danger" data-role="stop" onClick=${onCancel}>Stop</button>` : null}
+    </div>
   </form>`;
 }
