@@ -103,6 +103,12 @@ func TestConsoleTurn(t *testing.T) {
 
 	b.wait("the reply, as Markdown", `[...document.querySelectorAll('[data-kind=agent] strong')].some((e) => e.textContent === 'Edited')`)
 	b.wait("the permission answered", `document.querySelector('[data-role=permission] [data-role=resolution]')?.textContent.includes('allow')`)
+	// Who did what: the token's principal opened the session, sent the
+	// prompt and answered the requests.
+	b.wait("who answered", `document.querySelector('[data-role=permission] [data-role=resolution]').textContent.endsWith(' by dev') &&
+		document.querySelector('[data-role=input] [data-role=resolution]')?.textContent.endsWith(' by dev')`)
+	b.wait("who sent the prompt", `document.querySelector('[data-kind=user] [data-role=who]')?.textContent === 'dev'`)
+	b.wait("who opened the session", `document.querySelector('[data-role=created-by]')?.textContent === 'opened by dev'`)
 	b.wait("the turn over", `document.querySelector('[data-role=status]').textContent === 'idle'`)
 	b.wait("the tool call completed", `document.querySelector('[data-role=tool][data-status=completed] .tool-title')?.textContent === 'Read README.md'`)
 	var plan []bool

@@ -65,6 +65,8 @@ const (
 	// principal the gateway authenticated for it (its token's name). The
 	// session service counts the adapters a request attaches against that
 	// principal's quota; a caller that sends none counts as principal "".
+	// On a log record, it names who caused it: a user message's, a
+	// permission or input answer's, a cancel's TurnFinished.
 	HeaderPrincipal = "Acp-Principal"
 	// HeaderEvict, on an unloadSession request, makes it an eviction for
 	// the cause it names (capacity, namespace_quota, principal_quota):

@@ -88,6 +88,9 @@ type RespondInputRequest struct {
 type RespondInputResponse struct {
 	Status string  `msgpack:"status"`
 	Reason *string `msgpack:"reason,omitempty"`
+	// ResolvedBy names, for an answer that came too late (reason
+	// already_resolved), the principal whose answer won.
+	ResolvedBy *string `msgpack:"resolvedBy,omitempty"`
 }
 
 // Validate checks a respondInput request: its session (always named), a

@@ -238,6 +238,8 @@ type AcpDurableSessionInfo struct {
 	LogSequence uint64 `msgpack:"logSequence,omitempty"`
 	// Runner, a Skein addition: the runner a placed session is pinned to.
 	Runner string `msgpack:"runner,omitempty"`
+	// CreatedBy, a Skein addition: the principal that opened the session.
+	CreatedBy string `msgpack:"createdBy,omitempty"`
 }
 
 type AcpOpenSessionResponse struct {
@@ -274,6 +276,8 @@ type AcpCancelPromptResponse struct {
 type AcpRespondPermissionResponse struct {
 	Status string  `msgpack:"status"`
 	Reason *string `msgpack:"reason,omitempty"`
+	// ResolvedBy, a Skein addition: a late answer's winner (principal).
+	ResolvedBy *string `msgpack:"resolvedBy,omitempty"`
 }
 
 // The durable event union and its history envelope.
@@ -304,6 +308,8 @@ type AcpDurableHistoryEntry struct {
 	Timestamp string                 `msgpack:"timestamp"`
 	Event     Union[AcpDurableEvent] `msgpack:"event"`
 	EventNo   uint64                 `msgpack:"eventNo,omitempty"` // Skein extension
+	// Principal, a Skein extension: who caused it (its HeaderPrincipal).
+	Principal string `msgpack:"principal,omitempty"`
 }
 
 type AcpHistoryPageResponse struct {

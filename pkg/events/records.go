@@ -30,6 +30,8 @@ type SessionOpened struct {
 	// Labels are the labels of a placement by labels, which chose Runner.
 	Runner string            `msgpack:"runner,omitempty"`
 	Labels map[string]string `msgpack:"labels,omitempty"`
+	// CreatedBy is the principal that opened it; a reopen by another matches.
+	CreatedBy string `msgpack:"createdBy,omitempty"`
 }
 
 // Permission policies (AcpOpenSessionRequest.permissionPolicy).

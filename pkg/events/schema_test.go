@@ -61,16 +61,19 @@ var aliasTypes = map[string]reflect.Type{
 // with the reason. Every extra field must be optional (omitempty), so that
 // a payload from a writer that knows only the schema decodes the same.
 var extraFields = map[string]string{
-	"AcpDurableHistoryEntry.eventNo":       "Skein extension: the contiguous per-session event number (HeaderEventNo), so readers tell pruned history from stream-sequence gaps",
-	"AcpDurableSessionEvent.eventNo":       "Skein extension: same as AcpDurableHistoryEntry.eventNo, on live delivery",
-	"AcpDurableSessionInfo.usage":          "Skein extension: the agent's last usage_update, cached (offers.go)",
-	"AcpDurableSessionInfo.lastTurnTiming": "Skein extension: the last turn's timing, measured by the session service (offers.go)",
-	"AcpDurableSessionInfo.logSequence":    "Skein extension: the log sequence the state is as of, the gateway watch's cursor (services/gateway/watch.go)",
-	"AcpReadHistoryRequest.includeState":   "Skein extension: interleave the session's state changes among the events (sessionstate.go)",
-	"AcpOpenSessionRequest.inputPolicy":    "Skein extension: who answers the session's input requests (ACP elicitation), input.go",
-	"AcpOpenSessionRequest.placement":      "Skein extension: the runner, or the labels of the runner, a session is pinned to (edge runners; services/session/placement.go)",
-	"AcpDurableSessionInfo.runner":         "Skein extension: the runner a placed session is pinned to (services/session/placement.go)",
-	"AcpListAgentsResponse.runners":        "Skein extension: each live runner, what it offers, its labels and load, for placement (services/history)",
+	"AcpDurableHistoryEntry.eventNo":          "Skein extension: the contiguous per-session event number (HeaderEventNo), so readers tell pruned history from stream-sequence gaps",
+	"AcpDurableSessionEvent.eventNo":          "Skein extension: same as AcpDurableHistoryEntry.eventNo, on live delivery",
+	"AcpDurableSessionInfo.usage":             "Skein extension: the agent's last usage_update, cached (offers.go)",
+	"AcpDurableSessionInfo.lastTurnTiming":    "Skein extension: the last turn's timing, measured by the session service (offers.go)",
+	"AcpDurableSessionInfo.logSequence":       "Skein extension: the log sequence the state is as of, the gateway watch's cursor (services/gateway/watch.go)",
+	"AcpReadHistoryRequest.includeState":      "Skein extension: interleave the session's state changes among the events (sessionstate.go)",
+	"AcpOpenSessionRequest.inputPolicy":       "Skein extension: who answers the session's input requests (ACP elicitation), input.go",
+	"AcpOpenSessionRequest.placement":         "Skein extension: the runner, or the labels of the runner, a session is pinned to (edge runners; services/session/placement.go)",
+	"AcpDurableSessionInfo.runner":            "Skein extension: the runner a placed session is pinned to (services/session/placement.go)",
+	"AcpListAgentsResponse.runners":           "Skein extension: each live runner, what it offers, its labels and load, for placement (services/history)",
+	"AcpDurableHistoryEntry.principal":        "Skein extension: who caused the event (HeaderPrincipal), on user messages and answers",
+	"AcpDurableSessionInfo.createdBy":         "Skein extension: the principal that opened the session",
+	"AcpRespondPermissionResponse.resolvedBy": "Skein extension: for a late answer, the principal whose answer won",
 }
 
 // extraMembers allows Go variants to join a union of the schema, keyed

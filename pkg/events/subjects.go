@@ -152,15 +152,10 @@ func ParseEndNoticeSubject(subject string) (Namespace, SessionID, error) {
 }
 
 // IOSubject returns "acp.io.<ns>.<sid>.<runner>": the records runner's
-// adapter of the session writes. The last token is the hub's check on a
-// runner outside the cluster: its credential may publish only
-// acp.io.*.*.<its ID> (internal/edgeusers), and a session's owner drops
-// every record of a runner its adapter does not run on. ACP_IO captures
-// acp.io.*.*.*, not acp.io.>: a hub tells a leaf of its interest in a
-// subject only where the leaf may publish some subject it matches, and
-// nats-server 2.15 finds acp.io.*.*.<id> under acp.io.*.*.* but not
-// under acp.io.> (Sublist.ReverseMatch does not descend below a ">"):
-// with acp.io.>, an edge runner's leaf would forward none of its records.
+// adapter of the session writes. An edge runner's credential may publish
+// only acp.io.*.*.<its ID>, and a session's owner drops every record of a
+// runner its adapter does not run on (why ACP_IO captures acp.io.*.*.*,
+// not acp.io.>: docs/design/departures.md).
 func IOSubject(ns Namespace, sid SessionID, runner RunnerID) string {
 	return join("acp.io", string(ns), string(sid), string(runner))
 }
@@ -172,10 +167,8 @@ func IOSessionSubjects(ns Namespace, sid SessionID) string {
 }
 
 // IOTailSubject returns "acp.iotail.<ns>.<sid>.*": ACP_IO's RePublish of
-// every record stored on the session's IOSubjects, with Nats-Sequence and
-// Nats-Last-Sequence (the previous record on the same subject: of the same
-// runner), so the session owner applies runner output as soon as it is
-// stored and fills any gap from the stream.
+// the session's records, with Nats-Sequence and Nats-Last-Sequence (the
+// previous record of the same runner), which its owner follows.
 func IOTailSubject(ns Namespace, sid SessionID) string {
 	return join("acp.iotail", string(ns), string(sid), "*")
 }

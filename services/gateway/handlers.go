@@ -111,7 +111,7 @@ func (g *Gateway) controlBodyLimit() int64 { return min(g.cfg.MaxBodyBytes, maxC
 func (g *Gateway) handleCancel(w http.ResponseWriter, r *http.Request) error {
 	return sessionOp(g, w, r, events.OpCancelPrompt, g.controlBodyLimit(),
 		emptyBody(func(sid *string) validator { return &events.AcpCancelPromptRequest{SessionID: sid} }),
-		func(resp *events.AcpCancelPromptResponse) error { return writeStatus(w, resp.Status, nil) })
+		func(resp *events.AcpCancelPromptResponse) error { return writeStatus(w, resp.Status, nil, nil) })
 }
 
 // handleUnload serves POST /v1/sessions/{id}/unload: cancel the running
@@ -214,19 +214,22 @@ func (g *Gateway) handleRespond(w http.ResponseWriter, r *http.Request) error {
 		func(body []byte, sid events.SessionID) (events.Variant, error) {
 			return decodeRespond(body, sid, r.PathValue("requestId"))
 		},
-		func(resp *events.AcpRespondPermissionResponse) error { return writeStatus(w, resp.Status, resp.Reason) })
+		func(resp *events.AcpRespondPermissionResponse) error {
+			return writeStatus(w, resp.Status, resp.Reason, resp.ResolvedBy)
+		})
 }
 
 // statusJSON is the answer of cancel and respond.
 type statusJSON struct {
-	Status string  `json:"status"`
-	Reason *string `json:"reason,omitempty"`
+	Status     string  `json:"status"`
+	Reason     *string `json:"reason,omitempty"`
+	ResolvedBy *string `json:"resolvedBy,omitempty"` // a late answer's: who answered first
 }
 
 // writeStatus answers 200 {"status", "reason"?}, or writes nothing and
 // returns the error.
-func writeStatus(w http.ResponseWriter, status string, reason *string) error {
-	b, err := json.Marshal(statusJSON{Status: status, Reason: reason})
+func writeStatus(w http.ResponseWriter, status string, reason, resolvedBy *string) error {
+	b, err := json.Marshal(statusJSON{Status: status, Reason: reason, ResolvedBy: resolvedBy})
 	if err != nil {
 		return events.Errorf(events.CodeInternal, "render status %q: %v", status, err)
 	}
@@ -443,6 +446,7 @@ type sessionJSON struct {
 	Usage                 *usageJSON  `json:"usage,omitempty"`          // offers.go
 	LastTurnTiming        *timingJSON `json:"lastTurnTiming,omitempty"` // offers.go
 	Runner                string      `json:"runner,omitempty"`         // the runner a placed session is pinned to
+	CreatedBy             string      `json:"createdBy,omitempty"`      // the principal that opened it
 }
 
 // renderSession returns the JSON of a session. A JsonUtf8 field that is not
@@ -474,6 +478,7 @@ func renderSession(s *events.AcpDurableSessionInfo) ([]byte, error) {
 		Usage:                 usage,
 		LastTurnTiming:        timing,
 		Runner:                s.Runner,
+		CreatedBy:             s.CreatedBy,
 	})
 	if err != nil {
 		return nil, events.Errorf(events.CodeInternal, "render session %s: %v", s.SessionID, err)

@@ -20,7 +20,9 @@ func (g *Gateway) handleRespondInput(w http.ResponseWriter, r *http.Request) err
 		func(body []byte, sid events.SessionID) (events.Variant, error) {
 			return decodeRespondInput(body, sid, r.PathValue("requestId"))
 		},
-		func(resp *events.RespondInputResponse) error { return writeStatus(w, resp.Status, resp.Reason) })
+		func(resp *events.RespondInputResponse) error {
+			return writeStatus(w, resp.Status, resp.Reason, resp.ResolvedBy)
+		})
 }
 
 // respondInputBody is the JSON form of RespondInputRequest without the

@@ -647,7 +647,7 @@ func (s *Service) metaFromLog(ctx context.Context, ns events.Namespace, sid even
 	}
 	return &events.SessionMeta{Namespace: string(ns), PermissionPolicy: o.PermissionPolicy, Info: events.AcpDurableSessionInfo{
 		SessionID: string(sid), Agent: o.Agent, Cwd: o.Cwd, AdditionalDirectories: o.AdditionalDirectories, State: idle,
-		CreatedAt: opened.Time.UTC().Format(events.TimestampFormat), UpdatedAt: last.Time.UTC().Format(events.TimestampFormat), Runner: o.Runner,
+		CreatedAt: opened.Time.UTC().Format(events.TimestampFormat), UpdatedAt: last.Time.UTC().Format(events.TimestampFormat), Runner: o.Runner, CreatedBy: o.CreatedBy,
 	}}, nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/rpc"
 )
@@ -14,6 +16,7 @@ func (s *Service) handleOpen(ctx context.Context, ns events.Namespace, data []by
 		return nil, err
 	}
 	opened := s.normalizeOpen(req, ns, sess.sid)
+	opened.CreatedBy = principal(ctx) // a reopen by another is no conflict: sameOptions
 	if err := s.checkOpen(ctx, ns, opened); err != nil {
 		return nil, err
 	}
@@ -135,4 +138,20 @@ func (s *Service) handleSetConfig(ctx context.Context, ns events.Namespace, data
 		return nil, err
 	}
 	return sess.setConfigOption(ctx, req.ConfigID, req.Value)
+}
+
+// principal is the principal the gateway authenticated for the request
+// ctx serves (events.HeaderPrincipal): its token's name, "" for a caller
+// that named none.
+func principal(ctx context.Context) string {
+	return rpc.RequestHeaders(ctx).Get(events.HeaderPrincipal)
+}
+
+// principalHeader records principal p on a log record, as who caused it:
+// a user message, an answer to a request, a cancel. Nil for none.
+func principalHeader(p string) nats.Header {
+	if p == "" {
+		return nil
+	}
+	return nats.Header{events.HeaderPrincipal: []string{p}}
 }

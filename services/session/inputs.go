@@ -85,7 +85,7 @@ func (sess *session) onInputRequest(ctx context.Context, at ioPos, r *route, req
 		return
 	}
 	if declined {
-		sess.resolve(in.id, events.ReasonInputPolicy)
+		sess.resolve(in.id, events.ReasonInputPolicy, "")
 		sess.answerInput(ctx, r, in.id, inputResponseJSON(events.InputDecline, nil))
 		return
 	}
@@ -104,8 +104,8 @@ func (sess *session) respondInput(ctx context.Context, req *events.RespondInputR
 	}
 	if sess.opened == nil {
 		// A request the session's deletion ended is answered, not an error.
-		if reason, ok := sess.resolved[req.RequestID]; ok {
-			return inputNotPending(reason), nil
+		if r, ok := sess.resolved[req.RequestID]; ok {
+			return inputNotPending(r.reason), nil
 		}
 		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sess.sid)
 	}
@@ -114,7 +114,9 @@ func (sess *session) respondInput(ctx context.Context, req *events.RespondInputR
 		if w != nil {
 			reason = events.ReasonUnknownRequest // a permission request's ID
 		}
-		return inputNotPending(reason), nil
+		r := inputNotPending(reason)
+		r.ResolvedBy = winner(sess.resolved, req.RequestID, reason)
+		return r, nil
 	}
 	if req.Action == events.InputAccept {
 		if err := in.schema.Check(req.Content); err != nil {
@@ -130,13 +132,14 @@ func (sess *session) respondInput(ctx context.Context, req *events.RespondInputR
 		// the request terminal; this answer lost.
 		return inputNotPending(events.ReasonAdapterExited), nil
 	}
-	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogEvents, Value: &events.InputResponse{
+	by := principal(ctx)
+	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogEvents, Header: principalHeader(by), Value: &events.InputResponse{
 		RequestID: in.id, Response: response, Status: events.PermissionAccepted,
 	}}); err != nil {
 		return nil, err
 	}
 	w.inputs = slices.DeleteFunc(w.inputs, func(x *input) bool { return x == in })
-	sess.resolve(in.id, events.ReasonAlreadyResolved)
+	sess.resolve(in.id, events.ReasonAlreadyResolved, by)
 	sess.project(ctx)
 	return &events.RespondInputResponse{Status: events.PermissionAccepted}, nil
 }

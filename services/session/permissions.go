@@ -47,20 +47,25 @@ func newPermission(id string, request events.JSON) (*permission, error) {
 	return p, nil
 }
 
+// resolution is why a request is no longer pending, and who answered it.
+type resolution struct{ reason, by string }
+
 // maxResolved bounds how many resolved request IDs a session remembers, to
 // answer late responses with the reason that won.
 const maxResolved = 10_000
 
-// resolve remembers why requestID is no longer pending.
-func (sess *session) resolve(requestID, reason string) {
+// resolve remembers why requestID is no longer pending, and the principal
+// whose answer resolved it (by; "" for none named, or no person: a policy,
+// the turn's end).
+func (sess *session) resolve(requestID, reason, by string) {
 	if sess.resolved == nil {
-		sess.resolved = map[string]string{}
+		sess.resolved = map[string]resolution{}
 	}
 	if len(sess.resolvedOrder) >= maxResolved {
 		delete(sess.resolved, sess.resolvedOrder[0])
 		sess.resolvedOrder = sess.resolvedOrder[1:]
 	}
-	sess.resolved[requestID] = reason
+	sess.resolved[requestID] = resolution{reason: reason, by: by}
 	sess.resolvedOrder = append(sess.resolvedOrder, requestID)
 }
 
@@ -128,8 +133,8 @@ func (sess *session) respond(ctx context.Context, requestID, optionID string) (*
 	}
 	if sess.opened == nil {
 		// A request the session's deletion ended is answered, not an error.
-		if reason, ok := sess.resolved[requestID]; ok {
-			return notPending(reason), nil
+		if r, ok := sess.resolved[requestID]; ok {
+			return notPending(r.reason), nil
 		}
 		return nil, events.Errorf(events.CodeSessionNotFound, "session %s does not exist", sess.sid)
 	}
@@ -138,7 +143,9 @@ func (sess *session) respond(ctx context.Context, requestID, optionID string) (*
 		if w != nil {
 			reason = events.ReasonUnknownRequest // an input request's ID
 		}
-		return notPending(reason), nil
+		r := notPending(reason)
+		r.ResolvedBy = winner(sess.resolved, requestID, reason)
+		return r, nil
 	}
 	if !slices.Contains(p.options, optionID) {
 		return nil, events.Errorf(events.CodeInvalidPermissionOption, "option %q is not one of %s", events.Truncate(optionID, 64), offered(p.options))
@@ -159,7 +166,8 @@ func (sess *session) respond(ctx context.Context, requestID, optionID string) (*
 		owe = true // an edge runner's link is down, maybe (owed.go)
 	}
 	response := acp.PermissionSelected(optionID)
-	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogEvents, Value: &events.AcpDurablePermissionResponse{
+	by := principal(ctx)
+	if _, err := sess.append(ctx, ioPos{}, eventlog.Entry{Kind: events.LogEvents, Header: principalHeader(by), Value: &events.AcpDurablePermissionResponse{
 		RequestID: p.id, Response: events.JSON(response), Status: events.PermissionAccepted,
 	}}); err != nil {
 		return nil, err
@@ -169,13 +177,22 @@ func (sess *session) respond(ctx context.Context, requestID, optionID string) (*
 	}
 	sess.waited(p, permAnswered)
 	w.perms = slices.DeleteFunc(w.perms, func(x *permission) bool { return x == p })
-	sess.resolve(p.id, events.ReasonAlreadyResolved)
+	sess.resolve(p.id, events.ReasonAlreadyResolved, by)
 	sess.project(ctx)
 	return &events.AcpRespondPermissionResponse{Status: events.PermissionAccepted}, nil
 }
 
 func notPending(reason string) *events.AcpRespondPermissionResponse {
 	return &events.AcpRespondPermissionResponse{Status: events.PermissionNotPending, Reason: &reason}
+}
+
+// winner is the principal whose answer resolved requestID, for a late
+// answer's outcome (reason already_resolved); nil when none is named.
+func winner(resolved map[string]resolution, requestID, reason string) *string {
+	if by := resolved[requestID].by; by != "" && reason == events.ReasonAlreadyResolved {
+		return &by
+	}
+	return nil
 }
 
 // terminalPermission is the permission_response that ends request id

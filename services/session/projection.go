@@ -145,6 +145,7 @@ func (sess *session) projection() events.SessionMeta {
 		CreatedAt:             sess.createdAt.UTC().Format(events.TimestampFormat),
 		UpdatedAt:             sess.updatedAt.UTC().Format(events.TimestampFormat),
 		Runner:                sess.opened.Runner,
+		CreatedBy:             sess.opened.CreatedBy,
 	}
 	if sess.title != "" {
 		m.Info.Title = new(sess.title)

@@ -60,7 +60,7 @@ type session struct {
 
 	// resolved remembers, for recently resolved permission requests, what
 	// resolved them (bounded by maxResolved, oldest first out).
-	resolved      map[string]string
+	resolved      map[string]resolution
 	resolvedOrder []string
 
 	// late are the requests the agent raised outside any turn, waiting

@@ -46,6 +46,9 @@ type turn struct {
 	// endReason is why the requests still pending end with the turn (""
 	// when its outcome says: endTurn).
 	endReason string
+	// cancelledBy is the principal whose cancel ends the turn, recorded
+	// on its TurnFinished ("": none, or a caller that named none).
+	cancelledBy string
 }
 
 // accepted is the prompt's answer for t.
@@ -171,6 +174,9 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 		upd = append(upd, messageID...)
 		upd = append(upd, '}')
 		hdr := nats.Header{events.HeaderTurnID: []string{t.id}}
+		if p := principal(ctx); p != "" {
+			hdr.Set(events.HeaderPrincipal, p)
+		}
 		if i > 0 {
 			hdr.Set(events.HeaderTurnBlock, strconv.Itoa(i))
 		}
@@ -371,7 +377,7 @@ func (sess *session) endTurn(ctx context.Context, at ioPos, outcome, stopReason 
 	sess.terminate(ctx, ioPos{}, &t.waiting, reason)
 	rec := &events.TurnFinished{TurnID: t.id, Outcome: outcome, StopReason: stopReason, IdempotencyKey: t.key, ContentHash: t.hash}
 	rec.Timing = t.finishTiming()
-	entry := eventlog.Entry{Kind: events.LogControl, Value: rec}
+	entry := eventlog.Entry{Kind: events.LogControl, Value: rec, Header: principalHeader(t.cancelledBy)}
 	if t.key != nil {
 		entry.Subject = events.KeySubject(sess.ns, sess.sid, *t.key)
 	}
@@ -518,6 +524,7 @@ func (sess *session) cancel(ctx context.Context, arrived time.Time) (*events.Acp
 		return &events.AcpCancelPromptResponse{Status: events.CancelNoActivePrompt}, nil
 	}
 	t := sess.turn
+	t.cancelledBy = principal(ctx)
 	sess.abortTurn(ctx, ioPos{}, events.OutcomeCancelled, nil)
 	if l := sess.last; l == nil || l.id != t.id {
 		return nil, events.Errorf(events.CodeUnavailable, "the cancellation of turn %s could not be recorded", t.id)

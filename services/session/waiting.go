@@ -65,8 +65,8 @@ func (sess *session) waitingWith(requestID string) (*waiting, *permission, *inpu
 			return w, nil, w.inputs[i], ""
 		}
 	}
-	if reason, ok := sess.resolved[requestID]; ok {
-		return nil, nil, nil, reason
+	if r, ok := sess.resolved[requestID]; ok {
+		return nil, nil, nil, r.reason
 	}
 	return nil, nil, nil, events.ReasonUnknownRequest
 }
@@ -239,9 +239,9 @@ func (w *waiting) terminals(reason string) []eventlog.Entry {
 // resolveAll remembers that every request of w ended with reason.
 func (sess *session) resolveAll(w *waiting, reason string) {
 	for _, p := range w.perms {
-		sess.resolve(p.id, reason)
+		sess.resolve(p.id, reason, "")
 	}
 	for _, in := range w.inputs {
-		sess.resolve(in.id, reason)
+		sess.resolve(in.id, reason, "")
 	}
 }

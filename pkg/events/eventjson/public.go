@@ -46,9 +46,12 @@ const sessionUpdateTypeField = "sessionUpdate"
 // Durable renders one durable history entry as the public JSON
 // object:
 //
-//	{"sessionId", "sequence", "eventNo", "timestamp", "durability": "durable", "type", ...native fields}
+//	{"sessionId", "sequence", "eventNo", "timestamp", "principal", "durability": "durable", "type", ...native fields}
 //
-// eventNo is omitted when it is zero (unknown: event numbers start at 1).
+// eventNo is omitted when it is zero (unknown: event numbers start at 1),
+// principal when no one is named (a Skein addition: who sent a user
+// message or answered a request; a native member of that name is then
+// dropped).
 // timestamp is passed through as given. The rest depends on the event:
 //
 //   - AcpDurableSessionUpdate: type is the update's sessionUpdate value,
@@ -126,6 +129,9 @@ func Durable(e *events.AcpDurableHistoryEntry) ([]byte, error) {
 		return nil, events.Errorf(events.CodeInternal, "public json: unhandled durable event %s", ev.VariantName())
 	}
 	isUpdate := typ == nil
+	if e.Principal != "" {
+		reserved = append(slices.Clip(reserved), "principal")
+	}
 
 	b := make([]byte, 0, len(native)+len(e.SessionID)+len(e.Timestamp)+160)
 	b = append(b, `{"sessionId":`...)
@@ -138,6 +144,10 @@ func Durable(e *events.AcpDurableHistoryEntry) ([]byte, error) {
 	}
 	b = append(b, `,"timestamp":`...)
 	b = appendJSONString(b, e.Timestamp)
+	if e.Principal != "" {
+		b = append(b, `,"principal":`...)
+		b = appendJSONString(b, e.Principal)
+	}
 	b = append(b, `,"durability":"`+DurabilityDurable+`","type":`...)
 	typeAt := len(b) // an update's type is known once its members are read
 	b = append(b, typ...)

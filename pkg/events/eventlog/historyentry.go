@@ -34,6 +34,7 @@ func HistoryEntry(sid events.SessionID, seq uint64, stored time.Time, hdr nats.H
 		Timestamp: stored.UTC().Format(events.TimestampFormat),
 		Event:     events.Union[events.AcpDurableEvent]{V: ev},
 		EventNo:   eventNo,
+		Principal: hdr.Get(events.HeaderPrincipal),
 	}, nil
 }
 

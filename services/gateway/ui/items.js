@@ -42,7 +42,7 @@ function Message({ item }) {
   const rendered = useMemo(() => (plain ? '' : markdown(text)), [plain, text]);
   const cls = 'msg ' + item.role + (item.live ? ' streaming' : '');
   return html`<div class=${cls} data-role="message" data-kind=${item.role}>
-    <div class="who">${roleNames[item.role] || item.role}</div>
+    <div class="who" data-role="who">${(item.role === 'user' && item.principal) || roleNames[item.role] || item.role}</div>
     ${plain
       ? html`<div class="body plain">${text}</div>`
       : html`<div class="body md" dangerouslySetInnerHTML=${{ __html: rendered }}></div>`}
@@ -142,7 +142,7 @@ function Permission({ item, onAnswer }) {
     const chosen = r.outcome && r.outcome.optionId;
     const opt = item.options.find((o) => o.optionId === chosen);
     resolved = r.status === 'accepted'
-      ? (opt ? outcomeNames[opt.kind] || opt.name : 'Answered') + (chosen ? ' (' + chosen + ')' : '')
+      ? (opt ? outcomeNames[opt.kind] || opt.name : 'Answered') + (chosen ? ' (' + chosen + ')' : '') + (r.principal ? ' by ' + r.principal : '')
       : 'Ended unanswered: ' + (r.reason || r.status);
   }
   return html`<div class=${'card permission' + (item.resolved ? ' resolved' : ' pending')} data-role="permission" data-request=${item.requestId}>
@@ -188,7 +188,9 @@ function InputRequest({ item, onAnswer }) {
     <div class="card-head">Input requested</div>
     <div class="plain">${item.message}</div>
     ${r
-      ? html`<div class="resolution">${r.status === 'accepted' ? r.action + (r.content ? ' ' + JSON.stringify(r.content) : '') : 'Ended unanswered: ' + (r.reason || r.status)}</div>`
+      ? html`<div class="resolution" data-role="resolution">${r.status === 'accepted'
+          ? r.action + (r.content ? ' ' + JSON.stringify(r.content) : '') + (r.principal ? ' by ' + r.principal : '')
+          : 'Ended unanswered: ' + (r.reason || r.status)}</div>`
       : html`<form class="fields" onSubmit=${(e) => { e.preventDefault(); send('accept'); }}>
           ${Object.entries(props).map(([k, p]) => html`<label>
             <span>${p.title || k}${required.has(k) ? ' *' : ''}</span>

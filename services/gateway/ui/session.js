@@ -222,13 +222,13 @@ export function SessionView({ id, onChanged, navigate }) {
 
   const answerPermission = async (requestId, optionId) => {
     const r = await api('POST', sessionPath(id, '/permissions/' + encodeURIComponent(requestId)), { optionId });
-    if (r.status !== 'accepted') throw new Error('no longer pending: ' + r.reason);
+    if (r.status !== 'accepted') throw new Error(notPending(r));
   };
 
   const answerInput = async (requestId, action, content) => {
     const body = content === undefined ? { action } : { action, content };
     const r = await api('POST', sessionPath(id, '/inputs/' + encodeURIComponent(requestId)), body);
-    if (r.status !== 'accepted') throw new Error('no longer pending: ' + r.reason);
+    if (r.status !== 'accepted') throw new Error(notPending(r));
   };
 
   if (error) {
@@ -260,6 +260,11 @@ export function SessionView({ id, onChanged, navigate }) {
     <${Composer} busy=${busy} onSend=${prompt} turnOn=${turnOn}
       onCancel=${() => act('Cancel', () => api('POST', sessionPath(id, '/cancel'), {}))} />
   </div>`;
+}
+
+// notPending says why an answer was not taken, and who answered first.
+function notPending(r) {
+  return 'no longer pending: ' + r.reason + (r.resolvedBy ? ' (' + r.resolvedBy + ' answered first)' : '');
 }
 
 function describe(e) {
@@ -296,6 +301,7 @@ function Header({ id, info, conn, turnOn, onRename, onCancel, onUnload, onDelete
       ${waiting ? html`<span class="badge waiting">needs you: ${waiting}</span>` : null}
       ${st.status === 'failed' && st.error ? html`<span class="error">${st.error.code}: ${st.error.message}</span>` : null}
       <span><b>${id}</b></span>
+      ${info && info.createdBy ? html`<span data-role="created-by">opened by <b>${info.createdBy}</b></span>` : null}
       ${info ? html`<span>agent <b>${info.agent}</b></span><span class="path" title=${info.cwd}>${info.cwd}</span>` : null}
       ${info && info.usage ? html`<span data-role="usage">${formatUsage(info.usage)}</span>` : null}
       ${info && info.lastTurnTiming ? html`<span data-role="timing">last turn: ${formatTiming(info.lastTurnTiming)}</span>` : null}

@@ -110,6 +110,7 @@ export class Timeline {
         if (!item) {
           item = push({ kind: 'message', key: 'seq:' + e.seq, role: r, anonymous: !d.messageId, text: '', live: '', seq: e.seq, lastSeq: 0 }, lookup);
         }
+        if (d.principal) item.principal = d.principal; // who sent a user's message
         item.text += contentText(d.content);
         item.lastSeq = e.seq;
         continue;

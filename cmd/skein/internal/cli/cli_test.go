@@ -279,12 +279,13 @@ func TestHistory(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("history: %v", r.err)
 	}
-	// A header, then the event's number, sequence, time, type and summary;
-	// the command for the next page on stderr.
+	// A header, then the event's number, sequence, time, type, who (no
+	// one, for the agent's) and summary; the command for the next page on
+	// stderr.
 	lines = strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	if want := `c1 "Run tests" pending`; len(lines) != 2 || !strings.HasPrefix(lines[0], "EVENT") ||
-		len(strings.Fields(lines[1])) != 8 || strings.Fields(lines[1])[0] != "2" || strings.Fields(lines[1])[1] != strconv.FormatUint(s2, 10) ||
-		strings.Fields(lines[1])[3] != "tool_call" || !strings.HasSuffix(lines[1], want) {
+		len(strings.Fields(lines[1])) != 9 || strings.Fields(lines[1])[0] != "2" || strings.Fields(lines[1])[1] != strconv.FormatUint(s2, 10) ||
+		strings.Fields(lines[1])[3] != "tool_call" || strings.Fields(lines[1])[4] != "-" || !strings.HasSuffix(lines[1], want) {
 		t.Errorf("history --after %d --limit 1 printed %q, want a header and the tool call (event 2) ending in %q", s1, r.stdout, want)
 	}
 	if want := "more: skein history --after " + strconv.FormatUint(s2, 10) + " (or --all)\n"; r.stderr != want {

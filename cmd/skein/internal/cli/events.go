@@ -26,7 +26,8 @@ func (a *app) historyCommand() *cobra.Command {
 		Long: `Print a page of the session's durable events, the newest by default, under a
 header: each event's number (eventNo, from 1 without gaps: a jump means history
 was pruned), its sequence (the cursor of --after and --before), its time, its
-type and a summary. When there is more, the command says on standard error how
+type, who caused it (the token's name that sent a user message or answered a
+request; - for none) and a summary. When there is more, the command says on standard error how
 to ask for it. --all prints every event, oldest first. With --json, each event
 is printed as its public JSON on a line, without the header.`,
 		Args:         cobra.NoArgs,
@@ -53,7 +54,7 @@ is printed as its public JSON on a line, without the header.`,
 			defer done()
 			tw := tabwriter.NewWriter(a.stdout, 0, 8, 2, ' ', 0)
 			if !asJSON {
-				fmt.Fprintln(tw, "EVENT\tSEQ\tTIME\tTYPE\tSUMMARY")
+				fmt.Fprintln(tw, "EVENT\tSEQ\tTIME\tTYPE\tWHO\tSUMMARY")
 			}
 			for {
 				page, err := cl.history(cmd.Context(), c.session, q)
@@ -76,7 +77,7 @@ is printed as its public JSON on a line, without the header.`,
 						}
 						continue
 					}
-					fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\n", e.EventNo, e.Sequence, shortTime(e.Timestamp), e.Type, summary(&e))
+					fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", e.EventNo, e.Sequence, shortTime(e.Timestamp), e.Type, who(&e), summary(&e))
 				}
 				if err := tw.Flush(); err != nil {
 					return err
@@ -102,6 +103,15 @@ is printed as its public JSON on a line, without the header.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print each event's public JSON on a line")
 	cmd.MarkFlagsMutuallyExclusive("after", "before")
 	return cmd
+}
+
+// who is the principal that caused e (a user message, an answer), "-"
+// when it names none.
+func who(e *event) string {
+	if e.Principal == "" {
+		return "-"
+	}
+	return e.Principal
 }
 
 // shortTime returns an RFC 3339 timestamp as the local time of day, with

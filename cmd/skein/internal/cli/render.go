@@ -20,6 +20,7 @@ type event struct {
 	Timestamp     string          `json:"timestamp"`
 	Durability    string          `json:"durability"`
 	Type          string          `json:"type"`
+	Principal     string          `json:"principal"`
 	Content       json.RawMessage `json:"content"`
 	ToolCallID    string          `json:"toolCallId"`
 	Title         string          `json:"title"`
