@@ -338,7 +338,16 @@ const (
 	RecordAdapterPermissionRequest = "AdapterPermissionRequest"
 	RecordAdapterPromptResult      = "AdapterPromptResult"
 	RecordAdapterLimitHit          = "AdapterLimitHit"
+	RecordTurnStall                = "TurnStall"
 )
+
+// TurnStall, with the open turn's HeaderTurnID: its agent said nothing for
+// session.stall-after while no request waited on a person (Stalled), or
+// spoke again after that (not Stalled). QuietMs is how long it was silent.
+type TurnStall struct {
+	Stalled bool  `msgpack:"stalled,omitempty"`
+	QuietMs int64 `msgpack:"quietMs,omitempty"`
+}
 
 // Reasons of SessionUnloaded: why the adapter was stopped on purpose.
 const (
@@ -347,10 +356,8 @@ const (
 	UnloadMaxAge        = "max_age"        // attached for session.max-adapter-age
 	UnloadCancelIgnored = "cancel_ignored" // it did not answer a cancelled prompt within session.cancel-grace
 	UnloadBroken        = "broken"         // it wrote a line longer than the runner reads: its connection is gone
-	// UnloadEvicted: the adapter was idle and the least recently used of
-	// those that could go, and its slot was needed: the runners were
-	// full, or its namespace or principal was at its quota of live
-	// adapters (session.max-adapters-per-*). The next prompt restores it.
+	// UnloadEvicted: the adapter was idle, the least recently used, and its
+	// slot was needed (runners full, or a session.max-adapters-per-* quota).
 	UnloadEvicted = "evicted"
 )
 
@@ -370,6 +377,7 @@ func (RestoreRequest) VariantName() string  { return "RestoreRequest" }
 func (AdapterReady) VariantName() string    { return "AdapterReady" }
 func (AdapterStatus) VariantName() string   { return "AdapterStatus" }
 func (RunnerInfo) VariantName() string      { return "RunnerInfo" }
+func (TurnStall) VariantName() string       { return RecordTurnStall }
 
 func init() {
 	register(func() Variant { return new(SessionOpened) })
@@ -385,4 +393,5 @@ func init() {
 	register(func() Variant { return new(AdapterReady) })
 	register(func() Variant { return new(AdapterStatus) })
 	register(func() Variant { return new(RunnerInfo) })
+	register(func() Variant { return new(TurnStall) })
 }

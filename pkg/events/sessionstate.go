@@ -11,6 +11,8 @@ const (
 	ChangeWaiting       = "waiting"
 	ChangeUnloaded      = "unloaded"
 	ChangeAdapterExited = "adapter_exited"
+	ChangeStalled       = "stalled" // TurnStall: the turn's agent went silent
+	ChangeResumed       = "resumed" // TurnStall: it spoke again
 )
 
 // Kinds of what a waiting session waits for: WaitingFor.Kind.

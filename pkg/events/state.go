@@ -22,6 +22,9 @@ const (
 	StatusWaiting SessionStatus = "waiting"
 	// StatusFailed: no turn runs, and the last one failed (Error says how).
 	StatusFailed SessionStatus = "failed"
+	// StatusStalled: a turn is open, no request waits on a person, and
+	// its agent has said nothing for session.stall-after.
+	StatusStalled SessionStatus = "stalled"
 )
 
 // SessionState is AcpDurableSessionInfo.state: written by the session
@@ -55,10 +58,10 @@ type StateError struct {
 	Message string `json:"message"`
 }
 
-// TurnOpen reports whether a turn runs (running, or waiting in a turn): a
+// TurnOpen reports whether a turn runs (running, stalled, or waiting in one): a
 // session that waits only on requests raised outside any turn runs none.
 func (s *SessionState) TurnOpen() bool {
-	return s.Status == StatusRunning || s.Status == StatusWaiting && s.TurnID != ""
+	return s.Status == StatusRunning || s.Status == StatusStalled || s.Status == StatusWaiting && s.TurnID != ""
 }
 
 // Encode returns the state's JSON. It fails only when a request's JSON is
@@ -82,7 +85,7 @@ func ParseSessionState(data JSON) (*SessionState, error) {
 		return nil, Errorf(CodeInvalidPayload, "session state: %v", err)
 	}
 	switch s.Status {
-	case StatusIdle, StatusRunning, StatusWaiting, StatusFailed:
+	case StatusIdle, StatusRunning, StatusStalled, StatusWaiting, StatusFailed:
 		return s, nil
 	}
 	return nil, Errorf(CodeInvalidPayload, "session state: unknown status %q", s.Status)

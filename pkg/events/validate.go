@@ -19,27 +19,16 @@ import (
 // names, or DefaultSessionID when it names none (except respondPermission,
 // which must name one).
 //
-// The rules two services check alike:
-//
-//   - An idempotency key is 1 to MaxIdempotencyKeyBytes bytes of printable
-//     ASCII without spaces (0x21-0x7e): it travels in a NATS header
-//     (HeaderIdempotencyKey), where a line break would end it and other
-//     bytes are not safe.
-//   - A history request that names both before and after is
-//     CodeInvalidCursor, like every other unusable cursor: a client
-//     branches on one code to reset its cursors.
-//   - A history page holds 1 to MaxHistoryLimit entries; a limit outside
-//     that is CodeInvalidRequest.
-//   - An open request's cwd and additional directories are absolute paths,
-//     its mcpServers an array of objects, and its agent an ID of the
-//     SessionID alphabet (else CodeUnknownAgent: no registry entry can
-//     have it). Whether the paths lie under the workspace roots, and the
-//     env names under the agent's allowEnv, needs configuration and the
-//     file system: package workspace checks them, in the session service
-//     at open and in the runner at launch.
-//   - An open request's placement names a runner (a RunnerID) or labels
-//     (ValidLabels, at least one), not both. Whether such a runner is
-//     connected is the session service's to say (agent_unavailable).
+// The rules two services check alike: an idempotency key is 1 to
+// MaxIdempotencyKeyBytes of printable ASCII without spaces (it travels in
+// HeaderIdempotencyKey); a history request with both before and after is
+// CodeInvalidCursor, like every unusable cursor; a page holds 1 to
+// MaxHistoryLimit entries (else CodeInvalidRequest); an open's cwd and
+// additional directories are absolute, its mcpServers an array of objects,
+// its agent of the SessionID alphabet (else CodeUnknownAgent), and its
+// placement a RunnerID or labels (ValidLabels), not both. Workspace roots,
+// allowEnv and whether a runner is connected need configuration or the
+// file system: the session service and the runner check them.
 
 // Limits shared by the services that check them: the gateway's and the
 // session service's flags default to these, and the history service serves

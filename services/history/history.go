@@ -489,8 +489,16 @@ func (s *Service) currentState(ctx context.Context, ns events.Namespace, sid eve
 	switch {
 	case open && st.TurnID == turnID:
 		// The projected turn is still open: waiting if the projection
-		// says so, running however else it lags.
-		st.Status = sessionstate.Facts{TurnOpen: true, Waiting: st.Status == events.StatusWaiting}.Status()
+		// says so, stalled if the newest record says so (or the
+		// projection, and no event of the agent came since), running
+		// however else it lags.
+		stalled := st.Status == events.StatusStalled && last.Subject != events.LogSubject(ns, sid, events.LogEvents)
+		if last.Header.Get(events.HeaderRecord) == events.RecordTurnStall {
+			if ts, err := events.Decode[events.TurnStall](last.Data); err == nil {
+				stalled = ts.Stalled
+			}
+		}
+		st.Status = sessionstate.Facts{TurnOpen: true, Waiting: st.Status == events.StatusWaiting, Stalled: stalled}.Status()
 	case open:
 		st = &events.SessionState{Status: sessionstate.Facts{TurnOpen: true}.Status(), TurnID: turnID}
 	case st.TurnOpen():

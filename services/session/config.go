@@ -85,6 +85,10 @@ type Config struct {
 	// heartbeat: its link to the cluster dropped, its output waits in its
 	// outbox. Past it they end edge_link_lost.
 	EdgeLinkTimeout time.Duration
+	// StallAfter is how long a running turn's agent may say nothing, with
+	// no request waiting on a person, before the turn is stalled
+	// (stall.go); negative: never.
+	StallAfter time.Duration
 	// MaxEventsPerSession and MaxBytesPerSession bound the history ACP_LOG
 	// keeps of each session; the oldest events are pruned first, and an
 	// append larger than either is rejected (eventlog.Retention).
@@ -140,6 +144,7 @@ func (c Config) WithDefaults() Config {
 	defaults.Set(&c.IOGapTimeout, d.IOGapTimeout)
 	defaults.Set(&c.OwnerTTL, d.OwnerTTL)
 	defaults.Set(&c.EdgeLinkTimeout, d.EdgeLinkTimeout)
+	defaults.Set(&c.StallAfter, d.StallAfter)
 	return c
 }
 
@@ -220,6 +225,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MaxAdapterAge, "session.max-adapter-age", 24*time.Hour, "unload an adapter attached this long, between turns (0: never)")
 	fs.DurationVar(&c.SweepInterval, "session.sweep-interval", 2*time.Second, "how often idle adapters and running turns are checked")
 	fs.DurationVar(&c.OwnerTTL, "session.owner-ttl", streams.DefaultOwnerTTL, "how long a session's owner lease outlives its last renewal (at least 1s)")
+	fs.DurationVar(&c.StallAfter, "session.stall-after", 10*time.Minute, "a running turn whose agent says nothing this long, with no request waiting on a person, is stalled (a state event, a metric); negative: never")
 	fs.DurationVar(&c.EdgeLinkTimeout, "session.edge-link-timeout", 10*time.Minute, "how long a turn on an edge runner (skein runner --join) waits for the runner's link to come back before it ends edge_link_lost")
 	fs.Int64Var(&c.MaxEventsPerSession, "session.max-events-per-session", eventlog.DefaultMaxEventsPerSession, "most public events ACP_LOG keeps of a session; the oldest are pruned first")
 	fs.Int64Var(&c.MaxBytesPerSession, "session.max-bytes-per-session", eventlog.DefaultMaxBytesPerSession, "most bytes of public event payloads ACP_LOG keeps of a session; the oldest are pruned first")

@@ -51,6 +51,7 @@ func (r *route) onTail(m *nats.Msg) {
 	// lifetime, and does nothing once the service has stopped.
 	sess.svc.life.do(func(ctx context.Context) {
 		r.received = received
+		r.resumeStalled(ctx)
 		r.readIO(r.ioTail.Offer(ctx, m, r.deliverIO(ctx, seq)))
 		r.commitUnlessMore(ctx)
 	})

@@ -158,12 +158,14 @@ func (sess *session) projection() events.SessionMeta {
 
 // status is the session state derived from the log: waiting while a
 // request of the agent waits for a person's answer (a turn's, or one
-// raised outside any turn), running while a turn is open, failed after a
-// failed turn, idle otherwise.
+// raised outside any turn), stalled while the open turn's agent is silent
+// (stall.go), running while a turn is open, failed after a failed turn,
+// idle otherwise.
 func (sess *session) status() events.SessionStatus {
 	return sessionstate.Facts{
 		TurnOpen:   sess.turn != nil,
 		Waiting:    !sess.late.empty() || sess.turn != nil && !sess.turn.waiting.empty(),
 		LastFailed: sess.failure != nil,
+		Stalled:    sess.turn != nil && sess.turn.stalled,
 	}.Status()
 }

@@ -244,6 +244,7 @@ func (s *Service) sweepOnce(ctx context.Context) {
 		sess.mu.Lock()
 		if r := sess.adapter; r != nil && sess.turn != nil {
 			r.checkTail(ctx, min(tailQuiet, s.cfg.SweepInterval))
+			r.watchStall(ctx, now)
 			if sess.turn.starving(r, now) {
 				silent = append(silent, sess)
 			}

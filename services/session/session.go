@@ -272,6 +272,9 @@ func (sess *session) release(err error) {
 		sess.lg.Info("leaving an open turn to the next owner", events.LogKeyTurn, sess.turn.id, events.LogKeyErr, err)
 	}
 	sess.detach()
+	if sess.turn != nil {
+		sess.turn.setStalled(sess.svc.m, false) // this replica's count
+	}
 	sess.turn = nil
 	sess.held.drop(sess) // the next owner closes the turn the log has open
 	sess.pending = nil

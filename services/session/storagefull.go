@@ -80,6 +80,7 @@ func isStorageFull(err error) bool {
 func (sess *session) hold(ctx context.Context, t *turn, entry eventlog.Entry, rec *events.TurnFinished, outcome, stopReason string, failure *events.Error) {
 	h := &heldEnd{t: t, entry: entry, rec: rec, outcome: outcome, stopReason: stopReason, failure: failure}
 	sess.held = h
+	t.setStalled(sess.svc.m, false)
 	sess.turn = nil
 	sess.pending = nil
 	sess.moved(onHold)

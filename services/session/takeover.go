@@ -54,6 +54,7 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 	// stamp is the old owner's newest record that says where it was in
 	// ACP_IO: the last carrying a resume point, or the acceptance.
 	stamp := accept
+	stalled := false
 	for _, rec := range recs {
 		if rec.Header.Get(events.HeaderIOResume) != "" {
 			stamp = rec
@@ -64,6 +65,8 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 				t.lastMessage, t.lastMessageSeq = v.Update, rec.Sequence
 			}
 			t.outputBytes += int64(len(v.Update))
+		case *events.TurnStall:
+			stalled = v.Stalled // the last one says
 		}
 	}
 	// The requests nobody answered wait on: the runner answers them to the
@@ -81,6 +84,7 @@ func (sess *session) takeover(ctx context.Context, turnID string, start uint64, 
 	}
 	sess.adapter = r
 	sess.turn = t
+	t.setStalled(sess.svc.m, stalled)
 	sess.lg.Info("took over the open turn", events.LogKeyTurn, turnID, events.LogKeyProcess, r.processID, "resume", point.String())
 	sess.svc.m.takeovers.Inc()
 	r.catchUp(ctx)

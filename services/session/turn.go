@@ -49,6 +49,10 @@ type turn struct {
 	// cancelledBy is the principal whose cancel ends the turn, recorded
 	// on its TurnFinished ("": none, or a caller that named none).
 	cancelledBy string
+	// stalled: its agent went silent, and the log says so (stall.go),
+	// since stalledAt.
+	stalled   bool
+	stalledAt time.Time
 }
 
 // accepted is the prompt's answer for t.
@@ -420,6 +424,7 @@ func (sess *session) endTurn(ctx context.Context, at ioPos, outcome, stopReason 
 		return
 	}
 	sess.turn = nil
+	t.setStalled(sess.svc.m, false)
 	sess.finished(ctx, t, rec, outcome, stopReason, failure)
 }
 

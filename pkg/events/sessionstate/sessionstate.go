@@ -22,6 +22,8 @@
 //     failed turn's change says discardDeltas: every viewer drops the
 //     ephemeral deltas it showed for the turn, which no durable message
 //     completes;
+//   - TurnStall: stalled (status stalled) when the turn's agent went
+//     silent, resumed (status running) when it spoke again;
 //   - SessionUnloaded: unloaded;
 //   - an adapter's exit nobody asked for (AcpAgentExitedEvent):
 //     adapter_exited.
@@ -87,6 +89,15 @@ func ChangeOf(hdr nats.Header, data []byte, lastFailed func() (bool, error)) (*e
 			c.DiscardDeltas = true
 		}
 		return c, nil
+	case events.RecordTurnStall:
+		s, err := events.Decode[events.TurnStall](data)
+		if err != nil {
+			return nil, err
+		}
+		if s.Stalled {
+			return &events.SessionStateChange{Change: events.ChangeStalled, Status: Facts{TurnOpen: true, Stalled: true}.Status(), TurnID: turnID}, nil
+		}
+		return &events.SessionStateChange{Change: events.ChangeResumed, Status: Facts{TurnOpen: true}.Status(), TurnID: turnID}, nil
 	case events.RecordSessionUnloaded, events.RecordAgentExited:
 		c := &events.SessionStateChange{Change: events.ChangeUnloaded, TurnID: turnID}
 		if kind == events.RecordAgentExited {
@@ -111,7 +122,7 @@ func ChangeOf(hdr nats.Header, data []byte, lastFailed func() (bool, error)) (*e
 // cheap look, before anything is read or decoded for it.
 func ControlRecord(hdr nats.Header) bool {
 	switch hdr.Get(events.HeaderRecord) {
-	case events.RecordTurnFinished, events.RecordSessionUnloaded, events.RecordAgentExited:
+	case events.RecordTurnFinished, events.RecordSessionUnloaded, events.RecordAgentExited, events.RecordTurnStall:
 		return true
 	}
 	return false

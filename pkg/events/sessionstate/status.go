@@ -14,10 +14,14 @@ type Facts struct {
 	Waiting bool
 	// LastFailed: the session's last finished turn failed.
 	LastFailed bool
+	// Stalled: the open turn's agent has said nothing for
+	// session.stall-after (TurnStall).
+	Stalled bool
 }
 
 // Status is the session's status: waiting while a request waits for an
-// answer, running while a turn is open, failed when the last turn failed,
+// answer, stalled while an open turn's agent is silent, running while a
+// turn is open otherwise, failed when the last turn failed,
 // idle otherwise. It is the one place a status is derived: getSession's
 // state, the history service's view of a lagging projection and every state
 // change agree because each asks it.
@@ -25,6 +29,8 @@ func (f Facts) Status() events.SessionStatus {
 	switch {
 	case f.Waiting:
 		return events.StatusWaiting
+	case f.TurnOpen && f.Stalled:
+		return events.StatusStalled
 	case f.TurnOpen:
 		return events.StatusRunning
 	case f.LastFailed:

@@ -17,6 +17,9 @@ func TestStatus(t *testing.T) {
 		{sessionstate.Facts{TurnOpen: true}, events.StatusRunning},
 		{sessionstate.Facts{TurnOpen: true, LastFailed: true}, events.StatusRunning},
 		{sessionstate.Facts{TurnOpen: true, Waiting: true}, events.StatusWaiting},
+		{sessionstate.Facts{TurnOpen: true, Stalled: true}, events.StatusStalled},
+		{sessionstate.Facts{TurnOpen: true, Stalled: true, Waiting: true}, events.StatusWaiting},
+		{sessionstate.Facts{Stalled: true}, events.StatusIdle},
 		{sessionstate.Facts{TurnOpen: true, Waiting: true, LastFailed: true}, events.StatusWaiting},
 		// A request raised outside a turn waits for its answer too.
 		{sessionstate.Facts{Waiting: true}, events.StatusWaiting},

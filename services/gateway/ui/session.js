@@ -240,7 +240,7 @@ export function SessionView({ id, onChanged, navigate }) {
   const status = state.status || '';
   // A session may wait on a request its agent raised after its turn
   // ended: waiting, with no turn to cancel.
-  const turnOn = status === 'running' || (status === 'waiting' && !!state.turnId) || busy;
+  const turnOn = status === 'running' || status === 'stalled' || (status === 'waiting' && !!state.turnId) || busy;
   return html`<div class="main-pane session" data-session=${id}>
     <${Header} id=${id} info=${info} conn=${conn} turnOn=${turnOn}
       onRename=${(title) => act('Rename', async () => setInfo(await api('PATCH', sessionPath(id), { title })))}

@@ -52,7 +52,7 @@ func (t *turn) attachTurn(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("session %s: %w", t.session, err)
 	}
-	if info.State.Status != "running" && info.State.Status != "waiting" {
+	if info.State.Status != "running" && info.State.Status != "stalled" && info.State.Status != "waiting" {
 		_, err := fmt.Fprintf(t.app.stderr, "session %s has no running turn (it is %s)\n", t.session, info.State.Status)
 		return err
 	}

@@ -254,6 +254,10 @@ func describeState(sc *stateChange) string {
 		return "unloaded"
 	case changeAdapterExit:
 		return "the agent's process exited"
+	case changeStalled:
+		return "stalled: the agent has said nothing for session.stall-after"
+	case changeResumed:
+		return "the agent speaks again"
 	}
 	return strings.TrimSpace(sc.Change + " " + sc.Status)
 }

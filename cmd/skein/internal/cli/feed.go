@@ -39,6 +39,8 @@ const (
 	changeWaiting      = "waiting"
 	changeUnloaded     = "unloaded"
 	changeAdapterExit  = "adapter_exited"
+	changeStalled      = "stalled"
+	changeResumed      = "resumed"
 )
 
 // sseState is the SSE event name of a state change.

@@ -131,7 +131,7 @@ func (a *app) watchLoop(ctx context.Context, cl *client, sid string, after uint6
 			state += ": " + r.State.Error.Code
 		}
 		if state != lastState {
-			if state != "running" && state != "waiting" {
+			if state != "running" && state != "stalled" && state != "waiting" {
 				p.endLine() // the turn's text is complete
 			}
 			p.clearRegion()
