@@ -141,7 +141,7 @@ func (v *sseViewer) problemsSince() []string {
 func (r *faultRig) dumpSessions(name string) {
 	r.t.Helper()
 	r.dumpServices(name, cluster.Session)
-	r.t.Errorf("%s: prompts in flight never returned; see the services' logs above", name)
+	r.t.Errorf("%s: operations in flight (the prompts, or the mixed sessions' rounds) did not all return within 3 minutes; see the services' logs above", name)
 }
 
 // logInterest logs, for each running node, the subscriptions it knows of

@@ -374,19 +374,19 @@ func (a answer) outcome() string {
 // gateway, until ctx ends.
 func (r *faultRig) readStates(ctx context.Context) {
 	for n := 0; ctx.Err() == nil; n++ {
-		r.readState(ctx, r.sessions+n%2, fmt.Sprint("f", n%r.sessions))
+		r.readState(ctx, r.sessions+n%2, r.sessions+n%2, fmt.Sprint("f", n%r.sessions))
 		if !wait(ctx, 20*time.Millisecond) {
 			return
 		}
 	}
 }
 
-// readState reads sid's state through a gateway, as client, records the
+// readState reads sid's state through gateway gw, as client, records the
 // answer, and returns the first pending permission request it names. A
 // read that fails has no effect and is not recorded.
-func (r *faultRig) readState(ctx context.Context, client int, sid string) string {
+func (r *faultRig) readState(ctx context.Context, client, gw int, sid string) string {
 	call := r.hist.now()
-	code, body := r.do(ctx, client, http.MethodGet, "/v1/sessions/"+sid, nil)
+	code, body := r.do(ctx, gw, http.MethodGet, "/v1/sessions/"+sid, nil)
 	var info struct {
 		State events.SessionState `json:"state"`
 		Error struct {
@@ -489,8 +489,10 @@ func (r *faultRig) retryDo(ctx context.Context, gw int, method, path string, bod
 // pending permission request, and returns its ID: "" when the prompt's
 // turn ended first (ended is closed) or ctx did.
 func (r *faultRig) awaitRequest(ctx context.Context, client int, sid string, ended <-chan struct{}) string {
-	for {
-		if req := r.readState(ctx, client, sid); req != "" {
+	// Through each gateway in turn: one may be down for the fault, and
+	// the request is answered only once it is read.
+	for gw := client; ; gw++ {
+		if req := r.readState(ctx, client, gw, sid); req != "" {
 			return req
 		}
 		select {

@@ -46,7 +46,7 @@ func (sess *session) project(ctx context.Context) {
 	for range 3 {
 		rev, uerr := kv.Update(ctx, key, data, sess.metaRev)
 		if uerr == nil {
-			sess.metaRev = rev
+			sess.metaRev, sess.projectionStale = rev, false
 			return
 		}
 		if err = uerr; !errors.Is(err, jetstream.ErrKeyExists) {
@@ -78,6 +78,10 @@ func (sess *session) project(ctx context.Context) {
 	}
 	sess.svc.m.projectionSkips.WithLabelValues("failed").Inc()
 	sess.lg.Warn("write session projection", events.LogKeyErr, err)
+	// Written again by the sweep, not only at the session's next change:
+	// a turn waiting on a person changes nothing until someone answers,
+	// and who answers learns of the request from the projection.
+	sess.projectionStale = true
 }
 
 // overwritableMarker returns the revision of the delete marker on the

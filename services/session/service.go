@@ -242,6 +242,9 @@ func (s *Service) sweepOnce(ctx context.Context) {
 	var silent []*session // with a turn whose agent is silent: starved by a full store?
 	for _, sess := range s.loaded() {
 		sess.mu.Lock()
+		if sess.projectionStale {
+			sess.project(ctx)
+		}
 		if r := sess.adapter; r != nil && sess.turn != nil {
 			r.checkTail(ctx, min(tailQuiet, s.cfg.SweepInterval))
 			r.watchStall(ctx, now)

@@ -66,6 +66,10 @@ type session struct {
 	// late are the requests the agent raised outside any turn, waiting
 	// for a person (waiting.go).
 	late waiting
+
+	// projectionStale: the last projection could not be written (a
+	// KV_ACP_SESSIONS election, say); the sweep writes it again.
+	projectionStale bool
 }
 
 // route is the attached adapter, and the path of its output: it follows
