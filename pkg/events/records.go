@@ -169,8 +169,8 @@ const (
 	ReasonSessionDeleted  = "session_deleted"
 	ReasonTurnFailed      = "turn_failed"
 	ReasonUnknownRequest  = "unknown_request"
-	// ReasonSessionUnloaded ends a request raised outside a turn when the
-	// session unloads (a request of a turn ends with its turn).
+	ReasonAskTimeout      = "ask_timeout" // nobody answered in session.ask-timeout: Skein did, safely
+	// ReasonSessionUnloaded ends a request outside a turn when the session unloads.
 	ReasonSessionUnloaded = "session_unloaded"
 )
 

@@ -89,6 +89,9 @@ type Config struct {
 	// no request waiting on a person, before the turn is stalled
 	// (stall.go); negative: never.
 	StallAfter time.Duration
+	// AskTimeout, when set, answers a permission or input request nobody
+	// answered within it with the safe answer (asktimeout.go).
+	AskTimeout time.Duration
 	// MaxEventsPerSession and MaxBytesPerSession bound the history ACP_LOG
 	// keeps of each session; the oldest events are pruned first, and an
 	// append larger than either is rejected (eventlog.Retention).
@@ -226,6 +229,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SweepInterval, "session.sweep-interval", 2*time.Second, "how often idle adapters and running turns are checked")
 	fs.DurationVar(&c.OwnerTTL, "session.owner-ttl", streams.DefaultOwnerTTL, "how long a session's owner lease outlives its last renewal (at least 1s)")
 	fs.DurationVar(&c.StallAfter, "session.stall-after", 10*time.Minute, "a running turn whose agent says nothing this long, with no request waiting on a person, is stalled (a state event, a metric); negative: never")
+	fs.DurationVar(&c.AskTimeout, "session.ask-timeout", 0, "answer a permission or input request nobody answered this long with the safe answer (reject, decline), as principal skein (0: never)")
 	fs.DurationVar(&c.EdgeLinkTimeout, "session.edge-link-timeout", 10*time.Minute, "how long a turn on an edge runner (skein runner --join) waits for the runner's link to come back before it ends edge_link_lost")
 	fs.Int64Var(&c.MaxEventsPerSession, "session.max-events-per-session", eventlog.DefaultMaxEventsPerSession, "most public events ACP_LOG keeps of a session; the oldest are pruned first")
 	fs.Int64Var(&c.MaxBytesPerSession, "session.max-bytes-per-session", eventlog.DefaultMaxBytesPerSession, "most bytes of public event payloads ACP_LOG keeps of a session; the oldest are pruned first")

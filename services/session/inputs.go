@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"slices"
+	"time"
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
@@ -21,6 +22,9 @@ type input struct {
 	id      string            // the runner's correlation ID, never the adapter's JSON-RPC id
 	request events.JSON       // as stored: the ACP params without the private sessionId
 	schema  *inputform.Schema // the requested schema, to check answers against
+	// requested is when it was recorded here; zero for one rebuilt by a
+	// takeover (asktimeout.go).
+	requested time.Time
 }
 
 // newInput reads the requested schema of an input request.
@@ -89,6 +93,7 @@ func (sess *session) onInputRequest(ctx context.Context, at ioPos, r *route, req
 		sess.answerInput(ctx, r, in.id, inputResponseJSON(events.InputDecline, nil))
 		return
 	}
+	in.requested = time.Now()
 	w.inputs = append(w.inputs, in)
 	sess.project(ctx)
 }

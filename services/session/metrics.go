@@ -83,6 +83,7 @@ type metrics struct {
 	takeovers        prometheus.Counter
 	stalls           prometheus.Counter     // turns stalled (stall.go)
 	stalledTurns     prometheus.Gauge       // turns stalled now, of this replica's
+	asksExpired      *prometheus.CounterVec // requests Skein answered, by kind (asktimeout.go)
 	leases           *prometheus.CounterVec // by event
 	forwards         prometheus.Counter
 	fences           prometheus.Counter
@@ -137,6 +138,7 @@ func newMetrics(reg prometheus.Registerer, nc *nats.Conn) *metrics {
 		reclaims:      f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_reclaims_total", Help: "Adapters unloaded by idle reclaim, by reason."}, []string{"reason"}),
 		takeovers:     f.NewCounter(prometheus.CounterOpts{Name: "acp_session_takeovers_total", Help: "Open turns continued by a new owner whose adapter was still working on them."}),
 		stalls:        f.NewCounter(prometheus.CounterOpts{Name: "acp_session_stalls_total", Help: "Running turns found stalled: their agent said nothing for session.stall-after while no request waited on a person."}),
+		asksExpired:   f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_asks_expired_total", Help: "Requests nobody answered within session.ask-timeout, answered by Skein with the safe answer, by kind (permission: reject; input: decline)."}, []string{"kind"}),
 		stalledTurns:  f.NewGauge(prometheus.GaugeOpts{Name: "acp_session_stalled_turns", Help: "Turns of this replica's sessions that are stalled now (their agent silent for session.stall-after)."}),
 		leases:        f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_owner_leases_total", Help: "Owner lease events: acquired, held_elsewhere, renewed, renew_failed (the bucket did not acknowledge a renewal: an election, a lost publish; tried again within a second), lost, evicted."}, []string{"event"}),
 		forwards:      f.NewCounter(prometheus.CounterOpts{Name: "acp_session_forwarded_requests_total", Help: "Requests passed on to the replica owning their session."}),

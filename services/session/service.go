@@ -245,6 +245,7 @@ func (s *Service) sweepOnce(ctx context.Context) {
 		if sess.projectionStale {
 			sess.project(ctx)
 		}
+		expireAsks(ctx, sess, now)
 		if r := sess.adapter; r != nil && sess.turn != nil {
 			r.checkTail(ctx, min(tailQuiet, s.cfg.SweepInterval))
 			r.watchStall(ctx, now)
