@@ -7,6 +7,7 @@ import (
 
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/rpc"
 	"skein.dev/services/session"
 	"skein.dev/testagent"
@@ -66,11 +67,17 @@ func TestTurnStalls(t *testing.T) {
 			}
 		}
 	}
-	if len(stalls) != 2 || !stalls[0] || stalls[1] {
-		t.Errorf("TurnStall records %v, want stalled then resumed", stalls)
+	// Stalled, then resumed, in turn: on a loaded machine the agent may
+	// be silent past the bound again before its last words.
+	alternate := len(stalls) >= 2 && len(stalls)%2 == 0
+	for i, st := range stalls {
+		alternate = alternate && st == (i%2 == 0)
 	}
-	if n, g := testutil.Metric(t, h.reg, "acp_session_stalls_total"), testutil.Metric(t, h.reg, "acp_session_stalled_turns"); n != 1 || g != 0 {
-		t.Errorf("stalls %v, stalled turns now %v; want 1 and 0", n, g)
+	if !alternate {
+		t.Errorf("TurnStall records %v, want stalled then resumed, in turn", stalls)
+	}
+	if n, g := testutil.Metric(t, h.reg, "acp_session_stalls_total"), testutil.Metric(t, h.reg, "acp_session_stalled_turns"); n != float64(len(stalls)/2) || g != 0 {
+		t.Errorf("stalls %v, stalled turns now %v; want %d and 0", n, g, len(stalls)/2)
 	}
 	h.readLog(t, "quiet") // audits
 	// Every viewer reads it: history with its state changes, as the event
@@ -87,8 +94,13 @@ func TestTurnStalls(t *testing.T) {
 			changes = append(changes, c.Change+":"+string(c.Status))
 		}
 	}
-	if got, want := strings.Join(changes, " "), "turn_accepted:running stalled:stalled resumed:running turn_finished:idle"; !strings.HasSuffix(got, want) {
-		t.Errorf("history's state changes %s, want them to end %s", got, want)
+	want := []string{"turn_accepted:running"}
+	for range len(stalls) / 2 {
+		want = append(want, "stalled:stalled", "resumed:running")
+	}
+	want = append(want, "turn_finished:idle")
+	if got := strings.Join(changes, " "); !strings.HasSuffix(got, strings.Join(want, " ")) {
+		t.Errorf("history's state changes %s, want them to end %s", got, strings.Join(want, " "))
 	}
 
 	// Waiting on a person is not a stall: the request waits four times the
@@ -116,7 +128,18 @@ func TestTurnStalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	(&ioScript{h: h, sid: "asks", acc: acc}).await(t)
-	if n, err := h.countCtl(ctx, "asks", events.RecordTurnStall); err != nil || n != 0 {
-		t.Errorf("TurnStall records of a turn that waited on a person: %d (%v), want none", n, err)
+	// None while the request waited (before it, on a loaded machine, the
+	// agent may have been silent past the bound: that is a stall).
+	all, err := eventlog.Forward(ctx, h.js, events.StreamLog, events.LogFilter("default", "asks"), rec.Sequence, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range all {
+		if r.Header.Get(events.HeaderRecord) == (events.AcpDurablePermissionResponse{}).VariantName() {
+			break
+		}
+		if r.Header.Get(events.HeaderRecord) == events.RecordTurnStall {
+			t.Errorf("a TurnStall record (%d) while the turn waited on a person", r.Sequence)
+		}
 	}
 }
