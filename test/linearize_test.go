@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -429,9 +430,13 @@ func (r *faultRig) mixedOps(ctx context.Context, client int, sid string) {
 	// A round begun is finished: its operations outlive ctx, each bounded.
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
 	defer cancel()
+	// stage says where the round is, for a round that never ends.
+	var stage atomic.Value
+	at := func(what string) { stage.Store(fmt.Sprintf("%s (since %s)", what, time.Now().Format("15:04:05.000"))) }
 	for round := 0; ctx.Err() == nil; round++ {
 		key := fmt.Sprintf("%s-r%d", sid, round)
 		ended := make(chan struct{})
+		at(fmt.Sprintf("round %d: prompt sent, its request not yet seen", round))
 		go func() {
 			defer close(ended)
 			call := r.hist.now()
@@ -440,19 +445,22 @@ func (r *faultRig) mixedOps(ctx context.Context, client int, sid string) {
 		}()
 		req := r.awaitRequest(octx, client+1, sid, ended)
 		if req != "" {
+			at(fmt.Sprintf("round %d: answering request %s", round, req))
 			var answers sync.WaitGroup
 			for c := range 2 {
 				answers.Go(func() { r.respond(octx, client+1+c, sid, req) })
 			}
 			answers.Wait()
+			at(fmt.Sprintf("round %d: cancelling", round))
 			r.cancel(octx, client+2, sid)
 		}
+		at(fmt.Sprintf("round %d: waiting for the prompt to return (request %q)", round, req))
 		<-ended
 	}
 	// Deleted: stays deleted.
 	call := r.hist.now()
 	if code, body := r.retryDo(octx, client, http.MethodDelete, "/v1/sessions/"+sid, nil); code != http.StatusOK {
-		r.hist.lost(sid, fmt.Sprintf("delete answered %d %s", code, body))
+		r.hist.lost(sid, fmt.Sprintf("delete answered %d %s; the last round was at: %v", code, body, stage.Load()))
 		return
 	}
 	r.hist.add(client, call, sessionOp{Session: sid, Kind: "delete"}, sessionResult{Status: "ok"})
