@@ -453,6 +453,16 @@ func (r *faultRig) mixedOps(ctx context.Context, client int, sid string) {
 			answers.Wait()
 			at(fmt.Sprintf("round %d: cancelling", round))
 			r.cancel(octx, client+2, sid)
+		} else {
+			// No state could be read (the history service is down for
+			// the fault): the turn waits on a request nobody saw, and is
+			// cancelled, unless it ended.
+			select {
+			case <-ended:
+			default:
+				at(fmt.Sprintf("round %d: cancelling a turn whose request was never seen", round))
+				r.cancel(octx, client+2, sid)
+			}
 		}
 		at(fmt.Sprintf("round %d: waiting for the prompt to return (request %q)", round, req))
 		<-ended
@@ -498,8 +508,11 @@ func (r *faultRig) retryDo(ctx context.Context, gw int, method, path string, bod
 // turn ended first (ended is closed) or ctx did.
 func (r *faultRig) awaitRequest(ctx context.Context, client int, sid string, ended <-chan struct{}) string {
 	// Through each gateway in turn: one may be down for the fault, and
-	// the request is answered only once it is read.
-	for gw := client; ; gw++ {
+	// the request is answered only once it is read. A minute without it
+	// gives up: nothing may be able to read it (the history service
+	// down).
+	deadline := time.Now().Add(time.Minute)
+	for gw := client; time.Now().Before(deadline); gw++ {
 		if req := r.readState(ctx, client, gw, sid); req != "" {
 			return req
 		}
@@ -511,6 +524,7 @@ func (r *faultRig) awaitRequest(ctx context.Context, client int, sid string, end
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	return ""
 }
 
 // respond answers sid's permission request req, as one operation.

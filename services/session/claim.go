@@ -29,9 +29,24 @@ func (s *Service) edgeLinkLost(ctx context.Context, id events.RunnerID) {
 // adaptersGone ends the adapters of runner id as exited, their turns
 // failing with failure (nil: adapter_exited).
 func (s *Service) adaptersGone(ctx context.Context, id events.RunnerID, failure *events.Error) {
+	s.adaptersGoneBefore(ctx, id, failure, time.Time{})
+}
+
+// runnerRestarted handles a runner whose heartbeat comes from another
+// process than before (RunnerInfo.Instance), first written at since: the
+// last process's adapters are gone with it, though the heartbeat never
+// lapsed (a supervisor restarted it at once). The adapters this replica
+// attached before since are its; later ones are the new process's.
+func (s *Service) runnerRestarted(ctx context.Context, id events.RunnerID, since time.Time) {
+	s.adaptersGoneBefore(ctx, id, nil, since)
+}
+
+// adaptersGoneBefore is adaptersGone for the adapters attached before
+// before (zero: all of them).
+func (s *Service) adaptersGoneBefore(ctx context.Context, id events.RunnerID, failure *events.Error, before time.Time) {
 	for _, sess := range s.loaded() {
 		sess.mu.Lock()
-		if r := sess.adapter; r != nil && r.runner == id {
+		if r := sess.adapter; r != nil && r.runner == id && (before.IsZero() || r.attachedAt.Before(before)) {
 			sess.lg.Warn("the adapter's runner is gone", events.LogKeyRunner, string(id))
 			r.onExitBecause(ctx, ioPos{}, &events.AcpAgentExitedEvent{
 				SessionID: string(sess.sid), AgentType: sess.opened.Agent, ProcessID: r.processID,

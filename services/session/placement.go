@@ -55,8 +55,13 @@ type runnerDirectory struct {
 	// gone is called, outside the lock, when a runner whose heartbeat was
 	// deleted or expired does not answer its ping, and none of its output
 	// arrived meanwhile (heard, when set).
-	gone  func(ctx context.Context, id events.RunnerID)
-	heard *heardFrom
+	gone func(ctx context.Context, id events.RunnerID)
+	// restarted is called, outside the lock, when a runner's heartbeat
+	// comes from another process (RunnerInfo.Instance) than the one seen
+	// last, first written at since; instanceOf is that last one.
+	restarted  func(ctx context.Context, id events.RunnerID, since time.Time)
+	instanceOf map[string]string
+	heard      *heardFrom
 	// judges, when set, says whether this replica may find a runner gone
 	// (runnerliveness.go): not while it is cut off from the majority.
 	judges func(since time.Time) bool
@@ -157,6 +162,23 @@ func (d *runnerDirectory) apply(ctx context.Context, e jetstream.KeyValueEntry) 
 	}
 	if !d.edgeHeartbeatBack(ctx, id, info, e.Revision()) {
 		return
+	}
+	if prev := d.instanceOf[id]; info.Instance != "" && prev != "" && prev != info.Instance && !info.PlacedOnly {
+		// Restarted at once, its heartbeat never lapsed: the adapters
+		// of the last process are gone. (An edge runner's restart is
+		// edgeHeartbeatBack's.) Its new micro instance is learnt.
+		delete(d.instances, id)
+		since := e.Created()
+		d.lg.Warn("runner restarted: its last process's adapters are gone", events.LogKeyRunner, id)
+		if d.restarted != nil {
+			d.bg.Go(func() { d.restarted(ctx, events.RunnerID(id), since) })
+		}
+	}
+	if info.Instance != "" {
+		if d.instanceOf == nil {
+			d.instanceOf = map[string]string{}
+		}
+		d.instanceOf[id] = info.Instance
 	}
 	if d.revs == nil {
 		d.revs = map[string]uint64{}

@@ -139,6 +139,9 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.runners, err = watchRunners(runCtx, &s.bg, runnersKV, s.nc, s.lg, s.m, s.runnerChecks, s.runnerGone, &s.heard, s.judges, s.edgeLinkLost, s.edgeBack, s.cfg.EdgeLinkTimeout); err != nil {
 		return err
 	}
+	s.runners.mu.Lock()
+	s.runners.restarted = s.runnerRestarted
+	s.runners.mu.Unlock()
 
 	if s.ledger, err = watchAdapters(runCtx, &s.bg, s.meta); err != nil {
 		return err
