@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"skein.dev/pkg/events/internal/msgpackraw"
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -134,11 +135,11 @@ func Marshal(v Variant) ([]byte, error) {
 // body, written by hand: a fixmap of three entries, the body last.
 func appendEnvelope(out []byte, name string) []byte {
 	out = append(out, 0x83)
-	out = appendStr(out, "v")
+	out = msgpackraw.AppendStr(out, "v")
 	out = append(out, byte(CodecVersion)) // positive fixint
-	out = appendStr(out, "type")
-	out = appendStr(out, name)
-	return appendStr(out, "body")
+	out = msgpackraw.AppendStr(out, "type")
+	out = msgpackraw.AppendStr(out, name)
+	return msgpackraw.AppendStr(out, "body")
 }
 
 // maxPooledBuffer bounds the buffers kept in encPool, so that one large
@@ -151,18 +152,6 @@ func (pe *pooledEncoder) free() {
 		return
 	}
 	encPool.Put(pe)
-}
-
-func appendStr(b []byte, s string) []byte {
-	switch n := len(s); {
-	case n < 32:
-		b = append(b, 0xa0|byte(n))
-	case n < 256:
-		b = append(b, 0xd9, byte(n))
-	default:
-		b = append(b, 0xda, byte(n>>8), byte(n))
-	}
-	return append(b, s...)
 }
 
 // Unmarshal decodes a payload written by Marshal into a new value of the

@@ -2,7 +2,8 @@ package events
 
 import (
 	"bytes"
-	"encoding/binary"
+
+	"skein.dev/pkg/events/internal/msgpackraw"
 )
 
 // The records of a message chunk's way (AdapterUpdate, AdapterUpdates,
@@ -59,49 +60,49 @@ func fastBody(b []byte, v Variant) ([]byte, bool) {
 	case *AdapterUpdate:
 		n := 1 + btoi(v.Kind != "") + btoi(v.MessageID != nil)
 		b = append(b, 0x80|byte(n))
-		b = appendBin(appendStr(b, "update"), v.Update)
+		b = msgpackraw.AppendBin(msgpackraw.AppendStr(b, "update"), v.Update)
 		if v.Kind != "" {
-			b = appendString(appendStr(b, "kind"), v.Kind)
+			b = msgpackraw.AppendString(msgpackraw.AppendStr(b, "kind"), v.Kind)
 		}
 		if v.MessageID != nil {
-			b = appendString(appendStr(b, "messageId"), *v.MessageID)
+			b = msgpackraw.AppendString(msgpackraw.AppendStr(b, "messageId"), *v.MessageID)
 		}
 	case *AdapterUpdates:
 		n := 1 + btoi(len(v.Kinds) > 0) + btoi(len(v.MessageIDs) > 0)
 		b = append(b, 0x80|byte(n))
-		b = appendStr(b, "updates")
-		b = appendArray(b, v.Updates == nil, len(v.Updates))
+		b = msgpackraw.AppendStr(b, "updates")
+		b = msgpackraw.AppendArray(b, v.Updates == nil, len(v.Updates))
 		for _, u := range v.Updates {
-			b = appendBin(b, u)
+			b = msgpackraw.AppendBin(b, u)
 		}
 		if len(v.Kinds) > 0 {
-			b = appendArray(appendStr(b, "kinds"), false, len(v.Kinds))
+			b = msgpackraw.AppendArray(msgpackraw.AppendStr(b, "kinds"), false, len(v.Kinds))
 			for _, k := range v.Kinds {
-				b = appendString(b, k)
+				b = msgpackraw.AppendString(b, k)
 			}
 		}
 		if len(v.MessageIDs) > 0 {
-			b = appendArray(appendStr(b, "messageIds"), false, len(v.MessageIDs))
+			b = msgpackraw.AppendArray(msgpackraw.AppendStr(b, "messageIds"), false, len(v.MessageIDs))
 			for _, id := range v.MessageIDs {
 				if id == nil {
 					b = append(b, 0xc0)
 				} else {
-					b = appendString(b, *id)
+					b = msgpackraw.AppendString(b, *id)
 				}
 			}
 		}
 	case *AcpEphemeralSessionUpdateEvent:
 		b = append(b, 0x83)
-		b = appendString(appendStr(b, "sessionId"), v.SessionID)
-		b = appendUint64(appendStr(b, "afterSequence"), v.AfterSequence)
-		b = appendBin(appendStr(b, "update"), v.Update)
+		b = msgpackraw.AppendString(msgpackraw.AppendStr(b, "sessionId"), v.SessionID)
+		b = msgpackraw.AppendUint64(msgpackraw.AppendStr(b, "afterSequence"), v.AfterSequence)
+		b = msgpackraw.AppendBin(msgpackraw.AppendStr(b, "update"), v.Update)
 	case *EphemeralUpdates:
 		b = append(b, 0x83)
-		b = appendString(appendStr(b, "sessionId"), v.SessionID)
-		b = appendUint64(appendStr(b, "afterSequence"), v.AfterSequence)
-		b = appendArray(appendStr(b, "updates"), v.Updates == nil, len(v.Updates))
+		b = msgpackraw.AppendString(msgpackraw.AppendStr(b, "sessionId"), v.SessionID)
+		b = msgpackraw.AppendUint64(msgpackraw.AppendStr(b, "afterSequence"), v.AfterSequence)
+		b = msgpackraw.AppendArray(msgpackraw.AppendStr(b, "updates"), v.Updates == nil, len(v.Updates))
 		for _, u := range v.Updates {
-			b = appendBin(b, u)
+			b = msgpackraw.AppendBin(b, u)
 		}
 	default:
 		return b, false
@@ -116,48 +117,6 @@ func btoi(ok bool) int {
 	return 0
 }
 
-// appendString is appendStr for a string of any length.
-func appendString(b []byte, s string) []byte {
-	if len(s) < 1<<16 {
-		return appendStr(b, s)
-	}
-	b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(len(s)))
-	return append(b, s...)
-}
-
-func appendBin(b []byte, v []byte) []byte {
-	switch n := len(v); {
-	case v == nil:
-		return append(b, 0xc0)
-	case n < 1<<8:
-		b = append(b, 0xc4, byte(n))
-	case n < 1<<16:
-		b = append(b, 0xc5, byte(n>>8), byte(n))
-	default:
-		b = append(b, 0xc6)
-		b = binary.BigEndian.AppendUint32(b, uint32(n))
-	}
-	return append(b, v...)
-}
-
-func appendArray(b []byte, isNil bool, n int) []byte {
-	switch {
-	case isNil:
-		return append(b, 0xc0)
-	case n < 16:
-		return append(b, 0x90|byte(n))
-	case n < 1<<16:
-		return append(b, 0xdc, byte(n>>8), byte(n))
-	default:
-		b = append(b, 0xdd)
-		return binary.BigEndian.AppendUint32(b, uint32(n))
-	}
-}
-
-func appendUint64(b []byte, v uint64) []byte {
-	return binary.BigEndian.AppendUint64(append(b, 0xcf), v)
-}
-
 // fastDecode decodes body into v when v is one of the records decoded by
 // hand and body is laid out as fastBody writes it; false leaves v to the
 // library.
@@ -170,87 +129,87 @@ func fastDecode(body []byte, v Variant) bool {
 	// The JSON read is sliced out of one copy of the body, not copied
 	// one by one: a burst's updates cost one allocation, and the caller's
 	// bytes are not held.
-	r := &reader{b: bytes.Clone(body)}
+	r := msgpackraw.NewReader(bytes.Clone(body))
 	switch v := v.(type) {
 	case *AdapterUpdate:
 		var u AdapterUpdate
-		for n := r.mapLen(); n > 0 && r.ok(); n-- {
-			switch r.str() {
+		for n := r.MapLen(); n > 0 && r.Ok(); n-- {
+			switch r.Str() {
 			case "update":
-				u.Update = r.bin()
+				u.Update = r.Bin()
 			case "kind":
-				u.Kind = r.str()
+				u.Kind = r.Str()
 			case "messageId":
-				u.MessageID = r.strPtr()
+				u.MessageID = r.StrPtr()
 			default:
 				return false
 			}
 		}
-		if !r.done() {
+		if !r.Done() {
 			return false
 		}
 		*v = u
 	case *AdapterUpdates:
 		var u AdapterUpdates
-		for n := r.mapLen(); n > 0 && r.ok(); n-- {
-			switch r.str() {
+		for n := r.MapLen(); n > 0 && r.Ok(); n-- {
+			switch r.Str() {
 			case "updates":
-				u.Updates = r.bins()
+				u.Updates = bins(r)
 			case "kinds":
-				if m, isNil := r.arrayLen(); !isNil {
-					u.Kinds = make([]string, 0, min(m, len(r.b)))
-					for ; m > 0 && r.ok(); m-- {
-						u.Kinds = append(u.Kinds, r.str())
+				if m, isNil := r.ArrayLen(); !isNil {
+					u.Kinds = make([]string, 0, min(m, r.Len()))
+					for ; m > 0 && r.Ok(); m-- {
+						u.Kinds = append(u.Kinds, r.Str())
 					}
 				}
 			case "messageIds":
-				if m, isNil := r.arrayLen(); !isNil {
-					u.MessageIDs = make([]*string, 0, min(m, len(r.b)))
-					for ; m > 0 && r.ok(); m-- {
-						u.MessageIDs = append(u.MessageIDs, r.strPtr())
+				if m, isNil := r.ArrayLen(); !isNil {
+					u.MessageIDs = make([]*string, 0, min(m, r.Len()))
+					for ; m > 0 && r.Ok(); m-- {
+						u.MessageIDs = append(u.MessageIDs, r.StrPtr())
 					}
 				}
 			default:
 				return false
 			}
 		}
-		if !r.done() {
+		if !r.Done() {
 			return false
 		}
 		*v = u
 	case *AcpEphemeralSessionUpdateEvent:
 		var e AcpEphemeralSessionUpdateEvent
-		for n := r.mapLen(); n > 0 && r.ok(); n-- {
-			switch r.str() {
+		for n := r.MapLen(); n > 0 && r.Ok(); n-- {
+			switch r.Str() {
 			case "sessionId":
-				e.SessionID = r.str()
+				e.SessionID = r.Str()
 			case "afterSequence":
-				e.AfterSequence = r.uint64()
+				e.AfterSequence = r.Uint64()
 			case "update":
-				e.Update = r.bin()
+				e.Update = r.Bin()
 			default:
 				return false
 			}
 		}
-		if !r.done() {
+		if !r.Done() {
 			return false
 		}
 		*v = e
 	case *EphemeralUpdates:
 		var e EphemeralUpdates
-		for n := r.mapLen(); n > 0 && r.ok(); n-- {
-			switch r.str() {
+		for n := r.MapLen(); n > 0 && r.Ok(); n-- {
+			switch r.Str() {
 			case "sessionId":
-				e.SessionID = r.str()
+				e.SessionID = r.Str()
 			case "afterSequence":
-				e.AfterSequence = r.uint64()
+				e.AfterSequence = r.Uint64()
 			case "updates":
-				e.Updates = r.bins()
+				e.Updates = bins(r)
 			default:
 				return false
 			}
 		}
-		if !r.done() {
+		if !r.Done() {
 			return false
 		}
 		*v = e
@@ -260,147 +219,15 @@ func fastDecode(body []byte, v Variant) bool {
 	return true
 }
 
-// reader reads the msgpack fastBody writes. The first thing it does not
-// expect makes it fail for good (ok false), and every read after returns
-// a zero value.
-type reader struct {
-	b   []byte
-	bad bool
-}
-
-func (r *reader) ok() bool { return !r.bad }
-
-// done reports whether everything was read, and nothing failed.
-func (r *reader) done() bool { return !r.bad && len(r.b) == 0 }
-
-func (r *reader) fail() { r.bad, r.b = true, nil }
-
-// take returns the next n bytes.
-func (r *reader) take(n int) []byte {
-	if r.bad || n < 0 || n > len(r.b) {
-		r.fail()
-		return nil
-	}
-	out := r.b[:n:n]
-	r.b = r.b[n:]
-	return out
-}
-
-// length reads a big-endian length of size bytes.
-func (r *reader) length(size int) int {
-	b := r.take(size)
-	n := 0
-	for _, c := range b {
-		n = n<<8 | int(c)
-	}
-	return n
-}
-
-func (r *reader) head() byte {
-	if b := r.take(1); b != nil {
-		return b[0]
-	}
-	return 0
-}
-
-func (r *reader) mapLen() int {
-	c := r.head()
-	if c&0xf0 != 0x80 {
-		r.fail()
-		return 0
-	}
-	return int(c & 0x0f)
-}
-
-// arrayLen reads an array's length, or a nil.
-func (r *reader) arrayLen() (n int, isNil bool) {
-	switch c := r.head(); {
-	case c == 0xc0 && !r.bad:
-		return 0, true
-	case c&0xf0 == 0x90:
-		return int(c & 0x0f), false
-	case c == 0xdc:
-		return r.length(2), false
-	case c == 0xdd:
-		return r.length(4), false
-	}
-	r.fail()
-	return 0, false
-}
-
-func (r *reader) str() string {
-	var n int
-	switch c := r.head(); {
-	case c&0xe0 == 0xa0:
-		n = int(c & 0x1f)
-	case c == 0xd9:
-		n = r.length(1)
-	case c == 0xda:
-		n = r.length(2)
-	case c == 0xdb:
-		n = r.length(4)
-	default:
-		r.fail()
-		return ""
-	}
-	return string(r.take(n))
-}
-
-// strPtr reads a string or a nil.
-func (r *reader) strPtr() *string {
-	if len(r.b) > 0 && r.b[0] == 0xc0 {
-		r.b = r.b[1:]
-		return nil
-	}
-	s := r.str()
-	return &s
-}
-
-// bin reads bytes, or a nil. They are a slice of the reader's bytes,
-// capped so that an append to them copies.
-func (r *reader) bin() JSON {
-	var n int
-	switch c := r.head(); {
-	case c == 0xc0 && !r.bad:
-		return nil
-	case c == 0xc4:
-		n = r.length(1)
-	case c == 0xc5:
-		n = r.length(2)
-	case c == 0xc6:
-		n = r.length(4)
-	default:
-		r.fail()
-		return nil
-	}
-	b := r.take(n)
-	if b == nil {
-		return nil
-	}
-	return JSON(b)
-}
-
 // bins reads an array of bytes, or a nil.
-func (r *reader) bins() []JSON {
-	m, isNil := r.arrayLen()
+func bins(r *msgpackraw.Reader) []JSON {
+	m, isNil := r.ArrayLen()
 	if isNil {
 		return nil
 	}
-	out := make([]JSON, 0, min(m, len(r.b)))
-	for ; m > 0 && r.ok(); m-- {
-		out = append(out, r.bin())
+	out := make([]JSON, 0, min(m, r.Len()))
+	for ; m > 0 && r.Ok(); m-- {
+		out = append(out, r.Bin())
 	}
 	return out
-}
-
-func (r *reader) uint64() uint64 {
-	if r.head() != 0xcf {
-		r.fail()
-		return 0
-	}
-	b := r.take(8)
-	if b == nil {
-		return 0
-	}
-	return binary.BigEndian.Uint64(b)
 }
