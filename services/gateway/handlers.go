@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -167,12 +168,36 @@ func sessionOp[T any, PT interface {
 	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
-	resp, err := rpc.Call[T, PT](ctx, g.nc, events.APISubject(ns, op), req, principalHeader(r))
+	var resp PT
+	if resendOps[op] {
+		resp, err = rpc.CallAgain[T, PT](ctx, g.nc, events.APISubject(ns, op), req, principalHeader(r), resendAttempt)
+	} else {
+		resp, err = rpc.Call[T, PT](ctx, g.nc, events.APISubject(ns, op), req, principalHeader(r))
+	}
 	if err != nil {
 		return err
 	}
 	return render(resp)
 }
+
+// resendOps are the operations that, done twice, do what doing them once
+// does: when no answer comes within resendAttempt (the request or its
+// reply was lost with a NATS node, or the replica that held it died), the
+// gateway sends them again rather than wait out its request timeout. A
+// cancel is not one: sent again after its turn ended, it could cancel the
+// next.
+var resendOps = map[events.Op]bool{
+	events.OpOpenSession: true, events.OpGetSession: true, events.OpDeleteSession: true,
+	events.OpUnloadSession: true, events.OpRenameSession: true, events.OpGetSessionConfig: true,
+	events.OpGetSessionCapabilities: true, events.OpGetSessionAgentInfo: true,
+	events.OpGetSessionCommands: true, events.OpFileList: true,
+}
+
+// resendAttempt bounds one attempt of a resendOps operation: far longer
+// than any takes on a healthy cluster, short enough that a lost request
+// costs its caller little. An attempt cut short while the first still
+// runs is harmless: the next one finds its work done, or joins it.
+const resendAttempt = 10 * time.Second
 
 // principalHeader names r's principal to the session service, which
 // counts the adapters it attaches against that principal's quota; nil

@@ -297,24 +297,7 @@ func AcceptWith(ctx context.Context, nc *nats.Conn, ns events.Namespace, req *ev
 	if req.IdempotencyKey == nil {
 		return rpc.Call[events.PromptAccepted](ctx, nc, subject, req, hdr)
 	}
-	backoff := acceptBackoff
-	for {
-		actx, cancel := context.WithTimeout(ctx, AcceptAttempt)
-		acc, err := rpc.Call[events.PromptAccepted](actx, nc, subject, req, hdr)
-		cancel()
-		if err == nil || !resendable(err) || ctx.Err() != nil {
-			if err != nil && ctx.Err() != nil && resendable(err) {
-				return nil, events.Errorf(events.CodeTimeout, "no acceptance of the keyed prompt from %s in time: %v", subject, err)
-			}
-			return acc, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, events.Errorf(events.CodeTimeout, "no acceptance of the keyed prompt from %s in time: %v", subject, err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
-	}
+	return rpc.CallAgain[events.PromptAccepted](ctx, nc, subject, req, hdr, AcceptAttempt)
 }
 
 // AcceptAttempt bounds one attempt of a keyed prompt's acceptance: longer
@@ -322,20 +305,6 @@ func AcceptWith(ctx context.Context, nc *nats.Conn, ns events.Namespace, req *ev
 // that died holding the request costs the caller little. An attempt cut
 // short while a restore runs is harmless: the next joins the same turn.
 const AcceptAttempt = 5 * time.Second
-
-// acceptBackoff is the first pause between attempts; it doubles up to 1 s.
-const acceptBackoff = 50 * time.Millisecond
-
-// resendable reports whether an acceptance may be asked again: no answer
-// came (timeout, no responders), or the service said to retry
-// (unavailable, write_conflict: the session moved between replicas).
-func resendable(err error) bool {
-	switch events.AsError(err).Code {
-	case events.CodeTimeout, events.CodeUnavailable, events.CodeWriteConflict:
-		return true
-	}
-	return false
-}
 
 // turnWaiter is the state of one Await: the turn it waits for, and,
 // once a record ends the wait, how.

@@ -181,6 +181,48 @@ func Call[T any, PT interface {
 	return t, nil
 }
 
+// CallAgain is Call for an operation that, done twice, does what doing it
+// once does (an open, a read, a delete, a keyed prompt's acceptance). Each
+// attempt is bounded by attempt; one whose answer never came (the request
+// or its reply was lost with a NATS node, or the replica that held it died)
+// or that the service said to retry (unavailable, write_conflict: the
+// session moved between replicas) is sent again after a pause, until ctx
+// ends. A caller in flight across a fault gets its answer, not a wait for
+// its whole deadline.
+func CallAgain[T any, PT interface {
+	*T
+	events.Variant
+}](ctx context.Context, nc *nats.Conn, subject string, req events.Variant, hdr nats.Header, attempt time.Duration) (PT, error) {
+	pause := 50 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		v, err := Call[T, PT](actx, nc, subject, req, hdr)
+		cancel()
+		if err == nil || !resendable(err) {
+			return v, err
+		}
+		if ctx.Err() != nil {
+			return nil, events.Errorf(events.CodeTimeout, "no answer from %s in time: %v", subject, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, events.Errorf(events.CodeTimeout, "no answer from %s in time: %v", subject, err)
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// resendable reports whether a request may be sent again: no answer came
+// (timeout, no responders), or the service said to retry.
+func resendable(err error) bool {
+	switch events.AsError(err).Code {
+	case events.CodeTimeout, events.CodeUnavailable, events.CodeWriteConflict:
+		return true
+	}
+	return false
+}
+
 // NoRespondersGrace is how long a request of the API (events.IsAPISubject)
 // that reached no service is sent again before it is CodeUnavailable. No
 // responders is the server's word that nobody received the request, so

@@ -3,6 +3,7 @@ package rpc_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -171,5 +172,69 @@ func TestNoRespondersInstanceOnce(t *testing.T) {
 	}
 	if sent := nc.Stats().OutMsgs - out; sent != 1 {
 		t.Errorf("the request was sent %d times, want 1", sent)
+	}
+}
+
+// CallAgain sends again a request whose answer never came, once its
+// attempt's bound passed, and returns the answer to the next; an error the
+// service answered that says nothing of retrying comes back at once.
+func TestCallAgainAfterLostAnswer(t *testing.T) {
+	srv := natstest.Run(t)
+	nc, svc := natstest.Connect(t, srv), natstest.Connect(t, srv)
+	subject := events.APISubject("lost", events.OpGetSession)
+	var mu sync.Mutex
+	seen := 0
+	sub, err := svc.Subscribe(subject, func(m *nats.Msg) {
+		mu.Lock()
+		seen++
+		n := seen
+		mu.Unlock()
+		if n == 1 {
+			return // the first request is lost, as with a node that died holding it
+		}
+		body, _ := events.Marshal(&events.AcpSessionStateResponse{})
+		_ = m.Respond(body)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := svc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), replyWait)
+	defer cancel()
+	req := &events.AcpGetSessionStateRequest{SessionID: "s1"}
+	if _, err := rpc.CallAgain[events.AcpSessionStateResponse](ctx, nc, subject, req, nil, 200*time.Millisecond); err != nil {
+		t.Fatalf("a request whose first answer was lost = %v, want the second's answer", err)
+	}
+	mu.Lock()
+	if seen != 2 {
+		t.Errorf("the service saw the request %d times, want 2", seen)
+	}
+	mu.Unlock()
+
+	refused := events.APISubject("lost", events.OpDeleteSession)
+	sub2, err := svc.Subscribe(refused, func(m *nats.Msg) {
+		body, _ := events.Marshal(events.ErrSessionNotFound.Response())
+		_ = m.RespondMsg(&nats.Msg{Data: body, Header: nats.Header{
+			micro.ErrorCodeHeader: []string{string(events.CodeSessionNotFound)},
+			micro.ErrorHeader:     []string{"no such session"},
+		}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub2.Unsubscribe()
+	if err := svc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	in := svc.Stats().InMsgs
+	_, err = rpc.CallAgain[events.AcpSessionStateResponse](ctx, nc, refused, req, nil, time.Second)
+	if !errors.Is(err, events.ErrSessionNotFound) {
+		t.Fatalf("a request the service refused = %v, want session_not_found", err)
+	}
+	if got := svc.Stats().InMsgs - in; got != 1 {
+		t.Errorf("a refused request was sent %d times, want once", got)
 	}
 }
