@@ -297,7 +297,9 @@ func AcceptWith(ctx context.Context, nc *nats.Conn, ns events.Namespace, req *ev
 	if req.IdempotencyKey == nil {
 		return rpc.Call[events.PromptAccepted](ctx, nc, subject, req, hdr)
 	}
-	return rpc.CallAgain[events.PromptAccepted](ctx, nc, subject, req, hdr, AcceptAttempt)
+	// Unavailable (none serves yet, or the replica is stopping) and
+	// write_conflict (the session moved between replicas) say to retry.
+	return rpc.CallAgain[events.PromptAccepted](ctx, nc, subject, req, hdr, AcceptAttempt, events.CodeUnavailable, events.CodeWriteConflict)
 }
 
 // AcceptAttempt bounds one attempt of a keyed prompt's acceptance: longer

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -183,23 +184,25 @@ func Call[T any, PT interface {
 
 // CallAgain is Call for an operation that, done twice, does what doing it
 // once does (an open, a read, a delete, a keyed prompt's acceptance). Each
-// attempt is bounded by attempt; one whose answer never came (the request
-// or its reply was lost with a NATS node, or the replica that held it died)
-// or that the service said to retry (unavailable, write_conflict: the
-// session moved between replicas) is sent again after a pause, until ctx
-// ends. A caller in flight across a fault gets its answer, not a wait for
-// its whole deadline.
+// attempt is bounded by attempt; one whose answer never came (timeout: the
+// request or its reply was lost with a NATS node, or the replica that held
+// it died), or that failed with one of the codes again, is sent again
+// after a pause, until ctx ends. A caller in flight across a fault gets
+// its answer, not a wait for its whole deadline.
 func CallAgain[T any, PT interface {
 	*T
 	events.Variant
-}](ctx context.Context, nc *nats.Conn, subject string, req events.Variant, hdr nats.Header, attempt time.Duration) (PT, error) {
+}](ctx context.Context, nc *nats.Conn, subject string, req events.Variant, hdr nats.Header, attempt time.Duration, again ...events.Code) (PT, error) {
 	pause := 50 * time.Millisecond
 	for {
 		actx, cancel := context.WithTimeout(ctx, attempt)
 		v, err := Call[T, PT](actx, nc, subject, req, hdr)
 		cancel()
-		if err == nil || !resendable(err) {
-			return v, err
+		if err == nil {
+			return v, nil
+		}
+		if code := events.AsError(err).Code; code != events.CodeTimeout && !slices.Contains(again, code) {
+			return nil, err
 		}
 		if ctx.Err() != nil {
 			return nil, events.Errorf(events.CodeTimeout, "no answer from %s in time: %v", subject, err)
@@ -211,16 +214,6 @@ func CallAgain[T any, PT interface {
 		}
 		pause = min(2*pause, time.Second)
 	}
-}
-
-// resendable reports whether a request may be sent again: no answer came
-// (timeout, no responders), or the service said to retry.
-func resendable(err error) bool {
-	switch events.AsError(err).Code {
-	case events.CodeTimeout, events.CodeUnavailable, events.CodeWriteConflict:
-		return true
-	}
-	return false
 }
 
 // NoRespondersGrace is how long a request of the API (events.IsAPISubject)
