@@ -35,6 +35,8 @@ const (
 	CodeCursorExpired   Code = "cursor_expired"    // the cursor is older than retained history
 	CodeSessionNotEmpty Code = "session_not_empty" // discard: the session ran a turn or holds a user message
 	CodeFileNotFound    Code = "file_not_found"    // no such file or upload transfer in the session's working directory
+	CodeNotQueued       Code = "not_queued"        // no such entry in the session's prompt queue
+	CodePromptDequeued  Code = "prompt_dequeued"   // the queue entry already started, or was withdrawn
 
 	// HTTP routing, answered by the gateway alone. Nothing was changed.
 	CodeNotFound         Code = "not_found"          // no route has that path
@@ -83,7 +85,7 @@ var Codes = []Code{
 	CodeRateLimited, CodeOutputLost, CodeSessionNotEmpty, CodeFileNotFound,
 	CodeNotFound, CodeMethodNotAllowed, CodeUnsupportedContent,
 	CodeUnsupportedMediaType, CodeNotAcceptable, CodeStreamBusy, CodeStorageFull,
-	CodeEdgeLinkLost,
+	CodeEdgeLinkLost, CodeNotQueued, CodePromptDequeued,
 }
 
 // Known reports whether c is in the registry.

@@ -74,6 +74,9 @@ const (
 	// nothing waits for an answer), with reason UnloadEvicted, and
 	// answers session_busy otherwise.
 	HeaderEvict = "Acp-Evict"
+	// HeaderQueueNext, on a TurnFinished or PromptDequeued, says prompts
+	// wait in the queue and the next is to start: a claim takes it up.
+	HeaderQueueNext = "Acp-Queue-Next"
 	// HeaderNamespace and HeaderSessionID address a session on runner
 	// control requests.
 	HeaderNamespace = "Acp-Namespace"

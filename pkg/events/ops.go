@@ -40,6 +40,8 @@ const (
 	OpRenameSession Op = "rename_session"
 	// OpRespondInput: RespondInputRequest → RespondInputResponse (input.go).
 	OpRespondInput Op = "respond_input"
+	// OpWithdrawPrompt: WithdrawPromptRequest → PromptWithdrawn (queue.go).
+	OpWithdrawPrompt Op = "withdraw_prompt"
 	// OpGetSessionCommands: GetSessionCommandsRequest → SessionCommandsResponse (offers.go).
 	OpGetSessionCommands Op = "get_session_commands"
 

@@ -150,6 +150,7 @@ type AcpPromptRequest struct {
 	SessionID      *string `msgpack:"sessionId,omitempty"`
 	IdempotencyKey *string `msgpack:"idempotencyKey,omitempty"`
 	Content        JSON    `msgpack:"content"`
+	Queue          bool    `msgpack:"queue,omitempty"` // a Skein addition (queue.go)
 }
 
 type AcpCancelPromptRequest struct {
@@ -240,6 +241,10 @@ type AcpDurableSessionInfo struct {
 	Runner string `msgpack:"runner,omitempty"`
 	// CreatedBy, a Skein addition: the principal that opened the session.
 	CreatedBy string `msgpack:"createdBy,omitempty"`
+	// Queue and QueueHeld, Skein additions (queue.go): the prompts waiting,
+	// and whether they wait for the next prompt sent without queue.
+	Queue     []QueuedPrompt `msgpack:"queued,omitempty"`
+	QueueHeld bool           `msgpack:"queueHeld,omitempty"`
 }
 
 type AcpOpenSessionResponse struct {

@@ -53,6 +53,8 @@ var retries = map[Code]Retry{
 	// State.
 	CodeSessionNotFound: GiveUp,
 	CodeFileNotFound:    GiveUp,
+	CodeNotQueued:       GiveUp,
+	CodePromptDequeued:  GiveUp,
 	CodeSessionConflict: GiveUp,
 	// Nothing was recorded: once the running turn ends (its TurnFinished
 	// in the log), the same prompt is accepted.

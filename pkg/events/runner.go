@@ -194,6 +194,7 @@ type PromptAccepted struct {
 	// false; nil (not said) means either, and a waiter watches both.
 	Keyed    *bool         `msgpack:"keyed,omitempty"`
 	Finished *TurnFinished `msgpack:"finished,omitempty"`
+	Queued   *QueueChange  `msgpack:"queued,omitempty"` // put in the queue: no turn yet (TurnID "")
 }
 
 // UpdatesOf returns the updates an ACP_IO record carries, in order: one

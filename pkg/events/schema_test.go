@@ -74,6 +74,9 @@ var extraFields = map[string]string{
 	"AcpDurableHistoryEntry.principal":        "Skein extension: who caused the event (HeaderPrincipal), on user messages and answers",
 	"AcpDurableSessionInfo.createdBy":         "Skein extension: the principal that opened the session",
 	"AcpRespondPermissionResponse.resolvedBy": "Skein extension: for a late answer, the principal whose answer won",
+	"AcpPromptRequest.queue":                  "Skein extension: queue the prompt while a turn runs (queue.go)",
+	"AcpDurableSessionInfo.queued":            "Skein extension: the prompts waiting in the session's queue (queue.go)",
+	"AcpDurableSessionInfo.queueHeld":         "Skein extension: the queue waits for the next prompt sent without queue (queue.go)",
 }
 
 // extraMembers allows Go variants to join a union of the schema, keyed

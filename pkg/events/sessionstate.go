@@ -11,8 +11,10 @@ const (
 	ChangeWaiting       = "waiting"
 	ChangeUnloaded      = "unloaded"
 	ChangeAdapterExited = "adapter_exited"
-	ChangeStalled       = "stalled" // TurnStall: the turn's agent went silent
-	ChangeResumed       = "resumed" // TurnStall: it spoke again
+	ChangeStalled       = "stalled"  // TurnStall: the turn's agent went silent
+	ChangeResumed       = "resumed"  // TurnStall: it spoke again
+	ChangeQueued        = "queued"   // PromptQueued
+	ChangeDequeued      = "dequeued" // PromptDequeued
 )
 
 // Kinds of what a waiting session waits for: WaitingFor.Kind.
@@ -41,6 +43,8 @@ type SessionStateChange struct {
 	DiscardDeltas bool `msgpack:"discardDeltas,omitempty"`
 	// WaitingFor names the request the session waits for (waiting).
 	WaitingFor *WaitingFor `msgpack:"waitingFor,omitempty"`
+	// Queue names the queue entry (queued, dequeued).
+	Queue *QueueChange `msgpack:"queue,omitempty"`
 }
 
 // StateChangeError is a failed turn's error in a state change.

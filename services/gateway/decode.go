@@ -120,6 +120,7 @@ func decodeOpen(body []byte, sid events.SessionID) (*events.AcpOpenSessionReques
 type promptBody struct {
 	IdempotencyKey *string         `json:"idempotencyKey"`
 	Content        json.RawMessage `json:"content"`
+	Queue          bool            `json:"queue"`
 }
 
 // decodePrompt decodes and checks the body of POST .../prompt for the
@@ -131,7 +132,7 @@ func decodePrompt(body []byte, sid events.SessionID, lim events.PromptLimits) (*
 	if err := decodeObject(body, &b); err != nil {
 		return nil, err
 	}
-	req := &events.AcpPromptRequest{SessionID: new(string(sid)), IdempotencyKey: b.IdempotencyKey}
+	req := &events.AcpPromptRequest{SessionID: new(string(sid)), IdempotencyKey: b.IdempotencyKey, Queue: b.Queue}
 	if present(b.Content) {
 		req.Content = events.JSON(b.Content)
 	}

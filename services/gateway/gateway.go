@@ -298,6 +298,8 @@ var routeTable = []route{
 	{http.MethodPatch, "/v1/sessions/{id}", (*Gateway).handleRename},
 	{http.MethodPost, "/v1/sessions/{id}/prompt", (*Gateway).handlePrompt},
 	{http.MethodPost, "/v1/sessions/{id}/cancel", (*Gateway).handleCancel},
+	{http.MethodGet, "/v1/sessions/{id}/queue", (*Gateway).handleQueue},
+	{http.MethodDelete, "/v1/sessions/{id}/queue/{queueId}", (*Gateway).handleWithdraw},
 	{http.MethodPost, "/v1/sessions/{id}/unload", (*Gateway).handleUnload},
 	{http.MethodPost, "/v1/sessions/{id}/permissions/{requestId}", (*Gateway).handleRespond},
 	{http.MethodPost, "/v1/sessions/{id}/inputs/{requestId}", (*Gateway).handleRespondInput},

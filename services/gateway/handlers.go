@@ -82,6 +82,16 @@ func (g *Gateway) handlePrompt(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if q := acc.Queued; q != nil {
+		// Queued behind the running turn: answered now, never held
+		// across the turns before it.
+		b, err := json.Marshal(map[string]queuedRefJSON{"queued": {ID: q.ID, Position: q.Position}})
+		if err != nil {
+			return events.Errorf(events.CodeInternal, "render queued prompt: %v", err)
+		}
+		writeJSON(w, http.StatusAccepted, b)
+		return nil
+	}
 	// The accepted turn, on the answer whatever it is: a client that
 	// follows the session's events knows its turn_finished by it.
 	w.Header().Set(HeaderTurnID, acc.TurnID)
@@ -458,20 +468,46 @@ func renderAgents(resp *events.AcpListAgentsResponse) ([]byte, error) {
 
 // sessionJSON is AcpDurableSessionInfo in JSON, JsonUtf8 fields embedded.
 type sessionJSON struct {
-	SessionID             string      `json:"sessionId"`
-	Agent                 string      `json:"agent"`
-	Cwd                   string      `json:"cwd"`
-	AdditionalDirectories events.JSON `json:"additionalDirectories"`
-	State                 events.JSON `json:"state"`
-	LatestSequence        uint64      `json:"latestSequence"`
-	Title                 *string     `json:"title,omitempty"`
-	Metadata              events.JSON `json:"metadata,omitempty"`
-	CreatedAt             string      `json:"createdAt"`
-	UpdatedAt             string      `json:"updatedAt"`
-	Usage                 *usageJSON  `json:"usage,omitempty"`          // offers.go
-	LastTurnTiming        *timingJSON `json:"lastTurnTiming,omitempty"` // offers.go
-	Runner                string      `json:"runner,omitempty"`         // the runner a placed session is pinned to
-	CreatedBy             string      `json:"createdBy,omitempty"`      // the principal that opened it
+	SessionID             string       `json:"sessionId"`
+	Agent                 string       `json:"agent"`
+	Cwd                   string       `json:"cwd"`
+	AdditionalDirectories events.JSON  `json:"additionalDirectories"`
+	State                 events.JSON  `json:"state"`
+	LatestSequence        uint64       `json:"latestSequence"`
+	Title                 *string      `json:"title,omitempty"`
+	Metadata              events.JSON  `json:"metadata,omitempty"`
+	CreatedAt             string       `json:"createdAt"`
+	UpdatedAt             string       `json:"updatedAt"`
+	Usage                 *usageJSON   `json:"usage,omitempty"`          // offers.go
+	LastTurnTiming        *timingJSON  `json:"lastTurnTiming,omitempty"` // offers.go
+	Runner                string       `json:"runner,omitempty"`         // the runner a placed session is pinned to
+	CreatedBy             string       `json:"createdBy,omitempty"`      // the principal that opened it
+	Queued                []queuedJSON `json:"queued,omitempty"`         // the prompt queue (queue.go)
+	QueueHeld             bool         `json:"queueHeld,omitempty"`
+}
+
+// queuedRefJSON is a queue entry's place: a queued prompt's answer.
+type queuedRefJSON struct {
+	ID       string `json:"id"`
+	Position uint32 `json:"position"`
+}
+
+// queuedJSON is a QueuedPrompt in JSON.
+type queuedJSON struct {
+	ID        string      `json:"id"`
+	Position  uint32      `json:"position"`
+	Content   events.JSON `json:"content"`
+	Principal string      `json:"principal,omitempty"`
+	QueuedAt  string      `json:"queuedAt"`
+}
+
+// queueJSON renders a session's queue, [] when nothing waits.
+func queueJSON(q []events.QueuedPrompt) []queuedJSON {
+	out := make([]queuedJSON, 0, len(q))
+	for _, p := range q {
+		out = append(out, queuedJSON{ID: p.ID, Position: p.Position, Content: p.Content, Principal: p.Principal, QueuedAt: p.QueuedAt})
+	}
+	return out
 }
 
 // renderSession returns the JSON of a session. A JsonUtf8 field that is not
@@ -489,7 +525,7 @@ func writeSession(w http.ResponseWriter, s *events.AcpDurableSessionInfo) error 
 
 func renderSession(s *events.AcpDurableSessionInfo) ([]byte, error) {
 	usage, timing := offersJSON(s)
-	b, err := json.Marshal(sessionJSON{
+	out := sessionJSON{
 		SessionID:             s.SessionID,
 		Agent:                 s.Agent,
 		Cwd:                   s.Cwd,
@@ -504,7 +540,12 @@ func renderSession(s *events.AcpDurableSessionInfo) ([]byte, error) {
 		LastTurnTiming:        timing,
 		Runner:                s.Runner,
 		CreatedBy:             s.CreatedBy,
-	})
+		QueueHeld:             s.QueueHeld,
+	}
+	if len(s.Queue) > 0 {
+		out.Queued = queueJSON(s.Queue)
+	}
+	b, err := json.Marshal(out)
 	if err != nil {
 		return nil, events.Errorf(events.CodeInternal, "render session %s: %v", s.SessionID, err)
 	}

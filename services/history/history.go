@@ -462,7 +462,40 @@ func (s *Service) sessionInfo(ctx context.Context, ns events.Namespace, sid even
 		return nil, err
 	}
 	info.LastTurnTiming = lastTurnTiming(meta, last)
+	if info.Queue, err = s.queueNow(ctx, ns, sid, meta, last); err != nil {
+		return nil, err
+	}
 	return &events.AcpGetDurableSessionResponse{Session: info}, nil
+}
+
+// queueNow is the session's prompt queue as its log says now: the
+// projection's, with the queue records written after it. Keys stay with
+// the owner.
+func (s *Service) queueNow(ctx context.Context, ns events.Namespace, sid events.SessionID, meta *events.SessionMeta, last *eventlog.Record) ([]events.QueuedPrompt, error) {
+	q := slices.Clone(meta.Info.Queue)
+	if last != nil && last.Sequence > meta.LogPosition {
+		recs, err := eventlog.Forward(ctx, s.js, events.StreamLog, events.QueueSubjects(ns, sid), meta.LogPosition, maxLagRecords)
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		for _, r := range recs {
+			v, err := events.Unmarshal(r.Data)
+			if err != nil {
+				return nil, err
+			}
+			switch rec := v.(type) {
+			case *events.PromptQueued:
+				q = append(q, events.QueuedPrompt{ID: rec.QueueID, Content: rec.Content, Principal: r.Header.Get(events.HeaderPrincipal),
+					QueuedAt: r.Time.UTC().Format(events.TimestampFormat)})
+			case *events.PromptDequeued:
+				q = slices.DeleteFunc(q, func(p events.QueuedPrompt) bool { return p.ID == rec.QueueID })
+			}
+		}
+	}
+	for i := range q {
+		q[i].Position, q[i].IdempotencyKey = uint32(i+1), nil
+	}
+	return q, nil
 }
 
 // currentState is the session's state as its log says now. The projection

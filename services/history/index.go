@@ -113,6 +113,8 @@ func (x *sessionIndex) apply(e jetstream.KeyValueEntry) error {
 	if err != nil {
 		updated = time.Unix(0, 0) // a bad stamp sorts as the oldest
 	}
+	// A list row is no place for the queue's prompts: getSession has them.
+	m.Info.Queue, m.Info.QueueHeld = nil, false
 	x.put(&indexRow{key: e.Key(), ns: ns, updated: updated, sid: string(sid), info: m.Info})
 	return nil
 }

@@ -132,7 +132,7 @@ func (s *Service) claim(ctx context.Context, key string) {
 		skip("idle", nil)
 		return
 	}
-	if _, _, open, err := eventlog.OpenTurn(last); err != nil || !open {
+	if _, _, open, err := eventlog.OpenTurn(last); err != nil || !open && last.Header.Get(events.HeaderQueueNext) == "" {
 		skip("idle", err)
 		return
 	}

@@ -92,6 +92,12 @@ type Config struct {
 	// AskTimeout, when set, answers a permission or input request nobody
 	// answered within it with the safe answer (asktimeout.go).
 	AskTimeout time.Duration
+	// MaxQueued bounds the prompts waiting in one session's queue, and
+	// QueueOnFailure says what a cancelled or failed turn does to it:
+	// QueueContinue (the next runs) or QueueHold (it waits for the next
+	// prompt sent without queue). queue.go.
+	MaxQueued      int
+	QueueOnFailure string
 	// MaxEventsPerSession and MaxBytesPerSession bound the history ACP_LOG
 	// keeps of each session; the oldest events are pruned first, and an
 	// append larger than either is rejected (eventlog.Retention).
@@ -148,6 +154,8 @@ func (c Config) WithDefaults() Config {
 	defaults.Set(&c.OwnerTTL, d.OwnerTTL)
 	defaults.Set(&c.EdgeLinkTimeout, d.EdgeLinkTimeout)
 	defaults.Set(&c.StallAfter, d.StallAfter)
+	defaults.Set(&c.MaxQueued, d.MaxQueued)
+	defaults.Set(&c.QueueOnFailure, d.QueueOnFailure)
 	return c
 }
 
@@ -177,6 +185,7 @@ func (c *Config) Validate() error {
 		{"max-pending-permissions", int64(c.MaxPendingPermissions)},
 		{"max-preamble-bytes", int64(c.MaxPreambleBytes)},
 		{"group-commit-min", int64(c.GroupCommitMin)},
+		{"max-queued", int64(c.MaxQueued)},
 	} {
 		if f.v <= 0 {
 			errs = append(errs, fmt.Errorf("session.%s must be positive, got %d", f.name, f.v))
@@ -201,6 +210,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.WorkspaceGrants.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("session.workspace-grants: %w", err))
+	}
+	if c.QueueOnFailure != QueueContinue && c.QueueOnFailure != QueueHold {
+		errs = append(errs, fmt.Errorf("session.queue-on-failure is %q: want %s or %s", c.QueueOnFailure, QueueContinue, QueueHold))
 	}
 	if c.OwnerTTL < time.Second {
 		errs = append(errs, fmt.Errorf("session.owner-ttl %v is under the 1s minimum", c.OwnerTTL))
@@ -229,6 +241,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SweepInterval, "session.sweep-interval", 2*time.Second, "how often idle adapters and running turns are checked")
 	fs.DurationVar(&c.OwnerTTL, "session.owner-ttl", streams.DefaultOwnerTTL, "how long a session's owner lease outlives its last renewal (at least 1s)")
 	fs.DurationVar(&c.StallAfter, "session.stall-after", 10*time.Minute, "a running turn whose agent says nothing this long, with no request waiting on a person, is stalled (a state event, a metric); negative: never")
+	fs.IntVar(&c.MaxQueued, "session.max-queued", 64, "most prompts waiting in one session's queue")
+	fs.StringVar(&c.QueueOnFailure, "session.queue-on-failure", QueueContinue, "what a cancelled or failed turn does to the prompts queued behind it: continue (the next runs) or hold (they wait for the next prompt sent without queue)")
 	fs.DurationVar(&c.AskTimeout, "session.ask-timeout", 0, "answer a permission or input request nobody answered this long with the safe answer (reject, decline), as principal skein (0: never)")
 	fs.DurationVar(&c.EdgeLinkTimeout, "session.edge-link-timeout", 10*time.Minute, "how long a turn on an edge runner (skein runner --join) waits for the runner's link to come back before it ends edge_link_lost")
 	fs.Int64Var(&c.MaxEventsPerSession, "session.max-events-per-session", eventlog.DefaultMaxEventsPerSession, "most public events ACP_LOG keeps of a session; the oldest are pruned first")

@@ -33,6 +33,7 @@ func (sess *session) delete(ctx context.Context) error {
 	if sess.opened == nil {
 		return nil
 	}
+	sess.prompts = promptQueue{} // deleted with the session
 	if sess.turn != nil {
 		sess.turn.endReason = events.ReasonSessionDeleted
 		sess.abortTurn(ctx, ioPos{}, events.OutcomeCancelled, nil)
@@ -61,6 +62,7 @@ func (sess *session) delete(ctx context.Context) error {
 		{log, keySubjects(sess.ns, sess.sid), 0},
 		{log, events.TitleSubject(sess.ns, sess.sid), 0},
 		{log, events.OpenedSubject(sess.ns, sess.sid), 0},
+		{log, events.QueueSubjects(sess.ns, sess.sid), 0},
 		{log, events.LogSubject(sess.ns, sess.sid, events.LogControl), 1},
 	}
 	if io, err := js.Stream(ctx, events.StreamIO); err == nil {

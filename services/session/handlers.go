@@ -118,6 +118,21 @@ func (s *Service) handleDelete(ctx context.Context, ns events.Namespace, data []
 	return &events.AcpDeleteSessionResponse{}, nil
 }
 
+// handleWithdraw serves OpWithdrawPrompt (queue.go).
+func (s *Service) handleWithdraw(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {
+	req, sess, err := requestFor[events.WithdrawPromptRequest](s, ns, data)
+	if err != nil {
+		return nil, err
+	}
+	sess.mu.Lock()
+	err = withdraw(ctx, sess, req.QueueID)
+	sess.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return &events.PromptWithdrawn{QueueID: req.QueueID}, nil
+}
+
 // handleRename serves OpRenameSession. The request's Validate applies the
 // title rules (events.NormalizeTitle); a bad title changes nothing.
 func (s *Service) handleRename(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {

@@ -81,12 +81,16 @@ type metrics struct {
 	ioTailMisses     prometheus.Counter
 	reclaims         *prometheus.CounterVec // by reason
 	takeovers        prometheus.Counter
-	stalls           prometheus.Counter     // turns stalled (stall.go)
-	stalledTurns     prometheus.Gauge       // turns stalled now, of this replica's
-	asksExpired      *prometheus.CounterVec // requests Skein answered, by kind (asktimeout.go)
-	leases           *prometheus.CounterVec // by event
-	forwards         prometheus.Counter
-	fences           prometheus.Counter
+	stalls           prometheus.Counter // turns stalled (stall.go)
+	// The prompt queue (queue.go).
+	queued               prometheus.Counter
+	dequeued             *prometheus.CounterVec // by reason
+	queueDispatchSeconds prometheus.Histogram
+	stalledTurns         prometheus.Gauge       // turns stalled now, of this replica's
+	asksExpired          *prometheus.CounterVec // requests Skein answered, by kind (asktimeout.go)
+	leases               *prometheus.CounterVec // by event
+	forwards             prometheus.Counter
+	fences               prometheus.Counter
 	// The errors that must not vanish: each is logged where it happens and
 	// counted here.
 	ioRejected        *prometheus.CounterVec // ACP_IO records not applied, by reason
@@ -138,16 +142,21 @@ func newMetrics(reg prometheus.Registerer, nc *nats.Conn) *metrics {
 		reclaims:      f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_reclaims_total", Help: "Adapters unloaded by idle reclaim, by reason."}, []string{"reason"}),
 		takeovers:     f.NewCounter(prometheus.CounterOpts{Name: "acp_session_takeovers_total", Help: "Open turns continued by a new owner whose adapter was still working on them."}),
 		stalls:        f.NewCounter(prometheus.CounterOpts{Name: "acp_session_stalls_total", Help: "Running turns found stalled: their agent said nothing for session.stall-after while no request waited on a person."}),
-		asksExpired:   f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_asks_expired_total", Help: "Requests nobody answered within session.ask-timeout, answered by Skein with the safe answer, by kind (permission: reject; input: decline)."}, []string{"kind"}),
-		stalledTurns:  f.NewGauge(prometheus.GaugeOpts{Name: "acp_session_stalled_turns", Help: "Turns of this replica's sessions that are stalled now (their agent silent for session.stall-after)."}),
-		leases:        f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_owner_leases_total", Help: "Owner lease events: acquired, held_elsewhere, renewed, renew_failed (the bucket did not acknowledge a renewal: an election, a lost publish; tried again within a second), lost, evicted."}, []string{"event"}),
-		forwards:      f.NewCounter(prometheus.CounterOpts{Name: "acp_session_forwarded_requests_total", Help: "Requests passed on to the replica owning their session."}),
-		fences:        f.NewCounter(prometheus.CounterOpts{Name: "acp_session_owner_fences_total", Help: "OwnerChanged records appended on taking a session over."}),
-		ioGapRecords:  f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_gap_records_total", Help: "ACP_IO records read from the stream to fill a gap in the live tail."}),
-		ioLost:        f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_lost_records_total", Help: "Runner records ACP_IO never stored: gaps in an adapter process's record numbers that no record filled in time (session.io-gap-timeout), before the process's exit or its runner's end."}),
-		ioDuplicates:  f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_duplicate_records_total", Help: "ACP_IO records passed over because their record number was applied already: a runner's retry stored again after the duplicate window."}),
-		ioHeld:        f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_held_records_total", Help: "ACP_IO records held until the records numbered before them were stored (stored out of number order after a fault)."}),
-		ioTailMisses:  f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_tail_misses_total", Help: "Times a running turn's live tail was silent while ACP_IO had records it had not delivered (a republish lost), found by the sweep's read after the last record it has."}),
+		queued:        f.NewCounter(prometheus.CounterOpts{Name: "acp_session_prompts_queued_total", Help: "Prompts put in a session's queue."}),
+		dequeued: f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_prompts_dequeued_total",
+			Help: "Prompts taken out of a session's queue, by reason: started (as a turn), withdrawn, failed (it could not start)."}, []string{"reason"}),
+		queueDispatchSeconds: f.NewHistogram(prometheus.HistogramOpts{Name: "acp_session_queue_dispatch_seconds",
+			Help: "From a turn's end to the acceptance of the queued prompt that starts after it, on the replica that ended it.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		asksExpired:  f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_asks_expired_total", Help: "Requests nobody answered within session.ask-timeout, answered by Skein with the safe answer, by kind (permission: reject; input: decline)."}, []string{"kind"}),
+		stalledTurns: f.NewGauge(prometheus.GaugeOpts{Name: "acp_session_stalled_turns", Help: "Turns of this replica's sessions that are stalled now (their agent silent for session.stall-after)."}),
+		leases:       f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_owner_leases_total", Help: "Owner lease events: acquired, held_elsewhere, renewed, renew_failed (the bucket did not acknowledge a renewal: an election, a lost publish; tried again within a second), lost, evicted."}, []string{"event"}),
+		forwards:     f.NewCounter(prometheus.CounterOpts{Name: "acp_session_forwarded_requests_total", Help: "Requests passed on to the replica owning their session."}),
+		fences:       f.NewCounter(prometheus.CounterOpts{Name: "acp_session_owner_fences_total", Help: "OwnerChanged records appended on taking a session over."}),
+		ioGapRecords: f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_gap_records_total", Help: "ACP_IO records read from the stream to fill a gap in the live tail."}),
+		ioLost:       f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_lost_records_total", Help: "Runner records ACP_IO never stored: gaps in an adapter process's record numbers that no record filled in time (session.io-gap-timeout), before the process's exit or its runner's end."}),
+		ioDuplicates: f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_duplicate_records_total", Help: "ACP_IO records passed over because their record number was applied already: a runner's retry stored again after the duplicate window."}),
+		ioHeld:       f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_held_records_total", Help: "ACP_IO records held until the records numbered before them were stored (stored out of number order after a fault)."}),
+		ioTailMisses: f.NewCounter(prometheus.CounterOpts{Name: "acp_session_io_tail_misses_total", Help: "Times a running turn's live tail was silent while ACP_IO had records it had not delivered (a republish lost), found by the sweep's read after the last record it has."}),
 
 		ioRejected: f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_io_rejected_total", Help: "ACP_IO records not applied, by reason (undecodable, unexpected, unnumbered, malformed_update, malformed_permission, reserved_kind)."}, []string{"reason"}),
 		heldEnds: f.NewGauge(prometheus.GaugeOpts{Name: "acp_session_turn_ends_held",

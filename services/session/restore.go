@@ -135,6 +135,9 @@ func (sess *session) unload(ctx context.Context, reason string) error {
 	if err := sess.loadExisting(ctx); err != nil {
 		return err
 	}
+	if len(sess.prompts.entries) > 0 {
+		sess.prompts.held = true // until the next prompt sent without queue
+	}
 	if sess.turn != nil {
 		sess.abortTurn(ctx, ioPos{}, events.OutcomeCancelled, nil)
 	}

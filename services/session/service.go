@@ -173,6 +173,7 @@ func (s *Service) Run(ctx context.Context) error {
 
 		events.OpRespondPermission: s.handleRespond,
 		events.OpRespondInput:      s.handleRespondInput,
+		events.OpWithdrawPrompt:    s.handleWithdraw,
 
 		events.OpFileBegin:  s.handleFileBegin,
 		events.OpFileWrite:  s.handleFileWrite,
@@ -249,6 +250,9 @@ func (s *Service) sweepOnce(ctx context.Context) {
 			sess.project(ctx)
 		}
 		expireAsks(ctx, sess, now)
+		if sess.turn == nil {
+			startQueued(ctx, sess) // the safety net of kickQueue
+		}
 		if r := sess.adapter; r != nil && sess.turn != nil {
 			r.checkTail(ctx, min(tailQuiet, s.cfg.SweepInterval))
 			r.watchStall(ctx, now)

@@ -67,6 +67,9 @@ type session struct {
 	// for a person (waiting.go).
 	late waiting
 
+	// prompts is the prompt queue: what waits to run (queue.go).
+	prompts promptQueue
+
 	// projectionStale: the last projection could not be written (a
 	// KV_ACP_SESSIONS election, say); the sweep writes it again.
 	projectionStale bool
@@ -133,6 +136,7 @@ func (sess *session) load(ctx context.Context) error {
 	}
 	sess.loaded = true
 	sess.moved(onLoad)
+	kickQueue(sess) // an owner that died between a turn's end and the next
 	return nil
 }
 
@@ -179,6 +183,9 @@ func (sess *session) rebuild(ctx context.Context) error {
 				return err
 			}
 			if err := sess.loadMeta(ctx); err != nil {
+				return err
+			}
+			if err := loadQueue(ctx, sess); err != nil {
 				return err
 			}
 			if err := sess.fence(ctx, last); err != nil {
@@ -254,6 +261,10 @@ func (sess *session) reconcile(ctx context.Context, last *eventlog.Record) error
 			events.HeaderTurnStart: []string{strconv.FormatUint(start, 10)},
 		}
 	}
+	if sess.prompts.goesOn(sess.svc.cfg.QueueOnFailure, events.OutcomeFailed) {
+		queueNextHeader(entries[len(entries)-1].Header)
+	}
+	sess.prompts.afterTurn(sess.svc.cfg.QueueOnFailure, events.OutcomeFailed)
 	if _, err := sess.append(ctx, ioPos{}, entries...); err != nil {
 		return err
 	}

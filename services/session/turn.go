@@ -101,7 +101,9 @@ func contentHash(blocks []json.RawMessage) string {
 
 // prompt accepts a prompt and dispatches it, and answers with the turn to
 // wait for: a new one, the running one (the same keyed prompt, retried), or
-// a finished one whose stored outcome answers a keyed retry.
+// a finished one whose stored outcome answers a keyed retry. A prompt sent
+// with queue while a turn runs, or while prompts wait, is queued instead
+// (queue.go).
 func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, blocks []json.RawMessage) (*events.PromptAccepted, error) {
 	hash := contentHash(blocks)
 	sess.mu.Lock()
@@ -121,12 +123,18 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 				}
 				return t.accepted(sess.sid), nil // the same prompt, retried: the same turn
 			}
+			if req.Queue {
+				return enqueue(ctx, sess, req, blocks, hash)
+			}
 			return nil, events.Errorf(events.CodeSessionBusy, "session %s is running turn %s", sess.sid, t.id)
 		}
 		if req.IdempotencyKey != nil {
 			if acc, err := sess.svc.logOf(sess.ns, sess.sid).keyedOutcome(ctx, *req.IdempotencyKey, hash); acc != nil || err != nil {
 				return acc, err
 			}
+		}
+		if req.Queue && len(sess.prompts.entries) > 0 {
+			return enqueue(ctx, sess, req, blocks, hash) // behind what waits
 		}
 		var d *drain
 		if r := sess.adapter; r != nil {
@@ -146,6 +154,22 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 		}
 		sess.mu.Lock()
 	}
+	return start(ctx, sess, turnStart{key: req.IdempotencyKey, hash: hash, blocks: blocks, content: req.Content, principal: principal(ctx)})
+}
+
+// turnStart is what a turn starts from: a prompt, or a queue entry (from).
+type turnStart struct {
+	key       *string
+	hash      string
+	blocks    []json.RawMessage
+	content   events.JSON
+	principal string
+	from      *queuedPrompt
+}
+
+// start accepts ts as the session's next turn and dispatches it. The
+// session is loaded, idle and not draining; sess.mu is held.
+func start(ctx context.Context, sess *session, ts turnStart) (*events.PromptAccepted, error) {
 	if sess.adapter == nil {
 		if err := sess.attach(ctx); err != nil {
 			return nil, err
@@ -154,21 +178,23 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 	// Only now are the agent's prompt capabilities known for certain: a
 	// session that had no adapter (unloaded, evicted, a fork's first
 	// prompt) learns them from the attach's initialize.
-	if err := checkPromptCapabilities(blocks, sess.meta.AgentCapabilities); err != nil {
+	if err := checkPromptCapabilities(ts.blocks, sess.meta.AgentCapabilities); err != nil {
 		return nil, err
 	}
 	// The first message with text names a session that has no title. Its
 	// record goes before the acceptance, not into the turn: a turn's
 	// records are the user's message and what the agent made of it, and a
 	// live delta's afterSequence is then the message's own sequence.
-	if err := sess.deriveTitle(ctx, blocks); err != nil {
+	if err := sess.deriveTitle(ctx, ts.blocks); err != nil {
 		return nil, err
 	}
-	t := &turn{id: nuid.Next(), key: req.IdempotencyKey, hash: hash}
+	t := &turn{id: nuid.Next(), key: ts.key, hash: ts.hash}
 
 	// The user message is the acceptance: its first event carries the
 	// acceptance headers, and all of its events are one atomic append.
-	entries := make([]eventlog.Entry, 0, len(blocks))
+	// A queue entry's PromptDequeued ends the append.
+	blocks := ts.blocks
+	entries := make([]eventlog.Entry, 0, len(blocks)+1)
 	messageID, _ := json.Marshal("user_" + t.id)
 	for i, b := range blocks {
 		upd := make([]byte, 0, len(b)+80)
@@ -178,8 +204,8 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 		upd = append(upd, messageID...)
 		upd = append(upd, '}')
 		hdr := nats.Header{events.HeaderTurnID: []string{t.id}}
-		if p := principal(ctx); p != "" {
-			hdr.Set(events.HeaderPrincipal, p)
+		if ts.principal != "" {
+			hdr.Set(events.HeaderPrincipal, ts.principal)
 		}
 		if i > 0 {
 			hdr.Set(events.HeaderTurnBlock, strconv.Itoa(i))
@@ -187,12 +213,17 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 		if i == 0 {
 			hdr.Set(events.HeaderTurnAccepted, strconv.Itoa(len(blocks)))
 			hdr.Set(events.HeaderIOResume, sess.adapter.io.AcceptancePoint().String())
-			hdr.Set(events.HeaderContentHash, hash)
+			hdr.Set(events.HeaderContentHash, ts.hash)
 			if t.key != nil {
 				hdr.Set(events.HeaderIdempotencyKey, *t.key)
 			}
 		}
 		entries = append(entries, eventlog.Entry{Kind: events.LogEvents, Header: hdr, Value: &events.AcpDurableSessionUpdate{Update: upd}})
+	}
+	if e := ts.from; e != nil {
+		entries = append(entries, eventlog.Entry{Kind: events.LogControl, Subject: events.QueueSubject(sess.ns, sess.sid, e.id),
+			Header: nats.Header{events.HeaderTurnID: []string{t.id}, events.HeaderTurnBlock: []string{strconv.Itoa(len(blocks))}},
+			Value:  &events.PromptDequeued{QueueID: e.id, Reason: events.DequeueStarted, TurnID: t.id, Status: events.StatusRunning}})
 	}
 	accepted, err := sess.append(ctx, ioPos{}, entries...)
 	if err != nil {
@@ -204,9 +235,18 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 	sess.moved(onAccept)
 	sess.failure = nil
 	sess.buf.reset()
+	if ts.from != nil {
+		sess.prompts.entries = slices.DeleteFunc(sess.prompts.entries, func(e *queuedPrompt) bool { return e == ts.from })
+		sess.svc.m.dequeued.WithLabelValues(events.DequeueStarted).Inc()
+		if sess.last != nil {
+			sess.svc.m.queueDispatchSeconds.Observe(t.acceptedAt.Sub(sess.last.at).Seconds())
+		}
+	} else {
+		sess.prompts.held = false // a prompt sent without queue: the queue goes on after it
+	}
 	sess.svc.m.turnsStarted.Inc()
 	sess.project(ctx)
-	sess.dispatch(ctx, t, req.Content)
+	sess.dispatch(ctx, t, ts.content)
 	return t.accepted(sess.sid), nil
 }
 
@@ -382,6 +422,9 @@ func (sess *session) endTurn(ctx context.Context, at ioPos, outcome, stopReason 
 	rec := &events.TurnFinished{TurnID: t.id, Outcome: outcome, StopReason: stopReason, IdempotencyKey: t.key, ContentHash: t.hash}
 	rec.Timing = t.finishTiming()
 	entry := eventlog.Entry{Kind: events.LogControl, Value: rec, Header: principalHeader(t.cancelledBy)}
+	if sess.prompts.goesOn(sess.svc.cfg.QueueOnFailure, outcome) {
+		entry.Header = queueNextHeader(entry.Header)
+	}
 	if t.key != nil {
 		entry.Subject = events.KeySubject(sess.ns, sess.sid, *t.key)
 	}
@@ -443,7 +486,9 @@ func (sess *session) finished(ctx context.Context, t *turn, rec *events.TurnFini
 	if failure != nil {
 		sess.failure = rec.Error
 	}
+	sess.prompts.afterTurn(sess.svc.cfg.QueueOnFailure, outcome)
 	sess.project(ctx)
+	kickQueue(sess)
 }
 
 // abortTurn ends the running turn before the adapter answered it: the turn
@@ -483,6 +528,7 @@ func (r *route) endDrain() {
 		close(d.done)
 		r.drain = nil
 		sess.moved(onDrained)
+		kickQueue(sess)
 	}
 }
 

@@ -381,7 +381,8 @@ func appendJSONString(b []byte, s string) []byte {
 //
 //	{"sessionId","sequence","timestamp","durability":"durable","type":"session_state",
 //	 "change","status","turnId"?,"stopReason"?,"error"?:{"code","message"},
-//	 "discardDeltas"?:true,"waitingFor"?:{"kind","requestId"}}
+//	 "discardDeltas"?:true,"waitingFor"?:{"kind","requestId"},
+//	 "queue"?:{"id","position"?,"reason"?}}
 func publicStateJSON(e *events.AcpDurableHistoryEntry, c *events.SessionStateChange) []byte {
 	b := make([]byte, 0, 256)
 	b = append(b, `{"sessionId":`...)
@@ -417,6 +418,19 @@ func publicStateJSON(e *events.AcpDurableHistoryEntry, c *events.SessionStateCha
 		b = appendJSONString(b, c.WaitingFor.Kind)
 		b = append(b, `,"requestId":`...)
 		b = appendJSONString(b, c.WaitingFor.RequestID)
+		b = append(b, '}')
+	}
+	if q := c.Queue; q != nil {
+		b = append(b, `,"queue":{"id":`...)
+		b = appendJSONString(b, q.ID)
+		if q.Position != 0 {
+			b = append(b, `,"position":`...)
+			b = strconv.AppendUint(b, uint64(q.Position), 10)
+		}
+		if q.Reason != "" {
+			b = append(b, `,"reason":`...)
+			b = appendJSONString(b, q.Reason)
+		}
 		b = append(b, '}')
 	}
 	return append(b, '}')

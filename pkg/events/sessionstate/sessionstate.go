@@ -24,6 +24,8 @@
 //     completes;
 //   - TurnStall: stalled (status stalled) when the turn's agent went
 //     silent, resumed (status running) when it spoke again;
+//   - PromptQueued: queued, PromptDequeued: dequeued (a prompt put in
+//     or taken out of the queue), with the status the record names;
 //   - SessionUnloaded: unloaded;
 //   - an adapter's exit nobody asked for (AcpAgentExitedEvent):
 //     adapter_exited.
@@ -98,6 +100,24 @@ func ChangeOf(hdr nats.Header, data []byte, lastFailed func() (bool, error)) (*e
 			return &events.SessionStateChange{Change: events.ChangeStalled, Status: Facts{TurnOpen: true, Stalled: true}.Status(), TurnID: turnID}, nil
 		}
 		return &events.SessionStateChange{Change: events.ChangeResumed, Status: Facts{TurnOpen: true}.Status(), TurnID: turnID}, nil
+	case events.RecordPromptQueued:
+		q, err := events.Decode[events.PromptQueued](data)
+		if err != nil {
+			return nil, err
+		}
+		return &events.SessionStateChange{Change: events.ChangeQueued, Status: q.Status, TurnID: turnID,
+			Queue: &events.QueueChange{ID: q.QueueID, Position: q.Position}}, nil
+	case events.RecordPromptDequeued:
+		q, err := events.Decode[events.PromptDequeued](data)
+		if err != nil {
+			return nil, err
+		}
+		c := &events.SessionStateChange{Change: events.ChangeDequeued, Status: q.Status, TurnID: q.TurnID,
+			Queue: &events.QueueChange{ID: q.QueueID, Reason: q.Reason}}
+		if q.Error != nil {
+			c.Error = &events.StateChangeError{Code: q.Error.Code, Message: q.Error.Message}
+		}
+		return c, nil
 	case events.RecordSessionUnloaded, events.RecordAgentExited:
 		c := &events.SessionStateChange{Change: events.ChangeUnloaded, TurnID: turnID}
 		if kind == events.RecordAgentExited {
@@ -122,7 +142,8 @@ func ChangeOf(hdr nats.Header, data []byte, lastFailed func() (bool, error)) (*e
 // cheap look, before anything is read or decoded for it.
 func ControlRecord(hdr nats.Header) bool {
 	switch hdr.Get(events.HeaderRecord) {
-	case events.RecordTurnFinished, events.RecordSessionUnloaded, events.RecordAgentExited, events.RecordTurnStall:
+	case events.RecordTurnFinished, events.RecordSessionUnloaded, events.RecordAgentExited, events.RecordTurnStall,
+		events.RecordPromptQueued, events.RecordPromptDequeued:
 		return true
 	}
 	return false

@@ -51,6 +51,8 @@ var table = map[events.Code]Entry{
 	// State.
 	events.CodeSessionNotFound: {Status: http.StatusNotFound},
 	events.CodeFileNotFound:    {Status: http.StatusNotFound},
+	events.CodeNotQueued:       {Status: http.StatusNotFound},
+	events.CodePromptDequeued:  {Status: http.StatusConflict},
 	events.CodeSessionConflict: {Status: http.StatusConflict},
 	events.CodeSessionBusy:     {Status: http.StatusConflict},
 	events.CodeCursorExpired:   {Status: http.StatusGone},
