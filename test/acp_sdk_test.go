@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"skein.dev/internal/testutil"
 )
 
 // TestACPSDK drives Skein's ACP agent door with the official TypeScript
@@ -34,6 +36,7 @@ func TestACPSDK(t *testing.T) {
 		{"permission-in-client", testACPPermissionInClient},
 		{"permission-over-http", testACPPermissionOverHTTP},
 		{"cancel", testACPCancel},
+		{"queue", testACPQueue},
 		{"two-clients", testACPTwoClients},
 		{"unknown-session", testACPUnknownSession},
 		{"unauthenticated", testACPUnauthenticated},
@@ -551,6 +554,51 @@ func testACPCancel(t *testing.T, e *acpEnv, tr acpTransport) {
 	}
 	if got := text(r.updates(id), "agent_message_chunk"); strings.Contains(got, "too late") {
 		t.Errorf("the cancelled turn went on: %q", got)
+	}
+	e.waitState(t, nil, id, "idle")
+}
+
+// A client may send session/prompt while a turn of the session runs (ACP
+// sets no rule against it): the door queues it (POST …/prompt with queue),
+// and it runs as its own turn once the running one ends, cancelled here;
+// its prompt then answers end_turn. Issue 32 §1.
+func testACPQueue(t *testing.T, e *acpEnv, tr acpTransport) {
+	cl := e.start(t, e.config(t, tr, acpAuth{}, stepInit(), stepNew(),
+		acpStep{"op": "prompt", "sessionId": "$new", "text": "say first\nsleep 30s\nsay too late", "async": "a"},
+		acpStep{"op": "waitUpdate", "textIncludes": "first"},
+		acpStep{"op": "prompt", "sessionId": "$new", "text": "say second", "async": "b"},
+		acpStep{"op": "mark", "event": "queued"},
+		acpStep{"op": "wait", "line": "cancel"},
+		acpStep{"op": "cancel"},
+		acpStep{"op": "await", "name": "first", "async": "a"},
+		acpStep{"op": "await", "name": "second", "async": "b"}))
+	id := cl.waitEvent("queued").SessionID
+	// The second prompt waits in the queue while the first turn runs.
+	if err := testutil.Poll(t.Context(), "the second prompt queued", func() (bool, error) {
+		status, body := doAs(t, http.MethodGet, e.dev.base+id+"/queue", e.admin, "")
+		var q struct {
+			Queued []struct {
+				Content []struct{ Text string } `json:"content"`
+			} `json:"queued"`
+		}
+		if status != http.StatusOK || json.Unmarshal(body, &q) != nil {
+			return false, fmt.Errorf("GET queue: %d %s", status, body)
+		}
+		return len(q.Queued) == 1 && len(q.Queued[0].Content) == 1 && q.Queued[0].Content[0].Text == "say second", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cl.send("cancel")
+	r := cl.wait()
+	checkSDKAccepted(t, r)
+	if p := ok[acpPromptResult](t, r, "first"); p.StopReason != "cancelled" {
+		t.Errorf("the first prompt = %+v, want cancelled", p)
+	}
+	if p := ok[acpPromptResult](t, r, "second"); p.StopReason != "end_turn" {
+		t.Errorf("the queued prompt = %+v, want end_turn", p)
+	}
+	if got := text(r.updates(id), "agent_message_chunk"); !strings.Contains(got, "second") || strings.Contains(got, "too late") {
+		t.Errorf("the client saw %q, want the queued turn's words and none of the cancelled turn's last", got)
 	}
 	e.waitState(t, nil, id, "idle")
 }

@@ -220,17 +220,24 @@ func (a *api) agents(ctx context.Context) ([]agentEntry, error) {
 // headerTurnID is the header of a prompt's answer that names its turn.
 const headerTurnID = "X-Skein-Turn-Id"
 
-// promptAnswer is POST …/prompt's 200, and the turn it ran.
+// promptAnswer is POST …/prompt's 200, and the turn it ran; or its 202,
+// and the queue entry it waits as (Queued).
 type promptAnswer struct {
 	StopReason string `json:"stopReason"`
 	TurnID     string `json:"-"`
+	Queued     *struct {
+		ID string `json:"id"`
+	} `json:"queued"`
 }
 
+// prompt sends a prompt, with queue: a session busy with another turn
+// queues it (202, ans.Queued) rather than refusing it.
 func (a *api) prompt(ctx context.Context, sid, key string, content json.RawMessage) (*promptAnswer, error) {
 	body := struct {
 		IdempotencyKey string          `json:"idempotencyKey,omitempty"`
 		Content        json.RawMessage `json:"content"`
-	}{key, content}
+		Queue          bool            `json:"queue"`
+	}{key, content, true}
 	req, err := a.request(ctx, http.MethodPost, a.sessionURL(sid, "/prompt"), body)
 	if err != nil {
 		return nil, err
@@ -241,7 +248,7 @@ func (a *api) prompt(ctx context.Context, sid, key string, content json.RawMessa
 	}
 	defer resp.Body.Close()
 	turnID := resp.Header.Get(headerTurnID)
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
 		err := responseError(resp)
 		if e, ok := errors.AsType[*apiError](err); ok {
 			e.TurnID = turnID

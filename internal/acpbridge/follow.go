@@ -33,8 +33,13 @@ type head struct {
 	Change    string `json:"change"`
 	TurnID    string `json:"turnId"`
 	Error     *struct {
-		Code string `json:"code"`
+		Code    string `json:"code"`
+		Message string `json:"message"`
 	} `json:"error"`
+	Queue *struct {
+		ID     string `json:"id"`
+		Reason string `json:"reason"`
+	} `json:"queue"`
 }
 
 // follow is one session this connection follows: its events go to the
@@ -48,6 +53,8 @@ type follow struct {
 	mu       sync.Mutex
 	finished map[string]bool            // turns whose end went by
 	waiters  map[string][]chan struct{} // prompts waiting for a turn's end
+	dequeued map[string]*head           // queue entries whose dequeued change went by
+	qwaiters map[string][]chan struct{} // prompts waiting for their entry to leave the queue
 	raised   map[string]*raised         // requests raised to the client, by Skein's requestId
 	text     chunks
 }
@@ -71,7 +78,8 @@ type openSet map[string]json.RawMessage
 func (c *conn) startFollow(sid string, after uint64, state json.RawMessage, open openSet) (start func()) {
 	ctx, cancel := context.WithCancel(c.life)
 	f := &follow{c: c, sid: sid, cancel: cancel, done: make(chan struct{}),
-		finished: map[string]bool{}, waiters: map[string][]chan struct{}{}, raised: map[string]*raised{}}
+		finished: map[string]bool{}, waiters: map[string][]chan struct{}{}, raised: map[string]*raised{},
+		dequeued: map[string]*head{}, qwaiters: map[string][]chan struct{}{}}
 	gate := make(chan struct{})
 	c.mu.Lock()
 	old := c.follows[sid]
@@ -168,6 +176,40 @@ func (f *follow) awaitTurn(ctx context.Context, turnID string, settle time.Durat
 	}
 }
 
+// awaitDequeued waits until queue entry qid's dequeued change went by on
+// the session's stream, and returns it; nil when the follow or ctx ended
+// first.
+func (f *follow) awaitDequeued(ctx context.Context, qid string) *head {
+	f.mu.Lock()
+	if h := f.dequeued[qid]; h != nil {
+		f.mu.Unlock()
+		return h
+	}
+	ch := make(chan struct{})
+	f.qwaiters[qid] = append(f.qwaiters[qid], ch)
+	f.mu.Unlock()
+	select {
+	case <-ch:
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.dequeued[qid]
+	case <-f.done:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// left records a queue entry's dequeued change, and wakes its prompts.
+func (f *follow) left(h *head) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dequeued[h.Queue.ID] = h
+	for _, ch := range f.qwaiters[h.Queue.ID] {
+		close(ch)
+	}
+	delete(f.qwaiters, h.Queue.ID)
+}
+
 // turnEnded records that turnID's end went by, and wakes its prompts.
 func (f *follow) turnEnded(turnID string) {
 	f.mu.Lock()
@@ -248,6 +290,9 @@ func (f *follow) stream(ctx context.Context, after uint64) (uint64, error) {
 			var h head
 			if json.Unmarshal(ev.Data, &h) == nil && h.Change == "turn_finished" && h.TurnID != "" {
 				f.turnEnded(h.TurnID)
+			}
+			if h.Change == "dequeued" && h.Queue != nil {
+				f.left(&h)
 			}
 		case "error":
 			return after, streamError(ev.Data)

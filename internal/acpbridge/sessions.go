@@ -418,7 +418,27 @@ func (c *conn) prompt(ctx context.Context, id json.RawMessage, raw json.RawMessa
 	if err != nil {
 		return nil, err
 	}
-	ans, err := c.api.prompt(ctx, p.SessionID, c.promptKey(p.SessionID, p.MessageID, id), p.Prompt)
+	key := c.promptKey(p.SessionID, p.MessageID, id)
+	ans, err := c.api.prompt(ctx, p.SessionID, key, p.Prompt)
+	for err == nil && ans.Queued != nil {
+		// Queued behind another turn (ACP lets a client prompt a busy
+		// session): wait for the entry to leave the queue, then send
+		// the same keyed prompt again, which joins the turn it started.
+		h := f.awaitDequeued(ctx, ans.Queued.ID)
+		switch {
+		case h == nil:
+			return nil, &apiError{Code: "unavailable", Message: "the session's stream ended while the prompt waited in its queue"}
+		case h.Queue.Reason == "withdrawn":
+			return map[string]any{"stopReason": "cancelled"}, nil
+		case h.Queue.Reason != "started":
+			e := &apiError{Code: "internal", Message: "the queued prompt could not start"}
+			if h.Error != nil {
+				e.Code, e.Message = h.Error.Code, h.Error.Message
+			}
+			return nil, e
+		}
+		ans, err = c.api.prompt(ctx, p.SessionID, key, p.Prompt)
+	}
 	turnID := ""
 	switch {
 	case ans != nil:
