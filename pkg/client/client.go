@@ -109,6 +109,20 @@ func WithIdempotencyKey(key string) PromptOption {
 	return func(r *events.AcpPromptRequest) { r.IdempotencyKey = &key }
 }
 
+// WithQueue queues the prompt when the session runs a turn (or prompts
+// already wait), rather than failing session_busy: Prompt then returns
+// once its own turn, which starts when those before it end, has ended.
+func WithQueue() PromptOption {
+	return func(r *events.AcpPromptRequest) { r.Queue = true }
+}
+
+// Withdraw takes queue entry qid out of session sid's queue before it
+// runs; the queue itself is the session's (Session(…).Queue).
+func (c *Client) Withdraw(ctx context.Context, sid, qid string) error {
+	_, err := rpc.Call[events.PromptWithdrawn](ctx, c.nc, c.subject(events.OpWithdrawPrompt), &events.WithdrawPromptRequest{SessionID: &sid, QueueID: qid}, nil)
+	return err
+}
+
 // Prompt sends content (an ACP content block array) to session sid and
 // returns the turn's result once it has ended: the acceptance comes back
 // at once, and the end is read from the log. ctx bounds the whole wait.

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"skein.dev/internal/testutil"
+	"skein.dev/pkg/client/turnwait"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 	"skein.dev/pkg/events/eventlog/eventlogtest"
@@ -306,5 +308,58 @@ func TestPromptQueueHold(t *testing.T) {
 	}
 	if q := h.getSession(t, "qh").Queue; len(q) != 0 {
 		t.Errorf("the reopened session's queue = %v, want empty", q)
+	}
+}
+
+// A Go client's Prompt sent with queue behind a running turn returns its
+// own turn's result, read from the log: it waits for its entry to start
+// (turnwait.AwaitStart), then for its turn to end. A withdrawn entry's
+// Prompt is prompt_dequeued.
+func TestPromptQueueWaiter(t *testing.T) {
+	h := startRig(t, session.Config{})
+	ctx := t.Context()
+	if err := h.open(t, "qw", events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.accept(ctx, "qw", "", "pause qw\nsay first"); err != nil {
+		t.Fatal(err)
+	}
+	if err := testagent.WaitPaused(ctx, h.control, "qw"); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		resp *events.AcpPromptResponse
+		err  error
+	}
+	wait := func(script string) <-chan result {
+		ch := make(chan result, 1)
+		go func() {
+			req := promptRequest("qw", "", script)
+			req.Queue = true
+			resp, err := turnwait.Prompt(ctx, h.js, "default", req)
+			ch <- result{resp, err}
+		}()
+		return ch
+	}
+	second := wait("say second")
+	if err := testutil.Poll(ctx, "the second queued", func() (bool, error) { return len(h.getSession(t, "qw").Queue) == 1, nil }); err != nil {
+		t.Fatal(err)
+	}
+	third := wait("say third")
+	if err := testutil.Poll(ctx, "the third queued", func() (bool, error) { return len(h.getSession(t, "qw").Queue) == 2, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.withdraw(ctx, "qw", h.getSession(t, "qw").Queue[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-third; code(r.err) != events.CodePromptDequeued {
+		t.Errorf("the withdrawn prompt's wait = %+v, %v; want prompt_dequeued", r.resp, r.err)
+	}
+	if err := testagent.Release(ctx, h.control, "qw"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-second
+	if r.err != nil || r.resp.StopReason != "end_turn" || !strings.Contains(string(r.resp.Message), "second") {
+		t.Errorf("the queued prompt's wait = %+v, %v; want its own turn's reply", r.resp, r.err)
 	}
 }

@@ -208,6 +208,13 @@ func Prompt(ctx context.Context, js jetstream.JetStream, ns events.Namespace, re
 	if err != nil {
 		return nil, err
 	}
+	if acc.Queued != nil {
+		// Sent with queue behind a running turn: its own turn starts
+		// once the turns before it end.
+		if acc, err = AwaitStart(ctx, js, ns, sid, acc.Queued.ID); err != nil {
+			return nil, err
+		}
+	}
 	f, err := Await(ctx, js, ns, sid, acc)
 	if err != nil {
 		return nil, err
