@@ -66,7 +66,7 @@ func Commands(getenv func(string) string, stdout, stderr io.Writer) []*cobra.Com
 	a := &app{getenv: getenv, stdout: stdout, stderr: stderr}
 	cmds := []*cobra.Command{
 		a.openCommand(), a.promptCommand(), a.attachCommand(), a.cancelCommand(), a.unloadCommand(), a.deleteCommand(),
-		a.renameCommand(), a.respondCommand(), a.answerCommand(), a.historyCommand(), a.eventsCommand(),
+		a.renameCommand(), a.queueCommand(), a.respondCommand(), a.answerCommand(), a.historyCommand(), a.eventsCommand(),
 		a.watchCommand(), a.agentsCommand(), a.listCommand(), a.configCommand(), a.infoCommand(),
 		a.commandsCommand(), a.discardCommand(), a.forkCommand(), a.dirsCommand(),
 		a.uploadCommand(), a.filesCommand(), a.downloadCommand(), a.versionCommand(), a.acpCommand(),
@@ -312,6 +312,7 @@ func (a *app) promptCommand() *cobra.Command {
 		policy      string
 		cwd         string
 		interactive bool
+		queue       bool
 		attach      []string
 	)
 	cmd := &cobra.Command{
@@ -362,6 +363,7 @@ or ID) and answers the request itself.`,
 			if cmd.Flags().Changed("idempotency-key") {
 				t.key = &key
 			}
+			t.queue = queue
 			// Standard input that held the prompt has nothing left to read.
 			if interactive && !fromStdin && isTerminal(stdin) {
 				t.input = stdin
@@ -377,6 +379,7 @@ or ID) and answers the request itself.`,
 	cmd.Flags().StringVar(&policy, "policy", "", "permission policy of a session this command opens: allow_all (default), reject_all or ask")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of a session this command opens (default: the shell's when the workspace holds it)")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "retry-safe key: the same key and prompt run one turn")
+	cmd.Flags().BoolVar(&queue, "queue", false, "while a turn runs, queue the prompt (print its place and return) instead of failing session_busy")
 	cmd.Flags().BoolVar(&interactive, "interactive", true, "ask for permission choices on the terminal (only when standard input is one)")
 	cmd.Flags().StringArrayVar(&attach, "attach", nil, "name of an upload (skein upload) the prompt references; repeat for up to 8")
 	return cmd

@@ -95,7 +95,7 @@ func (c *client) do(ctx context.Context, method, u string, in, out any) error {
 		return fmt.Errorf("%s %s: %w", method, u, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
 		return c.responseError(resp)
 	}
 	if out == nil {
@@ -184,6 +184,7 @@ func (c *client) inWorkspace(ctx context.Context, dir string) (bool, error) {
 type promptRequest struct {
 	IdempotencyKey *string         `json:"idempotencyKey,omitempty"`
 	Content        json.RawMessage `json:"content"`
+	Queue          bool            `json:"queue,omitempty"`
 }
 
 // promptResponse is the reply to a prompt.
@@ -191,6 +192,42 @@ type promptResponse struct {
 	SessionID  string          `json:"sessionId"`
 	Message    json.RawMessage `json:"message"`
 	StopReason string          `json:"stopReason"`
+	Queued     *queuedRef      `json:"queued"` // a 202: the prompt waits in the queue
+}
+
+// queuedRef is where a queued prompt waits.
+type queuedRef struct {
+	ID       string `json:"id"`
+	Position int    `json:"position"`
+}
+
+// queuedPrompt is one entry of GET …/queue.
+type queuedPrompt struct {
+	ID        string `json:"id"`
+	Position  int    `json:"position"`
+	Principal string `json:"principal"`
+	QueuedAt  string `json:"queuedAt"`
+	Content   []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+}
+
+// queue is GET …/queue.
+func (c *client) queue(ctx context.Context, sid string) ([]queuedPrompt, bool, error) {
+	var q struct {
+		Queued []queuedPrompt `json:"queued"`
+		Held   bool           `json:"held"`
+	}
+	if err := c.do(ctx, http.MethodGet, c.sessionPath(sid, "/queue"), nil, &q); err != nil {
+		return nil, false, err
+	}
+	return q.Queued, q.Held, nil
+}
+
+// withdraw takes a prompt out of the session's queue.
+func (c *client) withdraw(ctx context.Context, sid, qid string) error {
+	return c.do(ctx, http.MethodDelete, c.sessionPath(sid, "/queue/"+url.PathEscape(qid)), nil, nil)
 }
 
 func (c *client) prompt(ctx context.Context, sid string, req promptRequest) (*promptResponse, error) {

@@ -25,6 +25,7 @@ type turn struct {
 	policy  *string // of a session the turn opens
 	cwd     *string // of a session the turn opens; nil: the shell's, if allowed
 	key     *string
+	queue   bool // sent with queue: it waits behind a running turn
 	// flags names the flags given that apply only to a new session, for
 	// the error when the session exists.
 	flags []string
@@ -40,7 +41,8 @@ type turn struct {
 // ending is how a watched turn ended, as far as the viewer knows.
 type ending struct {
 	stopReason string
-	err        error // the turn's failure, or a failure to learn its end
+	err        error      // the turn's failure, or a failure to learn its end
+	queued     *queuedRef // the prompt was queued: no turn of its own yet
 }
 
 // run opens the session if needed, subscribes to its events after its
@@ -104,12 +106,12 @@ func (t *turn) run(ctx context.Context, text string) error {
 	promptDone := make(chan struct{})
 	go func() {
 		defer close(promptDone)
-		resp, err := t.cl.prompt(pctx, t.session, promptRequest{IdempotencyKey: t.key, Content: content})
+		resp, err := t.cl.prompt(pctx, t.session, promptRequest{IdempotencyKey: t.key, Content: content, Queue: t.queue})
 		if err != nil {
 			end <- ending{err: err}
 			return
 		}
-		end <- ending{stopReason: resp.StopReason}
+		end <- ending{stopReason: resp.StopReason, queued: resp.Queued}
 	}()
 	defer func() {
 		cancelPrompt()
@@ -255,6 +257,12 @@ func (v *view) watch(ctx context.Context, f *feed, end chan ending, turnID strin
 	}
 	if ctx.Err() != nil {
 		return v.stopped()
+	}
+	if res.queued != nil {
+		if err := p.finish(); err != nil {
+			return err
+		}
+		return v.t.reportQueued(res.queued)
 	}
 	if res.err != nil && !turnFailure(res.err) {
 		if err := p.finish(); err != nil {
@@ -457,4 +465,13 @@ func (a *app) shellCwd(ctx context.Context, cl *client) *string {
 		return nil
 	}
 	return &wd
+}
+
+// reportQueued says where a queued prompt waits, and how to withdraw it.
+func (t *turn) reportQueued(q *queuedRef) error {
+	if _, err := fmt.Fprintf(t.app.stdout, "queued as %s, position %d: it runs as its own turn when the turns before it end\n", q.ID, q.Position); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(t.app.stderr, "skein queue%s lists the queue; skein queue rm%s %s withdraws it\n", sessionFlag(t.session), sessionFlag(t.session), q.ID)
+	return err
 }
