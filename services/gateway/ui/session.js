@@ -5,7 +5,7 @@
 import { useCallback, useEffect, useLayoutEffect, useRef, useState } from './vendor/hooks.js';
 import { api, ApiError, randomID, sessionPath } from './api.js';
 import { EventStream } from './stream.js';
-import { Timeline } from './timeline.js';
+import { contentText, Timeline } from './timeline.js';
 import { html, Item } from './items.js';
 import { formatTiming, formatUsage, relativeTime } from './render.js';
 import { askToNotify, canAskToNotify, notifyNeeded } from './notify.js';
@@ -220,6 +220,26 @@ export function SessionView({ id, onChanged, navigate }) {
     }
   };
 
+  // queuePrompt puts text in the session's queue while a turn runs: it
+  // runs as its own turn when the turns before it end (docs/API.md, The
+  // prompt queue). The answer comes at once.
+  const queuePrompt = async (text) => {
+    setNotice('');
+    try {
+      await api('POST', sessionPath(id, '/prompt'), {
+        idempotencyKey: 'console-' + randomID(16),
+        content: [{ type: 'text', text }],
+        queue: true,
+      });
+      return true;
+    } catch (e) {
+      setNotice('Queue: ' + describe(e));
+      return false;
+    } finally {
+      refreshSoon();
+    }
+  };
+
   const answerPermission = async (requestId, optionId) => {
     const r = await api('POST', sessionPath(id, '/permissions/' + encodeURIComponent(requestId)), { optionId });
     if (r.status !== 'accepted') throw new Error(notPending(r));
@@ -257,7 +277,9 @@ export function SessionView({ id, onChanged, navigate }) {
         : html`<div class="divider start" data-role="start">Beginning of the session</div>`}
       ${items.map((it) => html`<${Item} key=${it.key} item=${it} onPermission=${answerPermission} onInput=${answerInput} />`)}
     </div>
-    <${Composer} busy=${busy} onSend=${prompt} turnOn=${turnOn}
+    <${Queue} info=${info}
+      onWithdraw=${(qid) => act('Withdraw', () => api('DELETE', sessionPath(id, '/queue/' + encodeURIComponent(qid))))} />
+    <${Composer} busy=${busy} onSend=${prompt} onQueue=${queuePrompt} turnOn=${turnOn}
       onCancel=${() => act('Cancel', () => api('POST', sessionPath(id, '/cancel'), {}))} />
   </div>`;
 }
@@ -351,23 +373,40 @@ function flatten(options) {
   return out;
 }
 
+// Queue lists the prompts waiting in the session's queue, each with a way
+// to withdraw it before it runs.
+function Queue({ info, onWithdraw }) {
+  const queued = (info && info.queued) || [];
+  if (!queued.length) return null;
+  return html`<div class="queue" data-role="queue-list">
+    <div class="queue-head">Queued${info.queueHeld ? ' (held: they run after your next prompt)' : ''}</div>
+    ${queued.map((q) => html`<div class="queued" key=${q.id} data-role="queued" data-queue-id=${q.id}>
+      <span class="pos">${q.position}</span>
+      <span class="text">${(q.content || []).map(contentText).join(' ')}</span>
+      ${q.principal ? html`<span class="who">${q.principal}</span>` : null}
+      <button type="button" class="link" data-role="withdraw" onClick=${() => onWithdraw(q.id)}>Withdraw</button>
+    </div>`)}
+  </div>`;
+}
+
 // Composer is the prompt box, at the page's foot where a thumb reaches:
-// Send, and Stop while a turn runs.
-function Composer({ busy, onSend, turnOn, onCancel }) {
+// Send; while a turn runs, Queue (the prompt runs after it) and Stop.
+function Composer({ busy, onSend, onQueue, turnOn, onCancel }) {
   const [text, setText] = useState('');
-  const send = async () => {
+  const send = async (fn) => {
     const t = text;
-    if (!t.trim() || busy) return;
+    if (!t.trim() || (busy && fn === onSend)) return;
     setText('');
-    const ok = await onSend(t);
+    const ok = await fn(t);
     if (!ok) setText(t);
   };
-  return html`<form class="composer" onSubmit=${(e) => { e.preventDefault(); send(); }}>
+  return html`<form class="composer" onSubmit=${(e) => { e.preventDefault(); send(onSend); }}>
     <textarea data-role="prompt" placeholder="Prompt the agent (Ctrl+Enter sends)" value=${text}
       onInput=${(e) => setText(e.currentTarget.value)}
-      onKeyDown=${(e) => { if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); send(); } }}></textarea>
+      onKeyDown=${(e) => { if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); send(turnOn ? onQueue : onSend); } }}></textarea>
     <div class="composer-actions">
       <button type="submit" class="primary" data-role="send" disabled=${busy || !text.trim()}>${busy ? 'Running…' : 'Send'}</button>
+      ${turnOn ? html`<button type="button" data-role="queue" disabled=${!text.trim()} onClick=${() => send(onQueue)}>Queue</button>` : null}
       ${turnOn ? html`<button type="button" class="danger" data-role="stop" onClick=${onCancel}>Stop</button>` : null}
     </div>
   </form>`;
