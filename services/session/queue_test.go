@@ -231,6 +231,19 @@ func TestPromptQueueSurvivesRestart(t *testing.T) {
 	if n := len(log.Turns); n != 3 {
 		t.Errorf("%d turns, want 3: a queued prompt ran twice", n)
 	}
+	// Each end after which a queued prompt was to start says so, for a
+	// claim should its owner die before starting it; the last does not.
+	var next []bool
+	for _, turn := range log.Turns {
+		for _, r := range turn.Records {
+			if r.Header.Get(events.HeaderRecord) == events.RecordTurnFinished {
+				next = append(next, r.Header.Get(events.HeaderQueueNext) != "")
+			}
+		}
+	}
+	if !slices.Equal(next, []bool{true, true, false}) {
+		t.Errorf("the turn ends carry %s %v, want [true true false]", events.HeaderQueueNext, next)
+	}
 }
 
 // With session.queue-on-failure=hold, a cancelled turn holds the queue:

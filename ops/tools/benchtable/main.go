@@ -102,6 +102,12 @@ var rows = []row{
 	// cluster's own runner, on make cluster's topology.
 	{"chunk to acp.live p50, edge runner through a leaf node", "BenchmarkEdgeChunk/runner=edge", "p50-ms", "BenchmarkEdgeChunk/runner=cluster", "p50-ms", ""},
 	{"chunk to acp.live p99, edge runner through a leaf node", "BenchmarkEdgeChunk/runner=edge", "p99-ms", "BenchmarkEdgeChunk/runner=cluster", "p99-ms", ""},
+	// The prompt queue (issue 32 §1): from a turn's TurnFinished to the
+	// acceptance of the queued prompt the session service starts after it,
+	// beside a client that awaits the end and then prompts. Both are
+	// server timestamps of the two records.
+	{"queue dispatch: turn end to the queued turn's acceptance p50", "BenchmarkQueueDispatch/path=queue", "p50-ms", "BenchmarkQueueDispatch/path=client", "p50-ms", ""},
+	{"queue dispatch: turn end to the queued turn's acceptance p99", "BenchmarkQueueDispatch/path=queue", "p99-ms", "BenchmarkQueueDispatch/path=client", "p99-ms", ""},
 	// A history page read from the log: our batch direct gets beside
 	// orbit.go's jetstreamext, which allocates a 64k-entry channel per request.
 	{"history page of 50, forward (one batch direct get)", "BenchmarkReadPage/dir=forward,path=eventlog,page=50", "page-ms", "BenchmarkReadPage/dir=forward,path=jetstreamext,page=50", "page-ms", ""},
