@@ -108,6 +108,12 @@ func TitleSubject(ns Namespace, sid SessionID) string {
 	return join("acp.log", string(ns), string(sid), "title")
 }
 
+// BudgetSubject returns "acp.log.<ns>.<sid>.budget": the session's
+// BudgetChanged records, the newest its cap and spend (budget.go).
+func BudgetSubject(ns Namespace, sid SessionID) string {
+	return join("acp.log", string(ns), string(sid), "budget")
+}
+
 // OpenedSubject returns "acp.log.<ns>.<sid>.opened", where the session's
 // SessionOpened record is stored instead of on LogControl. ACP_LOG bounds
 // the records it keeps per subject (MaxMsgsPerSubject), and a session's
