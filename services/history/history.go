@@ -462,6 +462,9 @@ func (s *Service) sessionInfo(ctx context.Context, ns events.Namespace, sid even
 		return nil, err
 	}
 	info.LastTurnTiming = lastTurnTiming(meta, last)
+	if info.Budget, err = s.currentBudget(ctx, ns, sid, meta, last); err != nil {
+		return nil, err
+	}
 	return &events.AcpGetDurableSessionResponse{Session: info}, nil
 }
 
