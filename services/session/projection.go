@@ -157,6 +157,7 @@ func (sess *session) projection() events.SessionMeta {
 	// The cached usage and last turn's timing are kept in sess.meta's
 	// info (offers.go), as the projection last read or written had them.
 	m.Info.Usage, m.Info.LastTurnTiming = sess.meta.Info.Usage, sess.meta.Info.LastTurnTiming
+	m.Info.Budget = sess.budget.Info()
 	return m
 }
 

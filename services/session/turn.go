@@ -146,6 +146,10 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 		}
 		sess.mu.Lock()
 	}
+	// A session at its cap takes no prompt until the cap is raised.
+	if err := checkBudget(sess); err != nil {
+		return nil, err
+	}
 	if sess.adapter == nil {
 		if err := sess.attach(ctx); err != nil {
 			return nil, err
