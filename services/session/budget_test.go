@@ -172,7 +172,8 @@ func TestBudgetRefusesBadInput(t *testing.T) {
 }
 
 // A namespace's default cap (session.budget-default) is the cap of a
-// session opened without one; a budget at open replaces it.
+// session opened without one; a budget at open replaces it. A fork has its
+// source's cap, and nothing spent.
 func TestBudgetNamespaceDefault(t *testing.T) {
 	var def session.NamespaceBudgets
 	if err := def.Set("default=0.5 USD,other=9 EUR"); err != nil {
@@ -187,4 +188,11 @@ func TestBudgetNamespaceDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.wantBudget(t, "own", usd(7), 0)
+	h.mustPrompt(t, "own", "cost 1 2 3 USD\nsay spent")
+	h.wantBudget(t, "own", usd(7), 3)
+	if _, err := rpc.Call[events.ForkSessionResponse](t.Context(), h.nc, events.APISubject("default", events.OpForkSession),
+		&events.ForkSessionRequest{SessionID: new("own"), NewSessionID: "own-fork"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.wantBudget(t, "own-fork", usd(7), 0)
 }
