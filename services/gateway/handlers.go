@@ -447,6 +447,18 @@ type sessionJSON struct {
 	LastTurnTiming        *timingJSON `json:"lastTurnTiming,omitempty"` // offers.go
 	Runner                string      `json:"runner,omitempty"`         // the runner a placed session is pinned to
 	CreatedBy             string      `json:"createdBy,omitempty"`      // the principal that opened it
+	Budget                *budgetJSON `json:"budget,omitempty"`         // its spending cap and spend
+}
+
+// budgetJSON is events.BudgetInfo in JSON.
+type budgetJSON struct {
+	MaxCost *moneyJSON `json:"maxCost"`
+	Spent   moneyJSON  `json:"spent"`
+}
+
+type moneyJSON struct {
+	Amount   float64 `json:"amount"`
+	Currency string  `json:"currency"`
 }
 
 // renderSession returns the JSON of a session. A JsonUtf8 field that is not
@@ -479,11 +491,24 @@ func renderSession(s *events.AcpDurableSessionInfo) ([]byte, error) {
 		LastTurnTiming:        timing,
 		Runner:                s.Runner,
 		CreatedBy:             s.CreatedBy,
+		Budget:                renderBudget(s.Budget),
 	})
 	if err != nil {
 		return nil, events.Errorf(events.CodeInternal, "render session %s: %v", s.SessionID, err)
 	}
 	return b, nil
+}
+
+// renderBudget returns b in JSON, nil for none.
+func renderBudget(b *events.BudgetInfo) *budgetJSON {
+	if b == nil {
+		return nil
+	}
+	out := &budgetJSON{Spent: moneyJSON(b.Spent)}
+	if b.MaxCost != nil {
+		out.MaxCost = new(moneyJSON(*b.MaxCost))
+	}
+	return out
 }
 
 // promptJSON is AcpPromptResponse in JSON.
