@@ -26,6 +26,8 @@ const (
 	BucketOwners = "ACP_OWNERS"
 	// BucketRunners maps a RunnerID to its RunnerInfo heartbeat.
 	BucketRunners = "ACP_RUNNERS"
+	// BucketBudgets maps "<ns>.<YYYYMMDD>" to a namespace's spend that UTC day.
+	BucketBudgets = "ACP_BUDGETS"
 )
 
 // KVStream returns the name of the stream that backs bucket ("KV_<bucket>"),

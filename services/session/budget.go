@@ -83,13 +83,14 @@ func exhaustedError(sid events.SessionID, b events.BudgetChanged) *events.Error 
 func formatAmount(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // checkBudget refuses a prompt of a session whose spend reached its cap,
+// or whose namespace's spend today reached its daily cap (daily.go),
 // before anything is recorded. The caller holds sess.mu.
-func checkBudget(sess *session) error {
-	if !sess.budget.Exhausted() {
-		return nil
+func checkBudget(ctx context.Context, sess *session) error {
+	if sess.budget.Exhausted() {
+		sess.svc.m.budgetExhausted.WithLabelValues(budgetCapSession, "prompt").Inc()
+		return exhaustedError(sess.sid, sess.budget)
 	}
-	sess.svc.m.budgetExhausted.WithLabelValues(budgetCapSession, "prompt").Inc()
-	return exhaustedError(sess.sid, sess.budget)
+	return sess.svc.checkDaily(ctx, sess.ns)
 }
 
 // usageCost reads the cost of a usage_update: ok is false without one (or
@@ -157,13 +158,20 @@ func (r *route) onCost(ctx context.Context, at ioPos, update []byte) {
 		sess.lg.Warn("record the session's spend", events.LogKeyErr, err)
 		return
 	}
+	delta := b.Spent.Amount - sess.budget.Spent.Amount
 	sess.budget = b
-	if t := sess.turn; t != nil && b.Exhausted() {
-		sess.svc.m.budgetExhausted.WithLabelValues(budgetCapSession, "turn").Inc()
-		sess.lg.Info("the session's spend reached its cap: cancelling the turn", events.LogKeyTurn, t.id,
-			"spent", b.Spent.Amount, "cap", b.MaxCost.Amount, "currency", b.Spent.Currency)
+	exhausted, capName := (*events.Error)(nil), budgetCapSession
+	if b.Exhausted() {
+		exhausted = exhaustedError(sess.sid, b)
+	}
+	if daily := sess.svc.countDaily(ctx, sess, delta, b.Spent.Currency); exhausted == nil && daily != nil {
+		exhausted, capName = daily, budgetCapDaily
+	}
+	if t := sess.turn; t != nil && exhausted != nil && sess.adapter == r {
+		sess.svc.m.budgetExhausted.WithLabelValues(capName, "turn").Inc()
+		sess.lg.Info("a spending cap is reached: cancelling the turn", events.LogKeyTurn, t.id, "cap", capName, events.LogKeyErr, exhausted.Message)
 		t.endReason = events.ReasonPromptCancelled
-		sess.abortTurn(ctx, at, events.OutcomeBudgetExhausted, exhaustedError(sess.sid, b))
+		sess.abortTurn(ctx, at, events.OutcomeBudgetExhausted, exhausted)
 		return
 	}
 	sess.project(ctx)

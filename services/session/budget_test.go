@@ -1,7 +1,10 @@
 package session_test
 
 import (
+	"flag"
+	"strings"
 	"testing"
+	"time"
 
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
@@ -195,4 +198,92 @@ func TestBudgetNamespaceDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.wantBudget(t, "own-fork", usd(7), 0)
+}
+
+// The budget flags read "ns=AMOUNT CUR" lists, repeated or comma-separated,
+// and refuse at start what is no cap: Set as the flag is parsed, Validate
+// for a Config built in code, naming the flag.
+func TestBudgetFlags(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	var c session.Config
+	c.RegisterFlags(fs)
+	if err := fs.Parse([]string{"-session.budget-default", "team-a=2.5 USD, * = 1 EUR", "-session.budget-daily", "team-a=100 USD", "-session.budget-daily", "team-b=7 GBP"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.BudgetDefault.String(); got != "*=1 EUR,team-a=2.5 USD" {
+		t.Errorf("budget-default = %q", got)
+	}
+	if m := c.BudgetDefault.For("team-z"); m == nil || *m != (events.Money{Amount: 1, Currency: "EUR"}) {
+		t.Errorf("team-z's default = %v, want *'s", m)
+	}
+	if got := c.BudgetDaily.String(); got != "team-a=100 USD,team-b=7 GBP" {
+		t.Errorf("budget-daily = %q", got)
+	}
+	if c.BudgetDaily.For("team-z") != nil {
+		t.Error("a namespace the daily caps do not name has one")
+	}
+	for _, bad := range []string{"team-a", "team-a=5", "team-a=five USD", "team-a=5 usd", "team-a=-1 USD", "team-a=NaN USD", "Team.A=5 USD", "a=1 USD,a=2 USD"} {
+		var b session.NamespaceBudgets
+		if err := b.Set(bad); err == nil {
+			t.Errorf("Set(%q) accepted it", bad)
+		}
+	}
+	c = session.DefaultConfig()
+	c.BudgetDaily = session.NamespaceBudgets{"ok": {Amount: -1, Currency: "USD"}}
+	c.BudgetDefault = session.NamespaceBudgets{"Bad!": {Amount: 1, Currency: "USD"}}
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "session.budget-daily") || !strings.Contains(err.Error(), "session.budget-default") {
+		t.Errorf("Validate() = %v, want both budget flags named", err)
+	}
+}
+
+// A namespace's daily cap (session.budget-daily) is shared by its
+// sessions: the cost that brings the day's spend to it ends that turn
+// budget_exhausted, and then every prompt of the namespace is refused,
+// nothing recorded. Costs in another currency than the cap's, and other
+// namespaces, are not counted.
+func TestBudgetDailyCap(t *testing.T) {
+	var daily session.NamespaceBudgets
+	if err := daily.Set("default=1 USD"); err != nil {
+		t.Fatal(err)
+	}
+	h := startRig(t, session.Config{BudgetDaily: daily})
+	ctx := t.Context()
+	for _, sid := range []string{"a", "b", "euros"} {
+		if err := h.open(t, sid, events.AcpOpenSessionRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.mustPrompt(t, "euros", "cost 1 2 50 EUR\nsay not counted")
+	h.mustPrompt(t, "a", "cost 1 2 0.6 USD\nsay a")
+	_, err := h.prompt(ctx, "b", "", "cost 1 2 0.5 USD\npause daily\nsay never")
+	if code(err) != events.CodeBudgetExhausted {
+		t.Fatalf("the turn that reached the daily cap answered %v, want budget_exhausted", err)
+	}
+	if f := h.lastFinish(t, "b"); f.Outcome != events.OutcomeBudgetExhausted {
+		t.Fatalf("the turn ended %s, want budget_exhausted", f.Outcome)
+	}
+	before, err := h.lastSeq(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.prompt(ctx, "a", "", "say refused"); code(err) != events.CodeBudgetExhausted || !strings.Contains(err.Error(), "daily cap") {
+		t.Fatalf("a prompt over the daily cap answered %v, want budget_exhausted naming it", err)
+	}
+	if after, _ := h.lastSeq(ctx, "a"); after != before {
+		t.Fatalf("the refused prompt moved the log from %d to %d", before, after)
+	}
+	if n := testutil.Metric(t, h.reg, "acp_session_budget_exhausted_total", "cap", "daily", "event", "prompt"); n != 1 {
+		t.Errorf("daily refusals %v, want 1", n)
+	}
+	kv, err := h.js.KeyValue(ctx, events.BucketBudgets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, "default."+time.Now().UTC().Format("20060102"))
+	if err != nil || string(e.Value()) != "1.1 USD" {
+		t.Fatalf("the day's spend = %v (%v), want 1.1 USD", e, err)
+	}
+	// The session's own spend is its own.
+	h.wantBudget(t, "b", nil, 0.5)
 }

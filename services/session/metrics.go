@@ -29,7 +29,7 @@ var (
 	// counts acp_session_io_rejected_total and acp_session_unrecorded_total
 	// with.
 	ioRejectReasons   = []string{"undecodable", "unexpected", "malformed_update", "malformed_permission", "reserved_kind", "foreign_runner"}
-	unrecordedRecords = []string{events.RecordAgentExited, "AcpDurablePermissionResponse", events.RecordTitleChanged, events.RecordAdapterLimitHit, events.RecordBudgetChanged}
+	unrecordedRecords = []string{events.RecordAgentExited, "AcpDurablePermissionResponse", events.RecordTitleChanged, events.RecordAdapterLimitHit, events.RecordBudgetChanged, recordDailySpend}
 )
 
 const (

@@ -147,7 +147,7 @@ func (sess *session) prompt(ctx context.Context, req *events.AcpPromptRequest, b
 		sess.mu.Lock()
 	}
 	// A session at its cap takes no prompt until the cap is raised.
-	if err := checkBudget(sess); err != nil {
+	if err := checkBudget(ctx, sess); err != nil {
 		return nil, err
 	}
 	if sess.adapter == nil {
