@@ -131,7 +131,7 @@ func counted(b events.BudgetChanged, cost events.Money) (next events.BudgetChang
 	if delta == 0 && amount == b.Reported {
 		return b, false, false
 	}
-	b.Spent.Amount += delta
+	b.Spent.Amount = min(b.Spent.Amount+delta, math.MaxFloat64) // finite, so JSON shows it
 	b.Reported = amount
 	return b, false, true
 }

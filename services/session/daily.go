@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -73,7 +74,7 @@ func (s *Service) addDaily(ctx context.Context, ns events.Namespace, delta float
 		if total, rev, err = s.readDaily(ctx, ns, currency, now); err != nil {
 			return 0, err
 		}
-		total += delta
+		total = min(total+delta, math.MaxFloat64)
 		value := []byte(formatAmount(total) + " " + currency)
 		if rev == 0 {
 			_, err = s.budgets.Create(ctx, key, value)
