@@ -223,7 +223,7 @@ func (b *NamespaceBudgets) Set(s string) error {
 		}
 		m := events.Money{Amount: a, Currency: strings.TrimSpace(currency)}
 		if err := (&events.Budget{MaxCost: &m}).Validate(); err != nil {
-			return fmt.Errorf("%q: %s", entry, events.AsError(err).Message)
+			return fmt.Errorf("%q: %s", entry, strings.TrimPrefix(events.AsError(err).Message, "budget.maxCost."))
 		}
 		if _, dup := (*b)[ns]; dup {
 			return fmt.Errorf("%q: namespace %s named twice", entry, ns)
@@ -242,7 +242,7 @@ func (b NamespaceBudgets) validate() error {
 			errs = append(errs, fmt.Errorf("%q is not a namespace (or * for every other)", ns))
 		}
 		if err := (&events.Budget{MaxCost: &m}).Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %s", ns, events.AsError(err).Message))
+			errs = append(errs, fmt.Errorf("%s: %s", ns, strings.TrimPrefix(events.AsError(err).Message, "budget.maxCost.")))
 		}
 	}
 	return errors.Join(errs...)
