@@ -87,7 +87,7 @@ func (c *Conn) Collect(ch chan<- prometheus.Metric) {
 }
 
 // StreamNames are the streams Streams reports on: the log, adapter output,
-// and the streams behind the three buckets. A closed set: the values of the
+// and the streams behind the four buckets. A closed set: the values of the
 // stream label.
 func StreamNames() []string {
 	return []string{
@@ -96,6 +96,7 @@ func StreamNames() []string {
 		"KV_" + events.BucketSessions,
 		"KV_" + events.BucketOwners,
 		"KV_" + events.BucketRunners,
+		"KV_" + events.BucketBudgets,
 	}
 }
 

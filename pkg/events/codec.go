@@ -158,11 +158,9 @@ func (pe *pooledEncoder) free() {
 // variant it names. An undecodable payload, an unknown version or an unknown
 // variant is an *Error with CodeInvalidPayload.
 //
-// The payload must be exactly one msgpack value, with containers nested
-// at most msgpackcheck.MaxDepth deep. Unmarshal checks that before
-// decoding, because the msgpack library decodes recursively: without the
-// check, an 8 MiB payload of nested arrays overflows the goroutine stack,
-// which kills the process, and each MiB below that costs half a second.
+// The payload must be one msgpack value nested at most
+// msgpackcheck.MaxDepth deep, checked first: the library decodes
+// recursively, and 8 MiB of nested arrays would overflow the stack.
 func Unmarshal(data []byte) (Variant, error) {
 	return unmarshal(data, nil)
 }
@@ -209,12 +207,10 @@ func unmarshal(data []byte, member func(Variant) error) (Variant, error) {
 }
 
 // envelope reads the envelope of a payload laid out exactly as Marshal
-// writes it (a map of v, type and body, in that order), without decoding
-// it: the body is the rest of data, which msgpackcheck.Check found to be one
-// value. Any other layout, valid or not, is left to the msgpack decoder
-// (ok false). The general decode copies the body out (msgpack.RawMessage)
-// after skipping over it, which made the envelope cost as much as the
-// body on every record the owner and the gateway read.
+// writes it (v, type and body, in that order) without decoding it: the body
+// is the rest of data (msgpackcheck.Check found one value), not copied out
+// as the general decode does, which cost as much as the body. Any other
+// layout is left to the msgpack decoder (ok false).
 func envelope(data []byte) (w wireValue, ok bool) {
 	const head = "\x83\xa1v"
 	if len(data) < len(head)+1 || string(data[:len(head)]) != head || data[len(head)] > 0x7f {

@@ -467,6 +467,8 @@ func fill(t testing.TB, v reflect.Value, path string) {
 		v.SetInt(math.MinInt32)
 	case reflect.Int64:
 		v.SetInt(math.MinInt64)
+	case reflect.Float64:
+		v.SetFloat(-math.MaxFloat64)
 	case reflect.Slice:
 		switch v.Type() {
 		case jsonType:

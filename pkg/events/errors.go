@@ -62,6 +62,7 @@ const (
 	CodeTurnOutputTooLarge          Code = "turn_output_too_large" // a turn's output over its cap
 	CodeOutputLost                  Code = "output_lost"           // accepted, then a fault kept some of the agent's output from the log
 	CodeEdgeLinkLost                Code = "edge_link_lost"        // the link to the session's edge runner stayed down past session.edge-link-timeout
+	CodeBudgetExhausted             Code = "budget_exhausted"      // the session's (or its namespace's daily) spending cap is reached
 
 	// The system.
 	CodeWriteConflict Code = "write_conflict" // the log moved under a writer: it is no longer the owner
@@ -85,7 +86,7 @@ var Codes = []Code{
 	CodeRateLimited, CodeOutputLost, CodeSessionNotEmpty, CodeFileNotFound,
 	CodeNotFound, CodeMethodNotAllowed, CodeUnsupportedContent,
 	CodeUnsupportedMediaType, CodeNotAcceptable, CodeStreamBusy, CodeStorageFull,
-	CodeEdgeLinkLost, CodeNotQueued, CodePromptDequeued,
+	CodeEdgeLinkLost, CodeNotQueued, CodePromptDequeued, CodeBudgetExhausted,
 }
 
 // Known reports whether c is in the registry.

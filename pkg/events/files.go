@@ -10,21 +10,13 @@ import (
 	"unicode/utf8"
 )
 
-// Attachments: bounded file operations on a session's working directory,
-// after the edge-agent contract's file_* actions. The files live on the
-// adapter-runner's file system (the workspace the adapter works in), so
-// the session service, which knows a session's cwd and which runner hosts
-// it, serves the API ops and forwards each one to that runner as one
-// RunnerFile request. Nothing of a file enters the log: an upload is
-// workspace state, like what the agent writes there.
-//
-// An upload is begun (OpFileBegin, with the file's name and exact size),
-// written in chunks at exact offsets (OpFileWrite: a chunk anywhere but
-// the transfer's next offset is refused), and committed (OpFileCommit):
-// only then does it appear, under AttachmentDir with a unique name, never
-// replacing a file. List (OpFileList) and read (OpFileRead) reach any
-// file under the working directory through an os.Root: a path with "..",
-// an absolute path, or one through a symbolic link is refused.
+// Attachments: bounded file operations on a session's working directory
+// (the edge-agent contract's file_* actions), which the session service
+// forwards, one RunnerFile request each, to the runner whose file system
+// holds it; nothing of a file enters the log. An upload is begun, written
+// in chunks at exact offsets and committed, landing under AttachmentDir
+// with a unique name; list and read reach files under the working
+// directory through an os.Root (no "..", absolute path or symbolic link).
 
 // Attachment limits and names. Each size is a default the services may
 // lower or raise by configuration, except MaxFileChunk, which bounds one

@@ -12,12 +12,9 @@ const (
 	// (LogEvents records only), starting at 1. A reader that sees it jump
 	// knows history was pruned.
 	HeaderEventNo = "Acp-Event-No"
-	// HeaderEventBytes is, on a public event, the running total of the
-	// payload bytes of the session's public events up to and including
-	// it. The bytes a session retains are then the newest event's total
-	// less the oldest retained one's, plus that one's size: two reads. The
-	// session's writer prunes the oldest events by it, JetStream having no
-	// per-subject byte limit (eventlog.Retention).
+	// HeaderEventBytes, on a public event, is the running total of the
+	// session's public event payload bytes up to it, by which its writer
+	// prunes (eventlog.Retention: JetStream has no per-subject byte limit).
 	HeaderEventBytes = "Acp-Event-Bytes"
 	// HeaderTurnID names the turn a record belongs to. Every record
 	// appended while a turn runs carries it.
@@ -27,11 +24,9 @@ const (
 	// content blocks; the other blocks' events follow in the same atomic
 	// append, so acceptance is never partial.
 	HeaderTurnAccepted = "Acp-Turn-Accepted"
-	// HeaderTurnBlock is, on each other event of an accepting append, the
-	// block's index in the prompt (1, 2, ...). An atomic append stores its
-	// records at consecutive sequences, so the accepting record is this
-	// one's sequence less the index: a new owner finds a turn's start from
-	// whichever of its records ends the log.
+	// HeaderTurnBlock, on each other event of an accepting append, is the
+	// block's index (1, 2, ...): the accepting record is at this record's
+	// sequence less it (an atomic append's sequences are consecutive).
 	HeaderTurnBlock = "Acp-Turn-Block"
 	// HeaderTurnStart, on every record of a turn after its acceptance, is
 	// the sequence of the accepting record: where a new owner finds the
@@ -52,27 +47,19 @@ const (
 	// 1 ("1234.3"): the updates after it are still to be applied.
 	HeaderIOSeq = "Acp-Io-Seq"
 	// HeaderIOResume, beside HeaderIOSeq (and on a turn's accepting
-	// record), tells a new owner where to resume the adapter process's
-	// records, which the owner applies in record-number order
-	// (HeaderRecordNo) although the stream may store them out of it:
-	// "<from> <applied>[ <held>]". from is an ACP_IO sequence at or before
-	// every record of the process not yet applied; applied is the last
-	// update applied and held the first chunk held in memory, by record
-	// number ("17", or "17.3" for the third update of record number 17;
-	// applied "0": none yet). A takeover resumes only from it.
+	// record), is where a new owner resumes the process's records, applied
+	// in record-number order: "<from> <applied>[ <held>]", from an ACP_IO
+	// sequence at or before every record not yet applied, applied the last
+	// update applied and held the first chunk held, by record number ("17",
+	// "17.3" for the third update of number 17; "0": none).
 	HeaderIOResume = "Acp-Io-Resume"
-	// HeaderPrincipal, on a request of the session API, names the
-	// principal the gateway authenticated for it (its token's name). The
-	// session service counts the adapters a request attaches against that
-	// principal's quota; a caller that sends none counts as principal "".
-	// On a log record, it names who caused it: a user message's, a
-	// permission or input answer's, a cancel's TurnFinished.
+	// HeaderPrincipal names the principal the gateway authenticated (its
+	// token's name): on a session API request, whose adapters count against
+	// its quota ("" when none is sent); on a log record, who caused it.
 	HeaderPrincipal = "Acp-Principal"
 	// HeaderEvict, on an unloadSession request, makes it an eviction for
-	// the cause it names (capacity, namespace_quota, principal_quota):
-	// the owner unloads the session only while it is idle (no turn runs,
-	// nothing waits for an answer), with reason UnloadEvicted, and
-	// answers session_busy otherwise.
+	// its cause (capacity, namespace_quota, principal_quota): done only while
+	// the session is idle (UnloadEvicted), else session_busy.
 	HeaderEvict = "Acp-Evict"
 	// HeaderQueueNext, on a TurnFinished or PromptDequeued, says prompts
 	// wait in the queue and the next is to start: a claim takes it up.
@@ -83,11 +70,9 @@ const (
 	HeaderSessionID = "Acp-Session-Id"
 	// HeaderProcessID names the adapter process a runner record came from.
 	HeaderProcessID = "Acp-Process-Id"
-	// HeaderRecordNo numbers the records of one adapter process in ACP_IO,
-	// 1, 2, 3, ... in the order the runner published them. Most records
-	// are published without waiting for JetStream's acknowledgement, so the
-	// number is how their reader tells a record the stream never stored
-	// (a gap in the numbers) from one it has not applied yet.
+	// HeaderRecordNo numbers an adapter process's records in ACP_IO, 1, 2,
+	// ... as published (mostly unacknowledged): a gap is a record the stream
+	// never stored, told apart from one not yet applied.
 	HeaderRecordNo = "Acp-Record-No"
 	// HeaderAfterSequence is set on live deltas: the latest durable sequence
 	// of the session when the delta was published.

@@ -4,13 +4,10 @@ import (
 	"encoding/json"
 )
 
-// Input requests: ACP's elicitation/create, which an agent sends to ask a
-// person for structured input (a form described by a flat object schema).
-// They are Skein additions beyond the seed schema's unions: the durable
-// events InputRequest and InputResponse join AcpDurableEvent, the answer
-// is an operation of its own (OpRespondInput), and the runner forwards the
-// request as an ACP_IO record (AdapterInputRequest) and writes the answer
-// (RunnerInput), as for permission requests.
+// Input requests: ACP's elicitation/create (a form from a flat object
+// schema), a Skein addition: InputRequest and InputResponse join
+// AcpDurableEvent, OpRespondInput answers, and the runner forwards them as
+// permission requests are (AdapterInputRequest, RunnerInput).
 
 // Input policies (AcpOpenSessionRequest.inputPolicy): who answers a
 // session's input requests.
@@ -24,10 +21,9 @@ const (
 	InputPolicyDecline = "decline"
 )
 
-// ClientCapabilitiesWithInput is what Skein advertises to an agent whose
-// inputs a person answers: the runner's default (no file system, no
-// terminal) plus form elicitation. URL elicitation is not offered: Skein
-// has no way to send a person to a page and learn when they are done.
+// ClientCapabilitiesWithInput is what Skein advertises when a person answers
+// inputs: the runner's default plus form elicitation (not URL elicitation:
+// Skein cannot learn when a person is done with a page).
 const ClientCapabilitiesWithInput = `{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false,"elicitation":{"form":{}}}`
 
 // Input actions: the "action" of ACP's elicitation response.
@@ -37,11 +33,8 @@ const (
 	InputCancel  = "cancel"
 )
 
-// ReasonInputPolicy is the reason of an input request the session's input
-// policy declined at once (InputPolicyDecline). Every other terminal reason
-// is a permission request's (ReasonPromptCancelled, ReasonAdapterExited,
-// ...), and the statuses are the permission statuses too
-// (PermissionAccepted, PermissionNotPending, PermissionTerminal).
+// ReasonInputPolicy: an input request InputPolicyDecline declined at once.
+// Other reasons and the statuses are a permission request's.
 const ReasonInputPolicy = "input_policy"
 
 // InputRequest is the durable input_request event: an agent's

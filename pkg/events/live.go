@@ -1,17 +1,10 @@
 package events
 
-// EphemeralUpdates is several live deltas of one session in one message
-// on LiveSubject: the message or thought chunks of one AdapterUpdates
-// burst that followed each other with nothing durable between them, so
-// that all of them follow the same durable event. Each update is shown to
-// a client exactly as an AcpEphemeralSessionUpdateEvent of the same
-// SessionID and AfterSequence would be, one SSE event each, in order. A
-// lone delta still travels as an AcpEphemeralSessionUpdateEvent.
-//
-// It is Skein's own record, not the protocol schema's (hence no Acp
-// prefix). A subscriber of acp.live that knows only
-// AcpEphemeralSessionUpdateEvent misses the deltas of a burst; deltas are
-// best effort, and the message they make up becomes durable.
+// EphemeralUpdates is several live deltas of one session in one message on
+// LiveSubject: the chunks of one AdapterUpdates burst with nothing durable
+// between them, each shown as an AcpEphemeralSessionUpdateEvent of the same
+// SessionID and AfterSequence is; a lone delta travels as one. A Skein
+// record, not the schema's: deltas are best effort.
 type EphemeralUpdates struct {
 	SessionID     string `msgpack:"sessionId"`
 	AfterSequence uint64 `msgpack:"afterSequence"`

@@ -1,23 +1,11 @@
 package events
 
-// What an agent offers and what it costs, kept so that a client can see it
-// without starting the agent:
-//
-//   - its commands: the last available_commands_update (ACP's slash
-//     commands and skills), cached in SessionMeta.AvailableCommands and
-//     served by OpGetSessionCommands from ACP_SESSIONS alone;
-//   - its usage: the last usage_update (tokens in the context, the context
-//     window, the session's cost when the agent gives one), shown in the
-//     session's info (AcpDurableSessionInfo.Usage), so in getSession and in
-//     every listSessions row;
-//   - the timing of each turn, as the session service measured it: in the
-//     turn's TurnFinished (Timing), and the last one in the session's info
-//     (AcpDurableSessionInfo.LastTurnTiming).
-//
-// The updates themselves are public events of the session's log like any
-// other; these are caches of the newest, kept by the session's owner in its
-// projection. The schema has none of this: the request, the response and
-// the info's two fields are Skein's own additions.
+// What an agent offers and costs, cached in its session's projection so a
+// client sees it without starting the agent: its last
+// available_commands_update (SessionMeta.AvailableCommands), its last
+// usage_update (AcpDurableSessionInfo.Usage) and each turn's timing
+// (TurnFinished.Timing; the last in AcpDurableSessionInfo.LastTurnTiming).
+// The updates are in the log; these are Skein's additions to the schema.
 
 // MaxCommandsBytes bounds the cached command list, so that an agent's
 // oversized list cannot make the session's projection too large to store.

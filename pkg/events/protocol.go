@@ -120,6 +120,7 @@ type AcpOpenSessionRequest struct {
 	AdditionalInstructions *string    `msgpack:"additionalInstructions,omitempty"`
 	InputPolicy            *string    `msgpack:"inputPolicy,omitempty"` // Skein extension (input.go)
 	Placement              *Placement `msgpack:"placement,omitempty"`   // Skein extension
+	Budget                 *Budget    `msgpack:"budget,omitempty"`      // Skein extension (budget.go)
 }
 
 // Placement pins a session to one runner: named, or the least loaded of
@@ -245,6 +246,8 @@ type AcpDurableSessionInfo struct {
 	// and whether they wait for the next prompt sent without queue.
 	Queue     []QueuedPrompt `msgpack:"queued,omitempty"`
 	QueueHeld bool           `msgpack:"queueHeld,omitempty"`
+	// Budget, a Skein addition: the session's cap and spend (budget.go).
+	Budget *BudgetInfo `msgpack:"budget,omitempty"`
 }
 
 type AcpOpenSessionResponse struct {

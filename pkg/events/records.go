@@ -71,6 +71,9 @@ const (
 	OutcomeCompleted = "completed"
 	OutcomeFailed    = "failed"
 	OutcomeCancelled = "cancelled"
+	// OutcomeBudgetExhausted: the agent's cost reached the session's cap
+	// and Skein cancelled the turn (budget.go); its Error says so.
+	OutcomeBudgetExhausted = "budget_exhausted"
 )
 
 // A turn is opened by the record that carries HeaderTurnAccepted: the first
@@ -197,13 +200,10 @@ type SessionMeta struct {
 	// projection lags (its writer is between an append and the projection
 	// write, or died there); the log wins.
 	LogPosition uint64 `msgpack:"logPosition,omitempty"`
-	// Hosted says an adapter serves the session now (RunnerID names its
-	// runner), and Principal who it was attached for: the principal the
-	// gateway authenticated for the request that attached it
-	// (HeaderPrincipal), "" for a caller that named none. Every session
-	// service replica counts the live adapters of a namespace and of a
-	// principal from these, for their quotas, and finds the least
-	// recently used idle ones to evict (services/session/ledger.go).
+	// Hosted: an adapter serves the session now (on RunnerID), attached for
+	// Principal (HeaderPrincipal; "" for none). Every replica counts a
+	// namespace's and a principal's live adapters from these, for their
+	// quotas and evictions (services/session/ledger.go).
 	Hosted    bool   `msgpack:"hosted,omitempty"`
 	Principal string `msgpack:"principal,omitempty"`
 	// AvailableCommands is the agent's last available_commands_update's
@@ -212,14 +212,9 @@ type SessionMeta struct {
 }
 
 // RestoreRequest asks RunnerRestore to bring an ACP session back: the
-// protocol's AcpResumeSessionRequest, unchanged, plus the session's
-// instruction settings, which a restore reapplies like the cwd and the
-// mcpServers. It wraps the resume request instead of adding the two fields
-// to it because protocol.go mirrors the schema field for field (the schema
-// test holds it to that), and the schema's resume request has none; nor do
-// headers fit, since instructions are free text (newlines, any length) and
-// a NATS header value is one line. The fields are those of
-// AcpCreateSessionRequest, so create and restore carry the settings alike.
+// schema's AcpResumeSessionRequest (which protocol.go mirrors field for
+// field), wrapped with the instruction settings a restore reapplies, as
+// AcpCreateSessionRequest carries them (free text fits no header).
 type RestoreRequest struct {
 	Resume                 AcpResumeSessionRequest `msgpack:"resume"`
 	SkipOsInstructions     bool                    `msgpack:"skipOsInstructions,omitempty"`
@@ -294,11 +289,8 @@ type RunnerInfo struct {
 }
 
 // AllowEnvLists is RunnerInfo.AllowEnv: per agent ID, its allowed
-// environment variables. It encodes with its keys sorted, as Marshal's
-// encoder does every map of strings: msgpack/v5 sorts only maps of strings,
-// booleans and interfaces, and a map of lists in Go's random order made
-// equal heartbeats different bytes (FuzzUnmarshal's fixed point failed
-// one run in two on a map of two agents).
+// environment variables, encoded with its keys sorted (msgpack/v5 sorts
+// only maps of strings, booleans and interfaces; FuzzUnmarshal caught it).
 type AllowEnvLists map[string][]string
 
 // EncodeMsgpack writes m as a map whose keys are in order.

@@ -89,6 +89,7 @@ var retries = map[Code]Retry{
 	CodeTurnOutputTooLarge:          PromptAgain,
 	CodeOutputLost:                  PromptAgain,
 	CodeEdgeLinkLost:                PromptAgain, // once the runner is back
+	CodeBudgetExhausted:             GiveUp,      // until the cap is raised (or, a daily cap, the UTC day ends)
 
 	// The system: nothing was recorded (unavailable: a dependency is
 	// starting, stopping or electing a leader; write_conflict: the

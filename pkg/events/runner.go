@@ -1,20 +1,12 @@
 package events
 
-// The conversation between the session service and an adapter-runner. The
-// runner alone speaks ACP JSON-RPC to the adapter (pkg/acp/acpwire): the
-// session service sends it typed requests on RunnerSubject, and reads what
-// the adapter did as typed records on the session's ACP_IO subject, in the
-// order the runner observed them: AdapterUpdate (a session/update's
-// update), AdapterUpdates (several written together),
-// AdapterPermissionRequest (with the runner's correlation ID),
-// AdapterPromptResult (a turn's answer or JSON-RPC error),
-// AcpAgentStderrEvent, AdapterLimitHit (the adapter, or a process it
-// spawned, met a limit) and AcpAgentExitedEvent (an exit nobody asked
-// for). Each carries HeaderProcessID and HeaderRecord. ACP payloads inside
-// stay raw JSON bytes, unchanged; no JSON-RPC envelope, id or method name
-// crosses NATS. Other agent-to-client requests (fs/*, terminal/*, ...) are
-// answered by the runner itself (Skein advertises none of those
-// capabilities); other notifications are not session history.
+// The conversation between the session service and an adapter-runner, the
+// only one to speak ACP JSON-RPC (pkg/acp/acpwire): typed requests on
+// RunnerSubject, and what the adapter did as typed records on the
+// session's ACP_IO subject, in the order observed, each with
+// HeaderProcessID and HeaderRecord. ACP payloads stay raw JSON; no JSON-RPC
+// envelope crosses NATS. The runner answers other agent-to-client requests
+// itself (Skein advertises none of those capabilities).
 
 // RunnerPromptRequest asks RunnerPrompt to send a turn's session/prompt to
 // the adapter. The runner acknowledges (RunnerAck) once the request is

@@ -73,6 +73,8 @@ var extraFields = map[string]string{
 	"AcpListAgentsResponse.runners":           "Skein extension: each live runner, what it offers, its labels and load, for placement (services/history)",
 	"AcpDurableHistoryEntry.principal":        "Skein extension: who caused the event (HeaderPrincipal), on user messages and answers",
 	"AcpDurableSessionInfo.createdBy":         "Skein extension: the principal that opened the session",
+	"AcpOpenSessionRequest.budget":            "Skein extension: the session's spending cap (budget.go)",
+	"AcpDurableSessionInfo.budget":            "Skein extension: the session's spending cap and spend (budget.go)",
 	"AcpRespondPermissionResponse.resolvedBy": "Skein extension: for a late answer, the principal whose answer won",
 	"AcpPromptRequest.queue":                  "Skein extension: queue the prompt while a turn runs (queue.go)",
 	"AcpDurableSessionInfo.queued":            "Skein extension: the prompts waiting in the session's queue (queue.go)",

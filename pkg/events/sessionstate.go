@@ -24,9 +24,8 @@ const (
 )
 
 // SessionStateChange is one change of a session's state, derived from the
-// log record whose sequence its history entry carries. It joins the
-// AcpDurableEvent union so that a history page can interleave it among the
-// events (AcpReadHistoryRequest.IncludeState); it is never stored.
+// log record its history entry names; never stored, it joins
+// AcpDurableEvent to be interleaved in history (IncludeState).
 type SessionStateChange struct {
 	Change string `msgpack:"change"`
 	// Status is the session's status after the change, as getSession

@@ -26,6 +26,8 @@ const (
 	BucketOwners = "ACP_OWNERS"
 	// BucketRunners maps a RunnerID to its RunnerInfo heartbeat.
 	BucketRunners = "ACP_RUNNERS"
+	// BucketBudgets maps "<ns>.<YYYYMMDD>" to a namespace's spend that UTC day.
+	BucketBudgets = "ACP_BUDGETS"
 )
 
 // KVStream returns the name of the stream that backs bucket ("KV_<bucket>"),
@@ -106,6 +108,12 @@ func KeySubjects(ns Namespace, sid SessionID) string {
 // direct get (the subject's last message) finds the session's title.
 func TitleSubject(ns Namespace, sid SessionID) string {
 	return join("acp.log", string(ns), string(sid), "title")
+}
+
+// BudgetSubject returns "acp.log.<ns>.<sid>.budget": the session's
+// BudgetChanged records, the newest its cap and spend (budget.go).
+func BudgetSubject(ns Namespace, sid SessionID) string {
+	return join("acp.log", string(ns), string(sid), "budget")
 }
 
 // OpenedSubject returns "acp.log.<ns>.<sid>.opened", where the session's

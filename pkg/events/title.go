@@ -6,25 +6,12 @@ import (
 	"unicode/utf8"
 )
 
-// Session titles. A session's title comes from one of three places, and the
-// newest one that is allowed to speak wins:
-//
-//   - TitleFromMessage: derived from the first user message that has text,
-//     when the session has no title yet;
-//   - TitleFromAgent: the agent's session_info_update with a string title;
-//     it replaces a derived title or an earlier agent title, never a
-//     rename;
-//   - TitleRenamed: renameSession (RenameSessionRequest.Validate holds it
-//     to the rename rules, NormalizeTitle). After a rename the agent no
-//     longer changes the title; only another rename does.
-//
-// Every change is a TitleChanged record on the session's TitleSubject, so
-// one direct get (the subject's last message) tells a new owner the title
-// and whether it was renamed, without reading the session's history, and
-// the title survives the loss of the ACP_SESSIONS projection. This file
-// holds the wire format and the rules every title keeps; how a title is
-// derived from a message or tidied from an agent's is the session
-// service's policy (services/session/titlepolicy.go).
+// Session titles: from the first user message with text
+// (TitleFromMessage), the agent's session_info_update (TitleFromAgent,
+// never over a rename) or renameSession (TitleRenamed, NormalizeTitle's
+// rules). Each change is a TitleChanged on TitleSubject, whose last message
+// is the title; deriving and tidying titles is the session service's
+// policy (services/session/titlepolicy.go).
 
 // Title bounds, in runes.
 const (
@@ -57,6 +44,9 @@ const RecordTitleChanged = "TitleChanged"
 type RenameSessionRequest struct {
 	SessionID *string `msgpack:"sessionId,omitempty"`
 	Title     string  `msgpack:"title"`
+	// Budget, when set, replaces the session's cap (budget.go); the title
+	// may then be "" for none. Both change in one append, or neither.
+	Budget *Budget `msgpack:"budget,omitempty"`
 }
 
 // RenameSessionResponse answers OpRenameSession: the session after the
@@ -72,6 +62,14 @@ func (r *RenameSessionRequest) Validate() (SessionID, string, error) {
 	sid, err := OptionalSessionID(r.SessionID)
 	if err != nil {
 		return "", "", err
+	}
+	if r.Budget != nil {
+		if err := r.Budget.Validate(); err != nil {
+			return "", "", err
+		}
+		if r.Title == "" {
+			return sid, "", nil
+		}
 	}
 	title, err := NormalizeTitle(r.Title)
 	if err != nil {

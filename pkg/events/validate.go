@@ -9,26 +9,14 @@ import (
 	"unicode/utf8"
 )
 
-// Request validation, in one place. Every service that receives a request
-// of the API (the gateway from HTTP, the session and history services from
-// NATS) checks it with its Validate method, so the rules and the error
-// codes cannot drift apart: bad input gets the same typed error whoever
-// sees it first (DESIGN invariant 10). Validate never changes the request;
-// applying defaults (a cwd, a policy, a page size) is the serving service's
-// business. Each returns the session the request addresses: the one it
-// names, or DefaultSessionID when it names none (except respondPermission,
-// which must name one).
-//
-// The rules two services check alike: an idempotency key is 1 to
-// MaxIdempotencyKeyBytes of printable ASCII without spaces (it travels in
-// HeaderIdempotencyKey); a history request with both before and after is
-// CodeInvalidCursor, like every unusable cursor; a page holds 1 to
-// MaxHistoryLimit entries (else CodeInvalidRequest); an open's cwd and
-// additional directories are absolute, its mcpServers an array of objects,
-// its agent of the SessionID alphabet (else CodeUnknownAgent), and its
-// placement a RunnerID or labels (ValidLabels), not both. Workspace roots,
-// allowEnv and whether a runner is connected need configuration or the
-// file system: the session service and the runner check them.
+// Request validation, in one place: every service that receives a request
+// (the gateway from HTTP, the session and history services from NATS)
+// checks it with its Validate method, so bad input gets the same typed
+// error whoever sees it first (DESIGN invariant 10). Validate changes
+// nothing (defaults are the serving service's), and returns the session
+// addressed: the one named, else DefaultSessionID (respondPermission must
+// name one). What needs configuration or the file system (workspace roots,
+// allowEnv, runners) the session service and the runner check.
 
 // Limits shared by the services that check them: the gateway's and the
 // session service's flags default to these, and the history service serves
@@ -90,8 +78,8 @@ func (l PromptLimits) withDefaults() PromptLimits {
 	return l
 }
 
-// Validate checks a prompt: its session ID, its idempotency key (see the
-// rules above) and its content (PromptBlocks).
+// Validate checks a prompt: its session ID, its idempotency key
+// (ValidIdempotencyKey) and its content (PromptBlocks).
 func (r *AcpPromptRequest) Validate(lim PromptLimits) (SessionID, error) {
 	sid, err := OptionalSessionID(r.SessionID)
 	if err != nil {
@@ -118,12 +106,10 @@ func ValidIdempotencyKey(key *string) error {
 	return nil
 }
 
-// PromptBlocks checks a prompt's content and returns its blocks, each as
-// the exact bytes sent: a non-empty JSON array of at most lim.MaxBlocks
-// content blocks, each an object with a non-empty string "type", in at
-// most lim.MaxBytes bytes. Too many bytes or blocks is CodePayloadTooLarge;
-// anything else wrong is CodeInvalidRequest. The blocks themselves are the
-// agent's to interpret.
+// PromptBlocks checks a prompt's content and returns its blocks, the exact
+// bytes sent: a non-empty JSON array of at most lim.MaxBlocks objects with
+// a non-empty string "type", in at most lim.MaxBytes bytes (over either is
+// CodePayloadTooLarge, anything else CodeInvalidRequest).
 func PromptBlocks(content JSON, lim PromptLimits) ([]json.RawMessage, error) {
 	lim = lim.withDefaults()
 	if len(content) > lim.MaxBytes {
@@ -153,9 +139,11 @@ func PromptBlocks(content JSON, lim PromptLimits) ([]json.RawMessage, error) {
 	return blocks, nil
 }
 
-// Validate checks an open request: an agent ID, and the options' shapes
-// (see the rules above). The agent's existence and the options' meaning
-// are the session service's to check.
+// Validate checks an open request: an agent ID (of the SessionID
+// alphabet, else CodeUnknownAgent) and the options' shapes: absolute
+// directories, mcpServers an array of objects, a placement by runner or
+// labels, not both, a budget with a cap (Budget.Validate). The agent's
+// existence and the options' meaning are the session service's to check.
 func (r *AcpOpenSessionRequest) Validate() (SessionID, error) {
 	sid, err := OptionalSessionID(r.SessionID)
 	if err != nil {
@@ -221,6 +209,13 @@ func (r *AcpOpenSessionRequest) Validate() (SessionID, error) {
 			return "", err
 		}
 	}
+	if r.Budget != nil && r.Budget.MaxCost == nil {
+		return "", Errorf(CodeInvalidRequest, "budget.maxCost is required in a budget")
+	} else if r.Budget != nil {
+		if err := r.Budget.Validate(); err != nil {
+			return "", err
+		}
+	}
 	return sid, nil
 }
 
@@ -275,12 +270,10 @@ func (r *AcpGetSessionAgentInfoRequest) Validate() (SessionID, error) {
 	return OptionalSessionID(r.SessionID)
 }
 
-// Validate checks a respondPermission request and returns its session:
-// unlike the other requests, it names its session explicitly (it never
-// defaults to main). The request ID is 1 to MaxRequestIDBytes bytes of
-// printable ASCII without spaces, the option ID 1 to MaxOptionIDBytes
-// bytes. Whether the option is on offer is the session's to say
-// (CodeInvalidPermissionOption).
+// Validate checks a respondPermission request, which must name its session:
+// a request ID of 1 to MaxRequestIDBytes printable ASCII bytes without
+// spaces, an option ID of 1 to MaxOptionIDBytes (the session says whether
+// it is on offer: CodeInvalidPermissionOption).
 func (r *AcpRespondPermissionRequest) Validate() (SessionID, error) {
 	if r.SessionID == "" {
 		return "", Errorf(CodeInvalidSessionID, "respondPermission needs a session ID")

@@ -74,6 +74,35 @@ type openBody struct {
 	AdditionalInstructions *string         `json:"additionalInstructions"`
 	InputPolicy            *string         `json:"inputPolicy"`
 	Placement              *placementBody  `json:"placement"`
+	Budget                 *budgetBody     `json:"budget"`
+}
+
+// budgetBody is the JSON form of events.Budget: {"maxCost": {"amount":
+// 25, "currency": "USD"}}, a null maxCost for none.
+type budgetBody struct {
+	MaxCost *moneyBody `json:"maxCost"`
+}
+
+// moneyBody is the JSON form of events.Money; both members are required.
+type moneyBody struct {
+	Amount   *float64 `json:"amount"`
+	Currency *string  `json:"currency"`
+}
+
+// budget returns b as the request's budget (nil for nil), its members
+// checked (events.Budget.Validate checks their values).
+func (b *budgetBody) budget() (*events.Budget, error) {
+	if b == nil {
+		return nil, nil
+	}
+	out := &events.Budget{}
+	if m := b.MaxCost; m != nil {
+		if m.Amount == nil || m.Currency == nil {
+			return nil, events.Errorf(events.CodeInvalidRequest, "budget.maxCost needs an amount (a number) and a currency")
+		}
+		out.MaxCost = &events.Money{Amount: *m.Amount, Currency: *m.Currency}
+	}
+	return out, out.Validate()
 }
 
 // placementBody is the JSON form of events.Placement.
@@ -109,6 +138,10 @@ func decodeOpen(body []byte, sid events.SessionID) (*events.AcpOpenSessionReques
 	}
 	if p := b.Placement; p != nil {
 		req.Placement = &events.Placement{Runner: p.Runner, Labels: p.Labels}
+	}
+	var err error
+	if req.Budget, err = b.Budget.budget(); err != nil {
+		return nil, err
 	}
 	if _, err := req.Validate(); err != nil {
 		return nil, err

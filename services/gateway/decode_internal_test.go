@@ -67,6 +67,10 @@ func FuzzDecodeOpen(f *testing.F) {
 		`{"agent":"demo","placement":{"labels":{"where":"laptop","os":"mac"}}}`,
 		`{"agent":"demo","placement":{"runner":"laptop","labels":{}}}`,
 		`{"agent":"demo","placement":{"labels":{"a":1}}}`,
+		`{"agent":"demo","budget":{"maxCost":{"amount":2.5,"currency":"USD"}}}`,
+		`{"agent":"demo","budget":{"maxCost":{"amount":-1,"currency":"USD"}}}`,
+		`{"agent":"demo","budget":{"maxCost":{"amount":1e308,"currency":"usd"}}}`,
+		`{"agent":"demo","budget":{}}`,
 		`{}`,
 		`null`,
 	} {
@@ -93,6 +97,9 @@ func FuzzDecodeOpen(f *testing.F) {
 		}
 		if p := req.Placement; p != nil && (p.Runner != nil) == (len(p.Labels) > 0) {
 			t.Fatalf("decodeOpen(%q) accepted placement %+v, want a runner or labels", body, p)
+		}
+		if b := req.Budget; b != nil && (b.MaxCost == nil || b.Validate() != nil) {
+			t.Fatalf("decodeOpen(%q) accepted budget %+v, want a valid cap", body, b.MaxCost)
 		}
 	})
 }

@@ -484,6 +484,18 @@ type sessionJSON struct {
 	CreatedBy             string       `json:"createdBy,omitempty"`      // the principal that opened it
 	Queued                []queuedJSON `json:"queued,omitempty"`         // the prompt queue (queue.go)
 	QueueHeld             bool         `json:"queueHeld,omitempty"`
+	Budget                *budgetJSON  `json:"budget,omitempty"` // its spending cap and spend
+}
+
+// budgetJSON is events.BudgetInfo in JSON.
+type budgetJSON struct {
+	MaxCost *moneyJSON `json:"maxCost"`
+	Spent   moneyJSON  `json:"spent"`
+}
+
+type moneyJSON struct {
+	Amount   float64 `json:"amount"`
+	Currency string  `json:"currency"`
 }
 
 // queuedRefJSON is a queue entry's place: a queued prompt's answer.
@@ -541,6 +553,7 @@ func renderSession(s *events.AcpDurableSessionInfo) ([]byte, error) {
 		Runner:                s.Runner,
 		CreatedBy:             s.CreatedBy,
 		QueueHeld:             s.QueueHeld,
+		Budget:                renderBudget(s.Budget),
 	}
 	if len(s.Queue) > 0 {
 		out.Queued = queueJSON(s.Queue)
@@ -550,6 +563,18 @@ func renderSession(s *events.AcpDurableSessionInfo) ([]byte, error) {
 		return nil, events.Errorf(events.CodeInternal, "render session %s: %v", s.SessionID, err)
 	}
 	return b, nil
+}
+
+// renderBudget returns b in JSON, nil for none.
+func renderBudget(b *events.BudgetInfo) *budgetJSON {
+	if b == nil {
+		return nil
+	}
+	out := &budgetJSON{Spent: moneyJSON(b.Spent)}
+	if b.MaxCost != nil {
+		out.MaxCost = new(moneyJSON(*b.MaxCost))
+	}
+	return out
 }
 
 // promptJSON is AcpPromptResponse in JSON.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"net/http"
 	"unicode/utf8"
 
@@ -22,7 +23,8 @@ func (g *Gateway) handleRename(w http.ResponseWriter, r *http.Request) error {
 // renameBody is the JSON form of RenameSessionRequest without its session
 // ID, which comes from the URL.
 type renameBody struct {
-	Title *string `json:"title"`
+	Title  *string         `json:"title"`
+	Budget json.RawMessage `json:"budget"`
 }
 
 // decodeRename decodes and checks the body of PATCH /v1/sessions/{id} for
@@ -37,12 +39,45 @@ func decodeRename(body []byte, sid events.SessionID) (*events.RenameSessionReque
 	if err := decodeObject(body, &b); err != nil {
 		return nil, err
 	}
-	if b.Title == nil {
-		return nil, events.Errorf(events.CodeInvalidRequest, "title is required")
+	if b.Title == nil && b.Budget == nil {
+		return nil, events.Errorf(events.CodeInvalidRequest, "title or budget is required")
 	}
-	req := &events.RenameSessionRequest{SessionID: new(string(sid)), Title: *b.Title}
+	req := &events.RenameSessionRequest{SessionID: new(string(sid))}
+	if b.Title != nil {
+		if *b.Title == "" {
+			return nil, events.Errorf(events.CodeInvalidRequest, "title must not be empty")
+		}
+		req.Title = *b.Title
+	}
+	if b.Budget != nil {
+		// Merge-patch: a null budget removes the cap, as a null maxCost does.
+		var body *budgetBody
+		if err := decodeObjectOrNull(b.Budget, &body); err != nil {
+			return nil, err
+		}
+		if body == nil {
+			body = &budgetBody{}
+		}
+		budget, err := body.budget()
+		if err != nil {
+			return nil, err
+		}
+		req.Budget = budget
+	}
 	if _, _, err := req.Validate(); err != nil {
 		return nil, err
 	}
 	return req, nil
+}
+
+// decodeObjectOrNull decodes raw, a member's value, into v as decodeObject
+// does a body; null leaves v as it is.
+func decodeObjectOrNull(raw json.RawMessage, v any) error {
+	if !present(raw) {
+		return nil
+	}
+	if err := decodeObject(raw, v); err != nil {
+		return events.Errorf(events.CodeInvalidRequest, "budget must be an object or null: %s", events.AsError(err).Message)
+	}
+	return nil
 }

@@ -465,6 +465,9 @@ func (s *Service) sessionInfo(ctx context.Context, ns events.Namespace, sid even
 	if info.Queue, err = s.queueNow(ctx, ns, sid, meta, last); err != nil {
 		return nil, err
 	}
+	if info.Budget, err = s.currentBudget(ctx, ns, sid, meta, last); err != nil {
+		return nil, err
+	}
 	return &events.AcpGetDurableSessionResponse{Session: info}, nil
 }
 

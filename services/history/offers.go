@@ -1,9 +1,34 @@
 package history
 
 import (
+	"context"
+
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
 )
+
+// currentBudget is the session's cap and spend as getSession shows them:
+// the projection's, or, when it lags the log (last is newer), the newest
+// BudgetChanged's if that is newer than the projection. A client whose
+// turn ended budget_exhausted has read its TurnFinished, and is shown the
+// spend that ended it.
+func (s *Service) currentBudget(ctx context.Context, ns events.Namespace, sid events.SessionID, meta *events.SessionMeta, last *eventlog.Record) (*events.BudgetInfo, error) {
+	if last == nil || last.Sequence <= meta.LogPosition {
+		return meta.Info.Budget, nil
+	}
+	rec, err := eventlog.Last(ctx, s.js, events.StreamLog, events.BudgetSubject(ns, sid))
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if rec == nil || rec.Sequence <= meta.LogPosition {
+		return meta.Info.Budget, nil
+	}
+	b, err := events.Decode[events.BudgetChanged](rec.Data)
+	if err != nil {
+		return nil, err
+	}
+	return b.Info(), nil
+}
 
 // lastTurnTiming is the session's last turn's timing as getSession shows
 // it. The projection has it once its writer projects the end of the turn,

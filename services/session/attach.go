@@ -26,7 +26,12 @@ import (
 // deleted again. Otherwise the failed open would leave a session under
 // options that did not work, and every later open of the ID with the
 // right ones would be session_conflict until someone deleted it.
-func (sess *session) open(ctx context.Context, o *events.SessionOpened) error {
+//
+// A new session's cap (budget.go) is recorded with its SessionOpened, in
+// one append: the open's budget, else the namespace's default. A reopen
+// whose budget is not the session's cap now is session_conflict (PATCH
+// changes it); one without a budget matches any.
+func (sess *session) open(ctx context.Context, o *events.SessionOpened, budget *events.Budget) error {
 	if err := sess.load(ctx); err != nil {
 		return err
 	}
@@ -44,11 +49,20 @@ func (sess *session) open(ctx context.Context, o *events.SessionOpened) error {
 		} else if err := sess.svc.runners.refusal(ctx, o.Agent); err != nil {
 			return err
 		}
-		opened := eventlog.Entry{Kind: events.LogControl, Value: o, Subject: events.OpenedSubject(sess.ns, sess.sid)}
-		if _, err := sess.append(ctx, ioPos{}, opened); err != nil {
+		entries := []eventlog.Entry{{Kind: events.LogControl, Value: o, Subject: events.OpenedSubject(sess.ns, sess.sid)}}
+		maxCost := sess.svc.cfg.BudgetDefault.For(sess.ns)
+		if budget != nil {
+			maxCost = budget.MaxCost
+		}
+		var b events.BudgetChanged
+		if maxCost != nil {
+			b, _ = withCap(b, maxCost) // nothing spent: no currency to refuse
+			entries = append(entries, budgetEntry(sess.ns, sess.sid, b))
+		}
+		if _, err := sess.append(ctx, ioPos{}, entries...); err != nil {
 			return err
 		}
-		sess.opened = o
+		sess.opened, sess.budget = o, b
 		sess.moved(onOpen)
 		sess.createdAt = time.Now()
 		created = true
@@ -57,6 +71,8 @@ func (sess *session) open(ctx context.Context, o *events.SessionOpened) error {
 		return events.Errorf(events.CodeSessionConflict, "session %s exists %s; open it with the same placement, or delete it", sess.sid, placementOf(sess.opened))
 	} else if !sameOptions(sess.opened, o) {
 		return events.Errorf(events.CodeSessionConflict, "session %s exists with other options; delete it or open it with the same ones", sess.sid)
+	} else if budget != nil && !sameCap(budget.MaxCost, sess.budget.MaxCost) {
+		return events.Errorf(events.CodeSessionConflict, "session %s exists with another spending cap; change it with PATCH, or open it without a budget", sess.sid)
 	}
 	if sess.adapter == nil {
 		if err := sess.attach(ctx); err != nil {

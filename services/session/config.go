@@ -118,6 +118,13 @@ type Config struct {
 	// rate_limited.
 	MaxAdaptersPerNamespace Quota
 	MaxAdaptersPerPrincipal Quota
+	// BudgetDefault is the spending cap of a session opened without a
+	// budget, per namespace (budget.go); none for a namespace it does not
+	// name.
+	BudgetDefault NamespaceBudgets
+	// BudgetDaily caps what each namespace it names may spend in one UTC
+	// day, across its sessions (daily.go).
+	BudgetDaily NamespaceBudgets
 }
 
 // DefaultIOGapTimeout is Config.IOGapTimeout's default: several times the
@@ -214,6 +221,12 @@ func (c *Config) Validate() error {
 	if c.QueueOnFailure != QueueContinue && c.QueueOnFailure != QueueHold {
 		errs = append(errs, fmt.Errorf("session.queue-on-failure is %q: want %s or %s", c.QueueOnFailure, QueueContinue, QueueHold))
 	}
+	if err := c.BudgetDefault.validate(); err != nil {
+		errs = append(errs, fmt.Errorf("session.budget-default: %w", err))
+	}
+	if err := c.BudgetDaily.validate(); err != nil {
+		errs = append(errs, fmt.Errorf("session.budget-daily: %w", err))
+	}
 	if c.OwnerTTL < time.Second {
 		errs = append(errs, fmt.Errorf("session.owner-ttl %v is under the 1s minimum", c.OwnerTTL))
 	}
@@ -251,5 +264,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.MaxAdaptersPerNamespace, c.MaxAdaptersPerPrincipal = DefaultNamespaceQuota, DefaultPrincipalQuota
 	fs.Var(&c.MaxAdaptersPerNamespace, "session.max-adapters-per-namespace", "most live adapters one namespace may hold: a number, or a percentage of the live runners' capacity (\"50%\"); 0: unlimited")
 	fs.Var(&c.MaxAdaptersPerPrincipal, "session.max-adapters-per-principal", "most live adapters one principal (the gateway's token name) may hold: a number, or a percentage of the live runners' capacity (\"25%\"); 0: unlimited")
+	fs.Var(&c.BudgetDefault, "session.budget-default", "spending cap of a session opened without a budget, per namespace: comma-separated ns=AMOUNT CUR (\"team-a=25 USD\"; * for every other namespace); none by default")
+	fs.Var(&c.BudgetDaily, "session.budget-daily", "most a namespace's sessions may spend together in one UTC day: comma-separated ns=AMOUNT CUR (\"team-a=100 USD\"; * for every other namespace); none by default")
 	fs.IntVar(&c.GroupCommitMin, "session.group-commit-min", 8, "on replicated streams, the smallest group of queued adapter output written as one atomic batch")
 }

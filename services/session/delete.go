@@ -61,6 +61,7 @@ func (sess *session) delete(ctx context.Context) error {
 		{log, events.LogSubject(sess.ns, sess.sid, events.LogEvents), 0},
 		{log, keySubjects(sess.ns, sess.sid), 0},
 		{log, events.TitleSubject(sess.ns, sess.sid), 0},
+		{log, events.BudgetSubject(sess.ns, sess.sid), 0},
 		{log, events.OpenedSubject(sess.ns, sess.sid), 0},
 		{log, events.QueueSubjects(sess.ns, sess.sid), 0},
 		{log, events.LogSubject(sess.ns, sess.sid, events.LogControl), 1},
@@ -88,6 +89,7 @@ func (sess *session) delete(ctx context.Context) error {
 	sess.opened, sess.meta, sess.metaRev, sess.failure, sess.last, sess.preamble = nil, events.SessionMeta{}, 0, nil, nil, ""
 	sess.title, sess.titleSource = "", ""
 	sess.forked = nil
+	sess.budget = events.BudgetChanged{}
 	sess.moved(onDelete)
 	sess.w = eventlog.NewWriter(js, sess.ns, sess.sid, eventlog.Position{LastSeq: tombstone}, sess.svc.token)
 	sess.lg.Info("session deleted")

@@ -45,7 +45,11 @@ func (s *Service) handleFork(ctx context.Context, ns events.Namespace, data []by
 	if err != nil {
 		return nil, err
 	}
-	if err := s.session(ns, fork).fork(ctx, opened, &events.SessionForked{SourceSessionID: string(src), AtSequence: at}); err != nil {
+	maxCost, err := s.forkCap(ctx, ns, src)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.session(ns, fork).fork(ctx, opened, &events.SessionForked{SourceSessionID: string(src), AtSequence: at}, maxCost); err != nil {
 		return nil, err
 	}
 	return &events.ForkSessionResponse{SessionID: string(fork), SourceSessionID: string(src), AtSequence: at}, nil
@@ -94,11 +98,28 @@ func (s *Service) forkPoint(ctx context.Context, ns events.Namespace, src events
 	return opened, n, nil
 }
 
+// forkCap is the spending cap of a fork of src: src's cap now, else the
+// namespace's default (budget.go). Nothing the source spent comes with it.
+func (s *Service) forkCap(ctx context.Context, ns events.Namespace, src events.SessionID) (*events.Money, error) {
+	rec, err := s.logOf(ns, src).opened(ctx)
+	if err != nil || rec == nil {
+		return nil, events.Errorf(events.CodeUnavailable, "read log of %s: %v", src, err)
+	}
+	b, err := s.logOf(ns, src).budget(ctx, rec.Sequence)
+	if err != nil {
+		return nil, err
+	}
+	if b.MaxCost != nil {
+		return b.MaxCost, nil
+	}
+	return s.cfg.BudgetDefault.For(ns), nil
+}
+
 // fork records the session as a fork: opened with the source's options o
-// and followed by f, in one append. The session must not exist yet: an
+// and followed by f, and by its cap maxCost if any, in one append. The session must not exist yet: an
 // existing one is session_conflict, and nothing changes. No adapter starts
 // until the fork's first prompt.
-func (sess *session) fork(ctx context.Context, o *events.SessionOpened, f *events.SessionForked) error {
+func (sess *session) fork(ctx context.Context, o *events.SessionOpened, f *events.SessionForked, maxCost *events.Money) error {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if err := sess.load(ctx); err != nil {
@@ -114,13 +135,19 @@ func (sess *session) fork(ctx context.Context, o *events.SessionOpened, f *event
 			return err
 		}
 	}
-	if _, err := sess.append(ctx, ioPos{},
-		eventlog.Entry{Kind: events.LogControl, Value: o, Subject: events.OpenedSubject(sess.ns, sess.sid)},
-		eventlog.Entry{Kind: events.LogControl, Value: f},
-	); err != nil {
+	entries := []eventlog.Entry{
+		{Kind: events.LogControl, Value: o, Subject: events.OpenedSubject(sess.ns, sess.sid)},
+		{Kind: events.LogControl, Value: f},
+	}
+	var b events.BudgetChanged
+	if maxCost != nil {
+		b, _ = withCap(b, maxCost) // nothing spent: no currency to refuse
+		entries = append(entries, budgetEntry(sess.ns, sess.sid, b))
+	}
+	if _, err := sess.append(ctx, ioPos{}, entries...); err != nil {
 		return err
 	}
-	sess.opened, sess.forked, sess.createdAt = o, f, time.Now()
+	sess.opened, sess.forked, sess.createdAt, sess.budget = o, f, time.Now(), b
 	sess.moved(onOpen)
 	// The fork's agent is its source's, and starts only at the fork's
 	// first prompt: until it announces its own, the fork offers the

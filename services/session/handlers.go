@@ -22,7 +22,7 @@ func (s *Service) handleOpen(ctx context.Context, ns events.Namespace, data []by
 	}
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	if err := sess.open(ctx, opened); err != nil {
+	if err := sess.open(ctx, opened, req.Budget); err != nil {
 		return nil, err
 	}
 	return &events.AcpOpenSessionResponse{}, nil
@@ -144,7 +144,7 @@ func (s *Service) handleRename(ctx context.Context, ns events.Namespace, data []
 	if err != nil {
 		return nil, err
 	}
-	return s.session(ns, sid).rename(ctx, title)
+	return s.session(ns, sid).rename(ctx, title, req.Budget)
 }
 
 func (s *Service) handleSetConfig(ctx context.Context, ns events.Namespace, data []byte) (events.Variant, error) {

@@ -359,8 +359,11 @@ func (r *route) onUpdate(ctx context.Context, at ioPos, u routed, run *liveRun) 
 			r.onConfigUpdate(ctx, at, upd.Kind, upd.Raw)
 		case acp.UpdateSessionInfo:
 			r.onSessionInfo(ctx, at, upd.Raw)
-		case acp.UpdateAvailableCommands, acp.UpdateUsage:
+		case acp.UpdateAvailableCommands:
 			r.onOfferUpdate(ctx, upd.Kind, upd.Raw)
+		case acp.UpdateUsage:
+			r.onOfferUpdate(ctx, upd.Kind, upd.Raw)
+			r.onCost(ctx, at, upd.Raw)
 		}
 	}
 }

@@ -73,6 +73,24 @@ func (l logReader) forked(ctx context.Context, opened uint64) (*events.SessionFo
 	return events.Decode[events.SessionForked](recs[0].Data)
 }
 
+// budget returns the session's cap and spend, as its newest
+// BudgetChanged record says, ignoring one older than the session's opening
+// at opened (as title does): none when it has none.
+func (l logReader) budget(ctx context.Context, opened uint64) (events.BudgetChanged, error) {
+	rec, err := eventlog.Last(ctx, l.js, events.StreamLog, events.BudgetSubject(l.ns, l.sid))
+	if err != nil {
+		return events.BudgetChanged{}, events.Errorf(events.CodeUnavailable, "read the budget of %s: %v", l.sid, err)
+	}
+	if rec == nil || rec.Sequence < opened {
+		return events.BudgetChanged{}, nil
+	}
+	b, err := events.Decode[events.BudgetChanged](rec.Data)
+	if err != nil {
+		return events.BudgetChanged{}, events.Errorf(events.CodeInternal, "undecodable budget record of %s at %d: %v", l.sid, rec.Sequence, err)
+	}
+	return *b, nil
+}
+
 // records reads the session's records from start to end, inclusive: a
 // turn's, from its acceptance.
 func (l logReader) records(ctx context.Context, start, end uint64) ([]*eventlog.Record, error) {

@@ -14,7 +14,7 @@ import (
 // dashboard or an alert sees a zero rather than nothing before the first
 // event.
 var (
-	outcomes = []string{events.OutcomeCompleted, events.OutcomeFailed, events.OutcomeCancelled}
+	outcomes = []string{events.OutcomeCompleted, events.OutcomeFailed, events.OutcomeCancelled, events.OutcomeBudgetExhausted}
 	// stopReasons are ACP's stop reasons, stopReasonNone for a turn that
 	// ended without one (failed, or cancelled before the agent answered)
 	// and stopReasonOther for a value ACP does not define.
@@ -29,7 +29,7 @@ var (
 	// counts acp_session_io_rejected_total and acp_session_unrecorded_total
 	// with.
 	ioRejectReasons   = []string{"undecodable", "unexpected", "malformed_update", "malformed_permission", "reserved_kind", "foreign_runner"}
-	unrecordedRecords = []string{events.RecordAgentExited, "AcpDurablePermissionResponse", events.RecordTitleChanged, events.RecordAdapterLimitHit}
+	unrecordedRecords = []string{events.RecordAgentExited, "AcpDurablePermissionResponse", events.RecordTitleChanged, events.RecordAdapterLimitHit, events.RecordBudgetChanged, recordDailySpend}
 )
 
 const (
@@ -81,13 +81,15 @@ type metrics struct {
 	ioTailMisses     prometheus.Counter
 	reclaims         *prometheus.CounterVec // by reason
 	takeovers        prometheus.Counter
-	stalls           prometheus.Counter // turns stalled (stall.go)
+	stalls           prometheus.Counter     // turns stalled (stall.go)
+	stalledTurns     prometheus.Gauge       // turns stalled now, of this replica's
+	asksExpired      *prometheus.CounterVec // requests Skein answered, by kind (asktimeout.go)
+	budgetExhausted  *prometheus.CounterVec // turns ended and prompts refused at a spending cap, by cap and event (budget.go)
+	budgetForeign    prometheus.Counter     // costs not counted: in another currency than the session's spend
 	// The prompt queue (queue.go).
 	queued               prometheus.Counter
 	dequeued             *prometheus.CounterVec // by reason
 	queueDispatchSeconds prometheus.Histogram
-	stalledTurns         prometheus.Gauge       // turns stalled now, of this replica's
-	asksExpired          *prometheus.CounterVec // requests Skein answered, by kind (asktimeout.go)
 	leases               *prometheus.CounterVec // by event
 	forwards             prometheus.Counter
 	fences               prometheus.Counter
@@ -201,9 +203,19 @@ func newMetrics(reg prometheus.Registerer, nc *nats.Conn) *metrics {
 			[]string{"quota"}),
 		evictFailures: f.NewCounter(prometheus.CounterOpts{Name: "acp_session_eviction_failures_total",
 			Help: "Evictions the owner of the chosen session did not do: it was no longer idle, or it did not answer; the next candidate is tried."}),
+		budgetExhausted: f.NewCounterVec(prometheus.CounterOpts{Name: "acp_session_budget_exhausted_total",
+			Help: "Spending caps reached, by cap (session: the session's own; daily: its namespace's session.budget-daily) and event (turn: a running turn cancelled, ended budget_exhausted; prompt: a prompt refused budget_exhausted)."},
+			[]string{"cap", "event"}),
+		budgetForeign: f.NewCounter(prometheus.CounterOpts{Name: "acp_session_budget_foreign_costs_total",
+			Help: "Agent cost reports not counted toward a session's spend: in another currency than the one it counts in (its cap's)."}),
 	}
 	for _, c := range evictionCauses {
 		m.evictions.WithLabelValues(c)
+	}
+	for _, c := range []string{budgetCapSession, budgetCapDaily} {
+		for _, e := range []string{"turn", "prompt"} {
+			m.budgetExhausted.WithLabelValues(c, e)
+		}
 	}
 	for _, q := range quotaNames {
 		m.quotaRefusals.WithLabelValues(q)

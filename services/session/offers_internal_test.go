@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -217,6 +219,37 @@ func FuzzParseCommands(f *testing.F) {
 			if !bytes.Equal(kept[i], want[i]) {
 				t.Fatalf("parseCommands(%q) command %d = %s, want %s byte for byte", in, i, kept[i], want[i])
 			}
+		}
+	})
+}
+
+// FuzzUsageCost: an agent's usage_update is untrusted. Its cost reads as a
+// finite amount in a currency, or as none, and counting it never lowers a
+// session's spend nor makes it other than finite.
+func FuzzUsageCost(f *testing.F) {
+	f.Add(`{"sessionUpdate":"usage_update","used":1,"size":2,"cost":{"amount":0.42,"currency":"USD"}}`, 0.1, 0.3)
+	f.Add(`{"used":1,"size":2,"cost":{"amount":-1e3,"currency":"credits"}}`, 0.0, 0.0)
+	f.Add(`{"used":1,"size":2,"cost":{"amount":1e999,"currency":"USD"}}`, 5.0, 1.0)
+	f.Add(`{"used":1,"size":2,"cost":{"amount":"1","currency":"USD"}}`, 0.0, 0.0)
+	f.Add(`{"used":1,"size":2,"cost":[]}`, 0.0, 0.0)
+	f.Fuzz(func(t *testing.T, update string, spent, reported float64) {
+		cost, ok := usageCost([]byte(update))
+		if !ok {
+			return
+		}
+		if math.IsNaN(cost.Amount) || math.IsInf(cost.Amount, 0) || cost.Currency == "" && !strings.Contains(update, `""`) {
+			t.Fatalf("usageCost(%q) = %+v", update, cost)
+		}
+		if math.IsNaN(spent) || math.IsInf(spent, 0) || math.IsNaN(reported) || math.IsInf(reported, 0) || spent < 0 || reported < 0 {
+			return
+		}
+		b := events.BudgetChanged{Spent: events.Money{Amount: spent, Currency: cost.Currency}, Reported: reported}
+		next, foreign, ok := counted(b, cost)
+		if foreign || !ok {
+			return
+		}
+		if next.Spent.Amount < spent || math.IsNaN(next.Spent.Amount) || math.IsInf(next.Spent.Amount, 0) || next.Reported < 0 {
+			t.Fatalf("counting %+v after %+v gave %+v", cost, b, next)
 		}
 	})
 }

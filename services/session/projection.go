@@ -158,6 +158,7 @@ func (sess *session) projection() events.SessionMeta {
 	// info (offers.go), as the projection last read or written had them.
 	m.Info.Usage, m.Info.LastTurnTiming = sess.meta.Info.Usage, sess.meta.Info.LastTurnTiming
 	m.Info.Queue, m.Info.QueueHeld = sess.prompts.list(), sess.prompts.held
+	m.Info.Budget = sess.budget.Info()
 	return m
 }
 

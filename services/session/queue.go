@@ -165,6 +165,9 @@ func enqueue(ctx context.Context, sess *session, req *events.AcpPromptRequest, b
 			return queuedAnswer(sess, e), nil
 		}
 	}
+	if err := checkBudget(ctx, sess); err != nil {
+		return nil, err // it could not start anyway
+	}
 	if len(q.entries) >= sess.svc.cfg.MaxQueued {
 		return nil, events.Errorf(events.CodePayloadTooLarge, "session %s has %d prompts queued, the most it holds (session.max-queued)", sess.sid, len(q.entries))
 	}

@@ -54,6 +54,7 @@ type Service struct {
 	store   *storewatch.Watch // whether the store refuses writes (storagefull.go)
 	meta    jetstream.KeyValue
 	owners  jetstream.KeyValue
+	budgets jetstream.KeyValue // namespaces' daily spend (daily.go)
 	runners *runnerDirectory
 	// ledger counts the cluster's live adapters for the quotas (quota.go).
 	ledger *ledger
@@ -121,6 +122,9 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	if s.owners, err = js.KeyValue(ctx, events.BucketOwners); err != nil {
 		return fmt.Errorf("owners bucket: %w", err)
+	}
+	if s.budgets, err = js.KeyValue(ctx, events.BucketBudgets); err != nil {
+		return fmt.Errorf("budgets bucket: %w", err)
 	}
 	runnersKV, err := js.KeyValue(ctx, events.BucketRunners)
 	if err != nil {

@@ -58,6 +58,10 @@ type session struct {
 	// fork (fork.go).
 	forked *events.SessionForked
 
+	// budget is the session's cap and spend, as its newest BudgetChanged
+	// says (budget.go).
+	budget events.BudgetChanged
+
 	// resolved remembers, for recently resolved permission requests, what
 	// resolved them (bounded by maxResolved, oldest first out).
 	resolved      map[string]resolution
@@ -180,6 +184,9 @@ func (sess *session) rebuild(ctx context.Context) error {
 				return err
 			}
 			if sess.forked, err = sess.svc.logOf(sess.ns, sess.sid).forked(ctx, opened.Sequence); err != nil {
+				return err
+			}
+			if sess.budget, err = sess.svc.logOf(sess.ns, sess.sid).budget(ctx, opened.Sequence); err != nil {
 				return err
 			}
 			if err := sess.loadMeta(ctx); err != nil {

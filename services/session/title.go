@@ -72,18 +72,38 @@ func (r *route) onSessionInfo(ctx context.Context, at ioPos, update json.RawMess
 }
 
 // rename sets the session's title (already normalized by the request's
-// Validate) and answers with the session as getSession shows it. It never
+// Validate; "" leaves it) and its cap, when budget is set (budget.go), in
+// one append, and answers with the session as getSession shows it. It never
 // starts an adapter: an unloaded session stays unloaded. From now on the
 // agent's titles no longer change it.
-func (sess *session) rename(ctx context.Context, title string) (*events.RenameSessionResponse, error) {
+func (sess *session) rename(ctx context.Context, title string, budget *events.Budget) (*events.RenameSessionResponse, error) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if err := sess.loadExisting(ctx); err != nil {
 		return nil, err
 	}
-	if err := sess.setTitle(ctx, ioPos{}, title, events.TitleRenamed); err != nil {
-		return nil, err
+	var entries []eventlog.Entry
+	if title != "" && (title != sess.title || sess.titleSource != events.TitleRenamed) {
+		entries = append(entries, eventlog.Entry{Kind: events.LogControl, Subject: events.TitleSubject(sess.ns, sess.sid),
+			Value: &events.TitleChanged{Title: title, Source: events.TitleRenamed}})
 	}
+	b := sess.budget
+	if budget != nil {
+		var err error
+		if b, err = withCap(b, budget.MaxCost); err != nil {
+			return nil, err
+		}
+		entries = append(entries, budgetEntry(sess.ns, sess.sid, b))
+	}
+	if len(entries) > 0 {
+		if _, err := sess.append(ctx, ioPos{}, entries...); err != nil {
+			return nil, err
+		}
+	}
+	if title != "" {
+		sess.title, sess.titleSource = title, events.TitleRenamed
+	}
+	sess.budget = b
 	sess.project(ctx)
 	info := sess.projection().Info
 	// getSession's latestSequence is the newest public event's, not the

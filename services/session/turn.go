@@ -170,6 +170,11 @@ type turnStart struct {
 // start accepts ts as the session's next turn and dispatches it. The
 // session is loaded, idle and not draining; sess.mu is held.
 func start(ctx context.Context, sess *session, ts turnStart) (*events.PromptAccepted, error) {
+	// A session at its cap takes no prompt until the cap is raised, nor
+	// starts a queued one.
+	if err := checkBudget(ctx, sess); err != nil {
+		return nil, err
+	}
 	if sess.adapter == nil {
 		if err := sess.attach(ctx); err != nil {
 			return nil, err

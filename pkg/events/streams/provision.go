@@ -25,6 +25,9 @@ const (
 	DefaultDuplicateWindow = 2 * time.Minute
 	// DefaultRunnerTTL is how long a runner's heartbeat lives in ACP_RUNNERS.
 	DefaultRunnerTTL = 15 * time.Second
+	// DailySpendTTL is how long a namespace's daily spend (BucketBudgets)
+	// outlives its last change: a day past the day it counts.
+	DailySpendTTL = 48 * time.Hour
 	// DefaultOwnerTTL is the owner lease lifetime in ACP_OWNERS: a lease
 	// its owner stops renewing is gone that long after its last renewal.
 	DefaultOwnerTTL = 15 * time.Second
@@ -136,6 +139,9 @@ func bucketConfigs(o Options) []jetstream.KeyValueConfig {
 		// A heartbeat that stops expires, and the marker its expiry leaves
 		// tells watchers (the session service) that the runner is gone.
 		{Bucket: events.BucketRunners, Description: "Skein adapter-runner heartbeats", Storage: jetstream.MemoryStorage, Replicas: o.Replicas, TTL: DefaultRunnerTTL, LimitMarkerTTL: DefaultRunnerTTL},
+		// A namespace's spend of one UTC day, for session.budget-daily:
+		// kept a day past its day, then it expires.
+		{Bucket: events.BucketBudgets, Description: "Skein namespaces' daily spend", Storage: jetstream.FileStorage, Replicas: o.Replicas, TTL: DailySpendTTL},
 	}
 }
 

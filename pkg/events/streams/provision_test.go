@@ -181,7 +181,7 @@ func TestReconcileRefuses(t *testing.T) {
 	want := map[string]streams.Action{
 		"ACP_LOG": streams.ActionUpdate, "ACP_IO": streams.ActionCreate,
 		"KV_ACP_SESSIONS": streams.ActionUnchanged, "KV_ACP_OWNERS": streams.ActionUnchanged,
-		"KV_ACP_RUNNERS": streams.ActionRefused,
+		"KV_ACP_RUNNERS": streams.ActionRefused, "KV_ACP_BUDGETS": streams.ActionUnchanged,
 	}
 	for _, r := range results {
 		if r.Action != want[r.Stream] || r.Done {

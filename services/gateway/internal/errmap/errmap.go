@@ -84,6 +84,11 @@ var table = map[events.Code]Entry{
 	// again, so it is not the retryable 503 of unavailable.
 	events.CodeOutputLost:   {Status: http.StatusBadGateway},
 	events.CodeEdgeLinkLost: {Status: http.StatusBadGateway},
+	// A spending cap reached: not a conflict to retry (409) nor a rate to
+	// wait out (429), but a payment matter no retry resolves until the
+	// cap is raised, as 402 says; its own status, so a client can branch
+	// on it without reading the body.
+	events.CodeBudgetExhausted: {Status: http.StatusPaymentRequired},
 
 	// The system. A write conflict means the writer lost ownership; the
 	// next attempt reaches the new owner, so it is a retryable 503.
