@@ -376,3 +376,46 @@ func TestPromptQueueWaiter(t *testing.T) {
 		t.Errorf("the queued prompt's wait = %+v, %v; want its own turn's reply", r.resp, r.err)
 	}
 }
+
+// A queued prompt does not start past the session's spending cap: the turn
+// that crosses it ends budget_exhausted, and the entry behind it leaves the
+// queue failed, with that error; while the session is at its cap, a
+// prompt is not queued at all.
+func TestPromptQueueAtBudget(t *testing.T) {
+	h := startRig(t, session.Config{})
+	ctx := t.Context()
+	if err := h.open(t, "qb", events.AcpOpenSessionRequest{Budget: &events.Budget{MaxCost: &events.Money{Amount: 1, Currency: "USD"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.accept(ctx, "qb", "", "pause qb\ncost 1 2 1.5 USD\nsay never"); err != nil {
+		t.Fatal(err)
+	}
+	if err := testagent.WaitPaused(ctx, h.control, "qb"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.queue(ctx, "qb", "", "say after"); err != nil {
+		t.Fatal(err)
+	}
+	if err := testagent.Release(ctx, h.control, "qb"); err != nil {
+		t.Fatal(err)
+	}
+	if err := testutil.Poll(ctx, "the queue emptied", func() (bool, error) { return len(h.getSession(t, "qb").Queue) == 0, nil }); err != nil {
+		t.Fatal(err)
+	}
+	log, _ := h.readLog(t, "qb")
+	if got := log.Outcomes(); !slices.Equal(got, []string{events.OutcomeBudgetExhausted}) {
+		t.Errorf("turns %v, want the one that crossed the cap only", got)
+	}
+	var failed *events.PromptDequeued
+	for _, r := range log.Records {
+		if d, err := events.Decode[events.PromptDequeued](r.Data); err == nil && r.Header.Get(events.HeaderRecord) == events.RecordPromptDequeued {
+			failed = d
+		}
+	}
+	if failed == nil || failed.Reason != events.DequeueFailed || failed.Error == nil || failed.Error.Code != string(events.CodeBudgetExhausted) {
+		t.Errorf("the queued prompt left the queue as %+v, want failed, budget_exhausted", failed)
+	}
+	if _, err := h.queue(ctx, "qb", "", "say more"); code(err) != events.CodeBudgetExhausted {
+		t.Errorf("a prompt queued at the cap = %v, want budget_exhausted", err)
+	}
+}
