@@ -13,11 +13,8 @@ const (
 	// knows history was pruned.
 	HeaderEventNo = "Acp-Event-No"
 	// HeaderEventBytes is, on a public event, the running total of the
-	// payload bytes of the session's public events up to and including
-	// it. The bytes a session retains are then the newest event's total
-	// less the oldest retained one's, plus that one's size: two reads. The
-	// session's writer prunes the oldest events by it, JetStream having no
-	// per-subject byte limit (eventlog.Retention).
+	// session's public event payload bytes up to it: what a session retains
+	// is two reads, and its writer prunes by it (eventlog.Retention).
 	HeaderEventBytes = "Acp-Event-Bytes"
 	// HeaderTurnID names the turn a record belongs to. Every record
 	// appended while a turn runs carries it.
@@ -28,18 +25,15 @@ const (
 	// append, so acceptance is never partial.
 	HeaderTurnAccepted = "Acp-Turn-Accepted"
 	// HeaderTurnBlock is, on each other event of an accepting append, the
-	// block's index in the prompt (1, 2, ...). An atomic append stores its
-	// records at consecutive sequences, so the accepting record is this
-	// one's sequence less the index: a new owner finds a turn's start from
-	// whichever of its records ends the log.
+	// block's index in the prompt (1, 2, ...): an atomic append stores
+	// consecutive sequences, so the accepting record is this one's less it.
 	HeaderTurnBlock = "Acp-Turn-Block"
 	// HeaderTurnStart, on every record of a turn after its acceptance, is
 	// the sequence of the accepting record: where a new owner finds the
 	// turn's idempotency key and content hash in one read.
 	HeaderTurnStart = "Acp-Turn-Start"
-	// HeaderPart numbers the records one flush of adapter output made
-	// (a message split to fit, or text and an image), from 0, so that two
-	// identical pieces are not mistaken for one update stored twice.
+	// HeaderPart numbers the records of one flush of adapter output from
+	// 0, so two identical pieces are not taken for one stored twice.
 	HeaderPart = "Acp-Part"
 	// HeaderContentHash (hex SHA-256 of the canonical prompt content) and
 	// HeaderIdempotencyKey ride on the accepting record.
@@ -61,18 +55,13 @@ const (
 	// number ("17", or "17.3" for the third update of record number 17;
 	// applied "0": none yet). A takeover resumes only from it.
 	HeaderIOResume = "Acp-Io-Resume"
-	// HeaderPrincipal, on a request of the session API, names the
-	// principal the gateway authenticated for it (its token's name). The
-	// session service counts the adapters a request attaches against that
-	// principal's quota; a caller that sends none counts as principal "".
-	// On a log record, it names who caused it: a user message's, a
-	// permission or input answer's, a cancel's TurnFinished.
+	// HeaderPrincipal, on a session API request, names the principal the
+	// gateway authenticated (its token's name; none counts as ""), whose
+	// adapter quota it uses. On a log record, it names who caused it.
 	HeaderPrincipal = "Acp-Principal"
 	// HeaderEvict, on an unloadSession request, makes it an eviction for
-	// the cause it names (capacity, namespace_quota, principal_quota):
-	// the owner unloads the session only while it is idle (no turn runs,
-	// nothing waits for an answer), with reason UnloadEvicted, and
-	// answers session_busy otherwise.
+	// the cause it names (capacity, namespace_quota, principal_quota): the
+	// owner unloads only an idle session (UnloadEvicted), else session_busy.
 	HeaderEvict = "Acp-Evict"
 	// HeaderNamespace and HeaderSessionID address a session on runner
 	// control requests.
@@ -80,11 +69,8 @@ const (
 	HeaderSessionID = "Acp-Session-Id"
 	// HeaderProcessID names the adapter process a runner record came from.
 	HeaderProcessID = "Acp-Process-Id"
-	// HeaderRecordNo numbers the records of one adapter process in ACP_IO,
-	// 1, 2, 3, ... in the order the runner published them. Most records
-	// are published without waiting for JetStream's acknowledgement, so the
-	// number is how their reader tells a record the stream never stored
-	// (a gap in the numbers) from one it has not applied yet.
+	// HeaderRecordNo numbers one adapter process's ACP_IO records 1, 2, ...
+	// as published, mostly unacknowledged: a gap is a record never stored.
 	HeaderRecordNo = "Acp-Record-No"
 	// HeaderAfterSequence is set on live deltas: the latest durable sequence
 	// of the session when the delta was published.
