@@ -24,6 +24,7 @@ import (
 	"skein.dev/cmd/skein/internal/cli"
 	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/webhook"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/services/session"
 )
@@ -363,6 +364,10 @@ func devDefaults(c *devConfig, fs *flag.FlagSet, startDir string) error {
 		// <data-dir>/workspaces does when only the data dir is given.
 		runner.Protected = append(runner.Protected, dir)
 	}
+	// A webhook to a receiver on this machine is what a developer tries
+	// first: dev allows loopback, to register and to reach.
+	c.stack.Gateway.WebhookAllow = append(c.stack.Gateway.WebhookAllow, webhook.Loopback...)
+	c.stack.Notify.Allow = append(c.stack.Notify.Allow, webhook.Loopback...)
 	var err error
 	if runner.Builtin, err = builtinAgents(); err != nil {
 		return err

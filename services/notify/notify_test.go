@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,22 +32,42 @@ type rig struct {
 	t     *testing.T
 	stack *stacktest.Stack
 	url   string // the gateway's
+	token string // the bearer token do sends
 	cfg   notify.Config
 	stop  func() // the notify service's
 }
 
+// The rig's tokens: a user's and a reader's of the default namespace, and
+// a user's of namespace "other".
+const (
+	tokenUser  = "user-token"
+	tokenRead  = "read-token"
+	tokenOther = "other-token"
+)
+
 func newRig(t *testing.T, edit ...func(*notify.Config)) *rig {
+	return newRigGateway(t, webhook.Loopback, edit...)
+}
+
+// newRigGateway is newRig with a gateway that allows webhooks to reach
+// allow.
+func newRigGateway(t *testing.T, allow []netip.Prefix, edit ...func(*notify.Config)) *rig {
 	t.Helper()
 	s := stacktest.Start(t, stacktest.Uncounted())
 	gcfg := gateway.DefaultConfig()
 	gcfg.Addr = "127.0.0.1:0"
-	gcfg.WebhookAllow = webhook.Loopback
+	gcfg.WebhookAllow = allow
+	gcfg.Auth.Tokens = []gateway.Token{
+		{SHA256: gateway.HashToken(tokenUser), Principal: "u", Namespaces: []string{"default"}, Role: gateway.RoleUser},
+		{SHA256: gateway.HashToken(tokenRead), Principal: "r", Namespaces: []string{"default"}, Role: gateway.RoleRead},
+		{SHA256: gateway.HashToken(tokenOther), Principal: "o", Namespaces: []string{"other"}, Role: gateway.RoleUser},
+	}
 	gw, err := gateway.New(gcfg, stacktest.Logger(t), s.Connect(), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
 	stacktest.RunService(t, "gateway", gw)
-	r := &rig{t: t, stack: s, url: "http://" + gw.Addr()}
+	r := &rig{t: t, stack: s, url: "http://" + gw.Addr(), token: tokenUser}
 	r.cfg = notify.Config{Allow: webhook.Loopback, BackoffMin: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Timeout: 5 * time.Second}
 	for _, e := range edit {
 		e(&r.cfg)
@@ -74,6 +95,7 @@ func (r *rig) do(method, path, body string) (int, []byte) {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	req.Header.Set("Authorization", "Bearer "+r.token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		r.t.Fatal(err)
