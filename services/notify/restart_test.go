@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"strconv"
 	"testing"
 
 	"skein.dev/internal/testutil"
@@ -191,4 +192,15 @@ func TestWebhookNamespaces(t *testing.T) {
 		_, err := r.stack.JetStream().Consumer(t.Context(), events.StreamNotify, webhook.ConsumerName("default", c.ID))
 		return err != nil
 	})
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func mustInt(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
