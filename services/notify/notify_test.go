@@ -29,7 +29,7 @@ import (
 // rig is a stack (runner, session, history) with a gateway and a notify
 // service in front, each on its own connection, and receivers.
 type rig struct {
-	t     *testing.T
+	t     testing.TB
 	stack *stacktest.Stack
 	url   string // the gateway's
 	token string // the bearer token do sends
@@ -45,13 +45,13 @@ const (
 	tokenOther = "other-token"
 )
 
-func newRig(t *testing.T, edit ...func(*notify.Config)) *rig {
+func newRig(t testing.TB, edit ...func(*notify.Config)) *rig {
 	return newRigGateway(t, webhook.Loopback, edit...)
 }
 
 // newRigGateway is newRig with a gateway that allows webhooks to reach
 // allow.
-func newRigGateway(t *testing.T, allow []netip.Prefix, edit ...func(*notify.Config)) *rig {
+func newRigGateway(t testing.TB, allow []netip.Prefix, edit ...func(*notify.Config)) *rig {
 	t.Helper()
 	s := stacktest.Start(t, stacktest.Uncounted())
 	gcfg := gateway.DefaultConfig()
@@ -139,6 +139,7 @@ func (r *rig) prompt(sid, script string, want int) {
 
 // delivery is one request a receiver got.
 type delivery struct {
+	At                       time.Time // when it arrived
 	ID, Timestamp, Signature string
 	Body                     webhook.Body
 	Raw                      []byte
@@ -148,7 +149,7 @@ type delivery struct {
 // Standard Webhooks scheme, written out here, not webhook.Sign) and fails
 // the first failFirst requests with 503.
 type receiver struct {
-	t         *testing.T
+	t         testing.TB
 	secret    string
 	mu        sync.Mutex
 	got       []delivery
@@ -157,7 +158,7 @@ type receiver struct {
 	srv       *httptest.Server
 }
 
-func newReceiver(t *testing.T, failFirst int) *receiver {
+func newReceiver(t testing.TB, failFirst int) *receiver {
 	rc := &receiver{t: t, failFirst: failFirst, arrived: make(chan struct{}, 1000)}
 	rc.srv = httptest.NewServer(http.HandlerFunc(rc.serve))
 	t.Cleanup(rc.srv.Close)
@@ -166,7 +167,7 @@ func newReceiver(t *testing.T, failFirst int) *receiver {
 
 func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
-	d := delivery{ID: r.Header.Get("webhook-id"), Timestamp: r.Header.Get("webhook-timestamp"), Signature: r.Header.Get("webhook-signature"), Raw: raw}
+	d := delivery{At: time.Now(), ID: r.Header.Get("webhook-id"), Timestamp: r.Header.Get("webhook-timestamp"), Signature: r.Header.Get("webhook-signature"), Raw: raw}
 	if err := json.Unmarshal(raw, &d.Body); err != nil {
 		rc.t.Errorf("body %q: %v", raw, err)
 	}
