@@ -23,7 +23,7 @@ import (
 //
 //	POST   /v1/webhooks                  {"url", "events": [...], "delay"?} → 201 {"id", "secret", ...}
 //	GET    /v1/webhooks                  {"webhooks": [...]}, never a secret
-//	DELETE /v1/webhooks/{id}             → 200 {}
+//	DELETE /v1/webhooks/{id}             empty or {} → 200 {}
 //	GET    /v1/webhooks/{id}/deliveries  {"deliveries": [...]}, the newest first
 
 // webhookPath is the prefix of every webhook route (isRead).
@@ -174,6 +174,13 @@ func (g *Gateway) pathWebhook(ctx context.Context, r *http.Request, hooks jetstr
 // handleDeleteWebhook removes a webhook: the notify service stops its
 // deliveries and deletes its consumer and its attempts.
 func (g *Gateway) handleDeleteWebhook(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(w, r, g.controlBodyLimit())
+	if err != nil {
+		return err
+	}
+	if err := decodeEmpty(body); err != nil {
+		return err
+	}
 	ctx, cancel := g.callContext(r)
 	defer cancel()
 	hooks, _, err := g.webhookBuckets(ctx)
