@@ -396,7 +396,7 @@ func TestMonitoringConfig(t *testing.T) {
 			jobs[sc.JobName] += len(c.Targets)
 		}
 	}
-	for _, job := range []string{"skein-gateway", "skein-session", "skein-adapter-runner", "skein-history"} {
+	for _, job := range []string{"skein-gateway", "skein-session", "skein-adapter-runner", "skein-history", "skein-notify"} {
 		if jobs[job] == 0 {
 			t.Errorf("prometheus.yml: job %s has no targets (jobs: %v)", job, jobs)
 		}
