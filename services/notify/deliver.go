@@ -67,7 +67,7 @@ func (s *Service) watchWebhooks(ctx context.Context, hooks, attempts jetstream.K
 				s.lg.Warn("webhook not delivered: bad registration", "key", e.Key(), events.LogKeyErr, err)
 				continue
 			}
-			s.start(ctx, h, attempts)
+			s.start(ctx, h, e.Created(), attempts)
 		default:
 			s.remove(ctx, e.Key(), attempts)
 		}
@@ -108,9 +108,10 @@ func (s *Service) removeStrays(ctx context.Context) {
 }
 
 // start runs the webhook's worker, creating its consumer if it has none.
-// The consumer starts at the webhook's creation, so what was notified
-// between the registration and this is delivered too.
-func (s *Service) start(ctx context.Context, h *webhook.Webhook, attempts jetstream.KeyValue) {
+// The consumer starts at the registration, stored at registered (the
+// server's clock, as the notifications' timestamps are), so what was
+// notified between the registration and this is delivered too.
+func (s *Service) start(ctx context.Context, h *webhook.Webhook, registered time.Time, attempts jetstream.KeyValue) {
 	key := webhook.Key(h.Namespace, h.ID)
 	s.mu.Lock()
 	_, running := s.webhooks[key]
@@ -123,7 +124,7 @@ func (s *Service) start(ctx context.Context, h *webhook.Webhook, attempts jetstr
 		Description:    "Skein webhook " + h.ID,
 		FilterSubjects: h.Subjects(),
 		DeliverPolicy:  jetstream.DeliverByStartTimePolicy,
-		OptStartTime:   &h.Created,
+		OptStartTime:   &registered,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		// An attempt is acked or nakked within its timeout; a process that
 		// died holding one gives it back after this.
