@@ -252,6 +252,12 @@ func (s *Service) attempt(ctx context.Context, wk *worker, msg jetstream.Msg, at
 	start := time.Now()
 	status, err := s.post(ctx, wk.client, h, id, msg.Data())
 	took := time.Since(start)
+	if ctx.Err() != nil {
+		// Stopping cut the attempt short: it is not the receiver's
+		// failure. Another replica, or the next run, takes it now.
+		_ = msg.Nak()
+		return
+	}
 	s.metrics.attempt.Observe(took.Seconds())
 	a := webhook.Attempt{ID: id, Type: body.Type, At: start.UTC().Format(time.RFC3339Nano), Attempt: n, Status: status, DurationMs: took.Milliseconds()}
 	if err != nil {
@@ -272,9 +278,7 @@ func (s *Service) attempt(ctx context.Context, wk *worker, msg jetstream.Msg, at
 		_ = msg.NakWithDelay(s.cfg.backoff(n))
 		s.metrics.failed.WithLabelValues(resultRetried).Inc()
 	}
-	if ctx.Err() == nil {
-		s.record(ctx, attempts, webhook.Key(h.Namespace, h.ID), a)
-	}
+	s.record(ctx, attempts, webhook.Key(h.Namespace, h.ID), a)
 }
 
 // post sends one signed attempt and returns the receiver's status.
