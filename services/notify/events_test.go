@@ -185,3 +185,30 @@ func TestWebhookDialRefused(t *testing.T) {
 		t.Errorf("the receiver got %d requests", len(ds))
 	}
 }
+
+// TestWebhookWaitingInput: an agent's input request (elicitation) raises
+// session.waiting of kind input, which its answer then closes.
+func TestWebhookWaitingInput(t *testing.T) {
+	r := newRig(t)
+	rc, _ := r.subscribe(`{"url":"URL","events":["session.waiting","turn.finished"]}`)
+	if status, body := r.do("PUT", "/v1/sessions/s1", `{"agent":"plain"}`); status != http.StatusOK {
+		t.Fatalf("open: %d %s", status, body)
+	}
+	done := make(chan int, 1)
+	go func() {
+		status, _ := r.do("POST", "/v1/sessions/s1/prompt", `{"content":[{"type":"text","text":"elicit \"Your name?\" {\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"}}}\nsay after"}]}`)
+		done <- status
+	}()
+	ds := rc.await("the input request", countType(1, webhook.TypeSessionWaiting))
+	d := ds[0].Body.Data
+	if d.Kind != webhook.KindInput || d.RequestID == "" || d.SessionID != "s1" {
+		t.Fatalf("session.waiting data %+v", d)
+	}
+	if status, body := r.do("POST", "/v1/sessions/s1/inputs/"+d.RequestID, `{"action":"decline"}`); status != http.StatusOK {
+		t.Fatalf("answer: %d %s", status, body)
+	}
+	if status := <-done; status != http.StatusOK {
+		t.Errorf("prompt: %d", status)
+	}
+	rc.await("the turn's end", countType(1, webhook.TypeTurnFinished))
+}
