@@ -45,7 +45,7 @@ func devCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		Use:   "dev [flags]",
 		Short: "Run all services and a demo agent on an embedded NATS, for development",
 		Long: `skein dev runs an embedded nats-server (JetStream, file storage under --data),
-the gateway, session, adapter-runner and history services, and the built-in
+the gateway, session, adapter-runner, history and notify services, and the built-in
 demo agent, all in one process, with the same code paths as production.
 The gateway accepts the token in DIR/dev-token (written at the first start,
 mode 0600), an admin of namespace default; the skein CLI reads it there.
