@@ -41,6 +41,15 @@ func (s *Service) watchWebhooks(ctx context.Context, hooks, attempts jetstream.K
 		return
 	}
 	defer func() { _ = w.Stop() }()
+	// Webhooks whose consumer could not be made (the stream's leader
+	// away, say) are tried again until they can.
+	type pending struct {
+		h          *webhook.Webhook
+		registered time.Time
+	}
+	failed := map[string]pending{}
+	retry := time.NewTicker(startRetry)
+	defer retry.Stop()
 	initial := true
 	for {
 		var e jetstream.KeyValueEntry
@@ -50,6 +59,13 @@ func (s *Service) watchWebhooks(ctx context.Context, hooks, attempts jetstream.K
 				synced <- nil
 			}
 			return
+		case <-retry.C:
+			for key, p := range failed {
+				if s.start(ctx, p.h, p.registered, attempts) == nil {
+					delete(failed, key)
+				}
+			}
+			continue
 		case e = <-w.Updates():
 		}
 		if e == nil {
@@ -67,8 +83,11 @@ func (s *Service) watchWebhooks(ctx context.Context, hooks, attempts jetstream.K
 				s.lg.Warn("webhook not delivered: bad registration", "key", e.Key(), events.LogKeyErr, err)
 				continue
 			}
-			s.start(ctx, h, e.Created(), attempts)
+			if err := s.start(ctx, h, e.Created(), attempts); err != nil {
+				failed[e.Key()] = pending{h, e.Created()}
+			}
 		default:
+			delete(failed, e.Key())
 			s.remove(ctx, e.Key(), attempts)
 		}
 	}
@@ -111,13 +130,13 @@ func (s *Service) removeStrays(ctx context.Context) {
 // The consumer starts at the registration, stored at registered (the
 // server's clock, as the notifications' timestamps are), so what was
 // notified between the registration and this is delivered too.
-func (s *Service) start(ctx context.Context, h *webhook.Webhook, registered time.Time, attempts jetstream.KeyValue) {
+func (s *Service) start(ctx context.Context, h *webhook.Webhook, registered time.Time, attempts jetstream.KeyValue) error {
 	key := webhook.Key(h.Namespace, h.ID)
 	s.mu.Lock()
 	_, running := s.webhooks[key]
 	s.mu.Unlock()
 	if running {
-		return // a registration never changes
+		return nil // a registration never changes
 	}
 	cons, err := s.js.CreateOrUpdateConsumer(ctx, events.StreamNotify, jetstream.ConsumerConfig{
 		Durable:        webhook.ConsumerName(h.Namespace, h.ID),
@@ -133,8 +152,8 @@ func (s *Service) start(ctx context.Context, h *webhook.Webhook, registered time
 		MaxAckPending: s.cfg.Concurrency * 4,
 	})
 	if err != nil {
-		s.lg.Error("webhook not delivered: consumer", "webhook", h.String(), events.LogKeyErr, err)
-		return
+		s.lg.Warn("webhook not delivered yet: consumer, tried again", "webhook", h.String(), events.LogKeyErr, err)
+		return err
 	}
 	wk := &worker{hook: h, sem: make(chan struct{}, s.cfg.Concurrency), client: s.httpClient()}
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
@@ -145,14 +164,19 @@ func (s *Service) start(ctx context.Context, h *webhook.Webhook, registered time
 		})
 	}, jetstream.PullMaxMessages(s.cfg.Concurrency))
 	if err != nil {
-		s.lg.Error("webhook not delivered: consume", "webhook", h.String(), events.LogKeyErr, err)
-		return
+		s.lg.Warn("webhook not delivered yet: consume, tried again", "webhook", h.String(), events.LogKeyErr, err)
+		return err
 	}
 	wk.consume = cc
 	s.mu.Lock()
 	s.webhooks[key] = wk
 	s.mu.Unlock()
+	return nil
 }
+
+// startRetry is how often a webhook whose consumer could not be made is
+// tried again.
+const startRetry = 5 * time.Second
 
 // remove stops a deleted webhook's worker and deletes its consumer and
 // attempts. Its key names it whether or not this replica ran it.
