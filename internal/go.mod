@@ -14,6 +14,7 @@ require (
 	skein.dev/services/adapter-runner v0.0.0
 	skein.dev/services/gateway v0.0.0
 	skein.dev/services/history v0.0.0
+	skein.dev/services/notify v0.0.0
 	skein.dev/services/session v0.0.0-00010101000000-000000000000
 	skein.dev/testagent v0.0.0
 )
@@ -65,3 +66,4 @@ replace skein.dev/pkg/client => ../pkg/client
 replace skein.dev/testagent => ../testagent
 
 require skein.dev/pkg/client v0.0.0
+replace skein.dev/services/notify => ../services/notify

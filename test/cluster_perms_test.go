@@ -535,6 +535,10 @@ func TestClusterRefusals(t *testing.T) {
 			publish:   append([]string{"acp.log.default.s1.ev", "acp.api.default.prompt", "acp.runner.r1.create", "$KV.ACP_SESSIONS.default.s1", "$JS.API.DIRECT.GET.ACP_IO", "$JS.API.STREAM.PURGE.ACP_LOG"}, anyStream...),
 			subscribe: []string{"acp.iotail.>", "acp.owner.>", "acp.tail.>", "_INBOX.gateway.>", "acp.api.default.prompt", "acp.api.*.delete_session"},
 		},
+		cluster.UserNotify: {
+			publish:   append([]string{"acp.log.default.s1.ev", "acp.api.default.prompt", "acp.runner.r1.create", "$KV.ACP_WEBHOOKS.default.wh_x", "$KV.ACP_SESSIONS.default.s1", "$JS.API.STREAM.PURGE.ACP_NOTIFY", "$JS.ACK.ACP_IO.c.1.1.1.1.1.1"}, anyStream...),
+			subscribe: []string{"acp.tail.>", "acp.iotail.>", "acp.api.default.prompt", "_INBOX.gateway.>", "acp.notify.>"},
+		},
 	}
 	for user, p := range refused {
 		t.Run(user, func(t *testing.T) {

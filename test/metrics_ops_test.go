@@ -296,7 +296,8 @@ func TestMonitoringMetricsExported(t *testing.T) {
 		{"acp_stream_leader_present", []string{"stream", "ACP_LOG"}, 1},
 		{"acp_stream_messages", []string{"stream", "ACP_LOG"}, 1},
 	}
-	for _, svc := range []string{natsmetrics.ServiceGateway, natsmetrics.ServiceSession, natsmetrics.ServiceAdapterRunner, natsmetrics.ServiceHistory} {
+	wants = append(wants, want{"acp_notify_events_total", []string{"type", "turn.finished"}, 2})
+	for _, svc := range []string{natsmetrics.ServiceGateway, natsmetrics.ServiceSession, natsmetrics.ServiceAdapterRunner, natsmetrics.ServiceHistory, natsmetrics.ServiceNotify} {
 		wants = append(wants, want{"acp_nats_connected", []string{"service", svc}, 1})
 	}
 	var mfs []*dto.MetricFamily
@@ -396,7 +397,7 @@ func TestMonitoringConfig(t *testing.T) {
 			jobs[sc.JobName] += len(c.Targets)
 		}
 	}
-	for _, job := range []string{"skein-gateway", "skein-session", "skein-adapter-runner", "skein-history"} {
+	for _, job := range []string{"skein-gateway", "skein-session", "skein-adapter-runner", "skein-history", "skein-notify"} {
 		if jobs[job] == 0 {
 			t.Errorf("prometheus.yml: job %s has no targets (jobs: %v)", job, jobs)
 		}

@@ -30,6 +30,7 @@ var opsServiceUsers = map[string]string{
 	cluster.Session: cluster.UserSession,
 	cluster.Runner:  cluster.UserRunner,
 	cluster.History: cluster.UserHistory,
+	cluster.Notify:  cluster.UserNotify,
 }
 
 // accountsPasswords reads ops/cluster/nats/accounts.conf's users and the

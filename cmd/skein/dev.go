@@ -24,6 +24,7 @@ import (
 	"skein.dev/cmd/skein/internal/cli"
 	"skein.dev/internal/workspace"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/webhook"
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/services/session"
 )
@@ -44,7 +45,7 @@ func devCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		Use:   "dev [flags]",
 		Short: "Run all services and a demo agent on an embedded NATS, for development",
 		Long: `skein dev runs an embedded nats-server (JetStream, file storage under --data),
-the gateway, session, adapter-runner and history services, and the built-in
+the gateway, session, adapter-runner, history and notify services, and the built-in
 demo agent, all in one process, with the same code paths as production.
 The gateway accepts the token in DIR/dev-token (written at the first start,
 mode 0600), an admin of namespace default; the skein CLI reads it there.
@@ -363,6 +364,10 @@ func devDefaults(c *devConfig, fs *flag.FlagSet, startDir string) error {
 		// <data-dir>/workspaces does when only the data dir is given.
 		runner.Protected = append(runner.Protected, dir)
 	}
+	// A webhook to a receiver on this machine is what a developer tries
+	// first: dev allows loopback, to register and to reach.
+	c.stack.Gateway.WebhookAllow = append(c.stack.Gateway.WebhookAllow, webhook.Loopback...)
+	c.stack.Notify.Allow = append(c.stack.Notify.Allow, webhook.Loopback...)
 	var err error
 	if runner.Builtin, err = builtinAgents(); err != nil {
 		return err

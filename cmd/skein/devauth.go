@@ -107,7 +107,7 @@ func ensureDevNATSAuth(dataDir string) (*devNATSAuth, error) {
 		fmt.Fprintf(&defs, "%s: %s\n", variable, strconv.Quote(pw))
 	}
 	for _, u := range []string{devAdminUser, devReaderUser, devServiceUser(TargetGateway), devServiceUser(TargetSession),
-		devServiceUser(TargetAdapterRunner), devServiceUser(TargetHistory)} {
+		devServiceUser(TargetAdapterRunner), devServiceUser(TargetHistory), devServiceUser(TargetNotify)} {
 		if a.passwords[u] == "" {
 			return nil, fmt.Errorf("accounts.conf has no user %s with a password", u)
 		}

@@ -234,7 +234,7 @@ func TestSecurityDevNATSCredentialFiles(t *testing.T) {
 		}
 		seen[e.Name()] = true
 	}
-	for _, user := range []string{devAdminUser, devReaderUser, cluster.UserGateway, cluster.UserSession, cluster.UserRunner, cluster.UserHistory} {
+	for _, user := range []string{devAdminUser, devReaderUser, cluster.UserGateway, cluster.UserSession, cluster.UserRunner, cluster.UserHistory, cluster.UserNotify} {
 		for _, ext := range []string{".password", ".url", ".json"} {
 			if !seen[user+ext] {
 				t.Errorf("no %s%s in %s: %v", user, ext, dir, entries)

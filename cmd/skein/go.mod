@@ -15,6 +15,7 @@ require (
 	skein.dev/services/adapter-runner v0.0.0
 	skein.dev/services/gateway v0.0.0
 	skein.dev/services/history v0.0.0
+	skein.dev/services/notify v0.0.0
 	skein.dev/services/session v0.0.0
 	skein.dev/testagent v0.0.0
 )
@@ -74,3 +75,4 @@ require (
 )
 
 replace skein.dev/internal => ../../internal
+replace skein.dev/services/notify => ../../services/notify

@@ -50,6 +50,7 @@ var opsServiceUsers = map[string]string{
 	cluster.Session: cluster.UserSession,
 	cluster.Runner:  cluster.UserRunner,
 	cluster.History: cluster.UserHistory,
+	cluster.Notify:  cluster.UserNotify,
 }
 
 // testStack is the four services in-process on one embedded NATS, as

@@ -14,7 +14,7 @@ import (
 
 func serveCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	return &cobra.Command{
-		Use:   "serve -target=all|gateway,session,adapter-runner,history --nats URL [flags]",
+		Use:   "serve -target=all|gateway,session,adapter-runner,history,notify --nats URL [flags]",
 		Short: "Run Skein services against a NATS cluster",
 		Long: `skein serve runs the named services in this process, connected to an external
 NATS (JetStream enabled). Production runs each target as its own process.
@@ -36,7 +36,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	fs := flag.NewFlagSet("skein serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c.registerFlags(fs)
-	fs.StringVar(&c.Targets, "target", TargetAll, "services to run: all, or a comma list of gateway, session, adapter-runner, history")
+	fs.StringVar(&c.Targets, "target", TargetAll, "services to run: all, or a comma list of gateway, session, adapter-runner, history, notify")
 	fs.StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s), comma separated (env NATS_URL)")
 	fs.StringVar(&credsFile, "nats-creds", "", "NATS credentials file")
 	natsTLS.register(fs)

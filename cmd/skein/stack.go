@@ -23,6 +23,7 @@ import (
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/services/gateway"
 	"skein.dev/services/history"
+	"skein.dev/services/notify"
 	"skein.dev/services/session"
 )
 
@@ -32,10 +33,11 @@ const (
 	TargetSession       = "session"
 	TargetAdapterRunner = "adapter-runner"
 	TargetHistory       = "history"
+	TargetNotify        = "notify"
 	TargetAll           = "all"
 )
 
-var allTargets = []string{TargetGateway, TargetSession, TargetAdapterRunner, TargetHistory}
+var allTargets = []string{TargetGateway, TargetSession, TargetAdapterRunner, TargetHistory, TargetNotify}
 
 // testAgentCommand is the hidden subcommand that runs the built-in test agent.
 const testAgentCommand = "testagent"
@@ -47,6 +49,7 @@ type stackConfig struct {
 	Session session.Config
 	Runner  adapterrunner.Config
 	History history.Config
+	Notify  notify.Config
 
 	Targets     string
 	MetricsAddr string
@@ -59,6 +62,7 @@ func (c *stackConfig) registerFlags(fs *flag.FlagSet) {
 	c.Session.RegisterFlags(fs)
 	c.Runner.RegisterFlags(fs)
 	c.History.RegisterFlags(fs)
+	c.Notify.RegisterFlags(fs)
 	fs.StringVar(&c.MetricsAddr, "metrics-listen", "", "serve Prometheus /metrics on this address, a listener of its own, without authentication (off when empty)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&c.Replicas, "replicas", 1, "replicas of the streams and buckets (3 in a cluster)")
@@ -90,6 +94,9 @@ func (c *stackConfig) validate(targets []string) error {
 		case TargetHistory:
 			h := c.History.WithDefaults()
 			err = h.Validate()
+		case TargetNotify:
+			n := c.Notify.WithDefaults()
+			err = n.Validate()
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", t, err))
@@ -144,7 +151,12 @@ func newStack(cfg *stackConfig, targets []string, lg *slog.Logger, dial dialer) 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	st := &stack{services: map[string]runnable{}, reg: reg}
-	cfg.Session.Replicas, cfg.Runner.Replicas, cfg.History.Replicas = cfg.Replicas, cfg.Replicas, cfg.Replicas
+	cfg.Session.Replicas, cfg.Runner.Replicas, cfg.History.Replicas, cfg.Notify.Replicas = cfg.Replicas, cfg.Replicas, cfg.Replicas, cfg.Replicas
+	if len(cfg.Notify.Allow) == 0 && slices.Contains(targets, TargetNotify) && slices.Contains(targets, TargetGateway) {
+		// One process: what the gateway lets a webhook be registered
+		// for, the notify service lets it reach.
+		cfg.Notify.Allow = cfg.Gateway.WebhookAllow
+	}
 	if len(cfg.Session.WorkspaceRoots) == 0 && slices.Contains(targets, TargetSession) && slices.Contains(targets, TargetAdapterRunner) {
 		// One process, one file system: the session service refuses at
 		// open what its runner would refuse at launch.
@@ -179,6 +191,8 @@ func newStack(cfg *stackConfig, targets []string, lg *slog.Logger, dial dialer) 
 			svc, err = adapterrunner.New(cfg.Runner, lg, nc, reg)
 		case TargetHistory:
 			svc, err = history.New(cfg.History, lg, nc, reg)
+		case TargetNotify:
+			svc, err = notify.New(cfg.Notify, lg, nc, reg)
 		}
 		if err != nil {
 			st.close()

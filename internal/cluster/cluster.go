@@ -42,6 +42,7 @@ const (
 	UserSession = "skein-session"
 	UserRunner  = "skein-adapter-runner"
 	UserHistory = "skein-history"
+	UserNotify  = "skein-notify"
 	UserOps     = "skein-ops"
 	UserReader  = "reader-default"
 	UserSys     = "sys"
@@ -52,6 +53,7 @@ var passwordEnv = map[string]string{
 	UserSession: "SKEIN_SESSION_PASSWORD",
 	UserRunner:  "SKEIN_RUNNER_PASSWORD",
 	UserHistory: "SKEIN_HISTORY_PASSWORD",
+	UserNotify:  "SKEIN_NOTIFY_PASSWORD",
 	UserOps:     "SKEIN_OPS_PASSWORD",
 	UserReader:  "SKEIN_READER_PASSWORD",
 	UserSys:     "SKEIN_SYS_PASSWORD",
@@ -63,9 +65,10 @@ const (
 	Session = "session"
 	Runner  = "adapter-runner"
 	History = "history"
+	Notify  = "notify"
 )
 
-var serviceUser = map[string]string{Gateway: UserGateway, Session: UserSession, Runner: UserRunner, History: UserHistory}
+var serviceUser = map[string]string{Gateway: UserGateway, Session: UserSession, Runner: UserRunner, History: UserHistory, Notify: UserNotify}
 
 // Options say what to run and where.
 type Options struct {
@@ -88,7 +91,7 @@ type Options struct {
 	// 8080 and up, metrics 9101 and up). Otherwise free ports are picked.
 	FixedPorts bool
 	// Gateways and Sessions are the replicas of the gateway and the session
-	// service (1 when zero). One history service runs.
+	// service (1 when zero). One history and one notify service run.
 	Gateways, Sessions int
 	// Runners is how many adapter-runners run (1 when zero): each one its
 	// own machine, as far as Skein can tell, with an ID, a data directory
@@ -186,7 +189,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if err := c.copyConf(); err != nil {
 		return nil, err
 	}
-	services := o.Gateways + o.Sessions + o.Runners + 1
+	services := o.Gateways + o.Sessions + o.Runners + 2 // history, notify
 	ports, err := c.ports(12 + 2*services)
 	if err != nil {
 		return nil, err
@@ -212,7 +215,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	for i := range o.Runners {
 		names = append(names, fmt.Sprintf("%s-%d", Runner, i+1))
 	}
-	names = append(names, History+"-1")
+	names = append(names, History+"-1", Notify+"-1")
 	for i, name := range names {
 		target := name[:strings.LastIndexByte(name, '-')]
 		metrics := fmt.Sprintf("127.0.0.1:%d", metricsPorts[i])

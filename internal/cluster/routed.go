@@ -47,11 +47,12 @@ func (c *Cluster) AwaitRouted(ctx context.Context) error {
 
 // endpoints returns the request subjects of every micro service instance
 // the cluster runs (the session replicas, the runner, history), the
-// namespace wildcard filled with "default".
+// namespace wildcard filled with "default". The gateway and notify serve
+// no request.
 func (c *Cluster) endpoints(ctx context.Context, url string) ([]string, error) {
 	want := 0
 	for _, p := range c.Services {
-		if !strings.HasPrefix(p.Name, Gateway+"-") {
+		if !strings.HasPrefix(p.Name, Gateway+"-") && !strings.HasPrefix(p.Name, Notify+"-") {
 			want++
 		}
 	}

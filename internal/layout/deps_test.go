@@ -10,7 +10,7 @@ import (
 // another. Their tests may (the gateway's run the real session, history and
 // runner services), so a module requiring another service proves nothing,
 // and only this test notices a production import of one.
-var services = []string{"adapter-runner", "gateway", "history", "session"}
+var services = []string{"adapter-runner", "gateway", "history", "notify", "session"}
 
 func TestServicesMeetOnlyOnNATS(t *testing.T) {
 	if testing.Short() {

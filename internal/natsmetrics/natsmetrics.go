@@ -27,6 +27,7 @@ const (
 	ServiceSession       = "session"
 	ServiceAdapterRunner = "adapter-runner"
 	ServiceHistory       = "history"
+	ServiceNotify        = "notify"
 )
 
 // Register registers c on reg; a nil reg registers nothing (the services'

@@ -16,11 +16,12 @@ import (
 	adapterrunner "skein.dev/services/adapter-runner"
 	"skein.dev/services/gateway"
 	"skein.dev/services/history"
+	"skein.dev/services/notify"
 	"skein.dev/services/session"
 	"skein.dev/testagent"
 )
 
-// Config is the four services' configuration, as skein's flags hold it:
+// Config is the five services' configuration, as skein's flags hold it:
 // Defaults fills it as the flags default it, and a test's edits change it
 // from there.
 type Config struct {
@@ -28,14 +29,15 @@ type Config struct {
 	Session session.Config
 	Runner  adapterrunner.Config
 	History history.Config
+	Notify  notify.Config
 	// Replicas is every stream's and bucket's (skein's --replicas).
 	Replicas int
 	// LogLevel is the least level of the services' logs, which go to the
 	// test's output: warnings unless an edit says otherwise.
 	LogLevel slog.Level
 	// Targets names the services to run, as skein serve's --target does
-	// ("gateway", "session", "adapter-runner", "history"); all four when
-	// empty.
+	// ("gateway", "session", "adapter-runner", "history", "notify"); all
+	// five when empty.
 	Targets []string
 }
 
@@ -50,10 +52,11 @@ func Defaults() Config {
 	c.Session.RegisterFlags(fs)
 	c.Runner.RegisterFlags(fs)
 	c.History.RegisterFlags(fs)
+	c.Notify.RegisterFlags(fs)
 	return c
 }
 
-// AsSkein makes Start run the four services as skein serve and skein dev
+// AsSkein makes Start run the five services as skein serve and skein dev
 // run them: configured as Defaults, then by edits; the runner "e2e" keeping
 // its data in dataDir and offering the test agent as "test" and "demo",
 // with no environment, as skein's built-in agents (unless the edits name
@@ -72,7 +75,7 @@ type skeinOptions struct {
 	edits   []func(*Config)
 }
 
-// startSkein runs the four services as AsSkein says.
+// startSkein runs the five services as AsSkein says.
 func (s *Stack) startSkein(o options) {
 	t := s.t
 	t.Helper()
@@ -95,7 +98,7 @@ func (s *Stack) startSkein(o options) {
 			{ID: "demo", Command: s.agent, Args: args, Env: env},
 		}
 	}
-	cfg.Session.Replicas, cfg.Runner.Replicas, cfg.History.Replicas = cfg.Replicas, cfg.Replicas, cfg.Replicas
+	cfg.Session.Replicas, cfg.Runner.Replicas, cfg.History.Replicas, cfg.Notify.Replicas = cfg.Replicas, cfg.Replicas, cfg.Replicas, cfg.Replicas
 	if len(cfg.Session.WorkspaceRoots) == 0 && runs("session") && runs("adapter-runner") {
 		// One process, one file system: the session service refuses at
 		// open what its runner would refuse at launch.
@@ -137,6 +140,13 @@ func (s *Stack) startSkein(o options) {
 		}
 		stop := s.run("history", hist)
 		s.stopHistory = func() { stop(); _ = nc.FlushTimeout(testutil.PollTimeout) }
+	}
+	if runs("notify") {
+		svc, err := notify.New(cfg.Notify, lg, connect(), s.reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.run("notify", svc)
 	}
 	if runs("gateway") {
 		gw, err := gateway.New(cfg.Gateway, lg, connect(), s.reg)

@@ -32,9 +32,8 @@ const (
 	// the sequence of the accepting record: where a new owner finds the
 	// turn's idempotency key and content hash in one read.
 	HeaderTurnStart = "Acp-Turn-Start"
-	// HeaderPart numbers the records one flush of adapter output made
-	// (a message split to fit, or text and an image), from 0, so that two
-	// identical pieces are not mistaken for one update stored twice.
+	// HeaderPart numbers the records of one flush of adapter output from
+	// 0, so two identical pieces are not taken for one stored twice.
 	HeaderPart = "Acp-Part"
 	// HeaderContentHash (hex SHA-256 of the canonical prompt content) and
 	// HeaderIdempotencyKey ride on the accepting record.

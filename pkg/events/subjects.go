@@ -30,6 +30,20 @@ const (
 	BucketBudgets = "ACP_BUDGETS"
 )
 
+// Webhooks (services/notify): ACP_NOTIFY keeps every notification on
+// NotifySubject; ACP_WEBHOOKS maps "<ns>.<id>" to a registration, and
+// ACP_WEBHOOK_DELIVERIES the same key to its recent attempts.
+const (
+	StreamNotify            = "ACP_NOTIFY"
+	NotifySubjectsAll       = "acp.notify.>"
+	BucketWebhooks          = "ACP_WEBHOOKS"
+	BucketWebhookDeliveries = "ACP_WEBHOOK_DELIVERIES"
+)
+
+// NotifySubject returns "acp.notify.<ns>.<type>"; a type is dotted
+// ("turn.finished"), so it spans tokens.
+func NotifySubject(ns Namespace, typ string) string { return join("acp.notify", string(ns), typ) }
+
 // KVStream returns the name of the stream that backs bucket ("KV_<bucket>"),
 // for direct gets of a key's history.
 func KVStream(bucket string) string { return "KV_" + bucket }

@@ -326,7 +326,10 @@ func isPublic(rt route) bool { return rt.path == "/healthz" || rt.path == "/read
 // isRead reports whether a route only reads: the read role may use it.
 // /acp is open to every role: the bridge behind it calls the API with the
 // caller's own token, and each route it reaches checks the role (acp.go).
-func isRead(rt route) bool { return rt.method == http.MethodGet || rt.path == acpPath }
+// The webhook routes need a role that writes, their GETs included.
+func isRead(rt route) bool {
+	return (rt.method == http.MethodGet && !strings.HasPrefix(rt.path, webhookPath)) || rt.path == acpPath
+}
 
 // callerKey is the context key of the caller authorize resolved.
 type callerKey struct{}

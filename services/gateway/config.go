@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"time"
 
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/webhook"
 )
 
 // Defaults of Config, as set by RegisterFlags. The prompt's limits (bytes,
@@ -141,6 +143,10 @@ type Config struct {
 	// no stream receiver and no message for that long, and a WebSocket
 	// whose ping is not answered within it.
 	ACPIdleTimeout time.Duration
+	// WebhookAllow are the ranges webhooks may reach although private,
+	// loopback or link-local (webhooks.go); the notify service, which
+	// connects, checks the same with its own --notify.webhook-allow.
+	WebhookAllow []netip.Prefix
 }
 
 // RegisterFlags registers the configuration in fs under "gateway." names
@@ -170,6 +176,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.ReadyMaxLoad, "gateway.ready-max-load", DefaultReadyMaxLoad, "percent of the process's descriptor limit (RLIMIT_NOFILE) or thread limit at which /readyz says unready (0: never)")
 	fs.IntVar(&c.ACPMaxConns, "gateway.acp-max-conns", DefaultACPMaxConns, "ACP connections (/acp) a principal may hold open at once")
 	fs.DurationVar(&c.ACPIdleTimeout, "gateway.acp-idle-timeout", DefaultACPIdleTimeout, "how long an ACP connection over HTTP lives without a stream receiver or a message, and how long a WebSocket's ping may go unanswered")
+	fs.Func("gateway.webhook-allow", "CIDRs, comma-separated, that a webhook URL may resolve to although private, loopback or link-local (repeatable; skein dev allows loopback)", func(v string) error {
+		p, err := webhook.ParseAllow(v)
+		c.WebhookAllow = append(c.WebhookAllow, p...)
+		return err
+	})
 	c.Auth.RegisterFlags(fs)
 }
 

@@ -33,6 +33,8 @@
 //	GET  /v1/sessions/{id}/agent-info    {"agentInfo": ... | null}, no adapter started
 //	GET  /v1/sessions/{id}/commands      {"commands": [...]}: the agent's last announced commands, no adapter started
 //	GET  /v1/agents                      {"agents":[{"id","installed","adapterEntrypoint"}...]}, sorted by ID
+//	POST /v1/webhooks, GET /v1/webhooks, DELETE /v1/webhooks/{id}, GET /v1/webhooks/{id}/deliveries
+//	                                     signed, durable webhooks of the namespace (webhooks.go)
 //	GET  /acp                            Upgrade: websocket → ACP over WebSocket (acpws.go); else
 //	                                     Accept: text/event-stream → a Streamable HTTP connection's stream
 //	POST /acp                            one ACP message of a Streamable HTTP connection (acphttp.go)
@@ -321,6 +323,10 @@ var routeTable = []route{
 	{http.MethodGet, "/v1/sessions/{id}/files/content", (*Gateway).handleFileContent},
 	{http.MethodGet, "/v1/agents", (*Gateway).handleListAgents},
 	{http.MethodGet, "/v1/directories", (*Gateway).handleDirectories},
+	{http.MethodPost, "/v1/webhooks", (*Gateway).handleCreateWebhook},
+	{http.MethodGet, "/v1/webhooks", (*Gateway).handleListWebhooks},
+	{http.MethodDelete, "/v1/webhooks/{id}", (*Gateway).handleDeleteWebhook},
+	{http.MethodGet, "/v1/webhooks/{id}/deliveries", (*Gateway).handleWebhookDeliveries},
 	{http.MethodGet, "/healthz", (*Gateway).handleHealthz},
 	{http.MethodGet, "/readyz", (*Gateway).handleReadyz},
 }

@@ -66,6 +66,11 @@ var rows = []row{
 	{"prompt round trip p50, NATS", "BenchmarkPromptRoundTrip/via=nats", "p50-ms", "BenchmarkPromptRoundTrip/via=stdio", "p50-ms", ""},
 	{"prompt round trip p99, NATS", "BenchmarkPromptRoundTrip/via=nats", "p99-ms", "BenchmarkPromptRoundTrip/via=stdio", "p99-ms", ""},
 	{"prompt round trip p50, NATS, beside a core NATS request and reply", "BenchmarkPromptRoundTrip/via=nats", "p50-ms", "BenchmarkPromptRoundTrip/via=core-request", "p50-ms", ""},
+	// Webhooks (issue 32 §3): from the TurnFinished record stored to the
+	// signed request at a loopback receiver, beside the same record
+	// reaching a subscriber of acp.tail.
+	{"webhook delivery latency p50, TurnFinished to receiver", "BenchmarkWebhookLatency", "p50-ms", "BenchmarkWebhookLatency", "tail-p50-ms", ""},
+	{"webhook delivery latency p99, TurnFinished to receiver", "BenchmarkWebhookLatency", "p99-ms", "BenchmarkWebhookLatency", "tail-p99-ms", ""},
 	{"delta latency p50, adapter to acp.live", "BenchmarkUpdateLatency/path=live,kind=chunk", "p50-ms", "BenchmarkUpdateLatency/path=stdio,kind=chunk", "p50-ms", "< 0.5 ms"},
 	{"delta latency p99, adapter to acp.live", "BenchmarkUpdateLatency/path=live,kind=chunk", "p99-ms", "BenchmarkUpdateLatency/path=stdio,kind=chunk", "p99-ms", "< 3 ms"},
 	{"durable update latency p50, to a log subscriber", "BenchmarkUpdateLatency/path=durable,kind=update", "p50-ms", "BenchmarkUpdateLatency/path=stdio,kind=update", "p50-ms", "< 2 ms"},

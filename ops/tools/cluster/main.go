@@ -1,6 +1,6 @@
 // Command cluster starts and stops the local three-node cluster of `make
 // cluster`: three nats-server processes configured by ops/cluster/nats, and
-// gateway, session, adapter-runner and history as separate skein serve
+// gateway, session, adapter-runner, history and notify as separate skein serve
 // processes, each its own NATS user, on fixed loopback ports. The processes
 // outlive the command; `cluster down` stops them.
 //

@@ -128,6 +128,33 @@ func IOConfig(o Options) jetstream.StreamConfig {
 	return cfg
 }
 
+// DefaultNotifyMaxAge is how long ACP_NOTIFY keeps a notification: past
+// the notify service's retries (24 hours by default), with a day to spare.
+const DefaultNotifyMaxAge = 48 * time.Hour
+
+// NotifyDuplicateWindow is ACP_NOTIFY's Nats-Msg-Id window: the notify
+// service publishes a notification again when the log record it comes
+// from is delivered again, which can be long after a restart.
+const NotifyDuplicateWindow = time.Hour
+
+// NotifyConfig returns the ACP_NOTIFY configuration: every notification,
+// on acp.notify.<ns>.<type>, for the webhooks' consumers and any service.
+func NotifyConfig(o Options) jetstream.StreamConfig {
+	o = o.withDefaults()
+	return jetstream.StreamConfig{
+		Name:         events.StreamNotify,
+		Description:  "Skein notifications: webhook events, by namespace and type",
+		Subjects:     []string{events.NotifySubjectsAll},
+		Storage:      jetstream.FileStorage,
+		Replicas:     o.Replicas,
+		Retention:    jetstream.LimitsPolicy,
+		MaxAge:       DefaultNotifyMaxAge,
+		Duplicates:   NotifyDuplicateWindow,
+		AllowDirect:  true,
+		MaxConsumers: DefaultMaxConsumers,
+	}
+}
+
 // bucketConfigs returns the KV buckets' configurations.
 func bucketConfigs(o Options) []jetstream.KeyValueConfig {
 	return []jetstream.KeyValueConfig{
@@ -142,6 +169,8 @@ func bucketConfigs(o Options) []jetstream.KeyValueConfig {
 		// A namespace's spend of one UTC day, for session.budget-daily:
 		// kept a day past its day, then it expires.
 		{Bucket: events.BucketBudgets, Description: "Skein namespaces' daily spend", Storage: jetstream.FileStorage, Replicas: o.Replicas, TTL: DailySpendTTL},
+		{Bucket: events.BucketWebhooks, Description: "Skein webhook registrations", Storage: jetstream.FileStorage, Replicas: o.Replicas},
+		{Bucket: events.BucketWebhookDeliveries, Description: "Skein webhook delivery attempts, the newest of each webhook", Storage: jetstream.FileStorage, Replicas: o.Replicas},
 	}
 }
 
@@ -180,7 +209,8 @@ func kvStreamConfig(kv jetstream.KeyValueConfig) jetstream.StreamConfig {
 }
 
 // Configs returns every stream Provision makes, in the order it makes
-// them: ACP_LOG, ACP_IO, then the streams backing the KV buckets (KV_<bucket>).
+// them: ACP_LOG, ACP_IO, the streams backing the KV buckets (KV_<bucket>),
+// then ACP_NOTIFY.
 // Each says explicitly what the server would fill in (unlimited is -1), so it
 // reads as the server reports the stream; the files under ops/nats are these
 // for a cluster (Options{Replicas: 3}).
@@ -190,6 +220,7 @@ func Configs(o Options) []jetstream.StreamConfig {
 	for _, kv := range bucketConfigs(o) {
 		cfgs = append(cfgs, kvStreamConfig(kv))
 	}
+	cfgs = append(cfgs, NotifyConfig(o))
 	for i := range cfgs {
 		cfgs[i] = serverDefaults(cfgs[i])
 	}
