@@ -22,6 +22,7 @@
 package stacktest
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"os"
@@ -101,10 +102,17 @@ type options struct {
 	agent      []string // command and leading arguments
 	agents     []adapterrunner.Agent
 	skein      *skeinOptions
+	session    session.Config // of the session service Start runs
 }
 
 // Option changes what Start runs.
 type Option func(*options)
+
+// WithStallAfter runs Start's session service with session.stall-after
+// stall, and a sweep (which finds stalls) every sweep.
+func WithStallAfter(stall, sweep time.Duration) Option {
+	return func(o *options) { o.session.StallAfter, o.session.SweepInterval = stall, sweep }
+}
 
 // WithServer runs the stack on srv instead of a fresh server.
 func WithServer(srv *server.Server) Option { return func(o *options) { o.srv = srv } }
@@ -195,7 +203,9 @@ func (s *Stack) startServices(o options) {
 	dataDir := t.TempDir()
 	s.workspace = filepath.Join(dataDir, "workspaces")
 	s.StartRunner(adapterrunner.Config{ID: "r1", DataDir: dataDir, Builtin: agents}, s.connect())
-	s.StartSession(session.Config{MaxEventsPerSession: o.maxEvents}, s.connect(), prometheus.NewRegistry())
+	scfg := o.session
+	scfg.MaxEventsPerSession = cmp.Or(o.maxEvents, scfg.MaxEventsPerSession)
+	s.StartSession(scfg, s.connect(), prometheus.NewRegistry())
 	s.StartHistory(history.Config{}, s.connect())
 }
 

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"skein.dev/internal/stacktest"
 	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/webhook"
@@ -104,63 +104,72 @@ func TestWebhookWaiting(t *testing.T) {
 	}
 }
 
-// TestWebhookStallAndBudget: a TurnStall that says stalled raises
-// session.stalled (one that says the agent spoke again raises nothing),
-// and a turn that ended for its budget raises budget.exhausted alone.
-// The records are stored as the session service stores them.
+// TestWebhookStallAndBudget: a turn whose agent goes silent past
+// session.stall-after raises session.stalled (its end of the stall raises
+// nothing), and a turn that crosses its session's spending cap raises
+// budget.exhausted alone, not turn.failed or turn.finished: both on the
+// real session service, and on acp.notify.<ns>.<type> for other services.
 func TestWebhookStallAndBudget(t *testing.T) {
-	r := newRig(t)
+	r := newRigStack(t, webhook.Loopback, []stacktest.Option{stacktest.Uncounted(),
+		stacktest.WithStallAfter(200*time.Millisecond, 50*time.Millisecond)})
 	rc, _ := r.subscribe(`{"url":"URL","events":["session.stalled","budget.exhausted","turn.failed","turn.finished"]}`)
 	// The notification stream, as another service reads it.
 	sub, err := r.stack.Conn().SubscribeSync("acp.notify.default.>")
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := func(v events.Variant) {
+	next := func() string {
 		t.Helper()
-		data, err := events.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		msg := &nats.Msg{Subject: events.LogSubject("default", "s9", events.LogControl), Data: data, Header: nats.Header{}}
-		msg.Header.Set(events.HeaderRecord, v.VariantName())
-		msg.Header.Set(events.HeaderTurnID, "t1")
-		if _, err := r.stack.JetStream().PublishMsg(t.Context(), msg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	store(&events.TurnStall{Stalled: true, QuietMs: 90_000})
-	store(&events.TurnStall{QuietMs: 95_000})
-	store(&events.TurnFinished{TurnID: "t1", Outcome: "budget_exhausted", StopReason: "end_turn"})
-	ds := rc.await("session.stalled and budget.exhausted", func(ds []delivery) bool {
-		return len(ofType(ds, webhook.TypeSessionStalled)) == 1 && len(ofType(ds, webhook.TypeBudgetExhausted)) == 1
-	})
-	for _, d := range ofType(ds, webhook.TypeSessionStalled) {
-		if d.Body.Data.QuietMs != 90_000 || d.Body.Data.SessionID != "s9" || d.Body.Data.TurnID != "t1" {
-			t.Errorf("session.stalled data %+v", d.Body.Data)
-		}
-	}
-	// What another service reads on acp.notify.<ns>.<type>: the same two,
-	// and nothing for the stall's end or as turn.finished/turn.failed.
-	var subjects []string
-	for range 2 {
 		m, err := sub.NextMsg(testutil.PollTimeout)
 		if err != nil {
 			t.Fatal(err)
 		}
-		subjects = append(subjects, m.Subject)
 		if m.Header.Get(jetstream.MsgIDHeader) == "" {
 			t.Errorf("%s carries no Nats-Msg-Id", m.Subject)
 		}
+		return m.Subject
 	}
-	if want := []string{"acp.notify.default.session.stalled", "acp.notify.default.budget.exhausted"}; strings.Join(subjects, " ") != strings.Join(want, " ") {
-		t.Errorf("subjects %v, want %v", subjects, want)
+
+	// A silent agent: paused until its stall was notified.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.prompt("s9", "pause quiet\nsay back", http.StatusOK)
+	}()
+	r.stack.Paused("quiet")
+	ds := rc.await("session.stalled", func(ds []delivery) bool { return len(ofType(ds, webhook.TypeSessionStalled)) == 1 })
+	for _, d := range ofType(ds, webhook.TypeSessionStalled) {
+		if d.Body.Data.QuietMs < 200 || d.Body.Data.SessionID != "s9" || d.Body.Data.TurnID == "" {
+			t.Errorf("session.stalled data %+v", d.Body.Data)
+		}
 	}
-	// A marker after them: once it is notified, nothing else was.
-	store(&events.TurnFinished{TurnID: "t2", Outcome: events.OutcomeCompleted, StopReason: "end_turn"})
-	m, err := sub.NextMsg(testutil.PollTimeout)
-	if err != nil || m.Subject != "acp.notify.default.turn.finished" {
-		t.Errorf("after the marker: %v %v", m, err)
+	r.stack.Release("quiet")
+	<-done
+	if got := []string{next(), next()}; strings.Join(got, " ") != "acp.notify.default.session.stalled acp.notify.default.turn.finished" {
+		t.Errorf("subjects %v, want the stall, then the turn's end (nothing for the stall's end)", got)
+	}
+
+	// A capped session whose agent's cost crosses the cap.
+	if status, body := r.do("PUT", "/v1/sessions/capped", `{"agent":"plain","budget":{"maxCost":{"amount":1,"currency":"USD"}}}`); status != http.StatusOK {
+		t.Fatalf("open: %d %s", status, body)
+	}
+	r.prompt("capped", "cost 1 2 1.5 USD\nsay too dear", http.StatusPaymentRequired)
+	ds = rc.await("budget.exhausted", func(ds []delivery) bool { return len(ofType(ds, webhook.TypeBudgetExhausted)) == 1 })
+	for _, d := range ofType(ds, webhook.TypeBudgetExhausted) {
+		if d.Body.Data.SessionID != "capped" || d.Body.Data.TurnID == "" {
+			t.Errorf("budget.exhausted data %+v", d.Body.Data)
+		}
+	}
+	if got := next(); got != "acp.notify.default.budget.exhausted" {
+		t.Errorf("after the capped turn: %s, want budget.exhausted alone", got)
+	}
+	// A marker after it: once it is notified, nothing else was.
+	r.prompt("s9", "say marker", http.StatusOK)
+	if got := next(); got != "acp.notify.default.turn.finished" {
+		t.Errorf("after the marker: %s", got)
+	}
+	if n := len(ofType(rc.deliveries(), webhook.TypeTurnFailed)); n != 0 {
+		t.Errorf("%d turn.failed for the capped turn, want none", n)
 	}
 }
 

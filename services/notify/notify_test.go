@@ -53,7 +53,13 @@ func newRig(t testing.TB, edit ...func(*notify.Config)) *rig {
 // allow.
 func newRigGateway(t testing.TB, allow []netip.Prefix, edit ...func(*notify.Config)) *rig {
 	t.Helper()
-	s := stacktest.Start(t, stacktest.Uncounted())
+	return newRigStack(t, allow, []stacktest.Option{stacktest.Uncounted()}, edit...)
+}
+
+// newRigStack is newRigGateway on a stack started with opts.
+func newRigStack(t testing.TB, allow []netip.Prefix, opts []stacktest.Option, edit ...func(*notify.Config)) *rig {
+	t.Helper()
+	s := stacktest.Start(t, opts...)
 	gcfg := gateway.DefaultConfig()
 	gcfg.Addr = "127.0.0.1:0"
 	gcfg.WebhookAllow = allow
