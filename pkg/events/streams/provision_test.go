@@ -183,7 +183,7 @@ func TestReconcileRefuses(t *testing.T) {
 		"ACP_LOG": streams.ActionUpdate, "ACP_IO": streams.ActionCreate,
 		"KV_ACP_SESSIONS": streams.ActionUnchanged, "KV_ACP_OWNERS": streams.ActionUnchanged,
 		"KV_ACP_RUNNERS": streams.ActionRefused, "KV_ACP_BUDGETS": streams.ActionUnchanged,
-		"KV_ACP_WEBHOOKS": streams.ActionUnchanged,
+		"KV_ACP_WEBHOOKS":           streams.ActionUnchanged,
 		"KV_ACP_WEBHOOK_DELIVERIES": streams.ActionUnchanged, "ACP_NOTIFY": streams.ActionUnchanged,
 	}
 	for _, r := range results {
