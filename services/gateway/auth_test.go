@@ -14,7 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"skein.dev/internal/natstest"
+	"skein.dev/internal/testutil"
 	"skein.dev/pkg/events"
+	"skein.dev/pkg/events/eventlog"
 	"skein.dev/services/gateway"
 )
 
@@ -115,6 +117,36 @@ func (e *env) send(method, path, body string, auth []string, hdr ...string) resp
 
 func bearer(token string) []string { return []string{"Bearer " + token} }
 
+// awaitProjected waits until the projection of session sid of namespace ns
+// reflects the newest record of its log: the session service writes it
+// after the append a prompt's caller saw, so a snapshot of the streams
+// taken before that would see it change.
+func (e *env) awaitProjected(ns events.Namespace, sid events.SessionID) {
+	e.t.Helper()
+	js, err := jetstream.New(e.nc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	kv, err := js.KeyValue(e.t.Context(), events.BucketSessions)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := testutil.Poll(e.t.Context(), "the projection of "+string(sid), func() (bool, error) {
+		last, err := eventlog.Last(e.t.Context(), js, events.StreamLog, events.LogFilter(ns, sid))
+		if err != nil || last == nil {
+			return false, err
+		}
+		entry, err := kv.Get(e.t.Context(), events.SessionKey(ns, sid))
+		if err != nil {
+			return false, nil
+		}
+		m, err := events.Decode[events.SessionMeta](entry.Value())
+		return err == nil && m.LogPosition >= last.Sequence, err
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // streamStates returns the state of every stream, the log's and the
 // buckets', but ACP_RUNNERS: the fake runner's heartbeat refreshes it on a
 // timer of its own.
@@ -172,6 +204,7 @@ func TestAuthEveryRoute(t *testing.T) {
 	e := newEnv(t, withConfig(withTokens))
 	e.backend.Open("s1", "demo")
 	e.backend.Say("s1", "secret")
+	e.awaitProjected(events.DefaultNamespace, "s1")
 	before := e.streamStates()
 
 	attempts := []struct {
@@ -253,6 +286,7 @@ func TestAuthOtherNamespace(t *testing.T) {
 
 	e.backend.In(otherNS).Open(sid, "demo")
 	e.backend.In(otherNS).Say(sid, "secret")
+	e.awaitProjected(otherNS, sid)
 	if r := e.send(http.MethodGet, "/v1/sessions/"+sid, "", bearer(otherToken)); r.status != http.StatusOK {
 		t.Fatalf("GET with the owner's token = %d %s, want 200", r.status, r.body)
 	}

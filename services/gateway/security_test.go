@@ -20,6 +20,7 @@ func TestBadInputEveryRoute(t *testing.T) {
 		c.MaxBodyBytes, c.MaxPromptBodyBytes, c.MaxHeaderBytes = 2<<10, 4<<10, 4<<10
 	}))
 	e.backend.Open("s1", "demo")
+	e.awaitProjected(events.DefaultNamespace, "s1")
 	before := e.streamStates()
 	admin := bearer(adminToken)
 
