@@ -482,16 +482,8 @@ func (s *Service) queueNow(ctx context.Context, ns events.Namespace, sid events.
 			return nil, unavailable(err)
 		}
 		for _, r := range recs {
-			v, err := events.Unmarshal(r.Data)
-			if err != nil {
+			if q, err = sessionstate.ApplyQueue(q, r); err != nil {
 				return nil, err
-			}
-			switch rec := v.(type) {
-			case *events.PromptQueued:
-				q = append(q, events.QueuedPrompt{ID: rec.QueueID, Content: rec.Content, Principal: r.Header.Get(events.HeaderPrincipal),
-					QueuedAt: r.Time.UTC().Format(events.TimestampFormat)})
-			case *events.PromptDequeued:
-				q = slices.DeleteFunc(q, func(p events.QueuedPrompt) bool { return p.ID == rec.QueueID })
 			}
 		}
 	}

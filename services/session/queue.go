@@ -11,6 +11,7 @@ import (
 
 	"skein.dev/pkg/events"
 	"skein.dev/pkg/events/eventlog"
+	"skein.dev/pkg/events/sessionstate"
 )
 
 // The prompt queue. A prompt sent with queue while a turn runs (or while
@@ -38,20 +39,11 @@ const (
 )
 
 // promptQueue is what waits in a session's queue, in order, and whether
-// it is held. Guarded by sess.mu.
+// it is held. Guarded by sess.mu. Its entries are as the session's info
+// lists them (their positions numbered by list).
 type promptQueue struct {
-	entries []*queuedPrompt
+	entries []events.QueuedPrompt
 	held    bool
-}
-
-// queuedPrompt is one entry of the queue.
-type queuedPrompt struct {
-	id        string
-	content   events.JSON // the prompt's content array
-	hash      string      // contentHash of its blocks
-	key       *string
-	principal string
-	at        time.Time
 }
 
 // ready reports whether the queue's next entry may start once the session
@@ -73,45 +65,28 @@ func (q *promptQueue) afterTurn(policy, outcome string) {
 
 // index returns the position in entries of the entry id, or -1.
 func (q *promptQueue) index(id string) int {
-	return slices.IndexFunc(q.entries, func(e *queuedPrompt) bool { return e.id == id })
+	return slices.IndexFunc(q.entries, func(e events.QueuedPrompt) bool { return e.ID == id })
 }
 
-// keyed returns the waiting entry sent with idempotency key key, or nil.
-func (q *promptQueue) keyed(key string) *queuedPrompt {
-	for _, e := range q.entries {
-		if e.key != nil && *e.key == key {
-			return e
-		}
-	}
-	return nil
+// keyed returns the index of the waiting entry sent with idempotency key
+// key, or -1.
+func (q *promptQueue) keyed(key string) int {
+	return slices.IndexFunc(q.entries, func(e events.QueuedPrompt) bool { return e.IdempotencyKey != nil && *e.IdempotencyKey == key })
 }
 
-// apply brings the queue up to a queue record read from the log.
-func (q *promptQueue) apply(r *eventlog.Record) error {
-	v, err := events.Unmarshal(r.Data)
-	if err != nil {
-		return err
+// remove takes entry id out of the queue.
+func (q *promptQueue) remove(id string) {
+	q.entries = slices.DeleteFunc(q.entries, func(e events.QueuedPrompt) bool { return e.ID == id })
+	if len(q.entries) == 0 {
+		q.held = false
 	}
-	switch rec := v.(type) {
-	case *events.PromptQueued:
-		if q.index(rec.QueueID) < 0 {
-			q.entries = append(q.entries, &queuedPrompt{id: rec.QueueID, content: rec.Content, hash: rec.ContentHash,
-				key: rec.IdempotencyKey, principal: r.Header.Get(events.HeaderPrincipal), at: r.Time})
-		}
-	case *events.PromptDequeued:
-		if i := q.index(rec.QueueID); i >= 0 {
-			q.entries = slices.Delete(q.entries, i, i+1)
-		}
-	}
-	return nil
 }
 
 // list is the queue as a session's info shows it.
 func (q *promptQueue) list() []events.QueuedPrompt {
-	var out []events.QueuedPrompt
-	for i, e := range q.entries {
-		out = append(out, events.QueuedPrompt{ID: e.id, Position: uint32(i + 1), Content: e.content, Principal: e.principal,
-			QueuedAt: e.at.UTC().Format(events.TimestampFormat), IdempotencyKey: e.key})
+	out := slices.Clone(q.entries)
+	for i := range out {
+		out[i].Position = uint32(i + 1)
 	}
 	return out
 }
@@ -120,16 +95,12 @@ func (q *promptQueue) list() []events.QueuedPrompt {
 // date with the queue records after the log position it reflects (all of
 // them when there is no projection).
 func loadQueue(ctx context.Context, sess *session) error {
-	q := promptQueue{held: sess.meta.Info.QueueHeld}
-	for _, p := range sess.meta.Info.Queue {
-		q.entries = append(q.entries, &queuedPrompt{id: p.ID, content: p.Content, hash: hashOf(p.Content),
-			key: p.IdempotencyKey, principal: p.Principal, at: parseTime(p.QueuedAt)})
-	}
+	q := promptQueue{entries: slices.Clone(sess.meta.Info.Queue), held: sess.meta.Info.QueueHeld}
 	for r, err := range eventlog.Replay(ctx, sess.svc.js, events.StreamLog, events.QueueSubjects(sess.ns, sess.sid), sess.meta.LogPosition) {
 		if err != nil {
 			return events.Errorf(events.CodeUnavailable, "read the queue of %s: %v", sess.sid, err)
 		}
-		if err := q.apply(r); err != nil {
+		if q.entries, err = sessionstate.ApplyQueue(q.entries, r); err != nil {
 			sess.lg.Warn("a queue record that does not decode", events.LogKeyErr, err)
 		}
 	}
@@ -147,9 +118,9 @@ func hashOf(content events.JSON) string {
 	return contentHash(blocks)
 }
 
-func parseTime(s string) time.Time {
-	t, _ := time.Parse(events.TimestampFormat, s)
-	return t
+// queueRecord is a record of queue entry qid, on its own subject.
+func queueRecord(sess *session, qid string, v events.Variant, hdr nats.Header) eventlog.Entry {
+	return eventlog.Entry{Kind: events.LogControl, Subject: events.QueueSubject(sess.ns, sess.sid, qid), Value: v, Header: hdr}
 }
 
 // enqueue puts req, a prompt sent with queue, at the end of sess's queue
@@ -158,11 +129,11 @@ func parseTime(s string) time.Time {
 func enqueue(ctx context.Context, sess *session, req *events.AcpPromptRequest, blocks []json.RawMessage, hash string) (*events.PromptAccepted, error) {
 	q := &sess.prompts
 	if req.IdempotencyKey != nil {
-		if e := q.keyed(*req.IdempotencyKey); e != nil {
-			if e.hash != hash {
+		if i := q.keyed(*req.IdempotencyKey); i >= 0 {
+			if hashOf(q.entries[i].Content) != hash {
 				return nil, idempotencyConflict(*req.IdempotencyKey)
 			}
-			return queuedAnswer(sess, e), nil
+			return queuedAnswer(sess, q.entries[i].ID), nil
 		}
 	}
 	if err := checkBudget(ctx, sess); err != nil {
@@ -175,23 +146,22 @@ func enqueue(ctx context.Context, sess *session, req *events.AcpPromptRequest, b
 		// Its start appends its blocks and its PromptDequeued in one batch.
 		return nil, events.Errorf(events.CodePayloadTooLarge, "a queued prompt has at most %d blocks, this one %d", events.MaxPromptBlocks-1, len(blocks))
 	}
-	e := &queuedPrompt{id: "q_" + nuid.Next(), content: req.Content, hash: hash, key: req.IdempotencyKey, principal: principal(ctx)}
-	rec := &events.PromptQueued{QueueID: e.id, Position: uint32(len(q.entries) + 1), Content: e.content, ContentHash: hash,
-		IdempotencyKey: e.key, Status: sess.status()}
-	entry := eventlog.Entry{Kind: events.LogControl, Subject: events.QueueSubject(sess.ns, sess.sid, e.id), Value: rec, Header: principalHeader(e.principal)}
-	if _, err := sess.append(ctx, ioPos{}, entry); err != nil {
+	e := events.QueuedPrompt{ID: "q_" + nuid.Next(), Content: req.Content, Principal: principal(ctx), IdempotencyKey: req.IdempotencyKey}
+	rec := &events.PromptQueued{QueueID: e.ID, Position: uint32(len(q.entries) + 1), Content: e.Content, ContentHash: hash,
+		IdempotencyKey: e.IdempotencyKey, Status: sess.status()}
+	if _, err := sess.append(ctx, ioPos{}, queueRecord(sess, e.ID, rec, principalHeader(e.Principal))); err != nil {
 		return nil, err
 	}
-	e.at = time.Now()
+	e.QueuedAt = time.Now().UTC().Format(events.TimestampFormat)
 	q.entries = append(q.entries, e)
 	sess.svc.m.queued.Inc()
 	sess.project(ctx)
-	return queuedAnswer(sess, e), nil
+	return queuedAnswer(sess, e.ID), nil
 }
 
-// queuedAnswer is a prompt's answer for waiting entry e.
-func queuedAnswer(sess *session, e *queuedPrompt) *events.PromptAccepted {
-	return &events.PromptAccepted{SessionID: string(sess.sid), Queued: &events.QueueChange{ID: e.id, Position: uint32(sess.prompts.index(e.id) + 1)}}
+// queuedAnswer is a prompt's answer for waiting entry qid.
+func queuedAnswer(sess *session, qid string) *events.PromptAccepted {
+	return &events.PromptAccepted{SessionID: string(sess.sid), Queued: &events.QueueChange{ID: qid, Position: uint32(sess.prompts.index(qid) + 1)}}
 }
 
 // withdraw takes entry qid out of sess's queue before it starts. An entry
@@ -202,8 +172,7 @@ func withdraw(ctx context.Context, sess *session, qid string) error {
 		return err
 	}
 	q := &sess.prompts
-	i := q.index(qid)
-	if i < 0 {
+	if q.index(qid) < 0 {
 		last, err := eventlog.Last(ctx, sess.svc.js, events.StreamLog, events.QueueSubject(sess.ns, sess.sid, qid))
 		if err != nil {
 			return events.Errorf(events.CodeUnavailable, "read queue entry %s: %v", qid, err)
@@ -220,13 +189,9 @@ func withdraw(ctx context.Context, sess *session, qid string) error {
 		}
 		return events.Errorf(events.CodePromptDequeued, "queue entry %s of session %s already %s", qid, sess.sid, why)
 	}
-	q.entries = slices.Delete(q.entries, i, i+1)
-	if len(q.entries) == 0 {
-		q.held = false
-	}
+	q.remove(qid)
 	rec := &events.PromptDequeued{QueueID: qid, Reason: events.DequeueWithdrawn, Status: sess.status()}
-	entry := eventlog.Entry{Kind: events.LogControl, Subject: events.QueueSubject(sess.ns, sess.sid, qid), Value: rec, Header: principalHeader(principal(ctx))}
-	if _, err := sess.append(ctx, ioPos{}, entry); err != nil {
+	if _, err := sess.append(ctx, ioPos{}, queueRecord(sess, qid, rec, principalHeader(principal(ctx)))); err != nil {
 		return err
 	}
 	sess.svc.m.dequeued.WithLabelValues(events.DequeueWithdrawn).Inc()
@@ -260,21 +225,22 @@ func startQueued(ctx context.Context, sess *session) {
 		}
 		e := q.entries[0]
 		var blocks []json.RawMessage
-		err := json.Unmarshal(e.content, &blocks)
+		err := json.Unmarshal(e.Content, &blocks)
 		if err == nil {
-			_, err = start(ctx, sess, turnStart{key: e.key, hash: e.hash, blocks: blocks, content: e.content, principal: e.principal, from: e})
+			_, err = start(ctx, sess, turnStart{key: e.IdempotencyKey, hash: contentHash(blocks), blocks: blocks, content: e.Content, principal: e.Principal, from: e.ID})
 		}
 		if err == nil || !sess.loaded {
 			return // started; or an append failed and released the session
 		}
-		q.entries = q.entries[1:]
+		q.remove(e.ID)
 		q.afterTurn(sess.svc.cfg.QueueOnFailure, events.OutcomeFailed)
-		rec := &events.PromptDequeued{QueueID: e.id, Reason: events.DequeueFailed, Error: events.AsError(err).Response(), Status: sess.status()}
-		entry := eventlog.Entry{Kind: events.LogControl, Subject: events.QueueSubject(sess.ns, sess.sid, e.id), Value: rec}
+		rec := &events.PromptDequeued{QueueID: e.ID, Reason: events.DequeueFailed, Error: events.AsError(err).Response(), Status: sess.status()}
+		var hdr nats.Header
 		if q.ready() {
-			entry.Header = queueNextHeader(nil)
+			hdr = queueNextHeader(nil)
 		}
-		sess.lg.Warn("a queued prompt could not start", "queue_id", e.id, events.LogKeyErr, err)
+		entry := queueRecord(sess, e.ID, rec, hdr)
+		sess.lg.Warn("a queued prompt could not start", "queue_id", e.ID, events.LogKeyErr, err)
 		sess.svc.m.dequeued.WithLabelValues(events.DequeueFailed).Inc()
 		if _, err := sess.append(ctx, ioPos{}, entry); err != nil {
 			return

@@ -3,7 +3,6 @@ package session_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -316,8 +315,8 @@ func TestPromptQueueHold(t *testing.T) {
 	if last, err := eventlog.Last(ctx, h.js, events.StreamLog, events.QueueSubjects("default", "qh")); err != nil || last != nil {
 		t.Errorf("a deleted session's queue records: %v, %v; want none", last, err)
 	}
-	if !errors.Is(h.open(t, "qh", events.AcpOpenSessionRequest{}), nil) {
-		t.Fatal("reopen")
+	if err := h.open(t, "qh", events.AcpOpenSessionRequest{}); err != nil {
+		t.Fatalf("reopen: %v", err)
 	}
 	if q := h.getSession(t, "qh").Queue; len(q) != 0 {
 		t.Errorf("the reopened session's queue = %v, want empty", q)

@@ -164,7 +164,7 @@ type turnStart struct {
 	blocks    []json.RawMessage
 	content   events.JSON
 	principal string
-	from      *queuedPrompt
+	from      string // the queue entry's ID
 }
 
 // start accepts ts as the session's next turn and dispatches it. The
@@ -225,10 +225,10 @@ func start(ctx context.Context, sess *session, ts turnStart) (*events.PromptAcce
 		}
 		entries = append(entries, eventlog.Entry{Kind: events.LogEvents, Header: hdr, Value: &events.AcpDurableSessionUpdate{Update: upd}})
 	}
-	if e := ts.from; e != nil {
-		entries = append(entries, eventlog.Entry{Kind: events.LogControl, Subject: events.QueueSubject(sess.ns, sess.sid, e.id),
-			Header: nats.Header{events.HeaderTurnID: []string{t.id}, events.HeaderTurnBlock: []string{strconv.Itoa(len(blocks))}},
-			Value:  &events.PromptDequeued{QueueID: e.id, Reason: events.DequeueStarted, TurnID: t.id, Status: events.StatusRunning}})
+	if ts.from != "" {
+		entries = append(entries, queueRecord(sess, ts.from,
+			&events.PromptDequeued{QueueID: ts.from, Reason: events.DequeueStarted, TurnID: t.id, Status: events.StatusRunning},
+			nats.Header{events.HeaderTurnID: []string{t.id}, events.HeaderTurnBlock: []string{strconv.Itoa(len(blocks))}}))
 	}
 	accepted, err := sess.append(ctx, ioPos{}, entries...)
 	if err != nil {
@@ -240,8 +240,8 @@ func start(ctx context.Context, sess *session, ts turnStart) (*events.PromptAcce
 	sess.moved(onAccept)
 	sess.failure = nil
 	sess.buf.reset()
-	if ts.from != nil {
-		sess.prompts.entries = slices.DeleteFunc(sess.prompts.entries, func(e *queuedPrompt) bool { return e == ts.from })
+	if ts.from != "" {
+		sess.prompts.remove(ts.from)
 		sess.svc.m.dequeued.WithLabelValues(events.DequeueStarted).Inc()
 		if sess.last != nil {
 			sess.svc.m.queueDispatchSeconds.Observe(t.acceptedAt.Sub(sess.last.at).Seconds())
