@@ -112,7 +112,15 @@ func TestQueueHTTP(t *testing.T) {
 	if body := <-first; !strings.Contains(body, "end_turn") {
 		t.Errorf("the first prompt = %s", body)
 	}
-	// The queued prompt's key now waits for, or answers, its own turn.
+	// The queued prompt starts once the turn before it ended (the session
+	// service starts it after the end its caller saw): its key then waits
+	// for, or answers, its own turn.
+	if err := testutil.Poll(t.Context(), "the queued prompt started", func() (bool, error) {
+		_, body := do(http.MethodGet, "hq/queue", "")
+		return body == `{"queued":[],"held":false}`, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if code, body := do(http.MethodPost, "hq/prompt", `{"content":[{"type":"text","text":"say second"}],"queue":true,"idempotencyKey":"k2"}`); code != http.StatusOK || !strings.Contains(body, "second") {
 		t.Errorf("the keyed queued prompt after it started = %d %s, want 200 with its turn's reply", code, body)
 	}
